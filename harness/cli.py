@@ -1,0 +1,187 @@
+"""The beir-harness command line: parse options, call the library, print the result.
+
+Results go to stdout; logs and progress bars go to stderr. A `HarnessError` becomes one line
+on stderr and exit code 1; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from harness import __version__
+from harness.encode import DEFAULT_MODEL
+from harness.errors import HarnessError
+
+logger = logging.getLogger("harness")
+
+
+class _StderrHandler(logging.Handler):
+    """Writes log lines to stderr through tqdm, so they don't break a progress bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
+def _configure_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    root = logging.getLogger("harness")
+    for handler in list(root.handlers):
+        if isinstance(handler, _StderrHandler):
+            root.removeHandler(handler)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+def _k_values(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    from harness.metrics import parse_k_values
+
+    try:
+        return tuple(parse_k_values(value))
+    except HarnessError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+class _Group(click.Group):
+    """Turns HarnessError into one line and exit code 1, and Ctrl-C into one line."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except HarnessError as exc:
+            raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt:
+            click.echo("interrupted: nothing was written for the unfinished evaluation", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="beir-harness")
+@click.option("-v", "--verbose", count=True, help="Debug-level logs on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors on stderr, no progress bars.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
+    """beir-harness: honest retrieval evaluation on BEIR-format data.
+
+    Metrics agree exactly with trec_eval (pytrec_eval, as BEIR and MTEB use it). Results go
+    to stdout, logs and progress bars to stderr.
+
+    Example:
+
+        beir-harness demo
+
+        beir-harness evaluate ../shared/data/beir/scifact
+    """
+    _configure_logging(verbose, quiet)
+    ctx.obj = {"progress": not quiet}
+
+
+@cli.command()
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="sentence-transformers model name or local model folder.")
+@click.pass_context
+def demo(ctx: click.Context, model: str) -> None:
+    """Score the bundled lesson eval set (15 products, 5 queries) with a model.
+
+    Prints, per query, the relevant ids, the top-3 retrieved ids, Recall@3 and the
+    reciprocal rank (RR@10), then the means and nDCG@10.
+
+    Example:
+
+        beir-harness demo
+    """
+    from harness.pipeline import run_demo
+
+    outcome = run_demo(model=model, progress=ctx.obj["progress"])
+    click.echo(_format_demo(outcome))
+
+
+def _format_demo(outcome) -> str:
+    result, run, qrels = outcome.result, outcome.run, outcome.qrels
+    lines = [f"demo: lesson eval set, {result.config['n_docs']} documents, {result.n_queries} queries, "
+             f"model {result.model}", ""]
+    rows = [("query", "relevant", "top-3", "Recall@3", "RR@10")]
+    for query_id in qrels:
+        relevant = sorted(qrels.relevant(query_id), key=lambda d: (len(d), d))
+        top = [hit.doc_id for hit in run.get(query_id, ())[:3]]
+        values = result.per_query[query_id]
+        rows.append((query_id, f"[{', '.join(relevant)}]", f"[{', '.join(top)}]",
+                     f"{values['Recall@3']:.2f}", f"{values['MRR@10']:.2f}"))
+    rows.append(("mean", "", "", f"{result.metrics['Recall@3']:.2f}", f"{result.metrics['MRR@10']:.2f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines += ["", f"mean Recall@3 {result.metrics['Recall@3']:.2f}   MRR@10 {result.metrics['MRR@10']:.2f}   "
+              f"nDCG@10 {result.metrics['nDCG@10']:.4f}"]
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="sentence-transformers model name or local model folder.")
+@click.option("--split", default="test", show_default=True, help="Qrels split: qrels/<split>.tsv.")
+@click.option("--k", "k_values", default="1,3,5,10,100", show_default=True, callback=_k_values,
+              help="Comma-separated cutoffs; nDCG, MAP, Recall, P and MRR are computed at each.")
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1),
+              help="Texts per forward pass.")
+@click.option("--top-k", type=click.IntRange(min=1), default=None,
+              help="Documents retrieved per query [default: 100 or the largest k].")
+@click.option("--max-seq-length", type=click.IntRange(min=1), default=None,
+              help="Truncate texts to this many tokens [default: the model's].")
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Results go to <output-dir>/<dataset>/<model>/<split>.json and <split>.run.trec.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
+@click.option("--run", "run_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Score this TREC run file (qid Q0 docid rank score tag) instead of retrieving.")
+@click.option("--ignore-identical-ids/--keep-identical-ids", default=None,
+              help="Drop retrieved documents whose id equals the query id [default: the registry's "
+                   "policy for a known BEIR dataset (e.g. arguana, quora), else keep].")
+@click.pass_context
+def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values: tuple[int, ...],
+             batch_size: int, top_k: int | None, max_seq_length: int | None, output_dir: Path,
+             as_json: bool, run_path: Path | None, ignore_identical_ids: bool | None) -> None:
+    """Evaluate a model, or an external run, on a BEIR folder.
+
+    DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv.
+    Documents are encoded as (title + " " + text).strip() with normalized embeddings,
+    searched exactly (FAISS inner product) and scored with trec_eval's rules.
+
+    Example:
+
+        beir-harness evaluate ../shared/data/beir/scifact
+
+        beir-harness evaluate ../shared/data/beir/nfcorpus --k 1,10,100 --json
+
+        beir-harness evaluate ../shared/data/beir/scifact --run my_system.trec
+    """
+    from harness.pipeline import EvaluateConfig, evaluate_dataset
+    from harness.report import format_metrics_table
+
+    config = EvaluateConfig(
+        dataset_path=dataset, split=split, model=model, k_values=k_values, top_k=top_k,
+        batch_size=batch_size, max_seq_length=max_seq_length, ignore_identical_ids=ignore_identical_ids,
+        run_path=run_path, output_dir=output_dir, progress=ctx.obj["progress"],
+    )
+    outcome = evaluate_dataset(config)
+    if as_json:
+        click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_metrics_table(outcome.result))
+    if outcome.paths:
+        logger.info("wrote %s and %s", *outcome.paths)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="beir-harness")

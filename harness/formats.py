@@ -1,0 +1,352 @@
+"""BEIR and TREC on-disk formats: streaming readers, strict checks, atomic writers.
+
+This is the only module that knows BEIR's spellings:
+
+* ``corpus.jsonl`` — one JSON object a line: ``{"_id", "title", "text", "metadata"?}``
+* ``queries.jsonl`` — one JSON object a line: ``{"_id", "text", "metadata"?}``
+* ``qrels/<split>.tsv`` — a header ``query-id<TAB>corpus-id<TAB>score`` then one judgment a line
+
+Any of them may be gzip-compressed (``.gz`` added to the name). Lines may end in CRLF (BEIR's
+own qrels do). Readers stream: the corpus is never held in memory. Every reader can feed a
+hash object with the *uncompressed* bytes it reads, so a file is fingerprinted in the same
+pass that parses it. Bad input raises `FormatError` naming the file, the line and the fix.
+
+Derived files are written atomically (`atomic_writer`): into a temporary sibling, flushed,
+fsynced and renamed over the target, so a crash never leaves a half file that looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from harness.errors import DatasetError, FormatError, OutputError
+from harness.records import Doc, Qrels, Query, Run
+
+logger = logging.getLogger(__name__)
+
+QRELS_HEADER = ("query-id", "corpus-id", "score")
+
+
+@dataclass(frozen=True)
+class BeirFolder:
+    """The files of one split of a BEIR dataset folder."""
+
+    root: Path
+    split: str
+    corpus: Path
+    queries: Path
+    qrels: Path
+
+
+def _existing(path: Path) -> Path | None:
+    for candidate in (path, path.with_name(path.name + ".gz")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def locate_beir_folder(root: str | Path, split: str) -> BeirFolder:
+    """Find the corpus, queries and qrels files of one split of a BEIR folder.
+
+    Each file may be plain or ``.gz``.
+
+    Args:
+        root: The dataset folder (holding ``corpus.jsonl``, ``queries.jsonl``, ``qrels/``).
+        split: The qrels split, e.g. ``test``.
+
+    Raises:
+        DatasetError: The folder or one of its files is missing.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetError(
+            f"{root}: no such dataset folder (expected a BEIR folder with corpus.jsonl, "
+            "queries.jsonl and qrels/<split>.tsv)"
+        )
+    found = {}
+    for key, relative in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl")):
+        path = _existing(root / relative)
+        if path is None:
+            raise DatasetError(f"{root}: missing {relative} (or {relative}.gz); this is not a BEIR folder")
+        found[key] = path
+    qrels = _existing(root / "qrels" / f"{split}.tsv")
+    if qrels is None:
+        available = sorted(
+            p.name.split(".")[0] for p in (root / "qrels").glob("*.tsv*")
+        ) if (root / "qrels").is_dir() else []
+        choice = f"available splits: {', '.join(available)}" if available else "the folder has no qrels/*.tsv"
+        raise DatasetError(f"{root}: missing qrels/{split}.tsv ({choice}; pick one with --split)")
+    return BeirFolder(root, split, found["corpus"], found["queries"], qrels)
+
+
+@contextlib.contextmanager
+def _open_binary(path: Path) -> Iterator[IO[bytes]]:
+    try:
+        handle: IO[bytes] = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+    except OSError as exc:
+        raise FormatError(path, f"cannot open: {exc.strerror or exc}") from exc
+    with handle:
+        yield handle
+
+
+def _iter_lines(path: Path, digest: Any | None) -> Iterator[tuple[int, bytes]]:
+    """Yield (line_no, line without its line ending), skipping blank lines."""
+    with _open_binary(path) as handle:
+        try:
+            for line_no, raw in enumerate(handle, start=1):
+                if digest is not None:
+                    digest.update(raw)
+                line = raw.rstrip(b"\r\n")
+                if line.strip():
+                    yield line_no, line
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise FormatError(path, f"cannot read: {exc}", hint="the file is damaged or truncated") from exc
+
+
+def _json_objects(path: Path, digest: Any | None) -> Iterator[tuple[int, dict]]:
+    for line_no, line in _iter_lines(path, digest):
+        try:
+            record = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise FormatError(path, f"invalid JSON: {exc}", line_no, "each line must be one JSON object") from exc
+        if not isinstance(record, dict):
+            raise FormatError(path, f"expected a JSON object, got {type(record).__name__}", line_no)
+        yield line_no, record
+
+
+def _record_id(path: Path, line_no: int, record: dict) -> str:
+    value = record.get("_id")
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
+        raise FormatError(path, 'missing or empty "_id"', line_no, 'each record needs a string "_id"')
+    return str(value)
+
+
+def _record_text(path: Path, line_no: int, record: dict, key: str, required: bool) -> str:
+    value = record.get(key)
+    if value is None:
+        if required and key not in record:
+            raise FormatError(path, f'missing "{key}"', line_no, f'each record needs a string "{key}"')
+        return ""
+    if not isinstance(value, str):
+        raise FormatError(path, f'"{key}" must be a string, got {type(value).__name__}', line_no)
+    return value
+
+
+def iter_corpus(path: str | Path, digest: Any | None = None) -> Iterator[Doc]:
+    """Stream the documents of a BEIR ``corpus.jsonl[.gz]``.
+
+    Args:
+        path: The corpus file.
+        digest: Optional hashlib object updated with the file's uncompressed bytes.
+
+    Yields:
+        Doc records in file order. A missing or null title is ``""``.
+
+    Raises:
+        FormatError: A line is not a JSON object with ``_id`` and ``text``, or an id repeats.
+    """
+    path = Path(path)
+    seen: set[str] = set()
+    for line_no, record in _json_objects(path, digest):
+        doc_id = _record_id(path, line_no, record)
+        if doc_id in seen:
+            raise FormatError(path, f"duplicate document id {doc_id!r}", line_no, "document ids must be unique")
+        seen.add(doc_id)
+        yield Doc(doc_id, _record_text(path, line_no, record, "title", False),
+                  _record_text(path, line_no, record, "text", True))
+
+
+def iter_queries(path: str | Path, digest: Any | None = None) -> Iterator[Query]:
+    """Stream the queries of a BEIR ``queries.jsonl[.gz]``.
+
+    Args:
+        path: The queries file.
+        digest: Optional hashlib object updated with the file's uncompressed bytes.
+
+    Raises:
+        FormatError: A line is not a JSON object with ``_id`` and ``text``, or an id repeats.
+    """
+    path = Path(path)
+    seen: set[str] = set()
+    for line_no, record in _json_objects(path, digest):
+        query_id = _record_id(path, line_no, record)
+        if query_id in seen:
+            raise FormatError(path, f"duplicate query id {query_id!r}", line_no, "query ids must be unique")
+        seen.add(query_id)
+        yield Query(query_id, _record_text(path, line_no, record, "text", True))
+
+
+def _decode(path: Path, line_no: int, line: bytes) -> str:
+    try:
+        return line.decode("utf-8-sig" if line_no == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, f"not UTF-8: {exc}", line_no, "save the file as UTF-8") from exc
+
+
+def read_qrels(path: str | Path, digest: Any | None = None) -> Qrels:
+    """Read a BEIR qrels file (``query-id<TAB>corpus-id<TAB>score`` with that header).
+
+    A (query, document) pair written twice with the same grade is accepted once; with two
+    different grades it is an error, since either choice would silently change the scores.
+
+    Args:
+        path: The qrels ``.tsv`` (or ``.tsv.gz``).
+        digest: Optional hashlib object updated with the file's uncompressed bytes.
+
+    Raises:
+        FormatError: Wrong header, wrong column count, a non-integer grade, a conflicting
+            duplicate, or no judgments at all.
+    """
+    path = Path(path)
+    judgments: dict[str, dict[str, int]] = {}
+    first_line: dict[tuple[str, str], int] = {}
+    header_seen = False
+    for line_no, line in _iter_lines(path, digest):
+        columns = _decode(path, line_no, line).split("\t")
+        if not header_seen:
+            if tuple(c.strip() for c in columns) != QRELS_HEADER:
+                raise FormatError(
+                    path, f"wrong header {line.decode('utf-8', 'replace')!r}", line_no,
+                    "the first line must be 'query-id<TAB>corpus-id<TAB>score'",
+                )
+            header_seen = True
+            continue
+        if len(columns) != 3:
+            raise FormatError(
+                path, f"expected 3 tab-separated columns, found {len(columns)}", line_no,
+                "each line is query-id<TAB>corpus-id<TAB>score",
+            )
+        query_id, doc_id, grade_text = (c.strip() for c in columns)
+        if not query_id or not doc_id:
+            raise FormatError(path, "empty query-id or corpus-id", line_no)
+        try:
+            grade = int(grade_text)
+        except ValueError:
+            raise FormatError(path, f"score {grade_text!r} is not an integer", line_no,
+                              "relevance grades are integers such as 0, 1, 2") from None
+        docs = judgments.setdefault(query_id, {})
+        if doc_id in docs and docs[doc_id] != grade:
+            raise FormatError(
+                path, f"({query_id}, {doc_id}) judged {docs[doc_id]} on line "
+                f"{first_line[(query_id, doc_id)]} and {grade} here", line_no, "keep one judgment per pair",
+            )
+        first_line.setdefault((query_id, doc_id), line_no)
+        docs[doc_id] = grade
+    if not judgments:
+        raise FormatError(path, "no judgments", hint="a qrels file needs a header and at least one line")
+    return Qrels(judgments)
+
+
+def read_run(path: str | Path, digest: Any | None = None) -> Run:
+    """Read a TREC run file: ``query_id Q0 doc_id rank score tag``, whitespace-separated.
+
+    As in trec_eval, the rank column is ignored and documents are ordered by score (ties by
+    doc_id descending; see `harness.records`).
+
+    Args:
+        path: The run file (plain or ``.gz``).
+        digest: Optional hashlib object updated with the file's uncompressed bytes.
+
+    Raises:
+        FormatError: Wrong column count, a non-numeric or non-finite score, a document listed
+            twice for one query, or an empty file.
+    """
+    path = Path(path)
+    scores: dict[str, dict[str, float]] = {}
+    tags: set[str] = set()
+    for line_no, line in _iter_lines(path, digest):
+        columns = _decode(path, line_no, line).split()
+        if len(columns) != 6:
+            raise FormatError(
+                path, f"expected 6 columns, found {len(columns)}", line_no,
+                "a TREC run line is 'query_id Q0 doc_id rank score tag'",
+            )
+        query_id, _, doc_id, _, score_text, tag = columns
+        try:
+            score = float(score_text)
+        except ValueError:
+            raise FormatError(path, f"score {score_text!r} is not a number", line_no,
+                              "the fifth column is the retrieval score") from None
+        if not math.isfinite(score):
+            raise FormatError(path, f"score {score_text!r} is not finite", line_no)
+        docs = scores.setdefault(query_id, {})
+        if doc_id in docs:
+            raise FormatError(path, f"document {doc_id!r} listed twice for query {query_id!r}", line_no,
+                              "trec_eval rejects duplicate documents; keep one line per pair")
+        docs[doc_id] = score
+        tags.add(tag)
+    if not scores:
+        raise FormatError(path, "the run is empty")
+    name = tags.pop() if len(tags) == 1 else path.name
+    return Run.from_scores(scores, name=name, metadata={"source": str(path)})
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO]:
+    """Open a temporary sibling of `path` for writing and move it into place on success.
+
+    The file appears under its final name only complete (flushed and fsynced); if the block
+    raises, the temporary file is removed and any previous file at `path` is untouched.
+
+    Args:
+        path: The final path.
+        mode: ``"w"`` (UTF-8 text) or ``"wb"``.
+
+    Raises:
+        OutputError: The folder cannot be created or written (permissions, full disk).
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {exc.strerror or exc} (choose another output folder)") from exc
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": "\n"})) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        if isinstance(exc, OSError):
+            raise OutputError(f"{path}: cannot write: {exc.strerror or exc} (check free space and permissions)") from exc
+        raise
+
+
+def write_run(run: Run, path: str | Path) -> None:
+    """Write a run as a TREC run file, atomically, in rank order.
+
+    Scores are written with full precision (``repr``), so reading the file back gives the
+    same floats and therefore the same ranking and the same metrics.
+
+    Raises:
+        FormatError: An id contains whitespace, which the TREC format cannot represent.
+    """
+    path = Path(path)
+    tag = "_".join(run.name.split()) or "run"
+    with atomic_writer(path) as handle:
+        for query_id, hits in run.items():
+            for rank, hit in enumerate(hits, start=1):
+                if len(hit.doc_id.split()) != 1 or len(query_id.split()) != 1:
+                    raise FormatError(path, f"id {query_id!r}/{hit.doc_id!r} contains whitespace",
+                                      hint="TREC run files cannot hold such ids")
+                handle.write(f"{query_id} Q0 {hit.doc_id} {rank} {hit.score!r} {tag}\n")
+
+
+def write_json(data: Any, path: str | Path) -> None:
+    """Write `data` as indented UTF-8 JSON, atomically."""
+    with atomic_writer(path) as handle:
+        json.dump(data, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")

@@ -1,0 +1,165 @@
+"""Core records of beir-harness: documents, queries, judgments and runs.
+
+These types know nothing about files (that is `harness.formats`) and nothing about models.
+Identifiers are always called ``query_id`` and ``doc_id``; BEIR's on-disk spellings
+(``_id``, ``query-id``, ``corpus-id``) never leave `harness.formats`.
+
+Ranking rule (the tie rule): a run is ordered exactly as trec_eval orders it, by score
+descending and, among equal scores, by ``doc_id`` descending in byte order (trec_eval's
+``strcmp(b, a)``). The rank column of a TREC run file is ignored, as trec_eval ignores it.
+Every metric in beir-harness, including MRR, reads this one order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple
+
+
+class Doc(NamedTuple):
+    """One corpus document."""
+
+    doc_id: str
+    title: str
+    text: str
+
+
+class Query(NamedTuple):
+    """One query."""
+
+    query_id: str
+    text: str
+
+
+class ScoredDoc(NamedTuple):
+    """One retrieved document with its score, as an entry of a ranked list."""
+
+    doc_id: str
+    score: float
+
+
+def rank_scores(scores: Mapping[str, float] | Iterable[tuple[str, float]]) -> tuple[ScoredDoc, ...]:
+    """Order documents the way trec_eval does.
+
+    Args:
+        scores: doc_id → score, or (doc_id, score) pairs with distinct doc_ids.
+
+    Returns:
+        The documents ranked by score descending, ties broken by doc_id descending.
+        Python compares str by code point, which for UTF-8 is the byte order strcmp uses.
+    """
+    items = scores.items() if isinstance(scores, Mapping) else scores
+    ranked = sorted(((float(score), doc_id) for doc_id, score in items), reverse=True)
+    return tuple(ScoredDoc(doc_id, score) for score, doc_id in ranked)
+
+
+class Qrels(Mapping[str, Mapping[str, int]]):
+    """Read-only relevance judgments: query_id → {doc_id: relevance}.
+
+    Relevance is an integer grade as written in the qrels file (BEIR uses 0, 1, 2, and
+    TREC-COVID has a few -1). A document is *relevant* when its grade is ≥ 1; a grade of 0
+    is a judged non-relevant document. Every query that appears here is a judged query.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, judgments: Mapping[str, Mapping[str, int]]):
+        self._data = MappingProxyType(
+            {query_id: MappingProxyType(dict(docs)) for query_id, docs in judgments.items()}
+        )
+
+    def __getitem__(self, query_id: str) -> Mapping[str, int]:
+        return self._data[query_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    @property
+    def n_judgments(self) -> int:
+        """Number of (query, document) judgments."""
+        return sum(len(docs) for docs in self._data.values())
+
+    def doc_ids(self) -> set[str]:
+        """All judged doc_ids."""
+        return {doc_id for docs in self._data.values() for doc_id in docs}
+
+    def relevant(self, query_id: str) -> set[str]:
+        """The doc_ids judged relevant (grade ≥ 1) for one query; empty for an unknown query."""
+        return {doc_id for doc_id, grade in self._data.get(query_id, {}).items() if grade >= 1}
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        """A plain, mutable copy (what pytrec_eval and BEIR take)."""
+        return {query_id: dict(docs) for query_id, docs in self._data.items()}
+
+    def __repr__(self) -> str:
+        return f"Qrels({len(self)} queries, {self.n_judgments} judgments)"
+
+
+@dataclass(frozen=True)
+class Run(Mapping[str, tuple[ScoredDoc, ...]]):
+    """A retrieval run: query_id → documents ranked by the trec_eval rule.
+
+    Build one with `Run.from_scores`; the ranked lists are then fixed. A run may hold
+    queries that are not judged (they are ignored by evaluation) and may lack judged ones
+    (they score 0).
+
+    Attributes:
+        ranked: query_id → ranked tuple of ScoredDoc.
+        name: The run's tag (the last column of a TREC run file).
+        metadata: Free-form, JSON-serialisable facts about how the run was made.
+    """
+
+    ranked: Mapping[str, tuple[ScoredDoc, ...]]
+    name: str = "run"
+    metadata: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_scores(
+        cls,
+        scores: Mapping[str, Mapping[str, float] | Iterable[tuple[str, float]]],
+        name: str = "run",
+        metadata: Mapping[str, object] | None = None,
+    ) -> Run:
+        """Rank each query's scores by the trec_eval rule.
+
+        Args:
+            scores: query_id → {doc_id: score} (or (doc_id, score) pairs).
+            name: The run tag.
+            metadata: Facts about the run.
+        """
+        ranked = {query_id: rank_scores(docs) for query_id, docs in scores.items()}
+        return cls(MappingProxyType(ranked), name, MappingProxyType(dict(metadata or {})))
+
+    def __getitem__(self, query_id: str) -> tuple[ScoredDoc, ...]:
+        return self.ranked[query_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ranked)
+
+    def __len__(self) -> int:
+        return len(self.ranked)
+
+    def without_self_hits(self) -> Run:
+        """A copy without any document whose doc_id equals its query_id."""
+        kept = {
+            query_id: tuple(hit for hit in hits if hit.doc_id != query_id)
+            for query_id, hits in self.ranked.items()
+        }
+        return Run(MappingProxyType(kept), self.name, self.metadata)
+
+    def truncated(self, depth: int) -> Run:
+        """A copy keeping the first `depth` documents of each ranked list."""
+        kept = {query_id: hits[:depth] for query_id, hits in self.ranked.items()}
+        return Run(MappingProxyType(kept), self.name, self.metadata)
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        """query_id → {doc_id: score}, the shape pytrec_eval and BEIR take."""
+        return {query_id: {hit.doc_id: hit.score for hit in hits} for query_id, hits in self.ranked.items()}
+
+    def __repr__(self) -> str:
+        return f"Run({self.name!r}, {len(self)} queries)"

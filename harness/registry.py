@@ -1,0 +1,82 @@
+"""The BEIR dataset registry: a data table shipped in ``harness/data/beir-datasets.csv``.
+
+One row per BEIR dataset: eval split, query and document counts, archive size and md5,
+whether it is publicly distributed, and its self-hit policy (``ignore_identical_ids``: the
+datasets whose queries are themselves corpus documents, where a document with the query's
+own id must be dropped from the ranking, as BEIR and MTEB do).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import functools
+import importlib.resources
+from dataclasses import dataclass
+
+from harness.errors import DatasetError
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One row of the BEIR dataset table."""
+
+    name: str
+    eval_split: str
+    n_queries: int
+    n_docs: int
+    avg_rel_per_query: float | None
+    zip_mb: float | None
+    md5: str | None
+    public: bool
+    ignore_identical_ids: bool
+    note: str
+
+
+def _yes(value: str, column: str, name: str) -> bool:
+    if value not in ("yes", "no"):
+        raise ValueError(f"beir-datasets.csv: {name}: {column} must be yes or no, got {value!r}")
+    return value == "yes"
+
+
+@functools.cache
+def datasets() -> dict[str, DatasetSpec]:
+    """All registry rows by name, in the table's order."""
+    text = importlib.resources.files("harness").joinpath("data/beir-datasets.csv").read_text(encoding="utf-8")
+    specs: dict[str, DatasetSpec] = {}
+    for row in csv.DictReader(text.splitlines()):
+        name = row["name"]
+        if name in specs:
+            raise ValueError(f"beir-datasets.csv: duplicate dataset {name!r}")
+        specs[name] = DatasetSpec(
+            name=name,
+            eval_split=row["eval_split"],
+            n_queries=int(row["queries"]),
+            n_docs=int(row["corpus_docs"]),
+            avg_rel_per_query=float(row["avg_rel_per_query"]) if row["avg_rel_per_query"] else None,
+            zip_mb=float(row["zip_mb"]) if row["zip_mb"] else None,
+            md5=row["md5"] or None,
+            public=_yes(row["public"], "public", name),
+            ignore_identical_ids=_yes(row["ignore_identical_ids"], "ignore_identical_ids", name),
+            note=row["note"],
+        )
+    return specs
+
+
+def get(name: str) -> DatasetSpec:
+    """The registry row for `name`.
+
+    Raises:
+        DatasetError: Unknown name; the message suggests close names.
+    """
+    specs = datasets()
+    if name in specs:
+        return specs[name]
+    close = difflib.get_close_matches(name, list(specs), n=3)
+    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(specs)}"
+    raise DatasetError(f"unknown BEIR dataset {name!r} ({hint})")
+
+
+def lookup(name: str) -> DatasetSpec | None:
+    """The registry row for `name`, or None when it is not a BEIR dataset."""
+    return datasets().get(name)

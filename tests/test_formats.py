@@ -1,0 +1,223 @@
+"""BEIR/TREC readers and writers: streaming, CRLF, gzip, strict errors, atomic writes."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.errors import DatasetError, FormatError, HarnessError, OutputError
+from harness.formats import (
+    atomic_writer,
+    iter_corpus,
+    iter_queries,
+    locate_beir_folder,
+    read_qrels,
+    read_run,
+    write_json,
+    write_run,
+)
+from harness.records import Doc, Run
+
+
+def test_iter_corpus_reads_titles_text_and_unicode(tiny_beir):
+    docs = list(iter_corpus(tiny_beir / "corpus.jsonl"))
+    assert docs[0] == Doc("d1", "Fruit", "apple banana")
+    assert docs[3] == Doc("d4", "", "eggplant")  # missing title
+    assert docs[4] == Doc("d5", "", "fig grape été")  # null title, \u escapes decoded
+    assert [d.doc_id for d in docs] == ["d1", "d2", "d3", "d4", "d5"]
+
+
+def test_gzip_and_plain_give_the_same_records_and_digest(tiny_beir):
+    plain = tiny_beir / "corpus.jsonl"
+    packed = tiny_beir / "corpus2.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    a, b = hashlib.sha256(), hashlib.sha256()
+    assert list(iter_corpus(plain, a)) == list(iter_corpus(packed, b))
+    assert a.hexdigest() == b.hexdigest() == hashlib.sha256(plain.read_bytes()).hexdigest()
+
+
+def test_read_qrels_accepts_crlf_and_keeps_grades(tiny_beir):
+    qrels = read_qrels(tiny_beir / "qrels" / "test.tsv")
+    assert qrels.to_dict() == {"q1": {"d1": 2, "d2": 1}, "q2": {"d3": 1, "d4": 0}, "q3": {"d5": 1}}
+    assert qrels.relevant("q2") == {"d3"}
+    assert qrels.n_judgments == 5
+
+
+def test_locate_beir_folder_finds_gz_and_reports_missing_parts(tiny_beir):
+    (tiny_beir / "corpus.jsonl.gz").write_bytes(gzip.compress((tiny_beir / "corpus.jsonl").read_bytes()))
+    (tiny_beir / "corpus.jsonl").unlink()
+    folder = locate_beir_folder(tiny_beir, "test")
+    assert folder.corpus.name == "corpus.jsonl.gz"
+    with pytest.raises(DatasetError, match=r"missing qrels/train\.tsv \(available splits: dev, test"):
+        locate_beir_folder(tiny_beir, "train")
+    with pytest.raises(DatasetError, match="no such dataset folder"):
+        locate_beir_folder(tiny_beir / "nope", "test")
+    (tiny_beir / "queries.jsonl").unlink()
+    with pytest.raises(DatasetError, match="missing queries.jsonl"):
+        locate_beir_folder(tiny_beir, "test")
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "message"),
+    [
+        (b'{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n', 2, "invalid JSON"),
+        (b'["a"]\n', 1, "expected a JSON object"),
+        (b'{"text": "x"}\n', 1, 'missing or empty "_id"'),
+        (b'{"_id": "", "text": "x"}\n', 1, 'missing or empty "_id"'),
+        (b'{"_id": "a"}\n', 1, 'missing "text"'),
+        (b'{"_id": "a", "text": 3}\n', 1, '"text" must be a string'),
+        (b'{"_id": "a", "text": "x"}\n\n{"_id": "a", "text": "y"}\n', 3, "duplicate document id"),
+    ],
+)
+def test_corpus_errors_name_file_and_line(tmp_path, content, line, message):
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(FormatError, match=message) as info:
+        list(iter_corpus(path))
+    assert info.value.line_no == line
+    assert str(info.value).startswith(f"{path}:{line}: ")
+
+
+def test_truncated_gzip_is_a_format_error(tmp_path):
+    path = tmp_path / "corpus.jsonl.gz"
+    lines = "".join(f'{{"_id": "{i}", "text": "x"}}\n' for i in range(5000)).encode()
+    path.write_bytes(gzip.compress(lines)[:3000])
+    with pytest.raises(FormatError, match="damaged or truncated"):
+        list(iter_corpus(path))
+
+
+def test_queries_duplicate_id(tmp_path):
+    path = tmp_path / "queries.jsonl"
+    path.write_text('{"_id": 1, "text": "a"}\n{"_id": "1", "text": "b"}\n')
+    with pytest.raises(FormatError, match="duplicate query id '1'"):
+        list(iter_queries(path))
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "message"),
+    [
+        ("qid\tdocid\trel\nq\td\t1\n", 1, "wrong header"),
+        ("q\td\t1\n", 1, "wrong header"),
+        ("query-id\tcorpus-id\tscore\nq d 1\n", 2, "expected 3 tab-separated columns, found 1"),
+        ("query-id\tcorpus-id\tscore\nq\td\thigh\n", 2, "score 'high' is not an integer"),
+        ("query-id\tcorpus-id\tscore\nq\td\t1\nq\td\t2\n", 3, r"judged 1 on line 2 and 2 here"),
+        ("query-id\tcorpus-id\tscore\n\tq\t1\n", 2, "empty query-id"),
+    ],
+)
+def test_qrels_errors(tmp_path, content, line, message):
+    path = tmp_path / "test.tsv"
+    path.write_text(content)
+    with pytest.raises(FormatError, match=message) as info:
+        read_qrels(path)
+    assert info.value.line_no == line
+
+
+def test_qrels_identical_duplicate_is_kept_once_and_header_only_is_an_error(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_text("\ufeffquery-id\tcorpus-id\tscore\nq\td\t1\nq\td\t1\n")
+    assert read_qrels(path).to_dict() == {"q": {"d": 1}}
+    path.write_text("query-id\tcorpus-id\tscore\n")
+    with pytest.raises(FormatError, match="no judgments"):
+        read_qrels(path)
+
+
+def test_read_run_orders_by_score_not_rank(tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 a 1 0.5 mine\nq1 Q0 b 2 0.9 mine\nq1 Q0 c 3 0.5 mine\r\nq2 Q0 a 1 -1e3 mine\n")
+    run = read_run(path)
+    assert run.name == "mine"
+    assert [h.doc_id for h in run["q1"]] == ["b", "c", "a"]
+    assert run["q2"][0].score == -1000.0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("q1 Q0 a 1 0.5\n", "expected 6 columns, found 5"),
+        ("q1 Q0 a 1 high tag\n", "score 'high' is not a number"),
+        ("q1 Q0 a 1 nan tag\n", "not finite"),
+        ("q1 Q0 a 1 1 t\nq1 Q0 a 2 0.5 t\n", "listed twice"),
+        ("\n\n", "the run is empty"),
+    ],
+)
+def test_run_errors(tmp_path, content, message):
+    path = tmp_path / "run.trec"
+    path.write_text(content)
+    with pytest.raises(FormatError, match=message):
+        read_run(path)
+
+
+def test_write_run_round_trips_exact_scores(tmp_path):
+    run = Run.from_scores({"q1": {"a": 0.1 + 0.2, "b": 1 / 3, "c": 1 / 3}, "q2": {}}, name="my run")
+    path = tmp_path / "out" / "run.trec"
+    write_run(run, path)
+    lines = path.read_text().splitlines()
+    assert lines[0] == f"q1 Q0 c 1 {1 / 3!r} my_run"
+    assert read_run(path).to_dict() == {"q1": run.to_dict()["q1"]}
+
+
+def test_write_run_refuses_whitespace_ids(tmp_path):
+    with pytest.raises(FormatError, match="whitespace"):
+        write_run(Run.from_scores({"q 1": {"a": 1.0}}), tmp_path / "run.trec")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_writer_leaves_previous_file_on_failure(tmp_path):
+    target = tmp_path / "result.json"
+    write_json({"v": 1}, target)
+    with pytest.raises(RuntimeError), atomic_writer(target) as handle:
+        handle.write("partial")
+        raise RuntimeError("crash mid-write")
+    assert target.read_text() == '{\n  "v": 1\n}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_atomic_writer_read_only_folder(tmp_path):
+    tmp_path.chmod(0o500)
+    try:
+        with pytest.raises(OutputError, match="cannot write"):
+            write_json({}, tmp_path / "x.json")
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_atomic_writer_unwritable_parent(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OutputError, match="cannot write"):
+        write_json({}, blocker / "x.json")
+
+
+def test_atomic_writer_disk_full(tmp_path, monkeypatch):
+    target = tmp_path / "r.json"
+    write_json({"old": True}, target)
+
+    def no_space(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(OutputError, match="No space left"):
+        write_json({"new": True}, target)
+    assert "old" in target.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_any_bytes_parse_or_raise_a_harness_error(tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("fuzz")
+    for name, read in (("c.jsonl", lambda p: list(iter_corpus(p))), ("q.jsonl", lambda p: list(iter_queries(p))),
+                       ("qrels.tsv", read_qrels), ("run.trec", read_run)):
+        path = Path(folder) / name
+        path.write_bytes(data)
+        try:
+            read(path)
+        except HarnessError:
+            pass

@@ -1,0 +1,213 @@
+"""Metrics: hand-computed tables, the evaluation rules, and agreement with pytrec_eval and BEIR."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import pytrec_eval
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.errors import UnknownMetricError
+from harness.metrics import (
+    MetricSpec,
+    evaluate,
+    metric_families,
+    parse_k_values,
+    parse_metric,
+    reciprocal_rank,
+    standard_metrics,
+)
+from harness.records import Qrels, Run, rank_scores
+
+LOG2_3 = math.log2(3)
+
+
+def _one(qrels: dict, scores: dict, metric: str) -> float:
+    return evaluate(Qrels({"q": qrels}), Run.from_scores({"q": scores}), [parse_metric(metric)]).means[metric]
+
+
+# Rankings below are written best first; scores descend so no tie rule is involved.
+@pytest.mark.parametrize(
+    ("qrels", "ranking", "metric", "expected"),
+    [
+        ({"a": 1}, ["a", "b"], "nDCG@10", 1.0),
+        ({"a": 1}, ["b", "a"], "nDCG@10", 1 / LOG2_3),
+        ({"a": 1}, ["b", "a"], "nDCG@1", 0.0),
+        # graded: linear gain 2 and 1; ideal order a(2), b(1)
+        ({"a": 2, "b": 1}, ["b", "a"], "nDCG@10", (1 + 2 / LOG2_3) / (2 + 1 / LOG2_3)),
+        ({"a": 2, "b": 1}, ["b", "x", "a"], "nDCG@2", 1 / (2 + 1 / LOG2_3)),
+        # grade 0 is judged non-relevant: gains nothing, not in the ideal list
+        ({"a": 1, "z": 0}, ["z", "a"], "nDCG@10", 1 / LOG2_3),
+        ({"a": 1, "b": 1, "c": 1}, ["a", "x", "b"], "Recall@2", 1 / 3),
+        ({"a": 1, "b": 1, "c": 1}, ["a", "x", "b"], "Recall@3", 2 / 3),
+        ({"a": 1, "z": 0}, ["a", "z"], "Recall@1", 1.0),
+        ({"a": 1, "b": 1}, ["x", "a", "y", "b"], "P@2", 1 / 2),
+        ({"a": 1}, ["a"], "P@5", 1 / 5),  # P@k divides by k even when fewer are retrieved
+        ({"a": 1, "b": 1}, ["x", "a", "y", "b"], "MRR@10", 1 / 2),
+        ({"a": 1, "b": 1}, ["x", "y", "a"], "MRR@2", 0.0),
+        ({"a": 2}, ["x", "a"], "MRR@10", 1 / 2),
+        ({"a": 1, "b": 1}, ["a", "x", "b"], "MAP@10", (1 + 2 / 3) / 2),
+        ({"a": 1, "b": 1}, ["a", "x", "b"], "MAP@2", 1 / 2),  # denominator is all relevant docs
+        ({"z": 0}, ["z"], "nDCG@10", 0.0),  # a query with no relevant document scores 0
+        ({"z": 0}, ["z"], "MRR@10", 0.0),
+        ({"z": 0}, ["z"], "Recall@10", 0.0),
+    ],
+)
+def test_hand_computed(qrels, ranking, metric, expected):
+    scores = {doc_id: float(len(ranking) - i) for i, doc_id in enumerate(ranking)}
+    assert _one(qrels, scores, metric) == pytest.approx(expected, abs=1e-12)
+
+
+def test_ties_break_by_doc_id_descending_for_every_metric():
+    # All four documents tie; trec_eval ranks them d, c, b, a.
+    scores = {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}
+    assert [hit.doc_id for hit in rank_scores(scores)] == ["d", "c", "b", "a"]
+    assert _one({"b": 1}, scores, "MRR@10") == pytest.approx(1 / 3)
+    assert _one({"b": 1}, scores, "nDCG@10") == pytest.approx(1 / 2)  # 1/log2(4)
+    assert _one({"b": 1}, scores, "P@2") == 0.0
+    assert _one({"b": 1}, scores, "P@3") == pytest.approx(1 / 3)
+
+
+def test_every_judged_query_counts_and_a_missing_one_scores_zero():
+    qrels = Qrels({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}})
+    run = Run.from_scores({"q1": {"a": 1.0}, "q9": {"a": 1.0}})  # q2, q3 missing; q9 unjudged
+    evaluation = evaluate(qrels, run, [parse_metric("nDCG@10"), parse_metric("MRR@10")])
+    assert evaluation.n_queries == 3
+    assert evaluation.n_missing == 2
+    assert evaluation.n_unjudged == 1
+    assert evaluation.means["nDCG@10"] == pytest.approx(1 / 3)
+    assert evaluation.means["MRR@10"] == pytest.approx(1 / 3)
+    assert evaluation.per_query["q2"] == {"nDCG@10": 0.0, "MRR@10": 0.0}
+    assert set(evaluation.per_query) == {"q1", "q2", "q3"}
+
+
+def test_evaluate_does_not_mutate_inputs():
+    qrels = Qrels({"q": {"a": 1}})
+    run = Run.from_scores({"q": {"q": 9.0, "a": 1.0}})
+    before = (qrels.to_dict(), run.to_dict())
+    evaluate(qrels, run, standard_metrics([1, 10]))
+    assert (qrels.to_dict(), run.to_dict()) == before
+
+
+def test_parse_metric_and_canonical_names():
+    assert str(parse_metric("nDCG@10")) == "nDCG@10"
+    assert parse_metric("ndcg@10") == MetricSpec("nDCG", 10)
+    assert str(parse_metric("recall@100")) == "Recall@100"
+    assert [str(m) for m in standard_metrics([10, 1])] == [
+        "nDCG@1", "nDCG@10", "MAP@1", "MAP@10", "Recall@1", "Recall@10", "P@1", "P@10", "MRR@1", "MRR@10"]
+    for bad in ("nDCG", "nDCG@0", "nDCG@x", "BLEU@10", "", "@10"):
+        with pytest.raises(UnknownMetricError):
+            parse_metric(bad)
+
+
+def test_parse_k_values():
+    assert parse_k_values("10, 1,3,10") == [1, 3, 10]
+    for bad in ("", "0", "1,,3", "-1", "a", "1.5"):
+        with pytest.raises(UnknownMetricError):
+            parse_k_values(bad)
+
+
+def test_metric_table_is_valid():
+    families = metric_families()
+    assert list(families) == ["nDCG", "MAP", "Recall", "P", "MRR"]
+    for family in families.values():
+        assert family.description
+        if family.trec_eval:
+            assert family.trec_eval in pytrec_eval.supported_measures
+        else:
+            from harness.metrics import _COMPUTED
+
+            assert family.name in _COMPUTED
+
+
+# --- an independent reference of trec_eval's semantics, to pin pytrec_eval's and ours ---
+
+def _reference(judged: dict[str, int], scores: dict[str, float], name: str, k: int) -> float:
+    ranked = [doc for _, doc in sorted(((s, d) for d, s in scores.items()), reverse=True)][:k]
+    relevant = {d for d, g in judged.items() if g >= 1}
+    hits = [d in relevant for d in ranked]
+    if not relevant:
+        return 0.0
+    if name == "Recall":
+        return sum(hits) / len(relevant)
+    if name == "P":
+        return sum(hits) / k
+    if name == "MRR":
+        return next((1 / (i + 1) for i, h in enumerate(hits) if h), 0.0)
+    if name == "MAP":
+        found, total = 0, 0.0
+        for i, h in enumerate(hits):
+            if h:
+                found += 1
+                total += found / (i + 1)
+        return total / len(relevant)
+    dcg = sum(max(judged.get(d, 0), 0) / math.log2(i + 2) for i, d in enumerate(ranked))
+    ideal = sorted((g for g in judged.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+doc_ids = st.sampled_from([f"d{i}" for i in range(12)] + ["D1", "a", "Z"])
+query_ids = st.sampled_from(["q1", "q2", "q3", "Q", "10", "9"])
+judgments = st.dictionaries(query_ids, st.dictionaries(doc_ids, st.integers(0, 3), min_size=1), min_size=1)
+# Few distinct score values, so ties are frequent.
+scores = st.dictionaries(doc_ids, st.sampled_from([0.0, 0.25, 0.5, 1.0, 2.0, -1.0]))
+runs = st.dictionaries(query_ids, scores)
+ks = st.lists(st.integers(1, 15), min_size=1, max_size=4, unique=True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(judgments, runs, ks)
+def test_agrees_with_pytrec_eval_and_the_reference(qrels_dict, run_dict, k_values):
+    qrels, run = Qrels(qrels_dict), Run.from_scores(run_dict)
+    evaluation = evaluate(qrels, run, standard_metrics(k_values))
+    measures = {"ndcg_cut", "map_cut", "recall", "P"}
+    direct = pytrec_eval.RelevanceEvaluator(
+        qrels_dict, {f"{m}." + ",".join(map(str, k_values)) for m in measures}).evaluate(run_dict)
+    trec_names = {"nDCG": "ndcg_cut", "MAP": "map_cut", "Recall": "recall", "P": "P"}
+    for query_id, judged in qrels_dict.items():
+        query_scores = run_dict.get(query_id, {})
+        for k in k_values:
+            for name in ("nDCG", "MAP", "Recall", "P", "MRR"):
+                ours = evaluation.per_query[query_id][f"{name}@{k}"]
+                assert ours == pytest.approx(_reference(judged, query_scores, name, k), abs=1e-9)
+                if name == "MRR":
+                    cut = {h.doc_id: h.score for h in run.get(query_id, ())[:k]}
+                    if cut:
+                        rr = pytrec_eval.RelevanceEvaluator({query_id: judged}, {"recip_rank"}).evaluate(
+                            {query_id: cut})[query_id]["recip_rank"]
+                        assert ours == pytest.approx(rr, abs=1e-9)
+                elif query_id in direct:
+                    assert ours == pytest.approx(direct[query_id][f"{trec_names[name]}_{k}"], abs=1e-9)
+    for name, mean in evaluation.means.items():
+        assert mean == pytest.approx(sum(row[name] for row in evaluation.per_query.values()) / len(qrels_dict))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(judgments, runs, ks, st.booleans())
+def test_agrees_with_beir_evaluate_retrieval(qrels_dict, run_dict, k_values, ignore_identical_ids):
+    from beir.retrieval.evaluation import EvaluateRetrieval
+
+    from harness.pipeline import apply_self_hit_policy
+
+    # BEIR averages over the queries in the run, we over the judged ones: compare where they coincide.
+    run_dict = {q: run_dict.get(q, {}) for q in qrels_dict}
+    run = apply_self_hit_policy(Run.from_scores(run_dict), ignore_identical_ids)
+    ours = evaluate(Qrels(qrels_dict), run, standard_metrics(k_values)).means
+    beir_copy = {q: dict(docs) for q, docs in run_dict.items()}
+    ndcg, _map, recall, precision = EvaluateRetrieval.evaluate(
+        qrels_dict, beir_copy, k_values, ignore_identical_ids=ignore_identical_ids)
+    theirs = {**ndcg, **_map, **recall, **precision}
+    for k in k_values:
+        for ours_name, beir_name in (("nDCG", "NDCG"), ("MAP", "MAP"), ("Recall", "Recall"), ("P", "P")):
+            # BEIR rounds its means to 5 decimals.
+            assert ours[f"{ours_name}@{k}"] == pytest.approx(theirs[f"{beir_name}@{k}"], abs=5e-6 + 1e-12)
+
+
+def test_reciprocal_rank_reads_the_given_order():
+    ranked = rank_scores({"a": 1.0, "b": 1.0})  # b first
+    assert reciprocal_rank(ranked, {"a": 1}, 10) == 0.5
+    assert reciprocal_rank(ranked, {"a": 1}, 1) == 0.0
+    assert reciprocal_rank(ranked, {"b": 0}, 10) == 0.0
