@@ -79,8 +79,8 @@ def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
 
     Example:
 
+    \b
         beir-harness demo
-
         beir-harness evaluate ../shared/data/beir/scifact
     """
     _configure_logging(verbose, quiet)
@@ -99,6 +99,7 @@ def demo(ctx: click.Context, model: str) -> None:
 
     Example:
 
+    \b
         beir-harness demo
     """
     from harness.pipeline import run_demo
@@ -159,10 +160,9 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values
 
     Example:
 
+    \b
         beir-harness evaluate ../shared/data/beir/scifact
-
         beir-harness evaluate ../shared/data/beir/nfcorpus --k 1,10,100 --json
-
         beir-harness evaluate ../shared/data/beir/scifact --run my_system.trec
     """
     from harness.pipeline import EvaluateConfig, evaluate_dataset
@@ -180,6 +180,113 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values
         click.echo(format_metrics_table(outcome.result))
     if outcome.paths:
         logger.info("wrote %s and %s", *outcome.paths)
+
+
+_COLUMN_OPTIONS = (
+    ("--corpus-id-column", "corpus_id", "document id"),
+    ("--corpus-title-column", "corpus_title", "document title"),
+    ("--corpus-text-column", "corpus_text", "document text"),
+    ("--query-id-column", "query_id", "query id"),
+    ("--query-text-column", "query_text", "query text"),
+    ("--qrels-query-column", "qrels_query", "judgment's query id"),
+    ("--qrels-doc-column", "qrels_doc", "judgment's document id"),
+    ("--qrels-score-column", "qrels_score", "judgment's grade"),
+)
+
+
+def _column_options(command):
+    for option, name, role in reversed(_COLUMN_OPTIONS):
+        command = click.option(option, name, default=None, metavar="NAME",
+                               help=f"Column holding the {role} [default: detected].")(command)
+    return command
+
+
+@cli.command()
+@click.option("--corpus", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz.")
+@click.option("--queries", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Queries, same formats.")
+@click.option("--qrels", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Judgments (query id, document id, grade), same formats.")
+@click.option("--eval-set", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Instead of the three tables: one .json/.yaml file with documents and queries.")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="The BEIR folder to create.")
+@click.option("--split", default="test", show_default=True, help="Name of the qrels split written.")
+@click.option("--force", is_flag=True, help="Replace an existing output folder.")
+@click.option("--drop-empty", is_flag=True, help="Skip documents/queries with empty text instead of failing.")
+@click.option("--allow-negative", is_flag=True, help="Accept negative grades (TREC-COVID-style -1).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_column_options
+def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_set: Path | None, out: Path,
+            split: str, force: bool, drop_empty: bool, allow_negative: bool, as_json: bool, **columns: str | None) -> None:
+    """Convert your own eval set into a BEIR folder, checking it first.
+
+    Columns are detected from common names: document id from
+    _id|id|doc_id|docid|corpus_id|corpus-id, title from title, text from
+    text|body|content|contents|passage|document; query id from _id|id|query_id|qid|query-id,
+    text from text|query|question; judgments from query-id|query_id|qid,
+    corpus-id|corpus_id|doc_id|docid and score|relevance|grade|label|rel. Name a column
+    explicitly with the --*-column options. Other document columns go into BEIR's metadata.
+
+    Ids are kept as text ("007" stays "007"); grades must be integers (0 is kept). Nothing is
+    written unless every check passes; an existing folder is refused without --force, except
+    that a new --split can be added to it when its ids resolve against its corpus and queries.
+
+    Example:
+
+    \b
+        beir-harness convert --corpus docs.csv --queries queries.csv --qrels judgments.csv --out datasets/helpdesk
+        beir-harness convert --qrels dev.csv --out datasets/helpdesk --split dev
+        beir-harness convert --corpus items.parquet --corpus-id-column sku --corpus-text-column description ...
+        beir-harness convert --eval-set eval.json --out datasets/products
+    """
+    from harness.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables
+
+    options = ConvertOptions(split=split, force=force, drop_empty=drop_empty, allow_negative=allow_negative,
+                             columns=ColumnMap(**columns))
+    if eval_set is not None:
+        if corpus or queries or qrels:
+            raise click.UsageError("give either --eval-set or --corpus/--queries/--qrels, not both")
+        summary = convert_eval_set(eval_set, out, options)
+    elif qrels is None:
+        raise click.UsageError("give --corpus, --queries and --qrels (or --eval-set)")
+    else:
+        summary = convert_tables(corpus, queries, qrels, out, options)
+    if as_json:
+        click.echo(json.dumps(summary.to_json(), indent=2))
+        return
+    grades = ", ".join(f"{g}: {n}" for g, n in sorted(summary.grades.items()))
+    verb = {"new": "wrote", "replace": "replaced", "add-split": "added split to"}[summary.mode]
+    click.echo(f"{verb} {summary.out}: {summary.n_docs} documents, {summary.n_queries} queries, "
+               f"qrels/{summary.split}.tsv with {summary.n_judgments} judgments for {summary.n_judged_queries} "
+               f"queries (grades {{{grades}}})")
+
+
+@cli.command()
+@click.argument("folder", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def validate(folder: Path, as_json: bool) -> None:
+    """Check a BEIR folder and summarise it; exit 1 if it has errors.
+
+    Checks every line of corpus.jsonl, queries.jsonl and qrels/*.tsv (plain or .gz): JSON
+    records with _id and text, unique ids, BEIR's qrels header, three columns, integer grades,
+    no conflicting duplicates, and judgments that name existing queries and documents. Empty
+    texts are warnings and CRLF line endings a note. Prints counts per split, the grade
+    histogram, judged documents per query and mean document length.
+
+    Example:
+
+    \b
+        beir-harness validate datasets/helpdesk
+        beir-harness validate ../shared/data/beir/nfcorpus --json
+    """
+    from harness.validate import validate_folder
+
+    report = validate_folder(folder)
+    click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.format_text())
+    if not report.ok:
+        sys.exit(1)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.errors import MissingDependencyError, ModelLoadError
-from harness.records import Doc
+from harness.records import Doc, doc_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,15 +28,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
-
-
-def doc_text(doc: Doc) -> str:
-    """The text a document is encoded as: ``(title + " " + text).strip()``.
-
-    This is BEIR's and MTEB's rule for dense models (``SentenceBERT.encode_corpus`` with
-    ``sep=" "``), so an empty title gives the text alone.
-    """
-    return f"{doc.title} {doc.text}".strip()
 
 
 class Encoder(Protocol):

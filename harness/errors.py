@@ -20,16 +20,24 @@ class FormatError(HarnessError):
     Args:
         path: The offending file.
         reason: What is wrong, e.g. ``"invalid JSON: Expecting value"``.
-        line_no: 1-based line number, when the problem is on one line.
+        line_no: 1-based line number (or item/row number, see `unit`) of the problem.
         hint: What the user can do about it.
+        unit: ``"line"`` gives ``path:N``; another unit (``"item"``, ``"row"``) gives ``path (item N)``.
     """
 
-    def __init__(self, path: str | Path, reason: str, line_no: int | None = None, hint: str | None = None):
+    def __init__(self, path: str | Path, reason: str, line_no: int | None = None, hint: str | None = None,
+                 unit: str = "line"):
         self.path = str(path)
         self.reason = reason
         self.line_no = line_no
         self.hint = hint
-        where = f"{self.path}:{line_no}" if line_no is not None else self.path
+        self.unit = unit
+        if line_no is None:
+            where = self.path
+        elif unit == "line":
+            where = f"{self.path}:{line_no}"
+        else:
+            where = f"{self.path} ({unit} {line_no})"
         message = f"{where}: {reason}"
         if hint:
             message += f" ({hint})"

@@ -24,7 +24,7 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -113,15 +113,28 @@ def _iter_lines(path: Path, digest: Any | None) -> Iterator[tuple[int, bytes]]:
             raise FormatError(path, f"cannot read: {exc}", hint="the file is damaged or truncated") from exc
 
 
-def _json_objects(path: Path, digest: Any | None) -> Iterator[tuple[int, dict]]:
+ErrorHandler = Callable[[FormatError], None]
+
+
+def _json_objects(path: Path, digest: Any | None, on_error: ErrorHandler | None) -> Iterator[tuple[int, dict]]:
     for line_no, line in _iter_lines(path, digest):
         try:
             record = json.loads(line)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise FormatError(path, f"invalid JSON: {exc}", line_no, "each line must be one JSON object") from exc
+            _report(FormatError(path, f"invalid JSON: {exc}", line_no, "each line must be one JSON object"),
+                    on_error, exc)
+            continue
         if not isinstance(record, dict):
-            raise FormatError(path, f"expected a JSON object, got {type(record).__name__}", line_no)
+            _report(FormatError(path, f"expected a JSON object, got {type(record).__name__}", line_no), on_error)
+            continue
         yield line_no, record
+
+
+def _report(error: FormatError, on_error: ErrorHandler | None, cause: BaseException | None = None) -> None:
+    """Raise `error`, or hand it to `on_error` (which collects it) so the reader skips the line."""
+    if on_error is None:
+        raise error from cause
+    on_error(error)
 
 
 def _record_id(path: Path, line_no: int, record: dict) -> str:
@@ -142,12 +155,30 @@ def _record_text(path: Path, line_no: int, record: dict, key: str, required: boo
     return value
 
 
-def iter_corpus(path: str | Path, digest: Any | None = None) -> Iterator[Doc]:
+def _iter_records(path: Path, kind: str, digest: Any | None, on_error: ErrorHandler | None,
+                  make: Callable[[str, int, dict], Any]) -> Iterator[Any]:
+    seen: set[str] = set()
+    for line_no, record in _json_objects(path, digest, on_error):
+        try:
+            record_id = _record_id(path, line_no, record)
+            if record_id in seen:
+                raise FormatError(path, f"duplicate {kind} id {record_id!r}", line_no, f"{kind} ids must be unique")
+            item = make(record_id, line_no, record)
+        except FormatError as exc:
+            _report(exc, on_error)
+            continue
+        seen.add(record_id)
+        yield item
+
+
+def iter_corpus(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None) -> Iterator[Doc]:
     """Stream the documents of a BEIR ``corpus.jsonl[.gz]``.
 
     Args:
         path: The corpus file.
         digest: Optional hashlib object updated with the file's uncompressed bytes.
+        on_error: Called with each FormatError instead of raising it; the bad line is skipped
+            (used by validation, which lists every problem).
 
     Yields:
         Doc records in file order. A missing or null title is ``""``.
@@ -156,34 +187,24 @@ def iter_corpus(path: str | Path, digest: Any | None = None) -> Iterator[Doc]:
         FormatError: A line is not a JSON object with ``_id`` and ``text``, or an id repeats.
     """
     path = Path(path)
-    seen: set[str] = set()
-    for line_no, record in _json_objects(path, digest):
-        doc_id = _record_id(path, line_no, record)
-        if doc_id in seen:
-            raise FormatError(path, f"duplicate document id {doc_id!r}", line_no, "document ids must be unique")
-        seen.add(doc_id)
-        yield Doc(doc_id, _record_text(path, line_no, record, "title", False),
-                  _record_text(path, line_no, record, "text", True))
+    return _iter_records(path, "document", digest, on_error, lambda doc_id, line_no, record: Doc(
+        doc_id, _record_text(path, line_no, record, "title", False), _record_text(path, line_no, record, "text", True)))
 
 
-def iter_queries(path: str | Path, digest: Any | None = None) -> Iterator[Query]:
+def iter_queries(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None) -> Iterator[Query]:
     """Stream the queries of a BEIR ``queries.jsonl[.gz]``.
 
     Args:
         path: The queries file.
         digest: Optional hashlib object updated with the file's uncompressed bytes.
+        on_error: As for `iter_corpus`.
 
     Raises:
         FormatError: A line is not a JSON object with ``_id`` and ``text``, or an id repeats.
     """
     path = Path(path)
-    seen: set[str] = set()
-    for line_no, record in _json_objects(path, digest):
-        query_id = _record_id(path, line_no, record)
-        if query_id in seen:
-            raise FormatError(path, f"duplicate query id {query_id!r}", line_no, "query ids must be unique")
-        seen.add(query_id)
-        yield Query(query_id, _record_text(path, line_no, record, "text", True))
+    return _iter_records(path, "query", digest, on_error, lambda query_id, line_no, record: Query(
+        query_id, _record_text(path, line_no, record, "text", True)))
 
 
 def _decode(path: Path, line_no: int, line: bytes) -> str:
@@ -193,8 +214,38 @@ def _decode(path: Path, line_no: int, line: bytes) -> str:
         raise FormatError(path, f"not UTF-8: {exc}", line_no, "save the file as UTF-8") from exc
 
 
-def read_qrels(path: str | Path, digest: Any | None = None) -> Qrels:
-    """Read a BEIR qrels file (``query-id<TAB>corpus-id<TAB>score`` with that header).
+def iter_qrels(path: str | Path, digest: Any | None = None,
+               on_error: ErrorHandler | None = None) -> Iterator[tuple[int, str, str, int]]:
+    """Stream the judgments of a BEIR qrels file as (line_no, query_id, doc_id, grade).
+
+    Checks the header (``query-id<TAB>corpus-id<TAB>score``), the column count and that grades
+    are integers; duplicates are `read_qrels`'s business.
+
+    Args:
+        path: The qrels ``.tsv`` (or ``.tsv.gz``).
+        digest: Optional hashlib object updated with the file's uncompressed bytes.
+        on_error: As for `iter_corpus`: collect problems and skip the bad lines.
+    """
+    path = Path(path)
+    header_seen = False
+    for line_no, line in _iter_lines(path, digest):
+        try:
+            columns = _decode(path, line_no, line).split("\t")
+            if not header_seen:
+                header_seen = True
+                if tuple(c.strip() for c in columns) != QRELS_HEADER:
+                    raise FormatError(
+                        path, f"wrong header {line.decode('utf-8', 'replace')!r}", line_no,
+                        "the first line must be 'query-id<TAB>corpus-id<TAB>score'",
+                    )
+                continue
+            yield (line_no, *_qrels_line(path, line_no, columns))
+        except FormatError as exc:
+            _report(exc, on_error)
+
+
+def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None) -> Qrels:
+    """Read a BEIR qrels file into `Qrels`.
 
     A (query, document) pair written twice with the same grade is accepted once; with two
     different grades it is an error, since either choice would silently change the scores.
@@ -202,6 +253,7 @@ def read_qrels(path: str | Path, digest: Any | None = None) -> Qrels:
     Args:
         path: The qrels ``.tsv`` (or ``.tsv.gz``).
         digest: Optional hashlib object updated with the file's uncompressed bytes.
+        on_error: As for `iter_corpus`: collect problems and skip the bad lines.
 
     Raises:
         FormatError: Wrong header, wrong column count, a non-integer grade, a conflicting
@@ -210,41 +262,35 @@ def read_qrels(path: str | Path, digest: Any | None = None) -> Qrels:
     path = Path(path)
     judgments: dict[str, dict[str, int]] = {}
     first_line: dict[tuple[str, str], int] = {}
-    header_seen = False
-    for line_no, line in _iter_lines(path, digest):
-        columns = _decode(path, line_no, line).split("\t")
-        if not header_seen:
-            if tuple(c.strip() for c in columns) != QRELS_HEADER:
-                raise FormatError(
-                    path, f"wrong header {line.decode('utf-8', 'replace')!r}", line_no,
-                    "the first line must be 'query-id<TAB>corpus-id<TAB>score'",
-                )
-            header_seen = True
-            continue
-        if len(columns) != 3:
-            raise FormatError(
-                path, f"expected 3 tab-separated columns, found {len(columns)}", line_no,
-                "each line is query-id<TAB>corpus-id<TAB>score",
-            )
-        query_id, doc_id, grade_text = (c.strip() for c in columns)
-        if not query_id or not doc_id:
-            raise FormatError(path, "empty query-id or corpus-id", line_no)
-        try:
-            grade = int(grade_text)
-        except ValueError:
-            raise FormatError(path, f"score {grade_text!r} is not an integer", line_no,
-                              "relevance grades are integers such as 0, 1, 2") from None
+    for line_no, query_id, doc_id, grade in iter_qrels(path, digest, on_error):
         docs = judgments.setdefault(query_id, {})
         if doc_id in docs and docs[doc_id] != grade:
-            raise FormatError(
+            _report(FormatError(
                 path, f"({query_id}, {doc_id}) judged {docs[doc_id]} on line "
                 f"{first_line[(query_id, doc_id)]} and {grade} here", line_no, "keep one judgment per pair",
-            )
+            ), on_error)
+            continue
         first_line.setdefault((query_id, doc_id), line_no)
         docs[doc_id] = grade
     if not judgments:
-        raise FormatError(path, "no judgments", hint="a qrels file needs a header and at least one line")
+        _report(FormatError(path, "no judgments", hint="a qrels file needs a header and at least one line"), on_error)
     return Qrels(judgments)
+
+
+def _qrels_line(path: Path, line_no: int, columns: list[str]) -> tuple[str, str, int]:
+    if len(columns) != 3:
+        raise FormatError(
+            path, f"expected 3 tab-separated columns, found {len(columns)}", line_no,
+            "each line is query-id<TAB>corpus-id<TAB>score",
+        )
+    query_id, doc_id, grade_text = (c.strip() for c in columns)
+    if not query_id or not doc_id:
+        raise FormatError(path, "empty query-id or corpus-id", line_no)
+    try:
+        return query_id, doc_id, int(grade_text)
+    except ValueError:
+        raise FormatError(path, f"score {grade_text!r} is not an integer", line_no,
+                          "relevance grades are integers such as 0, 1, 2") from None
 
 
 def read_run(path: str | Path, digest: Any | None = None) -> Run:
@@ -291,6 +337,13 @@ def read_run(path: str | Path, digest: Any | None = None) -> Run:
     return Run.from_scores(scores, name=name, metadata={"source": str(path)})
 
 
+def default_permissions(path: str | Path, folder: bool = False) -> None:
+    """Give a file made by mkstemp/mkdtemp (0600/0700) the permissions a plain open() would."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, (0o777 if folder else 0o666) & ~umask)
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary sibling of `path` for writing and move it into place on success.
@@ -316,6 +369,7 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO]:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        default_permissions(tmp_name)
         os.replace(tmp_name, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -343,6 +397,33 @@ def write_run(run: Run, path: str | Path) -> None:
                     raise FormatError(path, f"id {query_id!r}/{hit.doc_id!r} contains whitespace",
                                       hint="TREC run files cannot hold such ids")
                 handle.write(f"{query_id} Q0 {hit.doc_id} {rank} {hit.score!r} {tag}\n")
+
+
+def corpus_line(doc: Doc, metadata: Mapping[str, Any] | None = None) -> str:
+    """One ``corpus.jsonl`` line in BEIR's spelling: ``_id``, ``title``, ``text``, ``metadata``."""
+    record = {"_id": doc.doc_id, "title": doc.title, "text": doc.text, "metadata": dict(metadata or {})}
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def query_line(query: Query, metadata: Mapping[str, Any] | None = None) -> str:
+    """One ``queries.jsonl`` line in BEIR's spelling: ``_id``, ``text``, ``metadata``."""
+    record = {"_id": query.query_id, "text": query.text, "metadata": dict(metadata or {})}
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def write_qrels(judgments: Iterable[tuple[str, str, int]], path: str | Path) -> int:
+    """Write a BEIR qrels file (header, then ``query-id<TAB>corpus-id<TAB>score``), atomically.
+
+    Returns:
+        The number of judgments written.
+    """
+    count = 0
+    with atomic_writer(path) as handle:
+        handle.write("\t".join(QRELS_HEADER) + "\n")
+        for query_id, doc_id, grade in judgments:
+            handle.write(f"{query_id}\t{doc_id}\t{grade}\n")
+            count += 1
+    return count
 
 
 def write_json(data: Any, path: str | Path) -> None:

@@ -26,6 +26,15 @@ class Doc(NamedTuple):
     text: str
 
 
+def doc_text(doc: Doc) -> str:
+    """The text a document is encoded as: ``(title + " " + text).strip()``.
+
+    This is BEIR's and MTEB's rule for dense models (``SentenceBERT.encode_corpus`` with
+    ``sep=" "``), so an empty title gives the text alone.
+    """
+    return f"{doc.title} {doc.text}".strip()
+
+
 class Query(NamedTuple):
     """One query."""
 

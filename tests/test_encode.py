@@ -8,13 +8,12 @@ import pytest
 from harness.encode import (
     DEFAULT_MODEL,
     canonical_model_name,
-    doc_text,
     encode_corpus,
     load_encoder,
     resolve_model_source,
 )
 from harness.errors import ModelLoadError
-from harness.records import Doc
+from harness.records import Doc, doc_text
 
 
 def test_doc_text_joins_title_and_text_and_strips():

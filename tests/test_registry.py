@@ -37,3 +37,21 @@ def test_unknown_name_suggests_close_ones():
     with pytest.raises(DatasetError, match="did you mean scifact"):
         registry.get("scifct")
     assert registry.lookup("my-own") is None
+
+
+def test_published_scores_table_is_valid():
+    import csv
+    import importlib.resources
+
+    text = importlib.resources.files("harness").joinpath("data/published-scores.csv").read_text(encoding="utf-8")
+    rows = list(csv.DictReader(text.splitlines()))
+    assert len(rows) > 30
+    keys = set()
+    for row in rows:
+        registry.get(row["dataset"])  # every dataset is a registry name
+        assert row["split"] == registry.get(row["dataset"]).eval_split
+        assert 0 < float(row["ndcg@10"]) < 1
+        assert row["source"] and row["variant"]
+        key = (row["dataset"], row["system"], row["variant"], row["split"])
+        assert key not in keys
+        keys.add(key)

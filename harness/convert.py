@@ -1,0 +1,804 @@
+"""Convert a team's own eval set (tables or one eval-set file) into a verified BEIR folder.
+
+Inputs, chosen by extension, each optionally ``.gz``: ``.csv``, ``.tsv``, ``.jsonl``, ``.json`` (a
+list of objects) and ``.parquet``; or one eval-set file (``.json``/``.yaml``/``.yml``) holding
+``documents`` and ``queries`` with their relevant ids. Columns are found by common names (see
+`CORPUS_ID` and friends) unless named explicitly by a `ColumnMap`.
+
+Rules:
+
+* Ids are text: a spreadsheet id ``007`` stays ``"007"``; surrounding whitespace is stripped and an
+  id with whitespace inside is refused (TREC run files cannot hold it).
+* Grades are integers and kept as given, 0 included; ``1.0`` counts as 1, ``1.5`` is an error;
+  negative grades only with ``allow_negative``.
+* Every check runs before anything becomes visible: the folder is built in a temporary sibling
+  and renamed into place when complete. An existing folder is refused unless ``force``, except
+  that a new split may be added to it when its ids resolve against the folder's corpus and queries.
+* The corpus streams: only the set of ids and one row are held in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import gzip
+import io
+import itertools
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from harness.errors import FormatError, HarnessError, MissingDependencyError, OutputError
+from harness.formats import corpus_line, default_permissions, iter_corpus, iter_queries, query_line, write_qrels
+from harness.records import Doc, Query
+
+logger = logging.getLogger(__name__)
+
+CORPUS_ID = ("_id", "id", "doc_id", "docid", "corpus_id", "corpus-id")
+CORPUS_TITLE = ("title",)
+CORPUS_TEXT = ("text", "body", "content", "contents", "passage", "document")
+QUERY_ID = ("_id", "id", "query_id", "qid", "query-id")
+QUERY_TEXT = ("text", "query", "question")
+QRELS_QUERY = ("query-id", "query_id", "qid")
+QRELS_DOC = ("corpus-id", "corpus_id", "doc_id", "docid")
+QRELS_SCORE = ("score", "relevance", "grade", "label", "rel")
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
+_SHOWN = 5  # how many offending lines an error lists before "and N more"
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """Explicit column names; None means detect from the common names."""
+
+    corpus_id: str | None = None
+    corpus_title: str | None = None
+    corpus_text: str | None = None
+    query_id: str | None = None
+    query_text: str | None = None
+    qrels_query: str | None = None
+    qrels_doc: str | None = None
+    qrels_score: str | None = None
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """How to convert.
+
+    Attributes:
+        split: Name of the qrels split written (``qrels/<split>.tsv``).
+        force: Replace an existing output folder.
+        drop_empty: Skip documents and queries with empty text (counted) instead of failing.
+        allow_negative: Accept negative grades (TREC-COVID style -1).
+        columns: Explicit column names.
+    """
+
+    split: str = "test"
+    force: bool = False
+    drop_empty: bool = False
+    allow_negative: bool = False
+    columns: ColumnMap = field(default_factory=ColumnMap)
+
+
+@dataclass
+class ConversionSummary:
+    """What a conversion wrote."""
+
+    out: str
+    split: str
+    mode: str
+    n_docs: int = 0
+    n_queries: int = 0
+    n_judgments: int = 0
+    n_judged_queries: int = 0
+    grades: dict[int, int] = field(default_factory=dict)
+    dropped_docs: int = 0
+    dropped_queries: int = 0
+    unjudged_queries: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data["grades"] = {str(grade): count for grade, count in sorted(self.grades.items())}
+        return data
+
+
+# --------------------------------------------------------------------------- tables
+
+
+@dataclass
+class Table:
+    """An open input table: its columns and a stream of (position, record)."""
+
+    path: Path
+    columns: list[str]
+    rows: Iterator[tuple[int, dict[str, Any]]]
+    unit: str  # what a position counts: "line", "item" or "row"
+
+    def error(self, reason: str, position: int | None = None, hint: str | None = None) -> FormatError:
+        return FormatError(self.path, reason, position, hint, unit=self.unit)
+
+
+def _kind(path: Path) -> tuple[str, bool]:
+    name = path.name.lower()
+    gz = name.endswith(".gz")
+    if gz:
+        name = name[:-3]
+    for suffix in TABLE_SUFFIXES:
+        if name.endswith(suffix):
+            return suffix, gz
+    raise FormatError(path, "unsupported file type", hint=f"use one of {', '.join(TABLE_SUFFIXES)}, optionally .gz")
+
+
+@contextlib.contextmanager
+def open_table(path: str | Path) -> Iterator[Table]:
+    """Open an input table by its extension and stream its records.
+
+    CSV/TSV values are read as text (so ``007`` stays ``007``); JSON values keep their JSON type.
+
+    Raises:
+        FormatError: Unsupported extension, unreadable file, bad header or malformed records.
+    """
+    path = Path(path)
+    kind, gz = _kind(path)
+    if not path.is_file():
+        raise FormatError(path, "no such file")
+    with contextlib.ExitStack() as stack:
+        if kind in (".csv", ".tsv"):
+            handle = stack.enter_context(gzip.open(path, "rb") if gz else open(path, "rb"))
+            yield _csv_table(path, _decoded_lines(path, handle), "\t" if kind == ".tsv" else ",")
+        elif kind == ".jsonl":
+            handle = stack.enter_context(gzip.open(path, "rb") if gz else open(path, "rb"))
+            yield _jsonl_table(path, handle)
+        elif kind == ".json":
+            yield _json_table(path, gz)
+        else:
+            yield _parquet_table(path, gz)
+
+
+def _read_errors(path: Path, unit: str = "line"):
+    """Turn decoding and CSV errors raised mid-stream into FormatErrors."""
+
+    @contextlib.contextmanager
+    def guard(position: int | None):
+        try:
+            yield
+        except UnicodeDecodeError as exc:
+            raise FormatError(path, f"not UTF-8 ({exc.reason} at byte {exc.start})", position, "save the file as UTF-8",
+                              unit=unit) from None
+        except csv.Error as exc:
+            raise FormatError(path, f"malformed CSV: {exc}", position, "check quoting", unit=unit) from None
+        except (OSError, EOFError) as exc:
+            raise FormatError(path, f"cannot read: {exc}", position, "the file is damaged or truncated",
+                              unit=unit) from None
+
+    return guard
+
+
+def _decoded_lines(path: Path, handle: IO[bytes]) -> Iterator[str]:
+    """Decode line by line, so a bad byte is reported on its own line (line endings are kept)."""
+    guard = _read_errors(path)
+    line_no = 0
+    while True:
+        with guard(line_no + 1):
+            raw = handle.readline()
+        if not raw:
+            return
+        line_no += 1
+        with guard(line_no):
+            yield raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+
+
+def _csv_table(path: Path, lines: Iterator[str], delimiter: str) -> Table:
+    # Documents can be long; the csv module's default limit is 128 KiB per field.
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    reader = csv.reader(lines, delimiter=delimiter)
+    guard = _read_errors(path)
+    with guard(1):
+        header = next(reader, None)
+    if not header or not any(cell.strip() for cell in header):
+        raise FormatError(path, "empty file: no header row", 1, "the first row must name the columns")
+    columns = [cell.strip() for cell in header]
+    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    if duplicates:
+        raise FormatError(path, f"duplicate column name(s) {', '.join(map(repr, duplicates))} in the header", 1)
+
+    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+        start = reader.line_num + 1
+        while True:
+            with guard(start):
+                fields = next(reader, None)
+            if fields is None:
+                return
+            line, start = start, reader.line_num + 1
+            if not any(cell.strip() for cell in fields):
+                continue
+            if len(fields) != len(columns):
+                raise FormatError(
+                    path, f"row has {len(fields)} fields, the header has {len(columns)}", line,
+                    "quote fields that contain the delimiter or a line break",
+                )
+            yield line, dict(zip(columns, fields))
+
+    return Table(path, columns, rows(), "line")
+
+
+def _jsonl_table(path: Path, handle: IO[bytes]) -> Table:
+    guard = _read_errors(path)
+
+    def records() -> Iterator[tuple[int, dict[str, Any]]]:
+        line_no = 0
+        while True:
+            with guard(line_no + 1):
+                raw = handle.readline()
+            if not raw:
+                return
+            line_no += 1
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise FormatError(path, f"invalid JSON: {exc}", line_no, "each line must be one JSON object") from None
+            if not isinstance(record, dict):
+                raise FormatError(path, f"expected a JSON object, got {type(record).__name__}", line_no)
+            yield line_no, record
+
+    stream = records()
+    first = next(stream, None)
+    if first is None:
+        raise FormatError(path, "empty file: no records")
+    return Table(path, list(first[1]), itertools.chain([first], stream), "line")
+
+
+def _json_table(path: Path, gz: bool) -> Table:
+    try:
+        raw = gzip.decompress(path.read_bytes()) if gz else path.read_bytes()
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, OSError, EOFError) as exc:
+        raise FormatError(path, f"invalid JSON: {exc}", hint="a .json input is one list of objects") from None
+    if not isinstance(data, list):
+        raise FormatError(path, f"expected a list of objects, got {type(data).__name__}",
+                          hint="use .jsonl for one object per line")
+    if not data:
+        raise FormatError(path, "empty file: no records")
+    for position, record in enumerate(data, start=1):
+        if not isinstance(record, dict):
+            raise FormatError(path, f"expected an object, got {type(record).__name__}", position, unit="item")
+    return Table(path, list(data[0]), iter(enumerate(data, start=1)), "item")
+
+
+def _parquet_table(path: Path, gz: bool) -> Table:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependencyError("reading .parquet needs pyarrow (pip install pyarrow)") from exc
+    try:
+        source: Any = io.BytesIO(gzip.decompress(path.read_bytes())) if gz else str(path)
+        parquet = pq.ParquetFile(source)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several unrelated types
+        raise FormatError(path, f"not a readable parquet file: {exc}") from None
+
+    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+        position = 0
+        for batch in parquet.iter_batches(batch_size=8192):
+            for record in batch.to_pylist():
+                position += 1
+                yield position, record
+
+    return Table(path, list(parquet.schema_arrow.names), rows(), "row")
+
+
+# --------------------------------------------------------------------------- columns and values
+
+
+def resolve_column(table: Table, candidates: tuple[str, ...], explicit: str | None, option: str, role: str,
+                   required: bool = True) -> str | None:
+    """Pick the column playing `role`: the explicit name, else the one common name present.
+
+    Raises:
+        FormatError: The explicit column is absent, several common names are present, or a
+            required column is missing. The message lists the columns found and the option.
+    """
+    found = ", ".join(table.columns)
+    if explicit is not None:
+        if explicit not in table.columns:
+            raise FormatError(table.path, f"no column {explicit!r} (from {option}); columns found: {found}")
+        return explicit
+    by_lower = {column.lower(): column for column in table.columns}
+    matches = list(dict.fromkeys(by_lower[c] for c in candidates if c in by_lower))
+    if len(matches) > 1:
+        raise FormatError(table.path, f"ambiguous {role} column: {' and '.join(map(repr, matches))} both match",
+                          hint=f"pick one with {option}; columns found: {found}")
+    if not matches:
+        if not required:
+            return None
+        raise FormatError(table.path, f"no {role} column (looked for {', '.join(candidates)})",
+                          hint=f"name it with {option}; columns found: {found}")
+    return matches[0]
+
+
+def _id(table: Table, position: int, record: dict[str, Any], column: str, what: str) -> str:
+    value = record.get(column)
+    if value is None or isinstance(value, (bool, dict, list)):
+        raise table.error(f"missing {what} in column {column!r}", position)
+    text = str(value).strip()
+    if not text:
+        raise table.error(f"empty {what} in column {column!r}", position)
+    if any(ch.isspace() for ch in text):
+        raise table.error(f"{what} {text!r} contains whitespace", position,
+                          "BEIR qrels and TREC run files cannot hold such ids; replace the spaces")
+    return text
+
+
+def _text(table: Table, position: int, record: dict[str, Any], column: str | None) -> str:
+    if column is None:
+        return ""
+    value = record.get(column)
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list, bool)):
+        raise table.error(f"column {column!r} must hold text, got {type(value).__name__}", position)
+    return value if isinstance(value, str) else str(value)
+
+
+def parse_grade(value: Any, allow_negative: bool) -> int:
+    """An integer relevance grade from a cell: ``2``, ``"2"``, ``2.0`` and ``"2.0"`` give 2.
+
+    Raises:
+        ValueError: Missing, non-integer or (unless `allow_negative`) negative; the message says which.
+    """
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and not value.strip()):
+        raise ValueError("missing grade")
+    if isinstance(value, int):
+        grade = value
+    else:
+        text = str(value).strip()
+        try:
+            grade = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                raise ValueError(f"grade {text!r} is not an integer") from None
+            if not number.is_integer():
+                raise ValueError(f"grade {text!r} is not an integer") from None
+            grade = int(number)
+    if grade < 0 and not allow_negative:
+        raise ValueError(f"negative grade {grade} (pass --allow-negative to keep TREC-COVID-style -1)")
+    return grade
+
+
+def _metadata(record: dict[str, Any], used: set[str]) -> dict[str, Any]:
+    metadata = {}
+    for key, value in record.items():
+        if key in used:
+            continue
+        if value is not None and not isinstance(value, (str, int, float, bool, list, dict)):
+            value = str(value)  # dates, decimals from parquet
+        metadata[key] = value
+    return metadata
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass
+class _Judgments:
+    """(query_id, doc_id) → (grade, position), in input order."""
+
+    path: Path
+    unit: str
+    by_pair: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+    def add(self, query_id: str, doc_id: str, grade: int, position: int) -> None:
+        previous = self.by_pair.get((query_id, doc_id))
+        if previous is not None and previous[0] != grade:
+            raise FormatError(self.path, f"({query_id}, {doc_id}) judged {previous[0]} at {self.unit} {previous[1]} "
+                                         f"and {grade} here", position, "keep one judgment per pair", unit=self.unit)
+        if previous is None:
+            self.by_pair[(query_id, doc_id)] = (grade, position)
+
+    def rows(self) -> Iterator[tuple[str, str, int]]:
+        for (query_id, doc_id), (grade, _) in self.by_pair.items():
+            yield query_id, doc_id, grade
+
+
+def _read_qrels_table(path: Path, columns: ColumnMap, allow_negative: bool) -> _Judgments:
+    with open_table(path) as table:
+        query_col = resolve_column(table, QRELS_QUERY, columns.qrels_query, "--qrels-query-column", "query id")
+        doc_col = resolve_column(table, QRELS_DOC, columns.qrels_doc, "--qrels-doc-column", "document id")
+        score_col = resolve_column(table, QRELS_SCORE, columns.qrels_score, "--qrels-score-column", "grade")
+        judgments = _Judgments(path, table.unit)
+        for position, record in table.rows:
+            query_id = _id(table, position, record, query_col, "query id")
+            doc_id = _id(table, position, record, doc_col, "document id")
+            try:
+                grade = parse_grade(record.get(score_col), allow_negative)
+            except ValueError as exc:
+                raise table.error(f"{exc} in column {score_col!r}", position) from None
+            judgments.add(query_id, doc_id, grade, position)
+    if not judgments.by_pair:
+        raise FormatError(path, "no judgments")
+    return judgments
+
+
+def _first_position(path: Path, column: str, wanted: str) -> int | None:
+    """Where an id first occurs (only called on the error path, to name both lines)."""
+    with open_table(path) as table:
+        for position, record in table.rows:
+            if str(record.get(column, "")).strip() == wanted:
+                return position
+    return None
+
+
+class _RecordWriter:
+    """Validates corpus or query rows and streams them into a BEIR .jsonl file."""
+
+    def __init__(self, kind: str, drop_empty: bool):
+        self.kind = kind
+        self.drop_empty = drop_empty
+        self.ids: set[str] = set()
+        self.dropped: dict[str, str] = {}  # id → position, for records skipped as empty
+        self.count = 0
+
+    def write_table(self, path: Path, handle: IO[str], columns: ColumnMap) -> None:
+        with open_table(path) as table:
+            if self.kind == "document":
+                id_col = resolve_column(table, CORPUS_ID, columns.corpus_id, "--corpus-id-column", "document id")
+                title_col = resolve_column(table, CORPUS_TITLE, columns.corpus_title, "--corpus-title-column",
+                                           "title", required=False)
+                text_col = resolve_column(table, CORPUS_TEXT, columns.corpus_text, "--corpus-text-column", "text")
+            else:
+                id_col = resolve_column(table, QUERY_ID, columns.query_id, "--query-id-column", "query id")
+                title_col = None
+                text_col = resolve_column(table, QUERY_TEXT, columns.query_text, "--query-text-column", "text")
+            used = {c for c in (id_col, title_col, text_col) if c}
+            for position, record in table.rows:
+                record_id = _id(table, position, record, id_col, f"{self.kind} id")
+                title = _text(table, position, record, title_col)
+                text = _text(table, position, record, text_col)
+                if record_id in self.ids or record_id in self.dropped:
+                    first = _first_position(path, id_col, record_id)
+                    raise table.error(f"duplicate {self.kind} id {record_id!r} (first at {table.unit} {first})",
+                                      position, f"{self.kind} ids must be unique")
+                self.add(handle, record_id, title, text, _metadata(record, used), table.error, position)
+
+    def add(self, handle: IO[str], record_id: str, title: str, text: str, metadata: dict[str, Any],
+            error: Callable[[str, int, str], FormatError], position: int) -> None:
+        if not f"{title} {text}".strip():
+            if not self.drop_empty:
+                raise error(f"{self.kind} {record_id!r} has empty text", position,
+                            "fill it in, or pass --drop-empty to skip such records")
+            self.dropped[record_id] = str(position)
+            return
+        self.ids.add(record_id)
+        self.count += 1
+        if self.kind == "document":
+            handle.write(corpus_line(Doc(record_id, title, text), metadata))
+        else:
+            handle.write(query_line(Query(record_id, text), metadata))
+
+
+def _unresolved(judgments: _Judgments, query_ids: set[str], doc_ids: set[str], dropped_queries: dict[str, str],
+                dropped_docs: dict[str, str], queries_name: str, corpus_name: str) -> None:
+    """Refuse judgments whose query or document does not exist, listing the first ones."""
+    for index, kind, known, dropped, target in ((0, "queries", query_ids, dropped_queries, queries_name),
+                                                (1, "documents", doc_ids, dropped_docs, corpus_name)):
+        bad = [(pair[index], position) for pair, (_, position) in judgments.by_pair.items() if pair[index] not in known]
+        if not bad:
+            continue
+        shown = ", ".join(
+            f"{judgments.unit} {position} {record_id!r}" + (" (dropped: empty text)" if record_id in dropped else "")
+            for record_id, position in bad[:_SHOWN])
+        more = f" and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else ""
+        raise FormatError(judgments.path, f"{len(bad)} judgment(s) name unknown {kind}: {shown}{more}",
+                          hint=f"every id must be in {target}")
+
+
+# --------------------------------------------------------------------------- output folder
+
+
+class _Staging:
+    """A temporary sibling folder that becomes the output folder only when complete."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            self.root = Path(tempfile.mkdtemp(prefix=f".{out.name}.convert-", dir=out.parent))
+            default_permissions(self.root, folder=True)
+            (self.root / "qrels").mkdir()
+        except OSError as exc:
+            raise OutputError(f"{out}: cannot write: {exc.strerror or exc} (choose another --out)") from exc
+
+    def discard(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def commit(self, mode: str, split: str) -> None:
+        try:
+            if mode == "add-split":
+                os.replace(self.root / "qrels" / f"{split}.tsv", self.out / "qrels" / f"{split}.tsv")
+                self.discard()
+            elif mode == "new":
+                if self.out.is_dir():
+                    self.out.rmdir()  # an empty folder
+                os.rename(self.root, self.out)
+            else:
+                # Keep the old folder until the new one is in place; a crash in between leaves both.
+                old = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.old-", dir=self.out.parent))
+                os.rename(self.out, old / "folder")
+                os.rename(self.root, self.out)
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError as exc:
+            self.discard()
+            raise OutputError(f"{self.out}: cannot move the converted folder into place: {exc.strerror or exc}") from exc
+
+
+def _plan(out: Path, split: str, force: bool) -> str:
+    """``new``, ``replace`` or ``add-split``; refuse to touch an existing folder otherwise."""
+    if not out.exists():
+        return "new"
+    if not out.is_dir():
+        raise OutputError(f"{out}: exists and is not a folder (choose another --out)")
+    if not any(out.iterdir()):
+        return "new"
+    if force:
+        return "replace"
+    if _existing_beir_files(out) is None:
+        raise OutputError(f"{out}: exists and is not a BEIR folder; pass --force to replace it")
+    if any((out / "qrels" / name).exists() for name in (f"{split}.tsv", f"{split}.tsv.gz")):
+        raise OutputError(f"{out}: qrels/{split}.tsv already exists; pass --force to replace the folder, "
+                          f"or --split NAME to add another split")
+    return "add-split"
+
+
+def _existing_beir_files(out: Path) -> dict[str, Path] | None:
+    """The corpus and queries files of an existing BEIR folder, or None."""
+    paths = {}
+    for kind, name in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl")):
+        for candidate in (out / name, out / f"{name}.gz"):
+            if candidate.is_file():
+                paths[kind] = candidate
+                break
+    return paths if len(paths) == 2 else None
+
+
+def convert_tables(
+    corpus: str | Path | None,
+    queries: str | Path | None,
+    qrels: str | Path,
+    out: str | Path,
+    options: ConvertOptions = ConvertOptions(),
+) -> ConversionSummary:
+    """Convert corpus, queries and qrels tables into a BEIR folder.
+
+    Args:
+        corpus: Documents table; may be omitted only when adding a split to an existing folder.
+        queries: Queries table; likewise.
+        qrels: Judgments table.
+        out: The BEIR folder to create (or to add ``qrels/<split>.tsv`` to).
+        options: Split, force, empty-text and negative-grade policy, explicit columns.
+
+    Returns:
+        A summary of what was written.
+
+    Raises:
+        FormatError: Bad input, naming the file and line; nothing is written.
+        OutputError: The folder exists (without ``force``) or cannot be written.
+    """
+    out = Path(out)
+    mode = _plan(out, options.split, options.force)
+    if mode != "add-split" and (corpus is None or queries is None):
+        raise HarnessError("--corpus and --queries are required unless --split adds a split to an existing folder")
+    judgments = _read_qrels_table(Path(qrels), options.columns, options.allow_negative)
+    summary = ConversionSummary(str(out), options.split, mode)
+    staging = _Staging(out)
+    try:
+        docs = _RecordWriter("document", options.drop_empty)
+        queries_writer = _RecordWriter("query", options.drop_empty)
+        existing = _existing_beir_files(out) if mode == "add-split" else None
+        for kind, source, writer, name in (("queries", queries, queries_writer, "queries.jsonl"),
+                                           ("corpus", corpus, docs, "corpus.jsonl")):
+            if source is None:
+                # Adding a split: its ids resolve against the folder's own files.
+                reader = iter_corpus if kind == "corpus" else iter_queries
+                writer.ids = {record[0] for record in reader(existing[kind])}
+                continue
+            with open(staging.root / name, "w", encoding="utf-8", newline="\n") as handle:
+                writer.write_table(Path(source), handle, options.columns)
+            if existing is not None:
+                _require_same(kind, staging.root / name, existing[kind])
+        _unresolved(judgments, queries_writer.ids, docs.ids, queries_writer.dropped, docs.dropped,
+                    str(queries or existing["queries"]), str(corpus or existing["corpus"]))
+        summary.n_judgments = write_qrels(judgments.rows(), staging.root / "qrels" / f"{options.split}.tsv")
+        _summarize(summary, judgments, queries_writer, docs)
+        staging.commit(mode, options.split)
+    except BaseException:
+        staging.discard()
+        raise
+    return summary
+
+
+def _require_same(kind: str, staged: Path, existing: Path) -> None:
+    """When adding a split, corpus and queries given again must equal the folder's."""
+    reader = iter_corpus if kind == "corpus" else iter_queries
+    for position, (new, old) in enumerate(itertools.zip_longest(reader(staged), reader(existing)), start=1):
+        if new != old:
+            which = (new or old)[0]
+            raise OutputError(
+                f"{existing}: the {kind} given differs from the folder's (record {position}, id {which!r}); "
+                "pass --force to rebuild the folder, or omit --corpus/--queries to add the split"
+            )
+
+
+def _summarize(summary: ConversionSummary, judgments: _Judgments, queries: _RecordWriter,
+               docs: _RecordWriter) -> None:
+    judged = {query_id for query_id, _ in judgments.by_pair}
+    summary.n_docs = docs.count or len(docs.ids)
+    summary.n_queries = queries.count or len(queries.ids)
+    summary.n_judged_queries = len(judged)
+    summary.grades = dict(Counter(grade for grade, _ in judgments.by_pair.values()))
+    summary.dropped_docs = len(docs.dropped)
+    summary.dropped_queries = len(queries.dropped)
+    if docs.dropped or queries.dropped:
+        summary.warnings.append(f"dropped {len(docs.dropped)} document(s) and {len(queries.dropped)} "
+                                f"quer(y/ies) with empty text")
+    if queries.count:
+        unjudged = sorted(queries.ids - judged)
+        summary.unjudged_queries = len(unjudged)
+        if unjudged:
+            summary.warnings.append(
+                f"{len(unjudged)} quer{'y has' if len(unjudged) == 1 else 'ies have'} no judgment in this split "
+                f"(kept in queries.jsonl): {', '.join(unjudged[:_SHOWN])}{' ...' if len(unjudged) > _SHOWN else ''}"
+            )
+    for warning in summary.warnings:
+        logger.warning(warning)
+
+
+# --------------------------------------------------------------------------- single-file eval set
+
+
+def _load_eval_set(path: Path) -> Any:
+    name = path.name.lower()
+    gz = name.endswith(".gz")
+    name = name[:-3] if gz else name
+    try:
+        raw = gzip.decompress(path.read_bytes()) if gz else path.read_bytes()
+    except FileNotFoundError:
+        raise FormatError(path, "no such file") from None
+    except (OSError, EOFError) as exc:
+        raise FormatError(path, f"cannot read: {exc}") from None
+    if name.endswith((".yaml", ".yml")):
+        import yaml
+
+        try:
+            return yaml.safe_load(raw.decode("utf-8-sig"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise FormatError(path, f"invalid YAML: {' '.join(str(exc).split())}") from None
+    if name.endswith(".json"):
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise FormatError(path, f"invalid JSON: {exc}") from None
+    raise FormatError(path, "unsupported eval-set file type", hint="use .json, .yaml or .yml, optionally .gz")
+
+
+def _eval_set_id(path: Path, where: str, value: Any) -> str:
+    if value is None or isinstance(value, (bool, dict, list)) or not str(value).strip():
+        raise FormatError(path, f"{where}: missing or empty id")
+    text = str(value).strip()
+    if any(ch.isspace() for ch in text):
+        raise FormatError(path, f"{where}: id {text!r} contains whitespace",
+                          hint="BEIR qrels and TREC run files cannot hold such ids")
+    return text
+
+
+def _eval_set_text(path: Path, where: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise FormatError(path, f"{where}: text must be a string, got {type(value).__name__}")
+    return value
+
+
+def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions = ConvertOptions()) -> ConversionSummary:
+    """Convert one eval-set file (JSON or YAML) into a BEIR folder.
+
+    Positions in messages are 1-based (``query 3`` is the third entry of ``queries``). The file
+    holds ``documents``: a list of strings (ids ``"0"``..``"n-1"``) or of objects with
+    ``id``/``_id``/``doc_id``, optional ``title``, and ``text``; and ``queries``: objects with an
+    optional ``id`` (default ``q1``, ``q2``, ...), ``text``, and ``relevant``: a list of doc ids
+    (grade 1) or an object doc id → grade.
+
+    Raises:
+        FormatError: A malformed file, naming the entry (``queries[2].relevant``) at fault.
+        OutputError: As for `convert_tables`.
+    """
+    path, out = Path(path), Path(out)
+    data = _load_eval_set(path)
+    if not isinstance(data, dict) or not isinstance(data.get("documents"), list) or not isinstance(
+            data.get("queries"), list):
+        raise FormatError(path, "expected an object with lists 'documents' and 'queries'")
+    if not data["documents"] or not data["queries"]:
+        raise FormatError(path, "'documents' and 'queries' must not be empty")
+    mode = _plan(out, options.split, options.force)
+    if mode == "add-split":
+        raise OutputError(f"{out}: exists; pass --force to replace it with the eval set's folder")
+    summary = ConversionSummary(str(out), options.split, mode)
+    judgments = _Judgments(path, "query")
+    staging = _Staging(out)
+
+    def document_error(reason: str, position: int, hint: str | None = None) -> FormatError:
+        return FormatError(path, reason, position, hint, unit="document")
+
+    def query_error(reason: str, position: int, hint: str | None = None) -> FormatError:
+        return FormatError(path, reason, position, hint, unit="query")
+
+    try:
+        docs = _RecordWriter("document", options.drop_empty)
+        with open(staging.root / "corpus.jsonl", "w", encoding="utf-8", newline="\n") as handle:
+            for index, entry in enumerate(data["documents"]):
+                where = f"document {index + 1}"
+                if isinstance(entry, str):
+                    doc_id, title, text, metadata = str(index), "", entry, {}
+                elif isinstance(entry, dict):
+                    id_keys = [k for k in ("id", "_id", "doc_id") if k in entry]
+                    if len(id_keys) > 1:
+                        raise FormatError(path, f"{where}: both {id_keys[0]!r} and {id_keys[1]!r} given")
+                    doc_id = _eval_set_id(path, where, entry[id_keys[0]]) if id_keys else str(index)
+                    title = _eval_set_text(path, f"{where} title", entry.get("title"))
+                    text = _eval_set_text(path, f"{where} text", entry.get("text"))
+                    metadata = _metadata(entry, {*id_keys, "title", "text"})
+                else:
+                    raise FormatError(path, f"{where}: expected a string or an object, got {type(entry).__name__}")
+                if doc_id in docs.ids or doc_id in docs.dropped:
+                    raise FormatError(path, f"{where}: duplicate document id {doc_id!r}")
+                docs.add(handle, doc_id, title, text, metadata, document_error, index + 1)
+        queries = _RecordWriter("query", options.drop_empty)
+        with open(staging.root / "queries.jsonl", "w", encoding="utf-8", newline="\n") as handle:
+            for index, entry in enumerate(data["queries"]):
+                where = f"query {index + 1}"
+                if not isinstance(entry, dict):
+                    raise FormatError(path, f"{where}: expected an object with text and relevant")
+                query_id = _eval_set_id(path, where, entry["id"]) if "id" in entry else f"q{index + 1}"
+                if query_id in queries.ids or query_id in queries.dropped:
+                    raise FormatError(path, f"{where}: duplicate query id {query_id!r}")
+                text = _eval_set_text(path, f"{where} text", entry.get("text"))
+                relevant = entry.get("relevant")
+                if isinstance(relevant, list):
+                    grades = {_eval_set_id(path, f"{where} relevant", d): 1 for d in relevant}
+                elif isinstance(relevant, dict):
+                    grades = {}
+                    for doc_id, grade in relevant.items():
+                        try:
+                            grades[_eval_set_id(path, f"{where} relevant", doc_id)] = parse_grade(
+                                grade, options.allow_negative)
+                        except ValueError as exc:
+                            raise FormatError(path, f"{where}: relevant {doc_id!r}: {exc}") from None
+                elif relevant is None:
+                    grades = {}
+                else:
+                    raise FormatError(path, f"{where}: 'relevant' must be a list of ids or an object id → grade")
+                for doc_id, grade in grades.items():
+                    judgments.add(query_id, doc_id, grade, index + 1)
+                queries.add(handle, query_id, "", text, _metadata(entry, {"id", "text", "relevant"}),
+                            query_error, index + 1)
+        if not judgments.by_pair:
+            raise FormatError(path, "no query has relevant documents", hint="give each query a 'relevant' list")
+        _unresolved(judgments, queries.ids, docs.ids, queries.dropped, docs.dropped, "the queries", "the documents")
+        summary.n_judgments = write_qrels(judgments.rows(), staging.root / "qrels" / f"{options.split}.tsv")
+        _summarize(summary, judgments, queries, docs)
+        staging.commit(mode, options.split)
+    except BaseException:
+        staging.discard()
+        raise
+    return summary
