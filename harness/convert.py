@@ -172,8 +172,9 @@ def _read_errors(path: Path, unit: str = "line"):
         try:
             yield
         except UnicodeDecodeError as exc:
-            raise FormatError(path, f"not UTF-8 ({exc.reason} at byte {exc.start})", position, "save the file as UTF-8",
-                              unit=unit) from None
+            bad = exc.object[exc.start:exc.start + 1].hex()
+            raise FormatError(path, f"not UTF-8 (byte 0x{bad} at byte {exc.start + 1} of the line)", position,
+                              "save the file as UTF-8", unit=unit) from None
         except csv.Error as exc:
             raise FormatError(path, f"malformed CSV: {exc}", position, "check quoting", unit=unit) from None
         except (OSError, EOFError) as exc:

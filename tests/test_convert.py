@@ -225,7 +225,7 @@ BAD_INPUTS = [
     ("empty-text", {"docs.csv": "id,title,text\nd1,T,x\nd2,, \n"}, TABLES,
      "docs.csv:3: document 'd2' has empty text (fill it in, or pass --drop-empty"),
     ("wrong-field-count", {"docs.csv": "id,text\nd1,x,extra\n"}, TABLES, "docs.csv:2: row has 3 fields, the header has 2"),
-    ("not-utf8", {"docs.csv": LATIN1}, TABLES, "docs.csv:2: not UTF-8 (invalid continuation byte at byte 3)"),
+    ("not-utf8", {"docs.csv": LATIN1}, TABLES, "docs.csv:2: not UTF-8 (byte 0xe9 at byte 7 of the line)"),
     ("truncated-gzip", {"docs.csv.gz": gzip.compress(b"id,text\n" + b"".join(b"d%d,word %d\n" % (i, i * i)
                                                                           for i in range(9000)))[:2000]}, ["--corpus", "docs.csv.gz", "--queries", "queries.csv", "--qrels",
                                               "qrels.csv"], "damaged or truncated"),
