@@ -145,16 +145,25 @@ def _format_demo(outcome) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
 @click.option("--run", "run_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Score this TREC run file (qid Q0 docid rank score tag) instead of retrieving.")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
+@click.option("--download/--no-download", default=True, show_default=True,
+              help="Download a registry dataset that is not installed yet.")
+@click.option("--base-url", default=None, metavar="URL",
+              help="Download mirror [default: $BEIR_HARNESS_MIRROR or BEIR's server].")
 @click.option("--ignore-identical-ids/--keep-identical-ids", default=None,
               help="Drop retrieved documents whose id equals the query id [default: the registry's "
                    "policy for a known BEIR dataset (e.g. arguana, quora), else keep].")
 @click.pass_context
 def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values: tuple[int, ...],
              batch_size: int, top_k: int | None, max_seq_length: int | None, output_dir: Path,
-             as_json: bool, run_path: Path | None, ignore_identical_ids: bool | None) -> None:
-    """Evaluate a model, or an external run, on a BEIR folder.
+             as_json: bool, run_path: Path | None, data_dir: Path | None, download: bool, base_url: str | None,
+             ignore_identical_ids: bool | None) -> None:
+    """Evaluate a model, or an external run, on a BEIR folder or dataset.
 
-    DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv.
+    DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv, or a
+    BEIR dataset name (see `beir-harness datasets list`; cqadupstack/<forum> for CQADupStack),
+    which is downloaded into the data dir when missing.
     Documents are encoded as (title + " " + text).strip() with normalized embeddings,
     searched exactly (FAISS inner product) and scored with trec_eval's rules.
 
@@ -162,6 +171,7 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values
 
     \b
         beir-harness evaluate ../shared/data/beir/scifact
+        beir-harness evaluate scifact --no-download
         beir-harness evaluate ../shared/data/beir/nfcorpus --k 1,10,100 --json
         beir-harness evaluate ../shared/data/beir/scifact --run my_system.trec
     """
@@ -171,7 +181,8 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values
     config = EvaluateConfig(
         dataset_path=dataset, split=split, model=model, k_values=k_values, top_k=top_k,
         batch_size=batch_size, max_seq_length=max_seq_length, ignore_identical_ids=ignore_identical_ids,
-        run_path=run_path, output_dir=output_dir, progress=ctx.obj["progress"],
+        run_path=run_path, output_dir=output_dir, progress=ctx.obj["progress"], data_dir=data_dir,
+        download=download, base_url=base_url,
     )
     outcome = evaluate_dataset(config)
     if as_json:
@@ -287,6 +298,119 @@ def validate(folder: Path, as_json: bool) -> None:
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.format_text())
     if not report.ok:
         sys.exit(1)
+
+
+@cli.group()
+def datasets() -> None:
+    """List, download, import and remove BEIR datasets.
+
+    Datasets live in the data dir: --data-dir, else $BEIR_HARNESS_DATA_DIR, else ./datasets.
+    Downloads are verified (md5 from the registry), resumable, and installed atomically.
+
+    Example:
+
+    \b
+        beir-harness datasets list
+        beir-harness datasets download scifact nfcorpus
+    """
+
+
+_data_dir_option = click.option(
+    "--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+    help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
+
+
+@datasets.command("list")
+@_data_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def datasets_list(data_dir: Path | None, as_json: bool) -> None:
+    """List every BEIR dataset: split, size, counts, installed?, published scores known?
+
+    Example:
+
+    \b
+        beir-harness datasets list
+        beir-harness datasets list --data-dir /data/beir --json
+    """
+    from harness.datasets import list_datasets
+
+    rows = list_datasets(data_dir)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    header = f"{'name':<17} {'split':<5} {'docs':>10} {'queries':>8} {'zip MB':>8}  {'installed':<9}  published  note"
+    click.echo(header)
+    for row in rows:
+        size = f"{row['zip_mb']:.1f}" if row["zip_mb"] else "-"
+        note = "not distributed" if not row["public"] else ("self-hits dropped" if row["ignore_identical_ids"] else "")
+        click.echo(f"{row['name']:<17} {row['split']:<5} {row['docs']:>10,} {row['queries']:>8,} {size:>8}  "
+                   f"{'yes' if row['installed'] else 'no':<9}  {row['published_scores']:>9}  {note}".rstrip())
+
+
+@datasets.command("download")
+@click.argument("names", nargs=-1, required=True)
+@_data_dir_option
+@click.option("--base-url", default=None, metavar="URL",
+              help="Mirror to download <URL>/<name>.zip from [default: $BEIR_HARNESS_MIRROR or BEIR's server].")
+@click.option("--force", is_flag=True, help="Download and install again even when installed.")
+@click.pass_context
+def datasets_download(ctx: click.Context, names: tuple[str, ...], data_dir: Path | None, base_url: str | None,
+                      force: bool) -> None:
+    """Download, verify (md5, counts) and install BEIR datasets.
+
+    An interrupted download resumes where it stopped on the next run.
+
+    Example:
+
+    \b
+        beir-harness datasets download scifact nfcorpus
+        beir-harness datasets download fiqa --base-url https://mirror.example.org/beir/
+    """
+    from harness.datasets import download_dataset
+
+    for name in names:
+        installed = download_dataset(name, data_dir, base_url, progress=ctx.obj["progress"], force=force)
+        click.echo(f"{name}: {installed.path}")
+
+
+@datasets.command("import")
+@click.argument("source", type=click.Path(path_type=Path))
+@_data_dir_option
+@click.option("--name", default=None, help="Dataset name [default: the file or folder name].")
+@click.option("--force", is_flag=True, help="Replace an installed dataset of that name.")
+def datasets_import(source: Path, data_dir: Path | None, name: str | None, force: bool) -> None:
+    """Install a local BEIR zip or folder (offline), verified.
+
+    A zip named like a BEIR dataset must have the registry's md5 and counts; any other zip or
+    folder must pass `validate`.
+
+    Example:
+
+    \b
+        beir-harness datasets import ~/Downloads/nfcorpus.zip
+        beir-harness datasets import datasets-in-progress/helpdesk --name helpdesk
+    """
+    from harness.datasets import import_dataset
+
+    installed = import_dataset(source, data_dir, name, force=force)
+    click.echo(f"{installed.name}: {installed.path}")
+
+
+@datasets.command("remove")
+@click.argument("name")
+@_data_dir_option
+def datasets_remove(name: str, data_dir: Path | None) -> None:
+    """Delete an installed dataset and any download leftovers.
+
+    Example:
+
+    \b
+        beir-harness datasets remove nfcorpus
+    """
+    from harness.datasets import remove_dataset
+
+    for path in remove_dataset(name, data_dir):
+        click.echo(f"removed {path}")
 
 
 def main() -> None:

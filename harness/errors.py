@@ -48,6 +48,18 @@ class DatasetError(HarnessError):
     """A dataset folder is missing, incomplete or inconsistent."""
 
 
+class DownloadError(HarnessError):
+    """A download failed (network, HTTP status, wrong content)."""
+
+
+class ChecksumMismatchError(DownloadError):
+    """Downloaded or imported bytes do not have the expected md5."""
+
+
+class UnsafeArchiveError(DatasetError):
+    """An archive holds members that would escape the target folder or unpack to far too much."""
+
+
 class ModelLoadError(HarnessError):
     """A model could not be loaded."""
 

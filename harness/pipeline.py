@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness import __version__, registry
+from harness.datasets import resolve_dataset
 from harness.encode import DEFAULT_MODEL, Encoder, encode_corpus, load_encoder, resolve_model_source
 from harness.errors import DatasetError, HarnessError
 from harness.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
@@ -38,7 +39,8 @@ class EvaluateConfig:
     """What to evaluate and how.
 
     Attributes:
-        dataset_path: A BEIR folder.
+        dataset_path: A BEIR folder, or a registry name (``scifact``, ``cqadupstack/android``)
+            resolved in `data_dir` and downloaded when missing (unless `download` is False).
         split: The qrels split to score.
         model: sentence-transformers name or local folder (ignored with `run_path`).
         k_values: Cutoffs; every metric family is computed at each.
@@ -50,11 +52,14 @@ class EvaluateConfig:
             name and False otherwise.
         run_path: Score this TREC run instead of retrieving.
         output_dir: Where result files go; None writes nothing.
-        dataset_name: Name recorded in the result; None means the folder name.
+        dataset_name: Name recorded in the result; None means the folder or registry name.
         progress: Show progress bars on stderr.
+        data_dir: Where registry datasets live (see `harness.datasets.data_dir`).
+        download: Download a registry dataset that is not installed.
+        base_url: Download mirror (see `harness.datasets.base_url`).
     """
 
-    dataset_path: Path
+    dataset_path: Path | str
     split: str = "test"
     model: str = DEFAULT_MODEL
     k_values: tuple[int, ...] = DEFAULT_K_VALUES
@@ -66,6 +71,9 @@ class EvaluateConfig:
     output_dir: Path | None = Path("results")
     dataset_name: str | None = None
     progress: bool = True
+    data_dir: Path | None = None
+    download: bool = True
+    base_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,8 +192,10 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     if config.batch_size <= 0:
         raise HarnessError(f"--batch-size must be positive, got {config.batch_size}")
 
-    folder = locate_beir_folder(config.dataset_path, config.split)
-    dataset = config.dataset_name or Path(config.dataset_path).resolve().name
+    folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
+                                                 config.base_url, config.progress)
+    folder = locate_beir_folder(folder_path, config.split)
+    dataset = config.dataset_name or resolved_name
     ignore_identical_ids, policy_source = self_hit_policy(config, dataset)
     digests = {name: hashlib.sha256() for name in ("corpus", "queries", "qrels")}
     qrels = read_qrels(folder.qrels, digests["qrels"])
@@ -246,7 +256,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
             "top_k": top_k,
             "ignore_identical_ids": ignore_identical_ids,
             "self_hit_policy_source": policy_source,
-            "dataset_path": str(Path(config.dataset_path).resolve()),
+            "dataset_path": str(Path(folder_path).resolve()),
             "n_docs": n_docs[0],
             **config_record,
         },

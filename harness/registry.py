@@ -1,7 +1,7 @@
 """The BEIR dataset registry: a data table shipped in ``harness/data/beir-datasets.csv``.
 
 One row per BEIR dataset: eval split, query and document counts, archive size and md5,
-whether it is publicly distributed, and its self-hit policy (``ignore_identical_ids``: the
+whether it is publicly distributed, its sub-corpora (CQADupStack's 12 forums), and its self-hit policy (``ignore_identical_ids``: the
 datasets whose queries are themselves corpus documents, where a document with the query's
 own id must be dropped from the ranking, as BEIR and MTEB do).
 """
@@ -31,6 +31,12 @@ class DatasetSpec:
     public: bool
     ignore_identical_ids: bool
     note: str
+    subsets: tuple[str, ...] = ()
+
+    @property
+    def zip_bytes(self) -> int | None:
+        """Approximate archive size in bytes (the table gives MB to one decimal)."""
+        return int(self.zip_mb * 1_000_000) if self.zip_mb else None
 
 
 def _yes(value: str, column: str, name: str) -> bool:
@@ -59,6 +65,7 @@ def datasets() -> dict[str, DatasetSpec]:
             public=_yes(row["public"], "public", name),
             ignore_identical_ids=_yes(row["ignore_identical_ids"], "ignore_identical_ids", name),
             note=row["note"],
+            subsets=tuple(row["subsets"].split(";")) if row.get("subsets") else (),
         )
     return specs
 

@@ -79,3 +79,101 @@ def shared_beir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared/data/beir is not present")
     return SHARED
+
+
+class _Server:
+    """What the loopback HTTP server serves, and how it misbehaves (one behaviour per request)."""
+
+    def __init__(self):
+        self.files: dict[str, bytes] = {}
+        self.behaviours: list[str] = []  # consumed one per request; "normal" once empty
+        self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
+        self.url = ""
+
+
+@pytest.fixture
+def http_server():
+    """A real HTTP server on 127.0.0.1 (in a thread) with Range support and scripted faults.
+
+    Behaviours: ``normal``; ``drop:N`` (send N bytes of the body, then close); ``status:503``;
+    ``html`` (a 200 HTML page); ``ignore-range`` (200 with the whole body); ``stall:S``
+    (headers, then sleep S seconds); ``redirect:URL``.
+    """
+    import http.server
+    import threading
+    import time
+
+    state = _Server()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # keep pytest output clean
+            pass
+
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            state.requests.append((self.path, self.headers.get("Range")))
+            behaviour = state.behaviours.pop(0) if state.behaviours else "normal"
+            kind, _, arg = behaviour.partition(":")
+            body = state.files.get(self.path)
+            if kind == "status":
+                self._send(int(arg), b"server error", "text/plain")
+                return
+            if kind == "redirect":
+                self.send_response(302)
+                self.send_header("Location", arg)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if kind == "html":
+                self._send(200, b"<html><body>Service unavailable</body></html>", "text/html; charset=utf-8")
+                return
+            if body is None:
+                self._send(404, b"not found", "text/plain")
+                return
+            start = 0
+            ranged = self.headers.get("Range")
+            if ranged and kind != "ignore-range":
+                start = int(ranged.removeprefix("bytes=").split("-")[0])
+                if start >= len(body):
+                    self._send(416, b"", "text/plain")
+                    return
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+            else:
+                self.send_response(200)
+            payload = body[start:]
+            self.send_header("Content-Type", "application/zip")
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+            if kind == "stall":
+                time.sleep(float(arg))
+            if kind == "drop":
+                self.wfile.write(payload[: int(arg)])
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(payload)
+
+        def _send(self, status, body, content_type):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request, client_address):  # a client that hangs up mid-body is expected
+            pass
+
+    server = Server(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()

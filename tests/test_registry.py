@@ -55,3 +55,10 @@ def test_published_scores_table_is_valid():
         key = (row["dataset"], row["system"], row["variant"], row["split"])
         assert key not in keys
         keys.add(key)
+
+
+def test_cqadupstack_knows_its_forums():
+    forums = registry.get("cqadupstack").subsets
+    assert len(forums) == 12 and "android" in forums and "wordpress" in forums
+    assert all(not spec.subsets for name, spec in registry.datasets().items() if name != "cqadupstack")
+    assert registry.get("nfcorpus").zip_bytes == 2_400_000

@@ -1,0 +1,375 @@
+"""BEIR datasets on disk: download, import, verify, list and remove them.
+
+Layout: ``<data_dir>/<name>/`` holds a BEIR folder plus a stamp file ``.beir-harness.json``
+(name, md5, source, date, counts). A folder counts as installed only with its stamp; the stamp is
+written last, after the folder was extracted into a temporary sibling, checked against the
+registry and renamed into place. So an interrupted download or extraction never leaves a folder
+that looks complete, and the next run resumes the ``.part`` file or starts over by itself.
+
+The data dir is ``--data-dir``, else ``$BEIR_HARNESS_DATA_DIR``, else ``./datasets``. The base URL
+is ``--base-url``, else ``$BEIR_HARNESS_MIRROR``, else BEIR's server. Work on one dataset holds
+an exclusive lock (``<data_dir>/.locks/<name>.lock``), so two processes downloading the same
+dataset take turns: the second finds it installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import fcntl
+import functools
+import importlib.resources
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness import __version__, registry
+from harness.download import RetryPolicy, fetch, md5_file, safe_extract
+from harness.errors import ChecksumMismatchError, DatasetError, HarnessError
+from harness.formats import default_permissions, write_json
+from harness.registry import DatasetSpec
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/"
+STAMP = ".beir-harness.json"
+# Text compresses 3-5x in BEIR's archives; anything far beyond is refused as a zip bomb.
+MAX_EXPANSION = 25
+MIN_EXTRACT_LIMIT = 64 * 2**20
+
+
+def data_dir(option: str | Path | None = None) -> Path:
+    """The data dir: the option, else ``$BEIR_HARNESS_DATA_DIR``, else ``./datasets``."""
+    return Path(option or os.environ.get("BEIR_HARNESS_DATA_DIR") or "datasets")
+
+
+def base_url(option: str | None = None) -> str:
+    """The download base URL: the option, else ``$BEIR_HARNESS_MIRROR``, else BEIR's server."""
+    url = option or os.environ.get("BEIR_HARNESS_MIRROR") or DEFAULT_BASE_URL
+    return url if url.endswith("/") else url + "/"
+
+
+def _safe_name(name: str) -> str:
+    """A dataset name usable as one folder name under the data dir."""
+    if not name or name in (".", "..") or any(c in name for c in "/\\\x00") or name.startswith("."):
+        raise DatasetError(f"{name!r} is not a valid dataset name (one folder name: letters, digits, - and _)")
+    return name
+
+
+def _public_spec(name: str) -> DatasetSpec:
+    spec = registry.get(name)
+    if not spec.public:
+        raise DatasetError(
+            f"{name} is not distributed by BEIR: build it from its licensed source, then make a BEIR folder "
+            f"with `beir-harness convert` and evaluate that folder"
+        )
+    return spec
+
+
+def read_stamp(folder: Path) -> dict[str, Any] | None:
+    """The stamp of an installed dataset folder, or None when it is not (completely) installed."""
+    try:
+        return json.loads((folder / STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def _lock(root: Path, name: str) -> Iterator[None]:
+    locks = root / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{name}.lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("%s: another process is working on it; waiting", name)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A dataset folder in the data dir and its stamp."""
+
+    name: str
+    path: Path
+    stamp: dict[str, Any]
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def _check_counts(folder: Path, spec: DatasetSpec) -> dict[str, int]:
+    """Compare docs and eval-split judged queries with the registry; CQADupStack sums its forums."""
+    from harness.formats import iter_qrels
+
+    parts = [folder / forum for forum in spec.subsets] if spec.subsets else [folder]
+    n_docs = n_queries = 0
+    for part in parts:
+        corpus, qrels = part / "corpus.jsonl", part / "qrels" / f"{spec.eval_split}.tsv"
+        if not corpus.is_file() or not qrels.is_file():
+            raise DatasetError(f"{part}: the archive lacks corpus.jsonl or qrels/{spec.eval_split}.tsv")
+        n_docs += _count_lines(corpus)
+        n_queries += len({query_id for _, query_id, _, _ in iter_qrels(qrels)})
+    if (n_docs, n_queries) != (spec.n_docs, spec.n_queries):
+        raise DatasetError(
+            f"{spec.name}: the archive has {n_docs:,} documents and {n_queries:,} judged {spec.eval_split} queries, "
+            f"the registry expects {spec.n_docs:,} and {spec.n_queries:,}; not installed"
+        )
+    return {"n_docs": n_docs, "n_queries": n_queries}
+
+
+def _beir_root(extracted: Path, name: str) -> Path:
+    """BEIR's archives hold one top folder (``nfcorpus/...``); accept a flat archive too."""
+    entries = [p for p in extracted.iterdir() if not p.name.startswith(("__MACOSX", "."))]
+    if len(entries) == 1 and entries[0].is_dir():
+        return entries[0]
+    return extracted
+
+
+def _install_archive(archive: Path, root: Path, name: str, spec: DatasetSpec | None, stamp: dict[str, Any]) -> Path:
+    """Extract into a temporary sibling, check, stamp, and rename into ``root/name``."""
+    target = root / name
+    limit = max(MIN_EXTRACT_LIMIT, MAX_EXPANSION * archive.stat().st_size)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.extract-", dir=root))
+    try:
+        safe_extract(archive, staging / "x", max_bytes=limit)
+        folder = _beir_root(staging / "x", name)
+        if spec is not None:
+            stamp.update(_check_counts(folder, spec))
+        else:
+            _require_valid(folder)
+        write_json({"name": name, **stamp, "installed_at": _now(), "harness_version": __version__}, folder / STAMP)
+        default_permissions(folder, folder=True)
+        if target.exists():
+            shutil.rmtree(target)  # an unstamped leftover; the lock keeps other processes out
+        os.rename(folder, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _require_valid(folder: Path) -> None:
+    from harness.validate import validate_folder
+
+    report = validate_folder(folder)
+    if not report.ok:
+        first = next(p for p in report.problems if p.severity == "error")
+        raise DatasetError(f"{folder}: not a valid BEIR folder ({report.count('error')} error(s), first: {first}); "
+                           "run `beir-harness validate` on it for the list")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def download_dataset(
+    name: str,
+    root: str | Path | None = None,
+    url: str | None = None,
+    policy: RetryPolicy = RetryPolicy(),
+    progress: bool = True,
+    force: bool = False,
+) -> Installed:
+    """Download, verify and install one BEIR dataset (a no-op when already installed).
+
+    Args:
+        name: A registry name.
+        root: The data dir (see `data_dir`).
+        url: The base URL (see `base_url`); the archive is ``<base>/<name>.zip``.
+        policy: Retries and timeouts.
+        progress: Progress bar on stderr.
+        force: Download and install again even when installed.
+
+    Raises:
+        DatasetError: Unknown or non-distributed name, counts that disagree with the registry.
+        DownloadError: Network or server problems (a ``.part`` file is kept for resuming).
+        ChecksumMismatchError: Wrong md5 (nothing is kept).
+    """
+    spec = _public_spec(_safe_name(name))
+    root = data_dir(root)
+    root.mkdir(parents=True, exist_ok=True)
+    with _lock(root, name):
+        target = root / name
+        if not force and read_stamp(target) is not None:
+            logger.info("%s: already installed at %s", name, target)
+            return Installed(name, target, read_stamp(target))
+        source = base_url(url) + f"{name}.zip"
+        archive = root / f"{name}.zip"
+        if archive.exists() and md5_file(archive) != spec.md5:
+            archive.unlink()  # a stale or foreign archive: never trusted
+        if not archive.exists():
+            logger.info("downloading %s (%s MB) from %s", name, spec.zip_mb, source)
+            fetch(source, archive, md5=spec.md5, expected_size=spec.zip_bytes, policy=policy, progress=progress)
+        path = _install_archive(archive, root, name, spec, {"md5": spec.md5, "source": source})
+        archive.unlink()
+        logger.info("%s: installed at %s", name, path)
+        return Installed(name, path, read_stamp(path))
+
+
+def import_dataset(source: str | Path, root: str | Path | None = None, name: str | None = None,
+                   force: bool = False) -> Installed:
+    """Install a local BEIR zip or folder into the data dir, verified.
+
+    A zip named like a registry dataset (``nfcorpus.zip``) must have the registry's md5 and
+    counts; any other zip or folder must pass `validate`.
+
+    Args:
+        source: A ``.zip`` archive or a BEIR folder.
+        root: The data dir.
+        name: The dataset name; default the file or folder name.
+        force: Replace an installed dataset of that name.
+
+    Raises:
+        ChecksumMismatchError: A known dataset's archive with the wrong md5.
+        DatasetError: Missing source, invalid folder, an installed dataset without ``force``.
+    """
+    source = Path(source)
+    if not source.exists():
+        raise DatasetError(f"{source}: no such file or folder")
+    name = _safe_name(name or source.name.removesuffix(".zip"))
+    root = data_dir(root)
+    root.mkdir(parents=True, exist_ok=True)
+    spec = registry.lookup(name)
+    with _lock(root, name):
+        target = root / name
+        if read_stamp(target) is not None and not force:
+            raise DatasetError(f"{target}: {name} is already installed; pass --force to replace it")
+        stamp: dict[str, Any] = {"source": str(source.resolve())}
+        if source.is_file():
+            md5 = md5_file(source)
+            if spec is not None and spec.md5 and md5 != spec.md5:
+                raise ChecksumMismatchError(f"{source}: md5 {md5} is not {name}'s {spec.md5}; not the BEIR archive "
+                                            "(pass --name to import it under another name)")
+            stamp["md5"] = md5
+            path = _install_archive(source, root, name, spec if spec is not None and spec.md5 else None, stamp)
+        else:
+            path = _install_folder(source, root, name, stamp)
+    return Installed(name, path, read_stamp(path))
+
+
+def _install_folder(source: Path, root: Path, name: str, stamp: dict[str, Any]) -> Path:
+    _require_valid(source)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.import-", dir=root))
+    try:
+        folder = staging / name
+        shutil.copytree(source, folder, symlinks=False)
+        write_json({"name": name, **stamp, "installed_at": _now(), "harness_version": __version__}, folder / STAMP)
+        target = root / name
+        if target.exists():
+            shutil.rmtree(target)
+        os.rename(folder, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def remove_dataset(name: str, root: str | Path | None = None) -> list[Path]:
+    """Delete an installed dataset and any leftovers (archive, part file, temporary folders).
+
+    Returns:
+        The paths removed.
+
+    Raises:
+        DatasetError: Nothing of that name is in the data dir.
+    """
+    root = data_dir(root)
+    name = _safe_name(name)
+    candidates = [root / name, root / f"{name}.zip", root / f"{name}.zip.part"]
+    candidates += sorted(root.glob(f".{name}.extract-*")) + sorted(root.glob(f".{name}.import-*"))
+    removed = []
+    with _lock(root, name):
+        for path in candidates:
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+            else:
+                continue
+            removed.append(path)
+    if not removed:
+        raise DatasetError(f"{name}: nothing to remove in {root}")
+    return removed
+
+
+@functools.cache
+def published_counts() -> dict[str, int]:
+    """How many published reference scores the package knows per dataset."""
+    text = importlib.resources.files("harness").joinpath("data/published-scores.csv").read_text(encoding="utf-8")
+    counts: dict[str, int] = {}
+    for row in csv.DictReader(text.splitlines()):
+        counts[row["dataset"]] = counts.get(row["dataset"], 0) + 1
+    return counts
+
+
+def list_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
+    """One row per registry dataset, with whether it is installed in the data dir."""
+    root = data_dir(root)
+    rows = []
+    for spec in registry.datasets().values():
+        rows.append({
+            "name": spec.name,
+            "split": spec.eval_split,
+            "docs": spec.n_docs,
+            "queries": spec.n_queries,
+            "zip_mb": spec.zip_mb,
+            "public": spec.public,
+            "installed": read_stamp(root / spec.name) is not None,
+            "published_scores": published_counts().get(spec.name, 0),
+            "ignore_identical_ids": spec.ignore_identical_ids,
+        })
+    return rows
+
+
+def resolve_dataset(argument: str | Path, root: str | Path | None = None, download: bool = True,
+                    url: str | None = None, progress: bool = True) -> tuple[Path, str]:
+    """Turn `evaluate`'s DATASET argument into (folder, dataset name).
+
+    An existing folder is used as it is (its name is the folder name). Otherwise a registry name
+    (or ``cqadupstack/<forum>``) resolves to the data dir, downloading it when missing unless
+    `download` is False.
+
+    Raises:
+        DatasetError: Neither a folder nor a known name; not installed with `download` off.
+    """
+    path = Path(argument)
+    if path.is_dir():
+        return path, path.resolve().name
+    name, _, subset = str(argument).partition("/")
+    spec = registry.lookup(name)
+    if spec is None:
+        raise DatasetError(f"{argument}: no such dataset folder, and not a BEIR dataset name"
+                           + _suggestion(name))
+    if spec.subsets and subset not in spec.subsets:
+        raise DatasetError(f"{name} is {len(spec.subsets)} separate forums; evaluate one, e.g. "
+                           f"{name}/{spec.subsets[0]} (forums: {', '.join(spec.subsets)})")
+    if subset and not spec.subsets:
+        raise DatasetError(f"{name} has no sub-corpora; use {name}")
+    root = data_dir(root)
+    if read_stamp(root / name) is None:
+        if not download:
+            raise DatasetError(f"{name} is not installed in {root}; run `beir-harness datasets download {name}` "
+                               "or drop --no-download")
+        download_dataset(name, root, url, progress=progress)
+    folder = root / name / subset if subset else root / name
+    return folder, str(argument)
+
+
+def _suggestion(name: str) -> str:
+    try:
+        registry.get(name)
+    except HarnessError as exc:
+        return " (" + str(exc).split("(", 1)[1] if "(" in str(exc) else ""
+    return ""

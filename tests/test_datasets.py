@@ -1,0 +1,247 @@
+"""Datasets: the real BEIR nfcorpus archive through a loopback server, import, remove, list, resolve,
+interruption and concurrency."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness import registry
+from harness.cli import cli
+from harness.datasets import (
+    STAMP,
+    download_dataset,
+    import_dataset,
+    list_datasets,
+    read_stamp,
+    remove_dataset,
+    resolve_dataset,
+)
+from harness.download import RetryPolicy
+from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError
+
+NFCORPUS_MD5 = "a89dba18a62ef92f7d323ec890a0d38d"
+FAST = RetryPolicy(attempts=3, backoff=0.01, connect_timeout=2, read_timeout=1)
+
+
+@pytest.fixture
+def nfcorpus_zip(shared_beir) -> Path:
+    path = shared_beir.parent / "beir-zips" / "nfcorpus.zip"
+    if not path.is_file():
+        pytest.skip("../shared/data/beir-zips/nfcorpus.zip is not present")
+    return path
+
+
+@pytest.fixture
+def mirror(http_server, nfcorpus_zip):
+    http_server.files["/nfcorpus.zip"] = nfcorpus_zip.read_bytes()
+    return http_server
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name != ".locks")
+
+
+def test_download_real_nfcorpus_verifies_md5_and_counts(mirror, tmp_path):
+    installed = download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
+    assert installed.path == tmp_path / "nfcorpus"
+    stamp = read_stamp(installed.path)
+    assert stamp["md5"] == NFCORPUS_MD5 and stamp["source"] == mirror.url + "nfcorpus.zip"
+    assert (stamp["n_docs"], stamp["n_queries"]) == (3633, 323)
+    assert _leftovers(tmp_path) == ["nfcorpus"]  # archive removed, no temporary folders
+    content = (installed.path / "qrels" / "test.tsv").read_bytes()
+    shared = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "beir" / "nfcorpus" / "qrels" / "test.tsv"
+    assert content == shared.read_bytes()
+    # A second call is a no-op: nothing is fetched.
+    download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
+    assert len(mirror.requests) == 1
+
+
+def test_interrupted_download_resumes(mirror, tmp_path):
+    mirror.behaviours = ["drop:1000000"]
+    download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
+    assert read_stamp(tmp_path / "nfcorpus")["md5"] == NFCORPUS_MD5
+    assert mirror.requests[1][1].startswith("bytes=")
+
+
+def test_failed_download_leaves_nothing_that_looks_installed(mirror, tmp_path):
+    mirror.behaviours = ["drop:1000000"] + ["status:503"] * 5
+    with pytest.raises(DownloadError, match="giving up"):
+        download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
+    assert _leftovers(tmp_path) == ["nfcorpus.zip.part"]
+    assert read_stamp(tmp_path / "nfcorpus") is None
+    mirror.behaviours = []
+    download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)  # resumes by itself
+    assert _leftovers(tmp_path) == ["nfcorpus"]
+    assert mirror.requests[-1][1].startswith("bytes=")
+
+
+def test_wrong_bytes_are_refused(mirror, tmp_path):
+    data = bytearray(mirror.files["/nfcorpus.zip"])
+    data[-100] ^= 0xFF
+    mirror.files["/nfcorpus.zip"] = bytes(data)
+    with pytest.raises(ChecksumMismatchError, match=f"expected {NFCORPUS_MD5}"):
+        download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
+    assert _leftovers(tmp_path) == []
+
+
+def test_interrupted_extraction_leaves_no_complete_looking_folder(mirror, tmp_path, monkeypatch):
+    import harness.datasets
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(harness.datasets, "_check_counts", crash)
+    with pytest.raises(KeyboardInterrupt):
+        download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
+    assert _leftovers(tmp_path) == ["nfcorpus.zip"]  # verified archive kept, no folder
+    monkeypatch.undo()
+    download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
+    assert len(mirror.requests) == 1  # the verified archive was reused
+    assert _leftovers(tmp_path) == ["nfcorpus"]
+
+
+def test_unstamped_folder_is_not_trusted(mirror, tmp_path):
+    (tmp_path / "nfcorpus").mkdir()
+    (tmp_path / "nfcorpus" / "corpus.jsonl").write_text("half")
+    download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
+    assert read_stamp(tmp_path / "nfcorpus") is not None
+
+
+def test_counts_that_disagree_with_the_registry(mirror, tmp_path, monkeypatch):
+    specs = dict(registry.datasets())
+    specs["nfcorpus"] = replace(specs["nfcorpus"], n_docs=9999)
+    monkeypatch.setattr(registry, "datasets", lambda: specs)
+    with pytest.raises(DatasetError, match="the archive has 3,633 documents .* the registry expects 9,999"):
+        download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
+    assert read_stamp(tmp_path / "nfcorpus") is None
+    assert [p for p in _leftovers(tmp_path) if p.startswith(".")] == []
+
+
+def _bad_archive(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("member", ["../escape.txt", "/abs/escape.txt", "tiny/../../escape.txt"])
+def test_served_unsafe_archive_is_refused(http_server, tmp_path, monkeypatch, member):
+    data = _bad_archive({"tiny/corpus.jsonl": b"{}\n", member: b"x"})
+    http_server.files["/tiny.zip"] = data
+    spec = replace(registry.get("scifact"), name="tiny", md5=hashlib.md5(data).hexdigest(), zip_mb=None)
+    specs = {**registry.datasets(), "tiny": spec}
+    monkeypatch.setattr(registry, "datasets", lambda: specs)
+    with pytest.raises(UnsafeArchiveError):
+        download_dataset("tiny", tmp_path / "data", http_server.url, policy=FAST, progress=False)
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "data" / "escape.txt").exists()
+    assert [p for p in _leftovers(tmp_path / "data") if p != "tiny.zip"] == []
+
+
+def test_not_distributed_and_unknown_names(tmp_path):
+    with pytest.raises(DatasetError, match="bioasq is not distributed by BEIR.*beir-harness convert"):
+        download_dataset("bioasq", tmp_path)
+    with pytest.raises(DatasetError, match="did you mean scifact"):
+        download_dataset("scifct", tmp_path)
+    for bad in ("../../etc", "a/b", "", ".hidden", "x\x00y"):
+        with pytest.raises(DatasetError):
+            download_dataset(bad, tmp_path)
+
+
+def test_import_zip_and_folder_then_remove(nfcorpus_zip, tiny_beir, tmp_path):
+    root = tmp_path / "data"
+    installed = import_dataset(nfcorpus_zip, root)
+    assert installed.stamp["md5"] == NFCORPUS_MD5 and installed.stamp["n_docs"] == 3633
+    with pytest.raises(DatasetError, match="already installed; pass --force"):
+        import_dataset(nfcorpus_zip, root)
+    folder = import_dataset(tiny_beir, root)
+    assert folder.name == "tiny" and (root / "tiny" / "qrels" / "test.tsv").is_file()
+    assert read_stamp(root / "tiny")["source"] == str(tiny_beir.resolve())
+    assert [p.name for p in remove_dataset("nfcorpus", root)] == ["nfcorpus"]
+    assert _leftovers(root) == ["tiny"]
+    with pytest.raises(DatasetError, match="nothing to remove"):
+        remove_dataset("nfcorpus", root)
+
+
+def test_import_refuses_wrong_md5_and_invalid_folders(nfcorpus_zip, tiny_beir, tmp_path):
+    wrong = tmp_path / "nfcorpus.zip"
+    wrong.write_bytes(_bad_archive({"nfcorpus/corpus.jsonl": b"{}\n"}))
+    with pytest.raises(ChecksumMismatchError, match="is not nfcorpus's"):
+        import_dataset(wrong, tmp_path / "data")
+    (tiny_beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tnope\t1\n")
+    with pytest.raises(DatasetError, match="not a valid BEIR folder"):
+        import_dataset(tiny_beir, tmp_path / "data")
+    assert _leftovers(tmp_path / "data") == []
+
+
+def test_list_and_resolve(nfcorpus_zip, tiny_beir, tmp_path):
+    root = tmp_path / "data"
+    import_dataset(nfcorpus_zip, root)
+    rows = {row["name"]: row for row in list_datasets(root)}
+    assert len(rows) == 19 and rows["nfcorpus"]["installed"] and not rows["scifact"]["installed"]
+    assert rows["nfcorpus"]["published_scores"] == 3 and rows["arguana"]["ignore_identical_ids"]
+    assert resolve_dataset("nfcorpus", root) == (root / "nfcorpus", "nfcorpus")
+    assert resolve_dataset(tiny_beir, root) == (tiny_beir, "tiny")
+    with pytest.raises(DatasetError, match="scifact is not installed .* drop --no-download"):
+        resolve_dataset("scifact", root, download=False)
+    with pytest.raises(DatasetError, match="evaluate one, e.g. cqadupstack/android"):
+        resolve_dataset("cqadupstack", root)
+    with pytest.raises(DatasetError, match="not a BEIR dataset name"):
+        resolve_dataset("no-such-thing", root)
+
+
+def test_evaluate_a_registry_name_downloads_it(mirror, tmp_path, monkeypatch):
+    run = tmp_path / "r.trec"
+    run.write_text("PLAIN-1 Q0 MED-2427 1 1.0 x\n")
+    monkeypatch.setenv("BEIR_HARNESS_MIRROR", mirror.url)
+    result = CliRunner().invoke(cli, ["-q", "evaluate", "nfcorpus", "--data-dir", str(tmp_path / "data"), "--run",
+                                      str(run), "--k", "10", "--output-dir", str(tmp_path / "res"), "--json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["dataset"] == "nfcorpus" and data["n_queries"] == 323
+    assert data["config"]["self_hit_policy_source"] == "registry"
+
+
+def test_cli_datasets_commands(mirror, nfcorpus_zip, tmp_path, monkeypatch):
+    runner = CliRunner()
+    root = str(tmp_path / "data")
+    monkeypatch.setenv("BEIR_HARNESS_DATA_DIR", root)
+    result = runner.invoke(cli, ["-q", "datasets", "download", "nfcorpus", "--base-url", mirror.url])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == f"nfcorpus: {root}/nfcorpus"
+    listing = runner.invoke(cli, ["datasets", "list"]).stdout
+    assert any(line.startswith("nfcorpus") and " yes " in line for line in listing.splitlines())
+    assert json.loads(runner.invoke(cli, ["datasets", "list", "--json"]).stdout)[0]["name"] == "msmarco"
+    assert runner.invoke(cli, ["datasets", "remove", "nfcorpus"]).stdout.startswith("removed")
+    result = runner.invoke(cli, ["datasets", "import", str(nfcorpus_zip)])
+    assert result.exit_code == 0 and "nfcorpus:" in result.stdout
+    result = runner.invoke(cli, ["datasets", "download", "robust04"])
+    assert result.exit_code == 1 and "not distributed" in result.stderr
+    result = runner.invoke(cli, ["datasets", "download", "fiqa", "--base-url", "ftp://127.0.0.1/"])
+    assert result.exit_code == 1 and "only http(s)" in result.stderr
+    for command in (["datasets"], ["datasets", "list"], ["datasets", "download"], ["datasets", "import"],
+                    ["datasets", "remove"]):
+        assert "Example:" in runner.invoke(cli, [*command, "--help"]).stdout
+
+
+def test_two_processes_downloading_at_once(mirror, tmp_path):
+    root = tmp_path / "data"
+    command = [sys.executable, "-m", "harness", "-q", "datasets", "download", "nfcorpus", "--data-dir", str(root),
+               "--base-url", mirror.url]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    assert read_stamp(root / "nfcorpus")["md5"] == NFCORPUS_MD5
+    assert _leftovers(root) == ["nfcorpus"]
+    assert len(mirror.requests) == 1  # the second waited for the lock and found it installed
+    assert (root / "nfcorpus" / STAMP).is_file()

@@ -1,0 +1,225 @@
+"""fetch and safe_extract against a real loopback HTTP server with scripted faults."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import random
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from harness.download import RetryPolicy, fetch, md5_file, safe_extract
+from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError
+
+FAST = RetryPolicy(attempts=3, backoff=0.01, connect_timeout=2, read_timeout=0.5)
+
+
+def _zip(members: dict[str, bytes], symlinks: dict[str, str] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+        for name, target in (symlinks or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(info, target)
+    return buffer.getvalue()
+
+
+# Incompressible, so the archive is ~300 KB and a drop mid-stream leaves whole 64 KiB reads behind.
+PAYLOAD = _zip({f"data/file{i}.bin": random.Random(i).randbytes(15_000) + str(i).encode() for i in range(20)})
+MD5 = hashlib.md5(PAYLOAD).hexdigest()
+
+
+@pytest.fixture
+def served(http_server):
+    http_server.files["/data.zip"] = PAYLOAD
+    return http_server
+
+
+def _fetch(served, tmp_path, **kwargs):
+    options = {"md5": MD5, "policy": FAST, "progress": False}
+    options.update(kwargs)
+    return fetch(served.url + "data.zip", tmp_path / "data.zip", **options)
+
+
+def test_normal_download_is_verified(served, tmp_path):
+    path = _fetch(served, tmp_path)
+    assert path.read_bytes() == PAYLOAD and md5_file(path) == MD5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.zip"]
+
+
+def test_dropped_connection_resumes_with_range(served, tmp_path):
+    served.behaviours = ["drop:200000"]
+    path = _fetch(served, tmp_path)
+    assert path.read_bytes() == PAYLOAD
+    assert served.requests[0][1] is None
+    resumed_at = int(served.requests[1][1].removeprefix("bytes=").rstrip("-"))
+    assert 0 < resumed_at <= 200_000
+
+
+def test_server_ignoring_range_restarts_cleanly(served, tmp_path):
+    served.behaviours = ["drop:200000", "ignore-range"]
+    assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
+    assert served.requests[1][1] is not None and len(served.requests) == 2
+
+
+def test_leftover_part_file_is_resumed_by_a_later_run(served, tmp_path):
+    (tmp_path / "data.zip.part").write_bytes(PAYLOAD[:7000])
+    assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
+    assert served.requests == [("/data.zip", "bytes=7000-")]
+
+
+def test_part_file_longer_than_the_file_starts_over(served, tmp_path):
+    (tmp_path / "data.zip.part").write_bytes(PAYLOAD + b"junk")
+    assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
+
+
+def test_5xx_is_retried(served, tmp_path):
+    served.behaviours = ["status:500", "status:503"]
+    assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
+    assert len(served.requests) == 3
+
+
+def test_persistent_5xx_gives_up_with_a_clear_error(served, tmp_path):
+    served.behaviours = ["status:503"] * 5
+    with pytest.raises(DownloadError, match="giving up after 3 attempts: HTTP 503"):
+        _fetch(served, tmp_path)
+    assert not (tmp_path / "data.zip").exists()
+
+
+def test_404_is_not_retried(served, tmp_path):
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        fetch(served.url + "missing.zip", tmp_path / "m.zip", policy=FAST, progress=False)
+    assert len(served.requests) == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_html_page_is_never_saved_as_a_zip(served, tmp_path):
+    served.behaviours = ["html"]
+    with pytest.raises(DownloadError, match="HTML page, not a zip"):
+        _fetch(served, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_non_zip_bytes_are_refused(served, tmp_path):
+    served.files["/data.zip"] = b"definitely not a zip" * 100
+    with pytest.raises(DownloadError, match="not a zip archive"):
+        _fetch(served, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_wrong_md5_deletes_the_part_file(served, tmp_path):
+    with pytest.raises(ChecksumMismatchError, match=f"expected {'0' * 32}, got {MD5}"):
+        _fetch(served, tmp_path, md5="0" * 32)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stall_past_the_read_timeout_is_retried_then_resumes(served, tmp_path):
+    served.behaviours = ["stall:2"]
+    assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
+    assert len(served.requests) == 2
+
+
+def test_size_far_from_the_registry_is_refused_before_downloading(served, tmp_path):
+    with pytest.raises(DownloadError, match="registry expects about 10,000,000"):
+        _fetch(served, tmp_path, expected_size=10_000_000)
+    assert list(tmp_path.iterdir()) == []
+    _fetch(served, tmp_path, expected_size=len(PAYLOAD) + 5000)  # close enough passes
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/x.zip", "file:///etc/passwd", "127.0.0.1/x.zip"])
+def test_only_http_urls(tmp_path, url):
+    with pytest.raises(DownloadError, match="only http"):
+        fetch(url, tmp_path / "x.zip", policy=FAST, progress=False)
+
+
+def test_redirect_to_another_scheme_is_refused(served, tmp_path):
+    served.behaviours = ["redirect:file:///etc/passwd"]
+    with pytest.raises(DownloadError, match="non-http"):
+        _fetch(served, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_redirect_within_http_is_followed(served, tmp_path):
+    served.behaviours = [f"redirect:{served.url}data.zip"]
+    assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
+
+
+# --- extraction ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("members", "symlinks", "message"),
+    [
+        ({"ok/a.txt": b"a", "../evil.txt": b"x"}, None, "'../evil.txt' leaves the target folder"),
+        ({"ok/../../evil.txt": b"x"}, None, "leaves the target folder"),
+        ({"/etc/evil.txt": b"x"}, None, "has an absolute path"),
+        ({"C:/evil.txt": b"x"}, None, "has an absolute path"),
+        ({"ok\\..\\evil.txt": b"x"}, None, "leaves the target folder"),
+        ({"ok/a.txt": b"a"}, {"ok/link": "/etc/passwd"}, "'ok/link' is a symbolic link"),
+    ],
+)
+def test_unsafe_members_are_refused_before_anything_is_written(tmp_path, members, symlinks, message):
+    archive = tmp_path / "bad.zip"
+    archive.write_bytes(_zip(members, symlinks))
+    with pytest.raises(UnsafeArchiveError, match=message):
+        safe_extract(archive, tmp_path / "out", max_bytes=10**9)
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path.parent / "evil.txt").exists()
+
+
+def test_duplicate_members_are_refused(tmp_path):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("a.txt", b"1")
+        with pytest.warns(UserWarning):
+            zf.writestr("a.txt", b"2")
+    archive = tmp_path / "dup.zip"
+    archive.write_bytes(buffer.getvalue())
+    with pytest.raises(UnsafeArchiveError, match="appears twice"):
+        safe_extract(archive, tmp_path / "out", max_bytes=10**9)
+
+
+def test_zip_bomb_total_size_and_ratio(tmp_path):
+    archive = tmp_path / "bomb.zip"
+    archive.write_bytes(_zip({"zeros.bin": b"\0" * (20 * 2**20)}))
+    with pytest.raises(UnsafeArchiveError, match="would expand"):
+        safe_extract(archive, tmp_path / "out", max_bytes=10**12)
+    archive.write_bytes(_zip({f"f{i}.txt": bytes(range(256)) * 100 for i in range(10)}))
+    with pytest.raises(UnsafeArchiveError, match="would unpack to 256,000 bytes, more than the 100,000"):
+        safe_extract(archive, tmp_path / "out", max_bytes=100_000)
+    assert not (tmp_path / "out").exists()
+
+
+def test_lying_member_size_is_caught(tmp_path):
+    data = bytearray(_zip({"a.txt": b"hello world, more than declared"}))
+    # Shrink the declared size in the central directory (after its signature PK\1\2 at +24).
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 24:central + 28] = (5).to_bytes(4, "little")
+    archive = tmp_path / "liar.zip"
+    archive.write_bytes(bytes(data))
+    with pytest.raises((UnsafeArchiveError, DatasetError)):
+        safe_extract(archive, tmp_path / "out", max_bytes=10**9)
+
+
+def test_not_a_zip(tmp_path):
+    archive = tmp_path / "x.zip"
+    archive.write_bytes(b"nope")
+    with pytest.raises(DatasetError, match="not a valid zip archive"):
+        safe_extract(archive, tmp_path / "out", max_bytes=10**9)
+
+
+def test_good_archive_extracts(tmp_path):
+    archive = tmp_path / "ok.zip"
+    archive.write_bytes(PAYLOAD)
+    safe_extract(archive, tmp_path / "out", max_bytes=10**9)
+    assert len(list((tmp_path / "out" / "data").iterdir())) == 20
+    assert (tmp_path / "out" / "data" / "file3.bin").read_bytes().endswith(b"3")
+
+
+def test_no_test_leaves_the_loopback_interface():
+    # The server fixture binds 127.0.0.1 only; this module fetches nothing else.
+    source = Path(__file__).read_text()
+    assert "http://" not in source.replace('"http://"', "").replace("http://127.0.0.1", "")
