@@ -151,6 +151,12 @@ def _format_demo(outcome) -> str:
               help="Download a registry dataset that is not installed yet.")
 @click.option("--base-url", default=None, metavar="URL",
               help="Download mirror [default: $BEIR_HARNESS_MIRROR or BEIR's server].")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR or <data dir>/.cache].")
+@click.option("--cache/--no-cache", "use_cache", default=True, show_default=True,
+              help="Reuse and store embeddings (content-addressed: model weights + corpus content).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="torch and faiss threads [default: all cores].")
 @click.option("--ignore-identical-ids/--keep-identical-ids", default=None,
               help="Drop retrieved documents whose id equals the query id [default: the registry's "
                    "policy for a known BEIR dataset (e.g. arguana, quora), else keep].")
@@ -158,7 +164,7 @@ def _format_demo(outcome) -> str:
 def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values: tuple[int, ...],
              batch_size: int, top_k: int | None, max_seq_length: int | None, output_dir: Path,
              as_json: bool, run_path: Path | None, data_dir: Path | None, download: bool, base_url: str | None,
-             ignore_identical_ids: bool | None) -> None:
+             cache_dir: Path | None, use_cache: bool, threads: int | None, ignore_identical_ids: bool | None) -> None:
     """Evaluate a model, or an external run, on a BEIR folder or dataset.
 
     DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv, or a
@@ -182,7 +188,7 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values
         dataset_path=dataset, split=split, model=model, k_values=k_values, top_k=top_k,
         batch_size=batch_size, max_seq_length=max_seq_length, ignore_identical_ids=ignore_identical_ids,
         run_path=run_path, output_dir=output_dir, progress=ctx.obj["progress"], data_dir=data_dir,
-        download=download, base_url=base_url,
+        download=download, base_url=base_url, cache=use_cache, cache_dir=cache_dir, threads=threads,
     )
     outcome = evaluate_dataset(config)
     if as_json:
@@ -411,6 +417,72 @@ def datasets_remove(name: str, data_dir: Path | None) -> None:
 
     for path in remove_dataset(name, data_dir):
         click.echo(f"removed {path}")
+
+
+@cli.group()
+def cache() -> None:
+    """List or clear the embedding cache.
+
+    Entries are keyed by the model's weights and settings and the corpus content, so a rerun
+    of the same model on the same data encodes nothing, and a change never hits a stale entry.
+
+    Example:
+
+    \b
+        beir-harness cache list
+        beir-harness cache clear --dataset scifact
+    """
+
+
+_cache_dir_option = click.option(
+    "--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+    help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR or <data dir>/.cache].")
+
+
+@cache.command("list")
+@_cache_dir_option
+@_data_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
+def cache_list(cache_dir: Path | None, data_dir: Path | None, as_json: bool) -> None:
+    """List cached embeddings: model, dataset, kind, rows, size, complete?
+
+    Example:
+
+    \b
+        beir-harness cache list
+    """
+    from harness.cache import cache_dir as resolve, list_entries
+
+    entries = list_entries(resolve(cache_dir, data_dir))
+    if as_json:
+        click.echo(json.dumps(entries, indent=2))
+        return
+    click.echo(f"{'key':<12} {'kind':<8} {'dataset':<20} {'rows':>9} {'MB':>8}  {'complete':<8}  model")
+    for e in entries:
+        rows = f"{e['rows']:,}" if e["rows"] is not None else "-"
+        click.echo(f"{e['key'][:12]:<12} {e['kind'] or '?':<8} {e['dataset'] or '?':<20} {rows:>9} "
+                   f"{e['bytes'] / 2**20:>8.1f}  {'yes' if e['complete'] else 'partial':<8}  {e['model'] or '?'}")
+
+
+@cache.command("clear")
+@_cache_dir_option
+@_data_dir_option
+@click.option("--model", default=None, help="Only entries of this model (full name as listed).")
+@click.option("--dataset", default=None, help="Only entries of this dataset.")
+def cache_clear(cache_dir: Path | None, data_dir: Path | None, model: str | None, dataset: str | None) -> None:
+    """Delete cached embeddings (all, or those of one model and/or dataset).
+
+    Example:
+
+    \b
+        beir-harness cache clear
+        beir-harness cache clear --model sentence-transformers/all-MiniLM-L6-v2 --dataset scifact
+    """
+    from harness.cache import cache_dir as resolve, clear_entries
+
+    removed = clear_entries(resolve(cache_dir, data_dir), model, dataset)
+    freed = sum(e["bytes"] for e in removed)
+    click.echo(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} ({freed / 2**20:.1f} MB)")
 
 
 def main() -> None:

@@ -10,12 +10,13 @@ torch and sentence-transformers are imported only inside `load_encoder`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.errors import MissingDependencyError, ModelLoadError
@@ -79,10 +80,32 @@ class SentenceTransformerEncoder:
     model: Any
     batch_size: int = 32
     normalize: bool = True
+    _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def max_seq_length(self) -> int | None:
         return getattr(self.model, "max_seq_length", None)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What decides this encoder's vectors: name, a sha256 of its weights, tokenizer, length, normalization."""
+        if self._fingerprint is None:
+            import torch
+
+            digest = hashlib.sha256()
+            for name, tensor in self.model.state_dict().items():
+                digest.update(name.encode())
+                digest.update(str(tensor.dtype).encode())
+                digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+            tokenizer = getattr(self.model, "tokenizer", None)
+            self._fingerprint = {
+                "name": self.name,
+                "weights_sha256": digest.hexdigest(),
+                "tokenizer": type(tokenizer).__name__,
+                "vocab_size": len(tokenizer) if tokenizer is not None else None,
+                "do_lower_case": getattr(self.model, "do_lower_case", None),
+                "modules": [type(module).__name__ for module in self.model],
+            }
+        return {**self._fingerprint, "max_seq_length": self.max_seq_length, "normalize": self.normalize}
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
@@ -148,6 +171,7 @@ def encode_corpus(
     chunk_size: int = 16384,
     batch_size: int = 32,
     progress: bool = True,
+    reuse: Callable[[int, list[str]], np.ndarray | None] | None = None,
 ) -> Iterator[tuple[list[str], np.ndarray, float]]:
     """Encode a document stream chunk by chunk.
 
@@ -162,6 +186,8 @@ def encode_corpus(
         chunk_size: Documents read and encoded per chunk.
         batch_size: Texts per forward pass.
         progress: Show a tqdm bar (documents, rate, ETA) on stderr.
+        reuse: Called with (chunk index, doc_ids) before encoding a chunk; vectors it returns
+            (from a cache) are used instead of encoding.
 
     Yields:
         (doc_ids, vectors, seconds spent in the encoder) per chunk, in corpus order.
@@ -171,8 +197,13 @@ def encode_corpus(
 
     bar = tqdm(desc="encoding corpus", unit="doc", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     try:
-        for chunk in _chunks(docs, chunk_size):
+        for index, chunk in enumerate(_chunks(docs, chunk_size)):
             doc_ids = [doc.doc_id for doc in chunk]
+            reused = reuse(index, doc_ids) if reuse is not None else None
+            if reused is not None:
+                bar.update(len(doc_ids))
+                yield doc_ids, reused, 0.0
+                continue
             texts = [doc_text(doc) for doc in chunk]
             order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
             vectors: np.ndarray | None = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import logging
 import math
@@ -97,6 +98,19 @@ def _open_binary(path: Path) -> Iterator[IO[bytes]]:
         raise FormatError(path, f"cannot open: {exc.strerror or exc}") from exc
     with handle:
         yield handle
+
+
+def content_sha256(path: str | Path) -> str:
+    """sha256 of a file's uncompressed content (a ``.gz`` file is hashed as its decompressed bytes)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    with _open_binary(path) as handle:
+        try:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise FormatError(path, f"cannot read: {exc}", hint="the file is damaged or truncated") from exc
+    return digest.hexdigest()
 
 
 def _iter_lines(path: Path, digest: Any | None) -> Iterator[tuple[int, bytes]]:

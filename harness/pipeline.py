@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.resources
+import json
 import logging
 import platform
 import time
@@ -23,7 +24,16 @@ from harness import __version__, registry
 from harness.datasets import resolve_dataset
 from harness.encode import DEFAULT_MODEL, Encoder, encode_corpus, load_encoder, resolve_model_source
 from harness.errors import DatasetError, HarnessError
-from harness.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
+from harness.cache import CacheCorrupt, cache_dir, embedding_entry
+from harness.formats import (
+    BeirFolder,
+    content_sha256,
+    iter_corpus,
+    iter_queries,
+    locate_beir_folder,
+    read_qrels,
+    read_run,
+)
 from harness.metrics import evaluate, standard_metrics
 from harness.records import Doc, Qrels, Query, Run
 from harness.report import Result, write_result
@@ -57,6 +67,9 @@ class EvaluateConfig:
         data_dir: Where registry datasets live (see `harness.datasets.data_dir`).
         download: Download a registry dataset that is not installed.
         base_url: Download mirror (see `harness.datasets.base_url`).
+        cache: Reuse and store embeddings in the content-addressed cache (`harness.cache`).
+        cache_dir: The cache root (see `harness.cache.cache_dir`).
+        threads: torch and faiss threads; None leaves their defaults (all cores).
     """
 
     dataset_path: Path | str
@@ -74,6 +87,9 @@ class EvaluateConfig:
     data_dir: Path | None = None
     download: bool = True
     base_url: str | None = None
+    cache: bool = True
+    cache_dir: Path | None = None
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +100,26 @@ class Outcome:
     run: Run
     qrels: Qrels
     paths: tuple[Path, Path] | None = None
+
+
+CHUNK_SIZE = 16384  # documents per encoded (and cached) chunk
+DOC_TEXT_RULE = "(title + ' ' + text).strip()"
+
+
+@dataclass
+class _CorpusState:
+    """What the corpus pass learns: its hash, size, and which judged documents it has seen."""
+
+    sha256: str
+    dataset: str
+    judged: set[str]
+    unseen: set[str]
+    n_docs: int = 0
+    cached: bool = False
+
+    def tick(self, doc_ids) -> None:
+        self.n_docs += len(doc_ids)
+        self.unseen.difference_update(doc_ids)
 
 
 @dataclass
@@ -134,21 +170,20 @@ def _judged_queries(folder: BeirFolder, qrels: Qrels, digest) -> list[Query]:
     return wanted
 
 
-def _checked_corpus(folder: BeirFolder, digest, unseen: set[str], counter: list[int]) -> Iterator[Doc]:
+def _checked_corpus(folder: BeirFolder, corpus: _CorpusState, digest=None) -> Iterator[Doc]:
     """Stream the corpus, ticking off judged doc_ids as they pass."""
     for doc in iter_corpus(folder.corpus, digest):
-        unseen.discard(doc.doc_id)
-        counter[0] += 1
+        corpus.tick((doc.doc_id,))
         yield doc
 
 
-def _check_corpus(folder: BeirFolder, unseen: set[str], n_docs: int) -> None:
-    if n_docs == 0:
+def _check_corpus(folder: BeirFolder, corpus: _CorpusState) -> None:
+    if corpus.n_docs == 0:
         raise DatasetError(f"{folder.corpus}: the corpus is empty")
-    if unseen:
-        example = sorted(unseen)[0]
+    if corpus.unseen:
+        example = sorted(corpus.unseen)[0]
         raise DatasetError(
-            f"{folder.qrels}: {len(unseen)} judged document id(s) are not in {folder.corpus} "
+            f"{folder.qrels}: {len(corpus.unseen)} judged document id(s) are not in {folder.corpus} "
             f"(e.g. {example!r}); fix the qrels or the corpus"
         )
 
@@ -167,8 +202,10 @@ def _versions() -> dict[str, str]:
 def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> Outcome:
     """Evaluate a model (or an external run) on one split of a BEIR folder.
 
-    The corpus is streamed once: it is hashed, checked and encoded in the same pass, and
-    vectors go into the index chunk by chunk. Only the split's judged queries are encoded.
+    The corpus is hashed, then streamed once: checked and encoded in the same pass, with vectors
+    going into the index (and the embedding cache) chunk by chunk. When the cache holds this
+    model's vectors for this exact corpus, nothing is parsed or encoded. Only the split's judged
+    queries are encoded.
 
     Args:
         config: What to evaluate.
@@ -197,32 +234,38 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     folder = locate_beir_folder(folder_path, config.split)
     dataset = config.dataset_name or resolved_name
     ignore_identical_ids, policy_source = self_hit_policy(config, dataset)
-    digests = {name: hashlib.sha256() for name in ("corpus", "queries", "qrels")}
+    digests = {name: hashlib.sha256() for name in ("queries", "qrels")}
     qrels = read_qrels(folder.qrels, digests["qrels"])
     queries = _judged_queries(folder, qrels, digests["queries"])
     logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(qrels), qrels.n_judgments)
+    if config.threads is not None:
+        _set_threads(config.threads)
 
-    unseen = qrels.doc_ids()
-    n_docs = [0]
-    docs = _checked_corpus(folder, digests["corpus"], unseen, n_docs)
+    judged = qrels.doc_ids()
     config_record: dict[str, object] = {}
     if config.run_path is not None:
         digests["run"] = hashlib.sha256()
         run = read_run(config.run_path, digests["run"])
         model_name = f"run:{Path(config.run_path).name}"
-        for _ in docs:
+        digests["corpus"] = hashlib.sha256()
+        corpus = _CorpusState("", dataset, judged, set(judged))
+        for _ in _checked_corpus(folder, corpus, digests["corpus"]):
             pass
-        _check_corpus(folder, unseen, n_docs[0])
+        corpus.sha256 = digests.pop("corpus").hexdigest()
+        _check_corpus(folder, corpus)
         config_record.update(run_file=str(config.run_path), run_tag=run.name)
         started = timings.add("load", started)
     else:
+        # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
+        corpus = _CorpusState(content_sha256(folder.corpus), dataset, judged, set(judged))
         model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
         if encoder is None:
             encoder = load_encoder(config.model, batch_size=config.batch_size, max_seq_length=config.max_seq_length)
         model_name = encoder.name
         started = timings.add("load", started)
-        run, started = _retrieve(encoder, docs, queries, top_k + int(ignore_identical_ids), config, timings, started)
-        _check_corpus(folder, unseen, n_docs[0])
+        run, started = _retrieve(encoder, _checked_corpus(folder, corpus), queries, top_k + int(ignore_identical_ids),
+                                 config, timings, started, corpus)
+        _check_corpus(folder, corpus)
         config_record.update(
             model_source=model_source,
             index="flat",
@@ -230,7 +273,9 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
             normalize=encoder.normalize,
             max_seq_length=encoder.max_seq_length,
             batch_size=config.batch_size,
-            doc_text="(title + ' ' + text).strip()",
+            doc_text=DOC_TEXT_RULE,
+            embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
+            threads=config.threads,
         )
 
     scored_run = apply_self_hit_policy(run, ignore_identical_ids).truncated(top_k)
@@ -257,10 +302,10 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
             "ignore_identical_ids": ignore_identical_ids,
             "self_hit_policy_source": policy_source,
             "dataset_path": str(Path(folder_path).resolve()),
-            "n_docs": n_docs[0],
+            "n_docs": corpus.n_docs,
             **config_record,
         },
-        fingerprints={name: digest.hexdigest() for name, digest in digests.items()},
+        fingerprints={"corpus": corpus.sha256, **{name: digest.hexdigest() for name, digest in digests.items()}},
         timings={stage: round(seconds, 4) for stage, seconds in timings.seconds.items()},
         versions=_versions(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -278,19 +323,68 @@ def _retrieve(
     config: EvaluateConfig,
     timings: _Timings,
     started: float,
+    corpus: _CorpusState,
 ) -> tuple[Run, float]:
     from harness.index import FlatIndex
 
+    cache_root = cache_dir(config.cache_dir, config.data_dir) if config.cache and hasattr(encoder, "fingerprint") \
+        else None
+    fingerprint = encoder.fingerprint() if cache_root is not None else None
     index: FlatIndex | None = None
     encode_seconds = index_seconds = 0.0
-    for doc_ids, vectors, seconds in encode_corpus(encoder, docs, batch_size=config.batch_size,
-                                                   progress=config.progress):
-        encode_seconds += seconds
+
+    def add(doc_ids: list[str], vectors) -> None:
+        nonlocal index, index_seconds
         added = time.perf_counter()
         if index is None:
             index = FlatIndex(vectors.shape[1])
         index.add(doc_ids, vectors)
         index_seconds += time.perf_counter() - added
+
+    entry = None
+    if cache_root is not None:
+        entry = embedding_entry(cache_root, {"kind": "corpus", "model": fingerprint, "text_rule": DOC_TEXT_RULE,
+                                             "dtype": "float32", "corpus_sha256": corpus.sha256},
+                                {"dataset": corpus.dataset})
+        if entry.complete:
+            try:
+                for doc_ids, vectors in entry.chunks():
+                    corpus.tick(doc_ids)
+                    add(doc_ids, vectors)
+                corpus.cached = True
+                logger.info("corpus embeddings from the cache (%s)", entry.root)
+            except CacheCorrupt as exc:
+                logger.warning("damaged cache entry, recomputing: %s", exc)
+                entry.drop()
+                index, corpus.n_docs, corpus.cached = None, 0, False
+                corpus.unseen = set(corpus.judged)
+    if not corpus.cached:
+        reuse = None
+        if entry is not None:
+            done = entry.done_chunks(CHUNK_SIZE)
+            entry.start(CHUNK_SIZE)
+            if done:
+                logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done, CHUNK_SIZE)
+
+            def reuse(index_: int, doc_ids: list[str]):
+                if index_ >= done:
+                    return None
+                try:
+                    cached_ids, vectors = entry.read_chunk(index_)
+                except CacheCorrupt:
+                    return None
+                return vectors if cached_ids == doc_ids else None
+
+        n_chunks = 0
+        for n_chunks, (doc_ids, vectors, seconds) in enumerate(
+                encode_corpus(encoder, docs, chunk_size=CHUNK_SIZE, batch_size=config.batch_size,
+                              progress=config.progress, reuse=reuse), start=1):
+            encode_seconds += seconds
+            if entry is not None and seconds:
+                entry.write_chunk(n_chunks - 1, doc_ids, vectors)
+            add(doc_ids, vectors)
+        if entry is not None and index is not None:
+            entry.finish(n_chunks, len(index), index.dimension)
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
     timings.seconds["encode"] += encode_seconds
@@ -299,11 +393,45 @@ def _retrieve(
     started = time.perf_counter()
     if index is None:
         return Run.from_scores({}), started
-    query_vectors = encoder.encode_queries([query.text for query in queries])
+    query_vectors = _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset)
     started = timings.add("encode", started)
     run = index.search([query.query_id for query in queries], query_vectors, depth, name=encoder.name)
     started = timings.add("search", started)
     return run, started
+
+
+def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str):
+    """Encode the queries, or load them from the cache (keyed by the exact ids and texts)."""
+    texts = [query.text for query in queries]
+    if cache_root is None:
+        return encoder.encode_queries(texts)
+    texts_sha = hashlib.sha256(json.dumps([[q.query_id, q.text] for q in queries]).encode()).hexdigest()
+    entry = embedding_entry(cache_root, {"kind": "queries", "model": fingerprint, "dtype": "float32",
+                                         "queries_sha256": texts_sha}, {"dataset": dataset})
+    if entry.complete:
+        try:
+            (ids, vectors), = list(entry.chunks())
+            if ids == [query.query_id for query in queries]:
+                return vectors
+        except (CacheCorrupt, ValueError) as exc:
+            logger.warning("damaged cache entry, recomputing: %s", exc)
+        entry.drop()
+    vectors = encoder.encode_queries(texts)
+    entry.start(len(texts))
+    entry.write_chunk(0, [query.query_id for query in queries], vectors)
+    entry.finish(1, len(texts), vectors.shape[1])
+    return vectors
+
+
+def _set_threads(threads: int) -> None:
+    """Set torch's and faiss's thread pools (both default to every core)."""
+    if threads <= 0:
+        raise HarnessError(f"--threads must be positive, got {threads}")
+    import faiss
+    import torch
+
+    torch.set_num_threads(threads)
+    faiss.omp_set_num_threads(threads)
 
 
 def demo_folder() -> Path:
@@ -318,6 +446,6 @@ def run_demo(encoder: Encoder | None = None, model: str = DEFAULT_MODEL, progres
     """
     config = EvaluateConfig(
         dataset_path=demo_folder(), split="test", model=model, k_values=(3, 10), top_k=10,
-        output_dir=None, dataset_name="demo", progress=progress,
+        output_dir=None, dataset_name="demo", progress=progress, cache=False,
     )
     return evaluate_dataset(config, encoder=encoder)

@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pytest
 # Never let a test wait on the model hub (a hub name otherwise retries for ~70 s offline).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Never write an embedding cache into the checkout; tests that need one pass their own folder.
+os.environ["BEIR_HARNESS_CACHE_DIR"] = tempfile.mkdtemp(prefix="beir-harness-test-cache-")
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "beir"

@@ -1,0 +1,239 @@
+"""A content-addressed cache of embeddings, so the same text is never encoded twice.
+
+An entry's key is the sha256 of everything that decides its vectors: the model's identity (name,
+a hash of its weights, tokenizer, max_seq_length, normalization), the text rule, the dtype, and the
+sha256 of the corpus content (or of the query texts). A changed corpus or model therefore never
+hits a stale entry; the key's inputs are written beside the vectors as ``key.json``.
+
+Layout: ``<cache_dir>/embeddings/<key>/`` holds ``chunk-00000.npy`` (float32, no pickle) and
+``chunk-00000.ids.json`` per chunk, each written atomically, and ``manifest.json`` (chunk count,
+dimension, per-chunk sha256) written last. An entry without a manifest is partial: a run killed
+mid-encode resumes from the chunks already written. An entry whose files do not match the manifest
+is dropped with a warning and recomputed; a damaged cache never yields a result.
+
+The cache dir is ``--cache-dir``, else ``$BEIR_HARNESS_CACHE_DIR``, else ``<data dir>/.cache``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError, OutputError
+from harness.formats import atomic_writer, write_json
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+CACHE_FORMAT = 1
+
+
+def cache_dir(option: str | Path | None = None, data_dir: str | Path | None = None) -> Path:
+    """The cache root: the option, else ``$BEIR_HARNESS_CACHE_DIR``, else ``<data dir>/.cache``."""
+    if option:
+        return Path(option)
+    if os.environ.get("BEIR_HARNESS_CACHE_DIR"):
+        return Path(os.environ["BEIR_HARNESS_CACHE_DIR"])
+    from harness.datasets import data_dir as default_data_dir
+
+    return default_data_dir(data_dir) / ".cache"
+
+
+def content_key(inputs: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of `inputs`."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class CacheCorrupt(HarnessError):
+    """An entry's files disagree with its manifest."""
+
+
+@dataclass
+class EmbeddingEntry:
+    """One cache entry: chunks of vectors with their ids."""
+
+    root: Path
+    inputs: dict[str, Any]
+    labels: dict[str, Any]
+    writable: bool = True
+
+    @property
+    def key(self) -> str:
+        return self.root.name
+
+    @property
+    def complete(self) -> bool:
+        return (self.root / "manifest.json").is_file()
+
+    def _chunk(self, index: int) -> tuple[Path, Path]:
+        return self.root / f"chunk-{index:05d}.npy", self.root / f"chunk-{index:05d}.ids.json"
+
+    def done_chunks(self, chunk_size: int) -> int:
+        """How many leading chunks of a partial entry can be reused (same chunk size only)."""
+        if self.complete or not (self.root / "key.json").is_file():
+            return 0
+        try:
+            started = json.loads((self.root / "key.json").read_text())
+        except (OSError, ValueError):
+            return 0
+        if started.get("chunk_size") != chunk_size or started.get("inputs") != self.inputs:
+            return 0
+        count = 0
+        while all(p.is_file() for p in self._chunk(count)):
+            count += 1
+        return count
+
+    def start(self, chunk_size: int) -> None:
+        """Begin (or continue) writing this entry."""
+        if not self.writable:
+            return
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not (self.root / "key.json").is_file():
+                write_json({"format": CACHE_FORMAT, "chunk_size": chunk_size, "inputs": self.inputs,
+                            "labels": self.labels}, self.root / "key.json")
+        except (OSError, OutputError) as exc:
+            self._disable(exc)
+
+    def _disable(self, exc: Exception) -> None:
+        logger.warning("embedding cache %s is not writable (%s); continuing without caching", self.root, exc)
+        self.writable = False
+
+    def write_chunk(self, index: int, doc_ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Store one chunk atomically (vectors first, then ids: ids present means the chunk is whole)."""
+        import numpy as np
+
+        if not self.writable:
+            return
+        vectors_path, ids_path = self._chunk(index)
+        try:
+            with atomic_writer(vectors_path, "wb") as handle:
+                np.save(handle, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
+            with atomic_writer(ids_path) as handle:
+                json.dump(list(doc_ids), handle, ensure_ascii=False)
+        except OutputError as exc:
+            self._disable(exc)
+
+    def read_chunk(self, index: int, expected_sha: str | None = None) -> tuple[list[str], np.ndarray]:
+        """Load one chunk, checking its bytes, dtype and shape.
+
+        Raises:
+            CacheCorrupt: The chunk is missing, damaged or inconsistent.
+        """
+        import numpy as np
+
+        vectors_path, ids_path = self._chunk(index)
+        try:
+            if expected_sha is not None and _sha256(vectors_path) != expected_sha:
+                raise CacheCorrupt(f"{vectors_path}: content differs from the manifest")
+            vectors = np.load(vectors_path, allow_pickle=False)
+            doc_ids = json.loads(ids_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CacheCorrupt(f"{vectors_path}: unreadable ({exc})") from None
+        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != len(doc_ids):
+            raise CacheCorrupt(f"{vectors_path}: shape {vectors.shape} / {vectors.dtype} for {len(doc_ids)} ids")
+        return doc_ids, vectors
+
+    def finish(self, n_chunks: int, n_rows: int, dimension: int) -> None:
+        """Write the manifest: from now on the entry is complete and verified on every read."""
+        if not self.writable:
+            return
+        try:
+            shas = [_sha256(self._chunk(i)[0]) for i in range(n_chunks)]
+            write_json({"format": CACHE_FORMAT, "chunks": n_chunks, "rows": n_rows, "dimension": dimension,
+                        "sha256": shas, "inputs": self.inputs}, self.root / "manifest.json")
+        except (OSError, OutputError) as exc:
+            self._disable(exc)
+
+    def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every chunk of a complete entry, verified against the manifest.
+
+        Raises:
+            CacheCorrupt: Any mismatch (the caller drops the entry and recomputes).
+        """
+        try:
+            manifest = json.loads((self.root / "manifest.json").read_text(encoding="utf-8"))
+            shas = manifest["sha256"]
+            expected_rows, dimension = manifest["rows"], manifest["dimension"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CacheCorrupt(f"{self.root}: unreadable manifest ({exc})") from None
+        rows = 0
+        for index, sha in enumerate(shas):
+            doc_ids, vectors = self.read_chunk(index, sha)
+            if vectors.shape[1] != dimension:
+                raise CacheCorrupt(f"{self.root}: chunk {index} has dimension {vectors.shape[1]}, not {dimension}")
+            rows += len(doc_ids)
+            yield doc_ids, vectors
+        if rows != expected_rows:
+            raise CacheCorrupt(f"{self.root}: {rows} rows, the manifest says {expected_rows}")
+
+    def drop(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def embedding_entry(root: Path, inputs: Mapping[str, Any], labels: Mapping[str, Any] | None = None) -> EmbeddingEntry:
+    """The cache entry for `inputs` (which need not exist yet); `labels` (dataset name...) only inform listings."""
+    inputs = dict(inputs)
+    return EmbeddingEntry(root / "embeddings" / content_key(inputs), inputs, dict(labels or {}))
+
+
+def list_entries(root: Path) -> list[dict[str, Any]]:
+    """Every embedding entry: key, model, dataset, kind, rows, bytes, complete?"""
+    entries = []
+    base = root / "embeddings"
+    if not base.is_dir():
+        return entries
+    for folder in sorted(p for p in base.iterdir() if p.is_dir()):
+        try:
+            key = json.loads((folder / "key.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            key = {}
+        inputs, labels = key.get("inputs", {}), key.get("labels", {})
+        manifest_path = folder / "manifest.json"
+        rows = None
+        if manifest_path.is_file():
+            try:
+                rows = json.loads(manifest_path.read_text(encoding="utf-8")).get("rows")
+            except (OSError, ValueError):
+                rows = None
+        entries.append({
+            "key": folder.name,
+            "model": inputs.get("model", {}).get("name"),
+            "dataset": labels.get("dataset"),
+            "kind": inputs.get("kind"),
+            "rows": rows,
+            "bytes": sum(p.stat().st_size for p in folder.iterdir() if p.is_file()),
+            "complete": manifest_path.is_file(),
+            "path": str(folder),
+        })
+    return entries
+
+
+def clear_entries(root: Path, model: str | None = None, dataset: str | None = None) -> list[dict[str, Any]]:
+    """Delete the entries matching `model` and `dataset` (all when both are None)."""
+    removed = []
+    for entry in list_entries(root):
+        if model is not None and entry["model"] != model:
+            continue
+        if dataset is not None and entry["dataset"] != dataset:
+            continue
+        shutil.rmtree(entry["path"], ignore_errors=True)
+        removed.append(entry)
+    return removed

@@ -1,0 +1,150 @@
+"""The embedding cache: warm reruns, content addressing, resume after a crash, damage, unwritable dirs."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import harness.pipeline
+from harness.cache import clear_entries, list_entries
+from harness.cli import cli
+from harness.pipeline import EvaluateConfig, evaluate_dataset
+
+from conftest import FakeEncoder
+
+
+class CachingFake(FakeEncoder):
+    """The fake encoder with an identity, so the pipeline caches its vectors."""
+
+    def __init__(self, version: str = "v1"):
+        super().__init__()
+        self.version = version
+
+    def fingerprint(self):
+        return {"name": self.name, "version": self.version, "dimension": self.dimension}
+
+
+def _run(folder, tmp_path, encoder, **overrides):
+    options = {"dataset_path": folder, "output_dir": None, "progress": False, "cache_dir": tmp_path / "cache",
+               "k_values": (1, 10)}
+    options.update(overrides)
+    return evaluate_dataset(EvaluateConfig(**options), encoder=encoder)
+
+
+def _docs_encoded(encoder) -> int:
+    return sum(len(batch) for batch in encoder.doc_batches)
+
+
+def test_warm_rerun_encodes_nothing_and_scores_the_same(tiny_beir, tmp_path):
+    cold_encoder, warm_encoder = CachingFake(), CachingFake()
+    cold = _run(tiny_beir, tmp_path, cold_encoder)
+    warm = _run(tiny_beir, tmp_path, warm_encoder)
+    assert _docs_encoded(cold_encoder) == 5 and cold.result.config["embedding_cache"] == "stored"
+    assert _docs_encoded(warm_encoder) == 0 and warm_encoder.query_texts == []
+    assert warm.result.config["embedding_cache"] == "hit"
+    assert warm.result.metrics == cold.result.metrics and warm.run == cold.run
+    assert warm.result.fingerprints == cold.result.fingerprints
+    assert warm.result.config["n_docs"] == 5
+
+
+def test_changed_corpus_or_model_never_hits_a_stale_entry(tiny_beir, tmp_path):
+    _run(tiny_beir, tmp_path, CachingFake())
+    other_model = CachingFake("v2")
+    _run(tiny_beir, tmp_path, other_model)
+    assert _docs_encoded(other_model) == 5
+    with open(tiny_beir / "corpus.jsonl", "a") as handle:
+        handle.write('{"_id": "d6", "text": "new document"}\n')
+    changed = CachingFake()
+    outcome = _run(tiny_beir, tmp_path, changed)
+    assert _docs_encoded(changed) == 6 and outcome.result.config["n_docs"] == 6
+    assert len([e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus"]) == 3
+
+
+def test_damaged_chunk_is_recomputed_with_a_warning(tiny_beir, tmp_path, caplog):
+    cold = _run(tiny_beir, tmp_path, CachingFake())
+    for path in (tmp_path / "cache").rglob("chunk-00000.npy"):
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 0xFF
+        path.write_bytes(bytes(data))
+    encoder = CachingFake()
+    with caplog.at_level(logging.WARNING, logger="harness"):
+        warm = _run(tiny_beir, tmp_path, encoder)
+    assert "damaged cache entry, recomputing" in caplog.text
+    assert _docs_encoded(encoder) == 5
+    assert warm.result.metrics == cold.result.metrics
+
+
+def test_truncated_chunk_is_recomputed(tiny_beir, tmp_path):
+    cold = _run(tiny_beir, tmp_path, CachingFake())
+    for path in (tmp_path / "cache").rglob("chunk-00000.npy"):
+        path.write_bytes(path.read_bytes()[:40])
+    warm = _run(tiny_beir, tmp_path, CachingFake())
+    assert warm.result.metrics == cold.result.metrics
+
+
+def test_crash_mid_encode_resumes_from_written_chunks(tiny_beir, tmp_path, monkeypatch):
+    monkeypatch.setattr(harness.pipeline, "CHUNK_SIZE", 2)
+
+    class Crashing(CachingFake):
+        def encode_docs(self, texts):
+            if len(self.doc_batches) == 2:
+                raise KeyboardInterrupt
+            return super().encode_docs(texts)
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(tiny_beir, tmp_path, Crashing())
+    (entry,) = [e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus"]
+    assert not entry["complete"]
+    resumed = CachingFake()
+    outcome = _run(tiny_beir, tmp_path, resumed)
+    assert _docs_encoded(resumed) == 1  # chunks [d1, d2] and [d3, d4] came from the cache
+    reference = _run(tiny_beir, tmp_path, CachingFake(), cache=False)
+    assert outcome.result.metrics == reference.result.metrics
+
+
+def test_unwritable_cache_dir_warns_and_continues(tiny_beir, tmp_path, caplog):
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file, not a folder")
+    with caplog.at_level(logging.WARNING, logger="harness"):
+        outcome = _run(tiny_beir, tmp_path, CachingFake())
+    assert "not writable" in caplog.text
+    assert outcome.result.metrics["nDCG@10"] == _run(tiny_beir, tmp_path, CachingFake(), cache=False).result.metrics[
+        "nDCG@10"]
+
+
+def test_no_cache_writes_nothing(tiny_beir, tmp_path):
+    _run(tiny_beir, tmp_path, CachingFake(), cache=False)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_vectors_round_trip_exactly(tiny_beir, tmp_path):
+    from harness.formats import iter_corpus
+    from harness.records import doc_text
+
+    encoder = CachingFake()
+    _run(tiny_beir, tmp_path, encoder)
+    entry = next(e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus")
+    vectors = np.load(f"{entry['path']}/chunk-00000.npy", allow_pickle=False)
+    expected = np.stack([encoder._vector(doc_text(doc)) for doc in iter_corpus(tiny_beir / "corpus.jsonl")])
+    np.testing.assert_array_equal(vectors, expected)
+    assert vectors.dtype == np.float32 and entry["rows"] == 5 and entry["dataset"] == "tiny"
+
+
+def test_cache_list_and_clear(tiny_beir, tmp_path):
+    _run(tiny_beir, tmp_path, CachingFake())
+    runner = CliRunner()
+    result = runner.invoke(cli, ["cache", "list", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0 and "fake-bow" in result.stdout and "tiny" in result.stdout
+    data = json.loads(runner.invoke(cli, ["cache", "list", "--cache-dir", str(tmp_path / "cache"), "--json"]).stdout)
+    assert {e["kind"] for e in data} == {"corpus", "queries"}
+    result = runner.invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path / "cache"), "--dataset", "other"])
+    assert "removed 0" in result.stdout
+    result = runner.invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path / "cache"), "--model", "fake-bow"])
+    assert result.exit_code == 0 and "removed 2" in result.stdout
+    assert clear_entries(tmp_path / "cache") == []
+    for command in (["cache"], ["cache", "list"], ["cache", "clear"]):
+        assert "Example:" in runner.invoke(cli, [*command, "--help"]).stdout
