@@ -160,18 +160,39 @@ def _format_demo(outcome) -> str:
 @click.option("--ignore-identical-ids/--keep-identical-ids", default=None,
               help="Drop retrieved documents whose id equals the query id [default: the registry's "
                    "policy for a known BEIR dataset (e.g. arguana, quora), else keep].")
+@click.option("--query-prefix", default="", help="Text prepended to each query, e.g. 'query: ' for E5 models.")
+@click.option("--doc-prefix", default="", help="Text prepended to each document, e.g. 'passage: '.")
+@click.option("--similarity", type=click.Choice(["cosine", "dot"]), default="cosine", show_default=True,
+              help="cosine (normalized vectors) or dot (raw vectors); inner-product index either way.")
+@click.option("--normalize/--no-normalize", default=None,
+              help="L2-normalize embeddings [default: yes for cosine, no for dot].")
+@click.option("--trust-remote-code", is_flag=True, help="Let the model run code from its repository (off by default).")
+@click.option("--index", "index_kind", type=click.Choice(["flat", "hnsw", "ivf", "ivfpq", "pq", "sq8"]),
+              default="flat", show_default=True,
+              help="FAISS index: flat is exact; the others are approximate and record their recall of flat.")
+@click.option("--hnsw-m", type=int, default=32, show_default=True, help="HNSW links per node.")
+@click.option("--ef-construction", type=int, default=200, show_default=True, help="HNSW build beam width.")
+@click.option("--ef-search", type=int, default=128, show_default=True, help="HNSW search beam width.")
+@click.option("--nlist", type=int, default=None, help="IVF cells [default: min(4*sqrt(n), n/39)].")
+@click.option("--nprobe", type=int, default=16, show_default=True, help="IVF cells searched per query.")
+@click.option("--pq-m", type=int, default=48, show_default=True, help="PQ sub-vectors (must divide the dimension).")
+@click.option("--pq-nbits", type=int, default=8, show_default=True, help="Bits per PQ code.")
 @click.pass_context
 def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values: tuple[int, ...],
              batch_size: int, top_k: int | None, max_seq_length: int | None, output_dir: Path,
              as_json: bool, run_path: Path | None, data_dir: Path | None, download: bool, base_url: str | None,
-             cache_dir: Path | None, use_cache: bool, threads: int | None, ignore_identical_ids: bool | None) -> None:
+             cache_dir: Path | None, use_cache: bool, threads: int | None, ignore_identical_ids: bool | None,
+             query_prefix: str, doc_prefix: str, similarity: str, normalize: bool | None, trust_remote_code: bool,
+             index_kind: str, hnsw_m: int, ef_construction: int, ef_search: int, nlist: int | None, nprobe: int,
+             pq_m: int, pq_nbits: int) -> None:
     """Evaluate a model, or an external run, on a BEIR folder or dataset.
 
     DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv, or a
     BEIR dataset name (see `beir-harness datasets list`; cqadupstack/<forum> for CQADupStack),
     which is downloaded into the data dir when missing.
-    Documents are encoded as (title + " " + text).strip() with normalized embeddings,
-    searched exactly (FAISS inner product) and scored with trec_eval's rules.
+    Documents are encoded as (title + " " + text).strip() with normalized embeddings (cached:
+    a rerun encodes nothing), searched with FAISS (exact by default) and scored with trec_eval's
+    rules.
 
     Example:
 
@@ -180,15 +201,25 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values
         beir-harness evaluate scifact --no-download
         beir-harness evaluate ../shared/data/beir/nfcorpus --k 1,10,100 --json
         beir-harness evaluate ../shared/data/beir/scifact --run my_system.trec
+        beir-harness evaluate scifact --index hnsw --hnsw-m 32 --ef-search 128
+        beir-harness evaluate fiqa --model intfloat/e5-small-v2 --query-prefix "query: " --doc-prefix "passage: "
     """
+    from harness.index import IndexSpec
     from harness.pipeline import EvaluateConfig, evaluate_dataset
     from harness.report import format_metrics_table
 
+    if normalize is None:
+        normalize = similarity == "cosine"
+    elif similarity == "cosine" and not normalize:
+        raise click.UsageError("--similarity cosine needs normalized vectors; use --similarity dot with --no-normalize")
     config = EvaluateConfig(
         dataset_path=dataset, split=split, model=model, k_values=k_values, top_k=top_k,
         batch_size=batch_size, max_seq_length=max_seq_length, ignore_identical_ids=ignore_identical_ids,
         run_path=run_path, output_dir=output_dir, progress=ctx.obj["progress"], data_dir=data_dir,
         download=download, base_url=base_url, cache=use_cache, cache_dir=cache_dir, threads=threads,
+        normalize=normalize, query_prefix=query_prefix, doc_prefix=doc_prefix, trust_remote_code=trust_remote_code,
+        index=IndexSpec(kind=index_kind, hnsw_m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search,
+                        nlist=nlist, nprobe=nprobe, pq_m=pq_m, pq_nbits=pq_nbits),
     )
     outcome = evaluate_dataset(config)
     if as_json:

@@ -65,26 +65,59 @@ def canonical_model_name(name: str) -> str:
     return DEFAULT_MODEL if name in _DEFAULT_ALIASES and not os.path.isdir(name) else name
 
 
+DOC_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
+
+
 @dataclass
 class SentenceTransformerEncoder:
-    """A sentence-transformers model used as a bi-encoder with normalized vectors.
+    """A sentence-transformers model used as a bi-encoder.
+
+    Texts are encoded as ``prefix + text``; when no prefix is given and the model defines a
+    prompt named ``query`` (for queries) or ``document``/``passage``/``corpus`` (for documents),
+    sentence-transformers applies that prompt, as MTEB does.
 
     Attributes:
         name: The model name as the user gave it (canonicalised for the default).
         model: The loaded ``SentenceTransformer``.
         batch_size: Texts per forward pass.
         normalize: L2-normalize vectors, so inner product is cosine similarity.
+        query_prefix: Prepended to every query (e.g. ``"query: "`` for E5).
+        doc_prefix: Prepended to every document (e.g. ``"passage: "``).
+        query_prompt_name: The model prompt used for queries, if any.
+        doc_prompt_name: The model prompt used for documents, if any.
     """
 
     name: str
     model: Any
     batch_size: int = 32
     normalize: bool = True
+    query_prefix: str = ""
+    doc_prefix: str = ""
+    query_prompt_name: str | None = None
+    doc_prompt_name: str | None = None
     _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
+
+    def settings(self) -> dict[str, Any]:
+        """What the result's config records about how texts become vectors."""
+        prompts = getattr(self.model, "prompts", None) or {}
+        return {
+            "max_seq_length": self.max_seq_length,
+            "normalize": self.normalize,
+            "query_prefix": self.query_prefix,
+            "doc_prefix": self.doc_prefix,
+            "query_prompt": {self.query_prompt_name: prompts.get(self.query_prompt_name)}
+            if self.query_prompt_name else None,
+            "doc_prompt": {self.doc_prompt_name: prompts.get(self.doc_prompt_name)} if self.doc_prompt_name else None,
+        }
 
     @property
     def max_seq_length(self) -> int | None:
         return getattr(self.model, "max_seq_length", None)
+
+    @property
+    def dimension(self) -> int | None:
+        """The embedding size, when the model declares it."""
+        return self.model.get_sentence_embedding_dimension()
 
     def fingerprint(self) -> dict[str, Any]:
         """What decides this encoder's vectors: name, a sha256 of its weights, tokenizer, length, normalization."""
@@ -105,27 +138,29 @@ class SentenceTransformerEncoder:
                 "do_lower_case": getattr(self.model, "do_lower_case", None),
                 "modules": [type(module).__name__ for module in self.model],
             }
-        return {**self._fingerprint, "max_seq_length": self.max_seq_length, "normalize": self.normalize}
+        return {**self._fingerprint, **self.settings()}
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], prefix: str, prompt_name: str | None) -> np.ndarray:
         import numpy as np
 
+        extra = {"prompt_name": prompt_name} if prompt_name else {}
         vectors = self.model.encode(
-            list(texts),
+            [prefix + text for text in texts] if prefix else list(texts),
             batch_size=self.batch_size,
             show_progress_bar=False,
             convert_to_numpy=True,
             normalize_embeddings=self.normalize,
+            **extra,
         )
         return np.asarray(vectors, dtype=np.float32)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Encode query texts; returns a (len(texts), dim) float32 array."""
-        return self._encode(texts)
+        return self._encode(texts, self.query_prefix, self.query_prompt_name)
 
     def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
         """Encode document texts (see `doc_text`); returns a (len(texts), dim) float32 array."""
-        return self._encode(texts)
+        return self._encode(texts, self.doc_prefix, self.doc_prompt_name)
 
 
 def load_encoder(
@@ -133,6 +168,10 @@ def load_encoder(
     batch_size: int = 32,
     max_seq_length: int | None = None,
     device: str = "cpu",
+    normalize: bool = True,
+    query_prefix: str = "",
+    doc_prefix: str = "",
+    trust_remote_code: bool = False,
 ) -> SentenceTransformerEncoder:
     """Load a sentence-transformers model.
 
@@ -141,6 +180,10 @@ def load_encoder(
         batch_size: Texts per forward pass.
         max_seq_length: Override the model's truncation length (tokens).
         device: torch device; beir-harness runs on ``cpu`` by default.
+        normalize: L2-normalize the vectors (cosine similarity).
+        query_prefix: Text prepended to queries; overrides a model-defined ``query`` prompt.
+        doc_prefix: Text prepended to documents; overrides a model-defined document prompt.
+        trust_remote_code: Let the model run code from its repository (off unless asked).
 
     Raises:
         MissingDependencyError: sentence-transformers is not installed.
@@ -153,7 +196,7 @@ def load_encoder(
     source = resolve_model_source(name)
     logger.info("loading model %s from %s", name, source)
     try:
-        model = SentenceTransformer(source, device=device)
+        model = SentenceTransformer(source, device=device, trust_remote_code=trust_remote_code)
     except Exception as exc:  # noqa: BLE001 - hub, IO and config errors have no common base
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(
@@ -162,7 +205,13 @@ def load_encoder(
         ) from exc
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
-    return SentenceTransformerEncoder(canonical_model_name(name), model, batch_size=batch_size)
+    prompts = getattr(model, "prompts", None) or {}
+    # sentence-transformers lists empty prompts for models that define none; those change nothing.
+    query_prompt = "query" if prompts.get("query") and not query_prefix else None
+    doc_prompt = next((p for p in DOC_PROMPT_NAMES if prompts.get(p)), None) if not doc_prefix else None
+    return SentenceTransformerEncoder(canonical_model_name(name), model, batch_size=batch_size, normalize=normalize,
+                                      query_prefix=query_prefix, doc_prefix=doc_prefix,
+                                      query_prompt_name=query_prompt, doc_prompt_name=doc_prompt)
 
 
 def encode_corpus(

@@ -1,23 +1,41 @@
-"""Vector index: exact inner-product search with FAISS on the CPU.
+"""Vector indexes with FAISS on the CPU: exact search and the usual approximations.
 
-With normalized vectors, inner product is cosine similarity. `FlatIndex` keeps the doc_ids
-beside the FAISS index (FAISS knows only row numbers) and turns search results into a
-`Run` ranked by the trec_eval rule. faiss is imported only when an index is built.
+With normalized vectors, inner product is cosine similarity; every index here scores by inner
+product. `VectorIndex` keeps the doc_ids beside the FAISS index (FAISS knows only row numbers)
+and turns search results into a `Run` ranked by the trec_eval rule.
+
+Kinds (`IndexSpec.kind`):
+
+* ``flat`` — exact (``IndexFlatIP``); the default and the reference for the others.
+* ``hnsw`` — graph search (``IndexHNSWFlat``): ``hnsw_m`` links per node, ``ef_construction``,
+  ``ef_search``.
+* ``ivf`` — inverted lists over ``nlist`` k-means cells (``IndexIVFFlat``), ``nprobe`` cells searched.
+* ``ivfpq`` — ``ivf`` with product-quantized vectors (``pq_m`` sub-vectors of ``pq_nbits`` bits).
+* ``pq`` — product quantization alone (``IndexPQ``), exhaustive.
+* ``sq8`` — 8-bit scalar quantization (``IndexScalarQuantizer``), exhaustive.
+
+The trained kinds (ivf, ivfpq, pq, sq8) train on a sample of the vectors (at most
+``train_size``) once all are known. faiss is imported only when an index is built.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import MissingDependencyError
+from harness.errors import HarnessError, MissingDependencyError
 from harness.records import Run
 
 if TYPE_CHECKING:
     import numpy as np
 
 logger = logging.getLogger(__name__)
+
+INDEX_KINDS = ("flat", "hnsw", "ivf", "ivfpq", "pq", "sq8")
+TRAINED = {"ivf", "ivfpq", "pq", "sq8"}
 
 
 def _faiss() -> Any:
@@ -28,25 +46,101 @@ def _faiss() -> Any:
     return faiss
 
 
-class FlatIndex:
-    """An exact inner-product index (``faiss.IndexFlatIP``) with its doc_ids.
+class IndexConfigError(HarnessError):
+    """An unknown index kind or a parameter out of range."""
 
-    Vectors are added chunk by chunk; FAISS copies each chunk, so the caller's arrays can
-    be dropped after `add`.
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """Which index to build and its parameters (recorded in every result's config).
+
+    Attributes:
+        kind: One of `INDEX_KINDS`.
+        hnsw_m: HNSW links per node (4–128).
+        ef_construction: HNSW build-time beam width.
+        ef_search: HNSW search-time beam width (raised to the search depth when smaller).
+        nlist: IVF cells; None means ``min(4·√n, n/39)`` (FAISS wants ≥ 39 training points a cell).
+        nprobe: IVF cells searched per query.
+        pq_m: PQ sub-vectors; must divide the dimension.
+        pq_nbits: Bits per PQ code (4–16).
+        train_size: Most vectors used to train ivf/pq/sq8.
+        seed: Seed of the training sample.
     """
 
-    index_type = "flat"
+    kind: str = "flat"
+    hnsw_m: int = 32
+    ef_construction: int = 200
+    ef_search: int = 128
+    nlist: int | None = None
+    nprobe: int = 16
+    pq_m: int = 48
+    pq_nbits: int = 8
+    train_size: int = 262_144
+    seed: int = 0
 
-    def __init__(self, dimension: int):
-        self._index = _faiss().IndexFlatIP(dimension)
+    def check(self, dimension: int | None = None) -> None:
+        """Validate the parameters (and, given the vector dimension, that PQ can split it).
+
+        Raises:
+            IndexConfigError: Unknown kind or a parameter out of range.
+        """
+        if self.kind not in INDEX_KINDS:
+            raise IndexConfigError(f"unknown index {self.kind!r}; use one of {', '.join(INDEX_KINDS)}")
+        bounds = {"hnsw_m": (4, 128), "ef_construction": (1, 10_000), "ef_search": (1, 100_000),
+                  "nprobe": (1, 1 << 20), "pq_m": (1, 4096), "pq_nbits": (4, 16), "train_size": (1, 1 << 30)}
+        for name, (low, high) in bounds.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise IndexConfigError(f"--{name.replace('_', '-')} {value} is out of range [{low}, {high}]")
+        if self.nlist is not None and self.nlist < 1:
+            raise IndexConfigError(f"--nlist {self.nlist} must be at least 1")
+        if dimension is not None and self.kind in ("ivfpq", "pq") and dimension % self.pq_m:
+            divisors = [m for m in range(1, dimension + 1) if dimension % m == 0 and m <= 128]
+            raise IndexConfigError(f"--pq-m {self.pq_m} must divide the dimension {dimension} "
+                                   f"(e.g. {', '.join(map(str, divisors[-6:]))})")
+
+    def to_config(self) -> dict[str, Any]:
+        """The parameters that matter for this kind, for the result's config."""
+        keep = {"flat": (), "hnsw": ("hnsw_m", "ef_construction", "ef_search"), "ivf": ("nlist", "nprobe"),
+                "ivfpq": ("nlist", "nprobe", "pq_m", "pq_nbits"), "pq": ("pq_m", "pq_nbits"), "sq8": ()}[self.kind]
+        data = asdict(self)
+        return {"index": self.kind, **{name: data[name] for name in keep}}
+
+
+def default_nlist(n: int) -> int:
+    """``min(4·√n, n/39)``, at least 1."""
+    return max(1, min(int(4 * math.sqrt(n)), n // 39))
+
+
+class VectorIndex:
+    """A FAISS inner-product index of one kind, with its doc_ids.
+
+    Vectors are added chunk by chunk. Flat and HNSW indexes take them at once; trained kinds
+    keep them until `build` trains on a sample and adds them all.
+    """
+
+    def __init__(self, dimension: int, spec: IndexSpec = IndexSpec()):
+        spec.check(dimension)
+        self.spec = spec
+        self.dimension = dimension
         self._doc_ids: list[str] = []
+        self._pending: list[np.ndarray] = []
+        self._index: Any = None
+        self.nlist: int | None = None
+        faiss = _faiss()
+        if spec.kind == "flat":
+            self._index = faiss.IndexFlatIP(dimension)
+        elif spec.kind == "hnsw":
+            self._index = faiss.IndexHNSWFlat(dimension, spec.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            self._index.hnsw.efConstruction = spec.ef_construction
+            self._index.hnsw.efSearch = spec.ef_search
 
     @property
-    def dimension(self) -> int:
-        return self._index.d
+    def index_type(self) -> str:
+        return self.spec.kind
 
     def __len__(self) -> int:
-        return self._index.ntotal
+        return len(self._doc_ids)
 
     def add(self, doc_ids: Sequence[str], vectors: np.ndarray) -> None:
         """Add one chunk of vectors (float32, shape (len(doc_ids), dimension))."""
@@ -54,26 +148,67 @@ class FlatIndex:
 
         if vectors.shape != (len(doc_ids), self.dimension):
             raise ValueError(f"vectors of shape {vectors.shape} for {len(doc_ids)} ids of dimension {self.dimension}")
-        self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if self._index is not None:
+            self._index.add(vectors)
+        else:
+            self._pending.append(vectors)
         self._doc_ids.extend(doc_ids)
+
+    def build(self) -> None:
+        """Train a trained kind on a sample of everything added, then add it all (no-op otherwise)."""
+        if self._index is not None:
+            return
+        import numpy as np
+
+        faiss = _faiss()
+        vectors = np.concatenate(self._pending) if self._pending else np.zeros((0, self.dimension), np.float32)
+        self._pending = []
+        n = len(vectors)
+        if n == 0:
+            raise IndexConfigError("cannot train an index on an empty corpus")
+        spec = self.spec
+        if spec.kind in ("ivfpq", "pq") and n < 2 ** spec.pq_nbits:
+            raise IndexConfigError(f"PQ with {spec.pq_nbits}-bit codes needs at least {2 ** spec.pq_nbits} documents "
+                                   f"to train, the corpus has {n}; lower --pq-nbits or use --index flat")
+        if spec.kind in ("ivf", "ivfpq"):
+            self.nlist = spec.nlist or default_nlist(n)
+            if self.nlist > n:
+                raise IndexConfigError(f"--nlist {self.nlist} exceeds the {n} documents; lower it")
+            quantizer = faiss.IndexFlatIP(self.dimension)
+            if spec.kind == "ivf":
+                index = faiss.IndexIVFFlat(quantizer, self.dimension, self.nlist, faiss.METRIC_INNER_PRODUCT)
+            else:
+                index = faiss.IndexIVFPQ(quantizer, self.dimension, self.nlist, spec.pq_m, spec.pq_nbits,
+                                         faiss.METRIC_INNER_PRODUCT)
+            index.nprobe = min(spec.nprobe, self.nlist)
+        elif spec.kind == "pq":
+            index = faiss.IndexPQ(self.dimension, spec.pq_m, spec.pq_nbits, faiss.METRIC_INNER_PRODUCT)
+        else:
+            index = faiss.IndexScalarQuantizer(self.dimension, faiss.ScalarQuantizer.QT_8bit,
+                                               faiss.METRIC_INNER_PRODUCT)
+        sample = vectors
+        if n > spec.train_size:
+            rows = np.random.default_rng(spec.seed).choice(n, spec.train_size, replace=False)
+            sample = vectors[np.sort(rows)]
+        index.train(sample)
+        index.add(vectors)
+        self._index = index
 
     def search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int, name: str = "run") -> Run:
         """Retrieve the `depth` highest-scoring documents for each query.
-
-        Args:
-            query_ids: One id per row of `vectors`.
-            vectors: Query vectors, float32, shape (len(query_ids), dimension).
-            depth: Documents retrieved per query (capped at the corpus size).
-            name: The run's tag.
 
         Returns:
             A Run ranked by score, ties by doc_id descending (trec_eval's order).
         """
         import numpy as np
 
+        self.build()
         depth = min(depth, len(self))
         if depth <= 0 or len(query_ids) == 0:
             return Run.from_scores({query_id: {} for query_id in query_ids}, name=name)
+        if self.spec.kind == "hnsw" and self._index.hnsw.efSearch < depth:
+            self._index.hnsw.efSearch = depth  # HNSW cannot return more than efSearch results
         scores, rows = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
         doc_ids = self._doc_ids
         results = {}
@@ -81,3 +216,15 @@ class FlatIndex:
             # FAISS pads with row -1 when it has fewer than `depth` results.
             results[query_id] = [(doc_ids[row], score) for row, score in zip(query_rows, query_scores) if row >= 0]
         return Run.from_scores(results, name=name)
+
+
+def recall_of_exact(approximate: Run, exact: Run, depth: int) -> float:
+    """Mean over queries of |approximate top-depth ∩ exact top-depth| / |exact top-depth|."""
+    values = []
+    for query_id, hits in exact.items():
+        wanted = {hit.doc_id for hit in hits[:depth]}
+        if not wanted:
+            continue
+        got = {hit.doc_id for hit in approximate.get(query_id, ())[:depth]}
+        values.append(len(wanted & got) / len(wanted))
+    return sum(values) / len(values) if values else 1.0

@@ -34,6 +34,7 @@ from harness.formats import (
     read_qrels,
     read_run,
 )
+from harness.index import IndexSpec
 from harness.metrics import evaluate, standard_metrics
 from harness.records import Doc, Qrels, Query, Run
 from harness.report import Result, write_result
@@ -70,6 +71,11 @@ class EvaluateConfig:
         cache: Reuse and store embeddings in the content-addressed cache (`harness.cache`).
         cache_dir: The cache root (see `harness.cache.cache_dir`).
         threads: torch and faiss threads; None leaves their defaults (all cores).
+        index: Which FAISS index to search (`harness.index.IndexSpec`); flat (exact) by default.
+        normalize: L2-normalize embeddings (cosine similarity); False scores raw dot products.
+        query_prefix: Text prepended to each query before encoding (e.g. ``"query: "``).
+        doc_prefix: Text prepended to each document before encoding (e.g. ``"passage: "``).
+        trust_remote_code: Let the model run code from its repository.
     """
 
     dataset_path: Path | str
@@ -90,6 +96,11 @@ class EvaluateConfig:
     cache: bool = True
     cache_dir: Path | None = None
     threads: int | None = None
+    index: IndexSpec = field(default_factory=IndexSpec)
+    normalize: bool = True
+    query_prefix: str = ""
+    doc_prefix: str = ""
+    trust_remote_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,7 +140,7 @@ class _Timings:
 
     def add(self, stage: str, started: float) -> float:
         now = time.perf_counter()
-        self.seconds[stage] += now - started
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - started
         return now
 
 
@@ -228,6 +239,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         raise HarnessError(f"--top-k {top_k} is smaller than the largest cutoff {k_values[-1]}; raise --top-k")
     if config.batch_size <= 0:
         raise HarnessError(f"--batch-size must be positive, got {config.batch_size}")
+    config.index.check()  # before any encoding, so a typo costs nothing
 
     folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
                                                  config.base_url, config.progress)
@@ -243,6 +255,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
 
     judged = qrels.doc_ids()
     config_record: dict[str, object] = {}
+    index_quality: dict[str, float] = {}
     if config.run_path is not None:
         digests["run"] = hashlib.sha256()
         run = read_run(config.run_path, digests["run"])
@@ -260,18 +273,23 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         corpus = _CorpusState(content_sha256(folder.corpus), dataset, judged, set(judged))
         model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
         if encoder is None:
-            encoder = load_encoder(config.model, batch_size=config.batch_size, max_seq_length=config.max_seq_length)
+            encoder = load_encoder(config.model, batch_size=config.batch_size, max_seq_length=config.max_seq_length,
+                                   normalize=config.normalize, query_prefix=config.query_prefix,
+                                   doc_prefix=config.doc_prefix, trust_remote_code=config.trust_remote_code)
         model_name = encoder.name
+        config.index.check(getattr(encoder, "dimension", None))  # before encoding, so a bad --pq-m costs nothing
         started = timings.add("load", started)
-        run, started = _retrieve(encoder, _checked_corpus(folder, corpus), queries, top_k + int(ignore_identical_ids),
-                                 config, timings, started, corpus)
+        # One extra document per query when self-hits are dropped, so the depth survives the drop.
+        run, started, index_quality = _retrieve(encoder, _checked_corpus(folder, corpus), queries,
+                                                top_k + int(ignore_identical_ids), top_k, config, timings, started,
+                                                corpus)
         _check_corpus(folder, corpus)
         config_record.update(
             model_source=model_source,
-            index="flat",
+            **(config.index.to_config() | ({"nlist": int(index_quality["nlist"])} if "nlist" in index_quality else {})),
             similarity="cosine" if encoder.normalize else "dot",
-            normalize=encoder.normalize,
-            max_seq_length=encoder.max_seq_length,
+            **(encoder.settings() if hasattr(encoder, "settings") else
+               {"normalize": encoder.normalize, "max_seq_length": encoder.max_seq_length}),
             batch_size=config.batch_size,
             doc_text=DOC_TEXT_RULE,
             embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
@@ -310,7 +328,11 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         versions=_versions(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         notes=notes,
+        index_quality={name: value for name, value in index_quality.items() if name.startswith("recall")},
     )
+    if index_quality:
+        logger.info("%s index: %s", config.index.kind,
+                    ", ".join(f"{name} {value:.4f}" for name, value in index_quality.items()))
     paths = write_result(result, scored_run, config.output_dir) if config.output_dir is not None else None
     return Outcome(result, scored_run, qrels, paths)
 
@@ -320,25 +342,32 @@ def _retrieve(
     docs: Iterator[Doc],
     queries: list[Query],
     depth: int,
+    top_k: int,
     config: EvaluateConfig,
     timings: _Timings,
     started: float,
     corpus: _CorpusState,
-) -> tuple[Run, float]:
-    from harness.index import FlatIndex
+) -> tuple[Run, float, dict[str, float]]:
+    from harness.index import VectorIndex, recall_of_exact
 
     cache_root = cache_dir(config.cache_dir, config.data_dir) if config.cache and hasattr(encoder, "fingerprint") \
         else None
     fingerprint = encoder.fingerprint() if cache_root is not None else None
-    index: FlatIndex | None = None
+    index: VectorIndex | None = None
+    # An approximate index is measured against exact search over the same vectors.
+    exact: VectorIndex | None = None
     encode_seconds = index_seconds = 0.0
 
     def add(doc_ids: list[str], vectors) -> None:
-        nonlocal index, index_seconds
+        nonlocal index, exact, index_seconds
         added = time.perf_counter()
         if index is None:
-            index = FlatIndex(vectors.shape[1])
+            index = VectorIndex(vectors.shape[1], config.index)
+            if config.index.kind != "flat":
+                exact = VectorIndex(vectors.shape[1])
         index.add(doc_ids, vectors)
+        if exact is not None:
+            exact.add(doc_ids, vectors)
         index_seconds += time.perf_counter() - added
 
     entry = None
@@ -356,7 +385,7 @@ def _retrieve(
             except CacheCorrupt as exc:
                 logger.warning("damaged cache entry, recomputing: %s", exc)
                 entry.drop()
-                index, corpus.n_docs, corpus.cached = None, 0, False
+                index, exact, corpus.n_docs, corpus.cached = None, None, 0, False
                 corpus.unseen = set(corpus.judged)
     if not corpus.cached:
         reuse = None
@@ -380,11 +409,15 @@ def _retrieve(
                 encode_corpus(encoder, docs, chunk_size=CHUNK_SIZE, batch_size=config.batch_size,
                               progress=config.progress, reuse=reuse), start=1):
             encode_seconds += seconds
-            if entry is not None and seconds:
+            if entry is not None and seconds:  # seconds == 0: the chunk came from the cache already
                 entry.write_chunk(n_chunks - 1, doc_ids, vectors)
             add(doc_ids, vectors)
         if entry is not None and index is not None:
             entry.finish(n_chunks, len(index), index.dimension)
+    if index is not None:
+        built = time.perf_counter()
+        index.build()
+        index_seconds += time.perf_counter() - built
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
     timings.seconds["encode"] += encode_seconds
@@ -392,12 +425,22 @@ def _retrieve(
     timings.seconds["load"] += corpus_seconds - encode_seconds - index_seconds
     started = time.perf_counter()
     if index is None:
-        return Run.from_scores({}), started
+        return Run.from_scores({}), started, {}
     query_vectors = _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset)
     started = timings.add("encode", started)
-    run = index.search([query.query_id for query in queries], query_vectors, depth, name=encoder.name)
+    query_ids = [query.query_id for query in queries]
+    run = index.search(query_ids, query_vectors, depth, name=encoder.name)
     started = timings.add("search", started)
-    return run, started
+    quality: dict[str, float] = {}
+    if index.nlist is not None:
+        quality["nlist"] = index.nlist  # the cell count actually used (the default depends on n)
+    if exact is not None:
+        cut = min(top_k, len(index))
+        reference = exact.search(query_ids, query_vectors, depth)
+        for k in sorted({min(10, cut), cut}):
+            quality[f"recall_of_exact@{k}"] = recall_of_exact(run, reference, k)
+        started = timings.add("exact_search", started)
+    return run, started, quality
 
 
 def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str):

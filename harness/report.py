@@ -35,6 +35,9 @@ class Result:
         timings: Seconds per stage: load, encode, index, search, score, total.
         versions: Versions of python, beir-harness and the libraries that made the numbers.
         created: ISO-8601 UTC time the evaluation finished.
+        notes: Warnings about the evaluation (e.g. judged queries missing from a run).
+        index_quality: For an approximate index, the mean fraction of the exact top-k it found
+            (``recall_of_exact@k``, measured against flat search on the same vectors and queries).
     """
 
     dataset: str
@@ -49,6 +52,7 @@ class Result:
     versions: dict[str, str]
     created: str
     notes: list[str] = field(default_factory=list)
+    index_quality: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object written to the result file."""
@@ -98,4 +102,7 @@ def format_metrics_table(result: Result) -> str:
         f"{'-' * width}  ------",
     ]
     lines += [f"{name:<{width}}  {value:.4f}" for name, value in result.metrics.items()]
+    if result.index_quality:
+        lines.append(f"{result.config.get('index')} index: " + ", ".join(
+            f"{name} {value:.4f}" for name, value in result.index_quality.items()))
     return "\n".join(lines)

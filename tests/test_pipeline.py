@@ -171,3 +171,34 @@ def test_real_scifact_files_with_an_external_run(shared_beir, tmp_path):
     assert outcome.result.fingerprints["corpus"] == sums["corpus.jsonl"]
     assert outcome.result.fingerprints["queries"] == sums["queries.jsonl"]
     assert outcome.result.fingerprints["qrels"] == sums["qrels/test.tsv"]
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf", "sq8"])
+def test_approximate_index_records_its_recall_of_exact(tiny_beir, tmp_path, fake_encoder, kind):
+    from harness.index import IndexSpec
+
+    outcome = evaluate_dataset(_config(tiny_beir, tmp_path, k_values=(1, 3), index=IndexSpec(kind)),
+                               encoder=fake_encoder)
+    result = outcome.result
+    assert result.config["index"] == kind
+    assert set(result.index_quality) == {"recall_of_exact@5"}  # top-k 100 is cut to the 5 documents
+    assert 0.0 <= result.index_quality["recall_of_exact@5"] <= 1.0
+    data = json.loads(outcome.paths[0].read_text())
+    assert data["index_quality"] == result.index_quality
+    if kind == "ivf":
+        assert result.config["nlist"] == 1
+    flat = evaluate_dataset(_config(tiny_beir, tmp_path, k_values=(1, 3)), encoder=fake_encoder)
+    assert flat.result.index_quality == {} and flat.result.config["index"] == "flat"
+
+
+def test_prefixes_reach_the_model_and_the_result(tmp_path):
+    import numpy as np
+
+    from harness.encode import load_encoder
+
+    plain = load_encoder()
+    prefixed = load_encoder(query_prefix="query: ", doc_prefix="passage: ")
+    np.testing.assert_allclose(prefixed.encode_queries(["cats"]), plain.encode_queries(["query: cats"]), atol=1e-6)
+    np.testing.assert_allclose(prefixed.encode_docs(["dogs"]), plain.encode_docs(["passage: dogs"]), atol=1e-6)
+    assert prefixed.settings()["query_prefix"] == "query: " and prefixed.fingerprint() != plain.fingerprint()
+    assert plain.query_prompt_name is None  # all-MiniLM-L6-v2 defines no prompts
