@@ -42,6 +42,7 @@ from harness.report import Result, write_result
 logger = logging.getLogger(__name__)
 
 DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
+BM25_MODEL = "bm25"  # --model bm25 selects the lexical baseline instead of a dense model
 DEFAULT_DEPTH = 100
 
 
@@ -268,6 +269,20 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         _check_corpus(folder, corpus)
         config_record.update(run_file=str(config.run_path), run_tag=run.name)
         started = timings.add("load", started)
+    elif config.model.lower() == BM25_MODEL:
+        from harness.sparse import BM25Retriever, BM25Spec
+
+        model_name = BM25_MODEL
+        retriever = BM25Retriever(BM25Spec())
+        digests["corpus"] = hashlib.sha256()
+        corpus = _CorpusState("", dataset, judged, set(judged))
+        retriever.index(_checked_corpus(folder, corpus, digests["corpus"]), progress=config.progress)
+        corpus.sha256 = digests.pop("corpus").hexdigest()
+        _check_corpus(folder, corpus)
+        started = timings.add("index", started)
+        run = retriever.search(queries, top_k + int(ignore_identical_ids))
+        started = timings.add("search", started)
+        config_record.update(retriever.spec.to_config())
     else:
         # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
         corpus = _CorpusState(content_sha256(folder.corpus), dataset, judged, set(judged))
