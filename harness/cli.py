@@ -127,64 +127,91 @@ def _format_demo(outcome) -> str:
     return "\n".join(lines)
 
 
+# Options shared by `evaluate` and `bench`: how to retrieve and score.
+_RUN_OPTIONS = [
+    click.option("--split", default="test", show_default=True, help="Qrels split: qrels/<split>.tsv."),
+    click.option("--k", "k_values", default="1,3,5,10,100", show_default=True, callback=_k_values,
+                 help="Comma-separated cutoffs; nDCG, MAP, Recall, P and MRR are computed at each."),
+    click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1),
+                 help="Texts per forward pass."),
+    click.option("--top-k", type=click.IntRange(min=1), default=None,
+                 help="Documents retrieved per query [default: 100 or the largest k]."),
+    click.option("--max-seq-length", type=click.IntRange(min=1), default=None,
+                 help="Truncate texts to this many tokens [default: the model's]."),
+    click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+                 help="Results go to <output-dir>/<dataset>/<model>/<split>.json and <split>.run.trec."),
+    click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+                 help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets]."),
+    click.option("--download/--no-download", default=True, show_default=True,
+                 help="Download a registry dataset that is not installed yet."),
+    click.option("--base-url", default=None, metavar="URL",
+                 help="Download mirror [default: $BEIR_HARNESS_MIRROR or BEIR's server]."),
+    click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+                 help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR or <data dir>/.cache]."),
+    click.option("--cache/--no-cache", "use_cache", default=True, show_default=True,
+                 help="Reuse and store embeddings (content-addressed: model weights + corpus content)."),
+    click.option("--threads", type=click.IntRange(min=1), default=None,
+                 help="torch and faiss threads [default: all cores]."),
+    click.option("--ignore-identical-ids/--keep-identical-ids", default=None,
+                 help="Drop retrieved documents whose id equals the query id [default: the registry's "
+                      "policy for a known BEIR dataset (e.g. arguana, quora), else keep]."),
+    click.option("--query-prefix", default="", help="Text prepended to each query, e.g. 'query: ' for E5 models."),
+    click.option("--doc-prefix", default="", help="Text prepended to each document, e.g. 'passage: '."),
+    click.option("--similarity", type=click.Choice(["cosine", "dot"]), default="cosine", show_default=True,
+                 help="cosine (normalized vectors) or dot (raw vectors); inner-product index either way."),
+    click.option("--normalize/--no-normalize", default=None,
+                 help="L2-normalize embeddings [default: yes for cosine, no for dot]."),
+    click.option("--trust-remote-code", is_flag=True,
+                 help="Let the model run code from its repository (off by default)."),
+    click.option("--index", "index_kind", type=click.Choice(["flat", "hnsw", "ivf", "ivfpq", "pq", "sq8"]),
+                 default="flat", show_default=True,
+                 help="FAISS index: flat is exact; the others are approximate and record their recall of flat."),
+    click.option("--hnsw-m", type=int, default=32, show_default=True, help="HNSW links per node."),
+    click.option("--ef-construction", type=int, default=200, show_default=True, help="HNSW build beam width."),
+    click.option("--ef-search", type=int, default=128, show_default=True, help="HNSW search beam width."),
+    click.option("--nlist", type=int, default=None, help="IVF cells [default: min(4*sqrt(n), n/39)]."),
+    click.option("--nprobe", type=int, default=16, show_default=True, help="IVF cells searched per query."),
+    click.option("--pq-m", type=int, default=48, show_default=True,
+                 help="PQ sub-vectors (must divide the dimension)."),
+    click.option("--pq-nbits", type=int, default=8, show_default=True, help="Bits per PQ code."),
+]
+
+
+def _run_options(command):
+    for option in reversed(_RUN_OPTIONS):
+        command = option(command)
+    return command
+
+
+def _config(ctx: click.Context, dataset, model: str, options: dict):
+    """An EvaluateConfig from the shared options (consumed from `options`)."""
+    from harness.index import IndexSpec
+    from harness.pipeline import EvaluateConfig
+
+    similarity, normalize = options.pop("similarity"), options.pop("normalize")
+    if normalize is None:
+        normalize = similarity == "cosine"
+    elif similarity == "cosine" and not normalize:
+        raise click.UsageError("--similarity cosine needs normalized vectors; use --similarity dot with --no-normalize")
+    index = IndexSpec(kind=options.pop("index_kind"), hnsw_m=options.pop("hnsw_m"),
+                      ef_construction=options.pop("ef_construction"), ef_search=options.pop("ef_search"),
+                      nlist=options.pop("nlist"), nprobe=options.pop("nprobe"), pq_m=options.pop("pq_m"),
+                      pq_nbits=options.pop("pq_nbits"))
+    return EvaluateConfig(dataset_path=dataset, model=model, normalize=normalize, index=index,
+                          cache=options.pop("use_cache"), progress=ctx.obj["progress"], **options)
+
+
 @cli.command()
 @click.argument("dataset", type=click.Path(path_type=Path))
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="sentence-transformers model name or local model folder.")
-@click.option("--split", default="test", show_default=True, help="Qrels split: qrels/<split>.tsv.")
-@click.option("--k", "k_values", default="1,3,5,10,100", show_default=True, callback=_k_values,
-              help="Comma-separated cutoffs; nDCG, MAP, Recall, P and MRR are computed at each.")
-@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1),
-              help="Texts per forward pass.")
-@click.option("--top-k", type=click.IntRange(min=1), default=None,
-              help="Documents retrieved per query [default: 100 or the largest k].")
-@click.option("--max-seq-length", type=click.IntRange(min=1), default=None,
-              help="Truncate texts to this many tokens [default: the model's].")
-@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
-              help="Results go to <output-dir>/<dataset>/<model>/<split>.json and <split>.run.trec.")
+              help="sentence-transformers model name or local model folder, or bm25.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
 @click.option("--run", "run_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Score this TREC run file (qid Q0 docid rank score tag) instead of retrieving.")
-@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
-@click.option("--download/--no-download", default=True, show_default=True,
-              help="Download a registry dataset that is not installed yet.")
-@click.option("--base-url", default=None, metavar="URL",
-              help="Download mirror [default: $BEIR_HARNESS_MIRROR or BEIR's server].")
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR or <data dir>/.cache].")
-@click.option("--cache/--no-cache", "use_cache", default=True, show_default=True,
-              help="Reuse and store embeddings (content-addressed: model weights + corpus content).")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="torch and faiss threads [default: all cores].")
-@click.option("--ignore-identical-ids/--keep-identical-ids", default=None,
-              help="Drop retrieved documents whose id equals the query id [default: the registry's "
-                   "policy for a known BEIR dataset (e.g. arguana, quora), else keep].")
-@click.option("--query-prefix", default="", help="Text prepended to each query, e.g. 'query: ' for E5 models.")
-@click.option("--doc-prefix", default="", help="Text prepended to each document, e.g. 'passage: '.")
-@click.option("--similarity", type=click.Choice(["cosine", "dot"]), default="cosine", show_default=True,
-              help="cosine (normalized vectors) or dot (raw vectors); inner-product index either way.")
-@click.option("--normalize/--no-normalize", default=None,
-              help="L2-normalize embeddings [default: yes for cosine, no for dot].")
-@click.option("--trust-remote-code", is_flag=True, help="Let the model run code from its repository (off by default).")
-@click.option("--index", "index_kind", type=click.Choice(["flat", "hnsw", "ivf", "ivfpq", "pq", "sq8"]),
-              default="flat", show_default=True,
-              help="FAISS index: flat is exact; the others are approximate and record their recall of flat.")
-@click.option("--hnsw-m", type=int, default=32, show_default=True, help="HNSW links per node.")
-@click.option("--ef-construction", type=int, default=200, show_default=True, help="HNSW build beam width.")
-@click.option("--ef-search", type=int, default=128, show_default=True, help="HNSW search beam width.")
-@click.option("--nlist", type=int, default=None, help="IVF cells [default: min(4*sqrt(n), n/39)].")
-@click.option("--nprobe", type=int, default=16, show_default=True, help="IVF cells searched per query.")
-@click.option("--pq-m", type=int, default=48, show_default=True, help="PQ sub-vectors (must divide the dimension).")
-@click.option("--pq-nbits", type=int, default=8, show_default=True, help="Bits per PQ code.")
+@_run_options
 @click.pass_context
-def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values: tuple[int, ...],
-             batch_size: int, top_k: int | None, max_seq_length: int | None, output_dir: Path,
-             as_json: bool, run_path: Path | None, data_dir: Path | None, download: bool, base_url: str | None,
-             cache_dir: Path | None, use_cache: bool, threads: int | None, ignore_identical_ids: bool | None,
-             query_prefix: str, doc_prefix: str, similarity: str, normalize: bool | None, trust_remote_code: bool,
-             index_kind: str, hnsw_m: int, ef_construction: int, ef_search: int, nlist: int | None, nprobe: int,
-             pq_m: int, pq_nbits: int) -> None:
+def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_path: Path | None,
+             **options) -> None:
     """Evaluate a model, or an external run, on a BEIR folder or dataset.
 
     DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv, or a
@@ -192,7 +219,7 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values
     which is downloaded into the data dir when missing.
     Documents are encoded as (title + " " + text).strip() with normalized embeddings (cached:
     a rerun encodes nothing), searched with FAISS (exact by default) and scored with trec_eval's
-    rules.
+    rules. --model bm25 runs the BM25 baseline instead.
 
     Example:
 
@@ -202,25 +229,13 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values
         beir-harness evaluate ../shared/data/beir/nfcorpus --k 1,10,100 --json
         beir-harness evaluate ../shared/data/beir/scifact --run my_system.trec
         beir-harness evaluate scifact --index hnsw --hnsw-m 32 --ef-search 128
+        beir-harness evaluate scifact --model bm25
         beir-harness evaluate fiqa --model intfloat/e5-small-v2 --query-prefix "query: " --doc-prefix "passage: "
     """
-    from harness.index import IndexSpec
-    from harness.pipeline import EvaluateConfig, evaluate_dataset
+    from harness.pipeline import evaluate_dataset
     from harness.report import format_metrics_table
 
-    if normalize is None:
-        normalize = similarity == "cosine"
-    elif similarity == "cosine" and not normalize:
-        raise click.UsageError("--similarity cosine needs normalized vectors; use --similarity dot with --no-normalize")
-    config = EvaluateConfig(
-        dataset_path=dataset, split=split, model=model, k_values=k_values, top_k=top_k,
-        batch_size=batch_size, max_seq_length=max_seq_length, ignore_identical_ids=ignore_identical_ids,
-        run_path=run_path, output_dir=output_dir, progress=ctx.obj["progress"], data_dir=data_dir,
-        download=download, base_url=base_url, cache=use_cache, cache_dir=cache_dir, threads=threads,
-        normalize=normalize, query_prefix=query_prefix, doc_prefix=doc_prefix, trust_remote_code=trust_remote_code,
-        index=IndexSpec(kind=index_kind, hnsw_m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search,
-                        nlist=nlist, nprobe=nprobe, pq_m=pq_m, pq_nbits=pq_nbits),
-    )
+    config = _config(ctx, dataset, model, {**options, "run_path": run_path})
     outcome = evaluate_dataset(config)
     if as_json:
         click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
@@ -228,6 +243,50 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, split: str, k_values
         click.echo(format_metrics_table(outcome.result))
     if outcome.paths:
         logger.info("wrote %s and %s", *outcome.paths)
+
+
+def _comma_list(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items:
+        raise click.BadParameter("give at least one name, comma-separated")
+    return list(dict.fromkeys(items))
+
+
+@cli.command()
+@click.option("--models", required=True, callback=_comma_list,
+              help="Comma-separated models: sentence-transformers names or folders, or bm25.")
+@click.option("--datasets", "dataset_names", required=True, callback=_comma_list,
+              help="Comma-separated datasets: registry names or BEIR folders.")
+@click.option("--metric", default="nDCG@10", show_default=True, help="Metric of the summary table.")
+@click.option("--force", is_flag=True, help="Redo cells whose result already exists with the same settings.")
+@_run_options
+@click.pass_context
+def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metric: str, force: bool,
+          **options) -> None:
+    """Evaluate a grid of models × datasets; resumable.
+
+    Each cell writes its result as `evaluate` does. A cell whose result already exists with the
+    same settings (config hash) is skipped unless --force; a failing cell is reported and the
+    rest go on (exit code 1 at the end). Prints a summary table and rewrites
+    <output-dir>/results.csv, one row per dataset × model × split × metric.
+
+    Example:
+
+    \b
+        beir-harness bench --models all-MiniLM-L6-v2,bm25 --datasets scifact,nfcorpus
+        beir-harness bench --models bm25 --datasets ../shared/data/beir/scifact --metric Recall@100
+    """
+    from harness.metrics import parse_metric
+    from harness.pipeline import run_bench
+
+    metric = str(parse_metric(metric))
+    base = _config(ctx, None, models[0], options)
+    report = run_bench(models, dataset_names, base, force=force)
+    click.echo(report.format_table(metric))
+    if report.csv_path:
+        logger.info("wrote %s", report.csv_path)
+    if report.failed:
+        sys.exit(1)
 
 
 _COLUMN_OPTIONS = (

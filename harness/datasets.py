@@ -350,6 +350,8 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
     name, _, subset = str(argument).partition("/")
     spec = registry.lookup(name)
     if spec is None:
+        if "/" in str(argument) or "\\" in str(argument) or str(argument).startswith("."):
+            raise DatasetError(f"{argument}: no such dataset folder")
         raise DatasetError(f"{argument}: no such dataset folder, and not a BEIR dataset name"
                            + _suggestion(name))
     if spec.subsets and subset not in spec.subsets:

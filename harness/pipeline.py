@@ -16,7 +16,7 @@ import logging
 import platform
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -143,6 +143,18 @@ class _Timings:
         now = time.perf_counter()
         self.seconds[stage] = self.seconds.get(stage, 0.0) + now - started
         return now
+
+
+def config_hash(config: EvaluateConfig) -> str:
+    """16 hex digits of sha256 over the settings that decide the numbers (not paths, threads or cache)."""
+    decisive = {
+        "model": config.model if config.run_path is None else f"run:{config.run_path}",
+        "split": config.split, "k_values": sorted(set(config.k_values)), "top_k": config.top_k,
+        "max_seq_length": config.max_seq_length, "ignore_identical_ids": config.ignore_identical_ids,
+        "index": asdict(config.index), "normalize": config.normalize, "query_prefix": config.query_prefix,
+        "doc_prefix": config.doc_prefix, "harness": __version__,
+    }
+    return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def self_hit_policy(config: EvaluateConfig, dataset: str) -> tuple[bool, str]:
@@ -344,6 +356,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         notes=notes,
         index_quality={name: value for name, value in index_quality.items() if name.startswith("recall")},
+        config_hash=config_hash(config),
     )
     if index_quality:
         logger.info("%s index: %s", config.index.kind,
@@ -507,3 +520,109 @@ def run_demo(encoder: Encoder | None = None, model: str = DEFAULT_MODEL, progres
         output_dir=None, dataset_name="demo", progress=progress, cache=False,
     )
     return evaluate_dataset(config, encoder=encoder)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One dataset × model cell of a bench grid."""
+
+    dataset: str
+    model: str
+    status: str  # "done", "skipped" (same config already written) or "failed"
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """What `run_bench` did, cell by cell, and where the long-form CSV went."""
+
+    cells: list[Cell]
+    csv_path: Path | None
+
+    @property
+    def failed(self) -> list[Cell]:
+        return [cell for cell in self.cells if cell.status == "failed"]
+
+    def format_table(self, metric: str = "nDCG@10") -> str:
+        """Datasets × models for one metric; failed cells say so, the errors follow the table."""
+        datasets = list(dict.fromkeys(cell.dataset for cell in self.cells))
+        models = list(dict.fromkeys(cell.model for cell in self.cells))
+        by_key = {(cell.dataset, cell.model): cell for cell in self.cells}
+
+        def show(cell: Cell | None) -> str:
+            if cell is None:
+                return "-"
+            if cell.status == "failed":
+                return "failed"
+            value = cell.metrics.get(metric)
+            return f"{value:.4f}" if value is not None else "n/a"
+
+        rows = [[metric, *models]] + [[dataset, *(show(by_key.get((dataset, m))) for m in models)]
+                                      for dataset in datasets]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                           for i, (cell, width) in enumerate(zip(row, widths))) for row in rows]
+        counts = {status: sum(c.status == status for c in self.cells) for status in ("done", "skipped", "failed")}
+        lines.append(f"{len(self.cells)} cells: {counts['done']} done, {counts['skipped']} skipped "
+                     f"(already done with the same settings), {counts['failed']} failed")
+        lines += [f"failed: {cell.dataset} × {cell.model}: {cell.error}" for cell in self.failed]
+        return "\n".join(lines)
+
+
+def _display_name(dataset: str) -> str:
+    """A folder's own name, or the registry name (``cqadupstack/android`` stays whole)."""
+    if Path(dataset).is_dir():
+        return Path(dataset).resolve().name
+    return dataset if registry.lookup(dataset.split("/")[0]) is not None else Path(dataset).name
+
+
+def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, force: bool = False) -> BenchReport:
+    """Evaluate every model on every dataset with the settings of `base`.
+
+    Each cell is an `evaluate_dataset` run writing its result files. A cell whose result exists
+    with the same `config_hash` is skipped unless `force`. A cell that fails with a HarnessError
+    is reported and the grid goes on. A model is loaded once for all its datasets. At the end,
+    ``<output_dir>/results.csv`` is rewritten from every result under the output folder.
+
+    Args:
+        models: Model names or folders (or ``bm25``).
+        datasets: Registry names or BEIR folders.
+        base: Settings shared by every cell (its model and dataset are replaced).
+        force: Redo cells that are already done.
+    """
+    from harness.encode import canonical_model_name
+    from harness.report import read_result, result_paths, write_results_csv
+
+    cells: list[Cell] = []
+    encoders: dict[str, Encoder] = {}
+    total = len(models) * len(datasets)
+    for dataset in datasets:
+        for model in models:
+            config = replace(base, dataset_path=dataset, model=model)
+            logger.info("cell %d/%d: %s × %s", len(cells) + 1, total, dataset, model)
+            name = _display_name(dataset)
+            if base.output_dir is not None and not force:
+                model_name = BM25_MODEL if model.lower() == BM25_MODEL else canonical_model_name(model)
+                previous = read_result(result_paths(base.output_dir, name, model_name, base.split)[0])
+                if previous is not None and previous.get("config_hash") == config_hash(config):
+                    logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, model)
+                    cells.append(Cell(name, model, "skipped", previous["metrics"]))
+                    continue
+            try:
+                encoder = None
+                if model.lower() != BM25_MODEL:
+                    if model not in encoders:
+                        encoders[model] = load_encoder(model, batch_size=base.batch_size,
+                                                       max_seq_length=base.max_seq_length, normalize=base.normalize,
+                                                       query_prefix=base.query_prefix, doc_prefix=base.doc_prefix,
+                                                       trust_remote_code=base.trust_remote_code)
+                    encoder = encoders[model]
+                outcome = evaluate_dataset(config, encoder=encoder)
+            except HarnessError as exc:
+                logger.error("%s × %s failed: %s", dataset, model, exc)
+                cells.append(Cell(name, model, "failed", error=str(exc)))
+                continue
+            cells.append(Cell(outcome.result.dataset, model, "done", outcome.result.metrics))
+    csv_path = write_results_csv(base.output_dir) if base.output_dir is not None else None
+    return BenchReport(cells, csv_path)

@@ -8,12 +8,14 @@ are written atomically; the run first, so a result file never points at a missin
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.formats import write_json, write_run
+from harness.formats import atomic_writer, write_json, write_run
 from harness.records import Run
 
 RESULT_SCHEMA_VERSION = 1
@@ -38,6 +40,8 @@ class Result:
         notes: Warnings about the evaluation (e.g. judged queries missing from a run).
         index_quality: For an approximate index, the mean fraction of the exact top-k it found
             (``recall_of_exact@k``, measured against flat search on the same vectors and queries).
+        config_hash: sha256 (16 hex digits) of the settings that decide the numbers; `bench`
+            skips a cell whose result has the same hash.
     """
 
     dataset: str
@@ -53,10 +57,52 @@ class Result:
     created: str
     notes: list[str] = field(default_factory=list)
     index_quality: dict[str, float] = field(default_factory=dict)
+    config_hash: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object written to the result file."""
         return {"schema_version": RESULT_SCHEMA_VERSION, **asdict(self)}
+
+
+RESULTS_CSV_COLUMNS = ("dataset", "split", "model", "metric", "value", "n_queries", "ignore_identical_ids",
+                       "index", "config_hash", "harness_version", "created")
+
+
+def read_result(path: str | Path) -> dict[str, Any] | None:
+    """A result JSON written by `write_result`, or None if it is missing or unreadable."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "metrics" in data else None
+
+
+def results_rows(output_dir: str | Path) -> list[dict[str, Any]]:
+    """Long-form rows (one per dataset × model × split × metric) of every result under `output_dir`."""
+    rows = []
+    for path in sorted(Path(output_dir).glob("*/*/*.json")):
+        data = read_result(path)
+        if data is None:
+            continue
+        for metric, value in data["metrics"].items():
+            rows.append({
+                "dataset": data["dataset"], "split": data["split"], "model": data["model"], "metric": metric,
+                "value": value, "n_queries": data.get("n_queries"),
+                "ignore_identical_ids": data.get("config", {}).get("ignore_identical_ids"),
+                "index": data.get("config", {}).get("index", ""), "config_hash": data.get("config_hash", ""),
+                "harness_version": data.get("versions", {}).get("beir-harness", ""), "created": data.get("created"),
+            })
+    return rows
+
+
+def write_results_csv(output_dir: str | Path) -> Path:
+    """Rewrite ``<output_dir>/results.csv`` (atomically) from every result file under it."""
+    path = Path(output_dir) / "results.csv"
+    with atomic_writer(path) as handle:
+        writer = csv.DictWriter(handle, fieldnames=RESULTS_CSV_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(results_rows(output_dir))
+    return path
 
 
 def model_slug(model: str) -> str:

@@ -1,0 +1,70 @@
+"""bench: the grid, skipping done cells, --force, a failing cell, results.csv, the summary table."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+import harness.pipeline
+from harness.cli import cli
+
+
+@pytest.fixture
+def grid(tiny_beir, tmp_path, monkeypatch, fake_encoder):
+    monkeypatch.setattr(harness.pipeline, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    second = tmp_path / "tiny2"
+    shutil.copytree(tiny_beir, second)
+    return [str(tiny_beir), str(second)], tmp_path / "results"
+
+
+def _bench(datasets, out, *extra):
+    return CliRunner().invoke(cli, ["-q", "bench", "--models", "fake-bow,bm25", "--datasets", ",".join(datasets),
+                                    "--output-dir", str(out), "--k", "1,10", "--no-cache", *extra])
+
+
+def test_grid_writes_every_cell_and_the_long_csv(grid):
+    datasets, out = grid
+    result = _bench(datasets, out)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["nDCG@10", "fake-bow", "bm25"]
+    assert lines[1].startswith("tiny ") and lines[2].startswith("tiny2 ")
+    assert "4 cells: 4 done, 0 skipped" in result.stdout
+    for dataset in ("tiny", "tiny2"):
+        for model in ("fake-bow", "bm25"):
+            assert (out / dataset / model / "test.json").is_file()
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert len(rows) == 4 * 10  # 4 cells × 5 metric families × 2 cutoffs
+    assert {row["model"] for row in rows} == {"fake-bow", "bm25"}
+    assert all(len(row["config_hash"]) == 16 for row in rows)
+
+
+def test_rerun_skips_done_cells_and_force_redoes_them(grid):
+    datasets, out = grid
+    _bench(datasets, out)
+    result = _bench(datasets, out)
+    assert "4 cells: 0 done, 4 skipped" in result.stdout
+    assert result.stdout.splitlines()[1].split()[1] != "-"  # skipped cells still show their numbers
+    assert "4 cells: 4 done" in _bench(datasets, out, "--force").stdout
+    # Different settings are a different config: the cell runs again.
+    assert "4 cells: 4 done" in _bench(datasets, out, "--top-k", "50").stdout
+
+
+def test_a_failing_cell_does_not_stop_the_grid(grid, tmp_path):
+    datasets, out = grid
+    result = _bench([datasets[0], str(tmp_path / "missing")], out)
+    assert result.exit_code == 1
+    assert "4 cells: 2 done, 0 skipped" in result.stdout and "settings), 2 failed" in result.stdout
+    assert result.stdout.splitlines()[2].split() == ["missing", "failed", "failed"]
+    assert "failed: missing × bm25: " in result.stdout and "no such dataset folder" in result.stdout
+    assert (out / "tiny" / "bm25" / "test.json").is_file()
+
+
+def test_bench_help_and_bad_metric(grid):
+    datasets, out = grid
+    assert "Example:" in CliRunner().invoke(cli, ["bench", "--help"]).stdout
+    result = _bench(datasets, out, "--metric", "BLEU@4")
+    assert result.exit_code == 1 and "unknown metric 'BLEU@4'" in result.stderr
