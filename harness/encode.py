@@ -117,7 +117,9 @@ class SentenceTransformerEncoder:
     @property
     def dimension(self) -> int | None:
         """The embedding size, when the model declares it."""
-        return self.model.get_sentence_embedding_dimension()
+        # sentence-transformers 6 renamed the method; older releases only have the long name.
+        method = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return method()
 
     def fingerprint(self) -> dict[str, Any]:
         """What decides this encoder's vectors: name, a sha256 of its weights, tokenizer, length, normalization."""
