@@ -24,6 +24,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, MissingDependencyError
@@ -142,6 +143,11 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self._doc_ids)
 
+    @property
+    def doc_ids(self) -> list[str]:
+        """The doc_ids, in the order their vectors were added (FAISS row order)."""
+        return self._doc_ids
+
     def add(self, doc_ids: Sequence[str], vectors: np.ndarray) -> None:
         """Add one chunk of vectors (float32, shape (len(doc_ids), dimension))."""
         import numpy as np
@@ -216,6 +222,47 @@ class VectorIndex:
             # FAISS pads with row -1 when it has fewer than `depth` results.
             results[query_id] = [(doc_ids[row], score) for row, score in zip(query_rows, query_scores) if row >= 0]
         return Run.from_scores(results, name=name)
+
+
+    def vectors(self) -> np.ndarray:
+        """The stored vectors of a flat index (exact copies), e.g. to rebuild another kind."""
+        if self.spec.kind != "flat":
+            raise ValueError("only a flat index keeps its vectors exactly")
+        return self._index.reconstruct_n(0, len(self))
+
+    def save(self, path: Path) -> None:
+        """Write the built FAISS index atomically (FAISS's own format; no pickle)."""
+        import numpy as np
+
+        from harness.formats import atomic_writer
+
+        self.build()
+        data = np.asarray(_faiss().serialize_index(self._index))
+        with atomic_writer(path, "wb") as handle:
+            handle.write(data.tobytes())
+
+    @classmethod
+    def load(cls, path: Path, dimension: int, spec: IndexSpec, doc_ids: Sequence[str]) -> VectorIndex:
+        """Read an index written by `save` for these doc_ids.
+
+        Raises:
+            ValueError: The file is unreadable or does not fit (size, dimension).
+        """
+        import numpy as np
+
+        try:
+            faiss_index = _faiss().deserialize_index(np.fromfile(path, dtype=np.uint8))
+        except (OSError, RuntimeError) as exc:
+            raise ValueError(f"{path}: unreadable index ({exc})") from None
+        if faiss_index.ntotal != len(doc_ids) or faiss_index.d != dimension:
+            raise ValueError(f"{path}: {faiss_index.ntotal} vectors of dimension {faiss_index.d}, "
+                             f"expected {len(doc_ids)} of {dimension}")
+        index = cls(dimension, spec)
+        index._index = faiss_index
+        index._doc_ids = list(doc_ids)
+        if spec.kind in ("ivf", "ivfpq"):
+            index.nlist = faiss_index.nlist
+        return index
 
 
 def recall_of_exact(approximate: Run, exact: Run, depth: int) -> float:

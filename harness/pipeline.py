@@ -23,8 +23,8 @@ from pathlib import Path
 from harness import __version__, registry
 from harness.datasets import resolve_dataset
 from harness.encode import DEFAULT_MODEL, Encoder, encode_corpus, load_encoder, resolve_model_source
-from harness.errors import DatasetError, HarnessError
-from harness.cache import CacheCorrupt, cache_dir, embedding_entry
+from harness.errors import DatasetError, HarnessError, OutputError
+from harness.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
 from harness.formats import (
     BeirFolder,
     content_sha256,
@@ -384,6 +384,7 @@ def _retrieve(
     index: VectorIndex | None = None
     # An approximate index is measured against exact search over the same vectors.
     exact: VectorIndex | None = None
+    approximate = config.index.kind != "flat"
     encode_seconds = index_seconds = 0.0
 
     def add(doc_ids: list[str], vectors) -> None:
@@ -391,18 +392,27 @@ def _retrieve(
         added = time.perf_counter()
         if index is None:
             index = VectorIndex(vectors.shape[1], config.index)
-            if config.index.kind != "flat":
+            if approximate:
                 exact = VectorIndex(vectors.shape[1])
-        index.add(doc_ids, vectors)
         if exact is not None:
             exact.add(doc_ids, vectors)
+        if not index_file_usable:  # a cached approximate index is loaded whole afterwards
+            index.add(doc_ids, vectors)
         index_seconds += time.perf_counter() - added
 
     entry = None
+    index_file: Path | None = None
+    index_file_usable = False
     if cache_root is not None:
         entry = embedding_entry(cache_root, {"kind": "corpus", "model": fingerprint, "text_rule": DOC_TEXT_RULE,
                                              "dtype": "float32", "corpus_sha256": corpus.sha256},
                                 {"dataset": corpus.dataset})
+        if approximate:
+            import faiss
+
+            index_file = cache_root / "indexes" / (content_key(
+                {"embeddings": entry.key, "index": asdict(config.index), "faiss": faiss.__version__}) + ".faiss")
+            index_file_usable = entry.complete and index_file.is_file()
         if entry.complete:
             try:
                 for doc_ids, vectors in entry.chunks():
@@ -415,6 +425,7 @@ def _retrieve(
                 entry.drop()
                 index, exact, corpus.n_docs, corpus.cached = None, None, 0, False
                 corpus.unseen = set(corpus.judged)
+                index_file_usable = False
     if not corpus.cached:
         reuse = None
         if entry is not None:
@@ -444,7 +455,15 @@ def _retrieve(
             entry.finish(n_chunks, len(index), index.dimension)
     if index is not None:
         built = time.perf_counter()
-        index.build()
+        if index_file_usable:
+            index = _load_index(index_file, index, exact)
+        else:
+            index.build()
+            if index_file is not None and entry is not None and entry.writable:
+                try:
+                    index.save(index_file)
+                except OutputError as exc:
+                    logger.warning("could not cache the index (%s); continuing", exc)
         index_seconds += time.perf_counter() - built
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
@@ -469,6 +488,22 @@ def _retrieve(
             quality[f"recall_of_exact@{k}"] = recall_of_exact(run, reference, k)
         started = timings.add("exact_search", started)
     return run, started, quality
+
+
+def _load_index(path: Path, empty, exact):
+    """The cached approximate index, or (damaged) one rebuilt from the exact index's vectors."""
+    from harness.index import VectorIndex
+
+    try:
+        index = VectorIndex.load(path, exact.dimension, empty.spec, exact.doc_ids)
+        logger.info("%s index from the cache (%s)", empty.spec.kind, path)
+        return index
+    except ValueError as exc:
+        logger.warning("damaged cached index, rebuilding: %s", exc)
+        rebuilt = VectorIndex(exact.dimension, empty.spec)
+        rebuilt.add(exact.doc_ids, exact.vectors())
+        rebuilt.build()
+        return rebuilt
 
 
 def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str):

@@ -148,3 +148,25 @@ def test_cache_list_and_clear(tiny_beir, tmp_path):
     assert clear_entries(tmp_path / "cache") == []
     for command in (["cache"], ["cache", "list"], ["cache", "clear"]):
         assert "Example:" in runner.invoke(cli, [*command, "--help"]).stdout
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_approximate_index_is_cached_and_a_damaged_one_rebuilt(tiny_beir, tmp_path, caplog, kind):
+    from harness.index import IndexSpec
+
+    spec = IndexSpec(kind)
+    cold = _run(tiny_beir, tmp_path, CachingFake(), index=spec)
+    (index_file,) = (tmp_path / "cache" / "indexes").glob("*.faiss")
+    with caplog.at_level(logging.INFO, logger="harness"):
+        warm = _run(tiny_beir, tmp_path, CachingFake(), index=spec)
+    assert f"{kind} index from the cache" in caplog.text
+    assert warm.result.metrics == cold.result.metrics and warm.result.index_quality == cold.result.index_quality
+    index_file.write_bytes(b"garbage")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="harness"):
+        rebuilt = _run(tiny_beir, tmp_path, CachingFake(), index=spec)
+    assert "damaged cached index, rebuilding" in caplog.text
+    assert rebuilt.result.metrics == cold.result.metrics
+    # Other parameters are another index.
+    _run(tiny_beir, tmp_path, CachingFake(), index=IndexSpec(kind, nprobe=2, ef_search=16))
+    assert len(list((tmp_path / "cache" / "indexes").glob("*.faiss"))) == 2
