@@ -509,6 +509,148 @@ def datasets_remove(name: str, data_dir: Path | None) -> None:
         click.echo(f"removed {path}")
 
 
+def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from harness.metrics import parse_metric
+
+    try:
+        return str(parse_metric(value))
+    except HarnessError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--metric", default="nDCG@10", show_default=True, callback=_metric, help="The metric tabulated.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv", "json"]), default="markdown",
+              show_default=True, help="Output format (csv and json are unrounded).")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the table here (atomically) instead of stdout.")
+@click.option("--by", type=click.Choice(["dataset", "model"]), default="dataset", show_default=True,
+              help="Rows are datasets (columns models), or the transpose.")
+@click.option("--digits", type=click.IntRange(0, 10), default=4, show_default=True, help="Decimals when rendering.")
+@click.option("--split", default=None, help="Split to report [default: each dataset's registry eval split].")
+@click.option("--published", "with_published", is_flag=True,
+              help="Add the published scores as columns, with deltas for models that have one.")
+@click.option("--check-published", is_flag=True,
+              help="Reproduction check: OK/OFF per result with a published counterpart; exit 1 if any is off.")
+@click.option("--tolerance", type=float, default=0.003, show_default=True,
+              help="Largest |ours - published| that --check-published calls OK.")
+@click.option("--significance", "baseline", default=None, metavar="MODEL",
+              help="Mark (†) cells that differ significantly from this baseline model.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="Significance level.")
+@click.option("--correction", type=click.Choice(["holm", "bonferroni"]), default="holm", show_default=True,
+              help="Multiple-testing correction across datasets.")
+@click.option("--rounds", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Randomization-test rounds.")
+@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals.")
+def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by: str, digits: int, split: str | None,
+           with_published: bool, check_published: bool, tolerance: float, baseline: str | None, alpha: float,
+           correction: str, rounds: int, plot: Path | None) -> None:
+    """Tabulate results (models × datasets) for papers, with published scores and significance.
+
+    PATHS are result files or folders searched recursively (default: results/). Reads result
+    JSON files only: no model or corpus is needed. CQADupStack is the mean of its 12 forums.
+
+    Example:
+
+    \b
+        beir-harness report
+        beir-harness report results/ --metric Recall@100 --format latex --out table.tex
+        beir-harness report --published
+        beir-harness report --check-published
+        beir-harness report --significance bm25 --plot comparison.png
+    """
+    from harness.comparison import (
+        build_comparison,
+        check_published as run_checks,
+        format_checks,
+        load_results,
+        plot_comparison,
+        render,
+        write_text,
+    )
+
+    results = load_results(paths or (Path("results"),))
+    if check_published:
+        checks = run_checks(results, metric, tolerance, split)
+        click.echo(format_checks(checks, metric, digits))
+        if not checks or any(not c.ok for c in checks):
+            sys.exit(1)
+        return
+    comparison = build_comparison(results, metric, split, with_published, baseline, alpha, correction, rounds)
+    text = render(comparison, fmt, digits, by)
+    if out is not None:
+        write_text(text, out)
+        logger.info("wrote %s", out)
+    else:
+        click.echo(text)
+    if plot is not None:
+        plot_comparison(comparison, plot)
+        logger.info("wrote %s", plot)
+
+
+@cli.command()
+@click.argument("first", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("second", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--metric", "metrics", multiple=True, callback=lambda ctx, p, v: [_metric(ctx, p, m) for m in v],
+              help="Metric to compare (repeatable) [default: every metric both results have].")
+@click.option("--rounds", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Randomization-test rounds.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Randomization-test seed.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="Significance level for the * mark.")
+@click.option("--json", "as_json", is_flag=True, help="Print the tests as JSON.")
+def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: int, alpha: float,
+            as_json: bool) -> None:
+    """Paired significance of SECOND against FIRST, per metric.
+
+    Per-query differences on the same judged queries; paired t-test (scipy) and paired
+    randomization test (sign flipping, fixed seed); mean difference and wins/ties/losses.
+
+    Example:
+
+    \b
+        beir-harness compare results/scifact/bm25/test.json results/scifact/sentence-transformers__all-MiniLM-L6-v2/test.json
+        beir-harness compare a.json b.json --metric nDCG@10 --rounds 100000
+    """
+    from dataclasses import asdict
+
+    from harness.comparison import compare_results, format_compare, load_results
+
+    (a,), (b,) = load_results([first]), load_results([second])
+    tests = compare_results(a, b, metrics or None, rounds, seed)
+    if as_json:
+        click.echo(json.dumps([{**asdict(t), "difference": t.difference} for t in tests], indent=2))
+    else:
+        click.echo(format_compare(a, b, tests, alpha))
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--worst", type=click.IntRange(min=1), default=10, show_default=True, help="How many queries.")
+@click.option("--metric", default="nDCG@10", show_default=True, callback=_metric, help="Metric to rank queries by.")
+@click.option("--depth", type=click.IntRange(min=1), default=5, show_default=True, help="Retrieved documents shown.")
+def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int) -> None:
+    """Show the worst queries of a result, or where two results differ most.
+
+    Each query comes with its text, its judged documents and grades, and the top retrieved
+    documents with score, grade and title (read from the dataset folder the result records).
+
+    Example:
+
+    \b
+        beir-harness inspect results/scifact/bm25/test.json --worst 10
+        beir-harness inspect a/test.json b/test.json --metric Recall@100
+    """
+    from harness.comparison import inspect_results, load_results
+
+    if len(results) > 2:
+        raise click.UsageError("give one result, or two to compare")
+    click.echo(inspect_results([load_results([r])[0] for r in results], worst, metric, depth))
+
+
 @cli.group()
 def cache() -> None:
     """List or clear the embedding cache.

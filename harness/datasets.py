@@ -15,10 +15,7 @@ dataset take turns: the second finds it installed.
 from __future__ import annotations
 
 import contextlib
-import csv
 import fcntl
-import functools
-import importlib.resources
 import json
 import logging
 import os
@@ -34,6 +31,7 @@ from harness import __version__, registry
 from harness.download import RetryPolicy, fetch, md5_file, safe_extract
 from harness.errors import ChecksumMismatchError, DatasetError, HarnessError
 from harness.formats import default_permissions, write_json
+from harness.published import counts_by_dataset
 from harness.registry import DatasetSpec
 
 logger = logging.getLogger(__name__)
@@ -304,16 +302,6 @@ def remove_dataset(name: str, root: str | Path | None = None) -> list[Path]:
     return removed
 
 
-@functools.cache
-def published_counts() -> dict[str, int]:
-    """How many published reference scores the package knows per dataset."""
-    text = importlib.resources.files("harness").joinpath("data/published-scores.csv").read_text(encoding="utf-8")
-    counts: dict[str, int] = {}
-    for row in csv.DictReader(text.splitlines()):
-        counts[row["dataset"]] = counts.get(row["dataset"], 0) + 1
-    return counts
-
-
 def list_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
     """One row per registry dataset, with whether it is installed in the data dir."""
     root = data_dir(root)
@@ -327,7 +315,7 @@ def list_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
             "zip_mb": spec.zip_mb,
             "public": spec.public,
             "installed": read_stamp(root / spec.name) is not None,
-            "published_scores": published_counts().get(spec.name, 0),
+            "published_scores": counts_by_dataset().get(spec.name, 0),
             "ignore_identical_ids": spec.ignore_identical_ids,
         })
     return rows

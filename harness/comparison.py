@@ -1,0 +1,577 @@
+"""Comparison tables for papers, reproduction checks, paired comparisons and per-query analysis.
+
+Everything here reads result JSON files (``<dataset>/<model>/<split>.json``) only: no model and no
+corpus is needed, except by `inspect`, which shows query texts and document titles.
+
+Table rules:
+
+* rows are datasets in the registry's order (then any others alphabetically), columns are models
+  (``by="model"`` transposes);
+* CQADupStack is reported as the mean over its 12 forums (``cqadupstack/<forum>`` results), as BEIR
+  and MTEB do; with fewer than 12 forums the cell is left empty and a note says which are missing;
+* the average row is over the datasets every column has a value for, and says how many;
+* values are kept unrounded; rounding happens only when rendering (``digits``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import published, registry
+from harness.errors import HarnessError
+from harness.formats import atomic_writer
+from harness.report import read_result
+from harness.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
+
+logger = logging.getLogger(__name__)
+
+CQADUPSTACK = "cqadupstack"
+
+
+def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """Every result JSON in `paths` (files, or folders searched recursively).
+
+    Raises:
+        HarnessError: A path does not exist, or nothing readable was found.
+    """
+    results = []
+    for path in map(Path, paths):
+        if path.is_file():
+            candidates = [path]
+        elif path.is_dir():
+            candidates = sorted(p for p in path.rglob("*.json") if not p.name.startswith("."))
+        else:
+            raise HarnessError(f"{path}: no such file or folder")
+        for candidate in candidates:
+            data = read_result(candidate)
+            if data is not None and "per_query" in data:
+                data["_path"] = str(candidate)
+                results.append(data)
+            elif path.is_file():
+                raise HarnessError(f"{candidate}: not a beir-harness result file")
+    if not results:
+        raise HarnessError(f"no result files found in {', '.join(map(str, paths))} (run `beir-harness evaluate` first)")
+    return results
+
+
+def _dataset_order(names: Iterable[str]) -> list[str]:
+    known = list(registry.datasets())
+    names = set(names)
+    return [n for n in known if n in names] + sorted(names - set(known))
+
+
+def _pick_split(results: list[dict[str, Any]], split: str | None) -> list[dict[str, Any]]:
+    """Keep one split per dataset: the one asked for, else the registry's eval split, else test."""
+    kept = []
+    for result in results:
+        base = result["dataset"].split("/")[0]
+        spec = registry.lookup(base)
+        wanted = split or (spec.eval_split if spec else "test")
+        if result["split"] == wanted:
+            kept.append(result)
+    return kept
+
+
+@dataclass
+class Cell:
+    """One (dataset, model) value with its per-query scores (for significance and error bars)."""
+
+    value: float | None
+    per_query: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Comparison:
+    """A datasets × columns table of one metric, ready to render."""
+
+    metric: str
+    datasets: list[str]
+    models: list[str]
+    cells: dict[tuple[str, str], Cell]
+    published_columns: list[str] = field(default_factory=list)
+    published_values: dict[tuple[str, str], float] = field(default_factory=dict)
+    delta_columns: dict[str, str] = field(default_factory=dict)  # "Δ model" → published column
+    marks: dict[tuple[str, str], str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def columns(self) -> list[str]:
+        return [*self.models, *self.published_columns, *self.delta_columns]
+
+    def value(self, dataset: str, column: str) -> float | None:
+        if column in self.delta_columns:
+            ours = self.value(dataset, column.removeprefix("Δ "))
+            theirs = self.published_values.get((dataset, self.delta_columns[column]))
+            return None if ours is None or theirs is None else ours - theirs
+        if column in self.published_columns:
+            return self.published_values.get((dataset, column))
+        cell = self.cells.get((dataset, column))
+        return cell.value if cell else None
+
+    def average(self) -> tuple[dict[str, float], int]:
+        """Column means over the datasets that have every (non-delta) column, and how many those are."""
+        value_columns = [*self.models, *self.published_columns]
+        shared = [d for d in self.datasets if all(self.value(d, c) is not None for c in value_columns)]
+        if not shared:
+            return {}, 0
+        return {c: sum(self.value(d, c) for d in shared) / len(shared) for c in self.columns
+                if all(self.value(d, c) is not None for d in shared)}, len(shared)
+
+    def best(self, dataset: str) -> set[str]:
+        """The value columns (models and published) holding the row's best value."""
+        values = {c: self.value(dataset, c) for c in [*self.models, *self.published_columns]}
+        values = {c: v for c, v in values.items() if v is not None}
+        if not values:
+            return set()
+        top = max(values.values())
+        return {c for c, v in values.items() if abs(v - top) < 1e-12}
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """The plain pivot: one dict per dataset, unrounded (no average, no marks)."""
+        return [{"dataset": d, **{c: self.value(d, c) for c in self.columns}} for d in self.datasets]
+
+
+def build_comparison(
+    results: list[dict[str, Any]],
+    metric: str = "nDCG@10",
+    split: str | None = None,
+    with_published: bool = False,
+    significance: str | None = None,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    rounds: int = DEFAULT_ROUNDS,
+) -> Comparison:
+    """Pivot results into a datasets × models table of `metric`.
+
+    Args:
+        results: Result JSON objects (see `load_results`).
+        metric: A canonical metric name, e.g. ``nDCG@10``.
+        split: Use this split; default each dataset's registry eval split (else ``test``).
+        with_published: Add the published figures of each dataset as columns, and a delta column
+            for each model that has a published counterpart.
+        significance: A baseline model; every other model's cell is tested against it per
+            dataset (paired randomization test) and marked ``†`` when the corrected p < `alpha`.
+        alpha: Significance level.
+        correction: ``holm`` (default) or ``bonferroni``, across the datasets of each model.
+        rounds: Randomization rounds.
+
+    Raises:
+        HarnessError: No result has the metric, or the baseline is not among the models.
+    """
+    results = _pick_split(results, split)
+    table: dict[tuple[str, str], Cell] = {}
+    forums: dict[str, dict[str, Cell]] = {}
+    for result in results:
+        if metric not in result["metrics"]:
+            continue
+        per_query = {q: values[metric] for q, values in result["per_query"].items() if metric in values}
+        cell = Cell(result["metrics"][metric], per_query)
+        name, model = result["dataset"], result["model"]
+        if name.startswith(f"{CQADUPSTACK}/"):
+            forums.setdefault(model, {})[name.split("/", 1)[1]] = cell
+        else:
+            table[(name, model)] = cell
+    expected = registry.get(CQADUPSTACK).subsets
+    notes = []
+    for model, by_forum in forums.items():
+        missing = [f for f in expected if f not in by_forum]
+        if missing:
+            notes.append(f"{CQADUPSTACK} × {model}: {len(by_forum)} of 12 forums (missing {', '.join(missing)}); "
+                         "no mean reported")
+            continue
+        # BEIR and MTEB report the mean of the 12 forum scores (not the mean over all queries pooled).
+        pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
+        table[(CQADUPSTACK, model)] = Cell(sum(c.value for c in by_forum.values()) / len(by_forum), pooled)
+    if not table:
+        raise HarnessError(f"no result has {metric} (compute it with --k, e.g. --k {metric.split('@')[-1]})")
+    datasets = _dataset_order(d for d, _ in table)
+    models = list(dict.fromkeys(m for _, m in sorted(table, key=lambda key: key[1])))
+    comparison = Comparison(metric, datasets, models, table, notes=notes)
+    if with_published:
+        _add_published(comparison, split)
+    if significance is not None:
+        _mark_significance(comparison, significance, alpha, correction, rounds)
+    return comparison
+
+
+def _add_published(comparison: Comparison, split: str | None) -> None:
+    for dataset in comparison.datasets:
+        spec = registry.lookup(dataset)
+        wanted = split or (spec.eval_split if spec else "test")
+        for row in published.find(dataset, wanted):
+            if comparison.metric in row.values:
+                if row.label not in comparison.published_columns:
+                    comparison.published_columns.append(row.label)
+                comparison.published_values[(dataset, row.label)] = row.values[comparison.metric]
+    for model in comparison.models:
+        for dataset in comparison.datasets:
+            spec = registry.lookup(dataset)
+            row = published.reproduced(dataset, split or (spec.eval_split if spec else "test"), model)
+            if row is not None and row.label in comparison.published_columns:
+                comparison.delta_columns[f"Δ {model}"] = row.label
+                break
+    sources: dict[str, str] = {}
+    for row in published.published_scores():
+        if row.label in comparison.published_columns and row.dataset in comparison.datasets:
+            sources.setdefault(row.label, row.source)
+    comparison.notes += [f"{label}: {source}" for label, source in sources.items()]
+
+
+def _mark_significance(comparison: Comparison, baseline: str, alpha: float, correction: str, rounds: int) -> None:
+    matches = [m for m in comparison.models if m == baseline or published.system_of(m) == published.system_of(baseline)]
+    if not matches:
+        raise HarnessError(f"baseline {baseline!r} is not among the models: {', '.join(comparison.models)}")
+    base = matches[0]
+    adjust = {"holm": holm, "bonferroni": bonferroni}.get(correction)
+    if adjust is None:
+        raise HarnessError(f"unknown correction {correction!r}; use holm or bonferroni")
+    for model in comparison.models:
+        if model == base:
+            continue
+        tested = []
+        for dataset in comparison.datasets:
+            a, b = comparison.cells.get((dataset, base)), comparison.cells.get((dataset, model))
+            if a is None or b is None or set(a.per_query) != set(b.per_query):
+                continue
+            queries = sorted(a.per_query)
+            p = randomization_test([a.per_query[q] for q in queries], [b.per_query[q] for q in queries], rounds)
+            tested.append((dataset, p))
+        for (dataset, _), p in zip(tested, adjust([p for _, p in tested])):
+            if p < alpha:
+                comparison.marks[(dataset, model)] = "†"
+    comparison.notes.append(f"† differs from {base} (paired randomization test, {rounds:,} rounds, {correction} "
+                            f"correction across datasets, p < {alpha})")
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _fmt(value: float | None, digits: int, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _display(comparison: Comparison) -> dict[str, str]:
+    """Column headings: a model's last path component when that is unambiguous."""
+    short = {m: m.rstrip("/").rsplit("/", 1)[-1] for m in comparison.models}
+    unique = len(set(short.values())) == len(short)
+    names = {c: c for c in comparison.columns}
+    for model in comparison.models:
+        if unique:
+            names[model] = short[model]
+            names[f"Δ {model}"] = f"Δ {short[model]}"
+    return names
+
+
+def _grid(comparison: Comparison, digits: int, by: str, bold) -> tuple[list[str], list[list[str]], list[str]]:
+    """Header, body rows and the average row as strings (best values wrapped by `bold`)."""
+    average, n_shared = comparison.average()
+    names = _display(comparison)
+    header = ["dataset", *(names[c] for c in comparison.columns)]
+    body = []
+    for dataset in comparison.datasets:
+        best = comparison.best(dataset)
+        row = [dataset]
+        for column in comparison.columns:
+            text = _fmt(comparison.value(dataset, column), digits, column in comparison.delta_columns)
+            if column in best and comparison.value(dataset, column) is not None:
+                text = bold(text)
+            row.append(text + comparison.marks.get((dataset, column), ""))
+        body.append(row)
+    avg_row = [f"average ({n_shared})"] + [_fmt(average.get(c), digits, c in comparison.delta_columns)
+                                           for c in comparison.columns] if average else []
+    if by == "model":
+        rows = [header, *body] + ([avg_row] if avg_row else [])
+        transposed = [list(col) for col in zip(*rows)]
+        transposed[0][0] = "model"
+        return transposed[0], transposed[1:], []
+    return header, body, avg_row
+
+
+def render_markdown(comparison: Comparison, digits: int = 4, by: str = "dataset") -> str:
+    """A Markdown table; the best value of each row is bold."""
+    header, body, avg = _grid(comparison, digits, by, lambda t: f"**{t}**")
+    lines = [f"| {' | '.join(header)} |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += [f"| {' | '.join(row)} |" for row in body + ([avg] if avg else [])]
+    lines += [""] + [f"{note}  " for note in comparison.notes] if comparison.notes else []
+    return "\n".join(lines).rstrip()
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text).replace("Δ", r"$\Delta$").replace("†", r"$^\dagger$")
+
+
+def render_latex(comparison: Comparison, digits: int = 4, by: str = "dataset") -> str:
+    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); the best value of each row is bold."""
+    header, body, avg = _grid(comparison, digits, by, lambda t: f"\x00{t}\x01")
+
+    def cell(text: str) -> str:
+        escaped = _latex_escape(text.replace("–", "--"))
+        return escaped.replace("\x00", r"\textbf{").replace("\x01", "}")
+
+    lines = [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule",
+             " & ".join(cell(h) for h in header) + r" \\", r"\midrule"]
+    lines += [" & ".join(cell(c) for c in row) + r" \\" for row in body]
+    if avg:
+        lines += [r"\midrule", " & ".join(cell(c) for c in avg) + r" \\"]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines)
+
+
+def render_csv(comparison: Comparison, by: str = "dataset") -> str:
+    """The plain pivot, unrounded."""
+    rows = comparison.to_rows()
+    buffer = io.StringIO()
+    if by == "model":
+        columns = [r["dataset"] for r in rows]
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["model", *columns])
+        for column in comparison.columns:
+            writer.writerow([column, *("" if r[column] is None else repr(r[column]) for r in rows)])
+    else:
+        writer = csv.DictWriter(buffer, fieldnames=["dataset", *comparison.columns], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in r.items()}
+                         for r in rows)
+    return buffer.getvalue()
+
+
+def render_json(comparison: Comparison) -> str:
+    """Rows, average, marks and notes as JSON (unrounded)."""
+    average, n_shared = comparison.average()
+    return json.dumps({
+        "metric": comparison.metric, "columns": comparison.columns, "rows": comparison.to_rows(),
+        "average": average, "average_over": n_shared,
+        "significant": [{"dataset": d, "model": m} for (d, m) in comparison.marks], "notes": comparison.notes,
+    }, indent=2, ensure_ascii=False)
+
+
+RENDERERS = {"markdown", "latex", "csv", "json"}
+
+
+def render(comparison: Comparison, fmt: str = "markdown", digits: int = 4, by: str = "dataset") -> str:
+    """Render in one of `RENDERERS`."""
+    if fmt == "markdown":
+        return render_markdown(comparison, digits, by)
+    if fmt == "latex":
+        return render_latex(comparison, digits, by)
+    if fmt == "csv":
+        return render_csv(comparison, by)
+    if fmt == "json":
+        return render_json(comparison)
+    raise HarnessError(f"unknown format {fmt!r}; use one of {', '.join(sorted(RENDERERS))}")
+
+
+def write_text(text: str, path: str | Path) -> None:
+    """Write a rendered report atomically."""
+    with atomic_writer(path) as handle:
+        handle.write(text if text.endswith("\n") else text + "\n")
+
+
+# --------------------------------------------------------------------------- reproduction check
+
+
+@dataclass(frozen=True)
+class Check:
+    """One result against the published figure it should reproduce."""
+
+    dataset: str
+    model: str
+    variant: str
+    published: float
+    ours: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return abs(self.ours - self.published) <= self.tolerance + 1e-12
+
+
+def check_published(results: list[dict[str, Any]], metric: str = "nDCG@10", tolerance: float = 0.003,
+                    split: str | None = None) -> list[Check]:
+    """Compare each result having a published counterpart (same dataset, split and system) with it.
+
+    CQADupStack forums are averaged first, as in the table.
+    """
+    comparison = build_comparison(results, metric, split)
+    checks = []
+    for (dataset, model), cell in sorted(comparison.cells.items()):
+        spec = registry.lookup(dataset)
+        row = published.reproduced(dataset, split or (spec.eval_split if spec else "test"), model)
+        if row is not None and metric in row.values and cell.value is not None:
+            checks.append(Check(dataset, model, row.variant, row.values[metric], cell.value, tolerance))
+    return checks
+
+
+def format_checks(checks: Sequence[Check], metric: str, digits: int = 4) -> str:
+    """One line per check, pyserini-2CR style: OK or OFF."""
+    lines = [f"{'dataset':<17} {'model':<40} {'published':>9} {'ours':>9} {'delta':>9}  status  ({metric})"]
+    for c in checks:
+        lines.append(f"{c.dataset:<17} {c.model:<40} {c.published:>9.{digits}f} {c.ours:>9.{digits}f} "
+                     f"{c.ours - c.published:>+9.{digits}f}  {'OK' if c.ok else 'OFF'}     {c.variant}")
+    off = sum(not c.ok for c in checks)
+    lines.append(f"{len(checks)} checked, {len(checks) - off} OK, {off} off (tolerance {checks[0].tolerance:g})"
+                 if checks else "nothing to check: no result has a published counterpart for this metric")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def plot_comparison(comparison: Comparison, path: str | Path, rounds: int = 1000) -> None:
+    """A grouped bar chart (one group per dataset, one bar per model) with 95% bootstrap CIs, as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    datasets, models = comparison.datasets, comparison.models
+    width = 0.8 / max(1, len(models))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(datasets) * max(1, len(models)) ** 0.5 + 2), 4.5), dpi=150)
+    x = np.arange(len(datasets))
+    for i, model in enumerate(models):
+        heights, lower, upper = [], [], []
+        for dataset in datasets:
+            cell = comparison.cells.get((dataset, model))
+            value = cell.value if cell and cell.value is not None else float("nan")
+            low, high = bootstrap_ci(list(cell.per_query.values()), rounds) if cell and cell.per_query \
+                else (value, value)
+            heights.append(value)
+            lower.append(max(0.0, value - low) if cell else 0.0)
+            upper.append(max(0.0, high - value) if cell else 0.0)
+        ax.bar(x + (i - (len(models) - 1) / 2) * width, heights, width, yerr=[lower, upper], capsize=3,
+               label=model.rsplit("/", 1)[-1])
+    ax.set_xticks(x, datasets, rotation=20 if len(datasets) > 4 else 0, ha="right" if len(datasets) > 4 else "center")
+    ax.set_ylabel(comparison.metric)
+    ax.set_ylim(0, 1)
+    ax.set_title(f"{comparison.metric} by dataset (error bars: 95% bootstrap CI over queries)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    with atomic_writer(path, "wb") as handle:
+        handle.write(buffer.getvalue())
+
+
+# --------------------------------------------------------------------------- paired comparison
+
+
+def compare_results(first: dict[str, Any], second: dict[str, Any], metrics: Sequence[str] | None = None,
+                    rounds: int = DEFAULT_ROUNDS, seed: int = 0) -> list:
+    """Paired tests of `second` against `first` for each shared metric (see `harness.significance`).
+
+    Raises:
+        HarnessError: Different datasets, splits or qrels.
+    """
+    from harness.significance import compare_metric
+
+    for key in ("dataset", "split"):
+        if first[key] != second[key]:
+            raise HarnessError(f"the results are on different {key}s ({first[key]} vs {second[key]}); "
+                               "compare results of the same dataset and split")
+    qrels_a, qrels_b = first.get("fingerprints", {}).get("qrels"), second.get("fingerprints", {}).get("qrels")
+    if qrels_a and qrels_b and qrels_a != qrels_b:
+        raise HarnessError("the results were scored against different qrels files (fingerprints differ)")
+    names = [m for m in first["metrics"] if m in second["metrics"]] if metrics is None else list(metrics)
+    tests = []
+    for metric in names:
+        if metric not in first["metrics"] or metric not in second["metrics"]:
+            raise HarnessError(f"{metric} is not in both results")
+        per_a = {q: v[metric] for q, v in first["per_query"].items()}
+        per_b = {q: v[metric] for q, v in second["per_query"].items()}
+        tests.append(compare_metric(metric, per_a, per_b, rounds, seed))
+    return tests
+
+
+def format_compare(first: dict[str, Any], second: dict[str, Any], tests: Sequence, alpha: float = 0.05) -> str:
+    """A table: metric, A, B, B − A, p (t-test), p (randomization), wins/ties/losses."""
+    lines = [f"A = {first['model']}  ({first['_path']})", f"B = {second['model']}  ({second['_path']})",
+             f"{first['dataset']} [{first['split']}], {tests[0].n_queries if tests else 0} judged queries; "
+             f"* p < {alpha} in both tests", "",
+             f"{'metric':<11} {'A':>8} {'B':>8} {'B - A':>8} {'p t-test':>9} {'p random':>9}  wins/ties/losses"]
+    for t in tests:
+        star = "*" if t.p_t_test < alpha and t.p_randomization < alpha else " "
+        lines.append(f"{t.metric:<11} {t.mean_a:>8.4f} {t.mean_b:>8.4f} {t.difference:>+8.4f} {t.p_t_test:>9.4f} "
+                     f"{t.p_randomization:>9.4f}{star} {t.wins}/{t.ties}/{t.losses}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- per-query analysis
+
+
+def _run_path(result: dict[str, Any]) -> Path:
+    return Path(result["_path"]).with_name(f"{Path(result['_path']).stem}.run.trec")
+
+
+def inspect_results(results: Sequence[dict[str, Any]], worst: int = 10, metric: str = "nDCG@10",
+                    depth: int = 5) -> str:
+    """The worst queries of one result (or, for two, the queries where they differ most).
+
+    Each query is shown with its text, its judged documents and grades, and the top `depth`
+    retrieved documents with score, grade and title. Reads the dataset folder recorded in the
+    result (for texts and titles) and the run file beside the result.
+
+    Raises:
+        HarnessError: The dataset folder or the run file is gone, or the metric is missing.
+    """
+    from harness.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
+
+    first = results[0]
+    for result in results:
+        if metric not in result["metrics"]:
+            raise HarnessError(f"{result['_path']}: no {metric} (use --metric with one of {', '.join(result['metrics'])})")
+    folder = locate_beir_folder(first["config"]["dataset_path"], first["split"])
+    runs = []
+    for result in results:
+        path = _run_path(result)
+        if not path.is_file():
+            raise HarnessError(f"{path}: the run file beside the result is missing")
+        runs.append(read_run(path))
+    values = [{q: v[metric] for q, v in r["per_query"].items()} for r in results]
+    if len(results) == 1:
+        chosen = sorted(values[0], key=lambda q: (values[0][q], q))[:worst]
+        title = f"{len(chosen)} worst queries by {metric} ({first['model']}, {first['dataset']} [{first['split']}])"
+    else:
+        shared = set(values[0]) & set(values[1])
+        chosen = sorted(shared, key=lambda q: (-abs(values[1][q] - values[0][q]), q))[:worst]
+        title = (f"{len(chosen)} queries where {results[1]['model']} and {first['model']} differ most on {metric} "
+                 f"({first['dataset']} [{first['split']}])")
+    qrels = read_qrels(folder.qrels)
+    texts = {q.query_id: q.text for q in iter_queries(folder.queries) if q.query_id in set(chosen)}
+    needed = {d for q in chosen for d in qrels.get(q, {})} | {
+        hit.doc_id for run in runs for q in chosen for hit in run.get(q, ())[:depth]}
+    titles = {}
+    for doc in iter_corpus(folder.corpus):
+        if doc.doc_id in needed:
+            titles[doc.doc_id] = (doc.title or doc.text)[:70]
+    lines = [title, ""]
+    for query_id in chosen:
+        scores = "  ".join(f"{r['model'].rsplit('/', 1)[-1]} {v.get(query_id, 0.0):.4f}" for r, v in zip(results, values))
+        lines.append(f"{query_id}: {texts.get(query_id, '?')[:100]}")
+        lines.append(f"  {metric}: {scores}")
+        judged = sorted(qrels.get(query_id, {}).items(), key=lambda item: (-item[1], item[0]))
+        lines.append("  judged: " + ", ".join(f"{d} ({g})" for d, g in judged[:10])
+                     + (f" and {len(judged) - 10} more" if len(judged) > 10 else ""))
+        for result, run in zip(results, runs):
+            lines.append(f"  top {depth} of {result['model'].rsplit('/', 1)[-1]}:")
+            for rank, hit in enumerate(run.get(query_id, ())[:depth], start=1):
+                grade = qrels.get(query_id, {}).get(hit.doc_id)
+                mark = f"grade {grade}" if grade is not None else "unjudged"
+                lines.append(f"    {rank}. {hit.doc_id:<14} {hit.score:8.4f}  {mark:<9} {titles.get(hit.doc_id, '')}")
+        lines.append("")
+    return "\n".join(lines).rstrip()

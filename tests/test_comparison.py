@@ -1,0 +1,200 @@
+"""report, compare and inspect on fixture results: table shape, averages, golden Markdown/LaTeX,
+CQADupStack averaging, published columns, reproduction checks, significance marks, the plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness import published
+from harness.cli import cli
+from harness.comparison import build_comparison, check_published, load_results, render
+from harness.errors import HarnessError
+
+GOLDEN = Path(__file__).parent / "data" / "golden"
+
+
+def write_result(root: Path, dataset: str, model: str, per_query: dict[str, float], split: str = "test",
+                 metric: str = "nDCG@10", extra: dict | None = None) -> Path:
+    """A minimal result file as `evaluate` writes it."""
+    from harness.report import model_slug
+
+    path = root / model_slug(dataset) / model_slug(model) / f"{split}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mean = sum(per_query.values()) / len(per_query)
+    data = {"dataset": dataset, "split": split, "model": model, "metrics": {metric: mean},
+            "per_query": {q: {metric: v} for q, v in per_query.items()}, "n_queries": len(per_query),
+            "config": {}, "fingerprints": {"qrels": "same"}, "created": "2026-11-30T00:00:00+00:00"}
+    data.update(extra or {})
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    root = tmp_path / "results"
+    write_result(root, "scifact", "model-a", {"1": 0.5, "2": 0.7, "3": 0.9})
+    write_result(root, "scifact", "model-b", {"1": 0.6, "2": 0.8, "3": 1.0})
+    write_result(root, "nfcorpus", "model-a", {"1": 0.2, "2": 0.4})
+    write_result(root, "nfcorpus", "model-b", {"1": 0.3, "2": 0.1})
+    write_result(root, "my-set", "model-a", {"x": 1.0})  # only one model: not in the average
+    write_result(root, "scifact", "model-a", {"1": 0.0, "2": 0.0, "3": 0.0}, split="train")  # other split
+    return root
+
+
+def test_table_shape_order_and_average(results):
+    comparison = build_comparison(load_results([results]))
+    assert comparison.datasets == ["nfcorpus", "scifact", "my-set"]  # registry order, then others
+    assert comparison.models == ["model-a", "model-b"]
+    assert comparison.value("scifact", "model-a") == pytest.approx(0.7)  # the test split, not train
+    assert comparison.value("my-set", "model-b") is None
+    average, shared = comparison.average()
+    assert shared == 2
+    assert average["model-a"] == pytest.approx((0.3 + 0.7) / 2)
+    assert average["model-b"] == pytest.approx((0.2 + 0.8) / 2)
+    assert comparison.best("nfcorpus") == {"model-a"} and comparison.best("scifact") == {"model-b"}
+
+
+@pytest.mark.parametrize(("fmt", "by", "golden"), [
+    ("markdown", "dataset", "table.md"),
+    ("latex", "dataset", "table.tex"),
+    ("markdown", "model", "table-by-model.md"),
+])
+def test_golden_renderings(results, fmt, by, golden):
+    text = render(build_comparison(load_results([results])), fmt, digits=3, by=by)
+    assert text + "\n" == (GOLDEN / golden).read_text()
+
+
+def test_csv_is_the_unrounded_pivot(results):
+    text = render(build_comparison(load_results([results])), "csv")
+    lines = text.splitlines()
+    assert lines[0] == "dataset,model-a,model-b"
+    assert lines[1].startswith("nfcorpus,0.30000000000000004,0.2") or lines[1].startswith("nfcorpus,0.3,")
+    assert lines[3] == "my-set,1.0,"
+    data = json.loads(render(build_comparison(load_results([results])), "json"))
+    assert data["average_over"] == 2 and data["rows"][0]["dataset"] == "nfcorpus"
+
+
+def test_cqadupstack_is_the_mean_of_its_forums(tmp_path):
+    root = tmp_path / "r"
+    forums = published.registry.get("cqadupstack").subsets if hasattr(published, "registry") else None
+    from harness import registry
+
+    forums = registry.get("cqadupstack").subsets
+    for i, forum in enumerate(forums):
+        write_result(root, f"cqadupstack/{forum}", "m", {"q1": i / 20, "q2": i / 20 + 0.1})
+    comparison = build_comparison(load_results([root]))
+    assert comparison.datasets == ["cqadupstack"]
+    assert comparison.value("cqadupstack", "m") == pytest.approx(sum(i / 20 + 0.05 for i in range(12)) / 12)
+    assert len(comparison.cells[("cqadupstack", "m")].per_query) == 24
+    (root / "cqadupstack__tex").rename(tmp_path / "moved")
+    write_result(root, "scifact", "m", {"1": 0.5})
+    comparison = build_comparison(load_results([root]))
+    assert ("cqadupstack", "m") not in comparison.cells
+    assert "11 of 12 forums (missing tex)" in comparison.notes[0]
+
+
+def test_published_columns_and_deltas(tmp_path):
+    root = tmp_path / "r"
+    write_result(root, "scifact", "bm25", {"1": 0.6789})
+    write_result(root, "scifact", "all-MiniLM-L6-v2", {"1": 0.64508})
+    comparison = build_comparison(load_results([root]), with_published=True)
+    assert "bm25 · pyserini BM25 flat" in comparison.published_columns
+    assert "all-MiniLM-L6-v2 · MTEB" in comparison.published_columns
+    assert comparison.value("scifact", "Δ bm25") == pytest.approx(0.0)
+    assert comparison.value("scifact", "Δ all-MiniLM-L6-v2") == pytest.approx(0.0)
+    assert any("pyserini/2cr/beir.yaml" in note for note in comparison.notes)
+
+
+def test_reproduced_variant_and_alias():
+    assert published.reproduced("scifact", "test", "bm25").variant == "pyserini BM25 flat"
+    assert published.reproduced("scifact", "test", "all-MiniLM-L6-v2").values["nDCG@10"] == 0.64508
+    assert published.reproduced("scifact", "test", "my-model") is None
+    assert published.reproduced("msmarco", "dev", "sentence-transformers/all-MiniLM-L6-v2") is not None
+
+
+@pytest.mark.parametrize(("value", "code", "status"), [(0.6789, 0, "OK"), (0.6780, 0, "OK"), (0.60, 1, "OFF")])
+def test_check_published_exit_codes(tmp_path, value, code, status):
+    root = tmp_path / "r"
+    write_result(root, "scifact", "bm25", {"1": value})
+    result = CliRunner().invoke(cli, ["report", str(root), "--check-published"])
+    assert result.exit_code == code, result.output
+    assert f" {status} " in result.stdout
+
+
+def test_check_published_with_nothing_to_check_fails(results):
+    result = CliRunner().invoke(cli, ["report", str(results), "--check-published"])
+    assert result.exit_code == 1 and "nothing to check" in result.stdout
+    assert check_published(load_results([results])) == []
+
+
+def test_significance_marks(tmp_path):
+    root = tmp_path / "r"
+    base = {str(i): 0.3 + (i % 7) / 20 for i in range(60)}
+    write_result(root, "scifact", "base", base)
+    write_result(root, "scifact", "better", {q: v + 0.2 for q, v in base.items()})
+    write_result(root, "scifact", "same", dict(base))
+    write_result(root, "nfcorpus", "base", base)
+    write_result(root, "nfcorpus", "better", {q: v + (0.01 if int(q) % 2 else -0.01) for q, v in base.items()})
+    comparison = build_comparison(load_results([root]), significance="base", rounds=2000)
+    assert comparison.marks == {("scifact", "better"): "†"}
+    assert "holm correction" in comparison.notes[-1]
+    with pytest.raises(HarnessError, match="baseline 'nope' is not among the models"):
+        build_comparison(load_results([root]), significance="nope")
+
+
+def test_report_cli_formats_out_and_plot(results, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "table.tex"
+    result = runner.invoke(cli, ["report", str(results), "--format", "latex", "--out", str(out)])
+    assert result.exit_code == 0 and out.read_text().startswith("\\begin{tabular}")
+    plot = tmp_path / "plot.png"
+    result = runner.invoke(cli, ["report", str(results), "--plot", str(plot)])
+    assert result.exit_code == 0, result.stderr
+    data = plot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and 10_000 < len(data) < 2_000_000
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert 600 <= width <= 3000 and 400 <= height <= 2000
+    result = runner.invoke(cli, ["report", str(results), "--metric", "Recall@100"])
+    assert result.exit_code == 1 and "no result has Recall@100" in result.stderr
+    result = runner.invoke(cli, ["report", str(tmp_path / "missing")])
+    assert result.exit_code == 1 and "no such file or folder" in result.stderr
+    for command in (["report"], ["compare"], ["inspect"]):
+        assert "Example:" in runner.invoke(cli, [*command, "--help"]).stdout
+
+
+def test_compare_cli(tmp_path):
+    root = tmp_path / "r"
+    a = write_result(root, "scifact", "a", {str(i): 0.5 for i in range(30)})
+    b = write_result(root, "scifact", "b", {str(i): 0.5 + (0.1 if i % 3 else 0.0) for i in range(30)})
+    result = CliRunner().invoke(cli, ["compare", str(a), str(b), "--rounds", "2000"])
+    assert result.exit_code == 0, result.stderr
+    line = next(row for row in result.stdout.splitlines() if row.startswith("nDCG@10"))
+    assert "+0.0667" in line and line.endswith("20/10/0") and "*" in line
+    data = json.loads(CliRunner().invoke(cli, ["compare", str(a), str(a), "--json"]).stdout)
+    assert data[0]["p_t_test"] == 1.0 and data[0]["p_randomization"] == 1.0
+    other = write_result(root, "nfcorpus", "b", {"1": 0.1})
+    result = CliRunner().invoke(cli, ["compare", str(a), str(other)])
+    assert result.exit_code == 1 and "different datasets" in result.stderr
+
+
+def test_inspect_cli_on_a_real_evaluation(tiny_beir, tmp_path, monkeypatch, fake_encoder):
+    import harness.pipeline
+
+    monkeypatch.setattr(harness.pipeline, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    runner = CliRunner()
+    out = tmp_path / "res"
+    assert runner.invoke(cli, ["evaluate", str(tiny_beir), "--output-dir", str(out), "--no-cache"]).exit_code == 0
+    assert runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(out)]).exit_code == 0
+    dense, sparse = out / "tiny" / "fake-bow" / "test.json", out / "tiny" / "bm25" / "test.json"
+    result = runner.invoke(cli, ["inspect", str(sparse), "--worst", "1", "--depth", "2"])
+    assert result.exit_code == 0, result.stderr
+    assert "q3: zucchini" in result.stdout and "judged: d5 (1)" in result.stdout
+    result = runner.invoke(cli, ["inspect", str(sparse), str(dense), "--worst", "2"])
+    assert result.exit_code == 0 and "differ most" in result.stdout and "top 5 of fake-bow:" in result.stdout
+    (out / "tiny" / "bm25" / "test.run.trec").unlink()
+    result = runner.invoke(cli, ["inspect", str(sparse)])
+    assert result.exit_code == 1 and "run file beside the result is missing" in result.stderr
