@@ -344,7 +344,8 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
                            + _suggestion(name))
     if spec.subsets and subset not in spec.subsets:
         raise DatasetError(f"{name} is {len(spec.subsets)} separate forums; evaluate one, e.g. "
-                           f"{name}/{spec.subsets[0]} (forums: {', '.join(spec.subsets)})")
+                           f"{name}/{spec.subsets[0]}, or all of them with `beir-harness bench --datasets {name}`, "
+                           f"which also reports their mean (forums: {', '.join(spec.subsets)})")
     if subset and not spec.subsets:
         raise DatasetError(f"{name} has no sub-corpora; use {name}")
     root = data_dir(root)

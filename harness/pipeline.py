@@ -595,6 +595,14 @@ class BenchReport:
 
         rows = [[metric, *models]] + [[dataset, *(show(by_key.get((dataset, m))) for m in models)]
                                       for dataset in datasets]
+        forums = registry.get("cqadupstack").subsets
+        means = []
+        for m in models:
+            done = [by_key.get((f"cqadupstack/{forum}", m)) for forum in forums]
+            values = [c.metrics.get(metric) for c in done if c is not None and c.status != "failed"]
+            means.append(f"{sum(values) / 12:.4f}" if len(values) == 12 and None not in values else "-")
+        if any(mean != "-" for mean in means):
+            rows.append(["cqadupstack (mean of 12 forums)", *means])
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
                            for i, (cell, width) in enumerate(zip(row, widths))) for row in rows]
@@ -603,6 +611,15 @@ class BenchReport:
                      f"(already done with the same settings), {counts['failed']} failed")
         lines += [f"failed: {cell.dataset} × {cell.model}: {cell.error}" for cell in self.failed]
         return "\n".join(lines)
+
+
+def expand_datasets(datasets: list[str]) -> list[str]:
+    """Registry names with sub-corpora become their parts: ``cqadupstack`` → its 12 forums."""
+    expanded = []
+    for dataset in datasets:
+        spec = registry.lookup(dataset) if not Path(dataset).is_dir() else None
+        expanded += [f"{dataset}/{part}" for part in spec.subsets] if spec and spec.subsets else [dataset]
+    return expanded
 
 
 def _display_name(dataset: str) -> str:
@@ -631,6 +648,7 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
 
     cells: list[Cell] = []
     encoders: dict[str, Encoder] = {}
+    datasets = expand_datasets(datasets)
     total = len(models) * len(datasets)
     for dataset in datasets:
         for model in models:

@@ -68,3 +68,23 @@ def test_bench_help_and_bad_metric(grid):
     assert "Example:" in CliRunner().invoke(cli, ["bench", "--help"]).stdout
     result = _bench(datasets, out, "--metric", "BLEU@4")
     assert result.exit_code == 1 and "unknown metric 'BLEU@4'" in result.stderr
+
+
+def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monkeypatch, fake_encoder, tiny_beir):
+    from harness import registry
+
+    data = tmp_path / "data"
+    forums = registry.get("cqadupstack").subsets
+    for forum in forums:
+        shutil.copytree(tiny_beir, data / "cqadupstack" / forum)
+    (data / "cqadupstack" / ".beir-harness.json").write_text('{"name": "cqadupstack"}')
+    result = CliRunner().invoke(cli, ["-q", "bench", "--models", "bm25", "--datasets", "cqadupstack", "--data-dir",
+                                      str(data), "--output-dir", str(tmp_path / "out"), "--k", "10"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith("cqadupstack/") for line in lines) == 12
+    forum_value = next(line for line in lines if line.startswith("cqadupstack/android")).split()[-1]
+    assert next(line for line in lines if line.startswith("cqadupstack (mean of 12 forums)")).split()[-1] == forum_value
+    assert "12 cells: 12 done" in result.stdout
+    report = CliRunner().invoke(cli, ["report", str(tmp_path / "out")])
+    assert "| cqadupstack |" in report.stdout
