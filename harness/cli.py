@@ -651,6 +651,44 @@ def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int) -> N
     click.echo(inspect_results([load_results([r])[0] for r in results], worst, metric, depth))
 
 
+@cli.command()
+@click.argument("dataset")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="sentence-transformers model name or local folder.")
+@click.option("--split", default="test", show_default=True, help="Qrels split.")
+@click.option("--k", "k_values", default="1,3,5,10,100", show_default=True, callback=_k_values,
+              help="Comma-separated cutoffs.")
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1),
+              help="Texts per forward pass (both pipelines).")
+@click.option("--tolerance", type=float, default=1e-4, show_default=True,
+              help="Largest |ours - BEIR| called agreement; exit 1 above it.")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
+@click.option("--cache/--no-cache", "use_cache", default=True, show_default=True,
+              help="Let our side reuse cached embeddings (BEIR's side always encodes).")
+@click.pass_context
+def crosscheck(ctx: click.Context, dataset: str, model: str, split: str, k_values: tuple[int, ...], batch_size: int,
+               tolerance: float, data_dir: Path | None, use_cache: bool) -> None:
+    """Run BEIR's own pipeline beside ours and print both metric sets and their differences.
+
+    BEIR's side: GenericDataLoader, SentenceBERT, DenseRetrievalExactSearch (cosine),
+    EvaluateRetrieval. Self-hits are dropped on both sides, as BEIR's search always does.
+    Exit 1 if any metric differs by more than --tolerance.
+
+    Example:
+
+    \b
+        beir-harness crosscheck ../shared/data/beir/scifact
+        beir-harness crosscheck nfcorpus --model all-MiniLM-L6-v2 --k 10,100
+    """
+    from harness.crosscheck import crosscheck as run
+
+    result = run(dataset, model, split, k_values, batch_size, data_dir, cache=use_cache, progress=ctx.obj["progress"])
+    click.echo(result.format_text(tolerance))
+    if result.largest() > tolerance:
+        sys.exit(1)
+
+
 @cli.group()
 def cache() -> None:
     """List or clear the embedding cache.

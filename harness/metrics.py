@@ -92,9 +92,15 @@ def reciprocal_rank(ranked: Sequence[ScoredDoc], judged: Mapping[str, int], k: i
     return 0.0
 
 
-# Families computed here rather than by trec_eval: name → f(ranked, judged, k).
-_COMPUTED: dict[str, Callable[[Sequence[ScoredDoc], Mapping[str, int], int], float]] = {
-    "MRR": reciprocal_rank,
+def _mrr_at(run: Run, query_id: str, judged: Mapping[str, int], ks: Sequence[int]) -> dict[int, float]:
+    """MRR@k for every k from one pass over the query's documents (no sort; same order as trec_eval)."""
+    rank = run.first_relevant_rank(query_id, judged)
+    return {k: (1.0 / rank if rank is not None and rank <= k else 0.0) for k in ks}
+
+
+# Families computed here rather than by trec_eval: name → f(run, query_id, judged, ks) → {k: value}.
+_COMPUTED: dict[str, Callable[[Run, str, Mapping[str, int], Sequence[int]], dict[int, float]]] = {
+    "MRR": _mrr_at,
 }
 
 
@@ -177,30 +183,30 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
             raise UnknownMetricError(f"unknown metric {spec}")
     names = [str(spec) for spec in metrics]
     per_query = {query_id: dict.fromkeys(names, 0.0) for query_id in qrels}
-    judged_run = {query_id: hits for query_id, hits in run.items() if query_id in qrels}
+    judged_scores = run.trec_eval_input(qrels)
 
     by_measure: dict[str, list[MetricSpec]] = {}
     for spec in metrics:
         measure = families[spec.name].trec_eval
         if measure:
             by_measure.setdefault(measure, []).append(spec)
-    if by_measure and judged_run:
+    if by_measure and judged_scores:
         measure_strings = {f"{m}." + ",".join(str(s.k) for s in specs) for m, specs in by_measure.items()}
         evaluator = pytrec_eval.RelevanceEvaluator(qrels.to_dict(), measure_strings)
-        run_scores = {query_id: {hit.doc_id: hit.score for hit in hits} for query_id, hits in judged_run.items()}
-        for query_id, values in evaluator.evaluate(run_scores).items():
+        keys = [(str(spec), f"{measure}_{spec.k}") for measure, specs in by_measure.items() for spec in specs]
+        for query_id, values in evaluator.evaluate(judged_scores).items():
             row = per_query[query_id]
-            for measure, specs in by_measure.items():
-                for spec in specs:
-                    row[str(spec)] = values[f"{measure}_{spec.k}"]
+            for name, key in keys:
+                row[name] = values[key]
 
-    for spec in metrics:
-        compute = _COMPUTED.get(spec.name)
-        if compute is None:
+    for family, compute in _COMPUTED.items():
+        ks = [spec.k for spec in metrics if spec.name == family]
+        if not ks:
             continue
-        name = str(spec)
-        for query_id, hits in judged_run.items():
-            per_query[query_id][name] = compute(hits, qrels[query_id], spec.k)
+        for query_id in judged_scores:
+            row = per_query[query_id]
+            for k, value in compute(run, query_id, qrels[query_id], ks).items():
+                row[f"{family}@{k}"] = value
 
     n = len(qrels)
     means = {name: (sum(row[name] for row in per_query.values()) / n if n else 0.0) for name in names}
@@ -208,6 +214,6 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
         means=means,
         per_query=per_query,
         n_queries=n,
-        n_missing=sum(1 for query_id in qrels if query_id not in run),
+        n_missing=sum(1 for query_id in qrels if not judged_scores.get(query_id)),
         n_unjudged=sum(1 for query_id in run if query_id not in qrels),
     )

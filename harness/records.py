@@ -13,7 +13,6 @@ Every metric in beir-harness, including MRR, reads this one order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -109,23 +108,39 @@ class Qrels(Mapping[str, Mapping[str, int]]):
         return f"Qrels({len(self)} queries, {self.n_judgments} judgments)"
 
 
-@dataclass(frozen=True)
 class Run(Mapping[str, tuple[ScoredDoc, ...]]):
     """A retrieval run: query_id → documents ranked by the trec_eval rule.
 
-    Build one with `Run.from_scores`; the ranked lists are then fixed. A run may hold
-    queries that are not judged (they are ignored by evaluation) and may lack judged ones
-    (they score 0).
+    The run keeps each query's scores as given and ranks a query's documents only when its
+    ranked list is first asked for (then caches it): scoring with trec_eval needs the scores,
+    not the order, so large runs are never sorted needlessly. A run may hold queries that are
+    not judged (evaluation ignores them) and may lack judged ones (they score 0).
 
     Attributes:
-        ranked: query_id → ranked tuple of ScoredDoc.
         name: The run's tag (the last column of a TREC run file).
         metadata: Free-form, JSON-serialisable facts about how the run was made.
     """
 
-    ranked: Mapping[str, tuple[ScoredDoc, ...]]
-    name: str = "run"
-    metadata: Mapping[str, object] = field(default_factory=dict)
+    __slots__ = ("_scores", "_ranked", "_name", "_metadata")
+
+    def __init__(self, scores: Mapping[str, Mapping[str, float]], name: str = "run",
+                 metadata: Mapping[str, object] | None = None):
+        # Plain dicts inside (pytrec_eval takes nothing else); read-only views outside.
+        self._setup({query_id: dict(docs) for query_id, docs in scores.items()}, name, metadata)
+
+    def _setup(self, scores: dict[str, dict[str, float]], name: str, metadata: Mapping[str, object] | None) -> None:
+        self._scores = scores
+        self._ranked: dict[str, tuple[ScoredDoc, ...]] = {}
+        self._name = name
+        self._metadata = MappingProxyType(dict(metadata or {}))
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def metadata(self) -> Mapping[str, object]:
+        return self._metadata
 
     @classmethod
     def from_scores(
@@ -134,41 +149,76 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
         name: str = "run",
         metadata: Mapping[str, object] | None = None,
     ) -> Run:
-        """Rank each query's scores by the trec_eval rule.
+        """A run from query_id → {doc_id: score} (or (doc_id, score) pairs with distinct doc_ids)."""
+        plain = {}
+        for query_id, docs in scores.items():
+            if isinstance(docs, Mapping):
+                plain[query_id] = dict(zip(docs, map(float, docs.values())))  # C-level loops: 1M pairs in ~0.1 s
+            else:
+                plain[query_id] = {doc_id: float(score) for doc_id, score in docs}
+        run = cls.__new__(cls)
+        run._setup(plain, name, metadata)  # already a private copy: no second copy
+        return run
 
-        Args:
-            scores: query_id → {doc_id: score} (or (doc_id, score) pairs).
-            name: The run tag.
-            metadata: Facts about the run.
-        """
-        ranked = {query_id: rank_scores(docs) for query_id, docs in scores.items()}
-        return cls(MappingProxyType(ranked), name, MappingProxyType(dict(metadata or {})))
+    @property
+    def scores(self) -> Mapping[str, Mapping[str, float]]:
+        """query_id → {doc_id: score}, read-only, unordered."""
+        return MappingProxyType({query_id: MappingProxyType(docs) for query_id, docs in self._scores.items()})
+
+    def trec_eval_input(self, query_ids: Iterable[str]) -> dict[str, dict[str, float]]:
+        """The run's own score dicts for these queries, for pytrec_eval (which only reads them)."""
+        return {query_id: self._scores[query_id] for query_id in query_ids if query_id in self._scores}
 
     def __getitem__(self, query_id: str) -> tuple[ScoredDoc, ...]:
-        return self.ranked[query_id]
+        ranked = self._ranked.get(query_id)
+        if ranked is None:
+            ranked = self._ranked[query_id] = rank_scores(self._scores[query_id])
+        return ranked
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.ranked)
+        return iter(self._scores)
 
     def __len__(self) -> int:
-        return len(self.ranked)
+        return len(self._scores)
+
+    def __contains__(self, query_id: object) -> bool:
+        return query_id in self._scores
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Run):
+            return NotImplemented
+        return (self.name, dict(self.metadata), self.to_dict()) == (other.name, dict(other.metadata), other.to_dict())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def first_relevant_rank(self, query_id: str, judged: Mapping[str, int]) -> int | None:
+        """The 1-based rank of the best-ranked document with grade ≥ 1, without sorting the list.
+
+        Rank = 1 + the number of documents ahead of it in trec_eval's order (score, then doc_id,
+        both descending). None when no relevant document was retrieved.
+        """
+        docs = self._scores.get(query_id, {})
+        relevant = [(docs[doc_id], doc_id) for doc_id, grade in judged.items() if grade >= 1 and doc_id in docs]
+        if not relevant:
+            return None
+        best_score, best_id = max(relevant)
+        higher = sum(score > best_score for score in docs.values())
+        tied_ahead = sum(1 for doc_id, score in docs.items() if score == best_score and doc_id > best_id)
+        return 1 + higher + tied_ahead
 
     def without_self_hits(self) -> Run:
         """A copy without any document whose doc_id equals its query_id."""
-        kept = {
-            query_id: tuple(hit for hit in hits if hit.doc_id != query_id)
-            for query_id, hits in self.ranked.items()
-        }
-        return Run(MappingProxyType(kept), self.name, self.metadata)
+        kept = {query_id: {d: s for d, s in docs.items() if d != query_id} for query_id, docs in self._scores.items()}
+        return Run(kept, self.name, self.metadata)
 
     def truncated(self, depth: int) -> Run:
         """A copy keeping the first `depth` documents of each ranked list."""
-        kept = {query_id: hits[:depth] for query_id, hits in self.ranked.items()}
-        return Run(MappingProxyType(kept), self.name, self.metadata)
+        kept = {query_id: {hit.doc_id: hit.score for hit in self[query_id][:depth]} for query_id in self._scores}
+        return Run(kept, self.name, self.metadata)
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """query_id → {doc_id: score}, the shape pytrec_eval and BEIR take."""
-        return {query_id: {hit.doc_id: hit.score for hit in hits} for query_id, hits in self.ranked.items()}
+        return {query_id: dict(docs) for query_id, docs in self._scores.items()}
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, {len(self)} queries)"
