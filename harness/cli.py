@@ -161,6 +161,8 @@ _RUN_OPTIONS = [
                  help="cosine (normalized vectors) or dot (raw vectors); inner-product index either way."),
     click.option("--normalize/--no-normalize", default=None,
                  help="L2-normalize embeddings [default: yes for cosine, no for dot]."),
+    click.option("--backend", type=click.Choice(["torch", "onnx", "onnx-int8"]), default="torch", show_default=True,
+                 help="Encoder runtime: torch, or ONNX Runtime fp32 / int8 (pip install 'beir-harness[onnx]')."),
     click.option("--trust-remote-code", is_flag=True,
                  help="Let the model run code from its repository (off by default)."),
     click.option("--index", "index_kind", type=click.Choice(["flat", "hnsw", "ivf", "ivfpq", "pq", "sq8"]),

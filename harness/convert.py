@@ -184,8 +184,8 @@ def _read_errors(path: Path, unit: str = "line"):
     return guard
 
 
-def _decoded_lines(path: Path, handle: IO[bytes]) -> Iterator[str]:
-    """Decode line by line, so a bad byte is reported on its own line (line endings are kept)."""
+def _raw_lines(path: Path, handle: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes with the line ending) for each line; read errors name the line."""
     guard = _read_errors(path)
     line_no = 0
     while True:
@@ -194,6 +194,13 @@ def _decoded_lines(path: Path, handle: IO[bytes]) -> Iterator[str]:
         if not raw:
             return
         line_no += 1
+        yield line_no, raw
+
+
+def _decoded_lines(path: Path, handle: IO[bytes]) -> Iterator[str]:
+    """Decode line by line, so a bad byte is reported on its own line (line endings are kept)."""
+    guard = _read_errors(path)
+    for line_no, raw in _raw_lines(path, handle):
         with guard(line_no):
             yield raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
 
@@ -233,16 +240,8 @@ def _csv_table(path: Path, lines: Iterator[str], delimiter: str) -> Table:
 
 
 def _jsonl_table(path: Path, handle: IO[bytes]) -> Table:
-    guard = _read_errors(path)
-
     def records() -> Iterator[tuple[int, dict[str, Any]]]:
-        line_no = 0
-        while True:
-            with guard(line_no + 1):
-                raw = handle.readline()
-            if not raw:
-                return
-            line_no += 1
+        for line_no, raw in _raw_lines(path, handle):
             if not raw.strip():
                 continue
             try:

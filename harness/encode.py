@@ -101,6 +101,7 @@ class SentenceTransformerEncoder:
         """What the result's config records about how texts become vectors."""
         prompts = getattr(self.model, "prompts", None) or {}
         return {
+            "backend": "torch",
             "max_seq_length": self.max_seq_length,
             "normalize": self.normalize,
             "query_prefix": self.query_prefix,

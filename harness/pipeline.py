@@ -77,6 +77,8 @@ class EvaluateConfig:
         query_prefix: Text prepended to each query before encoding (e.g. ``"query: "``).
         doc_prefix: Text prepended to each document before encoding (e.g. ``"passage: "``).
         trust_remote_code: Let the model run code from its repository.
+        backend: ``torch``, or ``onnx`` / ``onnx-int8`` to encode with ONNX Runtime
+            (`harness.onnx_backend`; needs the ``[onnx]`` extra).
     """
 
     dataset_path: Path | str
@@ -102,6 +104,7 @@ class EvaluateConfig:
     query_prefix: str = ""
     doc_prefix: str = ""
     trust_remote_code: bool = False
+    backend: str = "torch"
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ def config_hash(config: EvaluateConfig) -> str:
         "split": config.split, "k_values": sorted(set(config.k_values)), "top_k": config.top_k,
         "max_seq_length": config.max_seq_length, "ignore_identical_ids": config.ignore_identical_ids,
         "index": asdict(config.index), "normalize": config.normalize, "query_prefix": config.query_prefix,
-        "doc_prefix": config.doc_prefix, "harness": __version__,
+        "doc_prefix": config.doc_prefix, "backend": config.backend, "harness": __version__,
     }
     return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -170,6 +173,18 @@ def self_hit_policy(config: EvaluateConfig, dataset: str) -> tuple[bool, str]:
     if spec is not None:
         return spec.ignore_identical_ids, "registry"
     return False, "default"
+
+
+def load_model(config: EvaluateConfig) -> Encoder:
+    """Load `config.model` with the config's settings and backend."""
+    encoder = load_encoder(config.model, batch_size=config.batch_size, max_seq_length=config.max_seq_length,
+                           normalize=config.normalize, query_prefix=config.query_prefix,
+                           doc_prefix=config.doc_prefix, trust_remote_code=config.trust_remote_code)
+    if config.backend != "torch":
+        from harness.onnx_backend import onnx_encoder
+
+        encoder = onnx_encoder(encoder, config.backend, cache_dir(config.cache_dir, config.data_dir))
+    return encoder
 
 
 def apply_self_hit_policy(run: Run, ignore_identical_ids: bool) -> Run:
@@ -253,6 +268,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     if config.batch_size <= 0:
         raise HarnessError(f"--batch-size must be positive, got {config.batch_size}")
     config.index.check()  # before any encoding, so a typo costs nothing
+    if config.backend not in ("torch", "onnx", "onnx-int8"):
+        raise HarnessError(f"unknown backend {config.backend!r}; use torch, onnx or onnx-int8")
 
     folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
                                                  config.base_url, config.progress)
@@ -300,9 +317,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         corpus = _CorpusState(content_sha256(folder.corpus), dataset, judged, set(judged))
         model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
         if encoder is None:
-            encoder = load_encoder(config.model, batch_size=config.batch_size, max_seq_length=config.max_seq_length,
-                                   normalize=config.normalize, query_prefix=config.query_prefix,
-                                   doc_prefix=config.doc_prefix, trust_remote_code=config.trust_remote_code)
+            encoder = load_model(config)
         model_name = encoder.name
         config.index.check(getattr(encoder, "dimension", None))  # before encoding, so a bad --pq-m costs nothing
         started = timings.add("load", started)
@@ -666,10 +681,7 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
                 encoder = None
                 if model.lower() != BM25_MODEL:
                     if model not in encoders:
-                        encoders[model] = load_encoder(model, batch_size=base.batch_size,
-                                                       max_seq_length=base.max_seq_length, normalize=base.normalize,
-                                                       query_prefix=base.query_prefix, doc_prefix=base.doc_prefix,
-                                                       trust_remote_code=base.trust_remote_code)
+                        encoders[model] = load_model(config)
                     encoder = encoders[model]
                 outcome = evaluate_dataset(config, encoder=encoder)
             except HarnessError as exc:

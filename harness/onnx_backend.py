@@ -1,0 +1,197 @@
+"""An ONNX Runtime encoder: the model's transformer exported once, optionally int8-quantized.
+
+``--backend onnx`` runs the same weights in fp32 under ONNX Runtime; ``--backend onnx-int8``
+quantizes the linear layers' weights to 8 bits (``quantize_dynamic``, unsigned weights), which is
+what makes encoding faster on CPUs without VNNI. Pooling and normalization follow the
+sentence-transformers model's own modules (mean or CLS pooling, then ``Normalize`` when present or
+asked for), so the vectors are the model's vectors.
+
+The export uses ``torch.onnx.export`` (TorchScript exporter) and is cached under
+``<cache dir>/onnx/<key>/`` where the key covers the weights, the ONNX opset and the quantization; it is
+written to a temporary folder and renamed into place only when complete, so a failed export caches
+nothing. Needs the ``[onnx]`` extra: ``pip install 'beir-harness[onnx]'``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.encode import SentenceTransformerEncoder
+from harness.errors import HarnessError, MissingDependencyError
+from harness.formats import default_permissions
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+OPSET = 17
+
+
+def _onnxruntime() -> Any:
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "--backend onnx needs onnxruntime and onnx: pip install 'beir-harness[onnx]'") from exc
+    return onnxruntime
+
+
+def _modules(model: Any) -> dict[str, Any]:
+    """The model's modules by class name (the import path of these classes moved in sentence-transformers 6)."""
+    return {type(module).__name__: module for module in model}
+
+
+def _pooling(model: Any) -> str:
+    pooling = _modules(model).get("Pooling")
+    if pooling is None:
+        raise HarnessError("the ONNX backend needs a sentence-transformers model with a Pooling module")
+    mode = getattr(pooling, "pooling_mode", None)  # sentence-transformers ≥ 6: one string
+    if not isinstance(mode, str):
+        mode = "mean" if getattr(pooling, "pooling_mode_mean_tokens", False) else \
+            "cls" if getattr(pooling, "pooling_mode_cls_token", False) else "other"
+    if mode not in ("mean", "cls"):
+        raise HarnessError(f"the ONNX backend supports mean or CLS pooling, not {mode!r}; use --backend torch")
+    if getattr(pooling, "include_prompt", True) is False:
+        raise HarnessError("the ONNX backend pools over every token; this model excludes its prompt from pooling "
+                           "(include_prompt=False); use --backend torch")
+    return mode
+
+
+def export(model: Any, folder: Path, quantize: bool) -> Path:
+    """Export the model's transformer to ``folder/model.onnx`` (atomically), int8 if `quantize`.
+
+    Raises:
+        HarnessError: The export or the quantization failed; nothing is left in `folder`.
+    """
+    import torch
+
+    _onnxruntime()
+    target = folder / "model.onnx"
+    if target.is_file():
+        return target
+    transformer = model[0].auto_model
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.export-", dir=folder.parent))
+    try:
+        tokens = model.tokenizer(["an example", "a longer example sentence"], padding=True, return_tensors="pt")
+        names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in tokens]
+
+        class Named(torch.nn.Module):
+            # The exporter passes inputs by position; the transformer takes them by name.
+            def __init__(self):
+                super().__init__()
+                self.transformer = transformer
+
+            def forward(self, *inputs):
+                return self.transformer(**dict(zip(names, inputs)), return_dict=True).last_hidden_state
+
+        fp32 = staging / "fp32.onnx"
+        with torch.no_grad(), warnings.catch_warnings():
+            # The TorchScript exporter's deprecation and tracer notices are not the user's to act on;
+            # the test suite checks the exported graph against torch instead.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                Named().eval(), tuple(tokens[name] for name in names), str(fp32), input_names=names,
+                output_names=["last_hidden_state"], opset_version=OPSET, dynamo=False,
+                dynamic_axes={**{name: {0: "batch", 1: "sequence"} for name in names},
+                              "last_hidden_state": {0: "batch", 1: "sequence"}},
+            )
+        if quantize:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            quantize_dynamic(str(fp32), str(staging / "model.onnx"), weight_type=QuantType.QUInt8)
+            fp32.unlink()
+        else:
+            fp32.rename(staging / "model.onnx")
+        default_permissions(staging, folder=True)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.rename(staging, folder)
+    except HarnessError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    except Exception as exc:  # noqa: BLE001 - the exporter raises many unrelated types
+        shutil.rmtree(staging, ignore_errors=True)
+        raise HarnessError(f"ONNX export of the model failed ({type(exc).__name__}: {str(exc)[:200]}); "
+                           "use --backend torch") from exc
+    return target
+
+
+@dataclass
+class OnnxEncoder(SentenceTransformerEncoder):
+    """Encodes with ONNX Runtime; same interface and same vectors (to float tolerance) as torch.
+
+    The sentence-transformers model is kept for its tokenizer, pooling, prompts and settings.
+    """
+
+    session: Any = None
+    backend: str = "onnx"
+    torch_fingerprint: dict[str, Any] = field(default_factory=dict)
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "backend": self.backend}
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**self.torch_fingerprint, **self.settings(), "onnx_opset": OPSET}
+
+    def _encode(self, texts: Sequence[str], prefix: str, prompt_name: str | None) -> np.ndarray:
+        import numpy as np
+
+        # A model prompt is a prefix too (what sentence-transformers prepends for prompt_name).
+        prefix = prefix or (getattr(self.model, "prompts", None) or {}).get(prompt_name or "", "")
+        texts = [prefix + text for text in texts] if prefix else list(texts)
+        outputs = []
+        pooling = _pooling(self.model)
+        normalize = self.normalize or "Normalize" in _modules(self.model)
+        inputs = {i.name for i in self.session.get_inputs()}
+        for start in range(0, len(texts), self.batch_size):
+            batch = self.model.tokenizer(texts[start:start + self.batch_size], padding=True, truncation=True,
+                                         max_length=self.max_seq_length, return_tensors="np")
+            feed = {name: value.astype(np.int64) for name, value in batch.items() if name in inputs}
+            hidden = self.session.run(["last_hidden_state"], feed)[0]
+            if pooling == "mean":
+                mask = batch["attention_mask"][..., None].astype(np.float32)
+                vectors = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+            else:
+                vectors = hidden[:, 0]
+            if normalize:
+                vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+            outputs.append(vectors.astype(np.float32))
+        return np.concatenate(outputs) if outputs else np.zeros((0, self.dimension or 0), np.float32)
+
+
+def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path) -> OnnxEncoder:
+    """Wrap a loaded `SentenceTransformerEncoder` into an ONNX Runtime encoder (exporting once).
+
+    Raises:
+        MissingDependencyError: onnxruntime/onnx are not installed.
+        HarnessError: Unknown backend or a failed export.
+    """
+    if backend not in BACKENDS[1:]:
+        raise HarnessError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    ort = _onnxruntime()
+    from harness.cache import content_key
+
+    fingerprint = torch_encoder.fingerprint()
+    key = content_key({"weights": fingerprint["weights_sha256"], "opset": OPSET, "backend": backend})
+    path = export(torch_encoder.model, cache_root / "onnx" / key, quantize=backend == "onnx-int8")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    logger.info("%s backend: %s", backend, path)
+    return OnnxEncoder(
+        torch_encoder.name, torch_encoder.model, batch_size=torch_encoder.batch_size, normalize=torch_encoder.normalize,
+        query_prefix=torch_encoder.query_prefix, doc_prefix=torch_encoder.doc_prefix,
+        query_prompt_name=torch_encoder.query_prompt_name, doc_prompt_name=torch_encoder.doc_prompt_name,
+        session=session, backend=backend, torch_fingerprint={k: v for k, v in fingerprint.items()
+                                                             if k not in torch_encoder.settings()})

@@ -1,0 +1,91 @@
+"""The ONNX Runtime backend: fp32 matches torch, int8 stays close, exports are cached, errors are clear."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.errors import MissingDependencyError
+
+TEXTS = ["Wireless earbuds with noise cancellation", "a budget laptop for students",
+         "Over-ear headphones built for long flights, with active noise cancelling and a long battery life " * 3]
+
+
+@pytest.fixture(scope="module")
+def encoders(tmp_path_factory, default_encoder):
+    pytest.importorskip("onnxruntime")
+    from harness.onnx_backend import onnx_encoder
+
+    root = tmp_path_factory.mktemp("onnx-cache")
+    return root, onnx_encoder(default_encoder, "onnx", root), onnx_encoder(default_encoder, "onnx-int8", root)
+
+
+def test_fp32_onnx_matches_torch(encoders, default_encoder):
+    _, fp32, _ = encoders
+    np.testing.assert_allclose(fp32.encode_docs(TEXTS), default_encoder.encode_docs(TEXTS), atol=1e-5)
+    np.testing.assert_allclose(fp32.encode_queries(TEXTS[:1]), default_encoder.encode_queries(TEXTS[:1]), atol=1e-5)
+
+
+def test_int8_is_close_and_normalized(encoders, default_encoder):
+    _, _, int8 = encoders
+    vectors, reference = int8.encode_docs(TEXTS), default_encoder.encode_docs(TEXTS)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert (vectors * reference).sum(axis=1).min() > 0.95  # cosine to the fp32 vectors
+
+
+def test_exports_are_cached_and_keyed_by_backend(encoders, default_encoder):
+    root, fp32, int8 = encoders
+    exports = sorted(p.parent.name for p in (root / "onnx").glob("*/model.onnx"))
+    assert len(exports) == 2
+    assert fp32.fingerprint() != int8.fingerprint() != default_encoder.fingerprint()
+    assert fp32.settings()["backend"] == "onnx" and int8.settings()["backend"] == "onnx-int8"
+
+
+def test_evaluate_with_the_onnx_backend(encoders, tiny_beir, tmp_path, monkeypatch, default_encoder):
+    import harness.pipeline
+
+    root, _, _ = encoders
+    monkeypatch.setattr(harness.pipeline, "load_encoder", lambda *args, **kwargs: default_encoder)
+    runs = {}
+    for backend in ("torch", "onnx"):
+        result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--backend", backend, "--json",
+                                          "--cache-dir", str(root), "--output-dir", str(tmp_path / backend)])
+        assert result.exit_code == 0, result.stderr
+        runs[backend] = result.stdout
+    import json
+
+    torch_result, onnx_result = (json.loads(runs[b]) for b in ("torch", "onnx"))
+    assert onnx_result["config"]["backend"] == "onnx"
+    assert onnx_result["metrics"] == pytest.approx(torch_result["metrics"], abs=1e-9)
+
+
+def test_missing_extra_is_one_line(monkeypatch, tiny_beir, tmp_path):
+    import harness.onnx_backend
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[onnx\]'"):
+        harness.onnx_backend._onnxruntime()
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--backend", "onnx", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: --backend onnx needs onnxruntime")
+
+
+def test_failed_export_caches_nothing(tmp_path, default_encoder, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    import torch
+
+    from harness.errors import HarnessError
+    from harness.onnx_backend import export
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("exporter exploded")
+
+    monkeypatch.setattr(torch.onnx, "export", broken)
+    with pytest.raises(HarnessError, match="ONNX export of the model failed .*exporter exploded"):
+        export(default_encoder.model, tmp_path / "onnx" / "key", quantize=False)
+    assert not (tmp_path / "onnx" / "key").exists()
+    assert list((tmp_path / "onnx").iterdir()) == []
