@@ -237,3 +237,43 @@ def clear_entries(root: Path, model: str | None = None, dataset: str | None = No
         shutil.rmtree(entry["path"], ignore_errors=True)
         removed.append(entry)
     return removed
+
+
+def model_files_key(source: str, settings: Mapping[str, Any]) -> str | None:
+    """A cheap key for a model as it lies on disk: its files' names, sizes and mtimes, plus `settings`.
+
+    Works for a local model folder, or a hub id already in the Hugging Face cache; None otherwise.
+    Used to remember a model's (expensive) weight fingerprint between runs, so that a run whose
+    embeddings are all cached needs no model at all.
+    """
+    folder = Path(source)
+    if not folder.is_dir():
+        try:
+            from huggingface_hub import snapshot_download
+
+            folder = Path(snapshot_download(source, local_files_only=True))
+        except Exception:  # noqa: BLE001 - not cached, not a hub id, or no huggingface_hub: no shortcut
+            return None
+    entries = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        stat = path.stat()
+        entries.append([path.relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns])
+    if not entries:
+        return None
+    return content_key({"folder": str(folder.resolve()), "files": entries, "settings": dict(settings)})
+
+
+def recall_fingerprint(root: Path, key: str) -> dict[str, Any] | None:
+    """A model fingerprint remembered under `key`, or None."""
+    try:
+        return json.loads((root / "models" / f"{key}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def remember_fingerprint(root: Path, key: str, fingerprint: Mapping[str, Any]) -> None:
+    """Remember a model fingerprint (best effort: an unwritable cache only costs the shortcut)."""
+    try:
+        write_json(dict(fingerprint), root / "models" / f"{key}.json")
+    except OutputError as exc:
+        logger.debug("cannot remember the model fingerprint: %s", exc)

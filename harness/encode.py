@@ -166,6 +166,55 @@ class SentenceTransformerEncoder:
         return self._encode(texts, self.doc_prefix, self.doc_prompt_name)
 
 
+class LazyEncoder:
+    """An encoder that loads its model only when something must actually be encoded.
+
+    It knows the model's fingerprint and settings from an earlier run (see
+    `harness.cache.recall_fingerprint`), which is all a run needs when every embedding it wants is
+    cached: such a run never imports torch or loads the weights.
+    """
+
+    def __init__(self, fingerprint: dict[str, Any], load: Callable[[], Any], dimension: int | None = None):
+        self._fingerprint = fingerprint
+        self._load = load
+        self._dimension = dimension
+        self._encoder: Any = None
+        self.name = fingerprint["name"]
+        self.normalize = fingerprint["normalize"]
+        self.max_seq_length = fingerprint.get("max_seq_length")
+        self.batch_size = fingerprint.get("batch_size", 32)
+
+    @property
+    def loaded(self) -> bool:
+        return self._encoder is not None
+
+    def _real(self) -> Any:
+        if self._encoder is None:
+            logger.info("loading the model: some embeddings are not cached")
+            self._encoder = self._load()
+            if self._encoder.fingerprint() != self._fingerprint:
+                logger.warning("the model's files changed since its fingerprint was remembered; using the new one")
+        return self._encoder
+
+    @property
+    def dimension(self) -> int | None:
+        return self._dimension if self._encoder is None else self._encoder.dimension
+
+    def fingerprint(self) -> dict[str, Any]:
+        return self._fingerprint if self._encoder is None else self._encoder.fingerprint()
+
+    def settings(self) -> dict[str, Any]:
+        keys = ("backend", "max_seq_length", "normalize", "query_prefix", "doc_prefix", "query_prompt", "doc_prompt")
+        source = self._fingerprint if self._encoder is None else self._encoder.settings()
+        return {key: source.get(key) for key in keys if key in source}
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._real().encode_queries(texts)
+
+    def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
+        return self._real().encode_docs(texts)
+
+
 def load_encoder(
     name: str = DEFAULT_MODEL,
     batch_size: int = 32,

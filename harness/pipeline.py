@@ -187,6 +187,32 @@ def load_model(config: EvaluateConfig) -> Encoder:
     return encoder
 
 
+def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
+    """The model, or — when its fingerprint is remembered — a stand-in that loads it only if needed.
+
+    The fingerprint (a hash of the weights) needs the loaded model; it is remembered under a cheap
+    key of the model's files and the settings, so a rerun whose embeddings are all cached loads
+    nothing.
+    """
+    from harness.cache import model_files_key, recall_fingerprint, remember_fingerprint
+    from harness.encode import LazyEncoder
+
+    if not config.cache:
+        return load_model(config)
+    root = cache_dir(config.cache_dir, config.data_dir)
+    settings = {"model": config.model, "max_seq_length": config.max_seq_length, "normalize": config.normalize,
+                "query_prefix": config.query_prefix, "doc_prefix": config.doc_prefix, "backend": config.backend}
+    key = model_files_key(source, settings)
+    remembered = recall_fingerprint(root, key) if key else None
+    if remembered is not None and "fingerprint" in remembered:
+        return LazyEncoder(remembered["fingerprint"], lambda: load_model(config), remembered.get("dimension"))
+    encoder = load_model(config)
+    if key is not None and hasattr(encoder, "fingerprint"):
+        remember_fingerprint(root, key, {"fingerprint": encoder.fingerprint(),
+                                         "dimension": getattr(encoder, "dimension", None)})
+    return encoder
+
+
 def apply_self_hit_policy(run: Run, ignore_identical_ids: bool) -> Run:
     """The only place the self-hit policy is applied: drop doc_id == query_id when asked.
 
@@ -317,7 +343,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         corpus = _CorpusState(content_sha256(folder.corpus), dataset, judged, set(judged))
         model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
         if encoder is None:
-            encoder = load_model(config)
+            encoder = _model_or_lazy(config, model_source)
         model_name = encoder.name
         config.index.check(getattr(encoder, "dimension", None))  # before encoding, so a bad --pq-m costs nothing
         started = timings.add("load", started)

@@ -170,3 +170,28 @@ def test_approximate_index_is_cached_and_a_damaged_one_rebuilt(tiny_beir, tmp_pa
     # Other parameters are another index.
     _run(tiny_beir, tmp_path, CachingFake(), index=IndexSpec(kind, nprobe=2, ef_search=16))
     assert len(list((tmp_path / "cache" / "indexes").glob("*.faiss"))) == 2
+
+
+def test_warm_run_needs_no_model_at_all(tiny_beir, tmp_path, monkeypatch, default_encoder):
+    loads = []
+
+    def counting_load(*args, **kwargs):
+        loads.append(args)
+        return default_encoder
+
+    monkeypatch.setattr(harness.pipeline, "load_encoder", counting_load)
+    config = {"dataset_path": tiny_beir, "output_dir": None, "progress": False, "cache_dir": tmp_path / "cache",
+              "k_values": (1, 10)}
+    cold = evaluate_dataset(EvaluateConfig(**config))
+    warm = evaluate_dataset(EvaluateConfig(**config))
+    assert len(loads) == 1  # the warm run used the remembered fingerprint and the cached vectors
+    assert warm.result.metrics == cold.result.metrics
+    assert warm.result.config["embedding_cache"] == "hit"
+    assert {k: v for k, v in warm.result.config.items() if k != "embedding_cache"} == \
+        {k: v for k, v in cold.result.config.items() if k != "embedding_cache"}
+    # New queries: the stand-in loads the model, once, to encode them.
+    with open(tiny_beir / "queries.jsonl", "a") as handle:
+        handle.write('{"_id": "q9", "text": "grape"}\n')
+    (tiny_beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq9\td5\t1\n")
+    partial = evaluate_dataset(EvaluateConfig(**config))
+    assert len(loads) == 2 and partial.result.metrics["Recall@10"] == 1.0
