@@ -523,6 +523,21 @@ class _Staging:
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def __enter__(self) -> _Staging:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is not None:  # any failure, Ctrl-C included: nothing half-made stays behind
+            self.discard()
+
+    def finish(self, summary: ConversionSummary, judgments: _Judgments, queries: _RecordWriter,
+               docs: _RecordWriter, queries_name: str, corpus_name: str, split: str) -> None:
+        """Check the judgments resolve, write the qrels, summarise, and move the folder into place."""
+        _unresolved(judgments, queries.ids, docs.ids, queries.dropped, docs.dropped, queries_name, corpus_name)
+        summary.n_judgments = write_qrels(judgments.rows(), self.root / "qrels" / f"{split}.tsv")
+        _summarize(summary, judgments, queries, docs)
+        self.commit(summary.mode, split)
+
     def commit(self, mode: str, split: str) -> None:
         try:
             if mode == "add-split":
@@ -601,8 +616,7 @@ def convert_tables(
         raise HarnessError("--corpus and --queries are required unless --split adds a split to an existing folder")
     judgments = _read_qrels_table(Path(qrels), options.columns, options.allow_negative)
     summary = ConversionSummary(str(out), options.split, mode)
-    staging = _Staging(out)
-    try:
+    with _Staging(out) as staging:
         docs = _RecordWriter("document", options.drop_empty)
         queries_writer = _RecordWriter("query", options.drop_empty)
         existing = _existing_beir_files(out) if mode == "add-split" else None
@@ -617,14 +631,8 @@ def convert_tables(
                 writer.write_table(Path(source), handle, options.columns)
             if existing is not None:
                 _require_same(kind, staging.root / name, existing[kind])
-        _unresolved(judgments, queries_writer.ids, docs.ids, queries_writer.dropped, docs.dropped,
-                    str(queries or existing["queries"]), str(corpus or existing["corpus"]))
-        summary.n_judgments = write_qrels(judgments.rows(), staging.root / "qrels" / f"{options.split}.tsv")
-        _summarize(summary, judgments, queries_writer, docs)
-        staging.commit(mode, options.split)
-    except BaseException:
-        staging.discard()
-        raise
+        staging.finish(summary, judgments, queries_writer, docs, str(queries or existing["queries"]),
+                       str(corpus or existing["corpus"]), options.split)
     return summary
 
 
@@ -735,7 +743,6 @@ def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions 
         raise OutputError(f"{out}: exists; pass --force to replace it with the eval set's folder")
     summary = ConversionSummary(str(out), options.split, mode)
     judgments = _Judgments(path, "query")
-    staging = _Staging(out)
 
     def document_error(reason: str, position: int, hint: str | None = None) -> FormatError:
         return FormatError(path, reason, position, hint, unit="document")
@@ -743,7 +750,7 @@ def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions 
     def query_error(reason: str, position: int, hint: str | None = None) -> FormatError:
         return FormatError(path, reason, position, hint, unit="query")
 
-    try:
+    with _Staging(out) as staging:
         docs = _RecordWriter("document", options.drop_empty)
         with open(staging.root / "corpus.jsonl", "w", encoding="utf-8", newline="\n") as handle:
             for index, entry in enumerate(data["documents"]):
@@ -794,11 +801,5 @@ def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions 
                             query_error, index + 1)
         if not judgments.by_pair:
             raise FormatError(path, "no query has relevant documents", hint="give each query a 'relevant' list")
-        _unresolved(judgments, queries.ids, docs.ids, queries.dropped, docs.dropped, "the queries", "the documents")
-        summary.n_judgments = write_qrels(judgments.rows(), staging.root / "qrels" / f"{options.split}.tsv")
-        _summarize(summary, judgments, queries, docs)
-        staging.commit(mode, options.split)
-    except BaseException:
-        staging.discard()
-        raise
+        staging.finish(summary, judgments, queries, docs, "the queries", "the documents", options.split)
     return summary

@@ -21,10 +21,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness import __version__, registry
+from harness.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
 from harness.datasets import resolve_dataset
 from harness.encode import DEFAULT_MODEL, Encoder, encode_corpus, load_encoder, resolve_model_source
 from harness.errors import DatasetError, HarnessError, OutputError
-from harness.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
 from harness.formats import (
     BeirFolder,
     content_sha256,
