@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, OutputError
-from harness.formats import atomic_writer, write_json
+from harness.formats import atomic_writer, remove_stale_temporaries, write_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,6 +106,8 @@ class EmbeddingEntry:
             return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            if remove_stale_temporaries(self.root):
+                logger.info("removed temporary files of an interrupted run in %s", self.root)
             if not (self.root / "key.json").is_file():
                 write_json({"format": CACHE_FORMAT, "chunk_size": chunk_size, "inputs": self.inputs,
                             "labels": self.labels}, self.root / "key.json")
@@ -247,6 +249,8 @@ def model_files_key(source: str, settings: Mapping[str, Any]) -> str | None:
     embeddings are all cached needs no model at all.
     """
     folder = Path(source)
+    if source.startswith("hash:"):
+        return None  # the hashing stand-in has no files and costs nothing to "load"
     if not folder.is_dir():
         try:
             from huggingface_hub import snapshot_download

@@ -62,7 +62,8 @@ class _Group(click.Group):
         except HarnessError as exc:
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:
-            click.echo("interrupted: nothing was written for the unfinished evaluation", err=True)
+            click.echo("interrupted: finished work is kept (cached embedding chunks, verified downloads, complete "
+                       "result files) and nothing half-written is; rerun the same command to resume", err=True)
             ctx.exit(130)
 
 
@@ -176,6 +177,8 @@ _RUN_OPTIONS = [
     click.option("--pq-m", type=int, default=48, show_default=True,
                  help="PQ sub-vectors (must divide the dimension)."),
     click.option("--pq-nbits", type=int, default=8, show_default=True, help="Bits per PQ code."),
+    click.option("--chunk-size", type=click.IntRange(min=1), default=16384, hidden=True,
+                 help="Documents encoded and cached per chunk (a killed run resumes from whole chunks)."),
 ]
 
 

@@ -166,6 +166,69 @@ class SentenceTransformerEncoder:
         return self._encode(texts, self.doc_prefix, self.doc_prompt_name)
 
 
+HASH_PREFIX = "hash:"
+
+
+@dataclass
+class HashingEncoder:
+    """A deterministic stand-in encoder for tests and scale benchmarks: hashed bag of words.
+
+    ``--model hash:DIM`` (optionally ``hash:DIM:DELAY``, seconds slept per batch, to make a run
+    slow enough to interrupt in tests). Each lowercased word adds 1 to bucket ``sha256(word) mod
+    DIM``; vectors are L2-normalized. It measures the harness, not a model: no torch is imported.
+    """
+
+    dimension: int
+    delay: float = 0.0
+    normalize: bool = True
+    batch_size: int = 32
+    max_seq_length: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{HASH_PREFIX}{self.dimension}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"name": self.name, "scheme": "sha256-bag-of-words-v1", **self.settings()}
+
+    def settings(self) -> dict[str, Any]:
+        return {"backend": "hashing", "dimension": self.dimension, "normalize": self.normalize}
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        if self.delay:
+            time.sleep(self.delay)
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                digest = hashlib.sha256(word.encode("utf-8")).digest()
+                vectors[row, int.from_bytes(digest[:8], "little") % self.dimension] += 1.0
+        if self.normalize:
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors /= np.where(norms == 0, 1.0, norms)
+        return vectors
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+
+def _hashing_encoder(name: str, batch_size: int, normalize: bool) -> HashingEncoder:
+    parts = name[len(HASH_PREFIX):].split(":")
+    try:
+        dimension = int(parts[0])
+        delay = float(parts[1]) if len(parts) > 1 else 0.0
+    except ValueError:
+        dimension, delay = 0, 0.0
+    if dimension < 1 or delay < 0 or len(parts) > 2:
+        raise ModelLoadError(f"cannot load model {name!r}: the hashing encoder is hash:DIM or hash:DIM:DELAY, "
+                             "e.g. hash:256")
+    return HashingEncoder(dimension, delay, normalize, batch_size)
+
+
 class LazyEncoder:
     """An encoder that loads its model only when something must actually be encoded.
 
@@ -241,6 +304,8 @@ def load_encoder(
         MissingDependencyError: sentence-transformers is not installed.
         ModelLoadError: The model cannot be found or loaded.
     """
+    if name.startswith(HASH_PREFIX):
+        return _hashing_encoder(name, batch_size, normalize)
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:  # pragma: no cover - a core dependency

@@ -375,7 +375,9 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO]:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # The writer's PID is in the name, so a later run can tell a killed writer's leftover
+        # (see `remove_stale_temporaries`) from a file another live process is writing right now.
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write: {exc.strerror or exc} (choose another output folder)") from exc
     try:
@@ -391,6 +393,30 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO]:
         if isinstance(exc, OSError):
             raise OutputError(f"{path}: cannot write: {exc.strerror or exc} (check free space and permissions)") from exc
         raise
+
+
+def remove_stale_temporaries(folder: str | Path) -> int:
+    """Delete temporary files left in `folder` by `atomic_writer`s whose process no longer exists.
+
+    Returns:
+        How many were removed.
+    """
+    removed = 0
+    for candidate in Path(folder).glob(".*.tmp"):
+        parts = candidate.name.rsplit(".", 3)  # ".<name>", "<pid>", "<random>", "tmp"
+        if len(parts) != 4 or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+            continue  # the writer is alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # alive, owned by someone else
+        with contextlib.suppress(OSError):
+            candidate.unlink()
+            removed += 1
+    return removed
 
 
 def write_run(run: Run, path: str | Path) -> None:

@@ -79,6 +79,7 @@ class EvaluateConfig:
         trust_remote_code: Let the model run code from its repository.
         backend: ``torch``, or ``onnx`` / ``onnx-int8`` to encode with ONNX Runtime
             (`harness.onnx_backend`; needs the ``[onnx]`` extra).
+        chunk_size: Documents encoded (and cached) per chunk; a killed run resumes from whole chunks.
     """
 
     dataset_path: Path | str
@@ -105,6 +106,7 @@ class EvaluateConfig:
     doc_prefix: str = ""
     trust_remote_code: bool = False
     backend: str = "torch"
+    chunk_size: int = 16384
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,6 @@ class Outcome:
     paths: tuple[Path, Path] | None = None
 
 
-CHUNK_SIZE = 16384  # documents per encoded (and cached) chunk
 DOC_TEXT_RULE = "(title + ' ' + text).strip()"
 
 
@@ -291,8 +292,9 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     top_k = config.top_k if config.top_k is not None else max(DEFAULT_DEPTH, k_values[-1])
     if top_k < k_values[-1]:
         raise HarnessError(f"--top-k {top_k} is smaller than the largest cutoff {k_values[-1]}; raise --top-k")
-    if config.batch_size <= 0:
-        raise HarnessError(f"--batch-size must be positive, got {config.batch_size}")
+    if config.batch_size <= 0 or config.chunk_size <= 0:
+        raise HarnessError(f"--batch-size and --chunk-size must be positive, got {config.batch_size} and "
+                           f"{config.chunk_size}")
     config.index.check()  # before any encoding, so a typo costs nothing
     if config.backend not in ("torch", "onnx", "onnx-int8"):
         raise HarnessError(f"unknown backend {config.backend!r}; use torch, onnx or onnx-int8")
@@ -470,10 +472,11 @@ def _retrieve(
     if not corpus.cached:
         reuse = None
         if entry is not None:
-            done = entry.done_chunks(CHUNK_SIZE)
-            entry.start(CHUNK_SIZE)
+            done = entry.done_chunks(config.chunk_size)
+            entry.start(config.chunk_size)
             if done:
-                logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done, CHUNK_SIZE)
+                logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done,
+                            config.chunk_size)
 
             def reuse(index_: int, doc_ids: list[str]):
                 if index_ >= done:
@@ -486,7 +489,7 @@ def _retrieve(
 
         n_chunks = 0
         for n_chunks, (doc_ids, vectors, seconds) in enumerate(
-                encode_corpus(encoder, docs, chunk_size=CHUNK_SIZE, batch_size=config.batch_size,
+                encode_corpus(encoder, docs, chunk_size=config.chunk_size, batch_size=config.batch_size,
                               progress=config.progress, reuse=reuse), start=1):
             encode_seconds += seconds
             if entry is not None and seconds:  # seconds == 0: the chunk came from the cache already

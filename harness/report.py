@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.formats import atomic_writer, write_json, write_run
+from harness.formats import atomic_writer, remove_stale_temporaries, write_json, write_run
 from harness.records import Run
 
 RESULT_SCHEMA_VERSION = 1
@@ -134,6 +134,8 @@ def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path
         OutputError: The folder cannot be written; any earlier result there is left intact.
     """
     json_path, run_path = result_paths(output_dir, result.dataset, result.model, result.split)
+    if json_path.parent.is_dir():
+        remove_stale_temporaries(json_path.parent)
     write_run(run, run_path)
     write_json(result.to_json(), json_path)
     return json_path, run_path

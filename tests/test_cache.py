@@ -86,8 +86,7 @@ def test_truncated_chunk_is_recomputed(tiny_beir, tmp_path):
     assert warm.result.metrics == cold.result.metrics
 
 
-def test_crash_mid_encode_resumes_from_written_chunks(tiny_beir, tmp_path, monkeypatch):
-    monkeypatch.setattr(harness.pipeline, "CHUNK_SIZE", 2)
+def test_crash_mid_encode_resumes_from_written_chunks(tiny_beir, tmp_path):
 
     class Crashing(CachingFake):
         def encode_docs(self, texts):
@@ -96,11 +95,11 @@ def test_crash_mid_encode_resumes_from_written_chunks(tiny_beir, tmp_path, monke
             return super().encode_docs(texts)
 
     with pytest.raises(KeyboardInterrupt):
-        _run(tiny_beir, tmp_path, Crashing())
+        _run(tiny_beir, tmp_path, Crashing(), chunk_size=2)
     (entry,) = [e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus"]
     assert not entry["complete"]
     resumed = CachingFake()
-    outcome = _run(tiny_beir, tmp_path, resumed)
+    outcome = _run(tiny_beir, tmp_path, resumed, chunk_size=2)
     assert _docs_encoded(resumed) == 1  # chunks [d1, d2] and [d3, d4] came from the cache
     reference = _run(tiny_beir, tmp_path, CachingFake(), cache=False)
     assert outcome.result.metrics == reference.result.metrics

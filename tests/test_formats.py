@@ -221,3 +221,23 @@ def test_any_bytes_parse_or_raise_a_harness_error(tmp_path_factory, data):
             read(path)
         except HarnessError:
             pass
+
+
+def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
+    import subprocess
+    import sys
+
+    from harness.formats import remove_stale_temporaries
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".chunk-00003.npy.{dead.pid}.abc123.tmp"
+    live = tmp_path / f".chunk-00004.npy.{os.getpid()}.def456.tmp"
+    other = tmp_path / ".notes.tmp"
+    for path in (stale, live, other):
+        path.write_bytes(b"partial")
+    assert remove_stale_temporaries(tmp_path) == 1
+    assert not stale.exists() and live.exists() and other.exists()
+    with atomic_writer(tmp_path / "x.txt") as handle:
+        handle.write("ok")
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["x.txt"]

@@ -1,0 +1,105 @@
+"""Kill the real CLI mid-encode (SIGKILL and SIGINT), rerun, and get exactly the uninterrupted result;
+two evaluations on the same cache at once; nothing temporary left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+N_DOCS = 600
+SLOW_MODEL = "hash:64:0.05"  # 0.05 s per batch: six chunks of two batches ≈ 0.6 s of encoding
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    folder = tmp_path / "synthetic"
+    (folder / "qrels").mkdir(parents=True)
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
+    with open(folder / "corpus.jsonl", "w") as handle:
+        for i in range(N_DOCS):
+            text = " ".join(words[(i * k) % len(words)] for k in range(1, 8)) + f" doc{i}"
+            handle.write(json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n")
+    with open(folder / "queries.jsonl", "w") as handle:
+        for i in range(20):
+            handle.write(json.dumps({"_id": f"q{i}", "text": f"doc{i * 7} {words[i % len(words)]}"}) + "\n")
+    with open(folder / "qrels" / "test.tsv", "w") as handle:
+        handle.write("query-id\tcorpus-id\tscore\n")
+        handle.writelines(f"q{i}\td{i * 7}\t1\n" for i in range(20))
+    return folder
+
+
+def _command(folder: Path, cache: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "harness", "-q", "evaluate", str(folder), "--model", SLOW_MODEL, "--chunk-size",
+            "100", "--batch-size", "50", "--cache-dir", str(cache), "--output-dir", str(out), "--k", "1,10"]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+
+def _result(out: Path) -> tuple[dict, str]:
+    json_path = out / "synthetic" / "hash_64" / "test.json"
+    data = json.loads(json_path.read_text())
+    return data["metrics"], json_path.with_name("test.run.trec").read_text()
+
+
+def _temporary_files(*roots: Path) -> list[Path]:
+    return [p for root in roots if root.exists() for p in root.rglob("*") if p.name.endswith((".tmp", ".part"))
+            or ".extract-" in p.name or ".convert-" in p.name]
+
+
+def _wait_for(path_glob, root: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if list(root.rglob(path_glob)):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{path_glob} never appeared under {root}")
+
+
+@pytest.fixture
+def reference(corpus, tmp_path):
+    out = tmp_path / "reference-out"
+    subprocess.run(_command(corpus, tmp_path / "reference-cache", out), check=True, env=_env(), timeout=120)
+    return _result(out)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_killed_mid_encode_then_rerun_gives_the_same_result(corpus, tmp_path, reference, sig):
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    proc = subprocess.Popen(_command(corpus, cache, out), env=_env(), stderr=subprocess.PIPE, text=True)
+    _wait_for("chunk-00001.ids.json", cache)  # two chunks written, more to come
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert not (out / "synthetic").exists()  # no result from the unfinished run
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "Traceback" not in stderr
+        assert stderr.strip().splitlines()[-1].startswith("interrupted: finished work is kept")
+    assert _temporary_files(cache, out) == [] or sig == signal.SIGKILL
+    rerun = subprocess.run(_command(corpus, cache, out), env=_env(), capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _result(out) == reference
+    assert _temporary_files(cache, out) == []
+
+
+def test_two_evaluations_on_the_same_cache_at_once(corpus, tmp_path, reference):
+    cache = tmp_path / "shared-cache"
+    procs = [subprocess.Popen(_command(corpus, cache, tmp_path / f"out{i}"), env=_env(), stderr=subprocess.PIPE,
+                              text=True) for i in range(2)]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+    assert _result(tmp_path / "out0") == reference == _result(tmp_path / "out1")
+    assert _temporary_files(cache) == []
+    # And the cache they built together serves a third run.
+    third = subprocess.run(_command(corpus, cache, tmp_path / "out2"), env=_env(), capture_output=True, text=True,
+                           timeout=120)
+    assert third.returncode == 0 and _result(tmp_path / "out2") == reference
