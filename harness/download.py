@@ -199,13 +199,17 @@ def _write(handle, block: bytes, part: Path) -> None:
         raise DownloadError(f"{part}: cannot write: {exc.strerror or exc} (check free space)") from None
 
 
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # str.isdigit() alone accepts "²", which int() refuses
+
+
 def _total_size(response, have: int) -> int | None:
     if response.status_code == 206:
         content_range = response.headers.get("Content-Range", "")
-        if "/" in content_range and content_range.rsplit("/", 1)[1].isdigit():
+        if "/" in content_range and _number(content_range.rsplit("/", 1)[1]):
             return int(content_range.rsplit("/", 1)[1])
     length = response.headers.get("Content-Length")
-    if length and length.isdigit():
+    if length and _number(length):
         return int(length) + (have if response.status_code == 206 else 0)
     return None
 

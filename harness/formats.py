@@ -404,7 +404,7 @@ def remove_stale_temporaries(folder: str | Path) -> int:
     removed = 0
     for candidate in Path(folder).glob(".*.tmp"):
         parts = candidate.name.rsplit(".", 3)  # ".<name>", "<pid>", "<random>", "tmp"
-        if len(parts) != 4 or not parts[1].isdigit():
+        if len(parts) != 4 or not (parts[1].isascii() and parts[1].isdigit()):
             continue
         try:
             os.kill(int(parts[1]), 0)

@@ -104,7 +104,7 @@ def test_parse_metric_and_canonical_names():
 
 def test_parse_k_values():
     assert parse_k_values("10, 1,3,10") == [1, 3, 10]
-    for bad in ("", "0", "1,,3", "-1", "a", "1.5"):
+    for bad in ("", "0", "1,,3", "-1", "a", "1.5", "²", "١"):
         with pytest.raises(UnknownMetricError):
             parse_k_values(bad)
 
