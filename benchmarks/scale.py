@@ -1,0 +1,94 @@
+"""Peak memory and time per stage of `evaluate` on synthetic corpora of 100k → 1M documents.
+
+Usage (from the repository root):
+
+    python benchmarks/scale.py [--docs 100000,300000,1000000] [--indexes flat,ivfpq] [--workdir /tmp/scale]
+
+The corpus is generated on the fly (about 30 words a document from a 20,000-word vocabulary; 1,000
+queries with one judged document each). Encoding uses the hashing stand-in (`--model hash:384`) so the
+benchmark measures the harness — reading, hashing, indexing, searching, scoring — not a model. Each
+run is a fresh process; its peak RSS is compared with the bytes of its embeddings (n × 384 × 4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+DIM = 384
+CHILD = r"""
+import json, resource, sys, time
+from pathlib import Path
+from harness.index import IndexSpec
+from harness.pipeline import EvaluateConfig, evaluate_dataset
+start = time.perf_counter()
+spec = IndexSpec(sys.argv[2], pq_m=48) if sys.argv[2] != "flat" else IndexSpec()
+result = evaluate_dataset(EvaluateConfig(dataset_path=Path(sys.argv[1]), model="hash:%d", output_dir=None,
+                                         progress=False, cache=False, index=spec, k_values=(10, 100))).result
+print("RESULT " + json.dumps({"seconds": time.perf_counter() - start, "timings": result.timings,
+      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+      "ndcg10": result.metrics["nDCG@10"], "quality": result.index_quality}))
+""" % DIM
+
+
+def make_corpus(folder: Path, n_docs: int, seed: int = 0) -> int:
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(20_000)]
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    targets = rng.sample(range(n_docs), 1000)
+    texts = {}
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as handle:
+        for i in range(n_docs):
+            text = " ".join(rng.choices(vocab, k=30))
+            if i in targets:
+                texts[i] = text
+            handle.write(json.dumps({"_id": f"doc{i}", "title": "", "text": text}) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as q, \
+            open(folder / "qrels" / "test.tsv", "w", encoding="utf-8") as r:
+        r.write("query-id\tcorpus-id\tscore\n")
+        for j, i in enumerate(targets):
+            words = texts[i].split()
+            q.write(json.dumps({"_id": f"q{j}", "text": " ".join(rng.sample(words, 8))}) + "\n")
+            r.write(f"q{j}\tdoc{i}\t1\n")
+    return (folder / "corpus.jsonl").stat().st_size
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", default="100000,300000,1000000")
+    parser.add_argument("--indexes", default="flat,ivfpq")
+    parser.add_argument("--workdir", default="/tmp/beir-harness-scale")
+    args = parser.parse_args()
+    baseline = json.loads(subprocess.run(
+        [sys.executable, "-c", "import json, resource; import harness.pipeline, numpy, faiss, pytrec_eval; "
+         "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))"],
+        capture_output=True, text=True, check=True).stdout)
+    print(f"baseline (python + harness + numpy + faiss + pytrec_eval imported): {baseline:.0f} MB")
+    print(f"{'docs':>9} {'corpus MB':>9} {'index':<6} {'wall s':>7} {'peak MB':>8} {'emb MB':>7} "
+          f"{'peak-base-emb MB':>16}  stages (s)                                     nDCG@10  recall-of-exact@100")
+    for n in (int(x) for x in args.docs.split(",")):
+        folder = Path(args.workdir) / f"n{n}"
+        shutil.rmtree(folder, ignore_errors=True)
+        size = make_corpus(folder, n)
+        for kind in args.indexes.split(","):
+            proc = subprocess.run([sys.executable, "-c", CHILD, str(folder), kind], capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(proc.stderr[-2000:])
+                return 1
+            r = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))[7:])
+            emb = n * DIM * 4 / 2**20
+            stages = ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items() if k != "total")
+            print(f"{n:>9,} {size / 2**20:>9.0f} {kind:<6} {r['seconds']:>7.1f} {r['peak_rss_mb']:>8.0f} {emb:>7.0f} "
+                  f"{r['peak_rss_mb'] - baseline - emb:>16.0f}  {stages:<46} {r['ndcg10']:.4f}  "
+                  f"{r['quality'].get('recall_of_exact@100', 1.0):.4f}", flush=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
