@@ -1,8 +1,9 @@
 """Retrieval metrics that agree exactly with trec_eval (pytrec_eval), as BEIR and MTEB use it.
 
 Canonical names are ``<family>@<k>``: ``nDCG@10``, ``MAP@10``, ``Recall@100``, ``P@5``,
-``MRR@10``. The families are a data table (``harness/data/metrics.csv``); those with a
-trec_eval measure are computed by pytrec_eval, MRR is computed here over the same ranking.
+``MRR@10``. The families are a data table (``harness/data/metrics.csv``) mapping each to the
+trec_eval measure that computes it (pytrec_eval); MRR@k is trec_eval's ``recip_rank`` (which has
+no cutoff) set to 0 when the first relevant document ranks below k.
 
 Evaluation rules (pinned by tests):
 
@@ -36,11 +37,13 @@ from __future__ import annotations
 import csv
 import functools
 import importlib.resources
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import math
+import operator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from harness.errors import UnknownMetricError
-from harness.records import Qrels, Run, ScoredDoc
+from harness.records import Qrels, Run
 
 
 @dataclass(frozen=True)
@@ -75,33 +78,13 @@ def metric_families() -> dict[str, MetricFamily]:
     return families
 
 
-def reciprocal_rank(ranked: Sequence[ScoredDoc], judged: Mapping[str, int], k: int) -> float:
-    """MRR@k of one query: ``1 / rank`` of the first document with grade ≥ 1 in the top k.
-
-    Args:
-        ranked: The query's documents, already in trec_eval order.
-        judged: doc_id → grade for this query.
-        k: The cutoff.
-
-    Returns:
-        ``1 / i`` for the smallest ``i ≤ k`` with ``judged[d_i] ≥ 1``, else 0.
-    """
-    for position, hit in enumerate(ranked[:k], start=1):
-        if judged.get(hit.doc_id, 0) >= 1:
-            return 1.0 / position
-    return 0.0
+# trec_eval measures without a cutoff parameter: computed once, then cut at each k here.
+# recip_rank = 1/r for the first relevant rank r in trec_eval's order, so MRR@k = recip_rank if r ≤ k.
+_UNCUT = {"recip_rank"}
 
 
-def _mrr_at(run: Run, query_id: str, judged: Mapping[str, int], ks: Sequence[int]) -> dict[int, float]:
-    """MRR@k for every k from one pass over the query's documents (no sort; same order as trec_eval)."""
-    rank = run.first_relevant_rank(query_id, judged)
-    return {k: (1.0 / rank if rank is not None and rank <= k else 0.0) for k in ks}
-
-
-# Families computed here rather than by trec_eval: name → f(run, query_id, judged, ks) → {k: value}.
-_COMPUTED: dict[str, Callable[[Run, str, Mapping[str, int], Sequence[int]], dict[int, float]]] = {
-    "MRR": _mrr_at,
-}
+def _cut_reciprocal_rank(value: float, k: int) -> float:
+    return value if value > 0 and round(1 / value) <= k else 0.0
 
 
 def parse_metric(text: str) -> MetricSpec:
@@ -187,29 +170,23 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
 
     by_measure: dict[str, list[MetricSpec]] = {}
     for spec in metrics:
-        measure = families[spec.name].trec_eval
-        if measure:
-            by_measure.setdefault(measure, []).append(spec)
-    if by_measure and judged_scores:
-        measure_strings = {f"{m}." + ",".join(str(s.k) for s in specs) for m, specs in by_measure.items()}
+        by_measure.setdefault(families[spec.name].trec_eval, []).append(spec)
+    if judged_scores:
+        measure_strings = {m if m in _UNCUT else f"{m}." + ",".join(str(s.k) for s in specs)
+                           for m, specs in by_measure.items()}
         evaluator = pytrec_eval.RelevanceEvaluator(qrels.to_dict(), measure_strings)
-        keys = [(str(spec), f"{measure}_{spec.k}") for measure, specs in by_measure.items() for spec in specs]
+        cut = [(str(spec), f"{measure}_{spec.k}") for measure, specs in by_measure.items() if measure not in _UNCUT
+               for spec in specs]
+        uncut = [(str(spec), measure, spec.k) for measure, specs in by_measure.items() if measure in _UNCUT
+                 for spec in specs]
         for query_id, values in evaluator.evaluate(judged_scores).items():
             row = per_query[query_id]
-            for name, key in keys:
-                row[name] = values[key]
-
-    for family, compute in _COMPUTED.items():
-        ks = [spec.k for spec in metrics if spec.name == family]
-        if not ks:
-            continue
-        for query_id in judged_scores:
-            row = per_query[query_id]
-            for k, value in compute(run, query_id, qrels[query_id], ks).items():
-                row[f"{family}@{k}"] = value
+            row.update({name: values[key] for name, key in cut})
+            row.update({name: _cut_reciprocal_rank(values[measure], k) for name, measure, k in uncut})
 
     n = len(qrels)
-    means = {name: (sum(row[name] for row in per_query.values()) / n if n else 0.0) for name in names}
+    rows = list(per_query.values())
+    means = {name: (math.fsum(map(operator.itemgetter(name), rows)) / n if n else 0.0) for name in names}
     return Evaluation(
         means=means,
         per_query=per_query,

@@ -478,7 +478,8 @@ def _retrieve(
                 logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done,
                             config.chunk_size)
 
-            def reuse(index_: int, doc_ids: list[str]):
+            def cached_chunk(index_: int, doc_ids: list[str]):
+                """A chunk a killed run already encoded, if it matches what the stream now holds."""
                 if index_ >= done:
                     return None
                 try:
@@ -486,6 +487,8 @@ def _retrieve(
                 except CacheCorrupt:
                     return None
                 return vectors if cached_ids == doc_ids else None
+
+            reuse = cached_chunk
 
         n_chunks = 0
         for n_chunks, (doc_ids, vectors, seconds) in enumerate(

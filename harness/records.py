@@ -191,21 +191,6 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def first_relevant_rank(self, query_id: str, judged: Mapping[str, int]) -> int | None:
-        """The 1-based rank of the best-ranked document with grade ≥ 1, without sorting the list.
-
-        Rank = 1 + the number of documents ahead of it in trec_eval's order (score, then doc_id,
-        both descending). None when no relevant document was retrieved.
-        """
-        docs = self._scores.get(query_id, {})
-        relevant = [(docs[doc_id], doc_id) for doc_id, grade in judged.items() if grade >= 1 and doc_id in docs]
-        if not relevant:
-            return None
-        best_score, best_id = max(relevant)
-        higher = sum(score > best_score for score in docs.values())
-        tied_ahead = sum(1 for doc_id, score in docs.items() if score == best_score and doc_id > best_id)
-        return 1 + higher + tied_ahead
-
     def without_self_hits(self) -> Run:
         """A copy without any document whose doc_id equals its query_id."""
         kept = {query_id: {d: s for d, s in docs.items() if d != query_id} for query_id, docs in self._scores.items()}

@@ -16,7 +16,6 @@ from harness.metrics import (
     metric_families,
     parse_k_values,
     parse_metric,
-    reciprocal_rank,
     standard_metrics,
 )
 from harness.records import Qrels, Run, rank_scores
@@ -114,12 +113,7 @@ def test_metric_table_is_valid():
     assert list(families) == ["nDCG", "MAP", "Recall", "P", "MRR"]
     for family in families.values():
         assert family.description
-        if family.trec_eval:
-            assert family.trec_eval in pytrec_eval.supported_measures
-        else:
-            from harness.metrics import _COMPUTED
-
-            assert family.name in _COMPUTED
+        assert family.trec_eval in pytrec_eval.supported_measures
 
 
 # --- an independent reference of trec_eval's semantics, to pin pytrec_eval's and ours ---
@@ -204,10 +198,3 @@ def test_agrees_with_beir_evaluate_retrieval(qrels_dict, run_dict, k_values, ign
         for ours_name, beir_name in (("nDCG", "NDCG"), ("MAP", "MAP"), ("Recall", "Recall"), ("P", "P")):
             # BEIR rounds its means to 5 decimals.
             assert ours[f"{ours_name}@{k}"] == pytest.approx(theirs[f"{beir_name}@{k}"], abs=5e-6 + 1e-12)
-
-
-def test_reciprocal_rank_reads_the_given_order():
-    ranked = rank_scores({"a": 1.0, "b": 1.0})  # b first
-    assert reciprocal_rank(ranked, {"a": 1}, 10) == 0.5
-    assert reciprocal_rank(ranked, {"a": 1}, 1) == 0.0
-    assert reciprocal_rank(ranked, {"b": 0}, 10) == 0.0
