@@ -29,3 +29,20 @@ def test_help_imports_nothing_heavy():
 def test_datasets_folder_cannot_shadow_hugging_face_datasets():
     root = Path(__file__).resolve().parents[1]
     assert not (root / "datasets" / "__init__.py").exists()
+
+
+def test_commands_that_need_no_model_import_no_model_library(tiny_beir, tmp_path):
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from harness.cli import cli\n"
+        f"for args in (['validate', {str(tiny_beir)!r}], ['datasets', 'list', '--data-dir', {str(tmp_path)!r}],\n"
+        f"             ['cache', 'list', '--cache-dir', {str(tmp_path)!r}],\n"
+        f"             ['convert', '--eval-set', 'tests/data/lesson.json', '--out', {str(tmp_path / 'out')!r}]):\n"
+        "    assert CliRunner().invoke(cli, args).exit_code == 0, args\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'faiss') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
