@@ -29,7 +29,6 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,7 +36,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.errors import FormatError, HarnessError, MissingDependencyError, OutputError
-from harness.formats import corpus_line, default_permissions, iter_corpus, iter_queries, query_line, write_qrels
+from harness.formats import (
+    corpus_line,
+    default_permissions,
+    iter_corpus,
+    iter_queries,
+    private_dir,
+    query_line,
+    remove_stale_temporaries,
+    write_qrels,
+)
 from harness.records import Doc, Query
 
 logger = logging.getLogger(__name__)
@@ -514,7 +522,9 @@ class _Staging:
         self.out = out
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
-            self.root = Path(tempfile.mkdtemp(prefix=f".{out.name}.convert-", dir=out.parent))
+            if remove_stale_temporaries(out.parent, f".{out.name}.convert."):
+                logger.info("removed the staging folder of an interrupted conversion next to %s", out)
+            self.root = private_dir(out.parent, f".{out.name}.convert")
             default_permissions(self.root, folder=True)
             (self.root / "qrels").mkdir()
         except OSError as exc:
@@ -549,7 +559,7 @@ class _Staging:
                 os.rename(self.root, self.out)
             else:
                 # Keep the old folder until the new one is in place; a crash in between leaves both.
-                old = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.old-", dir=self.out.parent))
+                old = private_dir(self.out.parent, f".{self.out.name}.old")
                 os.rename(self.out, old / "folder")
                 os.rename(self.root, self.out)
                 shutil.rmtree(old, ignore_errors=True)

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,7 +29,7 @@ from typing import Any
 from harness import __version__, registry
 from harness.download import RetryPolicy, fetch, md5_file, safe_extract
 from harness.errors import ChecksumMismatchError, DatasetError, HarnessError
-from harness.formats import default_permissions, write_json
+from harness.formats import default_permissions, private_dir, remove_stale_temporaries, write_json
 from harness.published import counts_by_dataset
 from harness.registry import DatasetSpec
 
@@ -141,7 +140,8 @@ def _install_archive(archive: Path, root: Path, name: str, spec: DatasetSpec | N
     """Extract into a temporary sibling, check, stamp, and rename into ``root/name``."""
     target = root / name
     limit = max(MIN_EXTRACT_LIMIT, MAX_EXPANSION * archive.stat().st_size)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.extract-", dir=root))
+    remove_stale_temporaries(root, f".{name}.")  # an interrupted run's staging folder
+    staging = private_dir(root, f".{name}.extract")
     try:
         safe_extract(archive, staging / "x", max_bytes=limit)
         folder = _beir_root(staging / "x", name)
@@ -260,7 +260,8 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
 
 def _install_folder(source: Path, root: Path, name: str, stamp: dict[str, Any]) -> Path:
     _require_valid(source)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.import-", dir=root))
+    remove_stale_temporaries(root, f".{name}.")
+    staging = private_dir(root, f".{name}.import")
     try:
         folder = staging / name
         shutil.copytree(source, folder, symlinks=False)
@@ -286,7 +287,7 @@ def remove_dataset(name: str, root: str | Path | None = None) -> list[Path]:
     root = data_dir(root)
     name = _safe_name(name)
     candidates = [root / name, root / f"{name}.zip", root / f"{name}.zip.part"]
-    candidates += sorted(root.glob(f".{name}.extract-*")) + sorted(root.glob(f".{name}.import-*"))
+    candidates += sorted(root.glob(f".{name}.extract.*")) + sorted(root.glob(f".{name}.import.*"))
     removed = []
     with _lock(root, name):
         for path in candidates:

@@ -24,7 +24,9 @@ import json
 import logging
 import math
 import os
+import shutil
 import tempfile
+from glob import escape as glob_escape
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -395,26 +397,51 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO]:
         raise
 
 
-def remove_stale_temporaries(folder: str | Path) -> int:
-    """Delete temporary files left in `folder` by `atomic_writer`s whose process no longer exists.
+def private_dir(parent: str | Path, prefix: str) -> Path:
+    """A new temporary folder in `parent`, named ``<prefix>.<pid>.<random>``.
+
+    The creator's PID in the name lets `remove_stale_temporaries` tell a killed process's leftover
+    from a folder a live process is still filling.
+    """
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}.{os.getpid()}.", dir=parent))
+
+
+def _writer_pid(name: str) -> int | None:
+    parts = name.split(".")
+    candidate = parts[-3] if name.endswith(".tmp") and len(parts) >= 4 else parts[-2] if len(parts) >= 3 else ""
+    return int(candidate) if candidate.isascii() and candidate.isdigit() else None
+
+
+def remove_stale_temporaries(folder: str | Path, prefix: str = ".") -> int:
+    """Delete temporary files and folders (``atomic_writer``, `private_dir`) whose creator is gone.
+
+    Only names starting with `prefix` that carry a PID are considered; those of live processes stay.
 
     Returns:
         How many were removed.
     """
     removed = 0
-    for candidate in Path(folder).glob(".*.tmp"):
-        parts = candidate.name.rsplit(".", 3)  # ".<name>", "<pid>", "<random>", "tmp"
-        if len(parts) != 4 or not (parts[1].isascii() and parts[1].isdigit()):
+    folder = Path(folder)
+    if not folder.is_dir():
+        return 0
+    for candidate in folder.glob(f"{glob_escape(prefix)}*"):
+        if not candidate.name.startswith("."):
+            continue
+        pid = _writer_pid(candidate.name)
+        if pid is None:
             continue
         try:
-            os.kill(int(parts[1]), 0)
+            os.kill(pid, 0)
             continue  # the writer is alive
         except ProcessLookupError:
             pass
         except PermissionError:
             continue  # alive, owned by someone else
         with contextlib.suppress(OSError):
-            candidate.unlink()
+            if candidate.is_dir() and not candidate.is_symlink():
+                shutil.rmtree(candidate)
+            else:
+                candidate.unlink()
             removed += 1
     return removed
 

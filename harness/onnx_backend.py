@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.encode import SentenceTransformerEncoder
 from harness.errors import HarnessError, MissingDependencyError
-from harness.formats import default_permissions
+from harness.formats import default_permissions, private_dir, remove_stale_temporaries
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,7 +80,8 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
         return target
     transformer = model[0].auto_model
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.export-", dir=folder.parent))
+    remove_stale_temporaries(folder.parent, f".{folder.name}.export.")
+    staging = private_dir(folder.parent, f".{folder.name}.export")
     try:
         tokens = model.tokenizer(["an example", "a longer example sentence"], padding=True, return_tensors="pt")
         names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in tokens]

@@ -338,3 +338,29 @@ def test_cli_convert_success_and_json(tmp_path, monkeypatch):
     assert json.loads(result.stdout)["mode"] == "add-split"
     assert list(iter_corpus(tmp_path / "out" / "corpus.jsonl"))[0].title == "T"
     assert [q.query_id for q in iter_queries(tmp_path / "out" / "queries.jsonl")] == ["q1"]
+
+
+def test_killed_conversion_leaves_nothing_a_rerun_keeps(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rows = "".join(f"d{i},title {i},\"text number {i}, with a comma\"\n" for i in range(300_000))
+    _write(tmp_path, {"docs.csv": "id,title,text\n" + rows, "queries.csv": "id,text\nq1,hello\n",
+                      "qrels.csv": "qid,docid,score\nq1,d1,1\n"})
+    command = [sys.executable, "-m", "harness", "-q", "convert", "--corpus", str(tmp_path / "docs.csv"),
+               "--queries", str(tmp_path / "queries.csv"), "--qrels", str(tmp_path / "qrels.csv"),
+               "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob(".out.convert.*/corpus.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not (tmp_path / "out").exists()  # nothing that looks converted
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # the killed run's staging is gone
+    assert sum(1 for _ in open(tmp_path / "out" / "corpus.jsonl")) == 300_000

@@ -241,3 +241,21 @@ def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
     with atomic_writer(tmp_path / "x.txt") as handle:
         handle.write("ok")
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["x.txt"]
+
+
+def test_stale_private_folders_of_dead_processes_are_removed(tmp_path):
+    import subprocess
+    import sys
+
+    from harness.formats import private_dir, remove_stale_temporaries
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".out.convert.{dead.pid}.x1y2"
+    (stale / "qrels").mkdir(parents=True)
+    mine = private_dir(tmp_path, ".out.convert")
+    other = tmp_path / ".out.convert.notes"
+    other.mkdir()
+    assert remove_stale_temporaries(tmp_path, ".out.convert.") == 1
+    assert not stale.exists() and mine.exists() and other.exists()
+    assert mine.name.startswith(f".out.convert.{os.getpid()}.")
