@@ -98,7 +98,8 @@ class _Server:
 def http_server():
     """A real HTTP server on 127.0.0.1 (in a thread) with Range support and scripted faults.
 
-    Behaviours: ``normal``; ``drop:N`` (send N bytes of the body, then close); ``status:503``;
+    Behaviours: ``normal``; ``drop:N`` (send N bytes of the body, then close); ``slow:S`` (the body
+    in 20 pieces over S seconds); ``status:503``;
     ``html`` (a 200 HTML page); ``ignore-range`` (200 with the whole body); ``stall:S``
     (headers, then sleep S seconds); ``redirect:URL``.
     """
@@ -156,6 +157,16 @@ def http_server():
                 self.wfile.write(payload[: int(arg)])
                 self.wfile.flush()
                 self.close_connection = True
+                return
+            if kind == "slow":  # the body in 20 pieces over `arg` seconds
+                step = max(1, len(payload) // 20)
+                for start in range(0, len(payload), step):
+                    try:
+                        self.wfile.write(payload[start:start + step])
+                        self.wfile.flush()
+                    except OSError:
+                        return  # the client went away
+                    time.sleep(float(arg) / 20)
                 return
             self.wfile.write(payload)
 

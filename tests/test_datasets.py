@@ -245,3 +245,28 @@ def test_two_processes_downloading_at_once(mirror, tmp_path):
     assert _leftovers(root) == ["nfcorpus"]
     assert len(mirror.requests) == 1  # the second waited for the lock and found it installed
     assert (root / "nfcorpus" / STAMP).is_file()
+
+
+def test_download_killed_mid_stream_resumes_in_a_new_process(mirror, tmp_path):
+    import os
+    import signal
+    import time
+
+    root = tmp_path / "data"
+    mirror.behaviours = ["slow:20"]
+    command = [sys.executable, "-m", "harness", "-q", "datasets", "download", "nfcorpus", "--data-dir", str(root),
+               "--base-url", mirror.url]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    part = root / "nfcorpus.zip.part"
+    deadline = time.monotonic() + 30
+    while not (part.exists() and part.stat().st_size > 300_000) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    kept = part.stat().st_size
+    assert 0 < kept < len(mirror.files["/nfcorpus.zip"]) and read_stamp(root / "nfcorpus") is None
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert read_stamp(root / "nfcorpus")["md5"] == NFCORPUS_MD5
+    assert mirror.requests[-1][1] == f"bytes={kept}-"  # resumed where the killed process stopped
+    assert _leftovers(root) == ["nfcorpus"]
