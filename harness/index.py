@@ -165,12 +165,8 @@ class VectorIndex:
         """Train a trained kind on a sample of everything added, then add it all (no-op otherwise)."""
         if self._index is not None:
             return
-        import numpy as np
-
         faiss = _faiss()
-        vectors = np.concatenate(self._pending) if self._pending else np.zeros((0, self.dimension), np.float32)
-        self._pending = []
-        n = len(vectors)
+        n = sum(len(chunk) for chunk in self._pending)
         if n == 0:
             raise IndexConfigError("cannot train an index on an empty corpus")
         spec = self.spec
@@ -193,13 +189,25 @@ class VectorIndex:
         else:
             index = faiss.IndexScalarQuantizer(self.dimension, faiss.ScalarQuantizer.QT_8bit,
                                                faiss.METRIC_INNER_PRODUCT)
-        sample = vectors
-        if n > spec.train_size:
-            rows = np.random.default_rng(spec.seed).choice(n, spec.train_size, replace=False)
-            sample = vectors[np.sort(rows)]
-        index.train(sample)
-        index.add(vectors)
+        index.train(self._sample(n))
+        for chunk in self._pending:  # chunk by chunk: no concatenated copy of every vector
+            index.add(chunk)
         self._index = index
+        # The chunks stay (they are the exact vectors) until search has measured recall of exact.
+
+    def _sample(self, n: int) -> np.ndarray:
+        """At most `train_size` rows drawn uniformly (fixed seed) across the pending chunks."""
+        import numpy as np
+
+        if n <= self.spec.train_size:
+            return np.concatenate(self._pending)
+        rows = np.sort(np.random.default_rng(self.spec.seed).choice(n, self.spec.train_size, replace=False))
+        picked, start = [], 0
+        for chunk in self._pending:
+            inside = rows[(rows >= start) & (rows < start + len(chunk))] - start
+            picked.append(chunk[inside])
+            start += len(chunk)
+        return np.concatenate(picked)
 
     def search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int, name: str = "run") -> Run:
         """Retrieve the `depth` highest-scoring documents for each query.
@@ -224,11 +232,46 @@ class VectorIndex:
         return Run.from_scores(results, name=name)
 
 
-    def vectors(self) -> np.ndarray:
-        """The stored vectors of a flat index (exact copies), e.g. to rebuild another kind."""
-        if self.spec.kind != "flat":
-            raise ValueError("only a flat index keeps its vectors exactly")
-        return self._index.reconstruct_n(0, len(self))
+    def exact_search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int) -> Run:
+        """Exact inner-product search over the same vectors, to measure what the approximation cost.
+
+        Needs no second index: flat is exact; HNSW keeps the full vectors in its flat storage; the
+        trained kinds search the chunks they were built from, one chunk at a time, merging the top-k.
+        """
+        import numpy as np
+
+        self.build()
+        if self.spec.kind == "flat":
+            return self.search(query_ids, vectors, depth)
+        faiss = _faiss()
+        queries = np.ascontiguousarray(vectors, dtype=np.float32)
+        depth = min(depth, len(self))
+        if self.spec.kind == "hnsw":
+            storage = faiss.downcast_index(self._index.storage)
+            scores, rows = storage.search(queries, depth)
+        else:
+            if not self._pending:
+                raise ValueError("the vectors this index was built from are gone; exact search is not possible")
+            best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+            best_rows = np.zeros((len(queries), 0), dtype=np.int64)
+            start = 0
+            for chunk in self._pending:
+                chunk_scores, chunk_rows = faiss.knn(queries, chunk, min(depth, len(chunk)),
+                                                     metric=faiss.METRIC_INNER_PRODUCT)
+                best_scores = np.hstack([best_scores, chunk_scores])
+                best_rows = np.hstack([best_rows, chunk_rows + start])
+                keep = np.argsort(-best_scores, axis=1, kind="stable")[:, :depth]
+                best_scores = np.take_along_axis(best_scores, keep, axis=1)
+                best_rows = np.take_along_axis(best_rows, keep, axis=1)
+                start += len(chunk)
+            scores, rows = best_scores, best_rows
+        doc_ids = self._doc_ids
+        return Run.from_scores({query_id: [(doc_ids[row], score) for row, score in zip(r, s) if row >= 0]
+                                for query_id, s, r in zip(query_ids, scores.tolist(), rows.tolist())})
+
+    def attach_vectors(self, chunks: Sequence[np.ndarray]) -> None:
+        """Give a loaded trained index the vectors it was built from (for `exact_search`)."""
+        self._pending = list(chunks)
 
     def save(self, path: Path) -> None:
         """Write the built FAISS index atomically (FAISS's own format; no pickle)."""

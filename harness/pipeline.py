@@ -425,21 +425,19 @@ def _retrieve(
         else None
     fingerprint = encoder.fingerprint() if cache_root is not None else None
     index: VectorIndex | None = None
-    # An approximate index is measured against exact search over the same vectors.
-    exact: VectorIndex | None = None
     approximate = config.index.kind != "flat"
+    # With a cached approximate index, the cached chunks are only kept (for exact search) until it loads.
+    loaded_chunks: list[tuple[list[str], object]] = []
     encode_seconds = index_seconds = 0.0
 
     def add(doc_ids: list[str], vectors) -> None:
-        nonlocal index, exact, index_seconds
+        nonlocal index, index_seconds
         added = time.perf_counter()
-        if index is None:
-            index = VectorIndex(vectors.shape[1], config.index)
-            if approximate:
-                exact = VectorIndex(vectors.shape[1])
-        if exact is not None:
-            exact.add(doc_ids, vectors)
-        if not index_file_usable:  # a cached approximate index is loaded whole afterwards
+        if index_file_usable:
+            loaded_chunks.append((doc_ids, vectors))
+        else:
+            if index is None:
+                index = VectorIndex(vectors.shape[1], config.index)
             index.add(doc_ids, vectors)
         index_seconds += time.perf_counter() - added
 
@@ -466,9 +464,10 @@ def _retrieve(
             except CacheCorrupt as exc:
                 logger.warning("damaged cache entry, recomputing: %s", exc)
                 entry.drop()
-                index, exact, corpus.n_docs, corpus.cached = None, None, 0, False
+                index, corpus.n_docs, corpus.cached = None, 0, False
                 corpus.unseen = set(corpus.judged)
                 index_file_usable = False
+                loaded_chunks.clear()
     if not corpus.cached:
         reuse = None
         if entry is not None:
@@ -500,17 +499,19 @@ def _retrieve(
             add(doc_ids, vectors)
         if entry is not None and index is not None:
             entry.finish(n_chunks, len(index), index.dimension)
-    if index is not None:
+    if index_file_usable and loaded_chunks:
         built = time.perf_counter()
-        if index_file_usable:
-            index = _load_index(index_file, index, exact)
-        else:
-            index.build()
-            if index_file is not None and entry is not None and entry.writable:
-                try:
-                    index.save(index_file)
-                except OutputError as exc:
-                    logger.warning("could not cache the index (%s); continuing", exc)
+        index = _load_index(index_file, config.index, loaded_chunks)
+        loaded_chunks.clear()
+        index_seconds += time.perf_counter() - built
+    elif index is not None:
+        built = time.perf_counter()
+        index.build()
+        if index_file is not None and entry is not None and entry.writable:
+            try:
+                index.save(index_file)
+            except OutputError as exc:
+                logger.warning("could not cache the index (%s); continuing", exc)
         index_seconds += time.perf_counter() - built
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
@@ -528,27 +529,32 @@ def _retrieve(
     quality: dict[str, float] = {}
     if index.nlist is not None:
         quality["nlist"] = index.nlist  # the cell count actually used (the default depends on n)
-    if exact is not None:
+    if approximate:
         cut = min(top_k, len(index))
-        reference = exact.search(query_ids, query_vectors, depth)
+        reference = index.exact_search(query_ids, query_vectors, depth)
         for k in sorted({min(10, cut), cut}):
             quality[f"recall_of_exact@{k}"] = recall_of_exact(run, reference, k)
         started = timings.add("exact_search", started)
     return run, started, quality
 
 
-def _load_index(path: Path, empty, exact):
-    """The cached approximate index, or (damaged) one rebuilt from the exact index's vectors."""
-    from harness.index import VectorIndex
+def _load_index(path: Path, spec: IndexSpec, chunks: list[tuple[list[str], object]]):
+    """The cached approximate index over these chunks, or (damaged) one rebuilt from them."""
+    from harness.index import TRAINED, VectorIndex
 
+    dimension = chunks[0][1].shape[1]
+    doc_ids = [doc_id for ids, _ in chunks for doc_id in ids]
     try:
-        index = VectorIndex.load(path, exact.dimension, empty.spec, exact.doc_ids)
-        logger.info("%s index from the cache (%s)", empty.spec.kind, path)
+        index = VectorIndex.load(path, dimension, spec, doc_ids)
+        if spec.kind in TRAINED:
+            index.attach_vectors([vectors for _, vectors in chunks])  # for exact search
+        logger.info("%s index from the cache (%s)", spec.kind, path)
         return index
     except ValueError as exc:
         logger.warning("damaged cached index, rebuilding: %s", exc)
-        rebuilt = VectorIndex(exact.dimension, empty.spec)
-        rebuilt.add(exact.doc_ids, exact.vectors())
+        rebuilt = VectorIndex(dimension, spec)
+        for ids, vectors in chunks:
+            rebuilt.add(ids, vectors)
         rebuilt.build()
         return rebuilt
 

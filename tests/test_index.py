@@ -105,3 +105,20 @@ def test_spec_config_lists_only_relevant_parameters():
     assert IndexSpec("hnsw").to_config() == {"index": "hnsw", "hnsw_m": 32, "ef_construction": 200, "ef_search": 128}
     assert IndexSpec("ivfpq", nlist=64).to_config() == {"index": "ivfpq", "nlist": 64, "nprobe": 16, "pq_m": 48,
                                                          "pq_nbits": 8}
+
+
+@pytest.mark.parametrize("spec", [IndexSpec("hnsw", hnsw_m=16), IndexSpec("ivf", nlist=16),
+                                  IndexSpec("ivfpq", nlist=8, pq_m=8), IndexSpec("sq8"),
+                                  IndexSpec("pq", pq_m=8, train_size=500)])
+def test_exact_search_of_any_kind_equals_flat(spec):
+    doc_ids, docs, query_ids, queries = _data(n=2000)
+    approximate, flat = VectorIndex(32, spec), VectorIndex(32)
+    for start in range(0, 2000, 300):  # uneven chunks, trained on a sample drawn across them
+        approximate.add(doc_ids[start:start + 300], docs[start:start + 300])
+        flat.add(doc_ids[start:start + 300], docs[start:start + 300])
+    exact = approximate.exact_search(query_ids, queries, 20)
+    reference = flat.search(query_ids, queries, 20)
+    for query_id in query_ids:
+        assert [h.doc_id for h in exact[query_id]] == [h.doc_id for h in reference[query_id]]
+        np.testing.assert_allclose([h.score for h in exact[query_id]], [h.score for h in reference[query_id]],
+                                   rtol=1e-5)
