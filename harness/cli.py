@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -34,6 +35,9 @@ class _StderrHandler(logging.Handler):
 
 def _configure_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    if quiet:
+        # Hugging Face libraries draw their own bars (e.g. "Loading weights"); -q means none at all.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     root = logging.getLogger("harness")
     for handler in list(root.handlers):
         if isinstance(handler, _StderrHandler):

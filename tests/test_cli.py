@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,10 @@ def test_python_dash_m_help_from_repo_root():
 def test_console_script_version():
     proc = subprocess.run(["beir-harness", "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "beir-harness" in proc.stdout
+
+
+def test_quiet_demo_writes_nothing_to_stderr():
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    proc = subprocess.run(["beir-harness", "-q", "demo"], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and "mean Recall@3 0.80" in proc.stdout
