@@ -39,6 +39,7 @@ from harness.errors import FormatError, HarnessError, MissingDependencyError, Ou
 from harness.formats import (
     corpus_line,
     default_permissions,
+    find_file,
     iter_corpus,
     iter_queries,
     private_dir,
@@ -588,13 +589,8 @@ def _plan(out: Path, split: str, force: bool) -> str:
 
 def _existing_beir_files(out: Path) -> dict[str, Path] | None:
     """The corpus and queries files of an existing BEIR folder, or None."""
-    paths = {}
-    for kind, name in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl")):
-        for candidate in (out / name, out / f"{name}.gz"):
-            if candidate.is_file():
-                paths[kind] = candidate
-                break
-    return paths if len(paths) == 2 else None
+    paths = {"corpus": find_file(out / "corpus.jsonl"), "queries": find_file(out / "queries.jsonl")}
+    return paths if all(paths.values()) else None
 
 
 def convert_tables(

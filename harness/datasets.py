@@ -28,7 +28,7 @@ from typing import Any
 
 from harness import __version__, registry
 from harness.download import RetryPolicy, fetch, md5_file, safe_extract
-from harness.errors import ChecksumMismatchError, DatasetError, HarnessError
+from harness.errors import ChecksumMismatchError, DatasetError
 from harness.formats import default_permissions, private_dir, remove_stale_temporaries, write_json
 from harness.published import counts_by_dataset
 from harness.registry import DatasetSpec
@@ -341,8 +341,8 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
     if spec is None:
         if "/" in str(argument) or "\\" in str(argument) or str(argument).startswith("."):
             raise DatasetError(f"{argument}: no such dataset folder")
-        raise DatasetError(f"{argument}: no such dataset folder, and not a BEIR dataset name"
-                           + _suggestion(name))
+        raise DatasetError(f"{argument}: no such dataset folder, and not a BEIR dataset name "
+                           f"({registry.suggest(name)})")
     if spec.subsets and subset not in spec.subsets:
         raise DatasetError(f"{name} is {len(spec.subsets)} separate forums; evaluate one, e.g. "
                            f"{name}/{spec.subsets[0]}, or all of them with `beir-harness bench --datasets {name}`, "
@@ -358,10 +358,3 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
     folder = root / name / subset if subset else root / name
     return folder, str(argument)
 
-
-def _suggestion(name: str) -> str:
-    try:
-        registry.get(name)
-    except HarnessError as exc:
-        return " (" + str(exc).split("(", 1)[1] if "(" in str(exc) else ""
-    return ""

@@ -51,7 +51,8 @@ class BeirFolder:
     qrels: Path
 
 
-def _existing(path: Path) -> Path | None:
+def find_file(path: Path) -> Path | None:
+    """`path`, or `path` + ``.gz``, whichever exists (BEIR files may be stored compressed)."""
     for candidate in (path, path.with_name(path.name + ".gz")):
         if candidate.is_file():
             return candidate
@@ -78,11 +79,11 @@ def locate_beir_folder(root: str | Path, split: str) -> BeirFolder:
         )
     found = {}
     for key, relative in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl")):
-        path = _existing(root / relative)
+        path = find_file(root / relative)
         if path is None:
             raise DatasetError(f"{root}: missing {relative} (or {relative}.gz); this is not a BEIR folder")
         found[key] = path
-    qrels = _existing(root / "qrels" / f"{split}.tsv")
+    qrels = find_file(root / "qrels" / f"{split}.tsv")
     if qrels is None:
         available = sorted(
             p.name.split(".")[0] for p in (root / "qrels").glob("*.tsv*")

@@ -136,10 +136,6 @@ class VectorIndex:
             self._index.hnsw.efConstruction = spec.ef_construction
             self._index.hnsw.efSearch = spec.ef_search
 
-    @property
-    def index_type(self) -> str:
-        return self.spec.kind
-
     def __len__(self) -> int:
         return len(self._doc_ids)
 

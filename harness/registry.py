@@ -79,9 +79,14 @@ def get(name: str) -> DatasetSpec:
     specs = datasets()
     if name in specs:
         return specs[name]
+    raise DatasetError(f"unknown BEIR dataset {name!r} ({suggest(name)})")
+
+
+def suggest(name: str) -> str:
+    """``did you mean ...?`` with the closest registry names, or the list of all of them."""
+    specs = datasets()
     close = difflib.get_close_matches(name, list(specs), n=3)
-    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(specs)}"
-    raise DatasetError(f"unknown BEIR dataset {name!r} ({hint})")
+    return f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(specs)}"
 
 
 def lookup(name: str) -> DatasetSpec | None:

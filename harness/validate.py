@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DatasetError, FormatError
-from harness.formats import iter_corpus, iter_qrels, iter_queries, read_qrels
+from harness.formats import find_file, iter_corpus, iter_qrels, iter_queries, read_qrels
 from harness.records import doc_text
 
 MAX_LISTED = 50
@@ -135,13 +135,6 @@ def _file_info(path: Path) -> dict[str, Any]:
     return {"path": str(path), "gzip": gz, "crlf": b"\r\n" in head}
 
 
-def _find(root: Path, name: str) -> Path | None:
-    for candidate in (root / name, root / f"{name}.gz"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def validate_folder(root: str | Path) -> ValidationReport:
     """Check a BEIR folder and summarise it.
 
@@ -163,7 +156,7 @@ def validate_folder(root: str | Path) -> ValidationReport:
     if not root.is_dir():
         raise DatasetError(f"{root}: no such folder")
     report = ValidationReport(str(root))
-    corpus, queries = _find(root, "corpus.jsonl"), _find(root, "queries.jsonl")
+    corpus, queries = find_file(root / "corpus.jsonl"), find_file(root / "queries.jsonl")
     qrels_files = sorted(p for p in (root / "qrels").glob("*.tsv*") if p.name.endswith((".tsv", ".tsv.gz"))) \
         if (root / "qrels").is_dir() else []
     for path, name in ((corpus, "corpus.jsonl"), (queries, "queries.jsonl")):
