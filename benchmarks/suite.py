@@ -101,7 +101,7 @@ start = time.perf_counter()
 if which == "ours":
     from harness.metrics import evaluate, standard_metrics
     from harness.records import Qrels, Run
-    value = evaluate(Qrels(qrels), Run.from_scores(run), standard_metrics(ks)).means["nDCG@10"]
+    value = evaluate(Qrels(qrels), Run.adopt(run), standard_metrics(ks)).means["nDCG@10"]
 elif which == "pytrec_eval":
     import pytrec_eval
     measures = {"ndcg_cut." + ",".join(map(str, ks)), "map_cut." + ",".join(map(str, ks)),
@@ -143,8 +143,9 @@ def main() -> int:
     parser.add_argument("--full", action="store_true", help="also nfcorpus")
     parser.add_argument("--data", default="../shared/data/beir")
     parser.add_argument("--out", default="benchmarks/suite-latest.md")
+    parser.add_argument("--scoring-only", action="store_true", help="only the 1M-line scoring step")
     args = parser.parse_args()
-    datasets = ["scifact", "nfcorpus"] if args.full else ["scifact"]
+    datasets = [] if args.scoring_only else ["scifact", "nfcorpus"] if args.full else ["scifact"]
     lines = [f"Machine: {machine()}", ""]
     for name in datasets:
         folder = str(Path(args.data) / name)

@@ -224,8 +224,8 @@ class VectorIndex:
         results = {}
         for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist()):
             # FAISS pads with row -1 when it has fewer than `depth` results.
-            results[query_id] = [(doc_ids[row], score) for row, score in zip(query_rows, query_scores) if row >= 0]
-        return Run.from_scores(results, name=name)
+            results[query_id] = {doc_ids[row]: score for row, score in zip(query_rows, query_scores) if row >= 0}
+        return Run.adopt(results, name=name)
 
 
     def exact_search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int) -> Run:
@@ -262,8 +262,8 @@ class VectorIndex:
                 start += len(chunk)
             scores, rows = best_scores, best_rows
         doc_ids = self._doc_ids
-        return Run.from_scores({query_id: [(doc_ids[row], score) for row, score in zip(r, s) if row >= 0]
-                                for query_id, s, r in zip(query_ids, scores.tolist(), rows.tolist())})
+        return Run.adopt({query_id: {doc_ids[row]: score for row, score in zip(r, s) if row >= 0}
+                          for query_id, s, r in zip(query_ids, scores.tolist(), rows.tolist())})
 
     def attach_vectors(self, chunks: Sequence[np.ndarray]) -> None:
         """Give a loaded trained index the vectors it was built from (for `exact_search`)."""

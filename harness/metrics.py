@@ -165,8 +165,8 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
         if spec.name not in families:
             raise UnknownMetricError(f"unknown metric {spec}")
     names = [str(spec) for spec in metrics]
-    per_query = {query_id: dict.fromkeys(names, 0.0) for query_id in qrels}
     judged_scores = run.trec_eval_input(qrels)
+    evaluated: dict[str, dict[str, float]] = {}
 
     by_measure: dict[str, list[MetricSpec]] = {}
     for spec in metrics:
@@ -175,15 +175,19 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
         measure_strings = {m if m in _UNCUT else f"{m}." + ",".join(str(s.k) for s in specs)
                            for m, specs in by_measure.items()}
         evaluator = pytrec_eval.RelevanceEvaluator(qrels.to_dict(), measure_strings)
-        cut = [(str(spec), f"{measure}_{spec.k}") for measure, specs in by_measure.items() if measure not in _UNCUT
-               for spec in specs]
-        uncut = [(str(spec), measure, spec.k) for measure, specs in by_measure.items() if measure in _UNCUT
-                 for spec in specs]
+        # One C-level lookup per query: trec_eval's key for each name, in name order.
+        trec_keys = [families[spec.name].trec_eval if families[spec.name].trec_eval in _UNCUT
+                     else f"{families[spec.name].trec_eval}_{spec.k}" for spec in metrics]
+        take = operator.itemgetter(*trec_keys) if len(trec_keys) > 1 else (lambda values: (values[trec_keys[0]],))
+        uncut = [(str(spec), spec.k) for spec in metrics if families[spec.name].trec_eval in _UNCUT]
         for query_id, values in evaluator.evaluate(judged_scores).items():
-            row = per_query[query_id]
-            row.update({name: values[key] for name, key in cut})
-            row.update({name: _cut_reciprocal_rank(values[measure], k) for name, measure, k in uncut})
+            row = evaluated[query_id] = dict(zip(names, take(values)))
+            for name, k in uncut:
+                row[name] = _cut_reciprocal_rank(row[name], k)
 
+    # Every judged query counts: one without results scores 0 on every metric.
+    zeros = dict.fromkeys(names, 0.0)
+    per_query = {query_id: evaluated.get(query_id) or dict(zeros) for query_id in qrels}
     n = len(qrels)
     rows = list(per_query.values())
     means = {name: (math.fsum(map(operator.itemgetter(name), rows)) / n if n else 0.0) for name in names}

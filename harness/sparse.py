@@ -101,12 +101,12 @@ class BM25Retriever:
     def search(self, queries: Sequence[Query], depth: int) -> Run:
         """The `depth` best-scoring documents per query (only documents matching a query term)."""
         depth = min(depth, len(self._doc_ids))
-        results: dict[str, list[tuple[str, float]]] = {query.query_id: [] for query in queries}
+        results: dict[str, dict[str, float]] = {query.query_id: {} for query in queries}
         analyzed = [(query.query_id, self.analyzer(query.text)) for query in queries]
         searchable = [(query_id, tokens) for query_id, tokens in analyzed if tokens]
         if depth > 0 and searchable:
             rows, scores = self._bm25.retrieve([tokens for _, tokens in searchable], k=depth, show_progress=False)
             for (query_id, _), query_rows, query_scores in zip(searchable, rows.tolist(), scores.tolist()):
-                results[query_id] = [(self._doc_ids[row], score) for row, score in zip(query_rows, query_scores)
-                                     if score > 0]
-        return Run.from_scores(results, name=self.name)
+                results[query_id] = {self._doc_ids[row]: score for row, score in zip(query_rows, query_scores)
+                                     if score > 0}
+        return Run.adopt(results, name=self.name)
