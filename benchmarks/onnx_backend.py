@@ -8,6 +8,10 @@ Usage (from the repository root):
    encodes them) with each backend, in this process, alternating backends to share the machine's state.
 2. Quality: `evaluate` with `--backend onnx-int8` on SciFact and NFCorpus, next to torch fp32
    (which reproduces MTEB's published 0.64508 and 0.31594 exactly; see BENCHMARKS.md).
+
+With ``--variants``, instead: the quantization choices that were compared before picking
+``harness.onnx_backend.QUANTIZATION`` — speed and cosine to the fp32 vectors of each, on `--sample`
+documents.
 """
 
 from __future__ import annotations
@@ -32,16 +36,87 @@ def throughput(encoder, docs) -> float:
     return len(docs) / (time.perf_counter() - started)
 
 
+VARIANTS = {
+    "unsigned, per tensor, every op": {"weight_type": "QUInt8"},
+    "unsigned, per channel, MatMul only": {"weight_type": "QUInt8", "per_channel": True,
+                                           "op_types_to_quantize": ["MatMul"]},
+    "signed, per channel, 7-bit, every op": {"weight_type": "QInt8", "per_channel": True, "reduce_range": True},
+    "signed, per channel, every op": {"weight_type": "QInt8", "per_channel": True},
+    "signed, per channel, MatMul only": {"weight_type": "QInt8", "per_channel": True,
+                                         "op_types_to_quantize": ["MatMul"]},
+    "fused graph, signed, per channel": {"weight_type": "QInt8", "per_channel": True, "fused": True},
+}
+
+
+def compare_variants(torch_encoder, docs, folder: Path) -> None:
+    """Each quantization variant's speed and cosine to fp32, on the same batches, in this process."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers import optimizer
+
+    from harness.onnx_backend import export
+    from harness.records import doc_text
+
+    fp32 = export(torch_encoder.model, folder / "fp32", quantize=False)
+    fused = folder / "fused.onnx"
+    if not fused.exists():
+        config = torch_encoder.model[0].auto_model.config
+        optimizer.optimize_model(str(fp32), model_type="bert", num_heads=config.num_attention_heads,
+                                 hidden_size=config.hidden_size).save_model_to_file(str(fused))
+    paths = {"fp32": fp32}
+    for name, options in VARIANTS.items():
+        options = dict(options)
+        source = fused if options.pop("fused", False) else fp32
+        paths[name] = folder / (name.replace(", ", "_").replace(" ", "-") + ".onnx")
+        if not paths[name].exists():
+            extra = {"extra_options": {"DefaultTensorType": 1}} if source == fused else {}
+            quantize_dynamic(str(source), str(paths[name]), **{**options, **extra,
+                                                                  "weight_type": QuantType[options["weight_type"]]})
+    texts = sorted((doc_text(doc) for doc in docs), key=len, reverse=True)
+    tokenizer = torch_encoder.model.tokenizer
+    batches = [tokenizer(texts[i:i + 32], padding=True, truncation=True, max_length=256, return_tensors="np")
+               for i in range(0, len(texts), 32)]
+
+    def run(path):
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        names = {i.name for i in session.get_inputs()}
+        started, out = time.perf_counter(), []
+        for batch in batches:
+            hidden = session.run(None, {k: v.astype(np.int64) for k, v in batch.items() if k in names})[0]
+            mask = batch["attention_mask"][..., None].astype(np.float32)
+            vectors = (hidden * mask).sum(1) / mask.sum(1)
+            out.append(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+        return len(texts) / (time.perf_counter() - started), np.concatenate(out)
+
+    rates, vectors = {name: [] for name in paths}, {}
+    for _ in range(2):  # alternate, best of two
+        for name, path in paths.items():
+            rate, vectors[name] = run(path)
+            rates[name].append(rate)
+    base = max(rates["fp32"])
+    print(f"quantization variants on {len(texts)} SciFact documents (speed vs onnx fp32; cosine to fp32):")
+    for name in VARIANTS:
+        cosine = (vectors[name] * vectors["fp32"]).sum(axis=1)
+        print(f"  {name:<40} {max(rates[name]) / base:5.2f}x  mean {cosine.mean():.4f}  min {cosine.min():.3f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=1000)
     parser.add_argument("--data", default="../shared/data/beir")
     parser.add_argument("--cache-dir", default="/tmp/beir-harness-onnx-bench")
+    parser.add_argument("--variants", action="store_true", help="compare the quantization variants instead")
     args = parser.parse_args()
     cache = Path(args.cache_dir)
     folder = locate_beir_folder(Path(args.data) / "scifact", "test")
     docs = [doc for _, doc in zip(range(args.sample), iter_corpus(folder.corpus))]
     torch_encoder = load_encoder()
+    if args.variants:
+        compare_variants(torch_encoder, docs, cache / "variants")
+        return 0
     encoders = {"torch": torch_encoder, "onnx": onnx_encoder(torch_encoder, "onnx", cache),
                 "onnx-int8": onnx_encoder(torch_encoder, "onnx-int8", cache)}
     rates = {name: [] for name in encoders}

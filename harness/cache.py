@@ -85,29 +85,55 @@ class EmbeddingEntry:
     def _chunk(self, index: int) -> tuple[Path, Path]:
         return self.root / f"chunk-{index:05d}.npy", self.root / f"chunk-{index:05d}.ids.json"
 
-    def done_chunks(self, chunk_size: int) -> int:
-        """How many leading chunks of a partial entry can be reused (same chunk size only)."""
+    def resumable(self, chunk_size: int) -> bool:
+        """Whether this is a partial entry started with these inputs and this chunk size."""
         if self.complete or not (self.root / "key.json").is_file():
-            return 0
+            return False
         try:
             started = json.loads((self.root / "key.json").read_text())
         except (OSError, ValueError):
-            return 0
-        if started.get("chunk_size") != chunk_size or started.get("inputs") != self.inputs:
+            return False
+        return started.get("chunk_size") == chunk_size and started.get("inputs") == self.inputs
+
+    def done_chunks(self, chunk_size: int) -> int:
+        """How many leading chunks of a partial entry can be reused (same chunk size only)."""
+        if not self.resumable(chunk_size):
             return 0
         count = 0
-        while all(p.is_file() for p in self._chunk(count)):
+        while self.has_chunk(count):
             count += 1
         return count
 
+    def chunk_ids(self, index: int) -> list[str] | None:
+        """The doc_ids of a whole chunk `index`, or None (missing or unreadable)."""
+        if not self.has_chunk(index):
+            return None
+        try:
+            doc_ids = json.loads(self._chunk(index)[1].read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return doc_ids if isinstance(doc_ids, list) else None
+
+    def has_chunk(self, index: int) -> bool:
+        """Whether chunk `index` was written whole (its ids file is written last)."""
+        return all(p.is_file() for p in self._chunk(index))
+
     def start(self, chunk_size: int) -> None:
-        """Begin (or continue) writing this entry."""
+        """Begin (or continue) writing this entry with chunks of `chunk_size` documents.
+
+        A partial entry started with another chunk size is restarted: its chunks cover other
+        documents, so none of them can be reused.
+        """
         if not self.writable:
             return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             if remove_stale_temporaries(self.root):
                 logger.info("removed temporary files of an interrupted run in %s", self.root)
+            if (self.root / "key.json").is_file() and not self.resumable(chunk_size) and not self.complete:
+                for path in self.root.glob("chunk-*"):
+                    path.unlink()
+                (self.root / "key.json").unlink()
             if not (self.root / "key.json").is_file():
                 write_json({"format": CACHE_FORMAT, "chunk_size": chunk_size, "inputs": self.inputs,
                             "labels": self.labels}, self.root / "key.json")
@@ -118,11 +144,18 @@ class EmbeddingEntry:
         logger.warning("embedding cache %s is not writable (%s); continuing without caching", self.root, exc)
         self.writable = False
 
-    def write_chunk(self, index: int, doc_ids: Sequence[str], vectors: np.ndarray) -> None:
-        """Store one chunk atomically (vectors first, then ids: ids present means the chunk is whole)."""
+    def write_chunk(self, index: int, doc_ids: Sequence[str], vectors: np.ndarray, strict: bool = False) -> None:
+        """Store one chunk atomically (vectors first, then ids: ids present means the chunk is whole).
+
+        Args:
+            strict: Raise OutputError when the chunk cannot be written (a Ray worker must not lose
+                a shard silently); by default the cache is turned off with a warning instead.
+        """
         import numpy as np
 
         if not self.writable:
+            if strict:
+                raise OutputError(f"the embedding cache {self.root} is not writable")
             return
         vectors_path, ids_path = self._chunk(index)
         try:
@@ -131,10 +164,16 @@ class EmbeddingEntry:
             with atomic_writer(ids_path) as handle:
                 json.dump(list(doc_ids), handle, ensure_ascii=False)
         except OutputError as exc:
+            if strict:
+                raise
             self._disable(exc)
 
-    def read_chunk(self, index: int, expected_sha: str | None = None) -> tuple[list[str], np.ndarray]:
+    def read_chunk(self, index: int, expected_sha: str | None = None,
+                   mmap: bool = False) -> tuple[list[str], np.ndarray]:
         """Load one chunk, checking its bytes, dtype and shape.
+
+        With `mmap`, the vectors are a read-only memory map of the chunk file: their pages belong
+        to the page cache, which the kernel can drop and re-read, instead of to this process.
 
         Raises:
             CacheCorrupt: The chunk is missing, damaged or inconsistent.
@@ -145,7 +184,7 @@ class EmbeddingEntry:
         try:
             if expected_sha is not None and _sha256(vectors_path) != expected_sha:
                 raise CacheCorrupt(f"{vectors_path}: content differs from the manifest")
-            vectors = np.load(vectors_path, allow_pickle=False)
+            vectors = np.load(vectors_path, mmap_mode="r" if mmap else None, allow_pickle=False)
             doc_ids = json.loads(ids_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise CacheCorrupt(f"{vectors_path}: unreadable ({exc})") from None
@@ -164,8 +203,8 @@ class EmbeddingEntry:
         except (OSError, OutputError) as exc:
             self._disable(exc)
 
-    def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
-        """Every chunk of a complete entry, verified against the manifest.
+    def chunks(self, mmap: bool = False) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every chunk of a complete entry, verified against the manifest (memory-mapped with `mmap`).
 
         Raises:
             CacheCorrupt: Any mismatch (the caller drops the entry and recomputes).
@@ -178,7 +217,7 @@ class EmbeddingEntry:
             raise CacheCorrupt(f"{self.root}: unreadable manifest ({exc})") from None
         rows = 0
         for index, sha in enumerate(shas):
-            doc_ids, vectors = self.read_chunk(index, sha)
+            doc_ids, vectors = self.read_chunk(index, sha, mmap=mmap)
             if vectors.shape[1] != dimension:
                 raise CacheCorrupt(f"{self.root}: chunk {index} has dimension {vectors.shape[1]}, not {dimension}")
             rows += len(doc_ids)

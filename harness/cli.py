@@ -181,6 +181,17 @@ _RUN_OPTIONS = [
     click.option("--pq-m", type=int, default=48, show_default=True,
                  help="PQ sub-vectors (must divide the dimension)."),
     click.option("--pq-nbits", type=int, default=8, show_default=True, help="Bits per PQ code."),
+    click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                 help="Where the corpus is encoded: this process, or a Ray cluster (pip install "
+                      "'beir-harness[ray]'; the cache dir must be on a filesystem every node mounts)."),
+    click.option("--ray-address", default=None, metavar="ADDRESS",
+                 help="With --engine ray: a running cluster, e.g. auto, HOST:6379 or ray://HOST:10001 "
+                      "[default: $RAY_ADDRESS, else a new local cluster]."),
+    click.option("--ray-local", type=click.IntRange(min=1), default=None, metavar="CPUS",
+                 help="With --engine ray: start a private local Ray cluster with this many CPUs."),
+    click.option("--shards", type=click.IntRange(min=1), default=None,
+                 help="With --engine ray: cut the corpus into about this many shards [default: one per "
+                      "16,384 documents]."),
     click.option("--chunk-size", type=click.IntRange(min=1), default=16384, hidden=True,
                  help="Documents encoded and cached per chunk (a killed run resumes from whole chunks)."),
 ]
@@ -196,6 +207,7 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
     """An EvaluateConfig from the shared options (consumed from `options`)."""
     from harness.index import IndexSpec
     from harness.pipeline import EvaluateConfig
+    from harness.ray_engine import RaySpec
 
     similarity, normalize = options.pop("similarity"), options.pop("normalize")
     if normalize is None:
@@ -206,7 +218,11 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
                       ef_construction=options.pop("ef_construction"), ef_search=options.pop("ef_search"),
                       nlist=options.pop("nlist"), nprobe=options.pop("nprobe"), pq_m=options.pop("pq_m"),
                       pq_nbits=options.pop("pq_nbits"))
-    return EvaluateConfig(dataset_path=dataset, model=model, normalize=normalize, index=index,
+    ray_spec = RaySpec(address=options.pop("ray_address"), local_cpus=options.pop("ray_local"),
+                       shards=options.pop("shards"))
+    if options["engine"] != "ray" and ray_spec != RaySpec():
+        raise click.UsageError("--ray-address, --ray-local and --shards need --engine ray")
+    return EvaluateConfig(dataset_path=dataset, model=model, normalize=normalize, index=index, ray=ray_spec,
                           cache=options.pop("use_cache"), progress=ctx.obj["progress"], **options)
 
 
@@ -240,6 +256,8 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_p
         beir-harness evaluate scifact --index hnsw --hnsw-m 32 --ef-search 128
         beir-harness evaluate scifact --model bm25
         beir-harness evaluate fiqa --model intfloat/e5-small-v2 --query-prefix "query: " --doc-prefix "passage: "
+        beir-harness evaluate scifact --engine ray --ray-local 2
+        beir-harness evaluate hotpotqa --engine ray --ray-address auto --shards 64
     """
     from harness.pipeline import evaluate_dataset
     from harness.report import format_metrics_table

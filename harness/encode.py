@@ -363,7 +363,7 @@ def encode_corpus(
 
     bar = tqdm(desc="encoding corpus", unit="doc", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     try:
-        for index, chunk in enumerate(_chunks(docs, chunk_size)):
+        for index, chunk in enumerate(chunked(docs, chunk_size)):
             doc_ids = [doc.doc_id for doc in chunk]
             reused = reuse(index, doc_ids) if reuse is not None else None
             if reused is not None:
@@ -386,7 +386,8 @@ def encode_corpus(
         bar.close()
 
 
-def _chunks(docs: Iterator[Doc], size: int) -> Iterator[list[Doc]]:
+def chunked(docs: Iterator[Doc], size: int) -> Iterator[list[Doc]]:
+    """The stream in lists of `size` documents (the last one shorter); one list in memory at a time."""
     chunk: list[Doc] = []
     for doc in docs:
         chunk.append(doc)

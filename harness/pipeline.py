@@ -36,6 +36,7 @@ from harness.formats import (
 )
 from harness.index import IndexSpec
 from harness.metrics import evaluate, standard_metrics
+from harness.ray_engine import ENGINES, RaySpec
 from harness.records import Doc, Qrels, Query, Run
 from harness.report import Result, write_result
 
@@ -80,6 +81,9 @@ class EvaluateConfig:
         backend: ``torch``, or ``onnx`` / ``onnx-int8`` to encode with ONNX Runtime
             (`harness.onnx_backend`; needs the ``[onnx]`` extra).
         chunk_size: Documents encoded (and cached) per chunk; a killed run resumes from whole chunks.
+        engine: ``local`` encodes in this process; ``ray`` fans the corpus out over a Ray cluster
+            (`harness.ray_engine`; needs the ``[ray]`` extra and the cache on a shared filesystem).
+        ray: Which cluster and how many shards, for the ``ray`` engine.
     """
 
     dataset_path: Path | str
@@ -107,6 +111,8 @@ class EvaluateConfig:
     trust_remote_code: bool = False
     backend: str = "torch"
     chunk_size: int = 16384
+    engine: str = "local"
+    ray: RaySpec = field(default_factory=RaySpec)
 
 
 @dataclass(frozen=True)
@@ -296,6 +302,15 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         raise HarnessError(f"--batch-size and --chunk-size must be positive, got {config.batch_size} and "
                            f"{config.chunk_size}")
     config.index.check()  # before any encoding, so a typo costs nothing
+    if config.engine not in ENGINES:
+        raise HarnessError(f"unknown engine {config.engine!r}; use local or ray")
+    config.ray.check()
+    if config.engine == "ray":
+        if not config.cache:
+            raise HarnessError("--engine ray stores the workers' embeddings in the cache; drop --no-cache")
+        if config.run_path is not None or config.model.lower() == BM25_MODEL:
+            raise HarnessError("--engine ray encodes with a dense model; BM25 and --run need no encoding, "
+                               "drop --engine ray")
     if config.backend not in ("torch", "onnx", "onnx-int8"):
         raise HarnessError(f"unknown backend {config.backend!r}; use torch, onnx or onnx-int8")
 
@@ -350,9 +365,14 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         config.index.check(getattr(encoder, "dimension", None))  # before encoding, so a bad --pq-m costs nothing
         started = timings.add("load", started)
         # One extra document per query when self-hits are dropped, so the depth survives the drop.
+        chunk_size = config.chunk_size
+        if config.engine == "ray" and config.ray.shards is not None:
+            from harness.ray_engine import shard_size
+
+            chunk_size = shard_size(folder.corpus, config.ray.shards)
         run, started, index_quality = _retrieve(encoder, _checked_corpus(folder, corpus), queries,
                                                 top_k + int(ignore_identical_ids), top_k, config, timings, started,
-                                                corpus)
+                                                corpus, chunk_size)
         _check_corpus(folder, corpus)
         config_record.update(
             model_source=model_source,
@@ -364,6 +384,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
             doc_text=DOC_TEXT_RULE,
             embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
             threads=config.threads,
+            engine=config.engine,
+            **({"shard_size": chunk_size} if config.engine == "ray" else {}),
         )
 
     scored_run = apply_self_hit_policy(run, ignore_identical_ids).truncated(top_k)
@@ -418,8 +440,9 @@ def _retrieve(
     timings: _Timings,
     started: float,
     corpus: _CorpusState,
+    chunk_size: int,
 ) -> tuple[Run, float, dict[str, float]]:
-    from harness.index import VectorIndex, recall_of_exact
+    from harness.index import TRAINED, DocIds, VectorIndex, recall_of_exact
 
     cache_root = cache_dir(config.cache_dir, config.data_dir) if config.cache and hasattr(encoder, "fingerprint") \
         else None
@@ -427,14 +450,18 @@ def _retrieve(
     index: VectorIndex | None = None
     approximate = config.index.kind != "flat"
     # With a cached approximate index, the cached chunks are only kept (for exact search) until it loads.
-    loaded_chunks: list[tuple[list[str], object]] = []
+    loaded_ids, loaded_vectors = DocIds(), []
+    # A trained index keeps every vector until it is built (and for exact search after): memory maps of
+    # the cache's chunk files then, so that memory does not grow with the corpus.
+    keep_mapped = config.index.kind in TRAINED
     encode_seconds = index_seconds = 0.0
 
     def add(doc_ids: list[str], vectors) -> None:
         nonlocal index, index_seconds
         added = time.perf_counter()
         if index_file_usable:
-            loaded_chunks.append((doc_ids, vectors))
+            loaded_ids.extend(doc_ids)
+            loaded_vectors.append(vectors)
         else:
             if index is None:
                 index = VectorIndex(vectors.shape[1], config.index)
@@ -456,7 +483,7 @@ def _retrieve(
             index_file_usable = entry.complete and index_file.is_file()
         if entry.complete:
             try:
-                for doc_ids, vectors in entry.chunks():
+                for doc_ids, vectors in entry.chunks(mmap=True):
                     corpus.tick(doc_ids)
                     add(doc_ids, vectors)
                 corpus.cached = True
@@ -467,15 +494,33 @@ def _retrieve(
                 index, corpus.n_docs, corpus.cached = None, 0, False
                 corpus.unseen = set(corpus.judged)
                 index_file_usable = False
-                loaded_chunks.clear()
-    if not corpus.cached:
+                loaded_ids, loaded_vectors = DocIds(), []
+    if not corpus.cached and config.engine == "ray":
+        from functools import partial
+
+        from harness.ray_engine import encode_corpus_ray
+
+        if entry is None:
+            raise HarnessError("--engine ray needs a model with a weight fingerprint, for the embedding cache its "
+                               "workers write into")
+        resumable = entry.resumable(chunk_size)
+        entry.start(chunk_size)
+        n_chunks = 0
+        for n_chunks, (doc_ids, vectors, seconds) in enumerate(encode_corpus_ray(
+                partial(load_model, config), fingerprint, docs, entry, chunk_size, config.batch_size, config.ray,
+                progress=config.progress, cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids), start=1):
+            encode_seconds += seconds
+            add(doc_ids, vectors)
+        if index is not None:
+            entry.finish(n_chunks, len(index), index.dimension)
+    elif not corpus.cached:
         reuse = None
         if entry is not None:
-            done = entry.done_chunks(config.chunk_size)
-            entry.start(config.chunk_size)
+            done = entry.done_chunks(chunk_size)
+            entry.start(chunk_size)
             if done:
                 logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done,
-                            config.chunk_size)
+                            chunk_size)
 
             def cached_chunk(index_: int, doc_ids: list[str]):
                 """A chunk a killed run already encoded, if it matches what the stream now holds."""
@@ -491,18 +536,20 @@ def _retrieve(
 
         n_chunks = 0
         for n_chunks, (doc_ids, vectors, seconds) in enumerate(
-                encode_corpus(encoder, docs, chunk_size=config.chunk_size, batch_size=config.batch_size,
+                encode_corpus(encoder, docs, chunk_size=chunk_size, batch_size=config.batch_size,
                               progress=config.progress, reuse=reuse), start=1):
             encode_seconds += seconds
             if entry is not None and seconds:  # seconds == 0: the chunk came from the cache already
                 entry.write_chunk(n_chunks - 1, doc_ids, vectors)
+                if keep_mapped and entry.writable:
+                    vectors = _mapped(entry, n_chunks - 1, vectors)
             add(doc_ids, vectors)
         if entry is not None and index is not None:
             entry.finish(n_chunks, len(index), index.dimension)
-    if index_file_usable and loaded_chunks:
+    if index_file_usable and loaded_vectors:
         built = time.perf_counter()
-        index = _load_index(index_file, config.index, loaded_chunks)
-        loaded_chunks.clear()
+        index = _load_index(index_file, config.index, loaded_ids, loaded_vectors)
+        loaded_vectors.clear()
         index_seconds += time.perf_counter() - built
     elif index is not None:
         built = time.perf_counter()
@@ -538,23 +585,33 @@ def _retrieve(
     return run, started, quality
 
 
-def _load_index(path: Path, spec: IndexSpec, chunks: list[tuple[list[str], object]]):
+def _mapped(entry, index: int, vectors):
+    """The chunk just written, memory-mapped from the cache (or the in-memory vectors if unreadable)."""
+    try:
+        _, mapped = entry.read_chunk(index, mmap=True)
+    except CacheCorrupt:
+        return vectors
+    return mapped if mapped.shape == vectors.shape else vectors
+
+
+def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list):
     """The cached approximate index over these chunks, or (damaged) one rebuilt from them."""
     from harness.index import TRAINED, VectorIndex
 
-    dimension = chunks[0][1].shape[1]
-    doc_ids = [doc_id for ids, _ in chunks for doc_id in ids]
+    dimension = chunks[0].shape[1]
     try:
         index = VectorIndex.load(path, dimension, spec, doc_ids)
         if spec.kind in TRAINED:
-            index.attach_vectors([vectors for _, vectors in chunks])  # for exact search
+            index.attach_vectors(chunks)  # for exact search
         logger.info("%s index from the cache (%s)", spec.kind, path)
         return index
     except ValueError as exc:
         logger.warning("damaged cached index, rebuilding: %s", exc)
         rebuilt = VectorIndex(dimension, spec)
-        for ids, vectors in chunks:
-            rebuilt.add(ids, vectors)
+        start = 0
+        for vectors in chunks:
+            rebuilt.add(doc_ids[start:start + len(vectors)], vectors)
+            start += len(vectors)
         rebuilt.build()
         return rebuilt
 

@@ -191,3 +191,75 @@ def http_server():
     finally:
         server.shutdown()
         server.server_close()
+
+
+# Runs the real CLI with one function wrapped so that the process stops at a chosen point (before the
+# nth call of a function, or inside the nth atomic write of a file whose name contains a text) and
+# sleeps there, after creating a marker file: a test waits for the marker, then signals the process
+# exactly at that point. Nothing in the package knows about it.
+PAUSE_RUNNER = r"""
+import contextlib, functools, importlib, sys, time
+marker, mode, target, nth = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+calls = 0
+
+def pause():
+    open(marker, "w").close()
+    time.sleep(120)
+
+if mode == "call":
+    module_name, _, attribute = target.partition(":")
+    owner = importlib.import_module(module_name)
+    *path, name = attribute.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def paused(*args, **kwargs):
+        global calls
+        calls += 1
+        if calls == nth:
+            pause()
+        return original(*args, **kwargs)
+
+    setattr(owner, name, paused)
+else:  # "write": inside the atomic write of a matching file, its content written, before the rename
+    import harness.formats as formats
+    original = formats.atomic_writer
+
+    @contextlib.contextmanager
+    def paused(path, *args, **kwargs):
+        global calls
+        with original(path, *args, **kwargs) as handle:
+            yield handle
+            if target in str(path):
+                calls += 1
+                if calls == nth:
+                    handle.flush()
+                    pause()
+
+    formats.atomic_writer = paused
+from harness.cli import main
+sys.argv = ["beir-harness", *sys.argv[5:]]
+main()
+"""
+
+
+def start_paused(marker: Path, mode: str, target: str, nth: int, cli_args: list[str], **popen):
+    """Start the CLI (`cli_args`) so that it stops at the given point; returns the Popen once it is there."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", PAUSE_RUNNER, str(marker), mode, target, str(nth), *cli_args],
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, stderr=subprocess.PIPE, text=True, **popen)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the process ended before reaching {target}: {proc.stderr.read()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"{target} was never reached")
+        time.sleep(0.02)
+    return proc

@@ -194,3 +194,27 @@ def test_warm_run_needs_no_model_at_all(tiny_beir, tmp_path, monkeypatch, defaul
     (tiny_beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq9\td5\t1\n")
     partial = evaluate_dataset(EvaluateConfig(**config))
     assert len(loads) == 2 and partial.result.metrics["Recall@10"] == 1.0
+
+
+class _Planted:
+    """Unpickling this object would create `path`: proof that a pickle was loaded."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_pickle_planted_in_the_cache_is_never_loaded(tiny_beir, tmp_path):
+    cold = _run(tiny_beir, tmp_path, CachingFake())
+    marker = tmp_path / "unpickled"
+    chunks = list((tmp_path / "cache").rglob("chunk-*.npy"))
+    assert chunks
+    for path in chunks:
+        with open(path, "wb") as handle:
+            np.save(handle, np.array([_Planted(marker)], dtype=object), allow_pickle=True)
+    encoder = CachingFake()
+    warm = _run(tiny_beir, tmp_path, encoder)
+    assert not marker.exists()
+    assert _docs_encoded(encoder) == 5 and warm.result.metrics == cold.result.metrics  # treated as damaged

@@ -92,6 +92,7 @@ def test_evaluate_external_run(runner, tiny_beir, tmp_path):
         (["evaluate", "{data}", "--run", "{data}/corpus.jsonl"], "corpus.jsonl:1: expected 6 columns"),
         (["evaluate", "{data}", "--k", "10", "--top-k", "5"], "smaller than the largest cutoff"),
     ],
+    ids=["missing-folder", "missing-split", "bad-cutoff", "not-a-run-file", "top-k-below-k"],
 )
 def test_evaluate_errors_are_one_line_and_write_nothing(runner, tiny_beir, tmp_path, fake_model, args, message):
     out = tmp_path / "res"

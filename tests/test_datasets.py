@@ -270,3 +270,52 @@ def test_download_killed_mid_stream_resumes_in_a_new_process(mirror, tmp_path):
     assert read_stamp(root / "nfcorpus")["md5"] == NFCORPUS_MD5
     assert mirror.requests[-1][1] == f"bytes={kept}-"  # resumed where the killed process stopped
     assert _leftovers(root) == ["nfcorpus"]
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT"])
+def test_download_killed_mid_extraction_then_rerun_installs_cleanly(mirror, tmp_path, sig):
+    import signal
+
+    from conftest import start_paused
+
+    root = tmp_path / "data"
+    args = ["-q", "datasets", "download", "nfcorpus", "--data-dir", str(root), "--base-url", mirror.url]
+    # Stopped before the third member is opened: two files extracted into the staging folder.
+    proc = start_paused(tmp_path / "marker", "call", "zipfile:ZipFile.open", 3, args)
+    proc.send_signal(getattr(signal, sig))
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    if sig == "SIGINT":
+        assert proc.returncode == 130 and "Traceback" not in stderr
+        assert stderr.strip().splitlines()[-1].startswith("interrupted:")
+    assert read_stamp(root / "nfcorpus") is None  # nothing that looks installed
+    assert not (root / "nfcorpus").exists()
+    rerun = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert read_stamp(root / "nfcorpus")["md5"] == NFCORPUS_MD5
+    assert _leftovers(root) == ["nfcorpus"]  # the killed run's archive and staging folder are gone
+
+
+def test_nothing_in_a_downloaded_dataset_is_ever_executed(http_server, tmp_path, monkeypatch):
+    tiny = Path(__file__).parent / "data" / "tiny"
+    marker = tmp_path / "executed"
+    payload = f"open({str(marker)!r}, 'w').close()\n".encode()
+    members = {f"tiny/{p.relative_to(tiny).as_posix()}": p.read_bytes() for p in tiny.rglob("*") if p.is_file()}
+    # Files Python or a shell would run if anything imported, sourced or executed them.
+    members.update({"tiny/__init__.py": payload, "tiny/sitecustomize.py": payload, "tiny/conftest.py": payload,
+                    "tiny/setup.py": payload, "tiny/qrels/__init__.py": payload,
+                    "tiny/run.sh": b"#!/bin/sh\ntouch " + str(marker).encode() + b"\n"})
+    data = _bad_archive(members)
+    http_server.files["/tiny.zip"] = data
+    spec = replace(registry.get("scifact"), name="tiny", md5=hashlib.md5(data).hexdigest(), zip_mb=None,
+                   n_docs=5, n_queries=3)
+    specs = {**registry.datasets(), "tiny": spec}
+    monkeypatch.setattr(registry, "datasets", lambda: specs)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["-q", "evaluate", "tiny", "--model", "hash:32", "--data-dir",
+                                      str(tmp_path / "data"), "--base-url", http_server.url, "--output-dir",
+                                      str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "data" / "tiny" / "run.sh").is_file()  # extracted as data...
+    assert not marker.exists()  # ...and never run
+    assert not (tmp_path / "data" / "tiny" / "run.sh").stat().st_mode & 0o111  # nor made executable

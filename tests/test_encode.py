@@ -72,3 +72,26 @@ def test_unknown_model_is_one_clear_error(name):
     with pytest.raises(ModelLoadError, match=f"cannot load model '{name}'") as info:
         load_encoder(name)
     assert "\n" not in str(info.value)
+
+
+def test_remote_code_runs_only_when_asked(monkeypatch, tiny_beir, tmp_path):
+    import sentence_transformers
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    asked = []
+
+    def spy(source, **kwargs):
+        asked.append(kwargs.get("trust_remote_code"))
+        raise OSError("not loading anything in this test")
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", spy)
+    base = ["evaluate", str(tiny_beir), "--model", "some-org/custom-code-model", "--output-dir", str(tmp_path / "r"),
+            "--cache-dir", str(tmp_path / "c")]
+    assert CliRunner().invoke(cli, base).exit_code == 1
+    assert CliRunner().invoke(cli, [*base, "--trust-remote-code"]).exit_code == 1
+    assert asked == [False, True]
+    with pytest.raises(ModelLoadError):
+        load_encoder("some-org/custom-code-model")
+    assert asked[-1] is False

@@ -74,6 +74,7 @@ def test_locate_beir_folder_finds_gz_and_reports_missing_parts(tiny_beir):
         (b'{"_id": "a", "text": 3}\n', 1, '"text" must be a string'),
         (b'{"_id": "a", "text": "x"}\n\n{"_id": "a", "text": "y"}\n', 3, "duplicate document id"),
     ],
+    ids=['invalid-json', 'not-an-object', 'missing-id', 'empty-id', 'missing-text', 'text-not-string', 'duplicate-id'],
 )
 def test_corpus_errors_name_file_and_line(tmp_path, content, line, message):
     path = tmp_path / "corpus.jsonl"
@@ -109,6 +110,7 @@ def test_queries_duplicate_id(tmp_path):
         ("query-id\tcorpus-id\tscore\nq\td\t1\nq\td\t2\n", 3, r"judged 1 on line 2 and 2 here"),
         ("query-id\tcorpus-id\tscore\n\tq\t1\n", 2, "empty query-id"),
     ],
+    ids=['wrong-header-names', 'no-header', 'spaces-not-tabs', 'text-score', 'conflicting-duplicate', 'empty-query-id'],
 )
 def test_qrels_errors(tmp_path, content, line, message):
     path = tmp_path / "test.tsv"
@@ -145,6 +147,7 @@ def test_read_run_orders_by_score_not_rank(tmp_path):
         ("q1 Q0 a 1 1 t\nq1 Q0 a 2 0.5 t\n", "listed twice"),
         ("\n\n", "the run is empty"),
     ],
+    ids=['five-columns', 'text-score', 'nan-score', 'doc-listed-twice', 'empty-run'],
 )
 def test_run_errors(tmp_path, content, message):
     path = tmp_path / "run.trec"

@@ -103,3 +103,45 @@ def test_two_evaluations_on_the_same_cache_at_once(corpus, tmp_path, reference):
     third = subprocess.run(_command(corpus, cache, tmp_path / "out2"), env=_env(), capture_output=True, text=True,
                            timeout=120)
     assert third.returncode == 0 and _result(tmp_path / "out2") == reference
+
+
+# (name, how the process is stopped there): before the nth call of a function, or inside the nth
+# atomic write of a matching file (content written, not yet renamed into place).
+KILL_POINTS = {
+    "encode, between chunks": ("call", "harness.cache:EmbeddingEntry.write_chunk", 2),  # chunk 1 encoded, not stored
+    "encode, inside a chunk": ("call", "harness.encode:HashingEncoder.encode_docs", 4),  # half of chunk 1 encoded
+    "encode, inside a cache write": ("write", "chunk-00002.npy", 1),
+    "index build": ("call", "harness.index:VectorIndex.build", 1),
+    "result write": ("write", "test.json", 1),
+    "run-file write": ("write", "test.run.trec", 1),
+}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_killed_at_each_point_then_rerun_gives_the_same_result(corpus, tmp_path, reference, point, sig):
+    from conftest import start_paused
+
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    mode, target, nth = KILL_POINTS[point]
+    previous = None
+    if point in ("result write", "run-file write"):
+        # An earlier result is there: the interrupted write must leave it whole.
+        subprocess.run(_command(corpus, cache, out), check=True, env=_env(), timeout=120)
+        previous = _result(out)
+    proc = start_paused(tmp_path / "marker", mode, target, nth, _command(corpus, cache, out)[3:])
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+        assert stderr.strip().splitlines()[-1].startswith("interrupted: finished work is kept")
+        assert _temporary_files(cache, out) == []  # an interrupted write removes its own temporary file
+    if previous is None:
+        assert not (out / "synthetic").exists()  # no result from the unfinished run
+    else:
+        assert _result(out) == previous  # the earlier result is intact, not half-overwritten
+    rerun = subprocess.run(_command(corpus, cache, out), env=_env(), capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _result(out) == reference
+    assert _temporary_files(cache, out) == []  # the rerun removed what the killed process left

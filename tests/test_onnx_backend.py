@@ -37,6 +37,22 @@ def test_int8_is_close_and_normalized(encoders, default_encoder):
     assert (vectors * reference).sum(axis=1).min() > 0.95  # cosine to the fp32 vectors
 
 
+def test_int8_quantizes_the_linear_weights_signed_per_channel(encoders):
+    import onnx
+
+    _, _, int8 = encoders
+    graph = onnx.load(int8.session._model_path).graph
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    weights = [t for name, t in initializers.items() if name.endswith("_quantized")]
+    assert len(weights) == 36 and all(t.data_type == onnx.TensorProto.INT8 for t in weights)  # 6 layers × (Q, K, V, attention output, FFN in, FFN out)
+    scales = [initializers[name] for name in initializers if name.endswith("_scale") and
+              name.removesuffix("_scale") + "_quantized" in initializers]
+    assert scales and all(len(scale.dims) == 1 and scale.dims[0] > 1 for scale in scales)  # one per channel
+    embeddings = [t for name, t in initializers.items() if "word_embeddings" in name]
+    assert embeddings and all(t.data_type == onnx.TensorProto.FLOAT for t in embeddings)  # the tables stay fp32
+    assert int8.fingerprint()["quantization"]["weight_type"] == "QInt8"
+
+
 def test_exports_are_cached_and_keyed_by_backend(encoders, default_encoder):
     root, fp32, int8 = encoders
     exports = sorted(p.parent.name for p in (root / "onnx").glob("*/model.onnx"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,8 @@ def test_run_is_cut_to_top_k(tiny_beir, tmp_path, fake_encoder):
         (lambda d: (d / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n{oops\n'), FormatError,
          r"corpus.jsonl:2: invalid JSON"),
     ],
+    ids=["judged-doc-not-in-corpus", "judged-query-not-in-queries", "empty-corpus", "wrong-qrels-header",
+         "malformed-corpus-line"],
 )
 def test_bad_input_leaves_previous_results_untouched(tiny_beir, tmp_path, fake_encoder, breakage, error, message):
     first = evaluate_dataset(_config(tiny_beir, tmp_path), encoder=fake_encoder)
@@ -202,3 +205,56 @@ def test_prefixes_reach_the_model_and_the_result(tmp_path):
     np.testing.assert_allclose(prefixed.encode_docs(["dogs"]), plain.encode_docs(["passage: dogs"]), atol=1e-6)
     assert prefixed.settings()["query_prefix"] == "query: " and prefixed.fingerprint() != plain.fingerprint()
     assert plain.query_prompt_name is None  # all-MiniLM-L6-v2 defines no prompts
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A real 256 KiB tmpfs (needs root and mount rights; skipped elsewhere)."""
+    import subprocess
+
+    mount_point = tmp_path / "small-fs"
+    mount_point.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def _snapshot(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_full_disk_fails_clearly_and_keeps_previous_results(tiny_beir, tmp_path, fake_encoder, small_filesystem):
+    out = small_filesystem / "results"
+    evaluate_dataset(_config(tiny_beir, tmp_path, output_dir=out, k_values=(1,)), encoder=fake_encoder)
+    before = _snapshot(out)
+    filler = small_filesystem / "filler"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:  # fill the file system to the last byte
+        while os.write(descriptor, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+    with pytest.raises(HarnessError, match="No space left on device"):
+        evaluate_dataset(_config(tiny_beir, tmp_path, output_dir=out), encoder=fake_encoder)
+    assert _snapshot(out) == before  # the earlier result is whole, and no temporary file is left
+
+
+def test_a_read_only_output_folder_fails_clearly_and_keeps_previous_results(tiny_beir, tmp_path, fake_encoder,
+                                                                             small_filesystem):
+    import subprocess
+
+    out = small_filesystem / "results"
+    evaluate_dataset(_config(tiny_beir, tmp_path, output_dir=out, k_values=(1,)), encoder=fake_encoder)
+    before = _snapshot(out)
+    # Read-only for root too (a permission bit is not: root ignores it).
+    subprocess.run(["mount", "-o", "remount,ro", str(small_filesystem)], check=True)
+    with pytest.raises(HarnessError, match="Read-only file system"):
+        evaluate_dataset(_config(tiny_beir, tmp_path, output_dir=out), encoder=fake_encoder)
+    assert _snapshot(out) == before

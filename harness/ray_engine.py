@@ -1,0 +1,333 @@
+"""Encoding a corpus on a Ray cluster: shards in, embedding chunks into the shared cache out.
+
+The driver (the process running ``evaluate``) streams the corpus as it always does and cuts it into
+shards, each one chunk of the embedding cache (`harness.cache`). Ray actors — one model load each —
+encode a shard exactly as the local engine encodes a chunk (`harness.encode.encode_corpus`: same
+order, same batches) and write it into the same content-addressed cache entry; the driver reads the
+finished chunks back in corpus order and builds the index from them. So:
+
+* the results equal the local engine's (vectors to float tolerance, metrics exactly), and an entry
+  written by a cluster is a cache hit for a laptop and the other way round;
+* a rerun after a failure re-encodes only the shards that are not in the cache yet;
+* the cache directory must be on a filesystem every node mounts (NFS, a shared volume); a worker
+  that cannot see it stops the run with an error that says so, before any encoding;
+* the driver needs the dataset and the model (it encodes the queries, and checks that every worker
+  loaded the same weights); workers need beir-harness and the model, not the dataset: shard texts
+  travel through Ray's object store.
+
+Only a bounded number of shards is in flight (one per actor), so the driver's memory does not grow
+with the corpus. Needs the ``[ray]`` extra: ``pip install 'beir-harness[ray]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.cache import CacheCorrupt, EmbeddingEntry
+from harness.encode import Encoder, chunked, encode_corpus
+from harness.errors import HarnessError, MissingDependencyError
+from harness.records import Doc
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+ENGINES = ("local", "ray")
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class RaySpec:
+    """Where the Ray engine runs and how it cuts the corpus.
+
+    Attributes:
+        address: A running cluster: ``auto`` (the one ``ray start`` made on this machine),
+            ``HOST:PORT`` (its GCS) or ``ray://HOST:10001`` (Ray Client). None and no
+            `local_cpus`: Ray's default (``$RAY_ADDRESS``, else a new local cluster).
+        local_cpus: Start a private local cluster with this many CPUs for this run.
+        shards: Cut the corpus into about this many shards; None: one shard per chunk of the
+            run's chunk size.
+    """
+
+    address: str | None = None
+    local_cpus: int | None = None
+    shards: int | None = None
+
+    def check(self) -> None:
+        """Raise HarnessError for contradictory or out-of-range settings."""
+        if self.address is not None and self.local_cpus is not None:
+            raise HarnessError("give either --ray-address (a running cluster) or --ray-local N (a new one), not both")
+        if self.local_cpus is not None and self.local_cpus <= 0:
+            raise HarnessError(f"--ray-local must be a positive number of CPUs, got {self.local_cpus}")
+        if self.shards is not None and self.shards <= 0:
+            raise HarnessError(f"--shards must be positive, got {self.shards}")
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingDependencyError("--engine ray needs Ray: pip install 'beir-harness[ray]'") from exc
+    return ray
+
+
+def shard_size(corpus_path: Path, shards: int) -> int:
+    """Documents per shard for about `shards` shards (counts the corpus's non-blank lines)."""
+    import gzip
+
+    opener = gzip.open if corpus_path.name.endswith(".gz") else open
+    lines = 0
+    with opener(corpus_path, "rb") as handle:
+        for line in handle:
+            lines += bool(line.strip())
+    return max(1, math.ceil(lines / shards))
+
+
+def _probe(address: str) -> None:
+    """Fail fast on an address nothing listens on (Ray itself retries for minutes)."""
+    target = address.removeprefix("ray://")
+    if address == "auto" or ":" not in target:
+        return  # Ray resolves "auto" itself, and quickly reports when no cluster runs here
+    host, _, port = target.rpartition(":")
+    if not port.isascii() or not port.isdigit():
+        raise HarnessError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        raise HarnessError(f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it with "
+                           "`ray start --head` or check --ray-address") from None
+
+
+def connect(spec: RaySpec) -> bool:
+    """Join (or start) the cluster `spec` names; True when this call started Ray and must shut it down."""
+    ray = _ray()
+    spec.check()
+    if spec.address is not None:
+        _probe(spec.address)
+    if ray.is_initialized():
+        return False  # the caller's own Ray session (a notebook, a test): use it, leave it running
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+    try:
+        if spec.local_cpus is not None:
+            ray.init(num_cpus=spec.local_cpus, **options)
+        else:
+            ray.init(address=spec.address, **options)
+    except HarnessError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
+        raise HarnessError(f"cannot join the Ray cluster at {spec.address or 'the default address'} "
+                           f"({type(exc).__name__}: {str(exc)[:300]})") from None
+    return True
+
+
+class ShardEncoder:
+    """A Ray actor: loads the model once, then encodes shards into the cache entry.
+
+    Args:
+        load: Builds the encoder (a picklable callable, e.g. ``partial(load_model, config)``).
+        entry: The cache entry the driver started; its folder must be visible on this node.
+        fingerprint: The driver's model fingerprint; a worker whose model differs refuses to work.
+    """
+
+    def __init__(self, load: Callable[[], Encoder], entry: EmbeddingEntry, fingerprint: dict[str, Any]):
+        self.host = socket.gethostname()
+        self.entry = entry
+        # Ray reports a constructor's exception without its cause; kept here, `ready` raises it whole.
+        self.problem: HarnessError | None = None
+        try:
+            if not (entry.root / "key.json").is_file():
+                raise HarnessError(f"worker on {self.host} cannot see the cache entry {entry.root}: the cache "
+                                   "directory must be on a filesystem every Ray node mounts (set --cache-dir to such "
+                                   "a path)")
+            self.encoder = load()
+            mine = self.encoder.fingerprint() if hasattr(self.encoder, "fingerprint") else None
+            if _plain(mine) != _plain(fingerprint):
+                raise HarnessError(f"worker on {self.host} loaded a different model than the driver (fingerprints "
+                                   f"{mine} vs {fingerprint}); install the same model and versions on every node")
+        except HarnessError as exc:
+            self.problem = exc
+
+    def ready(self) -> str:
+        """This worker's host name; raises what went wrong in the constructor."""
+        if self.problem is not None:
+            raise self.problem
+        return self.host
+
+    def encode(self, index: int, docs: list[Doc], batch_size: int) -> tuple[int, float]:
+        """Encode one shard as the local engine encodes a chunk, and store it; returns (rows, seconds)."""
+        if self.problem is not None:
+            raise self.problem
+        (doc_ids, vectors, seconds), = encode_corpus(self.encoder, iter(docs), chunk_size=len(docs),
+                                                     batch_size=batch_size, progress=False)
+        self.entry.write_chunk(index, doc_ids, vectors, strict=True)
+        return len(doc_ids), seconds
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON would give it back (a remembered fingerprint went through JSON)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _failure(ray: Any, exc: BaseException) -> str:
+    """Why a shard failed, in one line: the worker's own HarnessError when there is one."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, HarnessError):
+        return str(cause)
+    if isinstance(exc, ray.exceptions.RayActorError):
+        cause = re.sub(r"\x1b\[[0-9;]*m", "", getattr(exc, "error_msg", "") or str(exc)).strip()
+        return "the worker died (" + (cause.splitlines() or [""])[0][:300] + ")"
+    text = str(cause or exc).strip().splitlines()
+    return text[-1][:300] if text else type(exc).__name__
+
+
+def encode_corpus_ray(
+    load: Callable[[], Encoder],
+    fingerprint: dict[str, Any],
+    docs: Iterator[Doc],
+    entry: EmbeddingEntry,
+    chunk_size: int,
+    batch_size: int,
+    spec: RaySpec,
+    progress: bool = True,
+    cached: Callable[[int, list[str]], bool] | None = None,
+) -> Iterator[tuple[list[str], np.ndarray, float]]:
+    """Encode a document stream on Ray, shard by shard, into `entry`.
+
+    Args:
+        load: Builds the encoder on a worker (picklable).
+        fingerprint: The model's fingerprint, which every worker must reproduce.
+        docs: The document stream (read by the driver only).
+        entry: A started, writable cache entry on a filesystem every node sees.
+        chunk_size: Documents per shard (= per cache chunk).
+        batch_size: Texts per forward pass.
+        spec: Which cluster.
+        progress: A tqdm bar over documents on stderr.
+        cached: Called with (shard index, doc_ids); True when that shard is already in `entry`.
+
+    Yields:
+        (doc_ids, vectors, seconds the driver waited for them) per shard, in corpus order; the
+        vectors are read back from the cache, so what the index gets is what the cache holds.
+
+    Raises:
+        HarnessError: The cluster cannot be reached, a worker cannot see the cache or loads a
+            different model, or a shard failed (named, with the reason). Finished shards stay
+            in the cache and a rerun resumes from them.
+    """
+    from tqdm.auto import tqdm
+
+    ray = _ray()
+    if not entry.writable:
+        raise HarnessError(f"the Ray engine writes embeddings into the cache, but {entry.root} is not writable")
+    started_ray = connect(spec)
+    bar = tqdm(desc="encoding corpus (ray)", unit="doc", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    actors: list[Any] = []
+    idle: list[Any] = []
+    in_flight: dict[Any, tuple[int, list[str], Any]] = {}
+    finished: dict[int, list[str]] = {}
+    next_index = 0
+    n_encoded = n_cached = 0
+
+    def start_actors() -> None:
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        count = max(1, cpus)
+        remote = ray.remote(num_cpus=1, max_restarts=0)(ShardEncoder)
+        actors.extend(remote.remote(load, entry, fingerprint) for _ in range(count))
+        try:
+            hosts = ray.get([actor.ready.remote() for actor in actors])
+        except Exception as exc:  # noqa: BLE001 - the actor's constructor failed on a worker
+            raise HarnessError(f"a Ray worker could not start: {_failure(ray, exc)}") from None
+        logger.info("Ray engine: %d workers on %s", len(actors), ", ".join(sorted(set(hosts))))
+        idle.extend(actors)
+
+    def collect(block: bool) -> None:
+        nonlocal n_encoded
+        if not in_flight:
+            return
+        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=None if block else 0)
+        for ref in ready:
+            index, doc_ids, actor = in_flight.pop(ref)
+            try:
+                rows, _ = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - RayTaskError / RayActorError and their kin
+                reason = _failure(ray, exc)
+                _drain()
+                raise HarnessError(
+                    f"shard {index} (documents {index * chunk_size + 1}-{index * chunk_size + len(doc_ids)}) "
+                    f"failed on a Ray worker: {reason}. {n_encoded + n_cached} finished shard(s) are kept in "
+                    f"{entry.root}; rerun to resume") from None
+            if rows != len(doc_ids):
+                raise HarnessError(f"shard {index}: the worker stored {rows} vectors for {len(doc_ids)} documents")
+            finished[index] = doc_ids
+            n_encoded += 1
+            bar.update(len(doc_ids))
+            idle.append(actor)
+
+    def _drain() -> None:
+        """Let the other shards in flight finish, so their work is kept."""
+        nonlocal n_encoded
+        for ref in list(in_flight):
+            try:
+                ray.get(ref)
+                n_encoded += 1
+            except Exception:  # noqa: BLE001 - already failing; these are best effort
+                pass
+        in_flight.clear()
+
+    def ordered() -> Iterator[tuple[list[str], np.ndarray]]:
+        nonlocal next_index
+        while next_index in finished:
+            doc_ids = finished.pop(next_index)
+            try:
+                stored_ids, vectors = entry.read_chunk(next_index, mmap=True)
+            except CacheCorrupt as exc:
+                raise HarnessError(f"shard {next_index}: {exc}") from None
+            if stored_ids != doc_ids:
+                raise HarnessError(f"shard {next_index}: {entry.root} holds other documents than the corpus has "
+                                   "(was the cache written by another run at the same time?)")
+            next_index += 1
+            yield doc_ids, vectors
+
+    try:
+        resumed = time.perf_counter()
+        for index, chunk in enumerate(chunked(docs, chunk_size)):
+            doc_ids = [doc.doc_id for doc in chunk]
+            if cached is not None and cached(index, doc_ids):
+                finished[index] = doc_ids
+                n_cached += 1
+                bar.update(len(doc_ids))
+            else:
+                if not actors:
+                    start_actors()
+                while not idle:
+                    collect(block=True)
+                actor = idle.pop()
+                in_flight[actor.encode.remote(index, chunk, batch_size)] = (index, doc_ids, actor)
+                collect(block=False)
+            del chunk  # its texts now live in the object store until the shard is done
+            for doc_ids, vectors in ordered():
+                yield doc_ids, vectors, time.perf_counter() - resumed  # the time the driver waited
+                resumed = time.perf_counter()
+        while in_flight:
+            collect(block=True)
+            for doc_ids, vectors in ordered():
+                yield doc_ids, vectors, time.perf_counter() - resumed
+                resumed = time.perf_counter()
+        if n_cached:
+            logger.info("Ray engine: %d shard(s) from the cache, %d encoded", n_cached, n_encoded)
+    finally:
+        bar.close()
+        for actor in actors:
+            ray.kill(actor)
+        if started_ray:
+            ray.shutdown()
