@@ -74,12 +74,49 @@ def make_corpus(folder: Path, n_docs: int, seed: int = 0) -> int:
     return (folder / "corpus.jsonl").stat().st_size
 
 
+MSMARCO_DOCS = 8_841_823
+MSMARCO_WORDS = 56  # mean passage length in words (BEIR paper, table 1)
+
+
+def encoder_rates(data: Path, sample: int) -> dict[str, float]:
+    """The default model's documents/s on MS MARCO-length passages (SciFact texts cut to 56 words)."""
+    import tempfile
+    import time
+
+    from harness.encode import encode_corpus, load_encoder
+    from harness.formats import iter_corpus, locate_beir_folder
+    from harness.onnx_backend import onnx_encoder
+    from harness.records import Doc, doc_text
+
+    folder = locate_beir_folder(data / "scifact", "test")
+    docs = [Doc(doc.doc_id, "", " ".join(doc_text(doc).split()[:MSMARCO_WORDS]))
+            for _, doc in zip(range(sample), iter_corpus(folder.corpus))]
+    torch_encoder = load_encoder()
+    rates = {}
+    with tempfile.TemporaryDirectory() as cache:
+        for name, encoder in (("torch", torch_encoder), ("onnx-int8", onnx_encoder(torch_encoder, "onnx-int8",
+                                                                                  Path(cache)))):
+            started = time.perf_counter()
+            for _ in encode_corpus(encoder, iter(docs), progress=False):
+                pass
+            rates[name] = len(docs) / (time.perf_counter() - started)
+    return rates
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", default="100000,300000,1000000")
     parser.add_argument("--indexes", default="flat,ivfpq")
     parser.add_argument("--workdir", default="/tmp/beir-harness-scale")
+    parser.add_argument("--encoder-rates", action="store_true",
+                        help="instead: the default model's speed on MS MARCO-length passages, for the projection")
+    parser.add_argument("--data", default="../shared/data/beir")
     args = parser.parse_args()
+    if args.encoder_rates:
+        for name, rate in encoder_rates(Path(args.data), 1000).items():
+            print(f"{name:<10} {rate:7.1f} docs/s on {MSMARCO_WORDS}-word passages -> MS MARCO's "
+                  f"{MSMARCO_DOCS:,} passages in {MSMARCO_DOCS / rate / 3600:6.1f} h")
+        return 0
     baseline = json.loads(subprocess.run(
         [sys.executable, "-c", "import json, resource; import harness.pipeline, numpy, faiss, pytrec_eval; "
          "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))"],
