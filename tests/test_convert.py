@@ -332,7 +332,8 @@ def test_cli_convert_success_and_json(tmp_path, monkeypatch):
     assert [q.query_id for q in iter_queries(tmp_path / "out" / "queries.jsonl")] == ["q1"]
 
 
-def test_killed_conversion_leaves_nothing_a_rerun_keeps(tmp_path):
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT"])
+def test_killed_conversion_leaves_nothing_a_rerun_keeps(tmp_path, sig):
     import os
     import signal
     import subprocess
@@ -349,9 +350,13 @@ def test_killed_conversion_leaves_nothing_a_rerun_keeps(tmp_path):
     deadline = time.monotonic() + 30
     while not list(tmp_path.glob(".out.convert.*/corpus.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.send_signal(getattr(signal, sig))
+    _, stderr = proc.communicate(timeout=30)
     assert not (tmp_path / "out").exists()  # nothing that looks converted
+    if sig == "SIGINT":
+        assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+        assert stderr.strip().splitlines()[-1].startswith("interrupted:")
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # it cleaned up itself
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # the killed run's staging is gone

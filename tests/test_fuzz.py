@@ -71,3 +71,32 @@ def test_metric_names_and_cutoffs_parse_or_raise_harness_error(text):
             parse(text)
         except HarnessError:
             pass
+
+
+SEEDS = [b"", b"\xff\xfe", b'{"_id": "d1", "text": "x"}\n', b"id,text\nd1,hello\n", b"query-id\tcorpus-id\tscore\n",
+         b"q1 Q0 d1 1 0.5 run\n", b'{"documents": ["a"], "queries": [{"text": "a", "relevant": [0]}]}', b"nDCG@10"]
+
+
+def test_the_atheris_harness_runs_every_target_on_seeds():
+    from fuzz_atheris import TARGETS
+
+    assert set(TARGETS) == {"corpus", "queries", "qrels", "run", "csv", "tsv", "jsonl", "json", "eval-json",
+                            "eval-yaml", "metric"}
+    for target in TARGETS.values():
+        for seed in SEEDS:
+            target(seed)
+
+
+def test_the_atheris_harness_fuzzes_briefly_when_atheris_is_installed():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("atheris")
+    script = Path(__file__).with_name("fuzz_atheris.py")
+    for name in ("corpus", "qrels", "csv", "eval-json"):
+        proc = subprocess.run([sys.executable, str(script), name, "-atheris_runs=300", "-timeout=10"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]

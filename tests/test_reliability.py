@@ -62,3 +62,10 @@ def test_every_convert_bad_input_case_is_listed():
     listed = "\n".join(test for tests in _rows_by_section().values() for test in tests)
     missing = [case for case, *_ in BAD_INPUTS if f"[{case}]" not in listed]
     assert not missing, f"RELIABILITY.md lacks bad-input cases: {missing}"
+
+
+def test_the_readme_quotes_the_current_counts():
+    sections = _rows_by_section()
+    counts = (f"{len(sections['Bad input'])} bad inputs, {len(sections['Download faults'])} download faults, "
+              f"{len(sections['Interruption points'])} interruption points")
+    assert counts in " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
