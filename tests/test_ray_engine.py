@@ -208,11 +208,11 @@ def test_shard_size_counts_documents(tmp_path):
     assert shard_size(folder / "corpus.jsonl", 100) == 1
 
 
-def test_ray_needs_the_cache_and_a_dense_model(tmp_path, tiny_beir):
+def test_ray_needs_the_cache_and_leaves_bm25_local(tmp_path, tiny_beir):
     with pytest.raises(HarnessError, match="drop --no-cache"):
         evaluate_dataset(_config(tiny_beir, tmp_path, engine="ray", cache=False))
-    with pytest.raises(HarnessError, match="BM25 and --run need no encoding"):
-        evaluate_dataset(_config(tiny_beir, tmp_path, engine="ray", model="bm25"))
+    bm25 = evaluate_dataset(_config(tiny_beir, tmp_path, engine="ray", model="bm25"))  # runs here, no cluster
+    assert bm25.result.model == "bm25"
     with pytest.raises(HarnessError, match="not both"):
         evaluate_dataset(_config(tiny_beir, tmp_path, engine="ray", ray=RaySpec(address="auto", local_cpus=2)))
 
