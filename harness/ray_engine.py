@@ -57,7 +57,9 @@ class RaySpec:
             `local_cpus`: Ray's default (``$RAY_ADDRESS``, else a new local cluster).
         local_cpus: Start a private local cluster with this many CPUs for this run.
         shards: Cut the corpus into about this many shards; None: one shard per chunk of the
-            run's chunk size.
+            run's chunk size (the local engine's batches exactly). Other shard sizes change which
+            texts share a batch, which moves ``onnx-int8`` vectors slightly (its activation scales
+            are per batch); fp32 vectors only by float rounding.
     """
 
     address: str | None = None
