@@ -105,15 +105,26 @@ def _open_binary(path: Path) -> Iterator[IO[bytes]]:
 
 def content_sha256(path: str | Path) -> str:
     """sha256 of a file's uncompressed content (a ``.gz`` file is hashed as its decompressed bytes)."""
+    return content_digest(path)[0]
+
+
+def content_digest(path: str | Path) -> tuple[str, int]:
+    """(sha256, number of lines) of a file's uncompressed content, in one pass.
+
+    The line count includes blank lines, so for a JSONL file it is an upper bound on its records.
+    """
     path = Path(path)
     digest = hashlib.sha256()
+    lines, last = 0, b""
     with _open_binary(path) as handle:
         try:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
+                lines += block.count(b"\n")
+                last = block[-1:]
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise FormatError(path, f"cannot read: {exc}", hint="the file is damaged or truncated") from exc
-    return digest.hexdigest()
+    return digest.hexdigest(), lines + (last not in (b"", b"\n"))
 
 
 def _iter_lines(path: Path, digest: Any | None) -> Iterator[tuple[int, bytes]]:

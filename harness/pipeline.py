@@ -27,7 +27,7 @@ from harness.encode import DEFAULT_MODEL, Encoder, encode_corpus, load_encoder, 
 from harness.errors import DatasetError, HarnessError, OutputError
 from harness.formats import (
     BeirFolder,
-    content_sha256,
+    content_digest,
     iter_corpus,
     iter_queries,
     locate_beir_folder,
@@ -357,7 +357,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         config_record.update(retriever.spec.to_config())
     else:
         # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
-        corpus = _CorpusState(content_sha256(folder.corpus), dataset, judged, set(judged))
+        corpus_sha256, corpus_lines = content_digest(folder.corpus)
+        corpus = _CorpusState(corpus_sha256, dataset, judged, set(judged))
         model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
         if encoder is None:
             encoder = _model_or_lazy(config, model_source)
@@ -369,7 +370,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         if config.engine == "ray" and config.ray.shards is not None:
             from harness.ray_engine import shard_size
 
-            chunk_size = shard_size(folder.corpus, config.ray.shards)
+            chunk_size = shard_size(corpus_lines, config.ray.shards)
         run, started, index_quality = _retrieve(encoder, _checked_corpus(folder, corpus), queries,
                                                 top_k + int(ignore_identical_ids), top_k, config, timings, started,
                                                 corpus, chunk_size)

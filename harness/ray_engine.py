@@ -30,7 +30,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cache import CacheCorrupt, EmbeddingEntry
@@ -84,16 +83,9 @@ def _ray() -> Any:
     return ray
 
 
-def shard_size(corpus_path: Path, shards: int) -> int:
-    """Documents per shard for about `shards` shards (counts the corpus's non-blank lines)."""
-    import gzip
-
-    opener = gzip.open if corpus_path.name.endswith(".gz") else open
-    lines = 0
-    with opener(corpus_path, "rb") as handle:
-        for line in handle:
-            lines += bool(line.strip())
-    return max(1, math.ceil(lines / shards))
+def shard_size(n_lines: int, shards: int) -> int:
+    """Documents per shard for about `shards` shards of a corpus of `n_lines` lines."""
+    return max(1, math.ceil(n_lines / shards))
 
 
 def _probe(address: str) -> None:

@@ -21,7 +21,7 @@ from harness.cache import embedding_entry
 from harness.encode import load_encoder
 from harness.cli import cli
 from harness.errors import HarnessError, MissingDependencyError
-from harness.formats import iter_corpus
+from harness.formats import content_digest, iter_corpus
 from harness.pipeline import EvaluateConfig, evaluate_dataset
 from harness.ray_engine import RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
 
@@ -204,8 +204,9 @@ def test_an_unreachable_address_fails_fast_with_advice():
 
 def test_shard_size_counts_documents(tmp_path):
     folder = _corpus(tmp_path / "data", 37)
-    assert shard_size(folder / "corpus.jsonl", 5) == 8
-    assert shard_size(folder / "corpus.jsonl", 100) == 1
+    _, n_lines = content_digest(folder / "corpus.jsonl")
+    assert shard_size(n_lines, 5) == 8
+    assert shard_size(n_lines, 100) == 1
 
 
 def test_ray_needs_the_cache_and_leaves_bm25_local(tmp_path, tiny_beir):
@@ -235,3 +236,15 @@ def test_cli_ray_local_and_option_checks(cluster, tmp_path, tiny_beir):
     assert json.loads(ok.stdout)["config"]["engine"] == "ray"
     misuse = runner.invoke(cli, ["evaluate", str(tiny_beir), "--shards", "4"])
     assert misuse.exit_code == 2 and "need --engine ray" in misuse.output
+    local = runner.invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "hash:64", "--engine", "ray",
+                                "--ray-local", "2", "--cache-dir", str(tmp_path / "c2"), "--output-dir",
+                                str(tmp_path / "r2")])
+    assert local.exit_code == 0, local.output  # joins this test's running session instead of starting one
+    unreachable = runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", "--engine", "ray",
+                                      "--ray-address", "127.0.0.1:1", "--cache-dir", str(tmp_path / "c3"),
+                                      "--output-dir", str(tmp_path / "r3")])
+    assert unreachable.exit_code == 1 and "cannot reach the Ray cluster at 127.0.0.1:1" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr and not (tmp_path / "r3").exists()
+    both = runner.invoke(cli, ["evaluate", str(tiny_beir), "--engine", "ray", "--ray-address", "auto",
+                               "--ray-local", "2"])
+    assert both.exit_code == 1 and "not both" in both.stderr
