@@ -11,7 +11,10 @@ dimension, per-chunk sha256) written last. An entry without a manifest is partia
 mid-encode resumes from the chunks already written. An entry whose files do not match the manifest
 is dropped with a warning and recomputed; a damaged cache never yields a result.
 
-The cache dir is ``--cache-dir``, else ``$BEIR_HARNESS_CACHE_DIR``, else ``<data dir>/.cache``.
+The cache dir is ``--cache-dir``, else ``$BEIR_HARNESS_CACHE_DIR``, else the platform's user cache
+folder (``~/.cache/beir-harness`` on Linux, via platformdirs): one cache per user, whatever the
+current folder or the data dir, so the same evaluation started anywhere is a cache hit. It also
+holds the remembered model fingerprints (``models/``), ONNX exports and built indexes.
 """
 
 from __future__ import annotations
@@ -37,15 +40,19 @@ logger = logging.getLogger(__name__)
 CACHE_FORMAT = 1
 
 
-def cache_dir(option: str | Path | None = None, data_dir: str | Path | None = None) -> Path:
-    """The cache root: the option, else ``$BEIR_HARNESS_CACHE_DIR``, else ``<data dir>/.cache``."""
-    if option:
-        return Path(option)
-    if os.environ.get("BEIR_HARNESS_CACHE_DIR"):
-        return Path(os.environ["BEIR_HARNESS_CACHE_DIR"])
-    from harness.datasets import data_dir as default_data_dir
+def cache_dir(option: str | Path | None = None) -> Path:
+    """The cache root: `option`, else ``$BEIR_HARNESS_CACHE_DIR``, else the user cache folder.
 
-    return default_data_dir(data_dir) / ".cache"
+    The default is independent of the current folder (``~/.cache/beir-harness`` on Linux,
+    ``~/Library/Caches/beir-harness`` on macOS, ``%LOCALAPPDATA%\\beir-harness\\Cache`` on Windows).
+    """
+    if option:
+        return Path(option).expanduser()
+    if os.environ.get("BEIR_HARNESS_CACHE_DIR"):
+        return Path(os.environ["BEIR_HARNESS_CACHE_DIR"]).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("beir-harness", appauthor=False))
 
 
 def content_key(inputs: Mapping[str, Any]) -> str:
@@ -267,17 +274,39 @@ def list_entries(root: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def clear_entries(root: Path, model: str | None = None, dataset: str | None = None) -> list[dict[str, Any]]:
-    """Delete the entries matching `model` and `dataset` (all when both are None)."""
-    removed = []
-    for entry in list_entries(root):
-        if model is not None and entry["model"] != model:
-            continue
-        if dataset is not None and entry["dataset"] != dataset:
-            continue
-        shutil.rmtree(entry["path"], ignore_errors=True)
-        removed.append(entry)
-    return removed
+def clear_entries(root: Path, model: str | None = None, dataset: str | None = None,
+                  dry_run: bool = False) -> list[dict[str, Any]]:
+    """Delete the entries matching `model` and `dataset` (all when both are None).
+
+    Args:
+        root: The cache root.
+        model: Only entries of this model (the name entries record: the canonical model name).
+        dataset: Only entries of this dataset.
+        dry_run: Delete nothing; return what would be deleted.
+
+    Returns:
+        The entries deleted (or, with `dry_run`, those that would be).
+
+    Raises:
+        HarnessError: A filter matches no entry; the message lists the models and datasets that
+            do have entries.
+    """
+    entries = list_entries(root)
+    chosen = [entry for entry in entries if (model is None or entry["model"] == model)
+              and (dataset is None or entry["dataset"] == dataset)]
+    if not chosen and (model is not None or dataset is not None):
+        wanted = " and ".join(f"{what} {value!r}" for what, value in (("model", model), ("dataset", dataset))
+                              if value is not None)
+        if not entries:
+            raise HarnessError(f"no cache entry matches {wanted}: the cache {root} is empty")
+        models = sorted({str(entry["model"]) for entry in entries})
+        datasets = sorted({str(entry["dataset"]) for entry in entries})
+        raise HarnessError(f"no cache entry in {root} matches {wanted}; entries exist for models "
+                           f"{', '.join(models)} and datasets {', '.join(datasets)}")
+    if not dry_run:
+        for entry in chosen:
+            shutil.rmtree(entry["path"], ignore_errors=True)
+    return chosen
 
 
 def model_files_key(source: str, settings: Mapping[str, Any]) -> str | None:

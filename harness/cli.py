@@ -144,7 +144,11 @@ _RUN_OPTIONS = [
     click.option("--max-seq-length", type=click.IntRange(min=1), default=None,
                  help="Truncate texts to this many tokens [default: the model's]."),
     click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
-                 help="Results go to <output-dir>/<dataset>/<model>/<split>.json and <split>.run.trec."),
+                 help="Results go to <output-dir>/<dataset>/<model>/<split>[.<variant>].json and .run.trec; "
+                      "each configuration has its own file."),
+    click.option("--name", default=None, metavar="LABEL",
+                 help="Label of the result in every report, table and plot [default: the model, plus the "
+                      "non-default settings]."),
     click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
                  help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets]."),
     click.option("--download/--no-download", default=True, show_default=True,
@@ -152,7 +156,8 @@ _RUN_OPTIONS = [
     click.option("--base-url", default=None, metavar="URL",
                  help="Download mirror [default: $BEIR_HARNESS_MIRROR or BEIR's server]."),
     click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-                 help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR or <data dir>/.cache]."),
+                 help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR, else the user cache folder, "
+                      "~/.cache/beir-harness on Linux]."),
     click.option("--cache/--no-cache", "use_cache", default=True, show_default=True,
                  help="Reuse and store embeddings (content-addressed: model weights + corpus content)."),
     click.option("--threads", type=click.IntRange(min=1), default=None,
@@ -233,10 +238,13 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
 @click.option("--run", "run_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Score this TREC run file (qid Q0 docid rank score tag) instead of retrieving.")
+@click.option("--allow-unknown-docs", is_flag=True,
+              help="With --run: score documents that are not in the corpus as non-relevant instead of refusing "
+                   "the run.")
 @_run_options
 @click.pass_context
 def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_path: Path | None,
-             **options) -> None:
+             allow_unknown_docs: bool, **options) -> None:
     """Evaluate a model, or an external run, on a BEIR folder or dataset.
 
     DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv, or a
@@ -262,7 +270,9 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_p
     from harness.pipeline import evaluate_dataset
     from harness.report import format_metrics_table
 
-    config = _config(ctx, dataset, model, {**options, "run_path": run_path})
+    if allow_unknown_docs and run_path is None:
+        raise click.UsageError("--allow-unknown-docs applies to --run only")
+    config = _config(ctx, dataset, model, {**options, "run_path": run_path, "allow_unknown_docs": allow_unknown_docs})
     outcome = evaluate_dataset(config)
     if as_json:
         click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
@@ -733,14 +743,13 @@ def cache() -> None:
 
 _cache_dir_option = click.option(
     "--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-    help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR or <data dir>/.cache].")
+    help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR, else ~/.cache/beir-harness on Linux].")
 
 
 @cache.command("list")
 @_cache_dir_option
-@_data_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
-def cache_list(cache_dir: Path | None, data_dir: Path | None, as_json: bool) -> None:
+def cache_list(cache_dir: Path | None, as_json: bool) -> None:
     """List cached embeddings: model, dataset, kind, rows, size, complete?
 
     Example:
@@ -750,36 +759,87 @@ def cache_list(cache_dir: Path | None, data_dir: Path | None, as_json: bool) -> 
     """
     from harness.cache import cache_dir as resolve, list_entries
 
-    entries = list_entries(resolve(cache_dir, data_dir))
+    root = resolve(cache_dir)
+    entries = list_entries(root)
     if as_json:
         click.echo(json.dumps(entries, indent=2))
         return
-    click.echo(f"{'key':<12} {'kind':<8} {'dataset':<20} {'rows':>9} {'MB':>8}  {'complete':<8}  model")
+    logger.info("cache: %s", root)
+    click.echo(_format_entries(entries))
+
+
+def _format_entries(entries: list[dict]) -> str:
+    lines = [f"{'key':<12} {'kind':<8} {'dataset':<20} {'rows':>9} {'MB':>8}  {'complete':<8}  model"]
     for e in entries:
         rows = f"{e['rows']:,}" if e["rows"] is not None else "-"
-        click.echo(f"{e['key'][:12]:<12} {e['kind'] or '?':<8} {e['dataset'] or '?':<20} {rows:>9} "
-                   f"{e['bytes'] / 2**20:>8.1f}  {'yes' if e['complete'] else 'partial':<8}  {e['model'] or '?'}")
+        lines.append(f"{e['key'][:12]:<12} {e['kind'] or '?':<8} {e['dataset'] or '?':<20} {rows:>9} "
+                     f"{e['bytes'] / 2**20:>8.1f}  {'yes' if e['complete'] else 'partial':<8}  {e['model'] or '?'}")
+    return "\n".join(lines)
 
 
 @cache.command("clear")
 @_cache_dir_option
-@_data_dir_option
-@click.option("--model", default=None, help="Only entries of this model (full name as listed).")
+@click.option("--model", default=None,
+              help="Only entries of this model (any name evaluate accepts, e.g. all-MiniLM-L6-v2).")
 @click.option("--dataset", default=None, help="Only entries of this dataset.")
-def cache_clear(cache_dir: Path | None, data_dir: Path | None, model: str | None, dataset: str | None) -> None:
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Clear the whole cache without asking.")
+def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, dry_run: bool, yes: bool) -> None:
     """Delete cached embeddings (all, or those of one model and/or dataset).
+
+    Without a filter every entry goes, so it asks first (--yes skips the question). A filter
+    that matches nothing is an error that lists the models and datasets that have entries.
 
     Example:
 
     \b
-        beir-harness cache clear
-        beir-harness cache clear --model sentence-transformers/all-MiniLM-L6-v2 --dataset scifact
+        beir-harness cache clear --dry-run
+        beir-harness cache clear --model all-MiniLM-L6-v2 --dataset scifact
+        beir-harness cache clear --yes
     """
     from harness.cache import cache_dir as resolve, clear_entries
+    from harness.encode import canonical_model_name
 
-    removed = clear_entries(resolve(cache_dir, data_dir), model, dataset)
-    freed = sum(e["bytes"] for e in removed)
-    click.echo(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} ({freed / 2**20:.1f} MB)")
+    root = resolve(cache_dir)
+    model = canonical_model_name(model) if model else None
+    chosen = clear_entries(root, model, dataset, dry_run=True)
+    freed = sum(e["bytes"] for e in chosen) / 2**20
+    count = f"{len(chosen)} entr{'y' if len(chosen) == 1 else 'ies'} ({freed:.1f} MB)"
+    if dry_run:
+        click.echo(_format_entries(chosen))
+        click.echo(f"would remove {count} from {root}")
+        return
+    if model is None and dataset is None and chosen and not yes:
+        click.confirm(f"remove all {count} from {root}?", abort=True, err=True)
+    removed = clear_entries(root, model, dataset)
+    freed = sum(e["bytes"] for e in removed) / 2**20
+    click.echo(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} ({freed:.1f} MB) from {root}")
+
+
+@cli.command("env")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
+@_cache_dir_option
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Results folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print the block as JSON.")
+def env(data_dir: Path | None, cache_dir: Path | None, output_dir: Path, as_json: bool) -> None:
+    """Print versions, the host, torch's devices and the folders in use (for bug reports).
+
+    Shows python, beir-harness, torch, sentence-transformers, transformers, faiss, pytrec_eval
+    and numpy versions; the CPU and the instruction sets that pick kernels; CUDA devices and
+    MPS; the data, cache and results folders actually used, installed datasets and cache size.
+
+    Example:
+
+    \b
+        beir-harness env
+        beir-harness env --json
+    """
+    from harness.environment import describe, format_environment
+
+    info = describe(data_dir, cache_dir, output_dir)
+    click.echo(json.dumps(info, indent=2) if as_json else format_environment(info))
 
 
 def main() -> None:

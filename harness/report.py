@@ -1,24 +1,32 @@
 """Results: the record of one evaluation, where it is written, and how it is shown.
 
-One evaluation is written to ``<output_dir>/<dataset>/<model-slug>/<split>.json`` and its
-scored run beside it as ``<split>.run.trec`` (the exact run the metrics were computed on, so
-``trec_eval -c -m ndcg_cut.10 qrels <split>.run.trec`` gives the same numbers). Both files
-are written atomically; the run first, so a result file never points at a missing run.
+One evaluation is written to ``<output_dir>/<dataset>/<model-slug>/<split>.json`` for the
+default configuration, or ``<split>.<variant>.json`` for any other (`harness.variant`), and its
+scored run beside it with ``.run.trec`` in place of ``.json`` (the exact run the metrics were
+computed on, so ``trec_eval -c -m ndcg_cut.10 qrels <split>.run.trec`` gives the same numbers).
+Both files are written atomically; the run first, so a result file never points at a missing
+run. A rerun of one configuration replaces its own files; a file of another configuration found
+at the same path (written by an older release) is kept under another name, never overwritten.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import OutputError
 from harness.formats import atomic_writer, remove_stale_temporaries, write_json, write_run
 from harness.records import Run
 
-RESULT_SCHEMA_VERSION = 1
+logger = logging.getLogger(__name__)
+
+RESULT_SCHEMA_VERSION = 2  # 2: label, variant; config_hash from `harness.variant`
 
 
 @dataclass(frozen=True)
@@ -40,8 +48,14 @@ class Result:
         notes: Warnings about the evaluation (e.g. judged queries missing from a run).
         index_quality: For an approximate index, the mean fraction of the exact top-k it found
             (``recall_of_exact@k``, measured against flat search on the same vectors and queries).
-        config_hash: sha256 (16 hex digits) of the settings that decide the numbers; `bench`
-            skips a cell whose result has the same hash.
+        config_hash: sha256 (16 hex digits) of the model, split and decisive settings that
+            differ from the defaults (`harness.variant.Configuration`); `bench` skips a cell whose
+            result has the same hash.
+        host: The machine: CPU model, cores used, the SIMD flags that pick kernels, the GPU if
+            one was used (`harness.host.host_info`).
+        label: The name shown in tables and plots (``--name``, else model and variant tokens).
+        variant: ``""`` for the default configuration, else the part of the file name that
+            names the differing settings (e.g. ``hnsw-3f2a9c1d``).
     """
 
     dataset: str
@@ -58,14 +72,17 @@ class Result:
     notes: list[str] = field(default_factory=list)
     index_quality: dict[str, float] = field(default_factory=dict)
     config_hash: str = ""
+    label: str = ""
+    variant: str = ""
+    host: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object written to the result file."""
         return {"schema_version": RESULT_SCHEMA_VERSION, **asdict(self)}
 
 
-RESULTS_CSV_COLUMNS = ("dataset", "split", "model", "metric", "value", "n_queries", "ignore_identical_ids",
-                       "index", "config_hash", "harness_version", "created")
+RESULTS_CSV_COLUMNS = ("dataset", "split", "model", "label", "variant", "metric", "value", "n_queries",
+                       "ignore_identical_ids", "index", "config_hash", "harness_version", "created")
 
 
 def read_result(path: str | Path) -> dict[str, Any] | None:
@@ -80,19 +97,25 @@ def read_result(path: str | Path) -> dict[str, Any] | None:
 def results_rows(output_dir: str | Path) -> list[dict[str, Any]]:
     """Long-form rows (one per dataset × model × split × metric) of every result under `output_dir`."""
     rows = []
-    for path in sorted(Path(output_dir).glob("*/*/*.json")):
+    for path in sorted(Path(output_dir).glob("*/*/*.json")):  # one file per configuration
         data = read_result(path)
         if data is None:
             continue
         for metric, value in data["metrics"].items():
             rows.append({
-                "dataset": data["dataset"], "split": data["split"], "model": data["model"], "metric": metric,
+                "dataset": data["dataset"], "split": data["split"], "model": data["model"],
+                "label": result_label(data), "variant": data.get("variant", ""), "metric": metric,
                 "value": value, "n_queries": data.get("n_queries"),
                 "ignore_identical_ids": data.get("config", {}).get("ignore_identical_ids"),
                 "index": data.get("config", {}).get("index", ""), "config_hash": data.get("config_hash", ""),
                 "harness_version": data.get("versions", {}).get("beir-harness", ""), "created": data.get("created"),
             })
     return rows
+
+
+def result_label(data: dict[str, Any]) -> str:
+    """A result's label; results written before labels existed are labelled by their model."""
+    return data.get("label") or data["model"]
 
 
 def write_results_csv(output_dir: str | Path) -> Path:
@@ -117,15 +140,20 @@ def model_slug(model: str) -> str:
     return slug
 
 
-def result_paths(output_dir: str | Path, dataset: str, model: str, split: str) -> tuple[Path, Path]:
-    """The result JSON and run file paths for one evaluation."""
+def result_paths(output_dir: str | Path, dataset: str, model: str, split: str,
+                 variant: str = "") -> tuple[Path, Path]:
+    """The result JSON and run file paths for one evaluation (`variant` "" for the default configuration)."""
     folder = Path(output_dir) / model_slug(dataset) / model_slug(model)
-    split_name = model_slug(split)
-    return folder / f"{split_name}.json", folder / f"{split_name}.run.trec"
+    stem = model_slug(split) + (f".{model_slug(variant)}" if variant else "")
+    return folder / f"{stem}.json", folder / f"{stem}.run.trec"
 
 
 def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path, Path]:
     """Write the result JSON and the scored run, each atomically.
+
+    A result of another configuration already at the path (an older release named files by
+    model and split only) is first renamed to ``<stem>.kept-<its hash>.json`` with its run file,
+    so that it is never lost.
 
     Returns:
         (result path, run path).
@@ -133,23 +161,47 @@ def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path
     Raises:
         OutputError: The folder cannot be written; any earlier result there is left intact.
     """
-    json_path, run_path = result_paths(output_dir, result.dataset, result.model, result.split)
+    json_path, run_path = result_paths(output_dir, result.dataset, result.model, result.split, result.variant)
     if json_path.parent.is_dir():
         remove_stale_temporaries(json_path.parent)
+        _keep_other_configuration(json_path, run_path, result.config_hash)
     write_run(run, run_path)
     write_json(result.to_json(), json_path)
     return json_path, run_path
 
 
+def _keep_other_configuration(json_path: Path, run_path: Path, config_hash: str) -> None:
+    previous = read_result(json_path)
+    if previous is None or previous.get("config_hash") == config_hash:
+        return
+    tag = (previous.get("config_hash") or "v1")[:8]
+    kept = json_path.with_name(f"{json_path.stem}.kept-{tag}.json")
+    try:
+        if run_path.is_file():
+            os.replace(run_path, kept.with_name(f"{kept.stem}.run.trec"))
+        os.replace(json_path, kept)
+    except OSError as exc:
+        raise OutputError(f"{json_path} holds a result of another configuration and cannot be moved aside "
+                          f"({exc.strerror or exc}); move it yourself") from exc
+    logger.warning("%s held a result of another configuration (%s); kept it as %s", json_path,
+                   result_label(previous), kept.name)
+
+
 def format_metrics_table(result: Result) -> str:
-    """A plain two-column table (metric, value) of the means, grouped by metric family."""
-    width = max((len(name) for name in result.metrics), default=6)
+    """A plain two-column table (metric, value) of the means at the cutoffs asked for, by family.
+
+    The result stores more cutoffs (the standard set); ``--json`` and the result file show them all.
+    """
+    shown_k = {str(k) for k in result.config.get("k_values", ())}
+    shown = {name: value for name, value in result.metrics.items()
+             if not shown_k or name.rsplit("@", 1)[-1] in shown_k}
+    width = max((len(name) for name in shown), default=6)
     lines = [
-        f"{result.dataset} [{result.split}] · {result.model} · {result.n_queries} judged queries",
+        f"{result.dataset} [{result.split}] · {result.label or result.model} · {result.n_queries} judged queries",
         f"{'metric':<{width}}  value",
         f"{'-' * width}  ------",
     ]
-    lines += [f"{name:<{width}}  {value:.4f}" for name, value in result.metrics.items()]
+    lines += [f"{name:<{width}}  {value:.4f}" for name, value in shown.items()]
     if result.index_quality:
         lines.append(f"{result.config.get('index')} index: " + ", ".join(
             f"{name} {value:.4f}" for name, value in result.index_quality.items()))

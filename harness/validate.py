@@ -140,8 +140,9 @@ def validate_folder(root: str | Path) -> ValidationReport:
 
     Checks: the files exist; every corpus/queries line is a JSON object with ``_id`` and text;
     ids are unique; each qrels file has BEIR's header, three columns and integer grades, no
-    conflicting duplicate, and only ids present in queries.jsonl and corpus.jsonl. Notes empty
-    texts (warning) and CRLF line endings (note).
+    conflicting duplicate, and only ids present in queries.jsonl and corpus.jsonl; no id holds
+    whitespace (a TREC run or qrels line cannot). Notes empty texts (warning) and CRLF line
+    endings (note).
 
     Args:
         root: The folder.
@@ -172,7 +173,7 @@ def validate_folder(root: str | Path) -> ValidationReport:
     doc_ids: set[str] = set()
     words = 0
     if corpus is not None:
-        for doc in iter_corpus(corpus, on_error=report.add_error):
+        for doc in iter_corpus(corpus, on_error=report.add_error, check_ids=True):
             doc_ids.add(doc.doc_id)
             text = doc_text(doc)
             words += len(text.split())
@@ -184,7 +185,7 @@ def validate_folder(root: str | Path) -> ValidationReport:
             report.add("error", str(corpus), "the corpus has no documents")
     query_ids: set[str] = set()
     if queries is not None:
-        for query in iter_queries(queries, on_error=report.add_error):
+        for query in iter_queries(queries, on_error=report.add_error, check_ids=True):
             query_ids.add(query.query_id)
             if not query.text.strip():
                 report.add("warning", str(queries), f"query {query.query_id!r} has empty text")
@@ -192,7 +193,7 @@ def validate_folder(root: str | Path) -> ValidationReport:
 
     for path in qrels_files:
         split = path.name.split(".")[0]
-        qrels = read_qrels(path, on_error=report.add_error)
+        qrels = read_qrels(path, on_error=report.add_error, check_ids=True)
         summary = SplitSummary(split, str(path), qrels.n_judgments, len(qrels),
                                dict(Counter(g for docs in qrels.values() for g in docs.values())))
         report.splits.append(summary)

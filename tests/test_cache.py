@@ -141,12 +141,56 @@ def test_cache_list_and_clear(tiny_beir, tmp_path):
     data = json.loads(runner.invoke(cli, ["cache", "list", "--cache-dir", str(tmp_path / "cache"), "--json"]).stdout)
     assert {e["kind"] for e in data} == {"corpus", "queries"}
     result = runner.invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path / "cache"), "--dataset", "other"])
-    assert "removed 0" in result.stdout
+    # A filter that matches nothing is an error naming what does have entries.
+    assert result.exit_code == 1 and "no cache entry" in result.stderr
+    assert "models fake-bow" in result.stderr and "datasets tiny" in result.stderr
     result = runner.invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path / "cache"), "--model", "fake-bow"])
     assert result.exit_code == 0 and "removed 2" in result.stdout
     assert clear_entries(tmp_path / "cache") == []
     for command in (["cache"], ["cache", "list"], ["cache", "clear"]):
         assert "Example:" in runner.invoke(cli, [*command, "--help"]).stdout
+
+
+def test_cache_clear_asks_before_clearing_everything(tiny_beir, tmp_path):
+    _run(tiny_beir, tmp_path, CachingFake())
+    runner, cache = CliRunner(), str(tmp_path / "cache")
+    dry = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache, "--dry-run"])
+    assert dry.exit_code == 0 and "would remove 2 entries" in dry.stdout and "fake-bow" in dry.stdout
+    assert len(list_entries(tmp_path / "cache")) == 2  # a dry run deletes nothing
+    declined = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache], input="n\n")
+    assert declined.exit_code == 1 and "remove all 2 entries" in declined.stderr
+    assert len(list_entries(tmp_path / "cache")) == 2
+    no_stdin = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache])  # nobody to answer: nothing goes
+    assert no_stdin.exit_code == 1 and len(list_entries(tmp_path / "cache")) == 2
+    confirmed = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache], input="y\n")
+    assert confirmed.exit_code == 0 and "removed 2 entries" in confirmed.stdout
+    _run(tiny_beir, tmp_path, CachingFake())
+    assert runner.invoke(cli, ["cache", "clear", "--cache-dir", cache, "--yes"]).exit_code == 0
+    assert list_entries(tmp_path / "cache") == []
+    empty = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache, "--model", "fake-bow"])
+    assert empty.exit_code == 1 and "is empty" in empty.stderr
+
+
+def test_cache_clear_accepts_the_model_aliases_evaluate_accepts(tmp_path):
+    from harness.cache import embedding_entry
+    from harness.encode import DEFAULT_MODEL
+
+    entry = embedding_entry(tmp_path, {"kind": "corpus", "model": {"name": DEFAULT_MODEL}}, {"dataset": "scifact"})
+    entry.start(10)
+    result = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path), "--model", "all-MiniLM-L6-v2"])
+    assert result.exit_code == 0, result.stderr
+    assert "removed 1 entry" in result.stdout and list_entries(tmp_path) == []
+
+
+def test_the_default_cache_is_per_user_not_per_folder(monkeypatch, tmp_path):
+    from harness.cache import cache_dir
+
+    monkeypatch.delenv("BEIR_HARNESS_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    assert cache_dir() == tmp_path / "xdg" / "beir-harness"
+    monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "env"))
+    assert cache_dir() == tmp_path / "env" and cache_dir(tmp_path / "opt") == tmp_path / "opt"
 
 
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])

@@ -93,7 +93,7 @@ def test_cqadupstack_is_the_mean_of_its_forums(tmp_path):
     (root / "cqadupstack__tex").rename(tmp_path / "moved")
     write_result(root, "scifact", "m", {"1": 0.5})
     comparison = build_comparison(load_results([root]))
-    assert ("cqadupstack", "m") not in comparison.cells
+    assert comparison.value("cqadupstack", "m") is None  # the row stays, empty, with a note
     assert "11 of 12 forums (missing tex)" in comparison.notes[0]
 
 

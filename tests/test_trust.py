@@ -1,0 +1,258 @@
+"""Results that are never silently lost or wrong: one file per configuration, the standard metric
+set in every result, strict external runs, ids a run file can hold, one cache per user, the host.
+
+Every case goes through the real CLI (CliRunner) with the ``hash:DIM`` stand-in encoder.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.variant import Configuration
+
+
+def _evaluate(folder: Path, out: Path, *options: str):
+    return CliRunner().invoke(cli, ["-q", "evaluate", str(folder), "--model", "hash:64", "--output-dir", str(out),
+                                    *options])
+
+
+def _results(out: Path) -> list[Path]:
+    return sorted(out.glob("*/*/*.json"))
+
+
+def test_each_configuration_has_its_own_file_and_both_reach_the_report(tiny_beir, tmp_path):
+    out = tmp_path / "results"
+    assert _evaluate(tiny_beir, out).exit_code == 0
+    default = out / "tiny" / "hash_64" / "test.json"
+    before = default.read_bytes()
+    for options in (["--index", "hnsw"], ["--query-prefix", "q: "], ["--top-k", "200"],
+                    ["--ignore-identical-ids"], ["--similarity", "dot"], ["--max-seq-length", "64"]):
+        assert _evaluate(tiny_beir, out, *options).exit_code == 0, options
+    assert default.read_bytes() == before  # no other configuration touched the default's file
+    names = [path.name for path in _results(out)]
+    assert len(names) == 7 and "test.json" in names
+    assert any(name.startswith("test.hnsw-") for name in names)
+    assert any(name.startswith("test.prefix-") for name in names)
+    assert any(name.startswith("test.top200-") for name in names)
+    assert any(name.startswith("test.self-hits-dropped-") for name in names)
+    for path in _results(out):  # every result has its run file beside it
+        assert path.with_name(path.stem + ".run.trec").is_file()
+    report = CliRunner().invoke(cli, ["report", str(out), "--format", "csv"])
+    assert report.exit_code == 0, report.stderr
+    header = report.stdout.splitlines()[0].split(",")
+    assert "hash:64" in header and "hash:64 [hnsw]" in header and "hash:64 [prefix]" in header
+    assert len(header) == 1 + 7
+
+
+def test_a_rerun_replaces_only_its_own_file(tiny_beir, tmp_path):
+    out = tmp_path / "results"
+    _evaluate(tiny_beir, out)
+    _evaluate(tiny_beir, out, "--index", "hnsw")
+    hnsw = next(p for p in _results(out) if p.name.startswith("test.hnsw"))
+    hnsw_bytes = hnsw.read_bytes()
+    first = json.loads((out / "tiny" / "hash_64" / "test.json").read_text())
+    assert _evaluate(tiny_beir, out, "--k", "10").exit_code == 0  # same configuration: replaces its file
+    again = json.loads((out / "tiny" / "hash_64" / "test.json").read_text())
+    assert again["config_hash"] == first["config_hash"] and len(_results(out)) == 2
+    assert hnsw.read_bytes() == hnsw_bytes
+    # --k 10 shows only @10, but the stored result keeps the standard set: Recall@100 stays comparable.
+    assert again["metrics"]["Recall@100"] == first["metrics"]["Recall@100"]
+    assert {f"nDCG@{k}" for k in (1, 3, 5, 10, 20, 100)} <= set(again["metrics"])
+    report = CliRunner().invoke(cli, ["report", str(out), "--metric", "Recall@100", "--format", "csv"])
+    assert report.stdout.splitlines()[0] == "dataset,hash:64,hash:64 [hnsw]"
+
+
+def test_name_labels_the_result_in_reports_and_bench_labels_each_model(tiny_beir, tmp_path):
+    out = tmp_path / "results"
+    assert _evaluate(tiny_beir, out, "--name", "my baseline").exit_code == 0
+    data = json.loads((out / "tiny" / "hash_64" / "test.json").read_text())
+    assert data["label"] == "my baseline" and data["variant"] == ""
+    table = CliRunner().invoke(cli, ["report", str(out)]).stdout
+    assert "my baseline" in table
+    bench = CliRunner().invoke(cli, ["-q", "bench", "--models", "hash:64,bm25", "--datasets", str(tiny_beir),
+                                     "--output-dir", str(tmp_path / "grid"), "--name", "run7"])
+    assert bench.exit_code == 0, bench.stderr
+    rows = list(csv.DictReader(open(tmp_path / "grid" / "results.csv")))
+    assert {row["label"] for row in rows} == {"run7: hash:64", "run7: bm25"}
+
+
+def test_a_result_of_another_configuration_at_the_path_is_kept(tiny_beir, tmp_path):
+    """An older release wrote every configuration to <split>.json: such a file is moved aside, not lost."""
+    out = tmp_path / "results"
+    _evaluate(tiny_beir, out)
+    default = out / "tiny" / "hash_64" / "test.json"
+    old = json.loads(default.read_text())
+    old.update(config_hash="0123456789abcdef", label="", schema_version=1)
+    old["config"]["index"] = "hnsw"
+    default.write_text(json.dumps(old))
+    result = _evaluate(tiny_beir, out)
+    assert result.exit_code == 0
+    kept = out / "tiny" / "hash_64" / "test.kept-01234567.json"
+    assert json.loads(kept.read_text())["config_hash"] == "0123456789abcdef"
+    assert kept.with_name("test.kept-01234567.run.trec").is_file()
+    assert json.loads(default.read_text())["config_hash"] != "0123456789abcdef"
+
+
+def test_report_shows_an_empty_cell_and_names_the_file_for_a_missing_metric(tiny_beir, tmp_path):
+    out = tmp_path / "results"
+    _evaluate(tiny_beir, out)
+    _evaluate(tiny_beir, out, "--index", "hnsw")
+    older = next(p for p in _results(out) if p.name.startswith("test.hnsw"))
+    data = json.loads(older.read_text())
+    del data["metrics"]["Recall@100"]
+    older.write_text(json.dumps(data))
+    report = CliRunner().invoke(cli, ["report", str(out), "--metric", "Recall@100"])
+    assert report.exit_code == 0, report.stderr
+    header, _, row = report.stdout.splitlines()[:3]
+    assert "hash:64 [hnsw]" in header and "–" in row  # the column stays, its cell is empty
+    assert f"{older}: no Recall@100" in report.stdout
+
+
+def test_same_label_for_two_configurations_is_told_apart(tiny_beir, tmp_path):
+    out = tmp_path / "results"
+    _evaluate(tiny_beir, out, "--name", "mine")
+    _evaluate(tiny_beir, out, "--name", "mine", "--index", "hnsw")
+    report = CliRunner().invoke(cli, ["report", str(out), "--format", "csv"])
+    header = report.stdout.splitlines()[0].split(",")
+    assert len(header) == 3 and all(column.startswith("mine #") for column in header[1:])
+
+
+def test_the_variant_is_stable_and_only_differences_count():
+    default = Configuration.from_settings("m", "test", {"depth": 100, "index": {"index": "flat"}},
+                                          {"depth": 100, "index": {"index": "flat"}})
+    assert default.variant == "" and default.label() == "m"
+    hnsw = Configuration.from_settings("m", "test", {"depth": 100, "index": {"index": "hnsw", "hnsw_m": 16}},
+                                       {"depth": 100, "index": {"index": "flat"}})
+    other = Configuration.from_settings("m", "test", {"depth": 100, "index": {"index": "hnsw", "hnsw_m": 32}},
+                                        {"depth": 100, "index": {"index": "flat"}})
+    assert hnsw.variant.startswith("hnsw-") and hnsw.variant != other.variant
+    assert hnsw.label() == "m [hnsw]" and hnsw.label("mine") == "mine"
+    # A setting added later with today's behaviour as its default changes no name and no hash.
+    later = Configuration.from_settings("m", "test", {"depth": 100, "index": {"index": "flat"}, "precision": "fp32"},
+                                        {"depth": 100, "index": {"index": "flat"}, "precision": "fp32"})
+    assert later.config_hash == default.config_hash
+
+
+# --------------------------------------------------------------------------- external runs
+
+
+def test_a_run_sharing_no_query_with_the_qrels_is_refused(tiny_beir, tmp_path):
+    run = tmp_path / "run.trec"
+    run.write_text("1 Q0 d1 1 2.0 x\n2 Q0 d3 1 1.0 x\n")
+    result = _evaluate(tiny_beir, tmp_path / "results", "--run", str(run))
+    assert result.exit_code == 1
+    assert "none of the run's 2 query ids is judged" in result.stderr
+    assert "run: '1', '2'" in result.stderr and "qrels: 'q1', 'q2', 'q3'" in result.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_partial_run_says_how_many_queries_score_zero_even_quietly(tiny_beir, tmp_path):
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 2.0 x\n")
+    result = _evaluate(tiny_beir, tmp_path / "results", "--run", str(run), "--json")
+    assert result.exit_code == 0
+    assert "2 of 3 judged queries have no results in the run and score 0" in result.stderr  # -q keeps warnings
+    assert any("2 of 3 judged queries" in note for note in json.loads(result.stdout)["notes"])
+
+
+def test_run_documents_missing_from_the_corpus_are_refused_unless_allowed(tiny_beir, tmp_path):
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 3.0 x\nq1 Q0 zz9 2 2.0 x\nq2 Q0 old-7 1 1.0 x\n")
+    refused = _evaluate(tiny_beir, tmp_path / "results", "--run", str(run))
+    assert refused.exit_code == 1
+    assert "2 document ids in" in refused.stderr and "'old-7', 'zz9'" in refused.stderr
+    assert "--allow-unknown-docs" in refused.stderr and not (tmp_path / "results").exists()
+    allowed = _evaluate(tiny_beir, tmp_path / "results", "--run", str(run), "--allow-unknown-docs", "--json")
+    assert allowed.exit_code == 0, allowed.stderr
+    data = json.loads(allowed.stdout)
+    assert any("scored as non-relevant" in note for note in data["notes"])
+    assert data["per_query"]["q1"]["P@1"] == 1.0
+
+
+def test_allow_unknown_docs_needs_a_run(tiny_beir, tmp_path):
+    result = _evaluate(tiny_beir, tmp_path / "results", "--allow-unknown-docs")
+    assert result.exit_code == 2 and "--allow-unknown-docs applies to --run only" in result.stderr
+
+
+# --------------------------------------------------------------------------- ids and texts
+
+
+@pytest.mark.parametrize(("where", "line"), [
+    ("corpus.jsonl", '{"_id": "d 6", "title": "", "text": "fig"}\n'),
+    ("corpus.jsonl", '{"_id": "d\\u00a07", "title": "", "text": "fig"}\n'),
+    ("queries.jsonl", '{"_id": "q 9", "text": "fig"}\n'),
+])
+def test_ids_with_whitespace_are_refused_before_any_model_loads(tiny_beir, tmp_path, monkeypatch, where, line):
+    import harness.pipeline
+
+    with open(tiny_beir / where, "a", encoding="utf-8") as handle:
+        handle.write(line)
+    if where == "queries.jsonl":
+        with open(tiny_beir / "qrels" / "test.tsv", "a", encoding="utf-8") as handle:
+            handle.write("q 9\td1\t1\r\n")
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(harness.pipeline, "load_encoder", no_model)
+    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--output-dir", str(tmp_path / "r")])
+    assert result.exit_code == 1 and "contains whitespace" in result.stderr, result.stderr
+    assert ":6:" in result.stderr or ":7:" in result.stderr  # the line is named
+    assert not (tmp_path / "r").exists()
+    report = CliRunner().invoke(cli, ["validate", str(tiny_beir)])
+    assert report.exit_code == 1 and "contains whitespace" in report.stdout
+
+
+def test_an_empty_query_text_is_a_warning_and_a_note(tiny_beir, tmp_path):
+    lines = (tiny_beir / "queries.jsonl").read_text().replace('"text": "zucchini"', '"text": " "')
+    (tiny_beir / "queries.jsonl").write_text(lines)
+    result = _evaluate(tiny_beir, tmp_path / "results", "--json")
+    assert result.exit_code == 0
+    assert "1 judged query has empty text" in result.stderr
+    assert any("empty text" in note for note in json.loads(result.stdout)["notes"])
+
+
+# --------------------------------------------------------------------------- one cache per user, the host
+
+
+def test_the_same_evaluation_from_another_folder_is_a_cache_hit(tiny_beir, tmp_path, monkeypatch):
+    monkeypatch.delenv("BEIR_HARNESS_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    outcomes = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", "--json"])
+        assert result.exit_code == 0, result.stderr
+        assert f"embedding cache: {tmp_path / 'user-cache' / 'beir-harness'}" in result.stderr
+        outcomes.append(json.loads(result.stdout))
+    assert [o["config"]["embedding_cache"] for o in outcomes] == ["stored", "hit"]
+    assert not (tmp_path / "a" / "datasets").exists()  # nothing in the current folder but results
+
+
+def test_every_result_records_its_host(tiny_beir, tmp_path):
+    data = json.loads(_evaluate(tiny_beir, tmp_path / "r", "--json").stdout)
+    host = data["host"]
+    assert host["cpu"] and host["logical_cores"] >= 1 and isinstance(host["cpu_flags"], list)
+    assert host["kernel_class"] in {"amx", "avx512-vnni", "avx-vnni", "avx512", "avx2", "sve", "neon-dot", "neon",
+                                    "baseline"}
+    again = json.loads(_evaluate(tiny_beir, tmp_path / "r", "--json").stdout)["host"]
+    assert again == host  # stable between runs on one machine
+
+
+def test_env_prints_versions_folders_and_devices(tiny_beir, tmp_path):
+    _evaluate(tiny_beir, tmp_path / "results")
+    result = CliRunner().invoke(cli, ["env", "--output-dir", str(tmp_path / "results"), "--cache-dir",
+                                      str(tmp_path / "c")])
+    assert result.exit_code == 0, result.stderr
+    for needle in ("beir-harness:", "torch:", "sentence-transformers:", "faiss-cpu:", "pytrec-eval-terrier:",
+                   "numpy:", "cpu:", "cuda:", "mps:", f"cache dir: {tmp_path / 'c'}", "(1 result files)"):
+        assert needle in result.stdout, needle
+    data = json.loads(CliRunner().invoke(cli, ["env", "--json"]).stdout)
+    assert {"versions", "host", "devices", "folders", "installed_datasets", "cache"} <= set(data)
