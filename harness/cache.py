@@ -8,7 +8,10 @@ hits a stale entry; the key's inputs are written beside the vectors as ``key.jso
 Layout: ``<cache_dir>/embeddings/<key>/`` holds ``chunk-00000.npy`` (float32, no pickle) and
 ``chunk-00000.ids.json`` per chunk, each written atomically, and ``manifest.json`` (chunk count,
 dimension, per-chunk sha256) written last. An entry without a manifest is partial: a run killed
-mid-encode resumes from the chunks already written. An entry whose files do not match the manifest
+mid-encode resumes from the chunks already written, and from the *pieces* of the chunk it was
+encoding (``chunk-00000.piece-<name>.npy`` + ``.ids.json``: checkpoints written every minute or so
+of encoding, `harness.encode.encode_corpus`). A chunk written whole replaces its pieces, so a complete
+entry holds whole chunks only and reads as fast however often its writer checkpointed. An entry whose files do not match the manifest
 is dropped with a warning and recomputed; a damaged cache never yields a result.
 
 The cache dir is ``--cache-dir``, else ``$BEIR_HARNESS_CACHE_DIR``, else the platform's user cache
@@ -121,6 +124,66 @@ class EmbeddingEntry:
             return None
         return doc_ids if isinstance(doc_ids, list) else None
 
+    def stored(self, index: int, doc_ids: list[str]) -> tuple[list[str], np.ndarray] | None:
+        """What a partial entry holds of chunk `index` (the `harness.encode.ChunkStore` protocol).
+
+        Returns:
+            The whole chunk when it is stored with exactly `doc_ids`; else the pieces a killed run
+            checkpointed (their ids, all among `doc_ids`, and vectors); else None.
+        """
+        if self.has_chunk(index):
+            try:
+                stored_ids, vectors = self.read_chunk(index)
+                if stored_ids == doc_ids:
+                    return stored_ids, vectors
+            except CacheCorrupt:
+                pass
+        return self._pieces(index, set(doc_ids))
+
+    def _pieces(self, index: int, wanted: set[str]) -> tuple[list[str], np.ndarray] | None:
+        import numpy as np
+
+        ids: list[str] = []
+        blocks = []
+        for ids_path in sorted(self.root.glob(f"chunk-{index:05d}.piece-*.ids.json")):
+            try:
+                piece_ids = json.loads(ids_path.read_text(encoding="utf-8"))
+                vectors = np.load(ids_path.with_name(ids_path.name[:-len(".ids.json")] + ".npy"), allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                logger.debug("ignoring an unreadable checkpoint %s: %s", ids_path, exc)
+                continue
+            usable = (isinstance(piece_ids, list) and vectors.dtype == np.float32 and vectors.ndim == 2
+                      and len(piece_ids) == len(vectors) and wanted.issuperset(piece_ids)
+                      and (not blocks or vectors.shape[1] == blocks[0].shape[1]))
+            if usable:
+                ids += piece_ids
+                blocks.append(vectors)
+        if not blocks:
+            return None
+        logger.info("resuming chunk %d from %d checkpointed documents", index, len(ids))
+        return ids, np.concatenate(blocks)
+
+    def write_piece(self, index: int, name: str, doc_ids: list[str], vectors: np.ndarray) -> None:
+        """Store a checkpoint of chunk `index` (vectors first, then ids: ids present means whole)."""
+        import numpy as np
+
+        if not self.writable:
+            return
+        stem = f"chunk-{index:05d}.piece-{name}"
+        try:
+            with atomic_writer(self.root / f"{stem}.npy", "wb") as handle:
+                np.save(handle, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
+            with atomic_writer(self.root / f"{stem}.ids.json") as handle:
+                json.dump(list(doc_ids), handle, ensure_ascii=False)
+        except OutputError as exc:
+            self._disable(exc)
+
+    def _drop_pieces(self, index: int) -> None:
+        # Ids files first: a piece without its ids file is never read.
+        for suffix in (".ids.json", ".npy"):
+            for path in self.root.glob(f"chunk-{index:05d}.piece-*{suffix}"):
+                path.unlink(missing_ok=True)
+
     def has_chunk(self, index: int) -> bool:
         """Whether chunk `index` was written whole (its ids file is written last)."""
         return all(p.is_file() for p in self._chunk(index))
@@ -174,6 +237,8 @@ class EmbeddingEntry:
             if strict:
                 raise
             self._disable(exc)
+            return
+        self._drop_pieces(index)
 
     def read_chunk(self, index: int, expected_sha: str | None = None,
                    mmap: bool = False) -> tuple[list[str], np.ndarray]:

@@ -197,8 +197,11 @@ _RUN_OPTIONS = [
     click.option("--shards", type=click.IntRange(min=1), default=None,
                  help="With --engine ray: cut the corpus into about this many shards [default: one per "
                       "16,384 documents]."),
+    click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=60.0, show_default=True,
+                 help="Store what is encoded at least this often (seconds of encoding), so a killed run loses "
+                      "at most about this much work; 0 stores after every batch."),
     click.option("--chunk-size", type=click.IntRange(min=1), default=16384, hidden=True,
-                 help="Documents encoded and cached per chunk (a killed run resumes from whole chunks)."),
+                 help="Documents encoded and cached per chunk."),
 ]
 
 

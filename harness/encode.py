@@ -331,59 +331,133 @@ def load_encoder(
                                       query_prompt_name=query_prompt, doc_prompt_name=doc_prompt)
 
 
+DEFAULT_CHECKPOINT_SECONDS = 60.0
+
+
+class ChunkStore(Protocol):
+    """Where encoded chunks are kept (the embedding cache entry), as `encode_corpus` sees it."""
+
+    def stored(self, index: int, doc_ids: list[str]) -> tuple[list[str], np.ndarray] | None:
+        """What is already stored of chunk `index`: the whole chunk, checkpointed pieces of it, or None."""
+
+    def write_piece(self, index: int, name: str, doc_ids: list[str], vectors: np.ndarray) -> None:
+        """Store part of chunk `index` (a checkpoint): `doc_ids` with their vectors, under `name`."""
+
+
 def encode_corpus(
     encoder: Encoder,
     docs: Iterator[Doc],
     chunk_size: int = 16384,
     batch_size: int = 32,
     progress: bool = True,
-    reuse: Callable[[int, list[str]], np.ndarray | None] | None = None,
+    store: ChunkStore | None = None,
+    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
 ) -> Iterator[tuple[list[str], np.ndarray, float]]:
-    """Encode a document stream chunk by chunk.
+    """Encode a document stream chunk by chunk, checkpointing by time inside a chunk.
 
     Within each chunk, texts are encoded longest first in batches of `batch_size` (as
     sentence-transformers does within one call), so batches hold texts of similar length and
     little padding is computed; vectors are put back in input order. Only one chunk of texts
     is in memory at a time.
 
+    The batches of a chunk depend only on its documents and `batch_size`, never on timing: so
+    whatever was checkpointed, resuming re-encodes exactly the missing batches and the chunk's
+    vectors are the ones an uninterrupted run computes, bit for bit.
+
     Args:
         encoder: The model.
         docs: The document stream (e.g. `harness.formats.iter_corpus`).
-        chunk_size: Documents read and encoded per chunk.
+        chunk_size: Documents read and encoded per chunk (the caller stores each whole chunk).
         batch_size: Texts per forward pass.
-        progress: Show a tqdm bar (documents, rate, ETA) on stderr.
-        reuse: Called with (chunk index, doc_ids) before encoding a chunk; vectors it returns
-            (from a cache) are used instead of encoding.
+        progress: Show a tqdm bar (documents, rate, ETA, how many are stored) on stderr.
+        store: Where earlier runs stored chunks or pieces (reused instead of encoding), and where
+            a piece is written whenever `checkpoint_seconds` of encoding have passed since the
+            last chunk or piece was stored.
+        checkpoint_seconds: The most encoding time a kill can lose inside a chunk (0: a piece
+            after every batch).
 
     Yields:
-        (doc_ids, vectors, seconds spent in the encoder) per chunk, in corpus order.
+        (doc_ids, vectors, seconds spent in the encoder) per chunk, in corpus order; the seconds
+        are 0 for a chunk that was stored whole already.
     """
-    import numpy as np
     from tqdm.auto import tqdm
 
     bar = tqdm(desc="encoding corpus", unit="doc", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    progress_state = _Progress(bar)
     try:
         for index, chunk in enumerate(chunked(docs, chunk_size)):
             doc_ids = [doc.doc_id for doc in chunk]
-            reused = reuse(index, doc_ids) if reuse is not None else None
-            if reused is not None:
-                bar.update(len(doc_ids))
-                yield doc_ids, reused, 0.0
-                continue
-            texts = [doc_text(doc) for doc in chunk]
-            order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-            vectors: np.ndarray | None = None
-            started = time.perf_counter()
-            for start in range(0, len(order), batch_size):
-                batch = order[start:start + batch_size]
-                encoded = encoder.encode_docs([texts[i] for i in batch])
-                if vectors is None:
-                    vectors = np.empty((len(texts), encoded.shape[1]), dtype=np.float32)
-                vectors[batch] = encoded
-                bar.update(len(batch))
-            yield doc_ids, vectors, time.perf_counter() - started
+            stored = store.stored(index, doc_ids) if store is not None else None
+            if stored is not None and stored[0] == doc_ids:
+                progress_state.advance(len(doc_ids), stored=True)
+                yield doc_ids, stored[1], 0.0
+            else:
+                vectors, seconds = _encode_chunk(encoder, index, doc_ids, [doc_text(doc) for doc in chunk],
+                                                 batch_size, stored, store, checkpoint_seconds, progress_state)
+                yield doc_ids, vectors, seconds
+            progress_state.chunk_stored(len(doc_ids))  # the caller has stored the chunk by now
     finally:
         bar.close()
+
+
+class _Progress:
+    """The bar: documents encoded or reused, and (as ``stored=``) how many are safe in the store."""
+
+    def __init__(self, bar):
+        self.bar, self.stored, self.in_chunk = bar, 0, 0
+
+    def advance(self, count: int, stored: bool = False) -> None:
+        """`count` more documents have vectors; `stored` when they came from the store."""
+        self.bar.update(count)
+        if stored:
+            self.checkpointed(count)
+
+    def checkpointed(self, count: int) -> None:
+        """`count` more documents of the current chunk are stored (as pieces)."""
+        self.in_chunk += count
+        self.bar.set_postfix(stored=self.stored + self.in_chunk, refresh=False)
+
+    def chunk_stored(self, count: int) -> None:
+        """The current chunk (`count` documents) is stored whole; its pieces are part of it."""
+        self.stored, self.in_chunk = self.stored + count, 0
+        self.bar.set_postfix(stored=self.stored, refresh=False)
+
+
+def _encode_chunk(encoder: Encoder, index: int, doc_ids: list[str], texts: list[str], batch_size: int,
+                  stored: tuple[list[str], np.ndarray] | None, store: ChunkStore | None, checkpoint_seconds: float,
+                  progress: _Progress) -> tuple[np.ndarray, float]:
+    """One chunk's vectors in input order, reusing stored pieces and checkpointing by time."""
+    import numpy as np
+
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    known = {doc_id: row for row, doc_id in enumerate(stored[0])} if stored else {}
+    vectors: np.ndarray | None = None
+    pending: list[int] = []  # batches encoded since the last checkpoint
+    seconds, last_write = 0.0, time.perf_counter()
+    for number, batch in enumerate(batches):
+        if known and all(doc_ids[i] in known for i in batch):
+            block = stored[1][[known[doc_ids[i]] for i in batch]]
+            progress.advance(len(batch), stored=True)
+        else:
+            started = time.perf_counter()
+            block = encoder.encode_docs([texts[i] for i in batch])
+            seconds += time.perf_counter() - started
+            pending.append(number)
+            progress.advance(len(batch))
+        if vectors is None:
+            vectors = np.empty((len(texts), block.shape[1]), dtype=np.float32)
+        vectors[batch] = block
+        last = number == len(batches) - 1
+        if store is not None and pending and not last and time.perf_counter() - last_write >= checkpoint_seconds:
+            rows = [i for b in pending for i in batches[b]]
+            # Named by its batches: two runs writing the same piece write the same bytes.
+            name = f"b{batch_size}-" + hashlib.sha256(repr(pending).encode()).hexdigest()[:12]
+            store.write_piece(index, name, [doc_ids[i] for i in rows], vectors[rows])
+            progress.checkpointed(len(rows))
+            logger.debug("checkpoint: chunk %d, %d documents stored in all", index, progress.stored + progress.in_chunk)
+            pending, last_write = [], time.perf_counter()
+    return vectors, seconds
 
 
 def chunked(docs: Iterator[Doc], size: int) -> Iterator[list[Doc]]:

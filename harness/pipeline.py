@@ -21,7 +21,14 @@ from pathlib import Path
 from harness import __version__, registry
 from harness.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
 from harness.datasets import resolve_dataset
-from harness.encode import DEFAULT_MODEL, Encoder, encode_corpus, load_encoder, resolve_model_source
+from harness.encode import (
+    DEFAULT_CHECKPOINT_SECONDS,
+    DEFAULT_MODEL,
+    Encoder,
+    encode_corpus,
+    load_encoder,
+    resolve_model_source,
+)
 from harness.errors import DatasetError, HarnessError, OutputError
 from harness.formats import (
     BeirFolder,
@@ -86,7 +93,9 @@ class EvaluateConfig:
         trust_remote_code: Let the model run code from its repository.
         backend: ``torch``, or ``onnx`` / ``onnx-int8`` to encode with ONNX Runtime
             (`harness.onnx_backend`; needs the ``[onnx]`` extra).
-        chunk_size: Documents encoded (and cached) per chunk; a killed run resumes from whole chunks.
+        chunk_size: Documents encoded (and cached) per chunk.
+        checkpoint_seconds: Inside a chunk, store what is encoded whenever this much encoding time
+            has passed since the last write, so a killed run loses at most about this much work.
         engine: ``local`` encodes in this process; ``ray`` fans the corpus out over a Ray cluster
             (`harness.ray_engine`; needs the ``[ray]`` extra and the cache on a shared filesystem).
         ray: Which cluster and how many shards, for the ``ray`` engine.
@@ -121,6 +130,7 @@ class EvaluateConfig:
     trust_remote_code: bool = False
     backend: str = "torch"
     chunk_size: int = 16384
+    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
     engine: str = "local"
     ray: RaySpec = field(default_factory=RaySpec)
     name: str | None = None
@@ -367,6 +377,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
     if top_k < k_values[-1]:
         raise HarnessError(f"--top-k {top_k} is smaller than the largest cutoff {k_values[-1]}; raise --top-k")
+    if config.checkpoint_seconds < 0:
+        raise HarnessError(f"checkpoint_seconds must be 0 or more, got {config.checkpoint_seconds}")
     if config.batch_size <= 0 or config.chunk_size <= 0:
         raise HarnessError(f"--batch-size and --chunk-size must be positive, got {config.batch_size} and "
                            f"{config.chunk_size}")
@@ -588,38 +600,27 @@ def _retrieve(
         n_chunks = 0
         for n_chunks, (doc_ids, vectors, seconds) in enumerate(encode_corpus_ray(
                 partial(load_model, config), fingerprint, docs, entry, chunk_size, config.batch_size, config.ray,
-                progress=config.progress, cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids), start=1):
+                progress=config.progress, cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids,
+                checkpoint_seconds=config.checkpoint_seconds), start=1):
             encode_seconds += seconds
             add(doc_ids, vectors)
         if index is not None:
             entry.finish(n_chunks, len(index), index.dimension)
     elif not corpus.cached:
-        reuse = None
         if entry is not None:
             done = entry.done_chunks(chunk_size)
-            entry.start(chunk_size)
+            entry.start(chunk_size)  # drops a partial entry of another chunk size: its pieces cannot fit
             if done:
                 logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done,
                             chunk_size)
-
-            def cached_chunk(index_: int, doc_ids: list[str]):
-                """A chunk a killed run already encoded, if it matches what the stream now holds."""
-                if index_ >= done:
-                    return None
-                try:
-                    cached_ids, vectors = entry.read_chunk(index_)
-                except CacheCorrupt:
-                    return None
-                return vectors if cached_ids == doc_ids else None
-
-            reuse = cached_chunk
-
         n_chunks = 0
         for n_chunks, (doc_ids, vectors, seconds) in enumerate(
                 encode_corpus(encoder, docs, chunk_size=chunk_size, batch_size=config.batch_size,
-                              progress=config.progress, reuse=reuse), start=1):
+                              progress=config.progress, store=entry,
+                              checkpoint_seconds=config.checkpoint_seconds), start=1):
             encode_seconds += seconds
-            if entry is not None and seconds:  # seconds == 0: the chunk came from the cache already
+            # seconds == 0 and the chunk file there: it came whole from the cache already.
+            if entry is not None and (seconds or not entry.has_chunk(n_chunks - 1)):
                 entry.write_chunk(n_chunks - 1, doc_ids, vectors)
                 if keep_mapped and entry.writable:
                     vectors = _mapped(entry, n_chunks - 1, vectors)

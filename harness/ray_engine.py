@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.cache import CacheCorrupt, EmbeddingEntry
-from harness.encode import Encoder, chunked, encode_corpus
+from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked, encode_corpus
 from harness.errors import HarnessError, MissingDependencyError
 from harness.records import Doc
 
@@ -158,14 +158,34 @@ class ShardEncoder:
             raise self.problem
         return self.host
 
-    def encode(self, index: int, docs: list[Doc], batch_size: int) -> tuple[int, float]:
-        """Encode one shard as the local engine encodes a chunk, and store it; returns (rows, seconds)."""
+    def encode(self, index: int, docs: list[Doc], batch_size: int,
+               checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS) -> tuple[int, float]:
+        """Encode one shard as the local engine encodes a chunk, and store it; returns (rows, seconds).
+
+        The shard is checkpointed by time into the entry as the local engine's chunks are, so a
+        worker that dies mid-shard loses at most `checkpoint_seconds` of its work.
+        """
         if self.problem is not None:
             raise self.problem
+        store = _ShardStore(self.entry, index)
         (doc_ids, vectors, seconds), = encode_corpus(self.encoder, iter(docs), chunk_size=len(docs),
-                                                     batch_size=batch_size, progress=False)
+                                                     batch_size=batch_size, progress=False, store=store,
+                                                     checkpoint_seconds=checkpoint_seconds)
         self.entry.write_chunk(index, doc_ids, vectors, strict=True)
         return len(doc_ids), seconds
+
+
+class _ShardStore:
+    """The entry seen through one shard: `encode_corpus` calls it chunk 0, the entry knows it as `index`."""
+
+    def __init__(self, entry: EmbeddingEntry, index: int):
+        self.entry, self.index = entry, index
+
+    def stored(self, _: int, doc_ids: list[str]):
+        return self.entry.stored(self.index, doc_ids)
+
+    def write_piece(self, _: int, name: str, doc_ids: list[str], vectors) -> None:
+        self.entry.write_piece(self.index, name, doc_ids, vectors)
 
 
 def _plain(value: Any) -> Any:
@@ -195,6 +215,7 @@ def encode_corpus_ray(
     spec: RaySpec,
     progress: bool = True,
     cached: Callable[[int, list[str]], bool] | None = None,
+    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
 ) -> Iterator[tuple[list[str], np.ndarray, float]]:
     """Encode a document stream on Ray, shard by shard, into `entry`.
 
@@ -208,6 +229,7 @@ def encode_corpus_ray(
         spec: Which cluster.
         progress: A tqdm bar over documents on stderr.
         cached: Called with (shard index, doc_ids); True when that shard is already in `entry`.
+        checkpoint_seconds: Workers store the part of a shard encoded so far this often.
 
     Yields:
         (doc_ids, vectors, seconds the driver waited for them) per shard, in corpus order; the
@@ -306,7 +328,7 @@ def encode_corpus_ray(
                 while not idle:
                     collect(block=True)
                 actor = idle.pop()
-                in_flight[actor.encode.remote(index, chunk, batch_size)] = (index, doc_ids, actor)
+                in_flight[actor.encode.remote(index, chunk, batch_size, checkpoint_seconds)] = (index, doc_ids, actor)
                 collect(block=False)
             del chunk  # its texts now live in the object store until the shard is done
             for doc_ids, vectors in ordered():

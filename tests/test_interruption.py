@@ -35,9 +35,12 @@ def corpus(tmp_path) -> Path:
     return folder
 
 
-def _command(folder: Path, cache: Path, out: Path) -> list[str]:
+def _command(folder: Path, cache: Path, out: Path, checkpoint: str | None = "0") -> list[str]:
+    """The CLI call; interrupted runs and reruns checkpoint after every batch (`--checkpoint-seconds 0`),
+    the reference run never does (default 60 s, longer than it takes): results must be identical."""
     return [sys.executable, "-m", "harness", "-q", "evaluate", str(folder), "--model", SLOW_MODEL, "--chunk-size",
-            "100", "--batch-size", "50", "--cache-dir", str(cache), "--output-dir", str(out), "--k", "1,10"]
+            "100", "--batch-size", "50", "--cache-dir", str(cache), "--output-dir", str(out), "--k", "1,10",
+            *(["--checkpoint-seconds", checkpoint] if checkpoint is not None else [])]
 
 
 def _env() -> dict[str, str]:
@@ -48,6 +51,18 @@ def _result(out: Path) -> tuple[dict, str]:
     json_path = out / "synthetic" / "hash_64" / "test.json"
     data = json.loads(json_path.read_text())
     return data["metrics"], json_path.with_name("test.run.trec").read_text()
+
+
+def _corpus_entry(cache: Path) -> tuple[list[str], bytes]:
+    """The complete corpus entry's ids and vector bytes, in corpus order."""
+    from harness.cache import embedding_entry
+
+    for key_file in cache.glob("embeddings/*/key.json"):
+        inputs = json.loads(key_file.read_text())["inputs"]
+        if inputs["kind"] == "corpus":
+            chunks = list(embedding_entry(cache, inputs).chunks())
+            return [i for ids, _ in chunks for i in ids], b"".join(v.tobytes() for _, v in chunks)
+    raise AssertionError(f"no corpus entry in {cache}")
 
 
 def _temporary_files(*roots: Path) -> list[Path]:
@@ -67,7 +82,9 @@ def _wait_for(path_glob, root: Path, timeout: float = 30.0) -> None:
 @pytest.fixture
 def reference(corpus, tmp_path):
     out = tmp_path / "reference-out"
-    subprocess.run(_command(corpus, tmp_path / "reference-cache", out), check=True, env=_env(), timeout=120)
+    subprocess.run(_command(corpus, tmp_path / "reference-cache", out, checkpoint=None), check=True, env=_env(),
+                   timeout=120)
+    assert not list((tmp_path / "reference-cache").rglob("*.piece-*"))
     return _result(out)
 
 
@@ -114,6 +131,10 @@ KILL_POINTS = {
     "index build": ("call", "harness.index:VectorIndex.build", 1),
     "result write": ("write", "test.json", 1),
     "run-file write": ("write", "test.run.trec", 1),
+    # Time-based checkpoints inside a chunk (every batch with --checkpoint-seconds 0):
+    "checkpoint, just after a write": ("call", "harness.encode:HashingEncoder.encode_docs", 2),  # piece of batch 1 stored
+    "checkpoint, just before a write": ("call", "harness.cache:EmbeddingEntry.write_piece", 2),  # chunk 1's batch 1 not
+    "checkpoint, inside a write": ("write", "chunk-00001.piece-", 1),
 }
 
 
@@ -150,4 +171,49 @@ def test_killed_at_each_point_then_rerun_gives_the_same_result(corpus, tmp_path,
     rerun = subprocess.run(_command(corpus, cache, out), env=_env(), capture_output=True, text=True, timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     assert _result(out) == reference
+    # The entry is the uninterrupted run's, bit for bit: same ids, same vectors, in corpus order.
+    assert _corpus_entry(cache) == _corpus_entry(tmp_path / "reference-cache")
+    assert not list(cache.rglob("*.piece-*"))
     assert _temporary_files(cache, out) == []  # the rerun removed what the killed process left
+
+
+def test_a_long_chunk_killed_at_60_percent_resumes_from_its_checkpoints(tmp_path):
+    """1,000 documents in one chunk (the default chunk size), SIGKILL at 60 %: the rerun reuses the
+    checkpointed documents and gives the uninterrupted result."""
+    folder = tmp_path / "long"
+    (folder / "qrels").mkdir(parents=True)
+    with open(folder / "corpus.jsonl", "w") as handle:
+        handle.writelines(json.dumps({"_id": f"d{i}", "text": f"w{i % 37} w{i % 11} doc{i}"}) + "\n"
+                          for i in range(1000))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"doc{i * 9}"}) + "\n"
+                                                  for i in range(10)))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\td{i * 9}\t1\n" for i in range(10)))
+
+    def command(cache: Path, out: Path, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "harness", "-v", "evaluate", str(folder), "--model", "hash:64:0.02",
+                "--batch-size", "20", "--cache-dir", str(cache), "--output-dir", str(out), *extra]
+
+    subprocess.run(command(tmp_path / "ref-cache", tmp_path / "ref"), check=True, env=_env(), capture_output=True,
+                   timeout=120)
+    reference = (tmp_path / "ref" / "long" / "hash_64" / "test.json")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    proc = subprocess.Popen(command(cache, out, "--checkpoint-seconds", "0.2"), env=_env(),
+                            stderr=subprocess.PIPE, text=True)
+    stored = 0
+    deadline = time.monotonic() + 60
+    while stored < 600 and time.monotonic() < deadline:  # 60 % of the documents are checkpointed
+        time.sleep(0.05)
+        stored = sum(len(json.loads(p.read_text())) for p in cache.rglob("chunk-00000.piece-*.ids.json"))
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert stored >= 600 and not (out / "long").exists()
+    rerun = subprocess.run(command(cache, out), env=_env(), capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    resumed = [line for line in rerun.stderr.splitlines() if "checkpointed documents" in line]
+    assert resumed and int(resumed[0].split(" from ")[1].split()[0]) >= 600, rerun.stderr[-2000:]
+    ours = json.loads((out / "long" / "hash_64" / "test.json").read_text())
+    assert ours["metrics"] == json.loads(reference.read_text())["metrics"]
+    assert (out / "long" / "hash_64" / "test.run.trec").read_text() == reference.with_name("test.run.trec").read_text()
+    assert not list(cache.rglob("*.piece-*"))  # the whole chunk replaced its pieces
+    assert _corpus_entry(cache) == _corpus_entry(tmp_path / "ref-cache")

@@ -1,0 +1,112 @@
+"""Time-based checkpoints inside a chunk: written by time, reused exactly, replaced by the whole chunk."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pytest
+
+from harness.cache import embedding_entry
+from harness.encode import encode_corpus, load_encoder
+from harness.records import Doc
+
+
+def _docs(n: int) -> list[Doc]:
+    return [Doc(f"d{i}", "", " ".join(f"w{(i * k) % 13}" for k in range(1 + i % 9))) for i in range(n)]
+
+
+class Recorder:
+    """Counts the batches the encoder sees (hashing vectors underneath)."""
+
+    def __init__(self):
+        self.inner = load_encoder("hash:32")
+        self.batches: list[list[str]] = []
+
+    def encode_docs(self, texts):
+        self.batches.append(list(texts))
+        return self.inner.encode_docs(texts)
+
+
+def test_checkpoints_do_not_change_the_vectors_and_are_reused_exactly(tmp_path):
+    docs = _docs(50)
+    (ids, plain, _), = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False)
+    entry = embedding_entry(tmp_path, {"kind": "corpus"})
+    entry.start(100)
+    pieces = []
+    entry_write = entry.write_piece
+    entry.write_piece = lambda *args: (pieces.append(args[2]), entry_write(*args))[1]
+    first = Recorder()
+    (_, checkpointed, _), = encode_corpus(first, iter(docs), chunk_size=100, batch_size=4, progress=False,
+                                          store=entry, checkpoint_seconds=0)
+    np.testing.assert_array_equal(checkpointed, plain)
+    assert len(pieces) == 12  # 13 batches: a piece after each but the last (the chunk itself is stored then)
+    # A rerun of the unfinished chunk encodes only the batch that was never checkpointed.
+    again = Recorder()
+    (rerun_ids, resumed, seconds), = encode_corpus(again, iter(docs), chunk_size=100, batch_size=4, progress=False,
+                                                   store=entry, checkpoint_seconds=0)
+    assert rerun_ids == ids and len(again.batches) == 1 and again.batches[0] == first.batches[-1]
+    np.testing.assert_array_equal(resumed, plain)
+    entry.write_chunk(0, ids, resumed)
+    assert not list(entry.root.glob("*.piece-*"))  # the whole chunk replaced its pieces
+    assert entry.stored(0, ids)[0] == ids
+
+
+def test_no_checkpoint_before_the_time_has_passed(tmp_path):
+    entry = embedding_entry(tmp_path, {"kind": "corpus"})
+    entry.start(100)
+    list(encode_corpus(Recorder(), iter(_docs(50)), chunk_size=100, batch_size=4, progress=False, store=entry,
+                       checkpoint_seconds=3600))
+    assert not list(entry.root.glob("*.piece-*"))
+
+
+def test_a_damaged_or_foreign_piece_is_ignored(tmp_path):
+    docs = _docs(20)
+    entry = embedding_entry(tmp_path, {"kind": "corpus"})
+    entry.start(100)
+    entry.write_piece(0, "bad", ["d1", "d2"], np.ones((3, 32), np.float32))  # rows ≠ ids
+    entry.write_piece(0, "foreign", ["zz"], np.ones((1, 32), np.float32))  # not a document of this chunk
+    (entry.root / "chunk-00000.piece-torn.ids.json").write_text('["d3"]')  # its vectors never landed
+    assert entry.stored(0, [d.doc_id for d in docs]) is None
+    (_, vectors, _), = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False,
+                                     store=entry)
+    (_, plain, _), = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False)
+    np.testing.assert_array_equal(vectors, plain)
+
+
+def test_a_ray_shard_checkpoints_and_resumes_without_ray(tmp_path):
+    """The Ray worker's code path, called directly: pieces of a shard are written and reused."""
+    from harness.ray_engine import ShardEncoder
+
+    docs = _docs(30)
+    entry = embedding_entry(tmp_path, {"kind": "corpus"})
+    entry.start(10)
+    worker = ShardEncoder(partial(load_encoder, "hash:32"), entry, load_encoder("hash:32").fingerprint())
+    worker.ready()
+    marked = np.full((2, 32), 7.0, np.float32)
+    shard = docs[10:20]
+    # Pretend a worker died after checkpointing the two longest texts of shard 1 (its first batch).
+    longest = sorted(shard, key=lambda d: -len(d.text))[:2]
+    entry.write_piece(1, "b2-test", [d.doc_id for d in longest], marked)
+    rows, _ = worker.encode(1, shard, 2, 0)
+    ids, vectors = entry.read_chunk(1)
+    assert rows == 10 and ids == [d.doc_id for d in shard]
+    for doc in longest:
+        np.testing.assert_array_equal(vectors[ids.index(doc.doc_id)], marked[0])  # reused, not re-encoded
+    assert not list(entry.root.glob("chunk-00001.piece-*"))
+
+
+def test_checkpoint_seconds_must_not_be_negative(tiny_beir, tmp_path):
+    from harness.errors import HarnessError
+    from harness.pipeline import EvaluateConfig, evaluate_dataset
+
+    with pytest.raises(HarnessError, match="checkpoint_seconds must be 0 or more"):
+        evaluate_dataset(EvaluateConfig(tiny_beir, model="hash:32", checkpoint_seconds=-1, output_dir=None))
+
+
+def test_the_progress_bar_says_how_many_documents_are_stored(tmp_path, capsys):
+    entry = embedding_entry(tmp_path, {"kind": "corpus"})
+    entry.start(100)
+    list(encode_corpus(Recorder(), iter(_docs(50)), chunk_size=20, batch_size=4, progress=True, store=entry,
+                       checkpoint_seconds=0))
+    assert "stored=" in capsys.readouterr().err
