@@ -12,6 +12,12 @@ Usage (from the repository root):
 With ``--variants``, instead: the quantization choices that were compared before picking
 ``harness.onnx_backend.QUANTIZATION`` — speed and cosine to the fp32 vectors of each, on `--sample`
 documents.
+
+With ``--profile``, instead: ONNX Runtime's own profiler over the int8 and fp32 graphs on `--sample`
+documents — the share of time per operator type, and which operators the int8 graph actually runs
+(the integer kernels, or a fall-back to float ones).
+
+Every run first prints the host: CPU model, the instruction sets that pick kernels, cores.
 """
 
 from __future__ import annotations
@@ -103,19 +109,63 @@ def compare_variants(torch_encoder, docs, folder: Path) -> None:
         print(f"  {name:<40} {max(rates[name]) / base:5.2f}x  mean {cosine.mean():.4f}  min {cosine.min():.3f}")
 
 
+def profile(torch_encoder, docs, cache: Path) -> None:
+    """Time per operator type, from ONNX Runtime's profiler, for the fp32 and int8 graphs."""
+    import json
+    from collections import Counter
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from harness.records import doc_text
+
+    texts = sorted((doc_text(doc) for doc in docs), key=len, reverse=True)
+    tokenizer = torch_encoder.model.tokenizer
+    batches = [tokenizer(texts[i:i + 32], padding=True, truncation=True, max_length=256, return_tensors="np")
+               for i in range(0, len(texts), 32)]
+    for backend in ("onnx", "onnx-int8"):
+        path = onnx_encoder(torch_encoder, backend, cache).session._model_path
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.enable_profiling = True
+        options.profile_file_prefix = str(cache / f"profile-{backend}")
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        names = {i.name for i in session.get_inputs()}
+        for batch in batches:
+            session.run(None, {k: v.astype(np.int64) for k, v in batch.items() if k in names})
+        events = json.loads(Path(session.end_profiling()).read_text())
+        by_op: Counter = Counter()
+        for event in events:
+            if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+                by_op[event.get("args", {}).get("op_name", "?")] += event.get("dur", 0)
+        total = sum(by_op.values()) or 1
+        print(f"{backend}: {total / 1e6:.2f} s in operators over {len(texts)} documents; by operator type:")
+        for op, micros in by_op.most_common(8):
+            print(f"  {op:<28} {micros / total:6.1%}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=1000)
     parser.add_argument("--data", default="../shared/data/beir")
     parser.add_argument("--cache-dir", default="/tmp/beir-harness-onnx-bench")
     parser.add_argument("--variants", action="store_true", help="compare the quantization variants instead")
+    parser.add_argument("--profile", action="store_true", help="profile the fp32 and int8 graphs instead")
     args = parser.parse_args()
+    from harness.host import host_info
+
+    host = host_info()
+    print(f"host: {host['cpu']}, {host['cores_used']} cores, kernel class {host['kernel_class']} "
+          f"({' '.join(host['cpu_flags'])})")
     cache = Path(args.cache_dir)
     folder = locate_beir_folder(Path(args.data) / "scifact", "test")
     docs = [doc for _, doc in zip(range(args.sample), iter_corpus(folder.corpus))]
     torch_encoder = load_encoder()
     if args.variants:
         compare_variants(torch_encoder, docs, cache / "variants")
+        return 0
+    if args.profile:
+        profile(torch_encoder, docs, cache)
         return 0
     encoders = {"torch": torch_encoder, "onnx": onnx_encoder(torch_encoder, "onnx", cache),
                 "onnx-int8": onnx_encoder(torch_encoder, "onnx-int8", cache)}

@@ -173,6 +173,11 @@ _RUN_OPTIONS = [
                  help="L2-normalize embeddings [default: yes for cosine, no for dot]."),
     click.option("--backend", type=click.Choice(["torch", "onnx", "onnx-int8"]), default="torch", show_default=True,
                  help="Encoder runtime: torch, or ONNX Runtime fp32 / int8 (pip install 'beir-harness[onnx]')."),
+    click.option("--device", default=None, metavar="DEVICE",
+                 help="auto, cpu, cuda, cuda:N, cuda:all, mps, or a list such as cuda:0,cuda:1 (one worker process "
+                      "per device) [default: $BEIR_HARNESS_DEVICE, else auto: CUDA, else MPS, else CPU]."),
+    click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
+                 help="Model weights and activations; stored vectors are float32. fp16 needs a GPU."),
     click.option("--trust-remote-code", is_flag=True,
                  help="Let the model run code from its repository (off by default)."),
     click.option("--index", "index_kind", type=click.Choice(["flat", "hnsw", "ivf", "ivfpq", "pq", "sq8"]),
@@ -706,9 +711,11 @@ def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int) -> N
               help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
 @click.option("--cache/--no-cache", "use_cache", default=True, show_default=True,
               help="Let our side reuse cached embeddings (BEIR's side always encodes).")
+@click.option("--device", default=None, metavar="DEVICE",
+              help="Where both sides run: auto, cpu, cuda, cuda:N, mps [default: $BEIR_HARNESS_DEVICE, else auto].")
 @click.pass_context
 def crosscheck(ctx: click.Context, dataset: str, model: str, split: str, k_values: tuple[int, ...], batch_size: int,
-               tolerance: float, data_dir: Path | None, use_cache: bool) -> None:
+               tolerance: float, data_dir: Path | None, use_cache: bool, device: str | None) -> None:
     """Run BEIR's own pipeline beside ours and print both metric sets and their differences.
 
     BEIR's side: GenericDataLoader, SentenceBERT, DenseRetrievalExactSearch (cosine),
@@ -723,7 +730,8 @@ def crosscheck(ctx: click.Context, dataset: str, model: str, split: str, k_value
     """
     from harness.crosscheck import crosscheck as run
 
-    result = run(dataset, model, split, k_values, batch_size, data_dir, cache=use_cache, progress=ctx.obj["progress"])
+    result = run(dataset, model, split, k_values, batch_size, data_dir, cache=use_cache, progress=ctx.obj["progress"],
+                 device=device)
     click.echo(result.format_text(tolerance))
     if result.largest() > tolerance:
         sys.exit(1)
@@ -826,23 +834,44 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
               help="Results folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the block as JSON.")
-def env(data_dir: Path | None, cache_dir: Path | None, output_dir: Path, as_json: bool) -> None:
+@click.option("--bench", is_flag=True,
+              help="Also encode one sample with each available backend (torch, onnx, onnx-int8): docs/s here and "
+                   "cosine to torch fp32 (about 30 s).")
+@click.option("--bench-texts", type=click.IntRange(min=1), default=256, show_default=True,
+              help="With --bench: how many texts to encode.")
+@click.option("--bench-dataset", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="With --bench: take the texts from this BEIR folder [default: the bundled demo corpus].")
+@click.option("--model", default=None, help="With --bench: the model [default: the default model].")
+def env(data_dir: Path | None, cache_dir: Path | None, output_dir: Path, as_json: bool, bench: bool,
+        bench_texts: int, bench_dataset: Path | None, model: str | None) -> None:
     """Print versions, the host, torch's devices and the folders in use (for bug reports).
 
     Shows python, beir-harness, torch, sentence-transformers, transformers, faiss, pytrec_eval
     and numpy versions; the CPU and the instruction sets that pick kernels; CUDA devices and
     MPS; the data, cache and results folders actually used, installed datasets and cache size.
+    With --bench, measures every backend on this machine: which is fastest here, and how far
+    its vectors are from torch fp32's.
 
     Example:
 
     \b
         beir-harness env
         beir-harness env --json
+        beir-harness env --bench
+        beir-harness env --bench --bench-dataset ../shared/data/beir/scifact --bench-texts 300
     """
-    from harness.environment import describe, format_environment
+    from harness.environment import bench_backends, describe, format_bench, format_environment
 
     info = describe(data_dir, cache_dir, output_dir)
-    click.echo(json.dumps(info, indent=2) if as_json else format_environment(info))
+    if bench:
+        info["backends"] = bench_backends(model, bench_texts, bench_dataset, cache_dir)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(format_environment(info))
+    if bench:
+        click.echo("")
+        click.echo(format_bench(info["backends"], info["host"], bench_texts))
 
 
 def main() -> None:

@@ -201,6 +201,10 @@ def build_comparison(
         # BEIR and MTEB report the mean of the 12 forum scores (not the mean over all queries pooled).
         pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
         table[(CQADUPSTACK, label)] = Cell(sum(c.value for c in by_forum.values()) / len(by_forum), pooled)
+    warning = mixed_kernels(results)
+    if warning:
+        logger.warning(warning)
+        notes.append(warning)
     datasets = _dataset_order(d for d, _ in table)
     models = list(dict.fromkeys(m for _, m in sorted(table, key=lambda key: key[1])))
     comparison = Comparison(metric, datasets, models, table, label_models=label_models, notes=notes)
@@ -236,6 +240,28 @@ def _labelled(results: list[dict[str, Any]], notes: list[str]) -> list[dict[str,
                          "configuration hash (give each its own --name)")
         kept += by_hash.values()
     return kept
+
+
+# Backends whose vectors depend on the CPU's kernels (more than by float rounding).
+KERNEL_DEPENDENT_BACKENDS = ("onnx-int8",)
+
+
+def mixed_kernels(results: Sequence[dict[str, Any]]) -> str | None:
+    """A warning when results made with a kernel-dependent backend came from CPUs of different kernel classes.
+
+    int8 matmuls run on different instructions per CPU (AVX2, AVX512-VNNI, AVX-VNNI, AMX, NEON) and
+    give slightly different vectors, so such results are not strictly comparable across hosts.
+    """
+    classes: dict[str, list[str]] = {}
+    for result in results:
+        if result.get("config", {}).get("backend") in KERNEL_DEPENDENT_BACKENDS:
+            kernel = result.get("host", {}).get("kernel_class", "unrecorded")
+            classes.setdefault(kernel, []).append(Path(result.get("_path", result_label(result))).name)
+    if len(classes) < 2:
+        return None
+    where = "; ".join(f"{kernel}: {', '.join(sorted(files)[:3])}" for kernel, files in sorted(classes.items()))
+    return (f"int8 results here come from CPUs with different int8 kernels ({where}); their vectors, and so their "
+            "scores, can differ slightly between these hosts")
 
 
 def _lacking(result: dict[str, Any], metric: str) -> str:
@@ -537,6 +563,9 @@ def compare_results(first: dict[str, Any], second: dict[str, Any], metrics: Sequ
     qrels_a, qrels_b = first.get("fingerprints", {}).get("qrels"), second.get("fingerprints", {}).get("qrels")
     if qrels_a and qrels_b and qrels_a != qrels_b:
         raise HarnessError("the results were scored against different qrels files (fingerprints differ)")
+    warning = mixed_kernels([first, second])
+    if warning:
+        logger.warning(warning)
     names = [m for m in first["metrics"] if m in second["metrics"]] if metrics is None else list(metrics)
     tests = []
     for metric in names:

@@ -69,8 +69,11 @@ def _plain_copy(folder, split: str, target: Path) -> Path:
 
 def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: tuple[int, ...] = (1, 3, 5, 10, 100),
                batch_size: int = 32, data_dir: Path | None = None, download: bool = True, cache: bool = True,
-               cache_dir: Path | None = None, progress: bool = True) -> CrossCheck:
+               cache_dir: Path | None = None, progress: bool = True, device: str | None = None) -> CrossCheck:
     """Evaluate `model` on `dataset` with beir-harness and with BEIR's pipeline.
+
+    Both sides run on the same device (`device`, resolved as `harness.devices.DeviceSpec` does;
+    a device list is cut to its first device, since BEIR's search runs one model).
 
     Raises:
         HarnessError: BM25 (BEIR's BM25 needs Elasticsearch) or bad input.
@@ -87,11 +90,14 @@ def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: t
         raise MissingDependencyError("crosscheck needs beir (pip install beir)") from exc
 
     k_values = tuple(sorted(set(k_values)))
+    from harness.devices import DeviceSpec
+
+    device = DeviceSpec(device).resolve()[0]
     started = time.perf_counter()
     outcome = evaluate_dataset(EvaluateConfig(
         dataset_path=dataset, split=split, model=model, k_values=k_values, top_k=max(k_values),
         batch_size=batch_size, ignore_identical_ids=True, output_dir=None, data_dir=data_dir, download=download,
-        cache=cache, cache_dir=cache_dir, progress=progress))
+        cache=cache, cache_dir=cache_dir, progress=progress, device=device))
     ours_seconds = time.perf_counter() - started
     folder = locate_beir_folder(outcome.result.config["dataset_path"], split)
 
@@ -104,7 +110,7 @@ def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: t
             if doc.get("title") is None:
                 doc["title"] = ""
         retriever = EvaluateRetrieval(
-            DenseRetrievalExactSearch(SentenceBERT(resolve_model_source(model)), batch_size=batch_size,
+            DenseRetrievalExactSearch(SentenceBERT(resolve_model_source(model), device=device), batch_size=batch_size,
                                       show_progress_bar=progress),
             score_function="cos_sim", k_values=list(k_values))
         results = retriever.retrieve(corpus, queries)

@@ -95,6 +95,7 @@ class SentenceTransformerEncoder:
     doc_prefix: str = ""
     query_prompt_name: str | None = None
     doc_prompt_name: str | None = None
+    precision: str = "fp32"
     _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
 
     def settings(self) -> dict[str, Any]:
@@ -102,6 +103,8 @@ class SentenceTransformerEncoder:
         prompts = getattr(self.model, "prompts", None) or {}
         return {
             "backend": "torch",
+            # Only a non-default precision is named, so fp32 cache keys stay what they always were.
+            **({"precision": self.precision} if self.precision != "fp32" else {}),
             "max_seq_length": self.max_seq_length,
             "normalize": self.normalize,
             "query_prefix": self.query_prefix,
@@ -287,6 +290,7 @@ def load_encoder(
     query_prefix: str = "",
     doc_prefix: str = "",
     trust_remote_code: bool = False,
+    precision: str = "fp32",
 ) -> SentenceTransformerEncoder:
     """Load a sentence-transformers model.
 
@@ -294,11 +298,13 @@ def load_encoder(
         name: A sentence-transformers hub id, a local model folder, or the default's alias.
         batch_size: Texts per forward pass.
         max_seq_length: Override the model's truncation length (tokens).
-        device: torch device; beir-harness runs on ``cpu`` by default.
+        device: A torch device (``cpu``, ``cuda:0``, ``mps``), as `harness.devices.DeviceSpec`
+            resolves it.
         normalize: L2-normalize the vectors (cosine similarity).
         query_prefix: Text prepended to queries; overrides a model-defined ``query`` prompt.
         doc_prefix: Text prepended to documents; overrides a model-defined document prompt.
         trust_remote_code: Let the model run code from its repository (off unless asked).
+        precision: ``fp32``, ``fp16`` or ``bf16`` weights and activations (vectors come back float32).
 
     Raises:
         MissingDependencyError: sentence-transformers is not installed.
@@ -322,13 +328,18 @@ def load_encoder(
         ) from exc
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
+    if precision != "fp32":
+        from harness.devices import torch_dtype
+
+        model.to(torch_dtype(precision))
     prompts = getattr(model, "prompts", None) or {}
     # sentence-transformers lists empty prompts for models that define none; those change nothing.
     query_prompt = "query" if prompts.get("query") and not query_prefix else None
     doc_prompt = next((p for p in DOC_PROMPT_NAMES if prompts.get(p)), None) if not doc_prefix else None
     return SentenceTransformerEncoder(canonical_model_name(name), model, batch_size=batch_size, normalize=normalize,
                                       query_prefix=query_prefix, doc_prefix=doc_prefix,
-                                      query_prompt_name=query_prompt, doc_prompt_name=doc_prompt)
+                                      query_prompt_name=query_prompt, doc_prompt_name=doc_prompt,
+                                      precision=precision)
 
 
 DEFAULT_CHECKPOINT_SECONDS = 60.0

@@ -83,3 +83,86 @@ def format_environment(info: dict[str, Any]) -> str:
         f"results dir: {folders['results']} ({info['results']} result files)",
     ]
     return "\n".join(lines)
+
+
+def _sample_texts(count: int, dataset: str | Path | None) -> list[str]:
+    """`count` document texts: the first of `dataset`'s corpus, else the bundled demo's, repeated."""
+    from itertools import cycle, islice
+
+    from harness.formats import find_file, iter_corpus
+    from harness.records import doc_text
+
+    if dataset is not None:
+        corpus = find_file(Path(dataset) / "corpus.jsonl") or Path(dataset) / "corpus.jsonl"
+        return [doc_text(doc) for doc in islice(iter_corpus(corpus), count)]
+    from harness.pipeline import demo_folder
+
+    texts = [doc_text(doc) for doc in iter_corpus(demo_folder() / "corpus.jsonl")]
+    return list(islice(cycle(texts), count))
+
+
+def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Path | None = None,
+                   cache: str | Path | None = None, rounds: int = 2, batch_size: int = 32) -> list[dict[str, Any]]:
+    """Encode one sample with every available backend here; docs/s and closeness to torch fp32.
+
+    Backends are alternated round by round (so a slow-down of the machine hits all of them), each
+    after one warm-up batch. Closeness is the cosine of each vector to torch fp32's.
+
+    Args:
+        model: The model (default: the default model).
+        texts: How many document texts to encode.
+        dataset: A BEIR folder to take them from (default: the bundled demo corpus, repeated).
+        cache: The cache dir (where ONNX exports are kept).
+        rounds: Timed passes over the sample per backend.
+        batch_size: Texts per forward pass.
+
+    Returns:
+        One row per backend: ``backend``, ``docs_per_s``, ``vs_torch`` (speed ratio),
+        ``cosine_mean`` and ``cosine_min`` to torch fp32.
+    """
+    import time
+
+    import numpy as np
+
+    from harness.encode import DEFAULT_MODEL, load_encoder
+
+    sample = _sample_texts(texts, dataset)
+    torch_encoder = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size)
+    encoders: dict[str, Any] = {"torch": torch_encoder}
+    if importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None:
+        from harness.onnx_backend import onnx_encoder
+
+        for backend in ("onnx", "onnx-int8"):
+            encoders[backend] = onnx_encoder(torch_encoder, backend, cache_dir(cache))
+    else:
+        logger.info("onnxruntime is not installed: only torch is measured (pip install 'beir-harness[onnx]')")
+    seconds = dict.fromkeys(encoders, 0.0)
+    vectors: dict[str, Any] = {}
+    for encoder in encoders.values():
+        encoder.encode_docs(sample[:batch_size])  # warm-up: first-call allocations, lazy kernels
+    for _ in range(rounds):
+        for name, encoder in encoders.items():
+            started = time.perf_counter()
+            vectors[name] = encoder.encode_docs(sample)
+            seconds[name] += time.perf_counter() - started
+    reference = vectors["torch"] / np.linalg.norm(vectors["torch"], axis=1, keepdims=True)
+    rows = []
+    for name in encoders:
+        own = vectors[name] / np.linalg.norm(vectors[name], axis=1, keepdims=True)
+        cosine = (own * reference).sum(axis=1)
+        rate = rounds * len(sample) / seconds[name]
+        rows.append({"backend": name, "docs_per_s": rate, "vs_torch": seconds["torch"] / seconds[name],
+                     "cosine_mean": float(cosine.mean()), "cosine_min": float(cosine.min())})
+    return rows
+
+
+def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -> str:
+    """The backend table, headed by the machine it was measured on."""
+    lines = [f"measured on {host['cpu']} ({host['kernel_class']}: {' '.join(host['cpu_flags'])}; "
+             f"{host['cores_used']} cores), {texts} texts",
+             f"{'backend':<10} {'docs/s':>8} {'vs torch':>9} {'cosine to torch fp32 (mean / min)':>34}"]
+    lines += [f"{row['backend']:<10} {row['docs_per_s']:>8.1f} {row['vs_torch']:>8.2f}x "
+              f"{row['cosine_mean']:>21.4f} / {row['cosine_min']:.4f}" for row in rows]
+    fastest = max(rows, key=lambda row: row["docs_per_s"])
+    lines.append(f"fastest here: {fastest['backend']}")
+    return "\n".join(lines)

@@ -67,6 +67,24 @@ def kernel_class(flags: tuple[str, ...] | list[str]) -> str:
     return "baseline"
 
 
+def local_kernel_class() -> str:
+    """`kernel_class` of this machine's CPU."""
+    return kernel_class(_cpuinfo()[1])
+
+
+def int8_fast_here() -> bool | None:
+    """Whether this CPU has the integer dot-product instructions that make int8 beat fp32.
+
+    On x86 that is VNNI (AVX512-VNNI or AVX-VNNI) or AMX: without them ONNX Runtime's int8 MatMul
+    runs on AVX2's saturating 8-bit multiply-adds, which measured slower than torch fp32 on an
+    AVX2-only EPYC (0.92x, see BENCHMARKS.md). None where the answer is not known (not x86).
+    """
+    machine = platform.machine().lower()
+    if machine not in ("x86_64", "amd64", "i686", "x86"):
+        return None
+    return kernel_class(_cpuinfo()[1]) in ("amx", "avx512-vnni", "avx-vnni")
+
+
 def host_info(threads: int | None = None) -> dict[str, Any]:
     """The host block of a result: CPU, cores, kernel flags, OS, and the GPU when torch uses one.
 

@@ -2,7 +2,8 @@
 
 ``--backend onnx`` runs the same weights in fp32 under ONNX Runtime; ``--backend onnx-int8``
 quantizes the linear layers' weights to signed 8 bits per output channel (``quantize_dynamic``; see ``QUANTIZATION``),
-which is what makes encoding faster on CPUs without VNNI. Pooling and normalization follow the
+which makes encoding faster on CPUs with integer dot-product instructions (1.8x torch with
+AVX512-VNNI; slower than torch on an AVX2-only CPU: see BENCHMARKS.md, and `beir-harness env --bench`). Pooling and normalization follow the
 sentence-transformers model's own modules (mean or CLS pooling, then ``Normalize`` when present or
 asked for), so the vectors are the model's vectors.
 
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from harness.encode import SentenceTransformerEncoder
 from harness.errors import HarnessError, MissingDependencyError
 from harness.formats import default_permissions, private_dir, remove_stale_temporaries
+from harness.host import int8_fast_here, local_kernel_class
 
 if TYPE_CHECKING:
     import numpy as np
@@ -116,8 +118,18 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
         if quantize:
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            quantize_dynamic(str(fp32), str(staging / "model.onnx"),
-                             **{**QUANTIZATION, "weight_type": QuantType[QUANTIZATION["weight_type"]]})
+            # The quantizer logs advice ("consider pre-processing") on the root logger: not the user's to act on.
+            # (A handler of our own also stops `logging.warning` from installing a root handler for good.)
+            root, quiet = logging.getLogger(), logging.NullHandler()
+            level = root.level
+            root.addHandler(quiet)
+            root.setLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.ERROR)
+            try:
+                quantize_dynamic(str(fp32), str(staging / "model.onnx"),
+                                 **{**QUANTIZATION, "weight_type": QuantType[QUANTIZATION["weight_type"]]})
+            finally:
+                root.setLevel(level)
+                root.removeHandler(quiet)
             fp32.unlink()
         else:
             fp32.rename(staging / "model.onnx")
@@ -150,7 +162,15 @@ class OnnxEncoder(SentenceTransformerEncoder):
         return {**super().settings(), "backend": self.backend}
 
     def fingerprint(self) -> dict[str, Any]:
-        quantization = {"quantization": QUANTIZATION} if self.backend == "onnx-int8" else {}
+        """The torch model's identity plus the runtime; for int8 also the CPU's kernel class.
+
+        ONNX Runtime computes int8 MatMuls with different instructions per CPU (AVX2's saturating
+        8-bit multiply-adds, AVX512-VNNI / AVX-VNNI dot products, AMX tiles), and the results
+        differ slightly; so a shared cache keeps int8 vectors per kernel class and never hands one
+        class's vectors to another. fp32 vectors differ across CPUs only by float rounding.
+        """
+        quantization = {"quantization": QUANTIZATION, "int8_kernels": local_kernel_class(),
+                        "onnxruntime": _onnxruntime().__version__} if self.backend == "onnx-int8" else {}
         return {**self.torch_fingerprint, **self.settings(), "onnx_opset": OPSET, **quantization}
 
     def _encode(self, texts: Sequence[str], prefix: str, prompt_name: str | None) -> np.ndarray:
@@ -190,6 +210,11 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path) -> OnnxEnco
         raise HarnessError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
     ort = _onnxruntime()
     from harness.cache import content_key
+
+    if backend == "onnx-int8" and int8_fast_here() is False:
+        logger.warning("--backend onnx-int8: this CPU has no VNNI or AMX (kernel class %s), where int8 measured "
+                       "slower than torch fp32 (0.92x on an AVX2-only EPYC); `beir-harness env --bench` measures "
+                       "the backends here", local_kernel_class())
 
     fingerprint = torch_encoder.fingerprint()
     key = content_key({"weights": fingerprint["weights_sha256"], "opset": OPSET, "backend": backend,

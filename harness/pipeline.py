@@ -24,11 +24,13 @@ from harness.datasets import resolve_dataset
 from harness.encode import (
     DEFAULT_CHECKPOINT_SECONDS,
     DEFAULT_MODEL,
+    HASH_PREFIX,
     Encoder,
     encode_corpus,
     load_encoder,
     resolve_model_source,
 )
+from harness.devices import DeviceError, DeviceSpec
 from harness.errors import DatasetError, HarnessError, OutputError
 from harness.formats import (
     BeirFolder,
@@ -56,7 +58,7 @@ STANDARD_K = (1, 3, 5, 10, 20, 100, 1000)
 BM25_MODEL = "bm25"  # --model bm25 selects the lexical baseline instead of a dense model
 DEFAULT_DEPTH = 100
 # The encoder settings that decide a model's vectors: part of the configuration and the model key.
-ENCODER_SETTINGS = ("max_seq_length", "normalize", "query_prefix", "doc_prefix", "backend")
+ENCODER_SETTINGS = ("max_seq_length", "normalize", "query_prefix", "doc_prefix", "backend", "precision")
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,12 @@ class EvaluateConfig:
         engine: ``local`` encodes in this process; ``ray`` fans the corpus out over a Ray cluster
             (`harness.ray_engine`; needs the ``[ray]`` extra and the cache on a shared filesystem).
         ray: Which cluster and how many shards, for the ``ray`` engine.
+        device: ``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``cuda:all``, ``mps`` or a comma-separated
+            list (one worker process per device); None means ``$BEIR_HARNESS_DEVICE`` or ``auto``
+            (`harness.devices`). Not part of the configuration: devices change vectors by float
+            rounding only.
+        precision: ``fp32`` (default), ``fp16`` or ``bf16`` weights and activations; part of the
+            configuration and of the embedding cache key.
         name: The label the result carries in every report, table and plot; None means the model
             name, followed by the variant's tokens for a non-default configuration.
         allow_unknown_docs: Score an external run that names documents absent from the corpus
@@ -133,6 +141,8 @@ class EvaluateConfig:
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
     engine: str = "local"
     ray: RaySpec = field(default_factory=RaySpec)
+    device: str | None = None
+    precision: str = "fp32"
     name: str | None = None
     allow_unknown_docs: bool = False
 
@@ -235,16 +245,48 @@ def self_hit_policy(config: EvaluateConfig, dataset: str) -> tuple[bool, str]:
     return False, "default"
 
 
-def load_model(config: EvaluateConfig) -> Encoder:
-    """Load `config.model` with the config's settings and backend."""
+def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
+    """Load `config.model` with the config's settings and backend, on `device` (default: the first resolved)."""
+    device = device or (config.device or "cpu").split(",")[0]
     encoder = load_encoder(config.model, batch_size=config.batch_size, max_seq_length=config.max_seq_length,
                            normalize=config.normalize, query_prefix=config.query_prefix,
-                           doc_prefix=config.doc_prefix, trust_remote_code=config.trust_remote_code)
+                           doc_prefix=config.doc_prefix, trust_remote_code=config.trust_remote_code,
+                           device=device if device != "auto" else "cpu", precision=config.precision)
     if config.backend != "torch":
         from harness.onnx_backend import onnx_encoder
 
         encoder = onnx_encoder(encoder, config.backend, cache_dir(config.cache_dir))
     return encoder
+
+
+def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
+    """`config` with its device option resolved to concrete devices, checked before anything loads.
+
+    Scoring a run, BM25 and the hashing stand-in need no device (and no torch); the ONNX
+    backends run on the CPU.
+    """
+    spec = DeviceSpec(config.device, config.precision)
+    spec.check_syntax()
+    needs_torch = config.run_path is None and config.model.lower() != BM25_MODEL and \
+        not config.model.startswith(HASH_PREFIX)
+    if not needs_torch:
+        parts = spec.option.split(",")
+        if any(part not in ("auto", "cpu") for part in parts) and config.run_path is None and \
+                config.model.startswith(HASH_PREFIX):
+            raise DeviceError(f"the hashing stand-in encoder runs on CPUs only, not {spec.option}")
+        # A list of CPUs keeps its length: `cpu,cpu` is two worker processes.
+        return replace(config, device=",".join("cpu" for _ in parts) if config.run_path is None and
+                       config.model.startswith(HASH_PREFIX) else "cpu")
+    if config.backend != "torch":
+        if spec.option not in ("auto", "cpu") or config.precision != "fp32":
+            raise DeviceError(f"backend {config.backend} runs on the CPU in fp32 only; use backend torch for device "
+                              f"{spec.option} and precision {config.precision}")
+        return replace(config, device="cpu")
+    devices = spec.resolve()
+    if len(devices) > 1 and config.engine == "ray":
+        raise DeviceError("a device list fans out over local worker processes; with the ray engine, ask each worker "
+                          "for GPUs instead (ray_gpus_per_worker)")
+    return replace(config, device=",".join(devices))
 
 
 def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
@@ -261,6 +303,10 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
         return load_model(config)
     root = cache_dir(config.cache_dir)
     settings = {"model": config.model, **{name: getattr(config, name) for name in ENCODER_SETTINGS}}
+    if config.backend == "onnx-int8":
+        from harness.host import local_kernel_class
+
+        settings["int8_kernels"] = local_kernel_class()  # int8 vectors differ by CPU kernel class
     key = model_files_key(source, settings)
     remembered = recall_fingerprint(root, key) if key else None
     if remembered is not None and "fingerprint" in remembered:
@@ -394,6 +440,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         raise HarnessError("--engine ray stores the workers' embeddings in the cache; drop --no-cache")
     if config.backend not in ("torch", "onnx", "onnx-int8"):
         raise HarnessError(f"unknown backend {config.backend!r}; use torch, onnx or onnx-int8")
+    config = _resolve_devices(config)
 
     folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
                                                  config.base_url, config.progress)
@@ -471,6 +518,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
             embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
             threads=config.threads,
             engine=config.engine,
+            device=config.device,
             **({"shard_size": chunk_size} if config.engine == "ray" else {}),
         )
 
@@ -587,21 +635,17 @@ def _retrieve(
                 corpus.unseen = set(corpus.judged)
                 index_file_usable = False
                 loaded_ids, loaded_vectors = DocIds(), []
-    if not corpus.cached and config.engine == "ray":
-        from functools import partial
-
-        from harness.ray_engine import encode_corpus_ray
-
+    devices = (config.device or "cpu").split(",")
+    if not corpus.cached and (config.engine == "ray" or len(devices) > 1):
         if entry is None:
-            raise HarnessError("--engine ray needs a model with a weight fingerprint, for the embedding cache its "
-                               "workers write into")
+            raise HarnessError(f"{'the ray engine' if config.engine == 'ray' else 'several devices'} need a model "
+                               "with a weight fingerprint, for the embedding cache the workers write into")
         resumable = entry.resumable(chunk_size)
         entry.start(chunk_size)
         n_chunks = 0
-        for n_chunks, (doc_ids, vectors, seconds) in enumerate(encode_corpus_ray(
-                partial(load_model, config), fingerprint, docs, entry, chunk_size, config.batch_size, config.ray,
-                progress=config.progress, cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids,
-                checkpoint_seconds=config.checkpoint_seconds), start=1):
+        for n_chunks, (doc_ids, vectors, seconds) in enumerate(_fan_out(
+                config, fingerprint, docs, entry, chunk_size, devices,
+                cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids), start=1):
             encode_seconds += seconds
             add(doc_ids, vectors)
         if index is not None:
@@ -664,6 +708,24 @@ def _retrieve(
             quality[f"recall_of_exact@{k}"] = recall_of_exact(run, reference, k)
         started = timings.add("exact_search", started)
     return run, started, quality
+
+
+def _fan_out(config: EvaluateConfig, fingerprint, docs: Iterator[Doc], entry, chunk_size: int, devices: list[str],
+             cached) -> Iterator:
+    """The engines that encode chunks in other processes: Ray actors, or one local worker per device."""
+    from functools import partial
+
+    if config.engine == "ray":
+        from harness.ray_engine import encode_corpus_ray
+
+        return encode_corpus_ray(partial(load_model, config), fingerprint, docs, entry, chunk_size, config.batch_size,
+                                 config.ray, progress=config.progress, cached=cached,
+                                 checkpoint_seconds=config.checkpoint_seconds)
+    from harness.multi_device import encode_corpus_devices
+
+    return encode_corpus_devices(partial(load_model, config), fingerprint, docs, entry, chunk_size, config.batch_size,
+                                 devices, progress=config.progress, cached=cached,
+                                 checkpoint_seconds=config.checkpoint_seconds)
 
 
 def _mapped(entry, index: int, vectors):

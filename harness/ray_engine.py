@@ -21,7 +21,6 @@ with the corpus. Needs the ``[ray]`` extra: ``pip install 'beir-harness[ray]'``.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -33,9 +32,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.cache import CacheCorrupt, EmbeddingEntry
-from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked, encode_corpus
+from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked
 from harness.errors import HarnessError, MissingDependencyError
 from harness.records import Doc
+from harness.shards import ShardEncoder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -123,74 +123,6 @@ def connect(spec: RaySpec) -> bool:
         raise HarnessError(f"cannot join the Ray cluster at {spec.address or 'the default address'} "
                            f"({type(exc).__name__}: {str(exc)[:300]})") from None
     return True
-
-
-class ShardEncoder:
-    """A Ray actor: loads the model once, then encodes shards into the cache entry.
-
-    Args:
-        load: Builds the encoder (a picklable callable, e.g. ``partial(load_model, config)``).
-        entry: The cache entry the driver started; its folder must be visible on this node.
-        fingerprint: The driver's model fingerprint; a worker whose model differs refuses to work.
-    """
-
-    def __init__(self, load: Callable[[], Encoder], entry: EmbeddingEntry, fingerprint: dict[str, Any]):
-        self.host = socket.gethostname()
-        self.entry = entry
-        # Ray reports a constructor's exception without its cause; kept here, `ready` raises it whole.
-        self.problem: HarnessError | None = None
-        try:
-            if not (entry.root / "key.json").is_file():
-                raise HarnessError(f"worker on {self.host} cannot see the cache entry {entry.root}: the cache "
-                                   "directory must be on a filesystem every Ray node mounts (set --cache-dir to such "
-                                   "a path)")
-            self.encoder = load()
-            mine = self.encoder.fingerprint() if hasattr(self.encoder, "fingerprint") else None
-            if _plain(mine) != _plain(fingerprint):
-                raise HarnessError(f"worker on {self.host} loaded a different model than the driver (fingerprints "
-                                   f"{mine} vs {fingerprint}); install the same model and versions on every node")
-        except HarnessError as exc:
-            self.problem = exc
-
-    def ready(self) -> str:
-        """This worker's host name; raises what went wrong in the constructor."""
-        if self.problem is not None:
-            raise self.problem
-        return self.host
-
-    def encode(self, index: int, docs: list[Doc], batch_size: int,
-               checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS) -> tuple[int, float]:
-        """Encode one shard as the local engine encodes a chunk, and store it; returns (rows, seconds).
-
-        The shard is checkpointed by time into the entry as the local engine's chunks are, so a
-        worker that dies mid-shard loses at most `checkpoint_seconds` of its work.
-        """
-        if self.problem is not None:
-            raise self.problem
-        store = _ShardStore(self.entry, index)
-        (doc_ids, vectors, seconds), = encode_corpus(self.encoder, iter(docs), chunk_size=len(docs),
-                                                     batch_size=batch_size, progress=False, store=store,
-                                                     checkpoint_seconds=checkpoint_seconds)
-        self.entry.write_chunk(index, doc_ids, vectors, strict=True)
-        return len(doc_ids), seconds
-
-
-class _ShardStore:
-    """The entry seen through one shard: `encode_corpus` calls it chunk 0, the entry knows it as `index`."""
-
-    def __init__(self, entry: EmbeddingEntry, index: int):
-        self.entry, self.index = entry, index
-
-    def stored(self, _: int, doc_ids: list[str]):
-        return self.entry.stored(self.index, doc_ids)
-
-    def write_piece(self, _: int, name: str, doc_ids: list[str], vectors) -> None:
-        self.entry.write_piece(self.index, name, doc_ids, vectors)
-
-
-def _plain(value: Any) -> Any:
-    """`value` as JSON would give it back (a remembered fingerprint went through JSON)."""
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
 def _failure(ray: Any, exc: BaseException) -> str:

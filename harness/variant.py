@@ -27,6 +27,7 @@ from typing import Any
 _TOKENS: dict[str, Callable[[Any], str]] = {
     "index": lambda value: str(value.get("index", "index")),
     "backend": str,
+    "precision": str,
     "normalize": lambda value: "dot" if not value else "normalized",
     "query_prefix": lambda value: "prefix",
     "doc_prefix": lambda value: "prefix",

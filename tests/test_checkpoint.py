@@ -76,7 +76,7 @@ def test_a_damaged_or_foreign_piece_is_ignored(tmp_path):
 
 def test_a_ray_shard_checkpoints_and_resumes_without_ray(tmp_path):
     """The Ray worker's code path, called directly: pieces of a shard are written and reused."""
-    from harness.ray_engine import ShardEncoder
+    from harness.shards import ShardEncoder
 
     docs = _docs(30)
     entry = embedding_entry(tmp_path, {"kind": "corpus"})

@@ -105,3 +105,29 @@ def test_failed_export_caches_nothing(tmp_path, default_encoder, monkeypatch):
         export(default_encoder.model, tmp_path / "onnx" / "key", quantize=False)
     assert not (tmp_path / "onnx" / "key").exists()
     assert list((tmp_path / "onnx").iterdir()) == []
+
+
+def test_int8_vectors_are_keyed_by_the_cpu_kernel_class(encoders, monkeypatch):
+    """A shared cache on mixed CPUs never hands one kernel class's int8 vectors to another."""
+    import harness.onnx_backend as backend
+
+    _, fp32, int8 = encoders
+    monkeypatch.setattr(backend, "local_kernel_class", lambda: "avx2")
+    on_avx2 = int8.fingerprint()
+    monkeypatch.setattr(backend, "local_kernel_class", lambda: "avx512-vnni")
+    on_vnni = int8.fingerprint()
+    assert on_avx2 != on_vnni and on_vnni["int8_kernels"] == "avx512-vnni"
+    assert "int8_kernels" not in fp32.fingerprint()  # fp32 differs across CPUs by float rounding only
+
+
+def test_int8_warns_on_a_cpu_without_vnni(default_encoder, tmp_path, monkeypatch, caplog):
+    import logging
+
+    import harness.onnx_backend as backend
+
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setattr(backend, "int8_fast_here", lambda: False)
+    monkeypatch.setattr(backend, "export", lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("stop")))
+    with caplog.at_level(logging.WARNING, logger="harness"), pytest.raises(RuntimeError, match="stop"):
+        backend.onnx_encoder(default_encoder, "onnx-int8", tmp_path)
+    assert [r for r in caplog.records if "no VNNI or AMX" in r.getMessage() and "env --bench" in r.getMessage()]

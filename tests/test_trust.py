@@ -256,3 +256,40 @@ def test_env_prints_versions_folders_and_devices(tiny_beir, tmp_path):
         assert needle in result.stdout, needle
     data = json.loads(CliRunner().invoke(cli, ["env", "--json"]).stdout)
     assert {"versions", "host", "devices", "folders", "installed_datasets", "cache"} <= set(data)
+
+
+def test_report_and_compare_warn_when_int8_results_come_from_different_kernels(tiny_beir, tmp_path, caplog):
+    import logging
+
+    out = tmp_path / "results"
+    _evaluate(tiny_beir, out)
+    _evaluate(tiny_beir, out, "--index", "hnsw")
+    paths = _results(out)
+    for path, kernel in zip(paths, ("avx2", "avx512-vnni")):
+        data = json.loads(path.read_text())
+        data["config"]["backend"] = "onnx-int8"
+        data["host"]["kernel_class"] = kernel
+        path.write_text(json.dumps(data))
+    report = CliRunner().invoke(cli, ["report", str(out)])
+    assert "different int8 kernels (avx2: " in report.stdout and "avx512-vnni: " in report.stdout
+    assert "different int8 kernels" in report.stderr
+    compared = CliRunner().invoke(cli, ["compare", str(paths[0]), str(paths[1]), "--rounds", "10"])
+    assert compared.exit_code == 0 and "different int8 kernels" in compared.stderr
+    for path in paths:  # same kernels: no warning
+        data = json.loads(path.read_text())
+        data["host"]["kernel_class"] = "avx2"
+        path.write_text(json.dumps(data))
+    assert "different int8 kernels" not in CliRunner().invoke(cli, ["report", str(out)]).output
+
+
+def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
+    pytest.importorskip("onnxruntime")
+    result = CliRunner().invoke(cli, ["env", "--bench", "--bench-texts", "8", "--cache-dir", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.stderr
+    rows = {row["backend"]: row for row in json.loads(result.stdout)["backends"]}
+    assert set(rows) == {"torch", "onnx", "onnx-int8"}
+    assert rows["torch"]["cosine_min"] == pytest.approx(1.0, abs=1e-6)
+    assert rows["onnx"]["cosine_min"] > 0.9999 and rows["onnx-int8"]["cosine_mean"] > 0.95
+    assert all(row["docs_per_s"] > 0 for row in rows.values())  # measured, not asserted against a target
+    text = CliRunner().invoke(cli, ["env", "--bench", "--bench-texts", "4", "--cache-dir", str(tmp_path)]).stdout
+    assert "measured on " in text and "fastest here: " in text

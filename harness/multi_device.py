@@ -1,0 +1,160 @@
+"""Several devices on one machine: one worker process per device, chunks into the cache, read back in order.
+
+``--device cuda:0,cuda:1`` (or ``cuda:all``, or ``cpu,cpu``) starts one process per device. Each loads
+the model once on its device and encodes whole chunks exactly as the local engine does
+(`harness.shards.ShardEncoder`), writing them into the embedding cache entry; this process streams the
+corpus, hands out chunks (at most one in flight per worker, so memory does not grow with the corpus),
+and reads finished chunks back in corpus order for the index. So the vectors are the single-device
+engine's (up to float rounding between devices), a rerun after a failure encodes only what the
+cache lacks, and a worker killed mid-chunk loses at most its last checkpoint.
+
+Processes are started with ``spawn`` (CUDA cannot be used in a forked child).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any
+
+from harness.cache import CacheCorrupt, EmbeddingEntry
+from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked
+from harness.errors import HarnessError
+from harness.records import Doc
+from harness.shards import ShardEncoder
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+_WORKER: ShardEncoder | None = None
+
+
+def _start_worker(load: Callable[[str], Encoder], entry: EmbeddingEntry, fingerprint: dict[str, Any],
+                  devices: Any) -> None:
+    """Process initializer: take a device from the queue and load the model there."""
+    global _WORKER
+    device = devices.get()
+    _WORKER = ShardEncoder(lambda: load(device), entry, fingerprint)
+    _WORKER.host = f"{_WORKER.host} ({device})"
+
+
+def _encode_shard(index: int, docs: list[Doc], batch_size: int, checkpoint_seconds: float) -> tuple[int, float]:
+    _WORKER.ready()  # raises what went wrong when the worker started
+    return _WORKER.encode(index, docs, batch_size, checkpoint_seconds)
+
+
+def encode_corpus_devices(
+    load: Callable[[str], Encoder],
+    fingerprint: dict[str, Any],
+    docs: Iterator[Doc],
+    entry: EmbeddingEntry,
+    chunk_size: int,
+    batch_size: int,
+    devices: list[str],
+    progress: bool = True,
+    cached: Callable[[int, list[str]], bool] | None = None,
+    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
+) -> Iterator[tuple[list[str], np.ndarray, float]]:
+    """Encode a document stream on one worker process per device, chunk by chunk, into `entry`.
+
+    Args:
+        load: Builds the encoder for a device name (picklable: ``partial(load_model, config)``).
+        fingerprint: The model's fingerprint, which every worker must reproduce.
+        docs: The document stream (read here only).
+        entry: A started, writable cache entry.
+        chunk_size: Documents per chunk (= per cache chunk, as the local engine's).
+        batch_size: Texts per forward pass.
+        devices: One worker per entry (``["cuda:0", "cuda:1"]``, ``["cpu", "cpu"]``).
+        progress: A tqdm bar over documents on stderr.
+        cached: Called with (chunk index, doc_ids); True when that chunk is already in `entry`.
+        checkpoint_seconds: Workers store the part of a chunk encoded so far this often.
+
+    Yields:
+        (doc_ids, vectors, seconds waited for them) per chunk, in corpus order; the vectors are
+        read back from the cache (memory-mapped).
+
+    Raises:
+        HarnessError: A worker could not start, died, or failed a chunk (named, with the reason).
+            Finished chunks stay in the cache and a rerun resumes from them.
+    """
+    from tqdm.auto import tqdm
+
+    if not entry.writable:
+        raise HarnessError(f"several devices write their embeddings into the cache, but {entry.root} is not writable")
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    for device in devices:
+        queue.put(device)
+    bar = tqdm(desc=f"encoding corpus ({len(devices)} devices)", unit="doc", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    pool = ProcessPoolExecutor(max_workers=len(devices), mp_context=context, initializer=_start_worker,
+                               initargs=(load, entry, fingerprint, queue))
+    in_flight: dict[Future, tuple[int, list[str]]] = {}
+    finished: dict[int, list[str]] = {}
+    counts = {"encoded": 0, "cached": 0, "next": 0}
+
+    def collect(block: bool) -> None:
+        done, _ = wait(list(in_flight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        for future in done:
+            index, doc_ids = in_flight.pop(future)
+            try:
+                rows, _ = future.result()
+            except (HarnessError, BrokenProcessPool, OSError) as exc:
+                reason = "a worker process died" if isinstance(exc, BrokenProcessPool) else str(exc)
+                raise HarnessError(
+                    f"chunk {index} (documents {index * chunk_size + 1}-{index * chunk_size + len(doc_ids)}) failed: "
+                    f"{reason}. {counts['encoded'] + counts['cached']} finished chunk(s) are kept in {entry.root}; "
+                    "rerun to resume") from None
+            if rows != len(doc_ids):
+                raise HarnessError(f"chunk {index}: the worker stored {rows} vectors for {len(doc_ids)} documents")
+            finished[index] = doc_ids
+            counts["encoded"] += 1
+            bar.update(len(doc_ids))
+
+    def ordered() -> Iterator[tuple[list[str], np.ndarray]]:
+        while counts["next"] in finished:
+            index = counts["next"]
+            doc_ids = finished.pop(index)
+            try:
+                stored_ids, vectors = entry.read_chunk(index, mmap=True)
+            except CacheCorrupt as exc:
+                raise HarnessError(f"chunk {index}: {exc}") from None
+            if stored_ids != doc_ids:
+                raise HarnessError(f"chunk {index}: {entry.root} holds other documents than the corpus has")
+            counts["next"] += 1
+            yield doc_ids, vectors
+
+    try:
+        resumed = time.perf_counter()
+        for index, chunk in enumerate(chunked(docs, chunk_size)):
+            doc_ids = [doc.doc_id for doc in chunk]
+            if cached is not None and cached(index, doc_ids):
+                finished[index] = doc_ids
+                counts["cached"] += 1
+                bar.update(len(doc_ids))
+            else:
+                while len(in_flight) >= len(devices):
+                    collect(block=True)
+                in_flight[pool.submit(_encode_shard, index, chunk, batch_size, checkpoint_seconds)] = \
+                    (index, doc_ids)
+            del chunk
+            for doc_ids, vectors in ordered():
+                yield doc_ids, vectors, time.perf_counter() - resumed
+                resumed = time.perf_counter()
+        while in_flight:
+            collect(block=True)
+            for doc_ids, vectors in ordered():
+                yield doc_ids, vectors, time.perf_counter() - resumed
+                resumed = time.perf_counter()
+        logger.info("%d devices: %d chunk(s) encoded, %d from the cache", len(devices), counts["encoded"],
+                    counts["cached"])
+    finally:
+        bar.close()
+        pool.shutdown(wait=True, cancel_futures=True)
