@@ -205,6 +205,9 @@ _RUN_OPTIONS = [
     click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=60.0, show_default=True,
                  help="Store what is encoded at least this often (seconds of encoding), so a killed run loses "
                       "at most about this much work; 0 stores after every batch."),
+    click.option("--ray-gpus-per-worker", type=click.FloatRange(min=0, min_open=True), default=None, metavar="G",
+                 help="With --engine ray: GPUs each worker asks for (e.g. 1, or 0.5 to pack two per GPU); each "
+                      "encodes on the GPU Ray assigned it."),
     click.option("--chunk-size", type=click.IntRange(min=1), default=16384, hidden=True,
                  help="Documents encoded and cached per chunk."),
 ]
@@ -232,9 +235,9 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
                       nlist=options.pop("nlist"), nprobe=options.pop("nprobe"), pq_m=options.pop("pq_m"),
                       pq_nbits=options.pop("pq_nbits"))
     ray_spec = RaySpec(address=options.pop("ray_address"), local_cpus=options.pop("ray_local"),
-                       shards=options.pop("shards"))
+                       shards=options.pop("shards"), gpus_per_worker=options.pop("ray_gpus_per_worker"))
     if options["engine"] != "ray" and ray_spec != RaySpec():
-        raise click.UsageError("--ray-address, --ray-local and --shards need --engine ray")
+        raise click.UsageError("--ray-address, --ray-local, --shards and --ray-gpus-per-worker need --engine ray")
     return EvaluateConfig(dataset_path=dataset, model=model, normalize=normalize, index=index, ray=ray_spec,
                           cache=options.pop("use_cache"), progress=ctx.obj["progress"], **options)
 

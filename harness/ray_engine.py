@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from harness.cache import CacheCorrupt, EmbeddingEntry
@@ -59,11 +60,15 @@ class RaySpec:
             run's chunk size (the local engine's batches exactly). Other shard sizes change which
             texts share a batch, which moves ``onnx-int8`` vectors slightly (its activation scales
             are per batch); fp32 vectors only by float rounding.
+        gpus_per_worker: GPUs each actor asks Ray for (fractions pack several actors on one GPU,
+            e.g. 0.5); each actor encodes on the GPU Ray assigned it. None: CPU actors. The driver
+            needs no GPU.
     """
 
     address: str | None = None
     local_cpus: int | None = None
     shards: int | None = None
+    gpus_per_worker: float | None = None
 
     def check(self) -> None:
         """Raise HarnessError for contradictory or out-of-range settings."""
@@ -73,6 +78,8 @@ class RaySpec:
             raise HarnessError(f"--ray-local must be a positive number of CPUs, got {self.local_cpus}")
         if self.shards is not None and self.shards <= 0:
             raise HarnessError(f"--shards must be positive, got {self.shards}")
+        if self.gpus_per_worker is not None and not 0 < self.gpus_per_worker <= 64:
+            raise HarnessError(f"ray_gpus_per_worker must be in (0, 64], got {self.gpus_per_worker}")
 
 
 def _ray() -> Any:
@@ -123,6 +130,35 @@ def connect(spec: RaySpec) -> bool:
         raise HarnessError(f"cannot join the Ray cluster at {spec.address or 'the default address'} "
                            f"({type(exc).__name__}: {str(exc)[:300]})") from None
     return True
+
+
+def _actor_count(resources: dict[str, float], gpus_per_worker: float | None) -> tuple[int, dict[str, float]]:
+    """How many actors the cluster can run at once, and what each asks for.
+
+    Raises:
+        HarnessError: GPUs are asked for and the cluster has none (or fewer than one actor needs):
+            fail now, rather than wait forever for a resource that never comes.
+    """
+    cpus = int(resources.get("CPU", 1))
+    if not gpus_per_worker:
+        return max(1, cpus), {"num_cpus": 1}
+    gpus = resources.get("GPU", 0)
+    if gpus < gpus_per_worker:
+        raise HarnessError(f"ray_gpus_per_worker {gpus_per_worker:g} asks for GPUs, but the Ray cluster has "
+                           f"{gpus:g} (resources: {', '.join(f'{k} {v:g}' for k, v in sorted(resources.items()) if k in ('CPU', 'GPU'))}); "
+                           "add GPU nodes or drop --ray-gpus-per-worker")
+    return max(1, min(int(gpus // gpus_per_worker), cpus)), {"num_cpus": 1, "num_gpus": gpus_per_worker}
+
+
+def _on_assigned_device(load: Callable[..., Encoder]) -> Encoder:
+    """Inside an actor: load the model on the GPU Ray assigned (``cuda:0`` in the actor's view)."""
+    import torch
+
+    device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        logger.warning("Ray assigned GPU(s) %s but torch sees no CUDA device here; encoding on the CPU",
+                       _ray().get_gpu_ids())
+    return load(device)
 
 
 def _failure(ray: Any, exc: BaseException) -> str:
@@ -187,10 +223,10 @@ def encode_corpus_ray(
     n_encoded = n_cached = 0
 
     def start_actors() -> None:
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        count = max(1, cpus)
-        remote = ray.remote(num_cpus=1, max_restarts=0)(ShardEncoder)
-        actors.extend(remote.remote(load, entry, fingerprint) for _ in range(count))
+        count, resources = _actor_count(ray.cluster_resources(), spec.gpus_per_worker)
+        remote = ray.remote(max_restarts=0, **resources)(ShardEncoder)
+        on_worker = partial(_on_assigned_device, load) if spec.gpus_per_worker else load
+        actors.extend(remote.remote(on_worker, entry, fingerprint) for _ in range(count))
         try:
             hosts = ray.get([actor.ready.remote() for actor in actors])
         except Exception as exc:  # noqa: BLE001 - the actor's constructor failed on a worker

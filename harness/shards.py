@@ -48,10 +48,10 @@ class ShardEncoder:
             self.problem = exc
 
     def ready(self) -> str:
-        """This worker's host name; raises what went wrong in the constructor."""
+        """This worker's host name (and the GPUs Ray assigned it); raises what went wrong in the constructor."""
         if self.problem is not None:
             raise self.problem
-        return self.host
+        return self.host + _ray_gpus()
 
     def encode(self, index: int, docs: list[Doc], batch_size: int,
                checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS) -> tuple[int, float]:
@@ -86,3 +86,17 @@ class _ShardStore:
 def _plain(value: Any) -> Any:
     """`value` as JSON would give it back (a remembered fingerprint went through JSON)."""
     return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _ray_gpus() -> str:
+    """`` gpus [0]`` inside a Ray actor that was assigned GPUs, else ``""``."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return ""
+    try:
+        gpus = ray.get_gpu_ids()
+    except Exception:  # noqa: BLE001 - not inside a worker
+        return ""
+    return f" gpus {list(gpus)}" if gpus else ""

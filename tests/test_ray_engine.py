@@ -236,6 +236,11 @@ def test_cli_ray_local_and_option_checks(cluster, tmp_path, tiny_beir):
     assert json.loads(ok.stdout)["config"]["engine"] == "ray"
     misuse = runner.invoke(cli, ["evaluate", str(tiny_beir), "--shards", "4"])
     assert misuse.exit_code == 2 and "need --engine ray" in misuse.output
+    no_gpus = runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", "--engine", "ray",
+                                  "--ray-gpus-per-worker", "1", "--cache-dir", str(tmp_path / "c4"), "--output-dir",
+                                  str(tmp_path / "r4")])
+    assert no_gpus.exit_code == 1 and "asks for GPUs, but the Ray cluster has 0" in no_gpus.stderr
+    assert not (tmp_path / "r4").exists()
     local = runner.invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "hash:64", "--engine", "ray",
                                 "--ray-local", "2", "--cache-dir", str(tmp_path / "c2"), "--output-dir",
                                 str(tmp_path / "r2")])
