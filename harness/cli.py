@@ -202,6 +202,9 @@ _RUN_OPTIONS = [
     click.option("--shards", type=click.IntRange(min=1), default=None,
                  help="With --engine ray: cut the corpus into about this many shards [default: one per "
                       "16,384 documents]."),
+    click.option("--token-budget", type=click.IntRange(min=1), default=None, metavar="TOKENS",
+                 help="Batch documents by tokens (texts x longest text's tokens <= TOKENS: long texts in small "
+                      "batches, short ones in large) instead of --batch-size texts; for GPUs."),
     click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=60.0, show_default=True,
                  help="Store what is encoded at least this often (seconds of encoding), so a killed run loses "
                       "at most about this much work; 0 stores after every batch."),

@@ -15,11 +15,13 @@ import logging
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.errors import MissingDependencyError, ModelLoadError
+from harness.errors import HarnessError, MissingDependencyError, ModelLoadError
 from harness.records import Doc, doc_text
 
 if TYPE_CHECKING:
@@ -97,6 +99,7 @@ class SentenceTransformerEncoder:
     doc_prompt_name: str | None = None
     precision: str = "fp32"
     _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
+    _pipelined: bool | None = field(default=None, repr=False)  # None: on accelerators only
 
     def settings(self) -> dict[str, Any]:
         """What the result's config records about how texts become vectors."""
@@ -167,6 +170,73 @@ class SentenceTransformerEncoder:
     def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
         """Encode document texts (see `doc_text`); returns a (len(texts), dim) float32 array."""
         return self._encode(texts, self.doc_prefix, self.doc_prompt_name)
+
+    @property
+    def pipelined(self) -> bool:
+        """Encode chunks with `encode_doc_batches` (on accelerators, where the model waits for the CPU)."""
+        return self._pipelined if self._pipelined is not None else str(self.model.device).split(":")[0] != "cpu"
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per document text as the model will see it (prefix or prompt, special tokens, truncation)."""
+        prefix = self.doc_prefix or (getattr(self.model, "prompts", None) or {}).get(self.doc_prompt_name or "", "")
+        encoded = self.model.tokenizer([prefix + text for text in texts], truncation=True,
+                                       max_length=self.max_seq_length)["input_ids"]
+        return [len(ids) for ids in encoded]
+
+    def encode_doc_batches(self, batches: Sequence[Sequence[str]], prefetch: int = 2) -> Iterator[np.ndarray]:
+        """Encode batches of document texts in order, keeping the device busy.
+
+        A thread tokenizes (and, on CUDA, pins) the next `prefetch` batches while the model runs the
+        current one; inputs go to the device without blocking; a batch's vectors are copied back to
+        the host while the next batch computes. The vectors equal `encode_docs`' on the same batches
+        (the same sentence-transformers preprocessing and forward pass).
+
+        Yields:
+            One (len(batch), dim) float32 array per batch.
+        """
+        import torch
+        from sentence_transformers.util import batch_to_device
+
+        model, device = self.model, self.model.device
+        prompt = self.doc_prefix or (getattr(model, "prompts", None) or {}).get(self.doc_prompt_name or "", "")
+        pin = device.type == "cuda"
+
+        def prepare(texts: Sequence[str]) -> dict[str, Any]:
+            if hasattr(model, "preprocess"):  # sentence-transformers >= 6 (prompt lengths included)
+                features = model.preprocess(list(texts), prompt=prompt or None)
+            else:
+                features = model.tokenize([prompt + text for text in texts])
+            return {k: v.pin_memory() if pin and isinstance(v, torch.Tensor) else v for k, v in features.items()}
+
+        def finish(embeddings):
+            if self.normalize:
+                embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
+            return embeddings.float().to("cpu", non_blocking=pin)
+
+        model.eval()
+        waiting = None  # the previous batch's vectors, on their way to the host
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize") as pool:
+            ahead = deque(pool.submit(prepare, texts) for texts in batches[:prefetch])
+            for number in range(len(batches)):
+                features = ahead.popleft().result()
+                if number + prefetch < len(batches):
+                    ahead.append(pool.submit(prepare, batches[number + prefetch]))
+                with torch.inference_mode():  # not around the yields: the caller's code is not ours to switch
+                    computed = finish(model(batch_to_device(features, device))["sentence_embedding"])
+                if waiting is not None:
+                    yield _host(waiting, pin)
+                waiting = computed
+            if waiting is not None:
+                yield _host(waiting, pin)
+
+
+def _host(embeddings, synchronize: bool):
+    import numpy as np
+    import torch
+
+    if synchronize:
+        torch.cuda.current_stream().synchronize()  # the non-blocking copy has landed
+    return np.asarray(embeddings.numpy(), dtype=np.float32)
 
 
 HASH_PREFIX = "hash:"
@@ -280,6 +350,16 @@ class LazyEncoder:
     def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
         return self._real().encode_docs(texts)
 
+    @property
+    def pipelined(self) -> bool:
+        return getattr(self._real(), "pipelined", False)
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        return self._real().token_lengths(texts)
+
+    def encode_doc_batches(self, batches: Sequence[Sequence[str]]) -> Iterator[np.ndarray]:
+        return self._real().encode_doc_batches(batches)
+
 
 def load_encoder(
     name: str = DEFAULT_MODEL,
@@ -328,10 +408,10 @@ def load_encoder(
         ) from exc
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
-    if precision != "fp32":
-        from harness.devices import torch_dtype
+    from harness.devices import torch_dtype
 
-        model.to(torch_dtype(precision))
+    # Always cast: a model stored in fp16 would otherwise run in fp16 when fp32 was asked for.
+    model.to(torch_dtype(precision))
     prompts = getattr(model, "prompts", None) or {}
     # sentence-transformers lists empty prompts for models that define none; those change nothing.
     query_prompt = "query" if prompts.get("query") and not query_prefix else None
@@ -363,6 +443,7 @@ def encode_corpus(
     progress: bool = True,
     store: ChunkStore | None = None,
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
+    token_budget: int | None = None,
 ) -> Iterator[tuple[list[str], np.ndarray, float]]:
     """Encode a document stream chunk by chunk, checkpointing by time inside a chunk.
 
@@ -386,6 +467,7 @@ def encode_corpus(
             last chunk or piece was stored.
         checkpoint_seconds: The most encoding time a kill can lose inside a chunk (0: a piece
             after every batch).
+        token_budget: Batch by tokens instead of by count (see `plan_batches`).
 
     Yields:
         (doc_ids, vectors, seconds spent in the encoder) per chunk, in corpus order; the seconds
@@ -404,7 +486,8 @@ def encode_corpus(
                 yield doc_ids, stored[1], 0.0
             else:
                 vectors, seconds = _encode_chunk(encoder, index, doc_ids, [doc_text(doc) for doc in chunk],
-                                                 batch_size, stored, store, checkpoint_seconds, progress_state)
+                                                 batch_size, stored, store, checkpoint_seconds, progress_state,
+                                                 token_budget)
                 yield doc_ids, vectors, seconds
             progress_state.chunk_stored(len(doc_ids))  # the caller has stored the chunk by now
     finally:
@@ -434,40 +517,96 @@ class _Progress:
         self.bar.set_postfix(stored=self.stored, refresh=False)
 
 
+def plan_batches(encoder: Encoder, texts: Sequence[str], batch_size: int,
+                 token_budget: int | None = None) -> list[list[int]]:
+    """The batches of one chunk: longest texts first, so a batch holds texts of similar length.
+
+    With `token_budget`, a batch holds as many texts as fit ``texts × longest text's tokens ≤
+    budget`` (long texts in small batches, short ones in large: on a GPU the work per batch stays
+    even); token counts come from the model's tokenizer. Otherwise batches hold `batch_size` texts,
+    ordered by character length (as sentence-transformers orders them). The plan depends only on
+    the texts and these settings, never on timing.
+    """
+    if token_budget is None or not hasattr(encoder, "token_lengths"):
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    lengths = encoder.token_lengths(texts)
+    order = sorted(range(len(texts)), key=lambda i: (-lengths[i], i))
+    batches, start = [], 0
+    while start < len(order):
+        size = max(1, token_budget // max(1, lengths[order[start]]))
+        batches.append(order[start:start + size])
+        start += size
+    return batches
+
+
+def _encoded(encoder: Encoder, batches: list[list[str]]) -> Iterator[np.ndarray]:
+    """Vectors of each batch in order; pipelined (next batch prepared while this one runs) when the encoder can."""
+    if getattr(encoder, "pipelined", False):
+        yield from encoder.encode_doc_batches(batches)
+    else:
+        for texts in batches:
+            yield encoder.encode_docs(texts)
+
+
 def _encode_chunk(encoder: Encoder, index: int, doc_ids: list[str], texts: list[str], batch_size: int,
                   stored: tuple[list[str], np.ndarray] | None, store: ChunkStore | None, checkpoint_seconds: float,
-                  progress: _Progress) -> tuple[np.ndarray, float]:
-    """One chunk's vectors in input order, reusing stored pieces and checkpointing by time."""
+                  progress: _Progress, token_budget: int | None = None) -> tuple[np.ndarray, float]:
+    """One chunk's vectors in input order, reusing stored pieces and checkpointing by time.
+
+    Whatever interrupts the chunk (Ctrl-C, a GPU out of memory), the batches encoded since the last
+    checkpoint are stored first, so the rerun does not redo them.
+    """
     import numpy as np
 
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    batches = plan_batches(encoder, texts, batch_size, token_budget)
+    number = 0
     known = {doc_id: row for row, doc_id in enumerate(stored[0])} if stored else {}
+    reused = [bool(known) and all(doc_ids[i] in known for i in batch) for batch in batches]
+    fresh = _encoded(encoder, [[texts[i] for i in batch] for batch, done in zip(batches, reused) if not done])
     vectors: np.ndarray | None = None
     pending: list[int] = []  # batches encoded since the last checkpoint
     seconds, last_write = 0.0, time.perf_counter()
-    for number, batch in enumerate(batches):
-        if known and all(doc_ids[i] in known for i in batch):
-            block = stored[1][[known[doc_ids[i]] for i in batch]]
-            progress.advance(len(batch), stored=True)
-        else:
-            started = time.perf_counter()
-            block = encoder.encode_docs([texts[i] for i in batch])
-            seconds += time.perf_counter() - started
-            pending.append(number)
-            progress.advance(len(batch))
-        if vectors is None:
-            vectors = np.empty((len(texts), block.shape[1]), dtype=np.float32)
-        vectors[batch] = block
-        last = number == len(batches) - 1
-        if store is not None and pending and not last and time.perf_counter() - last_write >= checkpoint_seconds:
-            rows = [i for b in pending for i in batches[b]]
-            # Named by its batches: two runs writing the same piece write the same bytes.
-            name = f"b{batch_size}-" + hashlib.sha256(repr(pending).encode()).hexdigest()[:12]
-            store.write_piece(index, name, [doc_ids[i] for i in rows], vectors[rows])
-            progress.checkpointed(len(rows))
-            logger.debug("checkpoint: chunk %d, %d documents stored in all", index, progress.stored + progress.in_chunk)
-            pending, last_write = [], time.perf_counter()
+    size_tag = f"t{token_budget}" if token_budget else f"b{batch_size}"
+
+    def checkpoint() -> None:
+        nonlocal pending, last_write
+        rows = [i for b in pending for i in batches[b]]
+        # Named by its batches: two runs writing the same piece write the same bytes.
+        name = f"{size_tag}-" + hashlib.sha256(repr(pending).encode()).hexdigest()[:12]
+        store.write_piece(index, name, [doc_ids[i] for i in rows], vectors[rows])
+        progress.checkpointed(len(rows))
+        logger.debug("checkpoint: chunk %d, %d documents stored in all", index, progress.stored + progress.in_chunk)
+        pending, last_write = [], time.perf_counter()
+
+    try:
+        for number, batch in enumerate(batches):
+            if reused[number]:
+                block = stored[1][[known[doc_ids[i]] for i in batch]]
+                progress.advance(len(batch), stored=True)
+            else:
+                started = time.perf_counter()
+                block = next(fresh)
+                seconds += time.perf_counter() - started
+                pending.append(number)
+                progress.advance(len(batch))
+            if vectors is None:
+                vectors = np.empty((len(texts), block.shape[1]), dtype=np.float32)
+            vectors[batch] = block
+            last = number == len(batches) - 1
+            if store is not None and pending and not last and time.perf_counter() - last_write >= checkpoint_seconds:
+                checkpoint()
+    except BaseException as exc:
+        if store is not None and pending and vectors is not None:
+            checkpoint()  # keep what this chunk already encoded
+        if type(exc).__name__ == "OutOfMemoryError":
+            batch = batches[number]
+            raise HarnessError(
+                f"the device ran out of memory on a batch of {len(batch)} texts (chunk {index}); "
+                f"{progress.stored + progress.in_chunk} documents are stored and a rerun resumes from them; "
+                f"retry with a smaller batch_size (--batch-size {max(1, len(batch) // 2)})"
+                + (f" or token_budget (--token-budget {token_budget // 2})" if token_budget else "")) from None
+        raise
     return vectors, seconds
 
 

@@ -45,9 +45,10 @@ def _start_worker(load: Callable[[str], Encoder], entry: EmbeddingEntry, fingerp
     _WORKER.host = f"{_WORKER.host} ({device})"
 
 
-def _encode_shard(index: int, docs: list[Doc], batch_size: int, checkpoint_seconds: float) -> tuple[int, float]:
+def _encode_shard(index: int, docs: list[Doc], batch_size: int, checkpoint_seconds: float,
+                  token_budget: int | None) -> tuple[int, float]:
     _WORKER.ready()  # raises what went wrong when the worker started
-    return _WORKER.encode(index, docs, batch_size, checkpoint_seconds)
+    return _WORKER.encode(index, docs, batch_size, checkpoint_seconds, token_budget)
 
 
 def encode_corpus_devices(
@@ -61,6 +62,7 @@ def encode_corpus_devices(
     progress: bool = True,
     cached: Callable[[int, list[str]], bool] | None = None,
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
+    token_budget: int | None = None,
 ) -> Iterator[tuple[list[str], np.ndarray, float]]:
     """Encode a document stream on one worker process per device, chunk by chunk, into `entry`.
 
@@ -75,6 +77,7 @@ def encode_corpus_devices(
         progress: A tqdm bar over documents on stderr.
         cached: Called with (chunk index, doc_ids); True when that chunk is already in `entry`.
         checkpoint_seconds: Workers store the part of a chunk encoded so far this often.
+        token_budget: Batch by tokens (`harness.encode.plan_batches`).
 
     Yields:
         (doc_ids, vectors, seconds waited for them) per chunk, in corpus order; the vectors are
@@ -142,7 +145,7 @@ def encode_corpus_devices(
             else:
                 while len(in_flight) >= len(devices):
                     collect(block=True)
-                in_flight[pool.submit(_encode_shard, index, chunk, batch_size, checkpoint_seconds)] = \
+                in_flight[pool.submit(_encode_shard, index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
                     (index, doc_ids)
             del chunk
             for doc_ids, vectors in ordered():

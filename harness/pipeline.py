@@ -98,6 +98,8 @@ class EvaluateConfig:
         chunk_size: Documents encoded (and cached) per chunk.
         checkpoint_seconds: Inside a chunk, store what is encoded whenever this much encoding time
             has passed since the last write, so a killed run loses at most about this much work.
+        token_budget: Batch documents by tokens (texts × longest text's tokens ≤ budget) instead
+            of `batch_size` texts (`harness.encode.plan_batches`); None: by count.
         engine: ``local`` encodes in this process; ``ray`` fans the corpus out over a Ray cluster
             (`harness.ray_engine`; needs the ``[ray]`` extra and the cache on a shared filesystem).
         ray: Which cluster and how many shards, for the ``ray`` engine.
@@ -139,6 +141,7 @@ class EvaluateConfig:
     backend: str = "torch"
     chunk_size: int = 16384
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
+    token_budget: int | None = None
     engine: str = "local"
     ray: RaySpec = field(default_factory=RaySpec)
     device: str | None = None
@@ -423,6 +426,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
     if top_k < k_values[-1]:
         raise HarnessError(f"--top-k {top_k} is smaller than the largest cutoff {k_values[-1]}; raise --top-k")
+    if config.token_budget is not None and config.token_budget <= 0:
+        raise HarnessError(f"token_budget must be positive, got {config.token_budget}")
     if config.checkpoint_seconds < 0:
         raise HarnessError(f"checkpoint_seconds must be 0 or more, got {config.checkpoint_seconds}")
     if config.batch_size <= 0 or config.chunk_size <= 0:
@@ -661,7 +666,8 @@ def _retrieve(
         for n_chunks, (doc_ids, vectors, seconds) in enumerate(
                 encode_corpus(encoder, docs, chunk_size=chunk_size, batch_size=config.batch_size,
                               progress=config.progress, store=entry,
-                              checkpoint_seconds=config.checkpoint_seconds), start=1):
+                              checkpoint_seconds=config.checkpoint_seconds, token_budget=config.token_budget),
+                start=1):
             encode_seconds += seconds
             # seconds == 0 and the chunk file there: it came whole from the cache already.
             if entry is not None and (seconds or not entry.has_chunk(n_chunks - 1)):
@@ -720,12 +726,12 @@ def _fan_out(config: EvaluateConfig, fingerprint, docs: Iterator[Doc], entry, ch
 
         return encode_corpus_ray(partial(load_model, config), fingerprint, docs, entry, chunk_size, config.batch_size,
                                  config.ray, progress=config.progress, cached=cached,
-                                 checkpoint_seconds=config.checkpoint_seconds)
+                                 checkpoint_seconds=config.checkpoint_seconds, token_budget=config.token_budget)
     from harness.multi_device import encode_corpus_devices
 
     return encode_corpus_devices(partial(load_model, config), fingerprint, docs, entry, chunk_size, config.batch_size,
                                  devices, progress=config.progress, cached=cached,
-                                 checkpoint_seconds=config.checkpoint_seconds)
+                                 checkpoint_seconds=config.checkpoint_seconds, token_budget=config.token_budget)
 
 
 def _mapped(entry, index: int, vectors):

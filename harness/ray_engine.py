@@ -184,6 +184,7 @@ def encode_corpus_ray(
     progress: bool = True,
     cached: Callable[[int, list[str]], bool] | None = None,
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
+    token_budget: int | None = None,
 ) -> Iterator[tuple[list[str], np.ndarray, float]]:
     """Encode a document stream on Ray, shard by shard, into `entry`.
 
@@ -198,6 +199,7 @@ def encode_corpus_ray(
         progress: A tqdm bar over documents on stderr.
         cached: Called with (shard index, doc_ids); True when that shard is already in `entry`.
         checkpoint_seconds: Workers store the part of a shard encoded so far this often.
+        token_budget: Batch by tokens (`harness.encode.plan_batches`).
 
     Yields:
         (doc_ids, vectors, seconds the driver waited for them) per shard, in corpus order; the
@@ -296,7 +298,8 @@ def encode_corpus_ray(
                 while not idle:
                     collect(block=True)
                 actor = idle.pop()
-                in_flight[actor.encode.remote(index, chunk, batch_size, checkpoint_seconds)] = (index, doc_ids, actor)
+                in_flight[actor.encode.remote(index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
+                    (index, doc_ids, actor)
                 collect(block=False)
             del chunk  # its texts now live in the object store until the shard is done
             for doc_ids, vectors in ordered():

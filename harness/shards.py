@@ -54,7 +54,8 @@ class ShardEncoder:
         return self.host + _ray_gpus()
 
     def encode(self, index: int, docs: list[Doc], batch_size: int,
-               checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS) -> tuple[int, float]:
+               checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
+               token_budget: int | None = None) -> tuple[int, float]:
         """Encode one shard as the local engine encodes a chunk, and store it; returns (rows, seconds).
 
         The shard is checkpointed by time into the entry as the local engine's chunks are, so a
@@ -65,7 +66,7 @@ class ShardEncoder:
         store = _ShardStore(self.entry, index)
         (doc_ids, vectors, seconds), = encode_corpus(self.encoder, iter(docs), chunk_size=len(docs),
                                                      batch_size=batch_size, progress=False, store=store,
-                                                     checkpoint_seconds=checkpoint_seconds)
+                                                     checkpoint_seconds=checkpoint_seconds, token_budget=token_budget)
         self.entry.write_chunk(index, doc_ids, vectors, strict=True)
         return len(doc_ids), seconds
 

@@ -110,3 +110,77 @@ def test_the_progress_bar_says_how_many_documents_are_stored(tmp_path, capsys):
     list(encode_corpus(Recorder(), iter(_docs(50)), chunk_size=20, batch_size=4, progress=True, store=entry,
                        checkpoint_seconds=0))
     assert "stored=" in capsys.readouterr().err
+
+
+class Failing(Recorder):
+    """Raises `error` on the `at`-th batch."""
+
+    def __init__(self, error: BaseException, at: int):
+        super().__init__()
+        self.error, self.at = error, at
+
+    def encode_docs(self, texts):
+        if len(self.batches) + 1 == self.at:
+            raise self.error
+        return super().encode_docs(texts)
+
+
+def test_out_of_memory_keeps_the_encoded_batches_and_says_what_fits(tmp_path):
+    import torch
+
+    from harness.errors import HarnessError
+
+    docs = _docs(40)
+    entry = embedding_entry(tmp_path, {"kind": "corpus"})
+    entry.start(100)
+    with pytest.raises(HarnessError, match=r"ran out of memory on a batch of 4 texts \(chunk 0\); 8 documents are "
+                                           r"stored .*--batch-size 2\)"):
+        list(encode_corpus(Failing(torch.OutOfMemoryError("CUDA out of memory"), 3), iter(docs), chunk_size=100,
+                           batch_size=4, progress=False, store=entry, checkpoint_seconds=3600))
+    stored = entry.stored(0, [d.doc_id for d in docs])
+    assert stored is not None and len(stored[0]) == 8  # the two batches before the failure
+    again = Recorder()
+    (_, vectors, _), = encode_corpus(again, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry)
+    (_, plain, _), = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False)
+    assert len(again.batches) == 8 and np.array_equal(vectors, plain)
+
+
+def test_ctrl_c_mid_chunk_stores_what_was_encoded(tmp_path):
+    docs = _docs(40)
+    entry = embedding_entry(tmp_path, {"kind": "corpus"})
+    entry.start(100)
+    with pytest.raises(KeyboardInterrupt):
+        list(encode_corpus(Failing(KeyboardInterrupt(), 6), iter(docs), chunk_size=100, batch_size=4,
+                           progress=False, store=entry, checkpoint_seconds=3600))
+    assert len(entry.stored(0, [d.doc_id for d in docs])[0]) == 20
+
+
+def test_token_budget_batches_cover_every_text_once_within_the_budget(default_encoder):
+    from harness.encode import plan_batches
+
+    texts = [" ".join(["word"] * n) for n in (3, 200, 40, 7, 7, 90, 1, 300, 12)]
+    batches = plan_batches(default_encoder, texts, 32, token_budget=256)
+    lengths = default_encoder.token_lengths(texts)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(texts)))
+    for batch in batches:
+        assert len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= 256
+    assert len(batches[0]) < len(batches[-1])  # long texts in small batches, short ones in large
+
+
+def test_token_budget_and_the_pipelined_path_give_the_plain_vectors(default_encoder):
+    from dataclasses import replace
+
+    from harness.records import doc_text
+
+    docs = [Doc(f"d{i}", "T", " ".join(f"term{(i * k) % 50}" for k in range(1 + (i * 7) % 60))) for i in range(40)]
+    (ids, plain, _), = encode_corpus(default_encoder, iter(docs), batch_size=8, progress=False)
+    (_, budget, _), = encode_corpus(default_encoder, iter(docs), batch_size=8, progress=False, token_budget=300)
+    pipelined = replace(default_encoder, _pipelined=True)
+    assert pipelined.pipelined and not default_encoder.pipelined  # on a CPU, only when asked
+    (piped_ids, piped, _), = encode_corpus(pipelined, iter(docs), batch_size=8, progress=False, token_budget=300)
+    assert piped_ids == ids == [d.doc_id for d in docs]  # input order
+    np.testing.assert_allclose(budget, plain, atol=1e-5)
+    np.testing.assert_allclose(piped, plain, atol=1e-5)
+    batches = [[doc_text(d) for d in docs[:5]], [doc_text(d) for d in docs[5:9]]]
+    for got, texts in zip(pipelined.encode_doc_batches(batches), batches):
+        np.testing.assert_allclose(got, default_encoder.encode_docs(texts), atol=1e-6)
