@@ -16,17 +16,16 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import sys
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
-from harness.cache import CacheCorrupt, EmbeddingEntry
-from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked
+from harness.cache import EmbeddingEntry
+from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
 from harness.errors import HarnessError
 from harness.records import Doc
-from harness.shards import ShardEncoder
+from harness.shards import FanOut, ShardEncoder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -100,64 +99,28 @@ def encode_corpus_devices(
     pool = ProcessPoolExecutor(max_workers=len(devices), mp_context=context, initializer=_start_worker,
                                initargs=(load, entry, fingerprint, queue))
     in_flight: dict[Future, tuple[int, list[str]]] = {}
-    finished: dict[int, list[str]] = {}
-    counts = {"encoded": 0, "cached": 0, "next": 0}
+    fan = FanOut(entry, chunk_size, bar)
 
-    def collect(block: bool) -> None:
-        done, _ = wait(list(in_flight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+    def collect() -> None:
+        done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
         for future in done:
             index, doc_ids = in_flight.pop(future)
             try:
                 rows, _ = future.result()
             except (HarnessError, BrokenProcessPool, OSError) as exc:
-                reason = "a worker process died" if isinstance(exc, BrokenProcessPool) else str(exc)
-                raise HarnessError(
-                    f"chunk {index} (documents {index * chunk_size + 1}-{index * chunk_size + len(doc_ids)}) failed: "
-                    f"{reason}. {counts['encoded'] + counts['cached']} finished chunk(s) are kept in {entry.root}; "
-                    "rerun to resume") from None
-            if rows != len(doc_ids):
-                raise HarnessError(f"chunk {index}: the worker stored {rows} vectors for {len(doc_ids)} documents")
-            finished[index] = doc_ids
-            counts["encoded"] += 1
-            bar.update(len(doc_ids))
+                raise fan.failed(index, len(doc_ids), "a worker process died" if isinstance(exc, BrokenProcessPool)
+                                 else str(exc)) from None
+            fan.done(index, doc_ids, rows)
 
-    def ordered() -> Iterator[tuple[list[str], np.ndarray]]:
-        while counts["next"] in finished:
-            index = counts["next"]
-            doc_ids = finished.pop(index)
-            try:
-                stored_ids, vectors = entry.read_chunk(index, mmap=True)
-            except CacheCorrupt as exc:
-                raise HarnessError(f"chunk {index}: {exc}") from None
-            if stored_ids != doc_ids:
-                raise HarnessError(f"chunk {index}: {entry.root} holds other documents than the corpus has")
-            counts["next"] += 1
-            yield doc_ids, vectors
+    def submit(index: int, chunk: list[Doc], doc_ids: list[str]) -> None:
+        while len(in_flight) >= len(devices):  # at most one chunk in flight per worker
+            collect()
+        in_flight[pool.submit(_encode_shard, index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
+            (index, doc_ids)
 
     try:
-        resumed = time.perf_counter()
-        for index, chunk in enumerate(chunked(docs, chunk_size)):
-            doc_ids = [doc.doc_id for doc in chunk]
-            if cached is not None and cached(index, doc_ids):
-                finished[index] = doc_ids
-                counts["cached"] += 1
-                bar.update(len(doc_ids))
-            else:
-                while len(in_flight) >= len(devices):
-                    collect(block=True)
-                in_flight[pool.submit(_encode_shard, index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
-                    (index, doc_ids)
-            del chunk
-            for doc_ids, vectors in ordered():
-                yield doc_ids, vectors, time.perf_counter() - resumed
-                resumed = time.perf_counter()
-        while in_flight:
-            collect(block=True)
-            for doc_ids, vectors in ordered():
-                yield doc_ids, vectors, time.perf_counter() - resumed
-                resumed = time.perf_counter()
-        logger.info("%d devices: %d chunk(s) encoded, %d from the cache", len(devices), counts["encoded"],
-                    counts["cached"])
+        yield from fan.stream(docs, cached, submit, collect, lambda: bool(in_flight))
+        logger.info("%d devices: %d chunk(s) encoded, %d from the cache", len(devices), fan.encoded, fan.cached)
     finally:
         bar.close()
         pool.shutdown(wait=True, cancel_futures=True)

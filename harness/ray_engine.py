@@ -26,17 +26,16 @@ import math
 import re
 import socket
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from harness.cache import CacheCorrupt, EmbeddingEntry
-from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked
+from harness.cache import EmbeddingEntry
+from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
 from harness.errors import HarnessError, MissingDependencyError
 from harness.records import Doc
-from harness.shards import ShardEncoder
+from harness.shards import FanOut, ShardEncoder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -220,9 +219,7 @@ def encode_corpus_ray(
     actors: list[Any] = []
     idle: list[Any] = []
     in_flight: dict[Any, tuple[int, list[str], Any]] = {}
-    finished: dict[int, list[str]] = {}
-    next_index = 0
-    n_encoded = n_cached = 0
+    fan = FanOut(entry, chunk_size, bar, noun="shard", where=" on a Ray worker")
 
     def start_actors() -> None:
         count, resources = _actor_count(ray.cluster_resources(), spec.gpus_per_worker)
@@ -236,11 +233,8 @@ def encode_corpus_ray(
         logger.info("Ray engine: %d workers on %s", len(actors), ", ".join(sorted(set(hosts))))
         idle.extend(actors)
 
-    def collect(block: bool) -> None:
-        nonlocal n_encoded
-        if not in_flight:
-            return
-        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=None if block else 0)
+    def collect() -> None:
+        ready, _ = ray.wait(list(in_flight), num_returns=1)
         for ref in ready:
             index, doc_ids, actor = in_flight.pop(ref)
             try:
@@ -248,70 +242,33 @@ def encode_corpus_ray(
             except Exception as exc:  # noqa: BLE001 - RayTaskError / RayActorError and their kin
                 reason = _failure(ray, exc)
                 _drain()
-                raise HarnessError(
-                    f"shard {index} (documents {index * chunk_size + 1}-{index * chunk_size + len(doc_ids)}) "
-                    f"failed on a Ray worker: {reason}. {n_encoded + n_cached} finished shard(s) are kept in "
-                    f"{entry.root}; rerun to resume") from None
-            if rows != len(doc_ids):
-                raise HarnessError(f"shard {index}: the worker stored {rows} vectors for {len(doc_ids)} documents")
-            finished[index] = doc_ids
-            n_encoded += 1
-            bar.update(len(doc_ids))
+                raise fan.failed(index, len(doc_ids), reason) from None
+            fan.done(index, doc_ids, rows)
             idle.append(actor)
 
     def _drain() -> None:
         """Let the other shards in flight finish, so their work is kept."""
-        nonlocal n_encoded
         for ref in list(in_flight):
             try:
                 ray.get(ref)
-                n_encoded += 1
+                fan.encoded += 1
             except Exception:  # noqa: BLE001 - already failing; these are best effort
                 pass
         in_flight.clear()
 
-    def ordered() -> Iterator[tuple[list[str], np.ndarray]]:
-        nonlocal next_index
-        while next_index in finished:
-            doc_ids = finished.pop(next_index)
-            try:
-                stored_ids, vectors = entry.read_chunk(next_index, mmap=True)
-            except CacheCorrupt as exc:
-                raise HarnessError(f"shard {next_index}: {exc}") from None
-            if stored_ids != doc_ids:
-                raise HarnessError(f"shard {next_index}: {entry.root} holds other documents than the corpus has "
-                                   "(was the cache written by another run at the same time?)")
-            next_index += 1
-            yield doc_ids, vectors
+    def submit(index: int, chunk: list[Doc], doc_ids: list[str]) -> None:
+        if not actors:
+            start_actors()
+        while not idle:  # at most one shard in flight per actor
+            collect()
+        actor = idle.pop()
+        in_flight[actor.encode.remote(index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
+            (index, doc_ids, actor)
 
     try:
-        resumed = time.perf_counter()
-        for index, chunk in enumerate(chunked(docs, chunk_size)):
-            doc_ids = [doc.doc_id for doc in chunk]
-            if cached is not None and cached(index, doc_ids):
-                finished[index] = doc_ids
-                n_cached += 1
-                bar.update(len(doc_ids))
-            else:
-                if not actors:
-                    start_actors()
-                while not idle:
-                    collect(block=True)
-                actor = idle.pop()
-                in_flight[actor.encode.remote(index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
-                    (index, doc_ids, actor)
-                collect(block=False)
-            del chunk  # its texts now live in the object store until the shard is done
-            for doc_ids, vectors in ordered():
-                yield doc_ids, vectors, time.perf_counter() - resumed  # the time the driver waited
-                resumed = time.perf_counter()
-        while in_flight:
-            collect(block=True)
-            for doc_ids, vectors in ordered():
-                yield doc_ids, vectors, time.perf_counter() - resumed
-                resumed = time.perf_counter()
-        if n_cached:
-            logger.info("Ray engine: %d shard(s) from the cache, %d encoded", n_cached, n_encoded)
+        yield from fan.stream(docs, cached, submit, collect, lambda: bool(in_flight))
+        if fan.cached:
+            logger.info("Ray engine: %d shard(s) from the cache, %d encoded", fan.cached, fan.encoded)
     finally:
         bar.close()
         for actor in actors:

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from harness.cache import EmbeddingEntry
-from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, encode_corpus
+from harness.cache import CacheCorrupt, EmbeddingEntry
+from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked, encode_corpus
 from harness.errors import HarnessError
 from harness.records import Doc
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class ShardEncoder:
@@ -101,3 +105,88 @@ def _ray_gpus() -> str:
     except Exception:  # noqa: BLE001 - not inside a worker
         return ""
     return f" gpus {list(gpus)}" if gpus else ""
+
+
+class FanOut:
+    """The driver side of a fan-out engine: hand chunks out, read finished ones back in corpus order.
+
+    The engine supplies how a chunk is submitted to a worker and how finished work is collected
+    (Ray futures, process-pool futures); this class streams the corpus, skips chunks the cache
+    holds, keeps at most what the engine allows in flight, and yields finished chunks in order,
+    read back (memory-mapped) from the cache, so what the index gets is what the cache holds.
+
+    Args:
+        entry: The started cache entry the workers write into.
+        chunk_size: Documents per chunk (a chunk is what one worker encodes at a time).
+        bar: A tqdm bar over documents.
+        noun: How messages name a chunk (``shard`` for Ray, ``chunk`` otherwise).
+        where: Where a chunk failed, for messages (`` on a Ray worker``).
+    """
+
+    def __init__(self, entry: EmbeddingEntry, chunk_size: int, bar: Any, noun: str = "chunk", where: str = ""):
+        self.entry, self.chunk_size, self.bar, self.noun, self.where = entry, chunk_size, bar, noun, where
+        self.finished: dict[int, list[str]] = {}
+        self.next_index = self.encoded = self.cached = 0
+
+    def done(self, index: int, doc_ids: list[str], rows: int) -> None:
+        """A worker stored chunk `index` (`rows` vectors)."""
+        if rows != len(doc_ids):
+            raise HarnessError(f"{self.noun} {index}: the worker stored {rows} vectors for {len(doc_ids)} documents")
+        self.finished[index] = doc_ids
+        self.encoded += 1
+        self.bar.update(len(doc_ids))
+
+    def failed(self, index: int, n_docs: int, reason: str) -> HarnessError:
+        """The error for a chunk that failed: which documents, why, and that finished work is kept."""
+        first = index * self.chunk_size + 1
+        return HarnessError(
+            f"{self.noun} {index} (documents {first}-{first + n_docs - 1}) failed{self.where}: {reason}. "
+            f"{self.encoded + self.cached} finished {self.noun}(s) are kept in {self.entry.root}; rerun to resume")
+
+    def _ordered(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        while self.next_index in self.finished:
+            index = self.next_index
+            doc_ids = self.finished.pop(index)
+            try:
+                stored_ids, vectors = self.entry.read_chunk(index, mmap=True)
+            except CacheCorrupt as exc:
+                raise HarnessError(f"{self.noun} {index}: {exc}") from None
+            if stored_ids != doc_ids:
+                raise HarnessError(f"{self.noun} {index}: {self.entry.root} holds other documents than the corpus has "
+                                   "(was the cache written by another run at the same time?)")
+            self.next_index += 1
+            yield doc_ids, vectors
+
+    def stream(self, docs: Iterator[Doc], cached: Callable[[int, list[str]], bool] | None,
+               submit: Callable[[int, list[Doc], list[str]], None], collect: Callable[[], None],
+               busy: Callable[[], bool]) -> Iterator[tuple[list[str], np.ndarray, float]]:
+        """Run the corpus through the workers.
+
+        Args:
+            docs: The document stream.
+            cached: (index, doc_ids) → whether the cache already holds that chunk.
+            submit: Hand a chunk to a worker (waiting, via `collect`, until one is free).
+            collect: Wait for at least one chunk in flight to finish and report it with `done`.
+            busy: Whether chunks are still in flight.
+
+        Yields:
+            (doc_ids, vectors, seconds waited for them) per chunk, in corpus order.
+        """
+        resumed = time.perf_counter()
+        for index, chunk in enumerate(chunked(docs, self.chunk_size)):
+            doc_ids = [doc.doc_id for doc in chunk]
+            if cached is not None and cached(index, doc_ids):
+                self.finished[index] = doc_ids
+                self.cached += 1
+                self.bar.update(len(doc_ids))
+            else:
+                submit(index, chunk, doc_ids)
+            del chunk  # its texts now live with the worker until the chunk is done
+            for doc_ids, vectors in self._ordered():
+                yield doc_ids, vectors, time.perf_counter() - resumed
+                resumed = time.perf_counter()
+        while busy():
+            collect()
+            for doc_ids, vectors in self._ordered():
+                yield doc_ids, vectors, time.perf_counter() - resumed
+                resumed = time.perf_counter()
