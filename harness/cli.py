@@ -642,6 +642,59 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         logger.info("wrote %s", plot)
 
 
+def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    try:
+        return tuple(float(part) for part in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give comma-separated numbers, e.g. 0.3,0.7") from None
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--method", type=click.Choice(["rrf", "combsum", "combmnz", "wsum", "dbsf"]), default="rrf",
+              show_default=True, help="Fusion method.")
+@click.option("--norm", type=click.Choice(["minmax", "zscore", "none"]), default="minmax", show_default=True,
+              help="Per-query score normalization for combsum, combmnz and wsum.")
+@click.option("--weights", callback=_weights, default=None, metavar="W1,W2,...",
+              help="With --method wsum: one weight per result [default: equal].")
+@click.option("--rrf-k", type=click.IntRange(min=0), default=60, show_default=True, help="The k of RRF.")
+@click.option("--depth", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Documents kept per query in the fused run.")
+@click.option("--name", default=None, metavar="LABEL", help="Label of the fused result [default: method(labels)].")
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Where the fused result goes: <output-dir>/<dataset>/fusion/<split>.<variant>.json.")
+@click.option("--json", "as_json", is_flag=True, help="Print the fused result JSON instead of the table.")
+def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float, ...] | None, rrf_k: int,
+         depth: int, name: str | None, output_dir: Path, as_json: bool) -> None:
+    """Fuse the runs of two or more results (hybrid search) and score the fused run.
+
+    RESULTS are result files of one dataset and split (the same qrels); the run file saved beside
+    each is fused — RRF = sum of 1/(k + rank); combsum, combmnz and wsum over min-max or z-score
+    normalized scores; dbsf over scores clipped to mean ± 3 sigma — and the fused run is scored and
+    written like any other result.
+
+    Example:
+
+    \b
+        beir-harness fuse results/scifact/bm25/test.json results/scifact/sentence-transformers__all-MiniLM-L6-v2/test.json
+        beir-harness fuse a.json b.json --method wsum --weights 0.3,0.7 --norm zscore
+    """
+    from harness.fusion import FusionSpec
+    from harness.pipeline import fuse_results
+    from harness.report import format_metrics_table
+
+    spec = FusionSpec(method=method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth)
+    outcome = fuse_results(list(results), spec, output_dir, name)
+    if as_json:
+        click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_metrics_table(outcome.result))
+    if outcome.paths:
+        logger.info("wrote %s and %s", *outcome.paths)
+
+
 @cli.command()
 @click.argument("first", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("second", type=click.Path(path_type=Path, dir_okay=False))

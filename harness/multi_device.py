@@ -101,8 +101,10 @@ def encode_corpus_devices(
     in_flight: dict[Future, tuple[int, list[str]]] = {}
     fan = FanOut(entry, chunk_size, bar)
 
-    def collect() -> None:
-        done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+    def collect(block: bool) -> None:
+        if not in_flight:
+            return
+        done, _ = wait(list(in_flight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
         for future in done:
             index, doc_ids = in_flight.pop(future)
             try:
@@ -114,7 +116,7 @@ def encode_corpus_devices(
 
     def submit(index: int, chunk: list[Doc], doc_ids: list[str]) -> None:
         while len(in_flight) >= len(devices):  # at most one chunk in flight per worker
-            collect()
+            collect(True)
         in_flight[pool.submit(_encode_shard, index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
             (index, doc_ids)
 

@@ -233,8 +233,10 @@ def encode_corpus_ray(
         logger.info("Ray engine: %d workers on %s", len(actors), ", ".join(sorted(set(hosts))))
         idle.extend(actors)
 
-    def collect() -> None:
-        ready, _ = ray.wait(list(in_flight), num_returns=1)
+    def collect(block: bool) -> None:
+        if not in_flight:
+            return
+        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=None if block else 0)
         for ref in ready:
             index, doc_ids, actor = in_flight.pop(ref)
             try:
@@ -260,7 +262,7 @@ def encode_corpus_ray(
         if not actors:
             start_actors()
         while not idle:  # at most one shard in flight per actor
-            collect()
+            collect(True)
         actor = idle.pop()
         in_flight[actor.encode.remote(index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
             (index, doc_ids, actor)

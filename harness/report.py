@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import OutputError
-from harness.formats import atomic_writer, remove_stale_temporaries, write_json, write_run
+from harness.formats import atomic_writer, content_sha256, remove_stale_temporaries, write_json, write_run
 from harness.records import Run
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,8 @@ class Result:
         per_query: query_id → metric name → value.
         n_queries: Judged queries (the denominator of every mean).
         config: How the run was made: k values, depth, index, self-hit policy, batch size...
-        fingerprints: sha256 of the uncompressed corpus, queries and qrels (and run) files.
+        fingerprints: sha256 of the uncompressed corpus, queries and qrels (and run) files; the
+            written file also holds ``scored_run``, the sha256 of the run file beside it.
         timings: Seconds per stage: load, encode, index, search, score, total.
         versions: Versions of python, beir-harness and the libraries that made the numbers.
         created: ISO-8601 UTC time the evaluation finished.
@@ -166,7 +167,9 @@ def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path
         remove_stale_temporaries(json_path.parent)
         _keep_other_configuration(json_path, run_path, result.config_hash)
     write_run(run, run_path)
-    write_json(result.to_json(), json_path)
+    # The run file's own hash, so that a later reader (fusion) can tell it was not altered.
+    recorded = {**result.to_json(), "fingerprints": {**result.fingerprints, "scored_run": content_sha256(run_path)}}
+    write_json(recorded, json_path)
     return json_path, run_path
 
 

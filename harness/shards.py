@@ -158,15 +158,15 @@ class FanOut:
             yield doc_ids, vectors
 
     def stream(self, docs: Iterator[Doc], cached: Callable[[int, list[str]], bool] | None,
-               submit: Callable[[int, list[Doc], list[str]], None], collect: Callable[[], None],
+               submit: Callable[[int, list[Doc], list[str]], None], collect: Callable[[bool], None],
                busy: Callable[[], bool]) -> Iterator[tuple[list[str], np.ndarray, float]]:
         """Run the corpus through the workers.
 
         Args:
             docs: The document stream.
             cached: (index, doc_ids) → whether the cache already holds that chunk.
-            submit: Hand a chunk to a worker (waiting, via `collect`, until one is free).
-            collect: Wait for at least one chunk in flight to finish and report it with `done`.
+            submit: Hand a chunk to a worker (waiting, via `collect(True)`, until one is free).
+            collect: Report finished chunks with `done`; with True, wait until at least one is.
             busy: Whether chunks are still in flight.
 
         Yields:
@@ -181,12 +181,13 @@ class FanOut:
                 self.bar.update(len(doc_ids))
             else:
                 submit(index, chunk, doc_ids)
+                collect(False)  # whatever already finished frees its worker now
             del chunk  # its texts now live with the worker until the chunk is done
             for doc_ids, vectors in self._ordered():
                 yield doc_ids, vectors, time.perf_counter() - resumed
                 resumed = time.perf_counter()
         while busy():
-            collect()
+            collect(True)
             for doc_ids, vectors in self._ordered():
                 yield doc_ids, vectors, time.perf_counter() - resumed
                 resumed = time.perf_counter()

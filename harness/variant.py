@@ -35,6 +35,8 @@ _TOKENS: dict[str, Callable[[Any], str]] = {
     "depth": lambda value: f"top{value}",
     "self_hits_dropped": lambda value: "self-hits-dropped" if value else "self-hits-kept",
     "bm25": lambda value: "bm25-params",
+    "fusion": lambda value: str(value.get("method", "fusion")),
+    "inputs": lambda value: f"{len(value)}-runs",
 }
 
 

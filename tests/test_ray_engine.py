@@ -126,7 +126,9 @@ def test_a_failing_shard_is_named_and_the_rerun_encodes_only_what_is_missing(clu
         evaluate_dataset(config)
     assert "finished shard(s) are kept" in str(failure.value) and "rerun to resume" in str(failure.value)
     kept = {p.name: p.stat().st_mtime_ns for p in entry_root.glob("chunk-*.ids.json")}
-    assert set(kept) == {"chunk-00000.ids.json", "chunk-00001.ids.json", "chunk-00003.ids.json"}
+    # Shards 0 and 1 finish before shard 2 fails; shard 3 is kept too when it was handed out before the
+    # failure was seen (a race between workers, so not asserted).
+    assert {"chunk-00000.ids.json", "chunk-00001.ids.json"} <= set(kept) and "chunk-00002.ids.json" not in kept
     (entry_root / "chunk-00002.npy").rmdir()
     rerun = evaluate_dataset(config)
     assert rerun.result.metrics == local.result.metrics
