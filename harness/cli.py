@@ -208,6 +208,16 @@ _RUN_OPTIONS = [
     click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=60.0, show_default=True,
                  help="Store what is encoded at least this often (seconds of encoding), so a killed run loses "
                       "at most about this much work; 0 stores after every batch."),
+    click.option("--rerank", "rerank_model", default=None, metavar="CROSS_ENCODER",
+                 help="Rerank the first stage's top documents with this sentence-transformers CrossEncoder "
+                      "(name or folder)."),
+    click.option("--rerank-depth", type=click.IntRange(min=1), default=100, show_default=True,
+                 help="With --rerank: first-stage documents reranked per query; the result keeps exactly these."),
+    click.option("--rerank-batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+                 help="With --rerank: pairs per forward pass."),
+    click.option("--rerank-max-length", type=click.IntRange(min=1), default=None,
+                 help="With --rerank: truncate each (query, document) pair to this many tokens [default: the "
+                      "model's]."),
     click.option("--ray-gpus-per-worker", type=click.FloatRange(min=0, min_open=True), default=None, metavar="G",
                  help="With --engine ray: GPUs each worker asks for (e.g. 1, or 0.5 to pack two per GPU); each "
                       "encodes on the GPU Ray assigned it."),
@@ -227,6 +237,7 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
     from harness.index import IndexSpec
     from harness.pipeline import EvaluateConfig
     from harness.ray_engine import RaySpec
+    from harness.rerank import RerankSpec
 
     similarity, normalize = options.pop("similarity"), options.pop("normalize")
     if normalize is None:
@@ -241,6 +252,12 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
                        shards=options.pop("shards"), gpus_per_worker=options.pop("ray_gpus_per_worker"))
     if options["engine"] != "ray" and ray_spec != RaySpec():
         raise click.UsageError("--ray-address, --ray-local, --shards and --ray-gpus-per-worker need --engine ray")
+    rerank = RerankSpec(model=options.pop("rerank_model"), depth=options.pop("rerank_depth"),
+                        batch_size=options.pop("rerank_batch_size"), max_length=options.pop("rerank_max_length")) \
+        if options.get("rerank_model") else None
+    for name in ("rerank_model", "rerank_depth", "rerank_batch_size", "rerank_max_length"):
+        options.pop(name, None)
+    options["rerank"] = rerank
     return EvaluateConfig(dataset_path=dataset, model=model, normalize=normalize, index=index, ray=ray_spec,
                           cache=options.pop("use_cache"), progress=ctx.obj["progress"], **options)
 

@@ -42,11 +42,12 @@ from harness.formats import (
     read_run,
 )
 from harness.fusion import FusionSpec
+from harness.rerank import RerankSpec
 from harness.host import host_info, versions
 from harness.index import IndexSpec
 from harness.metrics import evaluate, standard_metrics
 from harness.ray_engine import ENGINES, RaySpec
-from harness.records import Doc, Qrels, Query, Run
+from harness.records import Doc, Qrels, Query, Run, doc_text
 from harness.report import Result, write_result
 from harness.variant import Configuration
 
@@ -110,6 +111,8 @@ class EvaluateConfig:
             rounding only.
         precision: ``fp32`` (default), ``fp16`` or ``bf16`` weights and activations; part of the
             configuration and of the embedding cache key.
+        rerank: Rerank the first stage's top documents with a cross-encoder (`harness.rerank`);
+            the result then holds `rerank.depth` documents per query.
         name: The label the result carries in every report, table and plot; None means the model
             name, followed by the variant's tokens for a non-default configuration.
         allow_unknown_docs: Score an external run that names documents absent from the corpus
@@ -147,6 +150,7 @@ class EvaluateConfig:
     ray: RaySpec = field(default_factory=RaySpec)
     device: str | None = None
     precision: str = "fp32"
+    rerank: RerankSpec | None = None
     name: str | None = None
     allow_unknown_docs: bool = False
 
@@ -195,7 +199,10 @@ class _Timings:
 
 
 def retrieval_depth(config: EvaluateConfig) -> int:
-    """Documents kept per query: `top_k`, else the larger of 100 and the largest cutoff asked for."""
+    """Documents kept per query: the rerank depth when reranking, else `top_k`, else the larger of 100
+    and the largest cutoff asked for."""
+    if config.rerank is not None:
+        return config.rerank.depth
     return config.top_k if config.top_k is not None else max(DEFAULT_DEPTH, max(config.k_values, default=0))
 
 
@@ -231,6 +238,7 @@ def configuration(config: EvaluateConfig, dataset: str, model: str | None = None
         for name in ENCODER_SETTINGS:
             settings[name], defaults[name] = getattr(config, name), getattr(default, name)
         settings["index"], defaults["index"] = config.index.to_config(), default.index.to_config()
+    settings["rerank"], defaults["rerank"] = (config.rerank.to_config() if config.rerank else None), None
     return Configuration.from_settings(model or run_model_name(config), config.split, settings, defaults)
 
 
@@ -261,6 +269,37 @@ def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
 
         encoder = onnx_encoder(encoder, config.backend, cache_dir(config.cache_dir))
     return encoder
+
+
+def _check_model_kind(config: EvaluateConfig) -> None:
+    """A cross-encoder given as the first stage is one clear line, before anything loads."""
+    from harness.rerank import model_kind
+
+    if config.run_path is not None or config.model.lower() == BM25_MODEL or config.model.startswith(HASH_PREFIX):
+        return
+    if model_kind(resolve_model_source(config.model)) == "cross-encoder":
+        raise HarnessError(f"{config.model} is a cross-encoder (it scores query-document pairs), not a retriever; "
+                           f"rerank with it (--rerank {config.model}) after a first stage given as --model, e.g. "
+                           "--model bm25")
+
+
+def _rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder: BeirFolder) -> tuple[Run, dict]:
+    """Rerank `run` with `config.rerank`; returns the reranked run and what the result records about it."""
+    from harness.rerank import Reranker, ScoreCache, rerank
+
+    reranker = Reranker(config.rerank, device=(config.device or "cpu").split(",")[0], precision=config.precision)
+    needed = {hit.doc_id for query_id in run for hit in run[query_id]}
+    documents = {doc.doc_id: doc_text(doc) for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
+    fingerprint = reranker.fingerprint()
+    cache = ScoreCache(cache_dir(config.cache_dir) if config.cache else None, fingerprint)
+    reranked, counts = rerank(run, {query.query_id: query.text for query in queries}, documents, reranker, cache,
+                              progress=config.progress, checkpoint_seconds=config.checkpoint_seconds)
+    logger.info("reranked %d pairs with %s (%d from the cache)", counts["pairs"], config.rerank.model,
+                counts["cached"])
+    return reranked, {**config.rerank.to_config(), "batch_size": config.rerank.batch_size,
+                      "fingerprint": fingerprint, "pairs": counts["pairs"], "cached_pairs": counts["cached"],
+                      "protocol": "top-depth first-stage documents re-sorted by the cross-encoder score; the rest "
+                                  "dropped"}
 
 
 def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
@@ -423,6 +462,11 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     k_values = tuple(sorted(set(config.k_values)))
     if not k_values:
         raise HarnessError("no cutoffs given (e.g. --k 1,3,10)")
+    if config.rerank is not None:
+        if config.top_k is not None:
+            raise HarnessError("with a reranker the depth is the rerank depth; set rerank_depth (--rerank-depth), "
+                               "not top_k")
+        config.rerank.check(k_values[-1])
     top_k = retrieval_depth(config)
     stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
     if top_k < k_values[-1]:
@@ -447,6 +491,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     if config.backend not in ("torch", "onnx", "onnx-int8"):
         raise HarnessError(f"unknown backend {config.backend!r}; use torch, onnx or onnx-int8")
     config = _resolve_devices(config)
+    _check_model_kind(config)
 
     folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
                                                  config.base_url, config.progress)
@@ -529,6 +574,10 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         )
 
     scored_run = apply_self_hit_policy(run, ignore_identical_ids).truncated(top_k)
+    if config.rerank is not None:
+        started = timings.add("score", started)
+        scored_run, config_record["rerank"] = _rerank_stage(config, scored_run, queries, folder)
+        started = timings.add("rerank", started)
     evaluation = evaluate(qrels, scored_run, standard_metrics(stored_k))
     started = timings.add("score", started)
     if evaluation.n_unjudged:
@@ -889,6 +938,27 @@ def _display_name(dataset: str) -> str:
     return dataset if registry.lookup(dataset.split("/")[0]) is not None else Path(dataset).name
 
 
+def system_config(base: EvaluateConfig, system: str) -> EvaluateConfig:
+    """`base` set up for one system of a grid: a model (``bm25``, a bi-encoder), or a first stage and
+    a reranker written ``FIRST >> CROSS_ENCODER@DEPTH`` (depth 100 when omitted; the rerank batch size
+    and max length come from `base.rerank`).
+
+    Raises:
+        HarnessError: A malformed system (an empty stage, a depth that is not a number).
+    """
+    first, arrow, second = system.partition(">>")
+    if not arrow:
+        return replace(base, model=system.strip())
+    reranker, at, depth = second.strip().rpartition("@")
+    if not at:
+        reranker, depth = second.strip(), "100"
+    if not first.strip() or not reranker or not depth.isascii() or not depth.isdigit():
+        raise HarnessError(f"system {system!r}: write FIRST >> CROSS_ENCODER@DEPTH, e.g. bm25 >> "
+                           "cross-encoder/ms-marco-MiniLM-L-6-v2@100")
+    template = base.rerank or RerankSpec(reranker)
+    return replace(base, model=first.strip(), rerank=replace(template, model=reranker, depth=int(depth)))
+
+
 def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, force: bool = False) -> BenchReport:
     """Evaluate every model on every dataset with the settings of `base`.
 
@@ -898,7 +968,8 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
     ``<output_dir>/results.csv`` is rewritten from every result under the output folder.
 
     Args:
-        models: Model names or folders (or ``bm25``).
+        models: Systems: model names or folders, ``bm25``, or ``FIRST >> CROSS_ENCODER@DEPTH``
+            (`system_config`).
         datasets: Registry names or BEIR folders.
         base: Settings shared by every cell (its model and dataset are replaced; with several
             models, its `name` becomes ``<name>: <model>``).
@@ -914,7 +985,7 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
         for model in models:
             # One --name for several models labels each cell "<name>: <model>".
             label = f"{base.name}: {model}" if base.name and len(models) > 1 else base.name
-            config = replace(base, dataset_path=dataset, model=model, name=label)
+            config = system_config(replace(base, dataset_path=dataset, name=label), model)
             logger.info("cell %d/%d: %s × %s", len(cells) + 1, total, dataset, model)
             name = _display_name(dataset)
             if base.output_dir is not None and not force:
@@ -928,10 +999,10 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
                     continue
             try:
                 encoder = None
-                if model.lower() != BM25_MODEL:
-                    if model not in encoders:
-                        encoders[model] = load_model(config)
-                    encoder = encoders[model]
+                if config.model.lower() != BM25_MODEL:
+                    if config.model not in encoders:
+                        encoders[config.model] = load_model(config)
+                    encoder = encoders[config.model]
                 outcome = evaluate_dataset(config, encoder=encoder)
             except HarnessError as exc:
                 logger.error("%s × %s failed: %s", dataset, model, exc)

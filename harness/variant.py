@@ -35,6 +35,7 @@ _TOKENS: dict[str, Callable[[Any], str]] = {
     "depth": lambda value: f"top{value}",
     "self_hits_dropped": lambda value: "self-hits-dropped" if value else "self-hits-kept",
     "bm25": lambda value: "bm25-params",
+    "rerank": lambda value: "rerank",
     "fusion": lambda value: str(value.get("method", "fusion")),
     "inputs": lambda value: f"{len(value)}-runs",
 }
@@ -87,4 +88,9 @@ class Configuration:
         """The label shown in tables and plots: `name` when given, else the model and its tokens."""
         if name:
             return name
-        return f"{self.model} [{' '.join(self.tokens)}]" if self.changed else self.model
+        rerank = self.changed.get("rerank")
+        tokens = [t for t in self.tokens if t not in ("rerank", f"top{rerank['depth']}" if rerank else "")]
+        label = f"{self.model} [{' '.join(tokens)}]" if tokens else self.model
+        if rerank:  # the two stages: "bm25 >> ms-marco-MiniLM-L-6-v2@100"
+            label += f" >> {str(rerank['model']).rstrip('/').rsplit('/', 1)[-1]}@{rerank['depth']}"
+        return label

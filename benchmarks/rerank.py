@@ -1,0 +1,77 @@
+"""Reranking cost on this CPU, and what the score cache saves in a depth sweep (issue 15).
+
+Usage (from the repository root):
+
+    python benchmarks/rerank.py [--queries 30] [--depths 10,50,100]
+
+The cross-encoder has the architecture of ``cross-encoder/ms-marco-MiniLM-L-6-v2`` (BERT, 6 layers,
+hidden 384, 12 heads, FFN 1536, max length 512) with random weights: throughput depends on the
+architecture and the text lengths, not on the weights, and no model hub is reachable here. The first
+stage is BM25 on SciFact (the first `--queries` test queries); the depths are reranked in order with
+one score cache, as a user's sweep would be, and each depth's wall time and new pairs are printed
+next to what it would cost without the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> int:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    from harness.encode import resolve_model_source
+    from harness.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels
+    from harness.records import doc_text
+    from harness.rerank import Reranker, RerankSpec, ScoreCache, rerank
+    from harness.sparse import BM25Retriever, BM25Spec
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--depths", default="10,50,100")
+    parser.add_argument("--data", default="../shared/data/beir/scifact")
+    args = parser.parse_args()
+    depths = [int(d) for d in args.depths.split(",")]
+    folder = locate_beir_folder(args.data, "test")
+    qrels = read_qrels(folder.qrels)
+    queries = [q for q in iter_queries(folder.queries) if q.query_id in qrels][:args.queries]
+    retriever = BM25Retriever(BM25Spec())
+    retriever.index(iter_corpus(folder.corpus), progress=False)
+    first = retriever.search(queries, max(depths))
+    documents = {doc.doc_id: doc_text(doc) for doc in iter_corpus(folder.corpus)}
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "minilm-l6-cross-encoder"
+        tokenizer = BertTokenizerFast.from_pretrained(resolve_model_source("all-MiniLM-L6-v2"))
+        torch.manual_seed(0)
+        BertForSequenceClassification(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=384, num_hidden_layers=6,
+                                                 num_attention_heads=12, intermediate_size=1536,
+                                                 max_position_embeddings=512, num_labels=1)).save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+        texts = {q.query_id: q.text for q in queries}
+        print(f"BM25 top {max(depths)} for {len(queries)} SciFact queries; MiniLM-L6-sized cross-encoder, "
+              f"{torch.get_num_threads()} threads")
+        cache_root = Path(tmp) / "cache"
+        fingerprint = None
+        for depth in depths:
+            reranker = Reranker(RerankSpec(str(model_dir), depth=depth))
+            fingerprint = fingerprint or reranker.fingerprint()
+            cache = ScoreCache(cache_root, {**fingerprint, "name": "bench"})
+            started = time.perf_counter()
+            _, counts = rerank(first, texts, documents, reranker, cache, progress=False)
+            seconds = time.perf_counter() - started
+            new = counts["pairs"] - counts["cached"]
+            rate = new / seconds if new else float("nan")
+            print(f"depth {depth:>4}: {counts['pairs']:>6} pairs, {new:>6} scored ({counts['cached']} cached) in "
+                  f"{seconds:6.1f} s = {rate:5.1f} pairs/s; without the cache {counts['pairs'] / rate:6.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

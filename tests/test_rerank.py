@@ -1,0 +1,150 @@
+"""Cross-encoder reranking with a tiny random-weight BERT built here and loaded through
+sentence-transformers' CrossEncoder exactly as a real model is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.errors import HarnessError
+from harness.records import Run
+from harness.rerank import Reranker, RerankSpec, ScoreCache, model_kind, rerank
+
+WORDS = "apple banana cherry date zucchini fruit stone fig elder grape kiwi lemon query doc".split()
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory) -> Path:
+    """A 2-layer BERT sequence classifier with random weights and a word-level vocabulary."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=5 + len(WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, num_labels=1, initializer_range=0.5)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    return folder
+
+
+def _evaluate(folder, out, *options):
+    return CliRunner().invoke(cli, ["-q", "evaluate", str(folder), "--output-dir", str(out), "--json", *options])
+
+
+def test_model_kinds_are_read_from_the_folder(tiny_cross_encoder, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    from harness.encode import resolve_model_source
+
+    assert model_kind(str(tiny_cross_encoder)) == "cross-encoder"  # a plain transformers classifier folder
+    CrossEncoder(str(tiny_cross_encoder)).save(str(tmp_path / "saved"))
+    assert model_kind(str(tmp_path / "saved")) == "cross-encoder"  # as sentence-transformers 6 saves one
+    assert model_kind(resolve_model_source("all-MiniLM-L6-v2")) == "bi-encoder"
+    assert model_kind("some/hub-name") == "unknown"
+
+
+def test_reranked_scores_are_the_cross_encoders_and_depth_1_keeps_the_ranking(tiny_cross_encoder, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    first = Run.from_scores({"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}, "q2": {"d3": 1.0, "d1": 0.5}})
+    queries = {"q1": "apple fruit", "q2": "cherry"}
+    docs = {"d1": "Fruit apple banana", "d2": "banana cherry", "d3": "Stone fruit cherry date"}
+    reranker = Reranker(RerankSpec(str(tiny_cross_encoder), depth=3))
+    reranked, counts = rerank(first, queries, docs, reranker, ScoreCache(None, {}), progress=False)
+    model = CrossEncoder(str(tiny_cross_encoder))
+    for query_id, hits in first.items():
+        expected = model.predict([(queries[query_id], docs[hit.doc_id]) for hit in hits])
+        got = [reranked.scores[query_id][hit.doc_id] for hit in hits]
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert counts == {"pairs": 5, "cached": 0}
+    top1, _ = rerank(first, queries, docs, Reranker(RerankSpec(str(tiny_cross_encoder), depth=1)),
+                     ScoreCache(None, {}), progress=False)
+    assert {q: [h.doc_id for h in top1[q]] for q in top1} == {q: [first[q][0].doc_id] for q in first}
+
+
+def test_a_deeper_rerun_scores_only_new_pairs_and_the_result_names_both_stages(tiny_cross_encoder, tiny_beir,
+                                                                             tmp_path):
+    cache = tmp_path / "cache"
+    shallow = _evaluate(tiny_beir, tmp_path / "r", "--model", "hash:64", "--rerank", str(tiny_cross_encoder),
+                        "--rerank-depth", "2", "--k", "1,2", "--cache-dir", str(cache))
+    assert shallow.exit_code == 0, shallow.stderr
+    deep = _evaluate(tiny_beir, tmp_path / "r", "--model", "hash:64", "--rerank", str(tiny_cross_encoder),
+                     "--rerank-depth", "4", "--k", "1,2", "--cache-dir", str(cache))
+    a, b = json.loads(shallow.stdout), json.loads(deep.stdout)
+    assert a["config"]["rerank"]["cached_pairs"] == 0 and a["config"]["rerank"]["pairs"] == 6
+    assert b["config"]["rerank"]["cached_pairs"] == 6 and b["config"]["rerank"]["pairs"] == 12
+    assert a["label"] == f"hash:64 >> {tiny_cross_encoder.name}@2" and b["label"].endswith("@4")
+    assert a["config"]["top_k"] == 2 and all(len(v) <= 2 for v in _run_lengths(tmp_path / "r", a))
+    assert a["variant"] != b["variant"] and "rerank" in a["variant"]
+
+
+def _run_lengths(out, data):
+    from harness.formats import read_run
+
+    path = next(out.glob(f"*/*/test.{data['variant']}.run.trec"))
+    run = read_run(path)
+    return [list(run[q]) for q in run]
+
+
+def test_an_interrupted_rerank_keeps_the_scored_pairs(tiny_cross_encoder, tmp_path, monkeypatch):
+    first = Run.from_scores({f"q{i}": {f"d{j}": float(j) for j in range(10)} for i in range(30)})
+    queries = {f"q{i}": f"apple {WORDS[i % len(WORDS)]}" for i in range(30)}
+    docs = {f"d{j}": " ".join(WORDS[j:j + 3]) for j in range(10)}
+    reranker = Reranker(RerankSpec(str(tiny_cross_encoder), depth=10, batch_size=4))
+    original, calls = reranker.score, []
+
+    def interrupted(pairs):
+        calls.append(len(pairs))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return original(pairs)
+
+    monkeypatch.setattr(reranker, "score", interrupted)
+    fingerprint = reranker.fingerprint()
+    with pytest.raises(KeyboardInterrupt):
+        rerank(first, queries, docs, reranker, ScoreCache(tmp_path, fingerprint), progress=False, checkpoint_seconds=3600)
+    assert len(ScoreCache(tmp_path, fingerprint).scores) == 64  # the two batches of 32 pairs scored before
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--rerank-depth", "5"], "rerank depth 5 is below the largest cutoff 100"),
+    (["--top-k", "50", "--k", "10"], "set rerank_depth (--rerank-depth), not top_k"),
+])
+def test_bad_rerank_settings_are_one_line(tiny_cross_encoder, tiny_beir, tmp_path, options, message):
+    result = _evaluate(tiny_beir, tmp_path / "r", "--model", "bm25", "--rerank", str(tiny_cross_encoder), *options)
+    assert result.exit_code == 1 and message in result.stderr and not (tmp_path / "r").exists()
+
+
+def test_models_in_the_wrong_role_are_named(tiny_cross_encoder, tiny_beir, tmp_path):
+    from harness.encode import resolve_model_source
+
+    as_model = _evaluate(tiny_beir, tmp_path / "r", "--model", str(tiny_cross_encoder))
+    assert as_model.exit_code == 1 and "is a cross-encoder (it scores query-document pairs)" in as_model.stderr
+    bi = resolve_model_source("all-MiniLM-L6-v2")
+    as_reranker = _evaluate(tiny_beir, tmp_path / "r", "--model", "bm25", "--rerank", bi, "--rerank-depth", "100")
+    assert as_reranker.exit_code == 1 and "is a bi-encoder" in as_reranker.stderr
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(HarnessError, match="not a cross-encoder"):
+        Reranker(RerankSpec(bi))
+
+
+def test_bench_takes_reranking_systems(tiny_cross_encoder, tiny_beir, tmp_path):
+    import csv
+
+    system = f"bm25 >> {tiny_cross_encoder}@3"
+    result = CliRunner().invoke(cli, ["-q", "bench", "--models", f"{system},hash:64", "--datasets", str(tiny_beir),
+                                      "--k", "1,3", "--output-dir", str(tmp_path / "grid"), "--cache-dir",
+                                      str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.stderr
+    labels = {row["label"] for row in csv.DictReader(open(tmp_path / "grid" / "results.csv"))}
+    assert labels == {f"bm25 >> {tiny_cross_encoder.name}@3", "hash:64"}
+    bad = CliRunner().invoke(cli, ["-q", "bench", "--models", "bm25 >> x@ten", "--datasets", str(tiny_beir),
+                                   "--output-dir", str(tmp_path / "grid2")])
+    assert bad.exit_code == 1 and "write FIRST >> CROSS_ENCODER@DEPTH" in bad.output
