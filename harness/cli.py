@@ -299,12 +299,18 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_p
         beir-harness evaluate hotpotqa --engine ray --ray-address auto --shards 64
     """
     from harness.pipeline import evaluate_dataset
-    from harness.report import format_metrics_table
 
     if allow_unknown_docs and run_path is None:
         raise click.UsageError("--allow-unknown-docs applies to --run only")
     config = _config(ctx, dataset, model, {**options, "run_path": run_path, "allow_unknown_docs": allow_unknown_docs})
     outcome = evaluate_dataset(config)
+    _show_outcome(outcome, as_json)
+
+
+def _show_outcome(outcome, as_json: bool) -> None:
+    """The result as JSON or as the metrics table on stdout; where it was written on stderr."""
+    from harness.report import format_metrics_table
+
     if as_json:
         click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -700,16 +706,10 @@ def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float
     """
     from harness.fusion import FusionSpec
     from harness.pipeline import fuse_results
-    from harness.report import format_metrics_table
 
     spec = FusionSpec(method=method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth)
     outcome = fuse_results(list(results), spec, output_dir, name)
-    if as_json:
-        click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
-    else:
-        click.echo(format_metrics_table(outcome.result))
-    if outcome.paths:
-        logger.info("wrote %s and %s", *outcome.paths)
+    _show_outcome(outcome, as_json)
 
 
 @cli.command()

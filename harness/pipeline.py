@@ -1008,6 +1008,8 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
                 logger.error("%s × %s failed: %s", dataset, model, exc)
                 cells.append(Cell(name, model, "failed", error=str(exc)))
                 continue
+            if outcome.paths:
+                logger.info("wrote %s", outcome.paths[0])
             cells.append(Cell(outcome.result.dataset, model, "done", outcome.result.metrics))
     csv_path = write_results_csv(base.output_dir) if base.output_dir is not None else None
     return BenchReport(cells, csv_path)
