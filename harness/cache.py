@@ -77,12 +77,18 @@ class CacheCorrupt(HarnessError):
 
 @dataclass
 class EmbeddingEntry:
-    """One cache entry: chunks of vectors with their ids."""
+    """One cache entry: chunks of vectors with their ids.
+
+    A `sparse` entry holds rows of a learned sparse encoder: each chunk is a CSR matrix saved as
+    ``chunk-00000.npz`` (float32 data, int32 indices and indptr, the shape; no pickle) instead of a
+    dense ``.npy``; everything else — ids files, manifest, verification, resume — is the same.
+    """
 
     root: Path
     inputs: dict[str, Any]
     labels: dict[str, Any]
     writable: bool = True
+    sparse: bool = False
 
     @property
     def key(self) -> str:
@@ -93,7 +99,8 @@ class EmbeddingEntry:
         return (self.root / "manifest.json").is_file()
 
     def _chunk(self, index: int) -> tuple[Path, Path]:
-        return self.root / f"chunk-{index:05d}.npy", self.root / f"chunk-{index:05d}.ids.json"
+        suffix = ".npz" if self.sparse else ".npy"
+        return self.root / f"chunk-{index:05d}{suffix}", self.root / f"chunk-{index:05d}.ids.json"
 
     def resumable(self, chunk_size: int) -> bool:
         """Whether this is a partial entry started with these inputs and this chunk size."""
@@ -230,7 +237,11 @@ class EmbeddingEntry:
         vectors_path, ids_path = self._chunk(index)
         try:
             with atomic_writer(vectors_path, "wb") as handle:
-                np.save(handle, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
+                if self.sparse:
+                    np.savez(handle, data=vectors.data.astype(np.float32), indices=vectors.indices.astype(np.int32),
+                             indptr=vectors.indptr.astype(np.int64), shape=np.asarray(vectors.shape, np.int64))
+                else:
+                    np.save(handle, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
             with atomic_writer(ids_path) as handle:
                 json.dump(list(doc_ids), handle, ensure_ascii=False)
         except OutputError as exc:
@@ -256,13 +267,27 @@ class EmbeddingEntry:
         try:
             if expected_sha is not None and _sha256(vectors_path) != expected_sha:
                 raise CacheCorrupt(f"{vectors_path}: content differs from the manifest")
+            if self.sparse:
+                return self._read_rows(vectors_path, json.loads(ids_path.read_text(encoding="utf-8")))
             vectors = np.load(vectors_path, mmap_mode="r" if mmap else None, allow_pickle=False)
             doc_ids = json.loads(ids_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, KeyError) as exc:
             raise CacheCorrupt(f"{vectors_path}: unreadable ({exc})") from None
         if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != len(doc_ids):
             raise CacheCorrupt(f"{vectors_path}: shape {vectors.shape} / {vectors.dtype} for {len(doc_ids)} ids")
         return doc_ids, vectors
+
+    @staticmethod
+    def _read_rows(path: Path, doc_ids: list[str]):
+        import numpy as np
+        import scipy.sparse
+
+        with np.load(path, allow_pickle=False) as parts:
+            rows = scipy.sparse.csr_matrix((parts["data"], parts["indices"], parts["indptr"]),
+                                           shape=tuple(int(n) for n in parts["shape"]))
+        if rows.dtype != np.float32 or rows.shape[0] != len(doc_ids):
+            raise CacheCorrupt(f"{path}: shape {rows.shape} / {rows.dtype} for {len(doc_ids)} ids")
+        return doc_ids, rows
 
     def finish(self, n_chunks: int, n_rows: int, dimension: int) -> None:
         """Write the manifest: from now on the entry is complete and verified on every read."""
@@ -301,10 +326,11 @@ class EmbeddingEntry:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def embedding_entry(root: Path, inputs: Mapping[str, Any], labels: Mapping[str, Any] | None = None) -> EmbeddingEntry:
+def embedding_entry(root: Path, inputs: Mapping[str, Any], labels: Mapping[str, Any] | None = None,
+                    sparse: bool = False) -> EmbeddingEntry:
     """The cache entry for `inputs` (which need not exist yet); `labels` (dataset name...) only inform listings."""
     inputs = dict(inputs)
-    return EmbeddingEntry(root / "embeddings" / content_key(inputs), inputs, dict(labels or {}))
+    return EmbeddingEntry(root / "embeddings" / content_key(inputs), inputs, dict(labels or {}), sparse=sparse)
 
 
 def list_entries(root: Path) -> list[dict[str, Any]]:

@@ -271,6 +271,70 @@ def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
     return encoder
 
 
+SPARSE_CHUNK = 1024  # sparse rows are cached per chunk; a small chunk bounds what a kill loses
+
+
+def _is_sparse_model(config: EvaluateConfig) -> bool:
+    from harness.rerank import model_kind
+
+    return config.run_path is None and config.model.lower() != BM25_MODEL and \
+        not config.model.startswith(HASH_PREFIX) and model_kind(resolve_model_source(config.model)) == "sparse-encoder"
+
+
+def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: _CorpusState, queries: list[Query],
+                     depth: int) -> tuple[Run, dict]:
+    """Learned sparse retrieval (`harness.learned_sparse`): rows cached per chunk, exact search."""
+    from harness.cache import CacheCorrupt as Corrupt
+    from harness.encode import chunked
+    from harness.learned_sparse import SparseIndex, SparseModel
+
+    if config.backend != "torch":
+        raise HarnessError(f"backend {config.backend} is for dense models; a sparse encoder runs with torch")
+    source = resolve_model_source(config.model)
+    model = SparseModel(run_model_name(config), source, config.batch_size, (config.device or "cpu").split(",")[0],
+                        config.precision, config.max_seq_length)
+    index = SparseIndex()
+    entry = embedding_entry(cache_dir(config.cache_dir), {
+        "kind": "sparse-corpus", "model": model.fingerprint(), "text_rule": DOC_TEXT_RULE, "dtype": "float32",
+        "corpus_sha256": corpus.sha256}, {"dataset": corpus.dataset}, sparse=True) if config.cache else None
+    if entry is not None and entry.complete:
+        try:
+            for doc_ids, rows in entry.chunks():
+                corpus.tick(doc_ids)
+                index.add(doc_ids, rows)
+            corpus.cached = True
+        except Corrupt as exc:
+            logger.warning("damaged cache entry, recomputing: %s", exc)
+            entry.drop()
+            index, corpus.n_docs, corpus.unseen = SparseIndex(), 0, set(corpus.judged)
+    if not corpus.cached:
+        chunk_size = min(config.chunk_size, SPARSE_CHUNK)
+        if entry is not None:
+            entry.start(chunk_size)
+        n_chunks = 0
+        for n_chunks, chunk in enumerate(chunked(_checked_corpus(folder, corpus), chunk_size), start=1):
+            doc_ids = [doc.doc_id for doc in chunk]
+            rows = None
+            if entry is not None and entry.chunk_ids(n_chunks - 1) == doc_ids:
+                try:
+                    rows = entry.read_chunk(n_chunks - 1)[1]  # a killed run's finished chunk
+                except Corrupt:
+                    rows = None
+            if rows is None:
+                rows = model.encode_docs([doc_text(doc) for doc in chunk])
+                if entry is not None:
+                    entry.write_chunk(n_chunks - 1, doc_ids, rows)
+            index.add(doc_ids, rows)
+        if entry is not None and len(index):
+            entry.finish(n_chunks, len(index), index.dimension)
+    query_rows = model.encode_queries([query.text for query in queries])
+    run = index.search([query.query_id for query in queries], query_rows, depth, name=model.name)
+    return run, {"model_source": source, "retriever": "learned-sparse", **index.stats(query_rows),
+                 "dimension": index.dimension, "batch_size": config.batch_size, "doc_text": DOC_TEXT_RULE,
+                 "embedding_cache": "hit" if corpus.cached else ("stored" if config.cache else "off"),
+                 "device": config.device, "precision": config.precision}
+
+
 def _check_model_kind(config: EvaluateConfig) -> None:
     """A cross-encoder given as the first stage is one clear line, before anything loads."""
     from harness.rerank import model_kind
@@ -538,6 +602,15 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         run = retriever.search(queries, top_k + int(ignore_identical_ids))
         started = timings.add("search", started)
         config_record.update(retriever.spec.to_config())
+    elif _is_sparse_model(config):
+        corpus_sha256, _ = content_digest(folder.corpus, check_ids=True)
+        corpus = _CorpusState(corpus_sha256, dataset, judged, set(judged))
+        started = timings.add("load", started)
+        run, sparse_record = _retrieve_sparse(config, folder, corpus, queries, top_k + int(ignore_identical_ids))
+        started = timings.add("encode", started)
+        _check_corpus(folder, corpus)
+        model_name = run_model_name(config)
+        config_record.update(sparse_record)
     else:
         # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
         corpus_sha256, corpus_lines = content_digest(folder.corpus, check_ids=True)

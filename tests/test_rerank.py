@@ -30,7 +30,8 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
     config = BertConfig(vocab_size=5 + len(WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=128, num_labels=1, initializer_range=0.5)
     BertForSequenceClassification(config).save_pretrained(folder)
-    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    vocab = (folder / "vocab.txt").read_text().split()
+    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder)
     return folder
 
 

@@ -1,0 +1,89 @@
+"""Learned sparse retrieval with a tiny random-weight SPLADE-style model (2-layer BERT with an MLM head
+and max pooling) built here and loaded through sentence-transformers' SparseEncoder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+
+WORDS = "apple banana cherry date zucchini fruit stone fig elder grape kiwi lemon query doc".split()
+
+
+@pytest.fixture(scope="session")
+def tiny_sparse_encoder(tmp_path_factory) -> Path:
+    import torch
+    from sentence_transformers import SparseEncoder
+    try:  # sentence-transformers 6 moved the modules; 5 has them under .models
+        from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
+    except ImportError:
+        from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    root = tmp_path_factory.mktemp("tiny-sparse")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, initializer_range=0.5)
+    BertForMaskedLM(config).save_pretrained(root / "mlm")
+    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(root / "mlm")
+    SparseEncoder(modules=[MLMTransformer(str(root / "mlm")), SpladePooling(pooling_strategy="max")],
+                  device="cpu").save(str(root / "model"))
+    return root / "model"
+
+
+def _evaluate(folder, tmp_path, model, *options):
+    return CliRunner().invoke(cli, ["-q", "evaluate", str(folder), "--model", str(model), "--output-dir",
+                                    str(tmp_path / "r"), "--cache-dir", str(tmp_path / "cache"), "--json", *options])
+
+
+def test_sparse_retrieval_equals_a_brute_force_dot_product(tiny_sparse_encoder, tiny_beir, tmp_path):
+    from sentence_transformers import SparseEncoder
+
+    from harness.formats import iter_corpus, iter_queries, read_qrels
+    from harness.records import Run, doc_text
+
+    result = _evaluate(tiny_beir, tmp_path, tiny_sparse_encoder, "--k", "1,3")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    model = SparseEncoder(str(tiny_sparse_encoder), device="cpu")
+    docs = list(iter_corpus(tiny_beir / "corpus.jsonl"))
+    judged = read_qrels(tiny_beir / "qrels" / "test.tsv")
+    queries = [q for q in iter_queries(tiny_beir / "queries.jsonl") if q.query_id in judged]
+    doc_vectors = model.encode_document([doc_text(d) for d in docs], convert_to_sparse_tensor=True).to_dense().numpy()
+    query_vectors = model.encode_query([q.text for q in queries], convert_to_sparse_tensor=True).to_dense().numpy()
+    scores = query_vectors @ doc_vectors.T
+    expected = Run.from_scores({q.query_id: {d.doc_id: float(s) for d, s in zip(docs, row) if s > 0}
+                                for q, row in zip(queries, scores)}).truncated(100)
+    run_file = next((tmp_path / "r").glob("*/*/test.run.trec"))
+    from harness.formats import read_run
+
+    got = read_run(run_file)
+    for query_id in expected:
+        assert [h.doc_id for h in got[query_id]] == [h.doc_id for h in expected[query_id]]
+        np.testing.assert_allclose([h.score for h in got[query_id]], [h.score for h in expected[query_id]],
+                                   rtol=1e-5)
+    assert data["config"]["retriever"] == "learned-sparse"
+    active = (doc_vectors > 0).sum(axis=1).mean()
+    assert data["config"]["mean_active_dims_doc"] == pytest.approx(active)
+    assert data["config"]["expected_flops"] > 0 and data["config"]["mean_active_dims_query"] > 0
+
+
+def test_sparse_rows_are_cached_without_pickle_and_reused(tiny_sparse_encoder, tiny_beir, tmp_path):
+    first = json.loads(_evaluate(tiny_beir, tmp_path, tiny_sparse_encoder).stdout)
+    second = json.loads(_evaluate(tiny_beir, tmp_path, tiny_sparse_encoder).stdout)
+    assert (first["config"]["embedding_cache"], second["config"]["embedding_cache"]) == ("stored", "hit")
+    assert first["metrics"] == second["metrics"]
+    (chunk,) = (tmp_path / "cache").glob("embeddings/*/chunk-00000.npz")
+    with np.load(chunk, allow_pickle=False) as parts:
+        assert parts["data"].dtype == np.float32 and set(parts.files) == {"data", "indices", "indptr", "shape"}
+
+
+def test_a_sparse_encoder_is_not_a_reranker(tiny_sparse_encoder, tiny_beir, tmp_path):
+    result = _evaluate(tiny_beir, tmp_path, "bm25", "--rerank", str(tiny_sparse_encoder))
+    assert result.exit_code == 1 and "is a sparse-encoder" in result.stderr
