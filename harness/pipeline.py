@@ -505,10 +505,12 @@ def _check_corpus(folder: BeirFolder, corpus: _CorpusState) -> None:
 def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> Outcome:
     """Evaluate a model (or an external run) on one split of a BEIR folder.
 
-    The corpus is hashed, then streamed once: checked and encoded in the same pass, with vectors
-    going into the index (and the embedding cache) chunk by chunk. When the cache holds this
-    model's vectors for this exact corpus, nothing is parsed or encoded. Only the split's judged
-    queries are encoded.
+    Check the settings → resolve the dataset → read qrels and judged queries → the first stage
+    (an external run, BM25, learned sparse, or a dense model with its index) → the self-hit policy
+    and the depth cut → the reranker, if any → scores → the result files. For a dense model the corpus
+    is hashed, then streamed once: checked and encoded in the same pass, with vectors going into the
+    index (and the embedding cache) chunk by chunk; when the cache holds this model's vectors for this
+    exact corpus, nothing is parsed or encoded.
 
     Args:
         config: What to evaluate.
@@ -523,6 +525,55 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     """
     timings = _Timings()
     started = total_started = time.perf_counter()
+    config, k_values, top_k, stored_k = _checked(config)
+    folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
+                                                 config.base_url, config.progress)
+    folder = locate_beir_folder(folder_path, config.split)
+    dataset = config.dataset_name or resolved_name
+    ignore_identical_ids, policy_source = self_hit_policy(config, dataset)
+    inputs = _Inputs(folder, dataset, digests={name: hashlib.sha256() for name in ("queries", "qrels")})
+    inputs.qrels = read_qrels(folder.qrels, inputs.digests["qrels"], check_ids=True)
+    inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
+    logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(inputs.qrels), inputs.qrels.n_judgments)
+    if config.threads is not None:
+        _set_threads(config.threads)
+
+    # One extra document per query when self-hits are dropped, so the depth survives the drop.
+    depth = top_k + int(ignore_identical_ids)
+    if config.run_path is not None:
+        stage, started = _external_run(config, inputs, timings, started)
+    elif config.model.lower() == BM25_MODEL:
+        stage, started = _bm25(config, inputs, depth, timings, started)
+    elif _is_sparse_model(config):
+        stage, started = _learned_sparse(config, inputs, depth, timings, started)
+    else:
+        stage, started = _dense(config, inputs, encoder, depth, top_k, timings, started)
+
+    scored_run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
+    if config.rerank is not None:
+        started = timings.add("score", started)
+        scored_run, stage.record["rerank"] = _rerank_stage(config, scored_run, inputs.queries, folder)
+        started = timings.add("rerank", started)
+    evaluation = evaluate(inputs.qrels, scored_run, standard_metrics(stored_k))
+    timings.add("score", started)
+    if evaluation.n_unjudged:
+        logger.info("%d run queries are not judged in %s and were ignored", evaluation.n_unjudged, folder.qrels)
+    if evaluation.n_missing:
+        inputs.notes.append(f"{evaluation.n_missing} of {evaluation.n_queries} judged queries have no results in "
+                            "the run and score 0")
+        logger.warning(inputs.notes[-1])
+    timings.seconds["total"] = time.perf_counter() - total_started
+    config_record = {"k_values": list(k_values), "top_k": top_k, "ignore_identical_ids": ignore_identical_ids,
+                     "self_hit_policy_source": policy_source, "dataset_path": str(Path(folder_path).resolve()),
+                     "n_docs": stage.corpus.n_docs, **stage.record}
+    result = _result(config, inputs, stage, evaluation, config_record, timings)
+    paths = write_result(result, scored_run, config.output_dir) if config.output_dir is not None else None
+    return Outcome(result, scored_run, inputs.qrels, paths)
+
+
+def _checked(config: EvaluateConfig) -> tuple[EvaluateConfig, tuple[int, ...], int, list[int]]:
+    """Every check that needs no file: (the config with its engine and devices resolved, the cutoffs
+    asked for, the depth, the cutoffs stored)."""
     k_values = tuple(sorted(set(config.k_values)))
     if not k_values:
         raise HarnessError("no cutoffs given (e.g. --k 1,3,10)")
@@ -556,144 +607,139 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         raise HarnessError(f"unknown backend {config.backend!r}; use torch, onnx or onnx-int8")
     config = _resolve_devices(config)
     _check_model_kind(config)
+    return config, k_values, top_k, stored_k
 
-    folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
-                                                 config.base_url, config.progress)
-    folder = locate_beir_folder(folder_path, config.split)
-    dataset = config.dataset_name or resolved_name
-    ignore_identical_ids, policy_source = self_hit_policy(config, dataset)
-    digests = {name: hashlib.sha256() for name in ("queries", "qrels")}
-    notes: list[str] = []
-    qrels = read_qrels(folder.qrels, digests["qrels"], check_ids=True)
-    queries = _judged_queries(folder, qrels, digests["queries"], notes)
-    logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(qrels), qrels.n_judgments)
-    if config.threads is not None:
-        _set_threads(config.threads)
 
-    judged = qrels.doc_ids()
-    config_record: dict[str, object] = {}
-    index_quality: dict[str, float] = {}
-    if config.run_path is not None:
-        digests["run"] = hashlib.sha256()
-        run = read_run(config.run_path, digests["run"])
-        _check_run(run, qrels, config.run_path, folder)
-        model_name = run_model_name(config)
-        digests["corpus"] = hashlib.sha256()
-        corpus = _CorpusState("", dataset, judged, set(judged),
-                              unseen_run={hit.doc_id for hits in run.values() for hit in hits})
-        for _ in _checked_corpus(folder, corpus, digests["corpus"]):
-            pass
-        corpus.sha256 = digests.pop("corpus").hexdigest()
-        _check_corpus(folder, corpus)
-        notes += _unknown_run_docs(corpus, config.run_path, folder, config.allow_unknown_docs)
-        config_record.update(run_file=str(config.run_path), run_tag=run.name)
-        started = timings.add("load", started)
-    elif config.model.lower() == BM25_MODEL:
-        from harness.sparse import BM25Retriever, BM25Spec
+@dataclass
+class _Inputs:
+    """What every stage reads: the folder, the judged queries and qrels, their digests, the notes so far."""
 
-        model_name = BM25_MODEL
-        retriever = BM25Retriever(BM25Spec())
-        digests["corpus"] = hashlib.sha256()
-        corpus = _CorpusState("", dataset, judged, set(judged))
-        retriever.index(_checked_corpus(folder, corpus, digests["corpus"]), progress=config.progress)
-        corpus.sha256 = digests.pop("corpus").hexdigest()
-        _check_corpus(folder, corpus)
-        started = timings.add("index", started)
-        run = retriever.search(queries, top_k + int(ignore_identical_ids))
-        started = timings.add("search", started)
-        config_record.update(retriever.spec.to_config())
-    elif _is_sparse_model(config):
-        corpus_sha256, _ = content_digest(folder.corpus, check_ids=True)
-        corpus = _CorpusState(corpus_sha256, dataset, judged, set(judged))
-        started = timings.add("load", started)
-        run, sparse_record = _retrieve_sparse(config, folder, corpus, queries, top_k + int(ignore_identical_ids))
-        started = timings.add("encode", started)
-        _check_corpus(folder, corpus)
-        model_name = run_model_name(config)
-        config_record.update(sparse_record)
-    else:
-        # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
-        corpus_sha256, corpus_lines = content_digest(folder.corpus, check_ids=True)
-        corpus = _CorpusState(corpus_sha256, dataset, judged, set(judged))
-        model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
-        if encoder is None:
-            encoder = _model_or_lazy(config, model_source)
-        model_name = encoder.name
-        config.index.check(getattr(encoder, "dimension", None))  # before encoding, so a bad --pq-m costs nothing
-        started = timings.add("load", started)
-        # One extra document per query when self-hits are dropped, so the depth survives the drop.
-        chunk_size = config.chunk_size
-        if config.engine == "ray" and config.ray.shards is not None:
-            from harness.ray_engine import shard_size
+    folder: BeirFolder
+    dataset: str
+    digests: dict[str, object]
+    qrels: Qrels | None = None
+    queries: list[Query] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
-            chunk_size = shard_size(corpus_lines, config.ray.shards)
-        run, started, index_quality = _retrieve(encoder, _checked_corpus(folder, corpus), queries,
-                                                top_k + int(ignore_identical_ids), top_k, config, timings, started,
-                                                corpus, chunk_size)
-        _check_corpus(folder, corpus)
-        config_record.update(
-            model_source=model_source,
-            **(config.index.to_config() | ({"nlist": int(index_quality["nlist"])} if "nlist" in index_quality else {})),
-            similarity="cosine" if encoder.normalize else "dot",
-            **(encoder.settings() if hasattr(encoder, "settings") else
-               {"normalize": encoder.normalize, "max_seq_length": encoder.max_seq_length}),
-            batch_size=config.batch_size,
-            doc_text=DOC_TEXT_RULE,
-            embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
-            threads=config.threads,
-            engine=config.engine,
-            device=config.device,
-            **({"shard_size": chunk_size} if config.engine == "ray" else {}),
-        )
+    def corpus_state(self, sha256: str = "") -> _CorpusState:
+        judged = self.qrels.doc_ids()
+        return _CorpusState(sha256, self.dataset, judged, set(judged))
 
-    scored_run = apply_self_hit_policy(run, ignore_identical_ids).truncated(top_k)
-    if config.rerank is not None:
-        started = timings.add("score", started)
-        scored_run, config_record["rerank"] = _rerank_stage(config, scored_run, queries, folder)
-        started = timings.add("rerank", started)
-    evaluation = evaluate(qrels, scored_run, standard_metrics(stored_k))
-    started = timings.add("score", started)
-    if evaluation.n_unjudged:
-        logger.info("%d run queries are not judged in %s and were ignored", evaluation.n_unjudged, folder.qrels)
-    if evaluation.n_missing:
-        notes.append(f"{evaluation.n_missing} of {evaluation.n_queries} judged queries have no results in the run "
-                     "and score 0")
-        logger.warning(notes[-1])
-    identity = configuration(config, dataset, model_name)
 
-    timings.seconds["total"] = time.perf_counter() - total_started
-    result = Result(
-        dataset=dataset,
+@dataclass
+class _FirstStage:
+    """What a first stage produced: its run, what it learned of the corpus, and what the result records."""
+
+    run: Run
+    corpus: _CorpusState
+    model_name: str
+    record: dict[str, object] = field(default_factory=dict)
+    index_quality: dict[str, float] = field(default_factory=dict)
+
+
+def _external_run(config: EvaluateConfig, inputs: _Inputs, timings: _Timings, started: float):
+    """Score a TREC run made elsewhere: checked against the qrels and the corpus (one corpus pass)."""
+    inputs.digests["run"] = hashlib.sha256()
+    run = read_run(config.run_path, inputs.digests["run"])
+    _check_run(run, inputs.qrels, config.run_path, inputs.folder)
+    corpus = inputs.corpus_state()
+    corpus.unseen_run = {hit.doc_id for hits in run.values() for hit in hits}
+    digest = hashlib.sha256()
+    for _ in _checked_corpus(inputs.folder, corpus, digest):
+        pass
+    corpus.sha256 = digest.hexdigest()
+    _check_corpus(inputs.folder, corpus)
+    inputs.notes += _unknown_run_docs(corpus, config.run_path, inputs.folder, config.allow_unknown_docs)
+    return _FirstStage(run, corpus, run_model_name(config), {"run_file": str(config.run_path), "run_tag": run.name}), \
+        timings.add("load", started)
+
+
+def _bm25(config: EvaluateConfig, inputs: _Inputs, depth: int, timings: _Timings, started: float):
+    """The lexical baseline: index the corpus in one pass, then search."""
+    from harness.sparse import BM25Retriever, BM25Spec
+
+    retriever = BM25Retriever(BM25Spec())
+    corpus = inputs.corpus_state()
+    digest = hashlib.sha256()
+    retriever.index(_checked_corpus(inputs.folder, corpus, digest), progress=config.progress)
+    corpus.sha256 = digest.hexdigest()
+    _check_corpus(inputs.folder, corpus)
+    started = timings.add("index", started)
+    run = retriever.search(inputs.queries, depth)
+    return _FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config()), timings.add("search", started)
+
+
+def _learned_sparse(config: EvaluateConfig, inputs: _Inputs, depth: int, timings: _Timings, started: float):
+    """A SparseEncoder: rows from the cache or encoded, exact search (`_retrieve_sparse`)."""
+    corpus = inputs.corpus_state(content_digest(inputs.folder.corpus, check_ids=True)[0])
+    started = timings.add("load", started)
+    run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth)
+    _check_corpus(inputs.folder, corpus)
+    return _FirstStage(run, corpus, run_model_name(config), record), timings.add("encode", started)
+
+
+def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, depth: int, top_k: int,
+           timings: _Timings, started: float):
+    """A bi-encoder: load (or not, when the cache holds everything), encode, index, search."""
+    # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
+    corpus_sha256, corpus_lines = content_digest(inputs.folder.corpus, check_ids=True)
+    corpus = inputs.corpus_state(corpus_sha256)
+    model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
+    if encoder is None:
+        encoder = _model_or_lazy(config, model_source)
+    config.index.check(getattr(encoder, "dimension", None))  # before encoding, so a bad --pq-m costs nothing
+    started = timings.add("load", started)
+    chunk_size = config.chunk_size
+    if config.engine == "ray" and config.ray.shards is not None:
+        from harness.ray_engine import shard_size
+
+        chunk_size = shard_size(corpus_lines, config.ray.shards)
+    run, started, quality = _retrieve(encoder, _checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
+                                      config, timings, started, corpus, chunk_size)
+    _check_corpus(inputs.folder, corpus)
+    record = dict(
+        model_source=model_source,
+        **(config.index.to_config() | ({"nlist": int(quality["nlist"])} if "nlist" in quality else {})),
+        similarity="cosine" if encoder.normalize else "dot",
+        **(encoder.settings() if hasattr(encoder, "settings") else
+           {"normalize": encoder.normalize, "max_seq_length": encoder.max_seq_length}),
+        batch_size=config.batch_size,
+        doc_text=DOC_TEXT_RULE,
+        embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
+        threads=config.threads,
+        engine=config.engine,
+        device=config.device,
+        **({"shard_size": chunk_size} if config.engine == "ray" else {}),
+    )
+    if quality:
+        logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in quality.items()))
+    return _FirstStage(run, corpus, encoder.name, record, quality), started
+
+
+def _result(config: EvaluateConfig, inputs: _Inputs, stage: _FirstStage, evaluation, config_record: dict,
+            timings: _Timings) -> Result:
+    """The Result of one evaluation, with its identity (`configuration`), host and versions."""
+    identity = configuration(config, inputs.dataset, stage.model_name)
+    return Result(
+        dataset=inputs.dataset,
         split=config.split,
-        model=model_name,
+        model=stage.model_name,
         label=identity.label(config.name),
         variant=identity.variant,
         metrics=evaluation.means,
         per_query=evaluation.per_query,
         n_queries=evaluation.n_queries,
-        config={
-            "k_values": list(k_values),
-            "top_k": top_k,
-            "ignore_identical_ids": ignore_identical_ids,
-            "self_hit_policy_source": policy_source,
-            "dataset_path": str(Path(folder_path).resolve()),
-            "n_docs": corpus.n_docs,
-            **config_record,
-        },
-        fingerprints={"corpus": corpus.sha256, **{name: digest.hexdigest() for name, digest in digests.items()}},
-        timings={stage: round(seconds, 4) for stage, seconds in timings.seconds.items()},
+        config=config_record,
+        fingerprints={"corpus": stage.corpus.sha256,
+                      **{name: digest.hexdigest() for name, digest in inputs.digests.items()}},
+        timings={name: round(seconds, 4) for name, seconds in timings.seconds.items()},
         versions=versions(),
         host=host_info(config.threads),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        notes=notes,
-        index_quality={name: value for name, value in index_quality.items() if name.startswith("recall")},
+        notes=inputs.notes,
+        index_quality={name: value for name, value in stage.index_quality.items() if name.startswith("recall")},
         config_hash=identity.config_hash,
     )
-    if index_quality:
-        logger.info("%s index: %s", config.index.kind,
-                    ", ".join(f"{name} {value:.4f}" for name, value in index_quality.items()))
-    paths = write_result(result, scored_run, config.output_dir) if config.output_dir is not None else None
-    return Outcome(result, scored_run, qrels, paths)
 
 
 def _retrieve(
