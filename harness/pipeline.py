@@ -742,136 +742,168 @@ def _result(config: EvaluateConfig, inputs: _Inputs, stage: _FirstStage, evaluat
     )
 
 
-def _retrieve(
-    encoder: Encoder,
-    docs: Iterator[Doc],
-    queries: list[Query],
-    depth: int,
-    top_k: int,
-    config: EvaluateConfig,
-    timings: _Timings,
-    started: float,
-    corpus: _CorpusState,
-    chunk_size: int,
-) -> tuple[Run, float, dict[str, float]]:
-    from harness.index import TRAINED, DocIds, VectorIndex, recall_of_exact
+class _IndexBuilder:
+    """The vector index of one dense evaluation, fed chunk by chunk.
 
-    cache_root = cache_dir(config.cache_dir) if config.cache and hasattr(encoder, "fingerprint") \
-        else None
+    With a cached approximate index for these embeddings, the chunks are only kept (memory-mapped,
+    for exact search) until that index loads; otherwise they go into a new index, built at the end
+    and cached when it is approximate.
+    """
+
+    def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool):
+        from harness.index import DocIds
+
+        self.spec, self.index_file, self.use_cached = spec, index_file, usable
+        self.index = None
+        self.loaded_ids, self.loaded_vectors = DocIds(), []
+        self.seconds = 0.0
+
+    def add(self, doc_ids: list[str], vectors) -> None:
+        from harness.index import VectorIndex
+
+        added = time.perf_counter()
+        if self.use_cached:
+            self.loaded_ids.extend(doc_ids)
+            self.loaded_vectors.append(vectors)
+        else:
+            if self.index is None:
+                self.index = VectorIndex(vectors.shape[1], self.spec)
+            self.index.add(doc_ids, vectors)
+        self.seconds += time.perf_counter() - added
+
+    def reset(self) -> None:
+        """Forget everything added (the cache entry being read turned out damaged)."""
+        self.__init__(self.spec, self.index_file, False)
+
+    def finish(self, writable: bool):
+        """The built (or cached) index, or None when no vector was added."""
+        built = time.perf_counter()
+        if self.use_cached and self.loaded_vectors:
+            self.index = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors)
+            self.loaded_vectors.clear()
+        elif self.index is not None:
+            self.index.build()
+            if self.index_file is not None and writable:
+                try:
+                    self.index.save(self.index_file)
+                except OutputError as exc:
+                    logger.warning("could not cache the index (%s); continuing", exc)
+        self.seconds += time.perf_counter() - built
+        return self.index
+
+
+def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth: int, top_k: int,
+              config: EvaluateConfig, timings: _Timings, started: float, corpus: _CorpusState,
+              chunk_size: int) -> tuple[Run, float, dict[str, float]]:
+    """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search."""
+    cache_root = cache_dir(config.cache_dir) if config.cache and hasattr(encoder, "fingerprint") else None
     fingerprint = encoder.fingerprint() if cache_root is not None else None
+    entry, builder = None, _IndexBuilder(config.index, None, False)
     if cache_root is not None:
         logger.info("embedding cache: %s", cache_root)
-    index: VectorIndex | None = None
-    approximate = config.index.kind != "flat"
-    # With a cached approximate index, the cached chunks are only kept (for exact search) until it loads.
-    loaded_ids, loaded_vectors = DocIds(), []
-    # A trained index keeps every vector until it is built (and for exact search after): memory maps of
-    # the cache's chunk files then, so that memory does not grow with the corpus.
-    keep_mapped = config.index.kind in TRAINED
-    encode_seconds = index_seconds = 0.0
-
-    def add(doc_ids: list[str], vectors) -> None:
-        nonlocal index, index_seconds
-        added = time.perf_counter()
-        if index_file_usable:
-            loaded_ids.extend(doc_ids)
-            loaded_vectors.append(vectors)
-        else:
-            if index is None:
-                index = VectorIndex(vectors.shape[1], config.index)
-            index.add(doc_ids, vectors)
-        index_seconds += time.perf_counter() - added
-
-    entry = None
-    index_file: Path | None = None
-    index_file_usable = False
-    if cache_root is not None:
         entry = embedding_entry(cache_root, {"kind": "corpus", "model": fingerprint, "text_rule": DOC_TEXT_RULE,
                                              "dtype": "float32", "corpus_sha256": corpus.sha256},
                                 {"dataset": corpus.dataset})
-        if approximate:
-            import faiss
-
-            index_file = cache_root / "indexes" / (content_key(
-                {"embeddings": entry.key, "index": asdict(config.index), "faiss": faiss.__version__}) + ".faiss")
-            index_file_usable = entry.complete and index_file.is_file()
-        if entry.complete:
-            try:
-                for doc_ids, vectors in entry.chunks(mmap=True):
-                    corpus.tick(doc_ids)
-                    add(doc_ids, vectors)
-                corpus.cached = True
-                logger.info("corpus embeddings from the cache (%s)", entry.root)
-            except CacheCorrupt as exc:
-                logger.warning("damaged cache entry, recomputing: %s", exc)
-                entry.drop()
-                index, corpus.n_docs, corpus.cached = None, 0, False
-                corpus.unseen = set(corpus.judged)
-                index_file_usable = False
-                loaded_ids, loaded_vectors = DocIds(), []
-    devices = (config.device or "cpu").split(",")
-    if not corpus.cached and (config.engine == "ray" or len(devices) > 1):
-        if entry is None:
-            raise HarnessError(f"{'the ray engine' if config.engine == 'ray' else 'several devices'} need a model "
-                               "with a weight fingerprint, for the embedding cache the workers write into")
-        resumable = entry.resumable(chunk_size)
-        entry.start(chunk_size)
-        n_chunks = 0
-        for n_chunks, (doc_ids, vectors, seconds) in enumerate(_fan_out(
-                config, fingerprint, docs, entry, chunk_size, devices,
-                cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids), start=1):
-            encode_seconds += seconds
-            add(doc_ids, vectors)
-        if index is not None:
-            entry.finish(n_chunks, len(index), index.dimension)
-    elif not corpus.cached:
-        if entry is not None:
-            done = entry.done_chunks(chunk_size)
-            entry.start(chunk_size)  # drops a partial entry of another chunk size: its pieces cannot fit
-            if done:
-                logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done,
-                            chunk_size)
-        n_chunks = 0
-        for n_chunks, (doc_ids, vectors, seconds) in enumerate(
-                encode_corpus(encoder, docs, chunk_size=chunk_size, batch_size=config.batch_size,
-                              progress=config.progress, store=entry,
-                              checkpoint_seconds=config.checkpoint_seconds, token_budget=config.token_budget),
-                start=1):
-            encode_seconds += seconds
-            # seconds == 0 and the chunk file there: it came whole from the cache already.
-            if entry is not None and (seconds or not entry.has_chunk(n_chunks - 1)):
-                entry.write_chunk(n_chunks - 1, doc_ids, vectors)
-                if keep_mapped and entry.writable:
-                    vectors = _mapped(entry, n_chunks - 1, vectors)
-            add(doc_ids, vectors)
-        if entry is not None and index is not None:
-            entry.finish(n_chunks, len(index), index.dimension)
-    if index_file_usable and loaded_vectors:
-        built = time.perf_counter()
-        index = _load_index(index_file, config.index, loaded_ids, loaded_vectors)
-        loaded_vectors.clear()
-        index_seconds += time.perf_counter() - built
-    elif index is not None:
-        built = time.perf_counter()
-        index.build()
-        if index_file is not None and entry is not None and entry.writable:
-            try:
-                index.save(index_file)
-            except OutputError as exc:
-                logger.warning("could not cache the index (%s); continuing", exc)
-        index_seconds += time.perf_counter() - built
+        builder = _IndexBuilder(config.index, *_cached_index_file(cache_root, entry, config.index))
+        _from_cache(entry, builder, corpus)
+    encode_seconds = 0.0 if corpus.cached else _encode_missing(encoder, docs, config, entry, builder, fingerprint,
+                                                               chunk_size)
+    index = builder.finish(entry is not None and entry.writable)
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
     timings.seconds["encode"] += encode_seconds
-    timings.seconds["index"] += index_seconds
-    timings.seconds["load"] += corpus_seconds - encode_seconds - index_seconds
+    timings.seconds["index"] += builder.seconds
+    timings.seconds["load"] += corpus_seconds - encode_seconds - builder.seconds
     started = time.perf_counter()
     if index is None:
         return Run.from_scores({}), started, {}
     query_vectors = _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset)
     started = timings.add("encode", started)
+    return _search(index, encoder.name, queries, query_vectors, depth, top_k, config.index.kind != "flat", timings,
+                   started)
+
+
+def _cached_index_file(cache_root: Path, entry, spec: IndexSpec) -> tuple[Path | None, bool]:
+    """Where an approximate index over this entry is cached, and whether it can be used now."""
+    if spec.kind == "flat":
+        return None, False
+    import faiss
+
+    path = cache_root / "indexes" / (content_key(
+        {"embeddings": entry.key, "index": asdict(spec), "faiss": faiss.__version__}) + ".faiss")
+    return path, entry.complete and path.is_file()
+
+
+def _from_cache(entry, builder: _IndexBuilder, corpus: _CorpusState) -> None:
+    """Feed a complete entry's chunks to the index (memory-mapped); a damaged entry is dropped and forgotten."""
+    if not entry.complete:
+        return
+    try:
+        for doc_ids, vectors in entry.chunks(mmap=True):
+            corpus.tick(doc_ids)
+            builder.add(doc_ids, vectors)
+        corpus.cached = True
+        logger.info("corpus embeddings from the cache (%s)", entry.root)
+    except CacheCorrupt as exc:
+        logger.warning("damaged cache entry, recomputing: %s", exc)
+        entry.drop()
+        builder.reset()
+        corpus.n_docs, corpus.cached, corpus.unseen = 0, False, set(corpus.judged)
+
+
+def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfig, entry, builder: _IndexBuilder,
+                    fingerprint, chunk_size: int) -> float:
+    """Encode what the cache lacks — here, or on Ray / several devices — into the entry and the index.
+
+    Returns:
+        Seconds spent encoding (or waiting for the workers).
+    """
+    from harness.index import TRAINED
+
+    devices = (config.device or "cpu").split(",")
+    seconds = 0.0
+    n_chunks = 0
+    if config.engine == "ray" or len(devices) > 1:
+        if entry is None:
+            raise HarnessError(f"{'the ray engine' if config.engine == 'ray' else 'several devices'} need a model "
+                               "with a weight fingerprint, for the embedding cache the workers write into")
+        resumable = entry.resumable(chunk_size)
+        entry.start(chunk_size)
+        chunks = _fan_out(config, fingerprint, docs, entry, chunk_size, devices,
+                          cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids)
+    else:
+        if entry is not None:
+            done = entry.done_chunks(chunk_size)
+            entry.start(chunk_size)  # drops a partial entry of another chunk size: its pieces cannot fit
+            if done:
+                logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done, chunk_size)
+        chunks = encode_corpus(encoder, docs, chunk_size=chunk_size, batch_size=config.batch_size,
+                               progress=config.progress, store=entry, checkpoint_seconds=config.checkpoint_seconds,
+                               token_budget=config.token_budget)
+    # A trained index keeps every vector until it is built (and for exact search after): memory maps of
+    # the cache's chunk files then, so that memory does not grow with the corpus.
+    keep_mapped = config.index.kind in TRAINED
+    local = config.engine != "ray" and len(devices) == 1
+    for n_chunks, (doc_ids, vectors, spent) in enumerate(chunks, start=1):
+        seconds += spent
+        # Fanned-out chunks are in the cache already; a local chunk with spent == 0 came whole from it.
+        if local and entry is not None and (spent or not entry.has_chunk(n_chunks - 1)):
+            entry.write_chunk(n_chunks - 1, doc_ids, vectors)
+            if keep_mapped and entry.writable:
+                vectors = _mapped(entry, n_chunks - 1, vectors)
+        builder.add(doc_ids, vectors)
+    if entry is not None and builder.index is not None:
+        entry.finish(n_chunks, len(builder.index), builder.index.dimension)
+    return seconds
+
+
+def _search(index, name: str, queries: list[Query], query_vectors, depth: int, top_k: int, approximate: bool,
+            timings: _Timings, started: float) -> tuple[Run, float, dict[str, float]]:
+    """Search the index; an approximate one is also measured against exact search on the same vectors."""
+    from harness.index import recall_of_exact
+
     query_ids = [query.query_id for query in queries]
-    run = index.search(query_ids, query_vectors, depth, name=encoder.name)
+    run = index.search(query_ids, query_vectors, depth, name=name)
     started = timings.add("search", started)
     quality: dict[str, float] = {}
     if index.nlist is not None:
