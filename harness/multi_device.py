@@ -22,10 +22,10 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
 from harness.cache import EmbeddingEntry
-from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
+from harness.encode import Encoder
 from harness.errors import HarnessError
 from harness.records import Doc
-from harness.shards import FanOut, ShardEncoder
+from harness.shards import EncodeJob, FanOut, ShardEncoder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,33 +50,18 @@ def _encode_shard(index: int, docs: list[Doc], batch_size: int, checkpoint_secon
     return _WORKER.encode(index, docs, batch_size, checkpoint_seconds, token_budget)
 
 
-def encode_corpus_devices(
-    load: Callable[[str], Encoder],
-    fingerprint: dict[str, Any],
-    docs: Iterator[Doc],
-    entry: EmbeddingEntry,
-    chunk_size: int,
-    batch_size: int,
-    devices: list[str],
-    progress: bool = True,
-    cached: Callable[[int, list[str]], bool] | None = None,
-    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
-    token_budget: int | None = None,
-) -> Iterator[tuple[list[str], np.ndarray, float]]:
-    """Encode a document stream on one worker process per device, chunk by chunk, into `entry`.
+def encode_corpus_devices(job: EncodeJob, docs: Iterator[Doc], devices: list[str], progress: bool = True,
+                          cached: Callable[[int, list[str]], bool] | None = None
+                          ) -> Iterator[tuple[list[str], np.ndarray, float]]:
+    """Encode a document stream on one worker process per device, chunk by chunk, into `job.entry`.
 
     Args:
-        load: Builds the encoder for a device name (picklable: ``partial(load_model, config)``).
-        fingerprint: The model's fingerprint, which every worker must reproduce.
+        job: The model (`job.load` is called with the device name), its fingerprint, the cache
+            entry, chunk size, batch size, checkpoint interval and token budget.
         docs: The document stream (read here only).
-        entry: A started, writable cache entry.
-        chunk_size: Documents per chunk (= per cache chunk, as the local engine's).
-        batch_size: Texts per forward pass.
         devices: One worker per entry (``["cuda:0", "cuda:1"]``, ``["cpu", "cpu"]``).
         progress: A tqdm bar over documents on stderr.
-        cached: Called with (chunk index, doc_ids); True when that chunk is already in `entry`.
-        checkpoint_seconds: Workers store the part of a chunk encoded so far this often.
-        token_budget: Batch by tokens (`harness.encode.plan_batches`).
+        cached: Called with (chunk index, doc_ids); True when that chunk is already in the entry.
 
     Yields:
         (doc_ids, vectors, seconds waited for them) per chunk, in corpus order; the vectors are
@@ -88,8 +73,9 @@ def encode_corpus_devices(
     """
     from tqdm.auto import tqdm
 
-    if not entry.writable:
-        raise HarnessError(f"several devices write their embeddings into the cache, but {entry.root} is not writable")
+    if not job.entry.writable:
+        raise HarnessError(f"several devices write their embeddings into the cache, but {job.entry.root} is not "
+                           "writable")
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     for device in devices:
@@ -97,9 +83,9 @@ def encode_corpus_devices(
     bar = tqdm(desc=f"encoding corpus ({len(devices)} devices)", unit="doc", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
     pool = ProcessPoolExecutor(max_workers=len(devices), mp_context=context, initializer=_start_worker,
-                               initargs=(load, entry, fingerprint, queue))
+                               initargs=(job.load, job.entry, job.fingerprint, queue))
     in_flight: dict[Future, tuple[int, list[str]]] = {}
-    fan = FanOut(entry, chunk_size, bar)
+    fan = FanOut(job.entry, job.chunk_size, bar)
 
     def collect(block: bool) -> None:
         if not in_flight:
@@ -117,8 +103,8 @@ def encode_corpus_devices(
     def submit(index: int, chunk: list[Doc], doc_ids: list[str]) -> None:
         while len(in_flight) >= len(devices):  # at most one chunk in flight per worker
             collect(True)
-        in_flight[pool.submit(_encode_shard, index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
-            (index, doc_ids)
+        in_flight[pool.submit(_encode_shard, index, chunk, job.batch_size, job.checkpoint_seconds,
+                              job.token_budget)] = (index, doc_ids)
 
     try:
         yield from fan.stream(docs, cached, submit, collect, lambda: bool(in_flight))

@@ -922,17 +922,17 @@ def _fan_out(config: EvaluateConfig, fingerprint, docs: Iterator[Doc], entry, ch
     """The engines that encode chunks in other processes: Ray actors, or one local worker per device."""
     from functools import partial
 
+    from harness.shards import EncodeJob
+
+    job = EncodeJob(partial(load_model, config), fingerprint, entry, chunk_size, config.batch_size,
+                    config.checkpoint_seconds, config.token_budget)
     if config.engine == "ray":
         from harness.ray_engine import encode_corpus_ray
 
-        return encode_corpus_ray(partial(load_model, config), fingerprint, docs, entry, chunk_size, config.batch_size,
-                                 config.ray, progress=config.progress, cached=cached,
-                                 checkpoint_seconds=config.checkpoint_seconds, token_budget=config.token_budget)
+        return encode_corpus_ray(job, docs, config.ray, progress=config.progress, cached=cached)
     from harness.multi_device import encode_corpus_devices
 
-    return encode_corpus_devices(partial(load_model, config), fingerprint, docs, entry, chunk_size, config.batch_size,
-                                 devices, progress=config.progress, cached=cached,
-                                 checkpoint_seconds=config.checkpoint_seconds, token_budget=config.token_budget)
+    return encode_corpus_devices(job, docs, devices, progress=config.progress, cached=cached)
 
 
 def _mapped(entry, index: int, vectors):

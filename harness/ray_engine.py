@@ -31,11 +31,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from harness.cache import EmbeddingEntry
-from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
+from harness.encode import Encoder
 from harness.errors import HarnessError, MissingDependencyError
 from harness.records import Doc
-from harness.shards import FanOut, ShardEncoder
+from harness.shards import EncodeJob, FanOut, ShardEncoder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -172,33 +171,18 @@ def _failure(ray: Any, exc: BaseException) -> str:
     return text[-1][:300] if text else type(exc).__name__
 
 
-def encode_corpus_ray(
-    load: Callable[[], Encoder],
-    fingerprint: dict[str, Any],
-    docs: Iterator[Doc],
-    entry: EmbeddingEntry,
-    chunk_size: int,
-    batch_size: int,
-    spec: RaySpec,
-    progress: bool = True,
-    cached: Callable[[int, list[str]], bool] | None = None,
-    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
-    token_budget: int | None = None,
-) -> Iterator[tuple[list[str], np.ndarray, float]]:
-    """Encode a document stream on Ray, shard by shard, into `entry`.
+def encode_corpus_ray(job: EncodeJob, docs: Iterator[Doc], spec: RaySpec, progress: bool = True,
+                      cached: Callable[[int, list[str]], bool] | None = None
+                      ) -> Iterator[tuple[list[str], np.ndarray, float]]:
+    """Encode a document stream on Ray, shard by shard, into `job.entry`.
 
     Args:
-        load: Builds the encoder on a worker (picklable).
-        fingerprint: The model's fingerprint, which every worker must reproduce.
+        job: The model, its fingerprint, the cache entry (on a filesystem every node sees), the
+            shard (= chunk) size, batch size, checkpoint interval and token budget.
         docs: The document stream (read by the driver only).
-        entry: A started, writable cache entry on a filesystem every node sees.
-        chunk_size: Documents per shard (= per cache chunk).
-        batch_size: Texts per forward pass.
-        spec: Which cluster.
+        spec: Which cluster, and the GPUs each actor asks for.
         progress: A tqdm bar over documents on stderr.
-        cached: Called with (shard index, doc_ids); True when that shard is already in `entry`.
-        checkpoint_seconds: Workers store the part of a shard encoded so far this often.
-        token_budget: Batch by tokens (`harness.encode.plan_batches`).
+        cached: Called with (shard index, doc_ids); True when that shard is already in the entry.
 
     Yields:
         (doc_ids, vectors, seconds the driver waited for them) per shard, in corpus order; the
@@ -212,6 +196,7 @@ def encode_corpus_ray(
     from tqdm.auto import tqdm
 
     ray = _ray()
+    entry = job.entry
     if not entry.writable:
         raise HarnessError(f"the Ray engine writes embeddings into the cache, but {entry.root} is not writable")
     started_ray = connect(spec)
@@ -219,13 +204,13 @@ def encode_corpus_ray(
     actors: list[Any] = []
     idle: list[Any] = []
     in_flight: dict[Any, tuple[int, list[str], Any]] = {}
-    fan = FanOut(entry, chunk_size, bar, noun="shard", where=" on a Ray worker")
+    fan = FanOut(entry, job.chunk_size, bar, noun="shard", where=" on a Ray worker")
 
     def start_actors() -> None:
         count, resources = _actor_count(ray.cluster_resources(), spec.gpus_per_worker)
         remote = ray.remote(max_restarts=0, **resources)(ShardEncoder)
-        on_worker = partial(_on_assigned_device, load) if spec.gpus_per_worker else load
-        actors.extend(remote.remote(on_worker, entry, fingerprint) for _ in range(count))
+        on_worker = partial(_on_assigned_device, job.load) if spec.gpus_per_worker else job.load
+        actors.extend(remote.remote(on_worker, entry, job.fingerprint) for _ in range(count))
         try:
             hosts = ray.get([actor.ready.remote() for actor in actors])
         except Exception as exc:  # noqa: BLE001 - the actor's constructor failed on a worker
@@ -264,7 +249,7 @@ def encode_corpus_ray(
         while not idle:  # at most one shard in flight per actor
             collect(True)
         actor = idle.pop()
-        in_flight[actor.encode.remote(index, chunk, batch_size, checkpoint_seconds, token_budget)] = \
+        in_flight[actor.encode.remote(index, chunk, job.batch_size, job.checkpoint_seconds, job.token_budget)] = \
             (index, doc_ids, actor)
 
     try:

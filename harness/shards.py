@@ -13,6 +13,7 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.cache import CacheCorrupt, EmbeddingEntry
@@ -105,6 +106,30 @@ def _ray_gpus() -> str:
     except Exception:  # noqa: BLE001 - not inside a worker
         return ""
     return f" gpus {list(gpus)}" if gpus else ""
+
+
+@dataclass(frozen=True)
+class EncodeJob:
+    """What a fan-out engine's workers need: how to load the model, what it must be, where chunks go.
+
+    Attributes:
+        load: Builds the encoder on a worker (picklable, e.g. ``partial(load_model, config)``; the
+            several-devices engine calls it with the device name).
+        fingerprint: The driver's model fingerprint, which every worker must reproduce.
+        entry: A started, writable cache entry every worker can see.
+        chunk_size: Documents per chunk (= per cache chunk, as the local engine's).
+        batch_size: Texts per forward pass.
+        checkpoint_seconds: Workers store the part of a chunk encoded so far this often.
+        token_budget: Batch by tokens (`harness.encode.plan_batches`).
+    """
+
+    load: Callable[..., Encoder]
+    fingerprint: dict[str, Any]
+    entry: EmbeddingEntry
+    chunk_size: int
+    batch_size: int
+    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
+    token_budget: int | None = None
 
 
 class FanOut:

@@ -24,6 +24,7 @@ from harness.errors import HarnessError, MissingDependencyError
 from harness.formats import content_digest, iter_corpus
 from harness.pipeline import EvaluateConfig, evaluate_dataset
 from harness.ray_engine import RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
+from harness.shards import EncodeJob
 
 ray = pytest.importorskip("ray")
 
@@ -174,8 +175,8 @@ def test_workers_that_cannot_see_the_cache_stop_the_run_before_encoding(cluster,
     folder = _corpus(tmp_path / "data", 5)
     entry = embedding_entry(tmp_path / "elsewhere", {"kind": "corpus"})  # never started: not there for workers
     with pytest.raises(HarnessError, match="cannot see the cache entry .* filesystem every Ray node mounts"):
-        list(encode_corpus_ray(_hash_loader, {"name": "hash:64"}, iter_corpus(folder / "corpus.jsonl"), entry,
-                               2, 32, RaySpec(), progress=False))
+        list(encode_corpus_ray(EncodeJob(_hash_loader, {"name": "hash:64"}, entry, 2, 32),
+                               iter_corpus(folder / "corpus.jsonl"), RaySpec(), progress=False))
     assert not entry.root.exists()
 
 
@@ -184,8 +185,8 @@ def test_a_worker_with_another_model_is_refused(cluster, tmp_path):
     entry = embedding_entry(tmp_path / "cache", {"kind": "corpus"})
     entry.start(2)
     with pytest.raises(HarnessError, match="loaded a different model than the driver"):
-        list(encode_corpus_ray(_hash_loader, {"name": "hash:64", "scheme": "other"},
-                               iter_corpus(folder / "corpus.jsonl"), entry, 2, 32, RaySpec(), progress=False))
+        list(encode_corpus_ray(EncodeJob(_hash_loader, {"name": "hash:64", "scheme": "other"}, entry, 2, 32),
+                               iter_corpus(folder / "corpus.jsonl"), RaySpec(), progress=False))
     assert not list(entry.root.glob("chunk-*"))
 
 

@@ -258,9 +258,7 @@ def test_env_prints_versions_folders_and_devices(tiny_beir, tmp_path):
     assert {"versions", "host", "devices", "folders", "installed_datasets", "cache"} <= set(data)
 
 
-def test_report_and_compare_warn_when_int8_results_come_from_different_kernels(tiny_beir, tmp_path, caplog):
-    import logging
-
+def test_report_and_compare_warn_when_int8_results_come_from_different_kernels(tiny_beir, tmp_path):
     out = tmp_path / "results"
     _evaluate(tiny_beir, out)
     _evaluate(tiny_beir, out, "--index", "hnsw")
