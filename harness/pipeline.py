@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -188,14 +189,32 @@ class _CorpusState:
 
 
 @dataclass
-class _Timings:
-    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
-        ("load", "encode", "index", "search", "score"), 0.0))
+class Clock:
+    """Seconds per stage of one evaluation: ``with clock.stage("encode"): ...``.
 
-    def add(self, stage: str, started: float) -> float:
-        now = time.perf_counter()
-        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - started
-        return now
+    Stages: load, encode, index, search, score (always present), and rerank / exact_search when they
+    happen; `total` is the wall time since the clock started.
+    """
+
+    def __init__(self):
+        self.seconds: dict[str, float] = dict.fromkeys(("load", "encode", "index", "search", "score"), 0.0)
+        self._started = time.perf_counter()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - started)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def rounded(self) -> dict[str, float]:
+        """The stages and the total, to 0.1 ms (what a result records)."""
+        return {name: round(seconds, 4) for name, seconds in
+                {**self.seconds, "total": time.perf_counter() - self._started}.items()}
 
 
 def retrieval_depth(config: EvaluateConfig) -> int:
@@ -523,8 +542,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         HarnessError: Bad input (missing files, malformed lines, ids that don't resolve,
             a model that can't be loaded, an unwritable output folder).
     """
-    timings = _Timings()
-    started = total_started = time.perf_counter()
+    clock = Clock()
     config, k_values, top_k, stored_k = _checked(config)
     folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
                                                  config.base_url, config.progress)
@@ -541,32 +559,31 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     # One extra document per query when self-hits are dropped, so the depth survives the drop.
     depth = top_k + int(ignore_identical_ids)
     if config.run_path is not None:
-        stage, started = _external_run(config, inputs, timings, started)
+        stage = _external_run(config, inputs, clock)
     elif config.model.lower() == BM25_MODEL:
-        stage, started = _bm25(config, inputs, depth, timings, started)
+        stage = _bm25(config, inputs, depth, clock)
     elif _is_sparse_model(config):
-        stage, started = _learned_sparse(config, inputs, depth, timings, started)
+        stage = _learned_sparse(config, inputs, depth, clock)
     else:
-        stage, started = _dense(config, inputs, encoder, depth, top_k, timings, started)
+        stage = _dense(config, inputs, encoder, depth, top_k, clock)
 
-    scored_run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
+    with clock.stage("score"):
+        scored_run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
     if config.rerank is not None:
-        started = timings.add("score", started)
-        scored_run, stage.record["rerank"] = _rerank_stage(config, scored_run, inputs.queries, folder)
-        started = timings.add("rerank", started)
-    evaluation = evaluate(inputs.qrels, scored_run, standard_metrics(stored_k))
-    timings.add("score", started)
+        with clock.stage("rerank"):
+            scored_run, stage.record["rerank"] = _rerank_stage(config, scored_run, inputs.queries, folder)
+    with clock.stage("score"):
+        evaluation = evaluate(inputs.qrels, scored_run, standard_metrics(stored_k))
     if evaluation.n_unjudged:
         logger.info("%d run queries are not judged in %s and were ignored", evaluation.n_unjudged, folder.qrels)
     if evaluation.n_missing:
         inputs.notes.append(f"{evaluation.n_missing} of {evaluation.n_queries} judged queries have no results in "
                             "the run and score 0")
         logger.warning(inputs.notes[-1])
-    timings.seconds["total"] = time.perf_counter() - total_started
     config_record = {"k_values": list(k_values), "top_k": top_k, "ignore_identical_ids": ignore_identical_ids,
                      "self_hit_policy_source": policy_source, "dataset_path": str(Path(folder_path).resolve()),
                      "n_docs": stage.corpus.n_docs, **stage.record}
-    result = _result(config, inputs, stage, evaluation, config_record, timings)
+    result = _result(config, inputs, stage, evaluation, config_record, clock)
     paths = write_result(result, scored_run, config.output_dir) if config.output_dir is not None else None
     return Outcome(result, scored_run, inputs.qrels, paths)
 
@@ -637,8 +654,13 @@ class _FirstStage:
     index_quality: dict[str, float] = field(default_factory=dict)
 
 
-def _external_run(config: EvaluateConfig, inputs: _Inputs, timings: _Timings, started: float):
+def _external_run(config: EvaluateConfig, inputs: _Inputs, clock: Clock) -> _FirstStage:
     """Score a TREC run made elsewhere: checked against the qrels and the corpus (one corpus pass)."""
+    with clock.stage("load"):
+        return _read_external_run(config, inputs)
+
+
+def _read_external_run(config: EvaluateConfig, inputs: _Inputs) -> _FirstStage:
     inputs.digests["run"] = hashlib.sha256()
     run = read_run(config.run_path, inputs.digests["run"])
     _check_run(run, inputs.qrels, config.run_path, inputs.folder)
@@ -650,52 +672,53 @@ def _external_run(config: EvaluateConfig, inputs: _Inputs, timings: _Timings, st
     corpus.sha256 = digest.hexdigest()
     _check_corpus(inputs.folder, corpus)
     inputs.notes += _unknown_run_docs(corpus, config.run_path, inputs.folder, config.allow_unknown_docs)
-    return _FirstStage(run, corpus, run_model_name(config), {"run_file": str(config.run_path), "run_tag": run.name}), \
-        timings.add("load", started)
+    return _FirstStage(run, corpus, run_model_name(config), {"run_file": str(config.run_path), "run_tag": run.name})
 
 
-def _bm25(config: EvaluateConfig, inputs: _Inputs, depth: int, timings: _Timings, started: float):
+def _bm25(config: EvaluateConfig, inputs: _Inputs, depth: int, clock: Clock) -> _FirstStage:
     """The lexical baseline: index the corpus in one pass, then search."""
     from harness.sparse import BM25Retriever, BM25Spec
 
     retriever = BM25Retriever(BM25Spec())
     corpus = inputs.corpus_state()
     digest = hashlib.sha256()
-    retriever.index(_checked_corpus(inputs.folder, corpus, digest), progress=config.progress)
-    corpus.sha256 = digest.hexdigest()
-    _check_corpus(inputs.folder, corpus)
-    started = timings.add("index", started)
-    run = retriever.search(inputs.queries, depth)
-    return _FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config()), timings.add("search", started)
+    with clock.stage("index"):
+        retriever.index(_checked_corpus(inputs.folder, corpus, digest), progress=config.progress)
+        corpus.sha256 = digest.hexdigest()
+        _check_corpus(inputs.folder, corpus)
+    with clock.stage("search"):
+        run = retriever.search(inputs.queries, depth)
+    return _FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config())
 
 
-def _learned_sparse(config: EvaluateConfig, inputs: _Inputs, depth: int, timings: _Timings, started: float):
+def _learned_sparse(config: EvaluateConfig, inputs: _Inputs, depth: int, clock: Clock) -> _FirstStage:
     """A SparseEncoder: rows from the cache or encoded, exact search (`_retrieve_sparse`)."""
-    corpus = inputs.corpus_state(content_digest(inputs.folder.corpus, check_ids=True)[0])
-    started = timings.add("load", started)
-    run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth)
-    _check_corpus(inputs.folder, corpus)
-    return _FirstStage(run, corpus, run_model_name(config), record), timings.add("encode", started)
+    with clock.stage("load"):
+        corpus = inputs.corpus_state(content_digest(inputs.folder.corpus, check_ids=True)[0])
+    with clock.stage("encode"):
+        run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth)
+        _check_corpus(inputs.folder, corpus)
+    return _FirstStage(run, corpus, run_model_name(config), record)
 
 
 def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, depth: int, top_k: int,
-           timings: _Timings, started: float):
+           clock: Clock) -> _FirstStage:
     """A bi-encoder: load (or not, when the cache holds everything), encode, index, search."""
-    # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
-    corpus_sha256, corpus_lines = content_digest(inputs.folder.corpus, check_ids=True)
-    corpus = inputs.corpus_state(corpus_sha256)
-    model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
-    if encoder is None:
-        encoder = _model_or_lazy(config, model_source)
-    config.index.check(getattr(encoder, "dimension", None))  # before encoding, so a bad --pq-m costs nothing
-    started = timings.add("load", started)
+    with clock.stage("load"):
+        # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
+        corpus_sha256, corpus_lines = content_digest(inputs.folder.corpus, check_ids=True)
+        corpus = inputs.corpus_state(corpus_sha256)
+        model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
+        if encoder is None:
+            encoder = _model_or_lazy(config, model_source)
+        config.index.check(getattr(encoder, "dimension", None))  # before encoding, so a bad --pq-m costs nothing
     chunk_size = config.chunk_size
     if config.engine == "ray" and config.ray.shards is not None:
         from harness.ray_engine import shard_size
 
         chunk_size = shard_size(corpus_lines, config.ray.shards)
-    run, started, quality = _retrieve(encoder, _checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
-                                      config, timings, started, corpus, chunk_size)
+    run, quality = _retrieve(encoder, _checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
+                             config, clock, corpus, chunk_size)
     _check_corpus(inputs.folder, corpus)
     record = dict(
         model_source=model_source,
@@ -713,11 +736,11 @@ def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, dep
     )
     if quality:
         logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in quality.items()))
-    return _FirstStage(run, corpus, encoder.name, record, quality), started
+    return _FirstStage(run, corpus, encoder.name, record, quality)
 
 
 def _result(config: EvaluateConfig, inputs: _Inputs, stage: _FirstStage, evaluation, config_record: dict,
-            timings: _Timings) -> Result:
+            clock: Clock) -> Result:
     """The Result of one evaluation, with its identity (`configuration`), host and versions."""
     identity = configuration(config, inputs.dataset, stage.model_name)
     return Result(
@@ -732,7 +755,7 @@ def _result(config: EvaluateConfig, inputs: _Inputs, stage: _FirstStage, evaluat
         config=config_record,
         fingerprints={"corpus": stage.corpus.sha256,
                       **{name: digest.hexdigest() for name, digest in inputs.digests.items()}},
-        timings={name: round(seconds, 4) for name, seconds in timings.seconds.items()},
+        timings=clock.rounded(),
         versions=versions(),
         host=host_info(config.threads),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -793,9 +816,10 @@ class _IndexBuilder:
 
 
 def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth: int, top_k: int,
-              config: EvaluateConfig, timings: _Timings, started: float, corpus: _CorpusState,
-              chunk_size: int) -> tuple[Run, float, dict[str, float]]:
+              config: EvaluateConfig, clock: Clock, corpus: _CorpusState,
+              chunk_size: int) -> tuple[Run, dict[str, float]]:
     """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search."""
+    started = time.perf_counter()
     cache_root = cache_dir(config.cache_dir) if config.cache and hasattr(encoder, "fingerprint") else None
     fingerprint = encoder.fingerprint() if cache_root is not None else None
     entry, builder = None, _IndexBuilder(config.index, None, False)
@@ -811,16 +835,14 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
     index = builder.finish(entry is not None and entry.writable)
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
-    timings.seconds["encode"] += encode_seconds
-    timings.seconds["index"] += builder.seconds
-    timings.seconds["load"] += corpus_seconds - encode_seconds - builder.seconds
-    started = time.perf_counter()
+    clock.add("encode", encode_seconds)
+    clock.add("index", builder.seconds)
+    clock.add("load", corpus_seconds - encode_seconds - builder.seconds)
     if index is None:
-        return Run.from_scores({}), started, {}
-    query_vectors = _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset)
-    started = timings.add("encode", started)
-    return _search(index, encoder.name, queries, query_vectors, depth, top_k, config.index.kind != "flat", timings,
-                   started)
+        return Run.from_scores({}), {}
+    with clock.stage("encode"):
+        query_vectors = _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset)
+    return _search(index, encoder.name, queries, query_vectors, depth, top_k, config.index.kind != "flat", clock)
 
 
 def _cached_index_file(cache_root: Path, entry, spec: IndexSpec) -> tuple[Path | None, bool]:
@@ -898,23 +920,23 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
 
 
 def _search(index, name: str, queries: list[Query], query_vectors, depth: int, top_k: int, approximate: bool,
-            timings: _Timings, started: float) -> tuple[Run, float, dict[str, float]]:
+            clock: Clock) -> tuple[Run, dict[str, float]]:
     """Search the index; an approximate one is also measured against exact search on the same vectors."""
     from harness.index import recall_of_exact
 
     query_ids = [query.query_id for query in queries]
-    run = index.search(query_ids, query_vectors, depth, name=name)
-    started = timings.add("search", started)
+    with clock.stage("search"):
+        run = index.search(query_ids, query_vectors, depth, name=name)
     quality: dict[str, float] = {}
     if index.nlist is not None:
         quality["nlist"] = index.nlist  # the cell count actually used (the default depends on n)
     if approximate:
-        cut = min(top_k, len(index))
-        reference = index.exact_search(query_ids, query_vectors, depth)
-        for k in sorted({min(10, cut), cut}):
-            quality[f"recall_of_exact@{k}"] = recall_of_exact(run, reference, k)
-        started = timings.add("exact_search", started)
-    return run, started, quality
+        with clock.stage("exact_search"):
+            cut = min(top_k, len(index))
+            reference = index.exact_search(query_ids, query_vectors, depth)
+            for k in sorted({min(10, cut), cut}):
+                quality[f"recall_of_exact@{k}"] = recall_of_exact(run, reference, k)
+    return run, quality
 
 
 def _fan_out(config: EvaluateConfig, fingerprint, docs: Iterator[Doc], entry, chunk_size: int, devices: list[str],
