@@ -108,12 +108,13 @@ class SparseIndex:
         return len(self.doc_ids)
 
     def _matrix(self):
-        """vocabulary × documents, CSR: row j is dimension j's posting list (built once, chunks then freed)."""
+        """vocabulary × documents, CSR: row j is dimension j's posting list (built once, chunks freed)."""
         import scipy.sparse
 
         if self._postings is None:
-            self._postings = scipy.sparse.vstack(self._chunks, format="csr").T.tocsr()
-            self._chunks = []
+            stacked = scipy.sparse.vstack(self._chunks, format="csr")
+            self._chunks = []  # the chunks go before the transpose is made: two copies at most, not three
+            self._postings = stacked.T.tocsr()
         return self._postings
 
     def stats(self, queries: scipy.sparse.csr_matrix) -> dict[str, float]:
@@ -129,7 +130,7 @@ class SparseIndex:
                 "expected_flops": float(np.dot(p_query, p_doc))}
 
     def search(self, query_ids: Sequence[str], queries: scipy.sparse.csr_matrix, depth: int,
-               block: int = 256, name: str = "run") -> Run:
+               block: int | None = None, name: str = "run") -> Run:
         """The top `depth` documents of each query by exact dot product (positive scores only).
 
         Each block of queries is multiplied with the posting lists (sparse × sparse: only the postings
@@ -139,6 +140,9 @@ class SparseIndex:
 
         postings = self._matrix()
         doc_ids = self.doc_ids
+        # A block's scores can touch most documents (frequent dimensions have long posting lists):
+        # bound them to ~32M entries (~256 MB) whatever the corpus size.
+        block = block or max(1, min(256, 32_000_000 // max(1, len(doc_ids))))
         results: dict[str, dict[str, float]] = {}
         for start in range(0, len(query_ids), block):
             scores = (queries[start:start + block] @ postings).tocsr()
