@@ -310,8 +310,10 @@ class LazyEncoder:
     cached: such a run never imports torch or loads the weights.
     """
 
-    def __init__(self, fingerprint: dict[str, Any], load: Callable[[], Any], dimension: int | None = None):
+    def __init__(self, fingerprint: dict[str, Any], load: Callable[[], Any], dimension: int | None = None,
+                 device: str | None = None):
         self._fingerprint = fingerprint
+        self.device = device  # where the remembered model ran (what its cached vectors came from)
         self._load = load
         self._dimension = dimension
         self._encoder: Any = None

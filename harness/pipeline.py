@@ -276,13 +276,18 @@ def self_hit_policy(config: EvaluateConfig, dataset: str) -> tuple[bool, str]:
     return False, "default"
 
 
+def first_device(config: EvaluateConfig) -> str:
+    """The device a model of `config` loads on: the first of its devices, ``auto`` resolved now."""
+    device = (config.device or "cpu").split(",")[0]
+    return DeviceSpec(device, config.precision).resolve()[0] if device == "auto" else device
+
+
 def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
-    """Load `config.model` with the config's settings and backend, on `device` (default: the first resolved)."""
-    device = device or (config.device or "cpu").split(",")[0]
+    """Load `config.model` with the config's settings and backend, on `device` (default: `first_device`)."""
     encoder = load_encoder(config.model, batch_size=config.batch_size, max_seq_length=config.max_seq_length,
                            normalize=config.normalize, query_prefix=config.query_prefix,
                            doc_prefix=config.doc_prefix, trust_remote_code=config.trust_remote_code,
-                           device=device if device != "auto" else "cpu", precision=config.precision)
+                           device=device or first_device(config), precision=config.precision)
     if config.backend != "torch":
         from harness.onnx_backend import onnx_encoder
 
@@ -310,8 +315,8 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: _Corpus
     if config.backend != "torch":
         raise HarnessError(f"backend {config.backend} is for dense models; a sparse encoder runs with torch")
     source = resolve_model_source(config.model)
-    model = SparseModel(run_model_name(config), source, config.batch_size, (config.device or "cpu").split(",")[0],
-                        config.precision, config.max_seq_length)
+    model = SparseModel(run_model_name(config), source, config.batch_size, first_device(config), config.precision,
+                        config.max_seq_length)
     index = SparseIndex()
     entry = embedding_entry(cache_dir(config.cache_dir), {
         "kind": "sparse-corpus", "model": model.fingerprint(), "text_rule": DOC_TEXT_RULE, "dtype": "float32",
@@ -370,7 +375,7 @@ def _rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder
     """Rerank `run` with `config.rerank`; returns the reranked run and what the result records about it."""
     from harness.rerank import Reranker, ScoreCache, rerank
 
-    reranker = Reranker(config.rerank, device=(config.device or "cpu").split(",")[0], precision=config.precision)
+    reranker = Reranker(config.rerank, device=first_device(config), precision=config.precision)
     needed = {hit.doc_id for query_id in run for hit in run[query_id]}
     documents = {doc.doc_id: doc_text(doc) for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
     fingerprint = reranker.fingerprint()
@@ -408,6 +413,9 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
             raise DeviceError(f"backend {config.backend} runs on the CPU in fp32 only; use backend torch for device "
                               f"{spec.option} and precision {config.precision}")
         return replace(config, device="cpu")
+    if spec.option == "auto" and config.precision != "fp16":
+        # Resolved when a model loads (`first_device`): a warm run that loads none then imports no torch.
+        return replace(config, device="auto")
     devices = spec.resolve()
     if len(devices) > 1 and config.engine == "ray":
         raise DeviceError("a device list fans out over local worker processes; with the ray engine, ask each worker "
@@ -436,11 +444,13 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
     key = model_files_key(source, settings)
     remembered = recall_fingerprint(root, key) if key else None
     if remembered is not None and "fingerprint" in remembered:
-        return LazyEncoder(remembered["fingerprint"], lambda: load_model(config), remembered.get("dimension"))
+        return LazyEncoder(remembered["fingerprint"], lambda: load_model(config), remembered.get("dimension"),
+                           remembered.get("device"))
     encoder = load_model(config)
     if key is not None and hasattr(encoder, "fingerprint"):
         remember_fingerprint(root, key, {"fingerprint": encoder.fingerprint(),
-                                         "dimension": getattr(encoder, "dimension", None)})
+                                         "dimension": getattr(encoder, "dimension", None),
+                                         "device": _device_used(encoder, config)})
     return encoder
 
 
@@ -731,12 +741,23 @@ def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, dep
         embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
         threads=config.threads,
         engine=config.engine,
-        device=config.device,
+        device=_device_used(encoder, config),
         **({"shard_size": chunk_size} if config.engine == "ray" else {}),
     )
     if quality:
         logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in quality.items()))
     return _FirstStage(run, corpus, encoder.name, record, quality)
+
+
+def _device_used(encoder: Encoder, config: EvaluateConfig) -> str:
+    """Where the model ran, for the result: its actual device; for a model not loaded (every vector
+    cached), the device it ran on when it made them, as remembered with its fingerprint."""
+    if getattr(encoder, "loaded", True) is False:
+        return getattr(encoder, "device", None) or str(config.device)
+    real = encoder._real() if hasattr(encoder, "loaded") else encoder
+    device = getattr(getattr(real, "model", None), "device", None)
+    return str(device) if device is not None and config.engine == "local" and "," not in str(config.device) \
+        else str(config.device)
 
 
 def _result(config: EvaluateConfig, inputs: _Inputs, stage: _FirstStage, evaluation, config_record: dict,

@@ -213,3 +213,21 @@ def test_a_worker_killed_mid_run_is_named_and_the_rerun_resumes(tmp_path):
                            timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     assert "from the cache" in rerun.stderr
+
+
+def test_auto_is_resolved_only_when_a_model_loads(tiny_beir, tmp_path):
+    """A warm run (every vector cached) loads no model, so `--device auto` must not import torch either."""
+    import subprocess
+    import sys
+
+    cold = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--cache-dir", str(tmp_path / "c"),
+                                    "--output-dir", str(tmp_path / "r"), "--json"])
+    assert cold.exit_code == 0, cold.stderr
+    assert json.loads(cold.stdout)["config"]["device"] == "cpu"  # resolved when the model loaded
+    script = ("import json, sys\nfrom harness.pipeline import EvaluateConfig, evaluate_dataset\n"
+              f"o = evaluate_dataset(EvaluateConfig({str(tiny_beir)!r}, cache_dir={str(tmp_path / 'c')!r}, "
+              "output_dir=None, progress=False))\n"
+              "print(json.dumps([o.result.config['embedding_cache'], o.result.config['device'], 'torch' in sys.modules]))")
+    warm = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert warm.returncode == 0, warm.stderr
+    assert json.loads(warm.stdout.splitlines()[-1]) == ["hit", "cpu", False]  # the device the vectors came from
