@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.encode import encode_corpus, load_encoder
+from harness.encode import EncoderSpec, encode_corpus, load_encoder
 from harness.formats import iter_corpus, locate_beir_folder
 from harness.onnx_backend import onnx_encoder
 from harness.pipeline import EvaluateConfig, evaluate_dataset
@@ -181,7 +181,8 @@ def main() -> int:
     for dataset in ("scifact", "nfcorpus"):
         started = time.perf_counter()
         result = evaluate_dataset(EvaluateConfig(dataset_path=Path(args.data) / dataset, output_dir=None,
-                                                 progress=False, cache_dir=cache, backend="onnx-int8")).result
+                                                 progress=False, cache_dir=cache,
+                                                 encoder=EncoderSpec(backend="onnx-int8"))).result
         wall = time.perf_counter() - started
         print(f"  {dataset:<9} {result.metrics['nDCG@10']:.5f} ({TORCH_NDCG[dataset]:.5f})  "
               f"delta {result.metrics['nDCG@10'] - TORCH_NDCG[dataset]:+.5f}  wall {wall:.0f} s, "

@@ -52,11 +52,12 @@ done(seconds=seconds, docs=len(texts), docs_per_s=len(texts) / seconds)
 
 OURS = CHILD_PRELUDE + """
 from pathlib import Path
+from harness.encode import EncoderSpec
 from harness.pipeline import EvaluateConfig, evaluate_dataset
 start = time.perf_counter()
 backend = sys.argv[3] if len(sys.argv) > 3 else "torch"
 outcome = evaluate_dataset(EvaluateConfig(dataset_path=Path(sys.argv[1]), output_dir=None, progress=False,
-                                          cache_dir=Path(sys.argv[2]), backend=backend))
+                                          cache_dir=Path(sys.argv[2]), encoder=EncoderSpec(backend=backend)))
 r = outcome.result
 done(seconds=time.perf_counter() - start, ndcg10=r.metrics["nDCG@10"], timings=r.timings,
      docs=r.config["n_docs"], cache=r.config["embedding_cache"])

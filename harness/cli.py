@@ -234,6 +234,7 @@ def _run_options(command):
 
 def _config(ctx: click.Context, dataset, model: str, options: dict):
     """An EvaluateConfig from the shared options (consumed from `options`)."""
+    from harness.encode import EncoderSpec
     from harness.index import IndexSpec
     from harness.pipeline import EvaluateConfig
     from harness.ray_engine import RaySpec
@@ -258,7 +259,9 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
     for name in ("rerank_model", "rerank_depth", "rerank_batch_size", "rerank_max_length"):
         options.pop(name, None)
     options["rerank"] = rerank
-    return EvaluateConfig(dataset_path=dataset, model=model, normalize=normalize, index=index, ray=ray_spec,
+    encoder = EncoderSpec(normalize=normalize, **{name: options.pop(name) for name in (
+        "max_seq_length", "query_prefix", "doc_prefix", "backend", "precision", "batch_size", "trust_remote_code")})
+    return EvaluateConfig(dataset_path=dataset, model=model, encoder=encoder, index=index, ray=ray_spec,
                           cache=options.pop("use_cache"), progress=ctx.obj["progress"], **options)
 
 

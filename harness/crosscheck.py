@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.encode import resolve_model_source
+from harness.encode import EncoderSpec, resolve_model_source
 from harness.errors import HarnessError, MissingDependencyError
 from harness.formats import locate_beir_folder
 from harness.pipeline import BM25_MODEL, EvaluateConfig, evaluate_dataset
@@ -96,7 +96,7 @@ def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: t
     started = time.perf_counter()
     outcome = evaluate_dataset(EvaluateConfig(
         dataset_path=dataset, split=split, model=model, k_values=k_values, top_k=max(k_values),
-        batch_size=batch_size, ignore_identical_ids=True, output_dir=None, data_dir=data_dir, download=download,
+        encoder=EncoderSpec(batch_size=batch_size), ignore_identical_ids=True, output_dir=None, data_dir=data_dir, download=download,
         cache=cache, cache_dir=cache_dir, progress=progress, device=device))
     ours_seconds = time.perf_counter() - started
     folder = locate_beir_folder(outcome.result.config["dataset_path"], split)

@@ -18,8 +18,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.errors import HarnessError, MissingDependencyError, ModelLoadError
 from harness.records import Doc, doc_text
@@ -33,16 +34,109 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
 
 
+@runtime_checkable
 class Encoder(Protocol):
-    """What the pipeline needs from a model. Vectors are float32, one row per input."""
+    """What the pipeline needs from a model. Vectors are float32, one row per input.
+
+    Attributes:
+        name: The model name a result records.
+        max_seq_length: Truncation length in tokens (None: the model's own, or none).
+        normalize: Whether vectors are L2-normalized (cosine similarity).
+        dimension: The vector size, when known before encoding (None otherwise).
+        device: Where the model runs (``cpu``, ``cuda:0``); None for an encoder with no device.
+    """
 
     name: str
     max_seq_length: int | None
     normalize: bool
 
+    @property
+    def dimension(self) -> int | None: ...
+
+    @property
+    def device(self) -> str | None: ...
+
+    def fingerprint(self) -> dict[str, Any] | None:
+        """The identity of the vectors this encoder makes (weights, settings), the embedding cache's key;
+        None for an encoder without a stable identity, whose vectors are then never cached."""
+
+    def settings(self) -> dict[str, Any]:
+        """How texts become vectors, as a result's config records it."""
+
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def encode_docs(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """How a model turns texts into vectors: what loading, the cache key and a result's identity read.
+
+    Every field decides the vectors (and so enters the configuration hash, the model-files key and, through
+    the encoder's settings, the embedding cache key) except the ones marked not decisive, which change
+    speed or trust only.
+
+    Attributes:
+        max_seq_length: Override of the model's truncation length, in tokens.
+        normalize: L2-normalize embeddings (cosine similarity); False scores raw dot products.
+        query_prefix: Text prepended to each query before encoding (e.g. ``"query: "``).
+        doc_prefix: Text prepended to each document before encoding (e.g. ``"passage: "``).
+        backend: ``torch``, or ``onnx`` / ``onnx-int8`` to encode with ONNX Runtime
+            (`harness.onnx_backend`; needs the ``[onnx]`` extra).
+        precision: ``fp32``, ``fp16`` or ``bf16`` weights and activations (also the reranker's).
+        batch_size: Texts per forward pass (not decisive).
+        trust_remote_code: Let the model run code from its repository (not decisive).
+    """
+
+    max_seq_length: int | None = None
+    normalize: bool = True
+    query_prefix: str = ""
+    doc_prefix: str = ""
+    backend: str = "torch"
+    precision: str = "fp32"
+    batch_size: int = field(default=32, metadata={"decisive": False})
+    trust_remote_code: bool = field(default=False, metadata={"decisive": False})
+
+    def check(self) -> None:
+        """Refuse impossible settings before anything loads.
+
+        Raises:
+            HarnessError: Naming the setting at fault.
+        """
+        from harness.devices import PRECISIONS
+
+        if self.backend not in BACKENDS:
+            raise HarnessError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+        if self.precision not in PRECISIONS:
+            raise HarnessError(f"unknown precision {self.precision!r}; use one of {', '.join(PRECISIONS)}")
+        if self.batch_size <= 0:
+            raise HarnessError(f"batch_size must be positive, got {self.batch_size}")
+        if self.max_seq_length is not None and self.max_seq_length <= 0:
+            raise HarnessError(f"max_seq_length must be positive, got {self.max_seq_length}")
+
+    def to_config(self) -> dict[str, Any]:
+        """The decisive settings, by name (the configuration and the model-files key read these)."""
+        return {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.metadata.get("decisive", True)}
+
+    def load(self, model: str, device: str, cache_root: Path | None = None) -> Encoder:
+        """Load `model` with these settings on `device` (an ONNX backend exports into `cache_root` once).
+
+        Raises:
+            MissingDependencyError: sentence-transformers (or, for ONNX, onnxruntime) is not installed.
+            ModelLoadError: The model cannot be found or loaded.
+        """
+        encoder = load_encoder(model, batch_size=self.batch_size, max_seq_length=self.max_seq_length,
+                               normalize=self.normalize, query_prefix=self.query_prefix, doc_prefix=self.doc_prefix,
+                               trust_remote_code=self.trust_remote_code, device=device, precision=self.precision)
+        if self.backend == "torch":
+            return encoder
+        from harness.cache import cache_dir
+        from harness.onnx_backend import onnx_encoder
+
+        return onnx_encoder(encoder, self.backend, cache_root or cache_dir())
 
 
 def resolve_model_source(name: str) -> str:
@@ -120,6 +214,10 @@ class SentenceTransformerEncoder:
     @property
     def max_seq_length(self) -> int | None:
         return getattr(self.model, "max_seq_length", None)
+
+    @property
+    def device(self) -> str | None:
+        return str(self.model.device)
 
     @property
     def dimension(self) -> int | None:
@@ -261,6 +359,10 @@ class HashingEncoder:
     def name(self) -> str:
         return f"{HASH_PREFIX}{self.dimension}"
 
+    @property
+    def device(self) -> str:
+        return "cpu"
+
     def fingerprint(self) -> dict[str, Any]:
         return {"name": self.name, "scheme": "sha256-bag-of-words-v1", **self.settings()}
 
@@ -313,7 +415,7 @@ class LazyEncoder:
     def __init__(self, fingerprint: dict[str, Any], load: Callable[[], Any], dimension: int | None = None,
                  device: str | None = None):
         self._fingerprint = fingerprint
-        self.device = device  # where the remembered model ran (what its cached vectors came from)
+        self._device = device  # where the remembered model ran (what its cached vectors came from)
         self._load = load
         self._dimension = dimension
         self._encoder: Any = None
@@ -337,6 +439,10 @@ class LazyEncoder:
     @property
     def dimension(self) -> int | None:
         return self._dimension if self._encoder is None else self._encoder.dimension
+
+    @property
+    def device(self) -> str | None:
+        return self._device if self._encoder is None else self._encoder.device
 
     def fingerprint(self) -> dict[str, Any]:
         return self._fingerprint if self._encoder is None else self._encoder.fingerprint()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.encode import SentenceTransformerEncoder
+from harness.encode import BACKENDS, SentenceTransformerEncoder
 from harness.errors import HarnessError, MissingDependencyError
 from harness.formats import default_permissions, private_dir, remove_stale_temporaries
 from harness.host import int8_fast_here, local_kernel_class
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
 OPSET = 17
 # Signed 8-bit weights with one scale per output channel, for the MatMul weights only (the embedding
 # tables stay fp32). Measured on SciFact (benchmarks/onnx_backend.py, BENCHMARKS.md): unsigned

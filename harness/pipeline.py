@@ -27,8 +27,8 @@ from harness.encode import (
     DEFAULT_MODEL,
     HASH_PREFIX,
     Encoder,
+    EncoderSpec,
     encode_corpus,
-    load_encoder,
     resolve_model_source,
 )
 from harness.devices import DeviceError, DeviceSpec
@@ -60,8 +60,6 @@ DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
 STANDARD_K = (1, 3, 5, 10, 20, 100, 1000)
 BM25_MODEL = "bm25"  # --model bm25 selects the lexical baseline instead of a dense model
 DEFAULT_DEPTH = 100
-# The encoder settings that decide a model's vectors: part of the configuration and the model key.
-ENCODER_SETTINGS = ("max_seq_length", "normalize", "query_prefix", "doc_prefix", "backend", "precision")
 
 
 @dataclass(frozen=True)
@@ -76,8 +74,8 @@ class EvaluateConfig:
         k_values: Cutoffs shown; every metric family is stored at each of them and at every
             `STANDARD_K` cutoff up to the depth.
         top_k: Documents retrieved and kept per query; None means max(100, largest k).
-        batch_size: Texts per forward pass.
-        max_seq_length: Override of the model's truncation length, in tokens.
+        encoder: How the model turns texts into vectors (`harness.encode.EncoderSpec`: truncation,
+            normalization, prefixes, backend, precision, batch size).
         ignore_identical_ids: The self-hit policy: True drops a retrieved document whose id
             equals the query id; None takes the registry's policy for a known BEIR dataset
             name and False otherwise.
@@ -92,12 +90,6 @@ class EvaluateConfig:
         cache_dir: The cache root; None means `harness.cache.cache_dir`'s default (one per user).
         threads: torch and faiss threads; None leaves their defaults (all cores).
         index: Which FAISS index to search (`harness.index.IndexSpec`); flat (exact) by default.
-        normalize: L2-normalize embeddings (cosine similarity); False scores raw dot products.
-        query_prefix: Text prepended to each query before encoding (e.g. ``"query: "``).
-        doc_prefix: Text prepended to each document before encoding (e.g. ``"passage: "``).
-        trust_remote_code: Let the model run code from its repository.
-        backend: ``torch``, or ``onnx`` / ``onnx-int8`` to encode with ONNX Runtime
-            (`harness.onnx_backend`; needs the ``[onnx]`` extra).
         chunk_size: Documents encoded (and cached) per chunk.
         checkpoint_seconds: Inside a chunk, store what is encoded whenever this much encoding time
             has passed since the last write, so a killed run loses at most about this much work.
@@ -110,8 +102,6 @@ class EvaluateConfig:
             list (one worker process per device); None means ``$BEIR_HARNESS_DEVICE`` or ``auto``
             (`harness.devices`). Not part of the configuration: devices change vectors by float
             rounding only.
-        precision: ``fp32`` (default), ``fp16`` or ``bf16`` weights and activations; part of the
-            configuration and of the embedding cache key.
         rerank: Rerank the first stage's top documents with a cross-encoder (`harness.rerank`);
             the result then holds `rerank.depth` documents per query.
         name: The label the result carries in every report, table and plot; None means the model
@@ -125,8 +115,7 @@ class EvaluateConfig:
     model: str = DEFAULT_MODEL
     k_values: tuple[int, ...] = DEFAULT_K_VALUES
     top_k: int | None = None
-    batch_size: int = 32
-    max_seq_length: int | None = None
+    encoder: EncoderSpec = field(default_factory=EncoderSpec)
     ignore_identical_ids: bool | None = None
     run_path: Path | None = None
     output_dir: Path | None = Path("results")
@@ -139,18 +128,12 @@ class EvaluateConfig:
     cache_dir: Path | None = None
     threads: int | None = None
     index: IndexSpec = field(default_factory=IndexSpec)
-    normalize: bool = True
-    query_prefix: str = ""
-    doc_prefix: str = ""
-    trust_remote_code: bool = False
-    backend: str = "torch"
     chunk_size: int = 16384
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
     token_budget: int | None = None
     engine: str = "local"
     ray: RaySpec = field(default_factory=RaySpec)
     device: str | None = None
-    precision: str = "fp32"
     rerank: RerankSpec | None = None
     name: str | None = None
     allow_unknown_docs: bool = False
@@ -238,7 +221,8 @@ def configuration(config: EvaluateConfig, dataset: str, model: str | None = None
     """The identity of `config`'s result on `dataset`: the decisive settings that differ from defaults.
 
     Decisive: the depth, the self-hit policy (against the registry's policy for `dataset`), and
-    for a dense model the encoder settings (`ENCODER_SETTINGS`) and the index; for BM25 its spec.
+    for a dense model the encoder's decisive settings (`EncoderSpec.to_config`) and the index; for BM25
+    its spec.
     Defaults are `EvaluateConfig`'s own, so they are stated once.
 
     Args:
@@ -254,8 +238,8 @@ def configuration(config: EvaluateConfig, dataset: str, model: str | None = None
 
         settings["bm25"] = defaults["bm25"] = BM25Spec().to_config()  # not configurable yet
     elif config.run_path is None:
-        for name in ENCODER_SETTINGS:
-            settings[name], defaults[name] = getattr(config, name), getattr(default, name)
+        settings.update(config.encoder.to_config())
+        defaults.update(default.encoder.to_config())
         settings["index"], defaults["index"] = config.index.to_config(), default.index.to_config()
     settings["rerank"], defaults["rerank"] = (config.rerank.to_config() if config.rerank else None), None
     return Configuration.from_settings(model or run_model_name(config), config.split, settings, defaults)
@@ -279,20 +263,12 @@ def self_hit_policy(config: EvaluateConfig, dataset: str) -> tuple[bool, str]:
 def first_device(config: EvaluateConfig) -> str:
     """The device a model of `config` loads on: the first of its devices, ``auto`` resolved now."""
     device = (config.device or "cpu").split(",")[0]
-    return DeviceSpec(device, config.precision).resolve()[0] if device == "auto" else device
+    return DeviceSpec(device, config.encoder.precision).resolve()[0] if device == "auto" else device
 
 
 def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
-    """Load `config.model` with the config's settings and backend, on `device` (default: `first_device`)."""
-    encoder = load_encoder(config.model, batch_size=config.batch_size, max_seq_length=config.max_seq_length,
-                           normalize=config.normalize, query_prefix=config.query_prefix,
-                           doc_prefix=config.doc_prefix, trust_remote_code=config.trust_remote_code,
-                           device=device or first_device(config), precision=config.precision)
-    if config.backend != "torch":
-        from harness.onnx_backend import onnx_encoder
-
-        encoder = onnx_encoder(encoder, config.backend, cache_dir(config.cache_dir))
-    return encoder
+    """Load `config.model` with `config.encoder`'s settings, on `device` (default: `first_device`)."""
+    return config.encoder.load(config.model, device or first_device(config), cache_dir(config.cache_dir))
 
 
 SPARSE_CHUNK = 1024  # sparse rows are cached per chunk; a small chunk bounds what a kill loses
@@ -312,11 +288,12 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: _Corpus
     from harness.encode import chunked
     from harness.learned_sparse import SparseIndex, SparseModel
 
-    if config.backend != "torch":
-        raise HarnessError(f"backend {config.backend} is for dense models; a sparse encoder runs with torch")
+    spec = config.encoder
+    if spec.backend != "torch":
+        raise HarnessError(f"backend {spec.backend} is for dense models; a sparse encoder runs with torch")
     source = resolve_model_source(config.model)
-    model = SparseModel(run_model_name(config), source, config.batch_size, first_device(config), config.precision,
-                        config.max_seq_length)
+    model = SparseModel(run_model_name(config), source, spec.batch_size, first_device(config), spec.precision,
+                        spec.max_seq_length)
     index = SparseIndex()
     entry = embedding_entry(cache_dir(config.cache_dir), {
         "kind": "sparse-corpus", "model": model.fingerprint(), "text_rule": DOC_TEXT_RULE, "dtype": "float32",
@@ -354,9 +331,9 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: _Corpus
     query_rows = model.encode_queries([query.text for query in queries])
     run = index.search([query.query_id for query in queries], query_rows, depth, name=model.name)
     return run, {"model_source": source, "retriever": "learned-sparse", **index.stats(query_rows),
-                 "dimension": index.dimension, "batch_size": config.batch_size, "doc_text": DOC_TEXT_RULE,
+                 "dimension": index.dimension, "batch_size": spec.batch_size, "doc_text": DOC_TEXT_RULE,
                  "embedding_cache": "hit" if corpus.cached else ("stored" if config.cache else "off"),
-                 "device": config.device, "precision": config.precision}
+                 "device": config.device, "precision": spec.precision}
 
 
 def _check_model_kind(config: EvaluateConfig) -> None:
@@ -375,7 +352,7 @@ def _rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder
     """Rerank `run` with `config.rerank`; returns the reranked run and what the result records about it."""
     from harness.rerank import Reranker, ScoreCache, rerank
 
-    reranker = Reranker(config.rerank, device=first_device(config), precision=config.precision)
+    reranker = Reranker(config.rerank, device=first_device(config), precision=config.encoder.precision)
     needed = {hit.doc_id for query_id in run for hit in run[query_id]}
     documents = {doc.doc_id: doc_text(doc) for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
     fingerprint = reranker.fingerprint()
@@ -396,7 +373,8 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
     Scoring a run, BM25 and the hashing stand-in need no device (and no torch); the ONNX
     backends run on the CPU.
     """
-    spec = DeviceSpec(config.device, config.precision)
+    encoder = config.encoder
+    spec = DeviceSpec(config.device, encoder.precision)
     spec.check_syntax()
     needs_torch = config.run_path is None and config.model.lower() != BM25_MODEL and \
         not config.model.startswith(HASH_PREFIX)
@@ -408,12 +386,12 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
         # A list of CPUs keeps its length: `cpu,cpu` is two worker processes.
         return replace(config, device=",".join("cpu" for _ in parts) if config.run_path is None and
                        config.model.startswith(HASH_PREFIX) else "cpu")
-    if config.backend != "torch":
-        if spec.option not in ("auto", "cpu") or config.precision != "fp32":
-            raise DeviceError(f"backend {config.backend} runs on the CPU in fp32 only; use backend torch for device "
-                              f"{spec.option} and precision {config.precision}")
+    if encoder.backend != "torch":
+        if spec.option not in ("auto", "cpu") or encoder.precision != "fp32":
+            raise DeviceError(f"backend {encoder.backend} runs on the CPU in fp32 only; use backend torch for "
+                              f"device {spec.option} and precision {encoder.precision}")
         return replace(config, device="cpu")
-    if spec.option == "auto" and config.precision != "fp16":
+    if spec.option == "auto" and encoder.precision != "fp16":
         # Resolved when a model loads (`first_device`): a warm run that loads none then imports no torch.
         return replace(config, device="auto")
     devices = spec.resolve()
@@ -436,8 +414,8 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
     if not config.cache:
         return load_model(config)
     root = cache_dir(config.cache_dir)
-    settings = {"model": config.model, **{name: getattr(config, name) for name in ENCODER_SETTINGS}}
-    if config.backend == "onnx-int8":
+    settings = {"model": config.model, **config.encoder.to_config()}
+    if config.encoder.backend == "onnx-int8":
         from harness.host import local_kernel_class
 
         settings["int8_kernels"] = local_kernel_class()  # int8 vectors differ by CPU kernel class
@@ -447,9 +425,9 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
         return LazyEncoder(remembered["fingerprint"], lambda: load_model(config), remembered.get("dimension"),
                            remembered.get("device"))
     encoder = load_model(config)
-    if key is not None and hasattr(encoder, "fingerprint"):
-        remember_fingerprint(root, key, {"fingerprint": encoder.fingerprint(),
-                                         "dimension": getattr(encoder, "dimension", None),
+    fingerprint = encoder.fingerprint()
+    if key is not None and fingerprint is not None:
+        remember_fingerprint(root, key, {"fingerprint": fingerprint, "dimension": encoder.dimension,
                                          "device": _device_used(encoder, config)})
     return encoder
 
@@ -617,9 +595,9 @@ def _checked(config: EvaluateConfig) -> tuple[EvaluateConfig, tuple[int, ...], i
         raise HarnessError(f"token_budget must be positive, got {config.token_budget}")
     if config.checkpoint_seconds < 0:
         raise HarnessError(f"checkpoint_seconds must be 0 or more, got {config.checkpoint_seconds}")
-    if config.batch_size <= 0 or config.chunk_size <= 0:
-        raise HarnessError(f"--batch-size and --chunk-size must be positive, got {config.batch_size} and "
-                           f"{config.chunk_size}")
+    if config.chunk_size <= 0:
+        raise HarnessError(f"chunk_size must be positive, got {config.chunk_size}")
+    config.encoder.check()
     config.index.check()  # before any encoding, so a typo costs nothing
     if config.engine not in ENGINES:
         raise HarnessError(f"unknown engine {config.engine!r}; use local or ray")
@@ -630,8 +608,6 @@ def _checked(config: EvaluateConfig) -> tuple[EvaluateConfig, tuple[int, ...], i
         config = replace(config, engine="local")
     if config.engine == "ray" and not config.cache:
         raise HarnessError("--engine ray stores the workers' embeddings in the cache; drop --no-cache")
-    if config.backend not in ("torch", "onnx", "onnx-int8"):
-        raise HarnessError(f"unknown backend {config.backend!r}; use torch, onnx or onnx-int8")
     config = _resolve_devices(config)
     _check_model_kind(config)
     return config, k_values, top_k, stored_k
@@ -721,7 +697,7 @@ def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, dep
         model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
         if encoder is None:
             encoder = _model_or_lazy(config, model_source)
-        config.index.check(getattr(encoder, "dimension", None))  # before encoding, so a bad --pq-m costs nothing
+        config.index.check(encoder.dimension)  # before encoding, so a bad --pq-m costs nothing
     chunk_size = config.chunk_size
     if config.engine == "ray" and config.ray.shards is not None:
         from harness.ray_engine import shard_size
@@ -734,9 +710,8 @@ def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, dep
         model_source=model_source,
         **(config.index.to_config() | ({"nlist": int(quality["nlist"])} if "nlist" in quality else {})),
         similarity="cosine" if encoder.normalize else "dot",
-        **(encoder.settings() if hasattr(encoder, "settings") else
-           {"normalize": encoder.normalize, "max_seq_length": encoder.max_seq_length}),
-        batch_size=config.batch_size,
+        **encoder.settings(),
+        batch_size=config.encoder.batch_size,
         doc_text=DOC_TEXT_RULE,
         embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
         threads=config.threads,
@@ -752,11 +727,8 @@ def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, dep
 def _device_used(encoder: Encoder, config: EvaluateConfig) -> str:
     """Where the model ran, for the result: its actual device; for a model not loaded (every vector
     cached), the device it ran on when it made them, as remembered with its fingerprint."""
-    if getattr(encoder, "loaded", True) is False:
-        return getattr(encoder, "device", None) or str(config.device)
-    real = encoder._real() if hasattr(encoder, "loaded") else encoder
-    device = getattr(getattr(real, "model", None), "device", None)
-    return str(device) if device is not None and config.engine == "local" and "," not in str(config.device) \
+    device = encoder.device
+    return device if device is not None and config.engine == "local" and "," not in str(config.device) \
         else str(config.device)
 
 
@@ -841,8 +813,8 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
               chunk_size: int) -> tuple[Run, dict[str, float]]:
     """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search."""
     started = time.perf_counter()
-    cache_root = cache_dir(config.cache_dir) if config.cache and hasattr(encoder, "fingerprint") else None
-    fingerprint = encoder.fingerprint() if cache_root is not None else None
+    fingerprint = encoder.fingerprint() if config.cache else None
+    cache_root = cache_dir(config.cache_dir) if fingerprint is not None else None
     entry, builder = None, _IndexBuilder(config.index, None, False)
     if cache_root is not None:
         logger.info("embedding cache: %s", cache_root)
@@ -920,7 +892,7 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
             entry.start(chunk_size)  # drops a partial entry of another chunk size: its pieces cannot fit
             if done:
                 logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done, chunk_size)
-        chunks = encode_corpus(encoder, docs, chunk_size=chunk_size, batch_size=config.batch_size,
+        chunks = encode_corpus(encoder, docs, chunk_size=chunk_size, batch_size=config.encoder.batch_size,
                                progress=config.progress, store=entry, checkpoint_seconds=config.checkpoint_seconds,
                                token_budget=config.token_budget)
     # A trained index keeps every vector until it is built (and for exact search after): memory maps of
@@ -967,7 +939,7 @@ def _fan_out(config: EvaluateConfig, fingerprint, docs: Iterator[Doc], entry, ch
 
     from harness.shards import EncodeJob
 
-    job = EncodeJob(partial(load_model, config), fingerprint, entry, chunk_size, config.batch_size,
+    job = EncodeJob(partial(load_model, config), fingerprint, entry, chunk_size, config.encoder.batch_size,
                     config.checkpoint_seconds, config.token_budget)
     if config.engine == "ray":
         from harness.ray_engine import encode_corpus_ray

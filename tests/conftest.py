@@ -34,10 +34,18 @@ class FakeEncoder:
     max_seq_length = None
     normalize = True
 
+    device = None
+
     def __init__(self, dimension: int = 64):
         self.dimension = dimension
         self.doc_batches: list[list[str]] = []
         self.query_texts: list[str] = []
+
+    def fingerprint(self):
+        return None  # no stable identity: its vectors are never cached
+
+    def settings(self):
+        return {"normalize": self.normalize, "max_seq_length": self.max_seq_length}
 
     def _vector(self, text: str) -> np.ndarray:
         vector = np.zeros(self.dimension, dtype=np.float32)

@@ -8,13 +8,14 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+import harness.encode
 import harness.pipeline
 from harness.cli import cli
 
 
 @pytest.fixture
 def grid(tiny_beir, tmp_path, monkeypatch, fake_encoder):
-    monkeypatch.setattr(harness.pipeline, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     second = tmp_path / "tiny2"
     shutil.copytree(tiny_beir, second)
     return [str(tiny_beir), str(second)], tmp_path / "results"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import harness.encode
 import harness.pipeline
 from harness.cache import clear_entries, list_entries
 from harness.cli import cli
@@ -222,7 +223,7 @@ def test_warm_run_needs_no_model_at_all(tiny_beir, tmp_path, monkeypatch, defaul
         loads.append(args)
         return default_encoder
 
-    monkeypatch.setattr(harness.pipeline, "load_encoder", counting_load)
+    monkeypatch.setattr(harness.encode, "load_encoder", counting_load)
     config = {"dataset_path": tiny_beir, "output_dir": None, "progress": False, "cache_dir": tmp_path / "cache",
               "k_values": (1, 10)}
     cold = evaluate_dataset(EvaluateConfig(**config))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import harness.encode
 import harness.pipeline
 from harness.cli import cli
 
@@ -24,7 +25,7 @@ def runner() -> CliRunner:
 
 @pytest.fixture
 def fake_model(monkeypatch, fake_encoder):
-    monkeypatch.setattr(harness.pipeline, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     return fake_encoder
 
 
@@ -36,7 +37,7 @@ def test_help(runner, command):
 
 
 def test_demo_prints_the_lesson_table(runner, default_encoder, monkeypatch):
-    monkeypatch.setattr(harness.pipeline, "load_encoder", lambda *args, **kwargs: default_encoder)
+    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
     result = runner.invoke(cli, ["-q", "demo"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()

@@ -182,9 +182,9 @@ def test_compare_cli(tmp_path):
 
 
 def test_inspect_cli_on_a_real_evaluation(tiny_beir, tmp_path, monkeypatch, fake_encoder):
-    import harness.pipeline
+    import harness.encode
 
-    monkeypatch.setattr(harness.pipeline, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     runner = CliRunner()
     out = tmp_path / "res"
     assert runner.invoke(cli, ["evaluate", str(tiny_beir), "--output-dir", str(out), "--no-cache"]).exit_code == 0

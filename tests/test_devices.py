@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import harness.encode
 import harness.pipeline
 from harness.cli import cli
 from harness.devices import DeviceError, DeviceSpec
@@ -84,7 +85,7 @@ def test_device_errors_come_before_any_model_loads_or_file_is_read(tiny_beir, tm
     def no_dataset(*args, **kwargs):
         raise AssertionError("the dataset was read")
 
-    monkeypatch.setattr(harness.pipeline, "load_encoder", no_model)
+    monkeypatch.setattr(harness.encode, "load_encoder", no_model)
     monkeypatch.setattr(harness.pipeline, "resolve_dataset", no_dataset)
     result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--output-dir", str(tmp_path / "r"),
                                       *options])
@@ -95,7 +96,7 @@ def test_device_errors_come_before_any_model_loads_or_file_is_read(tiny_beir, tm
 
 def test_the_device_is_recorded_and_precision_is_part_of_the_configuration(tiny_beir, tmp_path, monkeypatch,
                                                                            fake_encoder):
-    monkeypatch.setattr(harness.pipeline, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     out = tmp_path / "r"
     runner = CliRunner()
     fp32 = runner.invoke(cli, ["-q", "evaluate", str(tiny_beir), "--output-dir", str(out), "--device", "cpu",

@@ -95,3 +95,47 @@ def test_remote_code_runs_only_when_asked(monkeypatch, tiny_beir, tmp_path):
     with pytest.raises(ModelLoadError):
         load_encoder("some-org/custom-code-model")
     assert asked[-1] is False
+
+
+# --------------------------------------------------------------------------- one spec, one protocol
+
+
+def test_the_encoder_spec_is_what_identity_loading_and_the_model_key_read(tmp_path):
+    from dataclasses import replace
+
+    from harness.encode import EncoderSpec
+    from harness.pipeline import EvaluateConfig, configuration
+
+    spec = EncoderSpec()
+    assert set(spec.to_config()) == {"max_seq_length", "normalize", "query_prefix", "doc_prefix", "backend",
+                                     "precision"}  # batch size and remote code change no vector
+    base = EvaluateConfig(dataset_path=tmp_path, model="m")
+    default = configuration(base, "d")
+    faster = configuration(replace(base, encoder=replace(spec, batch_size=256, trust_remote_code=True)), "d")
+    prefixed = configuration(replace(base, encoder=replace(spec, query_prefix="query: ")), "d")
+    assert faster.config_hash == default.config_hash and faster.variant == ""
+    assert prefixed.config_hash != default.config_hash and prefixed.variant
+    loaded = EncoderSpec(normalize=False, batch_size=7).load("hash:16", "cpu")
+    assert loaded.batch_size == 7 and loaded.normalize is False
+
+
+@pytest.mark.parametrize("values, setting", [({"backend": "tensorrt"}, "backend"), ({"precision": "fp8"}, "precision"),
+                                             ({"batch_size": 0}, "batch_size"), ({"max_seq_length": -1}, "max_seq_length")])
+def test_an_impossible_encoder_setting_names_itself(values, setting):
+    from harness.encode import EncoderSpec
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match=setting):
+        EncoderSpec(**values).check()
+
+
+def test_every_shipped_encoder_speaks_the_whole_protocol(default_encoder, fake_encoder):
+    from harness.encode import Encoder, LazyEncoder
+
+    hashing = load_encoder("hash:16")
+    lazy = LazyEncoder(hashing.fingerprint(), lambda: hashing, 16, "cpu")
+    for encoder in (default_encoder, hashing, lazy, fake_encoder):
+        assert isinstance(encoder, Encoder), type(encoder).__name__
+    assert default_encoder.device == "cpu" and default_encoder.dimension == 384
+    assert lazy.device == "cpu" and not lazy.loaded and lazy.fingerprint() == hashing.fingerprint()
+    assert fake_encoder.fingerprint() is None  # no identity: the pipeline never caches its vectors

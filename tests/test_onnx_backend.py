@@ -62,10 +62,10 @@ def test_exports_are_cached_and_keyed_by_backend(encoders, default_encoder):
 
 
 def test_evaluate_with_the_onnx_backend(encoders, tiny_beir, tmp_path, monkeypatch, default_encoder):
-    import harness.pipeline
+    import harness.encode
 
     root, _, _ = encoders
-    monkeypatch.setattr(harness.pipeline, "load_encoder", lambda *args, **kwargs: default_encoder)
+    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
     runs = {}
     for backend in ("torch", "onnx"):
         result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--backend", backend, "--json",
