@@ -329,9 +329,23 @@ def _comma_list(ctx: click.Context, param: click.Parameter, value: str) -> list[
     return list(dict.fromkeys(items))
 
 
+def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    from harness.systems import split_systems
+
+    try:
+        items = split_systems(value)
+    except HarnessError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if not items:
+        raise click.BadParameter("give at least one system, comma-separated")
+    return items
+
+
 @cli.command()
-@click.option("--models", required=True, callback=_comma_list,
-              help="Comma-separated models: sentence-transformers names or folders, or bm25.")
+@click.option("--models", "--systems", "models", required=True, callback=_systems,
+              help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
+                   "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
+                   "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf.")
 @click.option("--datasets", "dataset_names", required=True, callback=_comma_list,
               help="Comma-separated datasets: registry names or BEIR folders.")
 @click.option("--metric", default="nDCG@10", show_default=True, help="Metric of the summary table.")
@@ -344,7 +358,8 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
 
     Each cell writes its result as `evaluate` does. A cell whose result already exists with the
     same settings (config hash) is skipped unless --force; a failing cell is reported and the
-    rest go on (exit code 1 at the end). Prints a summary table and rewrites
+    rest go on (exit code 1 at the end). A fusion's systems are evaluated too, then their saved runs
+    fused as `fuse` does. Prints a summary table and rewrites
     <output-dir>/results.csv, one row per dataset × model × split × metric.
 
     Example:
@@ -352,6 +367,7 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
     \b
         beir-harness bench --models all-MiniLM-L6-v2,bm25 --datasets scifact,nfcorpus
         beir-harness bench --models bm25 --datasets ../shared/data/beir/scifact --metric Recall@100
+        beir-harness bench --systems "bm25, all-MiniLM-L6-v2, rrf(bm25, all-MiniLM-L6-v2)" --datasets scifact
     """
     from harness.metrics import parse_metric
     from harness.pipeline import run_bench

@@ -108,14 +108,17 @@ def fuse(runs: Sequence[Run], spec: FusionSpec, name: str = "fusion") -> Run:
         totals: dict[str, float] = {}
         counts: dict[str, int] = {}
         for run, weight in zip(runs, weights):
-            if query_id not in run or not run.scores[query_id]:
+            if not run.depth(query_id):
                 continue
             if spec.method == "rrf":
-                contributions = {hit.doc_id: 1.0 / (spec.rrf_k + rank) for rank, hit in enumerate(run[query_id], 1)}
+                scores = run.scores_of(query_id)
+                # trec_eval's order (score, then doc_id, descending), without building ranked entries
+                order = sorted(zip(scores.values(), scores), reverse=True)
+                contributions = {doc_id: 1.0 / (spec.rrf_k + rank) for rank, (_, doc_id) in enumerate(order, 1)}
             elif spec.method == "dbsf":
-                contributions = _dbsf(run.scores[query_id])
+                contributions = _dbsf(run.scores_of(query_id))
             else:
-                contributions = _NORMALIZE[spec.norm](run.scores[query_id])
+                contributions = _NORMALIZE[spec.norm](run.scores_of(query_id))
                 if spec.method == "wsum":
                     contributions = {d: weight * s for d, s in contributions.items()}
             for doc_id, value in contributions.items():

@@ -1126,59 +1126,103 @@ def system_config(base: EvaluateConfig, system: str) -> EvaluateConfig:
 
 
 def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, force: bool = False) -> BenchReport:
-    """Evaluate every model on every dataset with the settings of `base`.
+    """Evaluate every system on every dataset with the settings of `base`.
 
     Each cell is an `evaluate_dataset` run writing its result files. A cell whose result exists
-    with the same configuration (`config_hash`) and harness version is skipped unless `force`. A cell that fails with a HarnessError
-    is reported and the grid goes on. A model is loaded once for all its datasets. At the end,
-    ``<output_dir>/results.csv`` is rewritten from every result under the output folder.
+    with the same configuration (`config_hash`) and harness version is skipped unless `force`. A cell
+    that fails with a HarnessError is reported and the grid goes on. A model is loaded once for all its
+    datasets. A fusion's systems are evaluated too (added to the grid when not listed), then their saved
+    runs fused (`fuse_results`; milliseconds, so always redone). At the end, ``<output_dir>/results.csv``
+    is rewritten from every result under the output folder.
 
     Args:
-        models: Systems: model names or folders, ``bm25``, or ``FIRST >> CROSS_ENCODER@DEPTH``
-            (`system_config`).
+        models: Systems: model names or folders, ``bm25``, ``FIRST >> CROSS_ENCODER@DEPTH``
+            (`system_config`), or fusions ``METHOD(SYSTEM, SYSTEM, ...)`` (`harness.systems`).
         datasets: Registry names or BEIR folders.
         base: Settings shared by every cell (its model and dataset are replaced; with several
             models, its `name` becomes ``<name>: <model>``).
         force: Redo cells that are already done.
-    """
-    from harness.report import read_result, result_paths, write_results_csv
 
-    cells: list[Cell] = []
-    encoders: dict[str, Encoder] = {}
-    datasets = expand_datasets(datasets)
-    total = len(models) * len(datasets)
-    for dataset in datasets:
-        for model in models:
-            # One --name for several models labels each cell "<name>: <model>".
-            label = f"{base.name}: {model}" if base.name and len(models) > 1 else base.name
-            config = system_config(replace(base, dataset_path=dataset, name=label), model)
-            logger.info("cell %d/%d: %s × %s", len(cells) + 1, total, dataset, model)
-            name = _display_name(dataset)
-            if base.output_dir is not None and not force:
-                identity = configuration(config, name)
-                previous = read_result(result_paths(base.output_dir, name, identity.model, base.split,
-                                                    identity.variant)[0])
-                if previous is not None and previous.get("config_hash") == identity.config_hash \
-                        and previous.get("versions", {}).get("beir-harness") == __version__:
-                    logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, model)
-                    cells.append(Cell(name, model, "skipped", previous["metrics"]))
-                    continue
-            try:
-                encoder = None
-                if config.model.lower() != BM25_MODEL:
-                    if config.model not in encoders:
-                        encoders[config.model] = load_model(config)
-                    encoder = encoders[config.model]
-                outcome = evaluate_dataset(config, encoder=encoder)
-            except HarnessError as exc:
-                logger.error("%s × %s failed: %s", dataset, model, exc)
-                cells.append(Cell(name, model, "failed", error=str(exc)))
-                continue
-            if outcome.paths:
-                logger.info("wrote %s", outcome.paths[0])
-            cells.append(Cell(outcome.result.dataset, model, "done", outcome.result.metrics))
+    Raises:
+        HarnessError: A malformed system, or fusions asked for with no output folder.
+    """
+    from harness.report import write_results_csv
+    from harness.systems import parse_fusion
+
+    fusions = [fused for fused in map(parse_fusion, models) if fused is not None]
+    if fusions and base.output_dir is None:
+        raise HarnessError("fusion systems fuse the runs saved beside their systems' results; set output_dir")
+    fused_texts = {fused.text for fused in fusions}
+    systems = [model for model in models if model.strip() not in fused_texts]
+    systems += [member for fused in fusions for member in fused.members if member not in systems]
+    systems = list(dict.fromkeys(systems))
+    grid = _Grid(base, force, len(systems) + len(fusions))
+    for dataset in expand_datasets(datasets):
+        saved = {system: grid.cell(dataset, system) for system in systems}
+        for fused in fusions:
+            grid.fuse(dataset, fused, saved)
     csv_path = write_results_csv(base.output_dir) if base.output_dir is not None else None
-    return BenchReport(cells, csv_path)
+    return BenchReport(grid.cells, csv_path)
+
+
+class _Grid:
+    """The cells of one bench run, and the models loaded for them (once each)."""
+
+    def __init__(self, base: EvaluateConfig, force: bool, per_dataset: int):
+        self.base, self.force, self.per_dataset = base, force, per_dataset
+        self.cells: list[Cell] = []
+        self.encoders: dict[str, Encoder] = {}
+
+    def cell(self, dataset: str, system: str) -> Path | None:
+        """Evaluate (or skip) one cell; returns the path of its result file, None when it failed."""
+        from harness.report import read_result, result_paths
+
+        base = self.base
+        label = f"{base.name}: {system}" if base.name and self.per_dataset > 1 else base.name
+        config = system_config(replace(base, dataset_path=dataset, name=label), system)
+        logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system)
+        name = _display_name(dataset)
+        if base.output_dir is not None and not self.force:
+            identity = configuration(config, name)
+            path = result_paths(base.output_dir, name, identity.model, base.split, identity.variant)[0]
+            previous = read_result(path)
+            if previous is not None and previous.get("config_hash") == identity.config_hash \
+                    and previous.get("versions", {}).get("beir-harness") == __version__:
+                logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, system)
+                self.cells.append(Cell(name, system, "skipped", previous["metrics"]))
+                return path
+        try:
+            encoder = None
+            if config.model.lower() != BM25_MODEL and not _is_sparse_model(config):
+                if config.model not in self.encoders:
+                    self.encoders[config.model] = load_model(config)
+                encoder = self.encoders[config.model]
+            outcome = evaluate_dataset(config, encoder=encoder)
+        except HarnessError as exc:
+            logger.error("%s × %s failed: %s", dataset, system, exc)
+            self.cells.append(Cell(name, system, "failed", error=str(exc)))
+            return None
+        if outcome.paths:
+            logger.info("wrote %s", outcome.paths[0])
+        self.cells.append(Cell(outcome.result.dataset, system, "done", outcome.result.metrics))
+        return outcome.paths[0] if outcome.paths else None
+
+    def fuse(self, dataset: str, fused, saved: dict[str, Path | None]) -> None:
+        """Fuse the saved runs of `fused`'s systems on `dataset` (a failed system fails the fusion)."""
+        name = _display_name(dataset)
+        missing = [member for member in fused.members if saved.get(member) is None]
+        if missing:
+            self.cells.append(Cell(name, fused.text, "failed", error=f"{missing[0]} failed, so it cannot be fused"))
+            return
+        label = f"{self.base.name}: {fused.text}" if self.base.name else None
+        try:
+            outcome = fuse_results([saved[member] for member in fused.members], fused.spec, self.base.output_dir,
+                                   name=label)
+        except HarnessError as exc:
+            logger.error("%s × %s failed: %s", dataset, fused.text, exc)
+            self.cells.append(Cell(name, fused.text, "failed", error=str(exc)))
+            return
+        self.cells.append(Cell(outcome.result.dataset, fused.text, "done", outcome.result.metrics))
 
 
 def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = Path("results"),
@@ -1219,7 +1263,7 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
     notes: list[str] = []
     runs = [_saved_run(path, data, notes) for path, data in inputs]
     for (path, _), run in zip(inputs, runs):
-        deepest = max((len(run[q]) for q in run), default=0)
+        deepest = max((run.depth(q) for q in run), default=0)
         if deepest < spec.depth:
             notes.append(f"{path.name}: at most {deepest} documents per query, fewer than the fusion depth "
                          f"{spec.depth}")
@@ -1233,7 +1277,7 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
     labels = [result_label(data) for _, data in inputs]
     label = name or f"{spec.method}({', '.join(labels)})"
     fused = fuse(runs, spec, name=label)
-    depth = min(spec.depth, max((len(fused[q]) for q in fused), default=0)) or spec.depth
+    depth = min(spec.depth, max((fused.depth(q) for q in fused), default=0)) or spec.depth
     evaluation = evaluate(qrels, fused, standard_metrics(sorted(k for k in STANDARD_K if k <= depth) or [depth]))
     identity = Configuration.from_settings("fusion", first["split"], {
         "fusion": spec.to_config(), "inputs": sorted(data.get("config_hash") or str(path) for path, data in inputs)},

@@ -12,6 +12,8 @@ Every metric in beir-harness, including MRR, reads this one order.
 
 from __future__ import annotations
 
+import heapq
+
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
@@ -178,6 +180,14 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
         """query_id → {doc_id: score}, read-only, unordered."""
         return MappingProxyType({query_id: MappingProxyType(docs) for query_id, docs in self._scores.items()})
 
+    def scores_of(self, query_id: str) -> Mapping[str, float]:
+        """One query's doc_id → score, read-only, unordered (cheap: no ranking, no copy)."""
+        return MappingProxyType(self._scores[query_id])
+
+    def depth(self, query_id: str) -> int:
+        """How many documents the run holds for one query (0 for a query it lacks)."""
+        return len(self._scores.get(query_id, ()))
+
     def trec_eval_input(self, query_ids: Iterable[str]) -> dict[str, dict[str, float]]:
         """The run's own score dicts for these queries, for pytrec_eval (which only reads them)."""
         return {query_id: self._scores[query_id] for query_id in query_ids if query_id in self._scores}
@@ -211,8 +221,15 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
 
     def truncated(self, depth: int) -> Run:
         """A copy keeping the first `depth` documents of each ranked list."""
-        kept = {query_id: {hit.doc_id: hit.score for hit in self[query_id][:depth]} for query_id in self._scores}
-        return Run(kept, self.name, self.metadata)
+        kept = {}
+        for query_id, docs in self._scores.items():
+            if len(docs) <= depth:
+                kept[query_id] = dict(docs)  # nothing to cut: no ranking needed
+            else:
+                # The trec_eval order (score, then doc_id, descending) of the top `depth` only.
+                top = heapq.nlargest(depth, zip(docs.values(), docs))
+                kept[query_id] = {doc_id: score for score, doc_id in top}
+        return Run.adopt(kept, self.name, self.metadata)
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """query_id → {doc_id: score}, the shape pytrec_eval and BEIR take."""

@@ -89,3 +89,75 @@ def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monk
     assert "12 cells: 12 done" in result.stdout
     report = CliRunner().invoke(cli, ["report", str(tmp_path / "out")])
     assert "| cqadupstack |" in report.stdout
+
+
+# --------------------------------------------------------------------------- fusions as systems
+
+
+def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
+    from harness.fusion import fuse
+    from harness.formats import read_run
+
+    datasets, out = grid
+    result = CliRunner().invoke(cli, ["-q", "bench", "--systems", "rrf(fake-bow, bm25), wsum(bm25, fake-bow, "
+                                      "weights=0.3:0.7, norm=zscore)", "--datasets", datasets[0], "--output-dir",
+                                      str(out), "--k", "1,10", "--no-cache"])
+    assert result.exit_code == 0, result.stderr
+    header = result.stdout.splitlines()[0].split("  ")
+    assert [h.strip() for h in header if h.strip()][1:] == [
+        "fake-bow", "bm25", "rrf(fake-bow, bm25)", "wsum(bm25, fake-bow, weights=0.3:0.7, norm=zscore)"]
+    assert "4 cells: 4 done" in result.stdout
+    fused = sorted((out / "tiny" / "fusion").glob("test.*.json"))
+    assert len(fused) == 2
+    # The fused file holds exactly what fusing the two saved runs gives.
+    runs = [read_run(out / "tiny" / model / "test.run.trec") for model in ("fake-bow", "bm25")]
+    from harness.fusion import FusionSpec
+
+    expected = fuse(runs, FusionSpec("rrf"))
+    rrf = next(path for path in fused if "rrf" in path.read_text())
+    saved = read_run(rrf.with_name(rrf.stem + ".run.trec"))
+    assert {q: [h.doc_id for h in saved[q]] for q in saved} == {q: [h.doc_id for h in expected[q]] for q in expected}
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert {row["label"] for row in rows} >= {"rrf(fake-bow, bm25)"}
+    # A rerun skips the evaluated systems and fuses again (milliseconds).
+    again = CliRunner().invoke(cli, ["-q", "bench", "--systems", "rrf(fake-bow, bm25)", "--datasets", datasets[0],
+                                     "--output-dir", str(out), "--k", "1,10", "--no-cache"])
+    assert "3 cells: 1 done, 2 skipped" in again.stdout
+
+
+@pytest.mark.parametrize("systems, message", [
+    ("rrf(bm25)", "at least two runs"),
+    ("borda(bm25, x)", "unknown fusion method 'borda'"),
+    ("rrf(bm25, x, alpha=2)", "unknown fusion setting 'alpha'"),
+    ("wsum(bm25, x, weights=1:2:3)", "3 weights for 2 runs"),
+    ("rrf(bm25, x, k=sixty)", "k='sixty' is not a valid value"),
+    ("rrf(bm25, rrf(a, b))", "a fusion of a fusion"),
+    ("rrf(bm25, x", "is never closed"),
+])
+def test_a_malformed_fusion_is_one_line_naming_it(grid, systems, message):
+    datasets, out = grid
+    result = CliRunner().invoke(cli, ["-q", "bench", "--systems", systems, "--datasets", datasets[0],
+                                      "--output-dir", str(out), "--no-cache"])
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert not (out / "tiny").exists()
+
+
+def test_a_fusion_of_a_failed_system_fails_alone(grid, tmp_path, monkeypatch):
+    from harness.errors import ModelLoadError
+
+    def no_model(name, *args, **kwargs):
+        raise ModelLoadError(f"cannot load model {name!r}")
+
+    monkeypatch.setattr(harness.encode, "load_encoder", no_model)
+    datasets, out = grid
+    result = CliRunner().invoke(cli, ["-q", "bench", "--systems", "bm25, rrf(bm25, " + str(tmp_path / "nomodel") +
+                                      ")", "--datasets", datasets[0], "--output-dir", str(out), "--no-cache"])
+    assert result.exit_code == 1
+    assert "failed, so it cannot be fused" in result.stdout and (out / "tiny" / "bm25" / "test.json").is_file()
+
+
+def test_split_systems_keeps_commas_inside_parentheses():
+    from harness.systems import split_systems
+
+    assert split_systems("bm25, rrf(bm25, e5, k=10) ,bm25 >> ce@50,bm25") == [
+        "bm25", "rrf(bm25, e5, k=10)", "bm25 >> ce@50"]
