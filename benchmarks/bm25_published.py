@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.pipeline import EvaluateConfig, evaluate_dataset
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 
 def published() -> dict[tuple[str, str], dict[str, str]]:

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.formats import find_file
+from harness.io.formats import find_file
 
 
 def _subset(dataset: Path, docs: int, target: Path) -> Path:
@@ -87,8 +87,8 @@ def kill(args) -> int:
 def overhead(args) -> int:
     import numpy as np
 
-    from harness.cache import embedding_entry
-    from harness.encode import encode_corpus, load_encoder
+    from harness.io.cache import embedding_entry
+    from harness.retrieval.encode import encode_corpus, load_encoder
     from harness.records import Doc
 
     encoder = load_encoder(f"hash:{args.dim}")

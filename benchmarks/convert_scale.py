@@ -6,7 +6,7 @@ Usage (from the repository root):
 
 For each size, writes a CSV corpus (about 200 bytes of text a document, with quoted commas and
 line breaks), 1,000 queries and 2,000 judgments, then runs the conversion in a fresh process and
-reads that process's peak RSS. A baseline process that only imports `harness.convert` gives the
+reads that process's peak RSS. A baseline process that only imports `harness.datasets.convert` gives the
 fixed cost; the claim is that what remains grows with the number of ids, not with text size.
 """
 
@@ -27,7 +27,7 @@ WORDS = ("retrieval evaluation dense sparse index query document judgment releva
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
-from harness.convert import convert_tables
+from harness.datasets.convert import convert_tables
 folder = Path(sys.argv[1])
 started = time.perf_counter()
 if sys.argv[2] == "convert":
@@ -87,7 +87,7 @@ def main() -> int:
                      "peak_rss_mb": child["peak_rss_kib"] / 1024, "above_baseline_mb": above / 2**20,
                      "bytes_per_doc_above_baseline": above / n, "docs_per_s": n / child["seconds"]})
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"baseline (python + import harness.convert): peak RSS {baseline['peak_rss_kib'] / 1024:.1f} MB")
+    print(f"baseline (python + import harness.datasets.convert): peak RSS {baseline['peak_rss_kib'] / 1024:.1f} MB")
     print(f"{'docs':>9} {'CSV MB':>8} {'convert s':>10} {'docs/s':>9} {'peak RSS MB':>12} {'above base MB':>14} "
           f"{'B/doc':>7}")
     for r in rows:

@@ -26,8 +26,9 @@ METHODS = ("rrf", "combsum", "combmnz", "wsum", "dbsf")
 
 
 def real(data: Path, depth: int) -> None:
-    from harness.fusion import FusionSpec
-    from harness.pipeline import EvaluateConfig, evaluate_dataset, fuse_results
+    from harness.retrieval.fusion import FusionSpec
+    from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+    from harness.pipeline.fuse import fuse_results
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
@@ -48,8 +49,8 @@ def real(data: Path, depth: int) -> None:
 
 
 def synthetic(n_queries: int, depth: int = 1000) -> None:
-    from harness.fusion import FusionSpec, fuse
-    from harness.metrics import evaluate, standard_metrics
+    from harness.retrieval.fusion import FusionSpec, fuse
+    from harness.evaluation.metrics import evaluate, standard_metrics
     from harness.records import Qrels, Run
 
     rng = random.Random(0)

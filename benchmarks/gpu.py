@@ -14,7 +14,7 @@ retrieval is an exact top-k by matrix product on the device and nDCG@10 is compu
 For SciFact and NFCorpus (``--data``) and a synthetic corpus of ``--synthetic`` passages, at fp32,
 fp16 and bf16 (the CPU mode: fp32 and bf16 on a few hundred documents):
 
-* docs/s of raw ``SentenceTransformer.encode`` and of ours (`harness.encode.encode_corpus`:
+* docs/s of raw ``SentenceTransformer.encode`` and of ours (`harness.retrieval.encode.encode_corpus`:
   token-budget batches, tokenization on a thread ahead of the device, non-blocking copies);
 * nDCG@10 of each precision, and its difference to fp32;
 * the share of wall time the device is busy (CUDA events around every forward pass);
@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels  # noqa: E402
+from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels  # noqa: E402
 from harness.records import doc_text  # noqa: E402
 
 
@@ -138,7 +138,7 @@ def run(args) -> dict:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from harness.encode import encode_corpus, load_encoder
+    from harness.retrieval.encode import encode_corpus, load_encoder
 
     device = "cpu" if args.cpu else "cuda"
     precisions = ("fp32", "bf16") if args.cpu else ("fp32", "fp16", "bf16")
@@ -219,7 +219,7 @@ def prepare_model(target: Path) -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from harness.encode import resolve_model_source
+    from harness.retrieval.encode import resolve_model_source
 
     model = SentenceTransformer(resolve_model_source("all-MiniLM-L6-v2"), device="cpu").to(torch.float16)
     model.save(str(target))
@@ -243,7 +243,7 @@ def main() -> int:
         prepare_model(args.prepare_model)
         return 0
     if args.model is None:
-        from harness.encode import resolve_model_source
+        from harness.retrieval.encode import resolve_model_source
 
         args.model = Path(resolve_model_source("all-MiniLM-L6-v2"))
     report = run(args)

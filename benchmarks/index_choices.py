@@ -17,8 +17,8 @@ import logging
 import sys
 from pathlib import Path
 
-from harness.index import IndexSpec
-from harness.pipeline import EvaluateConfig, evaluate_dataset
+from harness.retrieval.index import IndexSpec
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 SPECS = [
     IndexSpec("flat"),

@@ -27,11 +27,11 @@ def main() -> int:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-    from harness.encode import resolve_model_source
-    from harness.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels
+    from harness.retrieval.encode import resolve_model_source
+    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels
     from harness.records import doc_text
-    from harness.rerank import Reranker, RerankSpec, ScoreCache, rerank
-    from harness.sparse import BM25Retriever, BM25Spec
+    from harness.retrieval.rerank import Reranker, RerankSpec, ScoreCache, rerank
+    from harness.retrieval.bm25 import BM25Retriever, BM25Spec
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=30)

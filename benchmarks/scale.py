@@ -26,8 +26,8 @@ DIM = 384
 CHILD = r"""
 import json, resource, sys, threading, time
 from pathlib import Path
-from harness.index import IndexSpec
-from harness.pipeline import EvaluateConfig, evaluate_dataset
+from harness.retrieval.index import IndexSpec
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 peak_anon = 0
 def sample_anonymous_memory():
@@ -83,9 +83,9 @@ def encoder_rates(data: Path, sample: int) -> dict[str, float]:
     import tempfile
     import time
 
-    from harness.encode import encode_corpus, load_encoder
-    from harness.formats import iter_corpus, locate_beir_folder
-    from harness.onnx_backend import onnx_encoder
+    from harness.retrieval.encode import encode_corpus, load_encoder
+    from harness.io.formats import iter_corpus, locate_beir_folder
+    from harness.retrieval.onnx_backend import onnx_encoder
     from harness.records import Doc, doc_text
 
     folder = locate_beir_folder(data / "scifact", "test")
@@ -118,7 +118,7 @@ def main() -> int:
                   f"{MSMARCO_DOCS:,} passages in {MSMARCO_DOCS / rate / 3600:6.1f} h")
         return 0
     baseline = json.loads(subprocess.run(
-        [sys.executable, "-c", "import json, resource; import harness.pipeline, numpy, faiss, pytrec_eval; "
+        [sys.executable, "-c", "import json, resource; import harness.pipeline.evaluate, numpy, faiss, pytrec_eval; "
          "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))"],
         capture_output=True, text=True, check=True).stdout)
     print(f"baseline (python + harness + numpy + faiss + pytrec_eval imported): {baseline:.0f} MB")

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.pipeline import EvaluateConfig, evaluate_dataset
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 PUBLISHED = {"nDCG@10": 0.64508, "Recall@100": 0.92500, "MRR@10": 0.60472}  # MTEB, all-MiniLM-L6-v2, SciFact test
 TOLERANCE = 0.003

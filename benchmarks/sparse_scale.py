@@ -38,7 +38,7 @@ def rows(rng, n: int, active: int, vocabulary: int):
 def main() -> int:
     import numpy as np
 
-    from harness.learned_sparse import SparseIndex
+    from harness.retrieval.learned_sparse import SparseIndex
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,300000,1000000")

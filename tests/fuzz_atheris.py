@@ -31,10 +31,10 @@ if __name__ == "__main__":
 else:
     instrumented = contextlib.nullcontext()
 with instrumented:
-    from harness.convert import ConvertOptions, convert_eval_set, convert_tables
+    from harness.datasets.convert import ConvertOptions, convert_eval_set, convert_tables
     from harness.errors import HarnessError
-    from harness.formats import iter_corpus, iter_queries, read_qrels, read_run
-    from harness.metrics import parse_k_values, parse_metric
+    from harness.io.formats import iter_corpus, iter_queries, read_qrels, read_run
+    from harness.evaluation.metrics import parse_k_values, parse_metric
 
 WORK = Path(tempfile.mkdtemp(prefix="beir-harness-atheris-"))
 GOOD = {"queries.csv": b"id,text\nq1,hello\n", "qrels.csv": b"qid,docid,score\nq1,d1,1\n"}

@@ -8,14 +8,14 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-import harness.encode
-import harness.pipeline
+import harness.retrieval.encode
+import harness.pipeline.evaluate
 from harness.cli import cli
 
 
 @pytest.fixture
 def grid(tiny_beir, tmp_path, monkeypatch, fake_encoder):
-    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     second = tmp_path / "tiny2"
     shutil.copytree(tiny_beir, second)
     return [str(tiny_beir), str(second)], tmp_path / "results"
@@ -72,7 +72,7 @@ def test_bench_help_and_bad_metric(grid):
 
 
 def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monkeypatch, fake_encoder, tiny_beir):
-    from harness import registry
+    from harness.datasets import registry
 
     data = tmp_path / "data"
     forums = registry.get("cqadupstack").subsets
@@ -95,8 +95,8 @@ def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monk
 
 
 def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
-    from harness.fusion import fuse
-    from harness.formats import read_run
+    from harness.retrieval.fusion import fuse
+    from harness.io.formats import read_run
 
     datasets, out = grid
     result = CliRunner().invoke(cli, ["-q", "bench", "--systems", "rrf(fake-bow, bm25), wsum(bm25, fake-bow, "
@@ -111,7 +111,7 @@ def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
     assert len(fused) == 2
     # The fused file holds exactly what fusing the two saved runs gives.
     runs = [read_run(out / "tiny" / model / "test.run.trec") for model in ("fake-bow", "bm25")]
-    from harness.fusion import FusionSpec
+    from harness.retrieval.fusion import FusionSpec
 
     expected = fuse(runs, FusionSpec("rrf"))
     rrf = next(path for path in fused if "rrf" in path.read_text())
@@ -148,7 +148,7 @@ def test_a_fusion_of_a_failed_system_fails_alone(grid, tmp_path, monkeypatch):
     def no_model(name, *args, **kwargs):
         raise ModelLoadError(f"cannot load model {name!r}")
 
-    monkeypatch.setattr(harness.encode, "load_encoder", no_model)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", no_model)
     datasets, out = grid
     result = CliRunner().invoke(cli, ["-q", "bench", "--systems", "bm25, rrf(bm25, " + str(tmp_path / "nomodel") +
                                       ")", "--datasets", datasets[0], "--output-dir", str(out), "--no-cache"])
@@ -157,7 +157,7 @@ def test_a_fusion_of_a_failed_system_fails_alone(grid, tmp_path, monkeypatch):
 
 
 def test_split_systems_keeps_commas_inside_parentheses():
-    from harness.systems import split_systems
+    from harness.pipeline.systems import split_systems
 
     assert split_systems("bm25, rrf(bm25, e5, k=10) ,bm25 >> ce@50,bm25") == [
         "bm25", "rrf(bm25, e5, k=10)", "bm25 >> ce@50"]

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import harness.encode
-import harness.pipeline
-from harness.cache import clear_entries, list_entries
+import harness.retrieval.encode
+import harness.pipeline.evaluate
+from harness.io.cache import clear_entries, list_entries
 from harness.cli import cli
-from harness.pipeline import EvaluateConfig, evaluate_dataset
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 from conftest import FakeEncoder
 
@@ -122,7 +122,7 @@ def test_no_cache_writes_nothing(tiny_beir, tmp_path):
 
 
 def test_vectors_round_trip_exactly(tiny_beir, tmp_path):
-    from harness.formats import iter_corpus
+    from harness.io.formats import iter_corpus
     from harness.records import doc_text
 
     encoder = CachingFake()
@@ -173,8 +173,8 @@ def test_cache_clear_asks_before_clearing_everything(tiny_beir, tmp_path):
 
 
 def test_cache_clear_accepts_the_model_aliases_evaluate_accepts(tmp_path):
-    from harness.cache import embedding_entry
-    from harness.encode import DEFAULT_MODEL
+    from harness.io.cache import embedding_entry
+    from harness.retrieval.encode import DEFAULT_MODEL
 
     entry = embedding_entry(tmp_path, {"kind": "corpus", "model": {"name": DEFAULT_MODEL}}, {"dataset": "scifact"})
     entry.start(10)
@@ -184,7 +184,7 @@ def test_cache_clear_accepts_the_model_aliases_evaluate_accepts(tmp_path):
 
 
 def test_the_default_cache_is_per_user_not_per_folder(monkeypatch, tmp_path):
-    from harness.cache import cache_dir
+    from harness.io.cache import cache_dir
 
     monkeypatch.delenv("BEIR_HARNESS_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -196,7 +196,7 @@ def test_the_default_cache_is_per_user_not_per_folder(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])
 def test_approximate_index_is_cached_and_a_damaged_one_rebuilt(tiny_beir, tmp_path, caplog, kind):
-    from harness.index import IndexSpec
+    from harness.retrieval.index import IndexSpec
 
     spec = IndexSpec(kind)
     cold = _run(tiny_beir, tmp_path, CachingFake(), index=spec)
@@ -223,7 +223,7 @@ def test_warm_run_needs_no_model_at_all(tiny_beir, tmp_path, monkeypatch, defaul
         loads.append(args)
         return default_encoder
 
-    monkeypatch.setattr(harness.encode, "load_encoder", counting_load)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", counting_load)
     config = {"dataset_path": tiny_beir, "output_dir": None, "progress": False, "cache_dir": tmp_path / "cache",
               "k_values": (1, 10)}
     cold = evaluate_dataset(EvaluateConfig(**config))

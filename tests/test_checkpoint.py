@@ -7,8 +7,8 @@ from functools import partial
 import numpy as np
 import pytest
 
-from harness.cache import embedding_entry
-from harness.encode import encode_corpus, load_encoder
+from harness.io.cache import embedding_entry
+from harness.retrieval.encode import encode_corpus, load_encoder
 from harness.records import Doc
 
 
@@ -76,7 +76,7 @@ def test_a_damaged_or_foreign_piece_is_ignored(tmp_path):
 
 def test_a_ray_shard_checkpoints_and_resumes_without_ray(tmp_path):
     """The Ray worker's code path, called directly: pieces of a shard are written and reused."""
-    from harness.shards import ShardEncoder
+    from harness.engines.shards import ShardEncoder
 
     docs = _docs(30)
     entry = embedding_entry(tmp_path, {"kind": "corpus"})
@@ -98,7 +98,7 @@ def test_a_ray_shard_checkpoints_and_resumes_without_ray(tmp_path):
 
 def test_checkpoint_seconds_must_not_be_negative(tiny_beir, tmp_path):
     from harness.errors import HarnessError
-    from harness.pipeline import EvaluateConfig, evaluate_dataset
+    from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
     with pytest.raises(HarnessError, match="checkpoint_seconds must be 0 or more"):
         evaluate_dataset(EvaluateConfig(tiny_beir, model="hash:32", checkpoint_seconds=-1, output_dir=None))
@@ -156,7 +156,7 @@ def test_ctrl_c_mid_chunk_stores_what_was_encoded(tmp_path):
 
 
 def test_token_budget_batches_cover_every_text_once_within_the_budget(default_encoder):
-    from harness.encode import plan_batches
+    from harness.retrieval.encode import plan_batches
 
     texts = [" ".join(["word"] * n) for n in (3, 200, 40, 7, 7, 90, 1, 300, 12)]
     batches = plan_batches(default_encoder, texts, 32, token_budget=256)

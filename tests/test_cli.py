@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import harness.encode
-import harness.pipeline
+import harness.retrieval.encode
+import harness.pipeline.evaluate
 from harness.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ def runner() -> CliRunner:
 
 @pytest.fixture
 def fake_model(monkeypatch, fake_encoder):
-    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     return fake_encoder
 
 
@@ -37,7 +37,7 @@ def test_help(runner, command):
 
 
 def test_demo_prints_the_lesson_table(runner, default_encoder, monkeypatch):
-    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
     result = runner.invoke(cli, ["-q", "demo"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()

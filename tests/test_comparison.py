@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import published
+from harness.datasets import published
 from harness.cli import cli
-from harness.comparison import build_comparison, check_published, load_results, render
+from harness.reporting.comparison import build_comparison, check_published, load_results, render
 from harness.errors import HarnessError
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
@@ -20,7 +20,7 @@ GOLDEN = Path(__file__).parent / "data" / "golden"
 def write_result(root: Path, dataset: str, model: str, per_query: dict[str, float], split: str = "test",
                  metric: str = "nDCG@10", extra: dict | None = None) -> Path:
     """A minimal result file as `evaluate` writes it."""
-    from harness.report import model_slug
+    from harness.reporting.report import model_slug
 
     path = root / model_slug(dataset) / model_slug(model) / f"{split}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,7 +81,7 @@ def test_csv_is_the_unrounded_pivot(results):
 def test_cqadupstack_is_the_mean_of_its_forums(tmp_path):
     root = tmp_path / "r"
     forums = published.registry.get("cqadupstack").subsets if hasattr(published, "registry") else None
-    from harness import registry
+    from harness.datasets import registry
 
     forums = registry.get("cqadupstack").subsets
     for i, forum in enumerate(forums):
@@ -182,9 +182,9 @@ def test_compare_cli(tmp_path):
 
 
 def test_inspect_cli_on_a_real_evaluation(tiny_beir, tmp_path, monkeypatch, fake_encoder):
-    import harness.encode
+    import harness.retrieval.encode
 
-    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     runner = CliRunner()
     out = tmp_path / "res"
     assert runner.invoke(cli, ["evaluate", str(tiny_beir), "--output-dir", str(out), "--no-cache"]).exit_code == 0

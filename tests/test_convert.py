@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables, parse_grade
+from harness.datasets.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables, parse_grade
 from harness.errors import FormatError, OutputError
-from harness.formats import iter_corpus, iter_queries, read_qrels
-from harness.validate import validate_folder
+from harness.io.formats import iter_corpus, iter_queries, read_qrels
+from harness.datasets.validate import validate_folder
 
 DATA = Path(__file__).parent / "data"
 DEMO = Path(__file__).resolve().parents[1] / "harness" / "data" / "demo"

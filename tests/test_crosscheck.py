@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-import harness.encode
-import harness.pipeline
+import harness.retrieval.encode
+import harness.pipeline.evaluate
 from harness.cli import cli
 
 
 def test_crosscheck_agrees_with_beir(tiny_beir, tmp_path, monkeypatch, default_encoder):
-    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
     result = CliRunner().invoke(cli, ["-q", "crosscheck", str(tiny_beir), "--k", "1,3", "--no-cache"])
     assert result.exit_code == 0, result.output
     assert "AGREE: largest |difference|" in result.stdout

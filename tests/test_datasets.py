@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import registry
+from harness.datasets import registry
 from harness.cli import cli
-from harness.datasets import (
+from harness.datasets.catalog import (
     STAMP,
     download_dataset,
     import_dataset,
@@ -26,7 +26,7 @@ from harness.datasets import (
     remove_dataset,
     resolve_dataset,
 )
-from harness.download import RetryPolicy
+from harness.io.download import RetryPolicy
 from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError
 
 NFCORPUS_MD5 = "a89dba18a62ef92f7d323ec890a0d38d"
@@ -95,12 +95,12 @@ def test_wrong_bytes_are_refused(mirror, tmp_path):
 
 
 def test_interrupted_extraction_leaves_no_complete_looking_folder(mirror, tmp_path, monkeypatch):
-    import harness.datasets
+    import harness.datasets.catalog
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(harness.datasets, "_check_counts", crash)
+    monkeypatch.setattr(harness.datasets.catalog, "_check_counts", crash)
     with pytest.raises(KeyboardInterrupt):
         download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
     assert _leftovers(tmp_path) == ["nfcorpus.zip"]  # verified archive kept, no folder

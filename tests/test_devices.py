@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import harness.encode
-import harness.pipeline
+import harness.retrieval.encode
+import harness.pipeline.evaluate
 from harness.cli import cli
-from harness.devices import DeviceError, DeviceSpec
+from harness.retrieval.devices import DeviceError, DeviceSpec
 
 
 def fake_torch(cuda: int = 0, mps: bool = False, cuda_build: bool = True):
@@ -85,8 +85,8 @@ def test_device_errors_come_before_any_model_loads_or_file_is_read(tiny_beir, tm
     def no_dataset(*args, **kwargs):
         raise AssertionError("the dataset was read")
 
-    monkeypatch.setattr(harness.encode, "load_encoder", no_model)
-    monkeypatch.setattr(harness.pipeline, "resolve_dataset", no_dataset)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", no_model)
+    monkeypatch.setattr(harness.pipeline.evaluate, "resolve_dataset", no_dataset)
     result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--output-dir", str(tmp_path / "r"),
                                       *options])
     assert result.exit_code == 1, result.output
@@ -96,7 +96,7 @@ def test_device_errors_come_before_any_model_loads_or_file_is_read(tiny_beir, tm
 
 def test_the_device_is_recorded_and_precision_is_part_of_the_configuration(tiny_beir, tmp_path, monkeypatch,
                                                                            fake_encoder):
-    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     out = tmp_path / "r"
     runner = CliRunner()
     fp32 = runner.invoke(cli, ["-q", "evaluate", str(tiny_beir), "--output-dir", str(out), "--device", "cpu",
@@ -111,7 +111,7 @@ def test_the_device_is_recorded_and_precision_is_part_of_the_configuration(tiny_
 
 
 def test_precision_is_part_of_the_embedding_cache_key_and_vectors_stay_float32(default_encoder):
-    from harness.encode import load_encoder
+    from harness.retrieval.encode import load_encoder
 
     bf16 = load_encoder(precision="bf16")
     assert bf16.fingerprint() != default_encoder.fingerprint()
@@ -137,7 +137,7 @@ def _synthetic(folder, n_docs: int = 400):
 
 
 def _entry_vectors(cache):
-    from harness.cache import embedding_entry
+    from harness.io.cache import embedding_entry
 
     for key_file in cache.glob("embeddings/*/key.json"):
         inputs = json.loads(key_file.read_text())["inputs"]
@@ -225,7 +225,7 @@ def test_auto_is_resolved_only_when_a_model_loads(tiny_beir, tmp_path):
                                     "--output-dir", str(tmp_path / "r"), "--json"])
     assert cold.exit_code == 0, cold.stderr
     assert json.loads(cold.stdout)["config"]["device"] == "cpu"  # resolved when the model loaded
-    script = ("import json, sys\nfrom harness.pipeline import EvaluateConfig, evaluate_dataset\n"
+    script = ("import json, sys\nfrom harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset\n"
               f"o = evaluate_dataset(EvaluateConfig({str(tiny_beir)!r}, cache_dir={str(tmp_path / 'c')!r}, "
               "output_dir=None, progress=False))\n"
               "print(json.dumps([o.result.config['embedding_cache'], o.result.config['device'], 'torch' in sys.modules]))")

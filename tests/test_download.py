@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.download import RetryPolicy, fetch, md5_file, safe_extract
+from harness.io.download import RetryPolicy, fetch, md5_file, safe_extract
 from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError
 
 FAST = RetryPolicy(attempts=3, backoff=0.01, connect_timeout=2, read_timeout=0.5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.encode import (
+from harness.retrieval.encode import (
     DEFAULT_MODEL,
     canonical_model_name,
     encode_corpus,
@@ -103,8 +103,8 @@ def test_remote_code_runs_only_when_asked(monkeypatch, tiny_beir, tmp_path):
 def test_the_encoder_spec_is_what_identity_loading_and_the_model_key_read(tmp_path):
     from dataclasses import replace
 
-    from harness.encode import EncoderSpec
-    from harness.pipeline import EvaluateConfig, configuration
+    from harness.retrieval.encode import EncoderSpec
+    from harness.pipeline.evaluate import EvaluateConfig, configuration
 
     spec = EncoderSpec()
     assert set(spec.to_config()) == {"max_seq_length", "normalize", "query_prefix", "doc_prefix", "backend",
@@ -122,7 +122,7 @@ def test_the_encoder_spec_is_what_identity_loading_and_the_model_key_read(tmp_pa
 @pytest.mark.parametrize("values, setting", [({"backend": "tensorrt"}, "backend"), ({"precision": "fp8"}, "precision"),
                                              ({"batch_size": 0}, "batch_size"), ({"max_seq_length": -1}, "max_seq_length")])
 def test_an_impossible_encoder_setting_names_itself(values, setting):
-    from harness.encode import EncoderSpec
+    from harness.retrieval.encode import EncoderSpec
     from harness.errors import HarnessError
 
     with pytest.raises(HarnessError, match=setting):
@@ -130,7 +130,7 @@ def test_an_impossible_encoder_setting_names_itself(values, setting):
 
 
 def test_every_shipped_encoder_speaks_the_whole_protocol(default_encoder, fake_encoder):
-    from harness.encode import Encoder, LazyEncoder
+    from harness.retrieval.encode import Encoder, LazyEncoder
 
     hashing = load_encoder("hash:16")
     lazy = LazyEncoder(hashing.fingerprint(), lambda: hashing, 16, "cpu")

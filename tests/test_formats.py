@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.errors import DatasetError, FormatError, HarnessError, OutputError
-from harness.formats import (
+from harness.io.formats import (
     atomic_writer,
     iter_corpus,
     iter_queries,
@@ -230,7 +230,7 @@ def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
     import subprocess
     import sys
 
-    from harness.formats import remove_stale_temporaries
+    from harness.io.formats import remove_stale_temporaries
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -250,7 +250,7 @@ def test_stale_private_folders_of_dead_processes_are_removed(tmp_path):
     import subprocess
     import sys
 
-    from harness.formats import private_dir, remove_stale_temporaries
+    from harness.io.formats import private_dir, remove_stale_temporaries
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from harness.errors import HarnessError
-from harness.fusion import FusionSpec, fuse
+from harness.retrieval.fusion import FusionSpec, fuse
 from harness.records import Run
 
 
@@ -132,7 +132,7 @@ def test_fuse_scores_the_fused_run_and_writes_a_result(tiny_beir, tmp_path):
     from click.testing import CliRunner
 
     from harness.cli import cli
-    from harness.formats import read_run
+    from harness.io.formats import read_run
 
     out = tmp_path / "results"
     bm25, dense = _two_results(tiny_beir, out)

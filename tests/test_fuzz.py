@@ -8,9 +8,9 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.convert import ConvertOptions, convert_eval_set, convert_tables
+from harness.datasets.convert import ConvertOptions, convert_eval_set, convert_tables
 from harness.errors import HarnessError
-from harness.metrics import parse_k_values, parse_metric
+from harness.evaluation.metrics import parse_k_values, parse_metric
 
 GOOD = {"queries.csv": b"id,text\nq1,hello\n", "qrels.csv": b"qid,docid,score\nq1,d1,1\n"}
 counter = itertools.count()

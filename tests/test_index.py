@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
-from harness.index import IndexSpec, VectorIndex, default_nlist, recall_of_exact
+from harness.retrieval.index import IndexSpec, VectorIndex, default_nlist, recall_of_exact
 from harness.records import Run
 
 

@@ -55,7 +55,7 @@ def _result(out: Path) -> tuple[dict, str]:
 
 def _corpus_entry(cache: Path) -> tuple[list[str], bytes]:
     """The complete corpus entry's ids and vector bytes, in corpus order."""
-    from harness.cache import embedding_entry
+    from harness.io.cache import embedding_entry
 
     for key_file in cache.glob("embeddings/*/key.json"):
         inputs = json.loads(key_file.read_text())["inputs"]
@@ -125,15 +125,15 @@ def test_two_evaluations_on_the_same_cache_at_once(corpus, tmp_path, reference):
 # (name, how the process is stopped there): before the nth call of a function, or inside the nth
 # atomic write of a matching file (content written, not yet renamed into place).
 KILL_POINTS = {
-    "encode, between chunks": ("call", "harness.cache:EmbeddingEntry.write_chunk", 2),  # chunk 1 encoded, not stored
-    "encode, inside a chunk": ("call", "harness.encode:HashingEncoder.encode_docs", 4),  # half of chunk 1 encoded
+    "encode, between chunks": ("call", "harness.io.cache:EmbeddingEntry.write_chunk", 2),  # chunk 1 encoded, not stored
+    "encode, inside a chunk": ("call", "harness.retrieval.encode:HashingEncoder.encode_docs", 4),  # half of chunk 1 encoded
     "encode, inside a cache write": ("write", "chunk-00002.npy", 1),
-    "index build": ("call", "harness.index:VectorIndex.build", 1),
+    "index build": ("call", "harness.retrieval.index:VectorIndex.build", 1),
     "result write": ("write", "test.json", 1),
     "run-file write": ("write", "test.run.trec", 1),
     # Time-based checkpoints inside a chunk (every batch with --checkpoint-seconds 0):
-    "checkpoint, just after a write": ("call", "harness.encode:HashingEncoder.encode_docs", 2),  # piece of batch 1 stored
-    "checkpoint, just before a write": ("call", "harness.cache:EmbeddingEntry.write_piece", 2),  # chunk 1's batch 1 not
+    "checkpoint, just after a write": ("call", "harness.retrieval.encode:HashingEncoder.encode_docs", 2),  # piece of batch 1 stored
+    "checkpoint, just before a write": ("call", "harness.io.cache:EmbeddingEntry.write_piece", 2),  # chunk 1's batch 1 not
     "checkpoint, inside a write": ("write", "chunk-00001.piece-", 1),
 }
 

@@ -45,7 +45,7 @@ def _evaluate(folder, tmp_path, model, *options):
 def test_sparse_retrieval_equals_a_brute_force_dot_product(tiny_sparse_encoder, tiny_beir, tmp_path):
     from sentence_transformers import SparseEncoder
 
-    from harness.formats import iter_corpus, iter_queries, read_qrels
+    from harness.io.formats import iter_corpus, iter_queries, read_qrels
     from harness.records import Run, doc_text
 
     result = _evaluate(tiny_beir, tmp_path, tiny_sparse_encoder, "--k", "1,3")
@@ -61,7 +61,7 @@ def test_sparse_retrieval_equals_a_brute_force_dot_product(tiny_sparse_encoder, 
     expected = Run.from_scores({q.query_id: {d.doc_id: float(s) for d, s in zip(docs, row) if s > 0}
                                 for q, row in zip(queries, scores)}).truncated(100)
     run_file = next((tmp_path / "r").glob("*/*/test.run.trec"))
-    from harness.formats import read_run
+    from harness.io.formats import read_run
 
     got = read_run(run_file)
     for query_id in expected:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import UnknownMetricError
-from harness.metrics import (
+from harness.evaluation.metrics import (
     MetricSpec,
     evaluate,
     metric_families,
@@ -184,7 +184,7 @@ def test_agrees_with_pytrec_eval_and_the_reference(qrels_dict, run_dict, k_value
 def test_agrees_with_beir_evaluate_retrieval(qrels_dict, run_dict, k_values, ignore_identical_ids):
     from beir.retrieval.evaluation import EvaluateRetrieval
 
-    from harness.pipeline import apply_self_hit_policy
+    from harness.pipeline.evaluate import apply_self_hit_policy
 
     # BEIR averages over the queries in the run, we over the judged ones: compare where they coincide.
     run_dict = {q: run_dict.get(q, {}) for q in qrels_dict}

@@ -18,7 +18,7 @@ TEXTS = ["Wireless earbuds with noise cancellation", "a budget laptop for studen
 @pytest.fixture(scope="module")
 def encoders(tmp_path_factory, default_encoder):
     pytest.importorskip("onnxruntime")
-    from harness.onnx_backend import onnx_encoder
+    from harness.retrieval.onnx_backend import onnx_encoder
 
     root = tmp_path_factory.mktemp("onnx-cache")
     return root, onnx_encoder(default_encoder, "onnx", root), onnx_encoder(default_encoder, "onnx-int8", root)
@@ -62,10 +62,10 @@ def test_exports_are_cached_and_keyed_by_backend(encoders, default_encoder):
 
 
 def test_evaluate_with_the_onnx_backend(encoders, tiny_beir, tmp_path, monkeypatch, default_encoder):
-    import harness.encode
+    import harness.retrieval.encode
 
     root, _, _ = encoders
-    monkeypatch.setattr(harness.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
     runs = {}
     for backend in ("torch", "onnx"):
         result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--backend", backend, "--json",
@@ -80,11 +80,11 @@ def test_evaluate_with_the_onnx_backend(encoders, tiny_beir, tmp_path, monkeypat
 
 
 def test_missing_extra_is_one_line(monkeypatch, tiny_beir, tmp_path):
-    import harness.onnx_backend
+    import harness.retrieval.onnx_backend
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[onnx\]'"):
-        harness.onnx_backend._onnxruntime()
+        harness.retrieval.onnx_backend._onnxruntime()
     result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--backend", "onnx", "--output-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1].startswith("Error: --backend onnx needs onnxruntime")
@@ -95,7 +95,7 @@ def test_failed_export_caches_nothing(tmp_path, default_encoder, monkeypatch):
     import torch
 
     from harness.errors import HarnessError
-    from harness.onnx_backend import export
+    from harness.retrieval.onnx_backend import export
 
     def broken(*args, **kwargs):
         raise RuntimeError("exporter exploded")
@@ -109,7 +109,7 @@ def test_failed_export_caches_nothing(tmp_path, default_encoder, monkeypatch):
 
 def test_int8_vectors_are_keyed_by_the_cpu_kernel_class(encoders, monkeypatch):
     """A shared cache on mixed CPUs never hands one kernel class's int8 vectors to another."""
-    import harness.onnx_backend as backend
+    import harness.retrieval.onnx_backend as backend
 
     _, fp32, int8 = encoders
     monkeypatch.setattr(backend, "local_kernel_class", lambda: "avx2")
@@ -123,7 +123,7 @@ def test_int8_vectors_are_keyed_by_the_cpu_kernel_class(encoders, monkeypatch):
 def test_int8_warns_on_a_cpu_without_vnni(default_encoder, tmp_path, monkeypatch, caplog):
     import logging
 
-    import harness.onnx_backend as backend
+    import harness.retrieval.onnx_backend as backend
 
     pytest.importorskip("onnxruntime")
     monkeypatch.setattr(backend, "int8_fast_here", lambda: False)

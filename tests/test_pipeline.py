@@ -12,8 +12,8 @@ import pytest
 import pytrec_eval
 
 from harness.errors import DatasetError, FormatError, HarnessError
-from harness.formats import read_qrels, read_run
-from harness.pipeline import EvaluateConfig, evaluate_dataset, run_demo
+from harness.io.formats import read_qrels, read_run
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset, run_demo
 
 LOG2_3 = math.log2(3)
 
@@ -178,7 +178,7 @@ def test_real_scifact_files_with_an_external_run(shared_beir, tmp_path):
 
 @pytest.mark.parametrize("kind", ["hnsw", "ivf", "sq8"])
 def test_approximate_index_records_its_recall_of_exact(tiny_beir, tmp_path, fake_encoder, kind):
-    from harness.index import IndexSpec
+    from harness.retrieval.index import IndexSpec
 
     outcome = evaluate_dataset(_config(tiny_beir, tmp_path, k_values=(1, 3), index=IndexSpec(kind)),
                                encoder=fake_encoder)
@@ -197,7 +197,7 @@ def test_approximate_index_records_its_recall_of_exact(tiny_beir, tmp_path, fake
 def test_prefixes_reach_the_model_and_the_result(tmp_path):
     import numpy as np
 
-    from harness.encode import load_encoder
+    from harness.retrieval.encode import load_encoder
 
     plain = load_encoder()
     prefixed = load_encoder(query_prefix="query: ", doc_prefix="passage: ")

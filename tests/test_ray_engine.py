@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.cache import embedding_entry
-from harness.encode import load_encoder
+from harness.io.cache import embedding_entry
+from harness.retrieval.encode import load_encoder
 from harness.cli import cli
 from harness.errors import HarnessError, MissingDependencyError
-from harness.formats import content_digest, iter_corpus
-from harness.pipeline import EvaluateConfig, evaluate_dataset
-from harness.ray_engine import RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
-from harness.shards import EncodeJob
+from harness.io.formats import content_digest, iter_corpus
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+from harness.engines.ray_engine import RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
+from harness.engines.shards import EncodeJob
 
 ray = pytest.importorskip("ray")
 
@@ -138,8 +138,8 @@ def test_a_failing_shard_is_named_and_the_rerun_encodes_only_what_is_missing(clu
 
 
 def _corpus_entry_root(folder: Path, cache: Path) -> Path:
-    from harness.formats import content_sha256
-    from harness.pipeline import DOC_TEXT_RULE
+    from harness.io.formats import content_sha256
+    from harness.pipeline.evaluate import DOC_TEXT_RULE
 
     inputs = {"kind": "corpus", "model": load_encoder("hash:64").fingerprint(), "text_rule": DOC_TEXT_RULE,
               "dtype": "float32", "corpus_sha256": content_sha256(folder / "corpus.jsonl")}

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import pytest
 
-from harness.pipeline import EvaluateConfig, evaluate_dataset
-from harness.ray_engine import RaySpec
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+from harness.engines.ray_engine import RaySpec
 
 ray = pytest.importorskip("ray")
 

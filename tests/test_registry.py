@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness import registry
+from harness.datasets import registry
 from harness.errors import DatasetError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.report import Result, format_metrics_table, model_slug, result_paths
+from harness.reporting.report import Result, format_metrics_table, model_slug, result_paths
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from harness.errors import HarnessError
-from harness.significance import (
+from harness.evaluation.significance import (
     bonferroni,
     bootstrap_ci,
     compare_metric,

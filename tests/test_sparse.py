@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.records import Doc, Query
-from harness.sparse import LUCENE_STOPWORDS, Analyzer, BM25Retriever, BM25Spec
+from harness.retrieval.bm25 import LUCENE_STOPWORDS, Analyzer, BM25Retriever, BM25Spec
 
 
 def test_analyzer_is_lucene_english_like():

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.variant import Configuration
+from harness.reporting.variant import Configuration
 
 
 def _evaluate(folder: Path, out: Path, *options: str):
@@ -189,7 +189,7 @@ def test_allow_unknown_docs_needs_a_run(tiny_beir, tmp_path):
     ("queries.jsonl", '{"_id": "q 9", "text": "fig"}\n'),
 ])
 def test_ids_with_whitespace_are_refused_before_any_model_loads(tiny_beir, tmp_path, monkeypatch, where, line):
-    import harness.encode
+    import harness.retrieval.encode
 
     with open(tiny_beir / where, "a", encoding="utf-8") as handle:
         handle.write(line)
@@ -200,7 +200,7 @@ def test_ids_with_whitespace_are_refused_before_any_model_loads(tiny_beir, tmp_p
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(harness.encode, "load_encoder", no_model)
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", no_model)
     result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--output-dir", str(tmp_path / "r")])
     assert result.exit_code == 1 and "contains whitespace" in result.stderr, result.stderr
     assert ":6:" in result.stderr or ":7:" in result.stderr  # the line is named

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.errors import DatasetError
-from harness.validate import MAX_LISTED, validate_folder
+from harness.datasets.validate import MAX_LISTED, validate_folder
 
 
 def test_tiny_folder_summary(tiny_beir):

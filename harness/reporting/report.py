@@ -1,7 +1,7 @@
 """Results: the record of one evaluation, where it is written, and how it is shown.
 
 One evaluation is written to ``<output_dir>/<dataset>/<model-slug>/<split>.json`` for the
-default configuration, or ``<split>.<variant>.json`` for any other (`harness.variant`), and its
+default configuration, or ``<split>.<variant>.json`` for any other (`harness.reporting.variant`), and its
 scored run beside it with ``.run.trec`` in place of ``.json`` (the exact run the metrics were
 computed on, so ``trec_eval -c -m ndcg_cut.10 qrels <split>.run.trec`` gives the same numbers).
 Both files are written atomically; the run first, so a result file never points at a missing
@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import OutputError
-from harness.formats import atomic_writer, content_sha256, remove_stale_temporaries, write_json, write_run
+from harness.io.formats import atomic_writer, content_sha256, remove_stale_temporaries, write_json, write_run
 from harness.records import Run
 
 logger = logging.getLogger(__name__)
 
-RESULT_SCHEMA_VERSION = 2  # 2: label, variant; config_hash from `harness.variant`
+RESULT_SCHEMA_VERSION = 2  # 2: label, variant; config_hash from `harness.reporting.variant`
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Result:
         index_quality: For an approximate index, the mean fraction of the exact top-k it found
             (``recall_of_exact@k``, measured against flat search on the same vectors and queries).
         config_hash: sha256 (16 hex digits) of the model, split and decisive settings that
-            differ from the defaults (`harness.variant.Configuration`); `bench` skips a cell whose
+            differ from the defaults (`harness.reporting.variant.Configuration`); `bench` skips a cell whose
             result has the same hash.
         host: The machine: CPU model, cores used, the SIMD flags that pick kernels, the GPU if
             one was used (`harness.host.host_info`).

@@ -312,7 +312,7 @@ class VectorIndex:
         """Write the built FAISS index atomically (FAISS's own format; no pickle)."""
         import numpy as np
 
-        from harness.formats import atomic_writer
+        from harness.io.formats import atomic_writer
 
         self.build()
         data = np.asarray(_faiss().serialize_index(self._index))

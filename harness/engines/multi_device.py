@@ -2,7 +2,7 @@
 
 ``--device cuda:0,cuda:1`` (or ``cuda:all``, or ``cpu,cpu``) starts one process per device. Each loads
 the model once on its device and encodes whole chunks exactly as the local engine does
-(`harness.shards.ShardEncoder`), writing them into the embedding cache entry; this process streams the
+(`harness.engines.shards.ShardEncoder`), writing them into the embedding cache entry; this process streams the
 corpus, hands out chunks (at most one in flight per worker, so memory does not grow with the corpus),
 and reads finished chunks back in corpus order for the index. So the vectors are the single-device
 engine's (up to float rounding between devices), a rerun after a failure encodes only what the
@@ -21,11 +21,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
-from harness.cache import EmbeddingEntry
-from harness.encode import Encoder
+from harness.io.cache import EmbeddingEntry
+from harness.retrieval.encode import Encoder
 from harness.errors import HarnessError
 from harness.records import Doc
-from harness.shards import EncodeJob, FanOut, ShardEncoder
+from harness.engines.shards import EncodeJob, FanOut, ShardEncoder
 
 if TYPE_CHECKING:
     import numpy as np

@@ -1,8 +1,8 @@
 """Encoding a corpus on a Ray cluster: shards in, embedding chunks into the shared cache out.
 
 The driver (the process running ``evaluate``) streams the corpus as it always does and cuts it into
-shards, each one chunk of the embedding cache (`harness.cache`). Ray actors — one model load each —
-encode a shard exactly as the local engine encodes a chunk (`harness.encode.encode_corpus`: same
+shards, each one chunk of the embedding cache (`harness.io.cache`). Ray actors — one model load each —
+encode a shard exactly as the local engine encodes a chunk (`harness.retrieval.encode.encode_corpus`: same
 order, same batches) and write it into the same content-addressed cache entry; the driver reads the
 finished chunks back in corpus order and builds the index from them. So:
 
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from harness.encode import Encoder
+from harness.retrieval.encode import Encoder
 from harness.errors import HarnessError, MissingDependencyError
 from harness.records import Doc
-from harness.shards import EncodeJob, FanOut, ShardEncoder
+from harness.engines.shards import EncodeJob, FanOut, ShardEncoder
 
 if TYPE_CHECKING:
     import numpy as np

@@ -48,10 +48,14 @@ def published_scores() -> tuple[PublishedScore, ...]:
 
 
 def system_of(model: str) -> str:
-    """The published system name of a result's model (``all-MiniLM-L6-v2`` → full name)."""
-    from harness.encode import canonical_model_name
-
-    return "bm25" if model.lower() == "bm25" else canonical_model_name(model)
+    """The published system name of a result's model: itself, or the full hub id of a published system
+    whose short name it is (``all-MiniLM-L6-v2`` → ``sentence-transformers/all-MiniLM-L6-v2``)."""
+    if model.lower() == "bm25":
+        return "bm25"
+    systems = {row.system for row in published_scores()}
+    if model in systems:
+        return model
+    return {system.rsplit("/", 1)[-1]: system for system in sorted(systems)}.get(model, model)
 
 
 def find(dataset: str, split: str, system: str | None = None) -> list[PublishedScore]:

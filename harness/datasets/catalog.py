@@ -26,12 +26,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness import __version__, registry
-from harness.download import RetryPolicy, fetch, md5_file, safe_extract
+from harness import __version__
+from harness.datasets import registry
+from harness.io.download import RetryPolicy, fetch, md5_file, safe_extract
 from harness.errors import ChecksumMismatchError, DatasetError
-from harness.formats import default_permissions, private_dir, remove_stale_temporaries, write_json
-from harness.published import counts_by_dataset
-from harness.registry import DatasetSpec
+from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries, write_json
+from harness.datasets.published import counts_by_dataset
+from harness.datasets.registry import DatasetSpec
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def _count_lines(path: Path) -> int:
 
 def _check_counts(folder: Path, spec: DatasetSpec) -> dict[str, int]:
     """Compare docs and eval-split judged queries with the registry; CQADupStack sums its forums."""
-    from harness.formats import iter_qrels
+    from harness.io.formats import iter_qrels
 
     parts = [folder / forum for forum in spec.subsets] if spec.subsets else [folder]
     n_docs = n_queries = 0
@@ -160,7 +161,7 @@ def _install_archive(archive: Path, root: Path, name: str, spec: DatasetSpec | N
 
 
 def _require_valid(folder: Path) -> None:
-    from harness.validate import validate_folder
+    from harness.datasets.validate import validate_folder
 
     report = validate_folder(folder)
     if not report.ok:

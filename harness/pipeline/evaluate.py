@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import __version__, registry
-from harness.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
-from harness.datasets import resolve_dataset
-from harness.encode import (
+from harness.datasets import registry
+from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
+from harness.datasets.catalog import resolve_dataset
+from harness.retrieval.encode import (
     DEFAULT_CHECKPOINT_SECONDS,
     DEFAULT_MODEL,
     HASH_PREFIX,
@@ -31,9 +31,9 @@ from harness.encode import (
     encode_corpus,
     resolve_model_source,
 )
-from harness.devices import DeviceError, DeviceSpec
+from harness.retrieval.devices import DeviceError, DeviceSpec
 from harness.errors import DatasetError, HarnessError, OutputError
-from harness.formats import (
+from harness.io.formats import (
     BeirFolder,
     content_digest,
     iter_corpus,
@@ -42,15 +42,14 @@ from harness.formats import (
     read_qrels,
     read_run,
 )
-from harness.fusion import FusionSpec
-from harness.rerank import RerankSpec
+from harness.retrieval.rerank import RerankSpec
 from harness.host import host_info, versions
-from harness.index import IndexSpec
-from harness.metrics import evaluate, standard_metrics
-from harness.ray_engine import ENGINES, RaySpec
+from harness.retrieval.index import IndexSpec
+from harness.evaluation.metrics import evaluate, standard_metrics
+from harness.engines.ray_engine import ENGINES, RaySpec
 from harness.records import Doc, Qrels, Query, Run, doc_text
-from harness.report import Result, write_result
-from harness.variant import Configuration
+from harness.reporting.report import Result, write_result
+from harness.reporting.variant import Configuration
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class EvaluateConfig:
         k_values: Cutoffs shown; every metric family is stored at each of them and at every
             `STANDARD_K` cutoff up to the depth.
         top_k: Documents retrieved and kept per query; None means max(100, largest k).
-        encoder: How the model turns texts into vectors (`harness.encode.EncoderSpec`: truncation,
+        encoder: How the model turns texts into vectors (`harness.retrieval.encode.EncoderSpec`: truncation,
             normalization, prefixes, backend, precision, batch size).
         ignore_identical_ids: The self-hit policy: True drops a retrieved document whose id
             equals the query id; None takes the registry's policy for a known BEIR dataset
@@ -83,26 +82,26 @@ class EvaluateConfig:
         output_dir: Where result files go; None writes nothing.
         dataset_name: Name recorded in the result; None means the folder or registry name.
         progress: Show progress bars on stderr.
-        data_dir: Where registry datasets live (see `harness.datasets.data_dir`).
+        data_dir: Where registry datasets live (see `harness.datasets.catalog.data_dir`).
         download: Download a registry dataset that is not installed.
-        base_url: Download mirror (see `harness.datasets.base_url`).
-        cache: Reuse and store embeddings in the content-addressed cache (`harness.cache`).
-        cache_dir: The cache root; None means `harness.cache.cache_dir`'s default (one per user).
+        base_url: Download mirror (see `harness.datasets.catalog.base_url`).
+        cache: Reuse and store embeddings in the content-addressed cache (`harness.io.cache`).
+        cache_dir: The cache root; None means `harness.io.cache.cache_dir`'s default (one per user).
         threads: torch and faiss threads; None leaves their defaults (all cores).
-        index: Which FAISS index to search (`harness.index.IndexSpec`); flat (exact) by default.
+        index: Which FAISS index to search (`harness.retrieval.index.IndexSpec`); flat (exact) by default.
         chunk_size: Documents encoded (and cached) per chunk.
         checkpoint_seconds: Inside a chunk, store what is encoded whenever this much encoding time
             has passed since the last write, so a killed run loses at most about this much work.
         token_budget: Batch documents by tokens (texts × longest text's tokens ≤ budget) instead
-            of `batch_size` texts (`harness.encode.plan_batches`); None: by count.
+            of `batch_size` texts (`harness.retrieval.encode.plan_batches`); None: by count.
         engine: ``local`` encodes in this process; ``ray`` fans the corpus out over a Ray cluster
-            (`harness.ray_engine`; needs the ``[ray]`` extra and the cache on a shared filesystem).
+            (`harness.engines.ray_engine`; needs the ``[ray]`` extra and the cache on a shared filesystem).
         ray: Which cluster and how many shards, for the ``ray`` engine.
         device: ``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``cuda:all``, ``mps`` or a comma-separated
             list (one worker process per device); None means ``$BEIR_HARNESS_DEVICE`` or ``auto``
-            (`harness.devices`). Not part of the configuration: devices change vectors by float
+            (`harness.retrieval.devices`). Not part of the configuration: devices change vectors by float
             rounding only.
-        rerank: Rerank the first stage's top documents with a cross-encoder (`harness.rerank`);
+        rerank: Rerank the first stage's top documents with a cross-encoder (`harness.retrieval.rerank`);
             the result then holds `rerank.depth` documents per query.
         name: The label the result carries in every report, table and plot; None means the model
             name, followed by the variant's tokens for a non-default configuration.
@@ -210,7 +209,7 @@ def retrieval_depth(config: EvaluateConfig) -> int:
 
 def run_model_name(config: EvaluateConfig) -> str:
     """The model name a result of `config` is recorded under, known before anything loads."""
-    from harness.encode import canonical_model_name
+    from harness.retrieval.encode import canonical_model_name
 
     if config.run_path is not None:
         return f"run:{Path(config.run_path).name}"
@@ -234,7 +233,7 @@ def configuration(config: EvaluateConfig, dataset: str, model: str | None = None
     settings = {"depth": retrieval_depth(config), "self_hits_dropped": self_hit_policy(config, dataset)[0]}
     defaults = {"depth": DEFAULT_DEPTH, "self_hits_dropped": self_hit_policy(default, dataset)[0]}
     if config.run_path is None and config.model.lower() == BM25_MODEL:
-        from harness.sparse import BM25Spec
+        from harness.retrieval.bm25 import BM25Spec
 
         settings["bm25"] = defaults["bm25"] = BM25Spec().to_config()  # not configurable yet
     elif config.run_path is None:
@@ -275,7 +274,7 @@ SPARSE_CHUNK = 1024  # sparse rows are cached per chunk; a small chunk bounds wh
 
 
 def _is_sparse_model(config: EvaluateConfig) -> bool:
-    from harness.rerank import model_kind
+    from harness.retrieval.rerank import model_kind
 
     return config.run_path is None and config.model.lower() != BM25_MODEL and \
         not config.model.startswith(HASH_PREFIX) and model_kind(resolve_model_source(config.model)) == "sparse-encoder"
@@ -283,10 +282,10 @@ def _is_sparse_model(config: EvaluateConfig) -> bool:
 
 def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: _CorpusState, queries: list[Query],
                      depth: int) -> tuple[Run, dict]:
-    """Learned sparse retrieval (`harness.learned_sparse`): rows cached per chunk, exact search."""
-    from harness.cache import CacheCorrupt as Corrupt
-    from harness.encode import chunked
-    from harness.learned_sparse import SparseIndex, SparseModel
+    """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search."""
+    from harness.io.cache import CacheCorrupt as Corrupt
+    from harness.retrieval.encode import chunked
+    from harness.retrieval.learned_sparse import SparseIndex, SparseModel
 
     spec = config.encoder
     if spec.backend != "torch":
@@ -338,7 +337,7 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: _Corpus
 
 def _check_model_kind(config: EvaluateConfig) -> None:
     """A cross-encoder given as the first stage is one clear line, before anything loads."""
-    from harness.rerank import model_kind
+    from harness.retrieval.rerank import model_kind
 
     if config.run_path is not None or config.model.lower() == BM25_MODEL or config.model.startswith(HASH_PREFIX):
         return
@@ -350,7 +349,7 @@ def _check_model_kind(config: EvaluateConfig) -> None:
 
 def _rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder: BeirFolder) -> tuple[Run, dict]:
     """Rerank `run` with `config.rerank`; returns the reranked run and what the result records about it."""
-    from harness.rerank import Reranker, ScoreCache, rerank
+    from harness.retrieval.rerank import Reranker, ScoreCache, rerank
 
     reranker = Reranker(config.rerank, device=first_device(config), precision=config.encoder.precision)
     needed = {hit.doc_id for query_id in run for hit in run[query_id]}
@@ -408,8 +407,8 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
     key of the model's files and the settings, so a rerun whose embeddings are all cached loads
     nothing.
     """
-    from harness.cache import model_files_key, recall_fingerprint, remember_fingerprint
-    from harness.encode import LazyEncoder
+    from harness.io.cache import model_files_key, recall_fingerprint, remember_fingerprint
+    from harness.retrieval.encode import LazyEncoder
 
     if not config.cache:
         return load_model(config)
@@ -663,7 +662,7 @@ def _read_external_run(config: EvaluateConfig, inputs: _Inputs) -> _FirstStage:
 
 def _bm25(config: EvaluateConfig, inputs: _Inputs, depth: int, clock: Clock) -> _FirstStage:
     """The lexical baseline: index the corpus in one pass, then search."""
-    from harness.sparse import BM25Retriever, BM25Spec
+    from harness.retrieval.bm25 import BM25Retriever, BM25Spec
 
     retriever = BM25Retriever(BM25Spec())
     corpus = inputs.corpus_state()
@@ -700,7 +699,7 @@ def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, dep
         config.index.check(encoder.dimension)  # before encoding, so a bad --pq-m costs nothing
     chunk_size = config.chunk_size
     if config.engine == "ray" and config.ray.shards is not None:
-        from harness.ray_engine import shard_size
+        from harness.engines.ray_engine import shard_size
 
         chunk_size = shard_size(corpus_lines, config.ray.shards)
     run, quality = _retrieve(encoder, _checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
@@ -767,7 +766,7 @@ class _IndexBuilder:
     """
 
     def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool):
-        from harness.index import DocIds
+        from harness.retrieval.index import DocIds
 
         self.spec, self.index_file, self.use_cached = spec, index_file, usable
         self.index = None
@@ -775,7 +774,7 @@ class _IndexBuilder:
         self.seconds = 0.0
 
     def add(self, doc_ids: list[str], vectors) -> None:
-        from harness.index import VectorIndex
+        from harness.retrieval.index import VectorIndex
 
         added = time.perf_counter()
         if self.use_cached:
@@ -873,7 +872,7 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
     Returns:
         Seconds spent encoding (or waiting for the workers).
     """
-    from harness.index import TRAINED
+    from harness.retrieval.index import TRAINED
 
     devices = (config.device or "cpu").split(",")
     seconds = 0.0
@@ -915,7 +914,7 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
 def _search(index, name: str, queries: list[Query], query_vectors, depth: int, top_k: int, approximate: bool,
             clock: Clock) -> tuple[Run, dict[str, float]]:
     """Search the index; an approximate one is also measured against exact search on the same vectors."""
-    from harness.index import recall_of_exact
+    from harness.retrieval.index import recall_of_exact
 
     query_ids = [query.query_id for query in queries]
     with clock.stage("search"):
@@ -937,15 +936,15 @@ def _fan_out(config: EvaluateConfig, fingerprint, docs: Iterator[Doc], entry, ch
     """The engines that encode chunks in other processes: Ray actors, or one local worker per device."""
     from functools import partial
 
-    from harness.shards import EncodeJob
+    from harness.engines.shards import EncodeJob
 
     job = EncodeJob(partial(load_model, config), fingerprint, entry, chunk_size, config.encoder.batch_size,
                     config.checkpoint_seconds, config.token_budget)
     if config.engine == "ray":
-        from harness.ray_engine import encode_corpus_ray
+        from harness.engines.ray_engine import encode_corpus_ray
 
         return encode_corpus_ray(job, docs, config.ray, progress=config.progress, cached=cached)
-    from harness.multi_device import encode_corpus_devices
+    from harness.engines.multi_device import encode_corpus_devices
 
     return encode_corpus_devices(job, docs, devices, progress=config.progress, cached=cached)
 
@@ -961,7 +960,7 @@ def _mapped(entry, index: int, vectors):
 
 def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list):
     """The cached approximate index over these chunks, or (damaged) one rebuilt from them."""
-    from harness.index import TRAINED, VectorIndex
+    from harness.retrieval.index import TRAINED, VectorIndex
 
     dimension = chunks[0].shape[1]
     try:
@@ -1030,288 +1029,3 @@ def run_demo(encoder: Encoder | None = None, model: str = DEFAULT_MODEL, progres
         output_dir=None, dataset_name="demo", progress=progress, cache=False,
     )
     return evaluate_dataset(config, encoder=encoder)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One dataset × model cell of a bench grid."""
-
-    dataset: str
-    model: str
-    status: str  # "done", "skipped" (same config already written) or "failed"
-    metrics: dict[str, float] = field(default_factory=dict)
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class BenchReport:
-    """What `run_bench` did, cell by cell, and where the long-form CSV went."""
-
-    cells: list[Cell]
-    csv_path: Path | None
-
-    @property
-    def failed(self) -> list[Cell]:
-        return [cell for cell in self.cells if cell.status == "failed"]
-
-    def format_table(self, metric: str = "nDCG@10") -> str:
-        """Datasets × models for one metric; failed cells say so, the errors follow the table."""
-        datasets = list(dict.fromkeys(cell.dataset for cell in self.cells))
-        models = list(dict.fromkeys(cell.model for cell in self.cells))
-        by_key = {(cell.dataset, cell.model): cell for cell in self.cells}
-
-        def show(cell: Cell | None) -> str:
-            if cell is None:
-                return "-"
-            if cell.status == "failed":
-                return "failed"
-            value = cell.metrics.get(metric)
-            return f"{value:.4f}" if value is not None else "n/a"
-
-        rows = [[metric, *models]] + [[dataset, *(show(by_key.get((dataset, m))) for m in models)]
-                                      for dataset in datasets]
-        forums = registry.get("cqadupstack").subsets
-        means = []
-        for m in models:
-            done = [by_key.get((f"cqadupstack/{forum}", m)) for forum in forums]
-            values = [c.metrics.get(metric) for c in done if c is not None and c.status != "failed"]
-            means.append(f"{sum(values) / 12:.4f}" if len(values) == 12 and None not in values else "-")
-        if any(mean != "-" for mean in means):
-            rows.append(["cqadupstack (mean of 12 forums)", *means])
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                           for i, (cell, width) in enumerate(zip(row, widths))) for row in rows]
-        counts = {status: sum(c.status == status for c in self.cells) for status in ("done", "skipped", "failed")}
-        lines.append(f"{len(self.cells)} cells: {counts['done']} done, {counts['skipped']} skipped "
-                     f"(already done with the same settings), {counts['failed']} failed")
-        lines += [f"failed: {cell.dataset} × {cell.model}: {cell.error}" for cell in self.failed]
-        return "\n".join(lines)
-
-
-def expand_datasets(datasets: list[str]) -> list[str]:
-    """Registry names with sub-corpora become their parts: ``cqadupstack`` → its 12 forums."""
-    expanded = []
-    for dataset in datasets:
-        spec = registry.lookup(dataset) if not Path(dataset).is_dir() else None
-        expanded += [f"{dataset}/{part}" for part in spec.subsets] if spec and spec.subsets else [dataset]
-    return expanded
-
-
-def _display_name(dataset: str) -> str:
-    """A folder's own name, or the registry name (``cqadupstack/android`` stays whole)."""
-    if Path(dataset).is_dir():
-        return Path(dataset).resolve().name
-    return dataset if registry.lookup(dataset.split("/")[0]) is not None else Path(dataset).name
-
-
-def system_config(base: EvaluateConfig, system: str) -> EvaluateConfig:
-    """`base` set up for one system of a grid: a model (``bm25``, a bi-encoder), or a first stage and
-    a reranker written ``FIRST >> CROSS_ENCODER@DEPTH`` (depth 100 when omitted; the rerank batch size
-    and max length come from `base.rerank`).
-
-    Raises:
-        HarnessError: A malformed system (an empty stage, a depth that is not a number).
-    """
-    first, arrow, second = system.partition(">>")
-    if not arrow:
-        return replace(base, model=system.strip())
-    reranker, at, depth = second.strip().rpartition("@")
-    if not at:
-        reranker, depth = second.strip(), "100"
-    if not first.strip() or not reranker or not depth.isascii() or not depth.isdigit():
-        raise HarnessError(f"system {system!r}: write FIRST >> CROSS_ENCODER@DEPTH, e.g. bm25 >> "
-                           "cross-encoder/ms-marco-MiniLM-L-6-v2@100")
-    template = base.rerank or RerankSpec(reranker)
-    return replace(base, model=first.strip(), rerank=replace(template, model=reranker, depth=int(depth)))
-
-
-def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, force: bool = False) -> BenchReport:
-    """Evaluate every system on every dataset with the settings of `base`.
-
-    Each cell is an `evaluate_dataset` run writing its result files. A cell whose result exists
-    with the same configuration (`config_hash`) and harness version is skipped unless `force`. A cell
-    that fails with a HarnessError is reported and the grid goes on. A model is loaded once for all its
-    datasets. A fusion's systems are evaluated too (added to the grid when not listed), then their saved
-    runs fused (`fuse_results`; milliseconds, so always redone). At the end, ``<output_dir>/results.csv``
-    is rewritten from every result under the output folder.
-
-    Args:
-        models: Systems: model names or folders, ``bm25``, ``FIRST >> CROSS_ENCODER@DEPTH``
-            (`system_config`), or fusions ``METHOD(SYSTEM, SYSTEM, ...)`` (`harness.systems`).
-        datasets: Registry names or BEIR folders.
-        base: Settings shared by every cell (its model and dataset are replaced; with several
-            models, its `name` becomes ``<name>: <model>``).
-        force: Redo cells that are already done.
-
-    Raises:
-        HarnessError: A malformed system, or fusions asked for with no output folder.
-    """
-    from harness.report import write_results_csv
-    from harness.systems import parse_fusion
-
-    fusions = [fused for fused in map(parse_fusion, models) if fused is not None]
-    if fusions and base.output_dir is None:
-        raise HarnessError("fusion systems fuse the runs saved beside their systems' results; set output_dir")
-    fused_texts = {fused.text for fused in fusions}
-    systems = [model for model in models if model.strip() not in fused_texts]
-    systems += [member for fused in fusions for member in fused.members if member not in systems]
-    systems = list(dict.fromkeys(systems))
-    grid = _Grid(base, force, len(systems) + len(fusions))
-    for dataset in expand_datasets(datasets):
-        saved = {system: grid.cell(dataset, system) for system in systems}
-        for fused in fusions:
-            grid.fuse(dataset, fused, saved)
-    csv_path = write_results_csv(base.output_dir) if base.output_dir is not None else None
-    return BenchReport(grid.cells, csv_path)
-
-
-class _Grid:
-    """The cells of one bench run, and the models loaded for them (once each)."""
-
-    def __init__(self, base: EvaluateConfig, force: bool, per_dataset: int):
-        self.base, self.force, self.per_dataset = base, force, per_dataset
-        self.cells: list[Cell] = []
-        self.encoders: dict[str, Encoder] = {}
-
-    def cell(self, dataset: str, system: str) -> Path | None:
-        """Evaluate (or skip) one cell; returns the path of its result file, None when it failed."""
-        from harness.report import read_result, result_paths
-
-        base = self.base
-        label = f"{base.name}: {system}" if base.name and self.per_dataset > 1 else base.name
-        config = system_config(replace(base, dataset_path=dataset, name=label), system)
-        logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system)
-        name = _display_name(dataset)
-        if base.output_dir is not None and not self.force:
-            identity = configuration(config, name)
-            path = result_paths(base.output_dir, name, identity.model, base.split, identity.variant)[0]
-            previous = read_result(path)
-            if previous is not None and previous.get("config_hash") == identity.config_hash \
-                    and previous.get("versions", {}).get("beir-harness") == __version__:
-                logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, system)
-                self.cells.append(Cell(name, system, "skipped", previous["metrics"]))
-                return path
-        try:
-            encoder = None
-            if config.model.lower() != BM25_MODEL and not _is_sparse_model(config):
-                if config.model not in self.encoders:
-                    self.encoders[config.model] = load_model(config)
-                encoder = self.encoders[config.model]
-            outcome = evaluate_dataset(config, encoder=encoder)
-        except HarnessError as exc:
-            logger.error("%s × %s failed: %s", dataset, system, exc)
-            self.cells.append(Cell(name, system, "failed", error=str(exc)))
-            return None
-        if outcome.paths:
-            logger.info("wrote %s", outcome.paths[0])
-        self.cells.append(Cell(outcome.result.dataset, system, "done", outcome.result.metrics))
-        return outcome.paths[0] if outcome.paths else None
-
-    def fuse(self, dataset: str, fused, saved: dict[str, Path | None]) -> None:
-        """Fuse the saved runs of `fused`'s systems on `dataset` (a failed system fails the fusion)."""
-        name = _display_name(dataset)
-        missing = [member for member in fused.members if saved.get(member) is None]
-        if missing:
-            self.cells.append(Cell(name, fused.text, "failed", error=f"{missing[0]} failed, so it cannot be fused"))
-            return
-        label = f"{self.base.name}: {fused.text}" if self.base.name else None
-        try:
-            outcome = fuse_results([saved[member] for member in fused.members], fused.spec, self.base.output_dir,
-                                   name=label)
-        except HarnessError as exc:
-            logger.error("%s × %s failed: %s", dataset, fused.text, exc)
-            self.cells.append(Cell(name, fused.text, "failed", error=str(exc)))
-            return
-        self.cells.append(Cell(outcome.result.dataset, fused.text, "done", outcome.result.metrics))
-
-
-def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = Path("results"),
-                 name: str | None = None) -> Outcome:
-    """Fuse the runs saved beside results of one dataset, score the fused run, write it as a result.
-
-    Args:
-        paths: Result JSON files (each with its ``.run.trec`` beside it).
-        spec: How to fuse (`harness.fusion`).
-        output_dir: Where the fused result goes (``<dataset>/fusion/<split>.<variant>.json``); None
-            writes nothing.
-        name: The label of the fused result; default ``method(label, label, ...)``.
-
-    Raises:
-        HarnessError: Results of different datasets, splits or qrels; a run file missing or
-            altered since its result was written; qrels changed since; bad fusion settings.
-    """
-    from harness.fusion import fuse
-    from harness.report import read_result, result_label
-
-    started = time.perf_counter()
-    spec.check(len(paths))
-    inputs = []
-    for path in map(Path, paths):
-        data = read_result(path)
-        if data is None:
-            raise HarnessError(f"{path}: not a beir-harness result file")
-        inputs.append((path, data))
-    first_path, first = inputs[0]
-    for path, data in inputs[1:]:
-        for key in ("dataset", "split"):
-            if data[key] != first[key]:
-                raise HarnessError(f"cannot fuse results of different {key}s: {first_path} is {first[key]}, "
-                                   f"{path} is {data[key]}")
-        if data.get("fingerprints", {}).get("qrels") != first.get("fingerprints", {}).get("qrels"):
-            raise HarnessError(f"cannot fuse results scored against different qrels: {first_path} and {path} "
-                               "(their qrels fingerprints differ)")
-    notes: list[str] = []
-    runs = [_saved_run(path, data, notes) for path, data in inputs]
-    for (path, _), run in zip(inputs, runs):
-        deepest = max((run.depth(q) for q in run), default=0)
-        if deepest < spec.depth:
-            notes.append(f"{path.name}: at most {deepest} documents per query, fewer than the fusion depth "
-                         f"{spec.depth}")
-            logger.info(notes[-1])
-    folder = locate_beir_folder(first["config"]["dataset_path"], first["split"])
-    digest = hashlib.sha256()
-    qrels = read_qrels(folder.qrels, digest)
-    if digest.hexdigest() != first.get("fingerprints", {}).get("qrels"):
-        raise HarnessError(f"{folder.qrels} changed since the results were scored (its fingerprint differs); "
-                           "rerun the evaluations")
-    labels = [result_label(data) for _, data in inputs]
-    label = name or f"{spec.method}({', '.join(labels)})"
-    fused = fuse(runs, spec, name=label)
-    depth = min(spec.depth, max((fused.depth(q) for q in fused), default=0)) or spec.depth
-    evaluation = evaluate(qrels, fused, standard_metrics(sorted(k for k in STANDARD_K if k <= depth) or [depth]))
-    identity = Configuration.from_settings("fusion", first["split"], {
-        "fusion": spec.to_config(), "inputs": sorted(data.get("config_hash") or str(path) for path, data in inputs)},
-        {})
-    result = Result(
-        dataset=first["dataset"], split=first["split"], model="fusion", label=label, variant=identity.variant,
-        metrics=evaluation.means, per_query=evaluation.per_query, n_queries=evaluation.n_queries,
-        config={"fusion": spec.to_config(), "top_k": depth, "dataset_path": first["config"]["dataset_path"],
-                "k_values": [10], "inputs": [{"result": str(path), "label": labels[i],
-                                              "config_hash": data.get("config_hash", ""),
-                                              "run_sha256": data.get("fingerprints", {}).get("scored_run")}
-                                             for i, (path, data) in enumerate(inputs)]},
-        fingerprints={key: value for key, value in first.get("fingerprints", {}).items()
-                      if key in ("corpus", "queries", "qrels")},
-        timings={"total": round(time.perf_counter() - started, 4)}, versions=versions(), host=host_info(),
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), notes=notes,
-        config_hash=identity.config_hash,
-    )
-    paths_written = write_result(result, fused, output_dir) if output_dir is not None else None
-    return Outcome(result, fused, qrels, paths_written)
-
-
-def _saved_run(path: Path, data: dict, notes: list[str]) -> Run:
-    """The run file beside a result, checked against the hash the result recorded."""
-    from harness.formats import content_sha256
-
-    run_path = path.with_name(f"{path.stem}.run.trec")
-    if not run_path.is_file():
-        raise HarnessError(f"{run_path}: the run file beside {path.name} is missing; rerun that evaluation")
-    recorded = data.get("fingerprints", {}).get("scored_run")
-    if recorded is None:
-        notes.append(f"{path.name} predates run fingerprints: its run file could not be checked")
-        logger.warning(notes[-1])
-    elif content_sha256(run_path) != recorded:
-        raise HarnessError(f"{run_path} was altered after {path.name} was written (its sha256 differs from the one "
-                           "recorded); rerun that evaluation")
-    return read_run(run_path)

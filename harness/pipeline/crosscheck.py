@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.encode import EncoderSpec, resolve_model_source
+from harness.retrieval.encode import EncoderSpec, resolve_model_source
 from harness.errors import HarnessError, MissingDependencyError
-from harness.formats import locate_beir_folder
-from harness.pipeline import BM25_MODEL, EvaluateConfig, evaluate_dataset
+from harness.io.formats import locate_beir_folder
+from harness.pipeline.evaluate import BM25_MODEL, EvaluateConfig, evaluate_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: t
                cache_dir: Path | None = None, progress: bool = True, device: str | None = None) -> CrossCheck:
     """Evaluate `model` on `dataset` with beir-harness and with BEIR's pipeline.
 
-    Both sides run on the same device (`device`, resolved as `harness.devices.DeviceSpec` does;
+    Both sides run on the same device (`device`, resolved as `harness.retrieval.devices.DeviceSpec` does;
     a device list is cut to its first device, since BEIR's search runs one model).
 
     Raises:
@@ -90,7 +90,7 @@ def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: t
         raise MissingDependencyError("crosscheck needs beir (pip install beir)") from exc
 
     k_values = tuple(sorted(set(k_values)))
-    from harness.devices import DeviceSpec
+    from harness.retrieval.devices import DeviceSpec
 
     device = DeviceSpec(device).resolve()[0]
     started = time.perf_counter()

@@ -11,8 +11,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from harness.cache import cache_dir, list_entries
-from harness.datasets import data_dir, list_datasets
+from harness.io.cache import cache_dir, list_entries
+from harness.datasets.catalog import data_dir, list_datasets
 from harness.host import host_info, versions
 
 logger = logging.getLogger(__name__)
@@ -89,13 +89,13 @@ def _sample_texts(count: int, dataset: str | Path | None) -> list[str]:
     """`count` document texts: the first of `dataset`'s corpus, else the bundled demo's, repeated."""
     from itertools import cycle, islice
 
-    from harness.formats import find_file, iter_corpus
+    from harness.io.formats import find_file, iter_corpus
     from harness.records import doc_text
 
     if dataset is not None:
         corpus = find_file(Path(dataset) / "corpus.jsonl") or Path(dataset) / "corpus.jsonl"
         return [doc_text(doc) for doc in islice(iter_corpus(corpus), count)]
-    from harness.pipeline import demo_folder
+    from harness.pipeline.evaluate import demo_folder
 
     texts = [doc_text(doc) for doc in iter_corpus(demo_folder() / "corpus.jsonl")]
     return list(islice(cycle(texts), count))
@@ -124,13 +124,13 @@ def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Pa
 
     import numpy as np
 
-    from harness.encode import DEFAULT_MODEL, load_encoder
+    from harness.retrieval.encode import DEFAULT_MODEL, load_encoder
 
     sample = _sample_texts(texts, dataset)
     torch_encoder = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size)
     encoders: dict[str, Any] = {"torch": torch_encoder}
     if importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None:
-        from harness.onnx_backend import onnx_encoder
+        from harness.retrieval.onnx_backend import onnx_encoder
 
         for backend in ("onnx", "onnx-int8"):
             encoders[backend] = onnx_encoder(torch_encoder, backend, cache_dir(cache))

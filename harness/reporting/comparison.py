@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import published, registry
+from harness.datasets import published
+from harness.datasets import registry
 from harness.errors import HarnessError
-from harness.formats import atomic_writer
-from harness.report import read_result, result_label
-from harness.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
+from harness.io.formats import atomic_writer
+from harness.reporting.report import read_result, result_label
+from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 
 logger = logging.getLogger(__name__)
 
@@ -549,12 +550,12 @@ def plot_comparison(comparison: Comparison, path: str | Path, rounds: int = 1000
 
 def compare_results(first: dict[str, Any], second: dict[str, Any], metrics: Sequence[str] | None = None,
                     rounds: int = DEFAULT_ROUNDS, seed: int = 0) -> list:
-    """Paired tests of `second` against `first` for each shared metric (see `harness.significance`).
+    """Paired tests of `second` against `first` for each shared metric (see `harness.evaluation.significance`).
 
     Raises:
         HarnessError: Different datasets, splits or qrels.
     """
-    from harness.significance import compare_metric
+    from harness.evaluation.significance import compare_metric
 
     for key in ("dataset", "split"):
         if first[key] != second[key]:
@@ -608,7 +609,7 @@ def inspect_results(results: Sequence[dict[str, Any]], worst: int = 10, metric: 
     Raises:
         HarnessError: The dataset folder or the run file is gone, or the metric is missing.
     """
-    from harness.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
+    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
 
     first = results[0]
     for result in results:

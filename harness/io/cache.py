@@ -10,7 +10,7 @@ Layout: ``<cache_dir>/embeddings/<key>/`` holds ``chunk-00000.npy`` (float32, no
 dimension, per-chunk sha256) written last. An entry without a manifest is partial: a run killed
 mid-encode resumes from the chunks already written, and from the *pieces* of the chunk it was
 encoding (``chunk-00000.piece-<name>.npy`` + ``.ids.json``: checkpoints written every minute or so
-of encoding, `harness.encode.encode_corpus`). A chunk written whole replaces its pieces, so a complete
+of encoding, `harness.retrieval.encode.encode_corpus`). A chunk written whole replaces its pieces, so a complete
 entry holds whole chunks only and reads as fast however often its writer checkpointed. An entry whose files do not match the manifest
 is dropped with a warning and recomputed; a damaged cache never yields a result.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, OutputError
-from harness.formats import atomic_writer, remove_stale_temporaries, write_json
+from harness.io.formats import atomic_writer, remove_stale_temporaries, write_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -132,7 +132,7 @@ class EmbeddingEntry:
         return doc_ids if isinstance(doc_ids, list) else None
 
     def stored(self, index: int, doc_ids: list[str]) -> tuple[list[str], np.ndarray] | None:
-        """What a partial entry holds of chunk `index` (the `harness.encode.ChunkStore` protocol).
+        """What a partial entry holds of chunk `index` (the `harness.retrieval.encode.ChunkStore` protocol).
 
         Returns:
             The whole chunk when it is stored with exactly `doc_ids`; else the pieces a killed run

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.encode import BACKENDS, SentenceTransformerEncoder
+from harness.retrieval.encode import BACKENDS, SentenceTransformerEncoder
 from harness.errors import HarnessError, MissingDependencyError
-from harness.formats import default_permissions, private_dir, remove_stale_temporaries
+from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
 from harness.host import int8_fast_here, local_kernel_class
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path) -> OnnxEnco
     if backend not in BACKENDS[1:]:
         raise HarnessError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
     ort = _onnxruntime()
-    from harness.cache import content_key
+    from harness.io.cache import content_key
 
     if backend == "onnx-int8" and int8_fast_here() is False:
         logger.warning("--backend onnx-int8: this CPU has no VNNI or AMX (kernel class %s), where int8 measured "

@@ -1,7 +1,7 @@
 """Systems as a grid names them: a model, ``FIRST >> CROSS_ENCODER@DEPTH``, or a fusion of systems.
 
 A fusion is written ``METHOD(SYSTEM, SYSTEM[, ...][, SETTING=VALUE ...])`` with METHOD one of
-`harness.fusion.METHODS` and the settings ``norm=minmax|zscore|none``, ``k=60`` (RRF's k),
+`harness.retrieval.fusion.METHODS` and the settings ``norm=minmax|zscore|none``, ``k=60`` (RRF's k),
 ``weights=0.3:0.7`` (wsum, one per system, colon-separated) and ``depth=1000``; e.g.
 ``rrf(bm25, all-MiniLM-L6-v2)`` or ``wsum(bm25, e5, weights=0.3:0.7, norm=zscore)``. A list of systems
 is comma-separated; commas inside a fusion's parentheses belong to the fusion.
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.fusion import METHODS, FusionSpec
+from harness.retrieval.fusion import METHODS, FusionSpec
 
 _FUSION = re.compile(r"^\s*(?P<method>[A-Za-z]+)\s*\((?P<inner>.*)\)\s*$", re.S)
 _SETTINGS = {"norm": "norm", "k": "rrf_k", "weights": "weights", "depth": "depth"}

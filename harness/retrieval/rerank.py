@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, MissingDependencyError, ModelLoadError
-from harness.formats import atomic_writer, remove_stale_temporaries
+from harness.io.formats import atomic_writer, remove_stale_temporaries
 from harness.records import Run
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class Reranker:
     """A loaded ``CrossEncoder`` with the fingerprint its cached scores are keyed by."""
 
     def __init__(self, spec: RerankSpec, device: str = "cpu", precision: str = "fp32"):
-        from harness.encode import resolve_model_source
+        from harness.retrieval.encode import resolve_model_source
 
         self.spec = spec
         source = resolve_model_source(spec.model)
@@ -123,7 +123,7 @@ class Reranker:
         except Exception as exc:  # noqa: BLE001 - hub, IO and config errors have no common base
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelLoadError(f"cannot load cross-encoder {spec.model!r}: {detail[:300]}") from exc
-        from harness.devices import torch_dtype
+        from harness.retrieval.devices import torch_dtype
 
         self.model.model.to(torch_dtype(precision))
         self.precision = precision
@@ -160,7 +160,7 @@ class ScoreCache:
     """Content-addressed (query, document) → score for one reranker; None `root` caches nothing."""
 
     def __init__(self, root: Path | None, fingerprint: Mapping[str, Any]):
-        from harness.cache import content_key
+        from harness.io.cache import content_key
 
         self.folder = root / "rerank" / content_key(dict(fingerprint)) if root is not None else None
         self.scores: dict[bytes, float] = {}

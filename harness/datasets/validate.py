@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DatasetError, FormatError
-from harness.formats import find_file, iter_corpus, iter_qrels, iter_queries, read_qrels
+from harness.io.formats import find_file, iter_corpus, iter_qrels, iter_queries, read_qrels
 from harness.records import doc_text
 
 MAX_LISTED = 50

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.errors import FormatError, HarnessError, MissingDependencyError, OutputError
-from harness.formats import (
+from harness.io.formats import (
     corpus_line,
     default_permissions,
     find_file,

@@ -85,7 +85,7 @@ class EncoderSpec:
         query_prefix: Text prepended to each query before encoding (e.g. ``"query: "``).
         doc_prefix: Text prepended to each document before encoding (e.g. ``"passage: "``).
         backend: ``torch``, or ``onnx`` / ``onnx-int8`` to encode with ONNX Runtime
-            (`harness.onnx_backend`; needs the ``[onnx]`` extra).
+            (`harness.retrieval.onnx_backend`; needs the ``[onnx]`` extra).
         precision: ``fp32``, ``fp16`` or ``bf16`` weights and activations (also the reranker's).
         batch_size: Texts per forward pass (not decisive).
         trust_remote_code: Let the model run code from its repository (not decisive).
@@ -106,7 +106,7 @@ class EncoderSpec:
         Raises:
             HarnessError: Naming the setting at fault.
         """
-        from harness.devices import PRECISIONS
+        from harness.retrieval.devices import PRECISIONS
 
         if self.backend not in BACKENDS:
             raise HarnessError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
@@ -133,8 +133,8 @@ class EncoderSpec:
                                trust_remote_code=self.trust_remote_code, device=device, precision=self.precision)
         if self.backend == "torch":
             return encoder
-        from harness.cache import cache_dir
-        from harness.onnx_backend import onnx_encoder
+        from harness.io.cache import cache_dir
+        from harness.retrieval.onnx_backend import onnx_encoder
 
         return onnx_encoder(encoder, self.backend, cache_root or cache_dir())
 
@@ -408,7 +408,7 @@ class LazyEncoder:
     """An encoder that loads its model only when something must actually be encoded.
 
     It knows the model's fingerprint and settings from an earlier run (see
-    `harness.cache.recall_fingerprint`), which is all a run needs when every embedding it wants is
+    `harness.io.cache.recall_fingerprint`), which is all a run needs when every embedding it wants is
     cached: such a run never imports torch or loads the weights.
     """
 
@@ -486,7 +486,7 @@ def load_encoder(
         name: A sentence-transformers hub id, a local model folder, or the default's alias.
         batch_size: Texts per forward pass.
         max_seq_length: Override the model's truncation length (tokens).
-        device: A torch device (``cpu``, ``cuda:0``, ``mps``), as `harness.devices.DeviceSpec`
+        device: A torch device (``cpu``, ``cuda:0``, ``mps``), as `harness.retrieval.devices.DeviceSpec`
             resolves it.
         normalize: L2-normalize the vectors (cosine similarity).
         query_prefix: Text prepended to queries; overrides a model-defined ``query`` prompt.
@@ -516,7 +516,7 @@ def load_encoder(
         ) from exc
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
-    from harness.devices import torch_dtype
+    from harness.retrieval.devices import torch_dtype
 
     # Always cast: a model stored in fp16 would otherwise run in fp16 when fp32 was asked for.
     model.to(torch_dtype(precision))
@@ -566,7 +566,7 @@ def encode_corpus(
 
     Args:
         encoder: The model.
-        docs: The document stream (e.g. `harness.formats.iter_corpus`).
+        docs: The document stream (e.g. `harness.io.formats.iter_corpus`).
         chunk_size: Documents read and encoded per chunk (the caller stores each whole chunk).
         batch_size: Texts per forward pass.
         progress: Show a tqdm bar (documents, rate, ETA, how many are stored) on stderr.

@@ -44,7 +44,7 @@ class SparseModel:
         except Exception as exc:  # noqa: BLE001 - hub, IO and config errors have no common base
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelLoadError(f"cannot load sparse encoder {name!r}: {detail[:300]}") from exc
-        from harness.devices import torch_dtype
+        from harness.retrieval.devices import torch_dtype
 
         self.model.to(torch_dtype(precision))
         if max_seq_length is not None:

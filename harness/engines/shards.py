@@ -1,9 +1,9 @@
 """The worker side of the engines that fan a corpus out: encode a shard into the shared cache entry.
 
-A shard is one chunk of the embedding cache (`harness.cache`). A worker — a Ray actor
-(`harness.ray_engine`) or a local process on one device (`harness.multi_device`) — loads the model
+A shard is one chunk of the embedding cache (`harness.io.cache`). A worker — a Ray actor
+(`harness.engines.ray_engine`) or a local process on one device (`harness.engines.multi_device`) — loads the model
 once, checks that its weights are the driver's, and encodes each shard exactly as the local engine
-encodes a chunk (`harness.encode.encode_corpus`: same order, same batches, the same time-based
+encodes a chunk (`harness.retrieval.encode.encode_corpus`: same order, same batches, the same time-based
 checkpoints), then writes it whole into the entry.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.cache import CacheCorrupt, EmbeddingEntry
-from harness.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked, encode_corpus
+from harness.io.cache import CacheCorrupt, EmbeddingEntry
+from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked, encode_corpus
 from harness.errors import HarnessError
 from harness.records import Doc
 
@@ -120,7 +120,7 @@ class EncodeJob:
         chunk_size: Documents per chunk (= per cache chunk, as the local engine's).
         batch_size: Texts per forward pass.
         checkpoint_seconds: Workers store the part of a chunk encoded so far this often.
-        token_budget: Batch by tokens (`harness.encode.plan_batches`).
+        token_budget: Batch by tokens (`harness.retrieval.encode.plan_batches`).
     """
 
     load: Callable[..., Encoder]

@@ -1,0 +1,1 @@
+"""Datasets: the BEIR registry, the data dir, converting your tables, validating folders."""

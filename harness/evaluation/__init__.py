@@ -1,0 +1,1 @@
+"""Scores: the metric table and pytrec_eval, significance tests."""

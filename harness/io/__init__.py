@@ -1,0 +1,1 @@
+"""Reading and writing: BEIR/TREC formats, verified downloads, the embedding cache."""

@@ -1,0 +1,1 @@
+"""The pipeline: evaluate a dataset, bench grids, fusing saved results, crosscheck, env."""

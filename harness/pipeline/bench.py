@@ -1,0 +1,222 @@
+"""Bench grids: every system on every dataset, resumable, with a summary table and results.csv.
+
+A system is a model (``bm25``, a bi-encoder, a sparse encoder), ``FIRST >> CROSS_ENCODER@DEPTH``, or a
+fusion of systems (`harness.pipeline.systems`); each cell is an `evaluate_dataset` run, each fusion a
+`fuse_results` over its systems' saved runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from harness import __version__
+from harness.datasets import registry
+from harness.errors import HarnessError
+from harness.pipeline.evaluate import (
+    BM25_MODEL,
+    EvaluateConfig,
+    _is_sparse_model,
+    configuration,
+    evaluate_dataset,
+    load_model,
+)
+from harness.pipeline.fuse import fuse_results
+from harness.retrieval.encode import Encoder
+from harness.retrieval.rerank import RerankSpec
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One dataset × model cell of a bench grid."""
+
+    dataset: str
+    model: str
+    status: str  # "done", "skipped" (same config already written) or "failed"
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """What `run_bench` did, cell by cell, and where the long-form CSV went."""
+
+    cells: list[Cell]
+    csv_path: Path | None
+
+    @property
+    def failed(self) -> list[Cell]:
+        return [cell for cell in self.cells if cell.status == "failed"]
+
+    def format_table(self, metric: str = "nDCG@10") -> str:
+        """Datasets × models for one metric; failed cells say so, the errors follow the table."""
+        datasets = list(dict.fromkeys(cell.dataset for cell in self.cells))
+        models = list(dict.fromkeys(cell.model for cell in self.cells))
+        by_key = {(cell.dataset, cell.model): cell for cell in self.cells}
+
+        def show(cell: Cell | None) -> str:
+            if cell is None:
+                return "-"
+            if cell.status == "failed":
+                return "failed"
+            value = cell.metrics.get(metric)
+            return f"{value:.4f}" if value is not None else "n/a"
+
+        rows = [[metric, *models]] + [[dataset, *(show(by_key.get((dataset, m))) for m in models)]
+                                      for dataset in datasets]
+        forums = registry.get("cqadupstack").subsets
+        means = []
+        for m in models:
+            done = [by_key.get((f"cqadupstack/{forum}", m)) for forum in forums]
+            values = [c.metrics.get(metric) for c in done if c is not None and c.status != "failed"]
+            means.append(f"{sum(values) / 12:.4f}" if len(values) == 12 and None not in values else "-")
+        if any(mean != "-" for mean in means):
+            rows.append(["cqadupstack (mean of 12 forums)", *means])
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                           for i, (cell, width) in enumerate(zip(row, widths))) for row in rows]
+        counts = {status: sum(c.status == status for c in self.cells) for status in ("done", "skipped", "failed")}
+        lines.append(f"{len(self.cells)} cells: {counts['done']} done, {counts['skipped']} skipped "
+                     f"(already done with the same settings), {counts['failed']} failed")
+        lines += [f"failed: {cell.dataset} × {cell.model}: {cell.error}" for cell in self.failed]
+        return "\n".join(lines)
+
+
+def expand_datasets(datasets: list[str]) -> list[str]:
+    """Registry names with sub-corpora become their parts: ``cqadupstack`` → its 12 forums."""
+    expanded = []
+    for dataset in datasets:
+        spec = registry.lookup(dataset) if not Path(dataset).is_dir() else None
+        expanded += [f"{dataset}/{part}" for part in spec.subsets] if spec and spec.subsets else [dataset]
+    return expanded
+
+
+def _display_name(dataset: str) -> str:
+    """A folder's own name, or the registry name (``cqadupstack/android`` stays whole)."""
+    if Path(dataset).is_dir():
+        return Path(dataset).resolve().name
+    return dataset if registry.lookup(dataset.split("/")[0]) is not None else Path(dataset).name
+
+
+def system_config(base: EvaluateConfig, system: str) -> EvaluateConfig:
+    """`base` set up for one system of a grid: a model (``bm25``, a bi-encoder), or a first stage and
+    a reranker written ``FIRST >> CROSS_ENCODER@DEPTH`` (depth 100 when omitted; the rerank batch size
+    and max length come from `base.rerank`).
+
+    Raises:
+        HarnessError: A malformed system (an empty stage, a depth that is not a number).
+    """
+    first, arrow, second = system.partition(">>")
+    if not arrow:
+        return replace(base, model=system.strip())
+    reranker, at, depth = second.strip().rpartition("@")
+    if not at:
+        reranker, depth = second.strip(), "100"
+    if not first.strip() or not reranker or not depth.isascii() or not depth.isdigit():
+        raise HarnessError(f"system {system!r}: write FIRST >> CROSS_ENCODER@DEPTH, e.g. bm25 >> "
+                           "cross-encoder/ms-marco-MiniLM-L-6-v2@100")
+    template = base.rerank or RerankSpec(reranker)
+    return replace(base, model=first.strip(), rerank=replace(template, model=reranker, depth=int(depth)))
+
+
+def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, force: bool = False) -> BenchReport:
+    """Evaluate every system on every dataset with the settings of `base`.
+
+    Each cell is an `evaluate_dataset` run writing its result files. A cell whose result exists
+    with the same configuration (`config_hash`) and harness version is skipped unless `force`. A cell
+    that fails with a HarnessError is reported and the grid goes on. A model is loaded once for all its
+    datasets. A fusion's systems are evaluated too (added to the grid when not listed), then their saved
+    runs fused (`fuse_results`; milliseconds, so always redone). At the end, ``<output_dir>/results.csv``
+    is rewritten from every result under the output folder.
+
+    Args:
+        models: Systems: model names or folders, ``bm25``, ``FIRST >> CROSS_ENCODER@DEPTH``
+            (`system_config`), or fusions ``METHOD(SYSTEM, SYSTEM, ...)`` (`harness.pipeline.systems`).
+        datasets: Registry names or BEIR folders.
+        base: Settings shared by every cell (its model and dataset are replaced; with several
+            models, its `name` becomes ``<name>: <model>``).
+        force: Redo cells that are already done.
+
+    Raises:
+        HarnessError: A malformed system, or fusions asked for with no output folder.
+    """
+    from harness.reporting.report import write_results_csv
+    from harness.pipeline.systems import parse_fusion
+
+    fusions = [fused for fused in map(parse_fusion, models) if fused is not None]
+    if fusions and base.output_dir is None:
+        raise HarnessError("fusion systems fuse the runs saved beside their systems' results; set output_dir")
+    fused_texts = {fused.text for fused in fusions}
+    systems = [model for model in models if model.strip() not in fused_texts]
+    systems += [member for fused in fusions for member in fused.members if member not in systems]
+    systems = list(dict.fromkeys(systems))
+    grid = _Grid(base, force, len(systems) + len(fusions))
+    for dataset in expand_datasets(datasets):
+        saved = {system: grid.cell(dataset, system) for system in systems}
+        for fused in fusions:
+            grid.fuse(dataset, fused, saved)
+    csv_path = write_results_csv(base.output_dir) if base.output_dir is not None else None
+    return BenchReport(grid.cells, csv_path)
+
+
+class _Grid:
+    """The cells of one bench run, and the models loaded for them (once each)."""
+
+    def __init__(self, base: EvaluateConfig, force: bool, per_dataset: int):
+        self.base, self.force, self.per_dataset = base, force, per_dataset
+        self.cells: list[Cell] = []
+        self.encoders: dict[str, Encoder] = {}
+
+    def cell(self, dataset: str, system: str) -> Path | None:
+        """Evaluate (or skip) one cell; returns the path of its result file, None when it failed."""
+        from harness.reporting.report import read_result, result_paths
+
+        base = self.base
+        label = f"{base.name}: {system}" if base.name and self.per_dataset > 1 else base.name
+        config = system_config(replace(base, dataset_path=dataset, name=label), system)
+        logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system)
+        name = _display_name(dataset)
+        if base.output_dir is not None and not self.force:
+            identity = configuration(config, name)
+            path = result_paths(base.output_dir, name, identity.model, base.split, identity.variant)[0]
+            previous = read_result(path)
+            if previous is not None and previous.get("config_hash") == identity.config_hash \
+                    and previous.get("versions", {}).get("beir-harness") == __version__:
+                logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, system)
+                self.cells.append(Cell(name, system, "skipped", previous["metrics"]))
+                return path
+        try:
+            encoder = None
+            if config.model.lower() != BM25_MODEL and not _is_sparse_model(config):
+                if config.model not in self.encoders:
+                    self.encoders[config.model] = load_model(config)
+                encoder = self.encoders[config.model]
+            outcome = evaluate_dataset(config, encoder=encoder)
+        except HarnessError as exc:
+            logger.error("%s × %s failed: %s", dataset, system, exc)
+            self.cells.append(Cell(name, system, "failed", error=str(exc)))
+            return None
+        if outcome.paths:
+            logger.info("wrote %s", outcome.paths[0])
+        self.cells.append(Cell(outcome.result.dataset, system, "done", outcome.result.metrics))
+        return outcome.paths[0] if outcome.paths else None
+
+    def fuse(self, dataset: str, fused, saved: dict[str, Path | None]) -> None:
+        """Fuse the saved runs of `fused`'s systems on `dataset` (a failed system fails the fusion)."""
+        name = _display_name(dataset)
+        missing = [member for member in fused.members if saved.get(member) is None]
+        if missing:
+            self.cells.append(Cell(name, fused.text, "failed", error=f"{missing[0]} failed, so it cannot be fused"))
+            return
+        label = f"{self.base.name}: {fused.text}" if self.base.name else None
+        try:
+            outcome = fuse_results([saved[member] for member in fused.members], fused.spec, self.base.output_dir,
+                                   name=label)
+        except HarnessError as exc:
+            logger.error("%s × %s failed: %s", dataset, fused.text, exc)
+            self.cells.append(Cell(name, fused.text, "failed", error=str(exc)))
+            return
+        self.cells.append(Cell(outcome.result.dataset, fused.text, "done", outcome.result.metrics))

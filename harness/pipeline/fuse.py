@@ -1,0 +1,113 @@
+"""Fusing saved results: the runs beside results of one dataset become one scored, written result."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.evaluation.metrics import evaluate, standard_metrics
+from harness.host import host_info, versions
+from harness.io.formats import locate_beir_folder, read_qrels, read_run
+from harness.pipeline.evaluate import STANDARD_K, Outcome
+from harness.records import Run
+from harness.reporting.report import Result, write_result
+from harness.reporting.variant import Configuration
+from harness.retrieval.fusion import FusionSpec
+
+logger = logging.getLogger(__name__)
+
+
+def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = Path("results"),
+                 name: str | None = None) -> Outcome:
+    """Fuse the runs saved beside results of one dataset, score the fused run, write it as a result.
+
+    Args:
+        paths: Result JSON files (each with its ``.run.trec`` beside it).
+        spec: How to fuse (`harness.retrieval.fusion`).
+        output_dir: Where the fused result goes (``<dataset>/fusion/<split>.<variant>.json``); None
+            writes nothing.
+        name: The label of the fused result; default ``method(label, label, ...)``.
+
+    Raises:
+        HarnessError: Results of different datasets, splits or qrels; a run file missing or
+            altered since its result was written; qrels changed since; bad fusion settings.
+    """
+    from harness.retrieval.fusion import fuse
+    from harness.reporting.report import read_result, result_label
+
+    started = time.perf_counter()
+    spec.check(len(paths))
+    inputs = []
+    for path in map(Path, paths):
+        data = read_result(path)
+        if data is None:
+            raise HarnessError(f"{path}: not a beir-harness result file")
+        inputs.append((path, data))
+    first_path, first = inputs[0]
+    for path, data in inputs[1:]:
+        for key in ("dataset", "split"):
+            if data[key] != first[key]:
+                raise HarnessError(f"cannot fuse results of different {key}s: {first_path} is {first[key]}, "
+                                   f"{path} is {data[key]}")
+        if data.get("fingerprints", {}).get("qrels") != first.get("fingerprints", {}).get("qrels"):
+            raise HarnessError(f"cannot fuse results scored against different qrels: {first_path} and {path} "
+                               "(their qrels fingerprints differ)")
+    notes: list[str] = []
+    runs = [_saved_run(path, data, notes) for path, data in inputs]
+    for (path, _), run in zip(inputs, runs):
+        deepest = max((run.depth(q) for q in run), default=0)
+        if deepest < spec.depth:
+            notes.append(f"{path.name}: at most {deepest} documents per query, fewer than the fusion depth "
+                         f"{spec.depth}")
+            logger.info(notes[-1])
+    folder = locate_beir_folder(first["config"]["dataset_path"], first["split"])
+    digest = hashlib.sha256()
+    qrels = read_qrels(folder.qrels, digest)
+    if digest.hexdigest() != first.get("fingerprints", {}).get("qrels"):
+        raise HarnessError(f"{folder.qrels} changed since the results were scored (its fingerprint differs); "
+                           "rerun the evaluations")
+    labels = [result_label(data) for _, data in inputs]
+    label = name or f"{spec.method}({', '.join(labels)})"
+    fused = fuse(runs, spec, name=label)
+    depth = min(spec.depth, max((fused.depth(q) for q in fused), default=0)) or spec.depth
+    evaluation = evaluate(qrels, fused, standard_metrics(sorted(k for k in STANDARD_K if k <= depth) or [depth]))
+    identity = Configuration.from_settings("fusion", first["split"], {
+        "fusion": spec.to_config(), "inputs": sorted(data.get("config_hash") or str(path) for path, data in inputs)},
+        {})
+    result = Result(
+        dataset=first["dataset"], split=first["split"], model="fusion", label=label, variant=identity.variant,
+        metrics=evaluation.means, per_query=evaluation.per_query, n_queries=evaluation.n_queries,
+        config={"fusion": spec.to_config(), "top_k": depth, "dataset_path": first["config"]["dataset_path"],
+                "k_values": [10], "inputs": [{"result": str(path), "label": labels[i],
+                                              "config_hash": data.get("config_hash", ""),
+                                              "run_sha256": data.get("fingerprints", {}).get("scored_run")}
+                                             for i, (path, data) in enumerate(inputs)]},
+        fingerprints={key: value for key, value in first.get("fingerprints", {}).items()
+                      if key in ("corpus", "queries", "qrels")},
+        timings={"total": round(time.perf_counter() - started, 4)}, versions=versions(), host=host_info(),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), notes=notes,
+        config_hash=identity.config_hash,
+    )
+    paths_written = write_result(result, fused, output_dir) if output_dir is not None else None
+    return Outcome(result, fused, qrels, paths_written)
+
+
+def _saved_run(path: Path, data: dict, notes: list[str]) -> Run:
+    """The run file beside a result, checked against the hash the result recorded."""
+    from harness.io.formats import content_sha256
+
+    run_path = path.with_name(f"{path.stem}.run.trec")
+    if not run_path.is_file():
+        raise HarnessError(f"{run_path}: the run file beside {path.name} is missing; rerun that evaluation")
+    recorded = data.get("fingerprints", {}).get("scored_run")
+    if recorded is None:
+        notes.append(f"{path.name} predates run fingerprints: its run file could not be checked")
+        logger.warning(notes[-1])
+    elif content_sha256(run_path) != recorded:
+        raise HarnessError(f"{run_path} was altered after {path.name} was written (its sha256 differs from the one "
+                           "recorded); rerun that evaluation")
+    return read_run(run_path)

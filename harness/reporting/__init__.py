@@ -1,0 +1,1 @@
+"""Results: their identity (variant), files, published numbers, tables and plots."""
