@@ -624,10 +624,16 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--split", default=None, help="Split to report [default: each dataset's registry eval split].")
 @click.option("--published", "with_published", is_flag=True,
               help="Add the published scores as columns, with deltas for models that have one.")
+@click.option("--published-systems", callback=lambda ctx, param, value: [v.strip() for v in value.split(",") if
+              v.strip()] if value else [], default=None, metavar="NAME,...",
+              help="More published columns: systems (bm25+ce, splade-pp-ed, BAAI/bge-base-en-v1.5) or column "
+                   "headings ('bm25 · BEIR paper'); implies --published.")
 @click.option("--check-published", is_flag=True,
-              help="Reproduction check: OK/OFF per result with a published counterpart; exit 1 if any is off.")
-@click.option("--tolerance", type=float, default=0.003, show_default=True,
-              help="Largest |ours - published| that --check-published calls OK.")
+              help="Reproduction check: OK/OFF per result against the published row it should reproduce; exit 1 "
+                   "if any is off, 2 if nothing could be compared.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=None,
+              help="Largest |ours - published| that --check-published calls OK [default: 0.003 for nDCG@10, MAP@100 "
+                   "and MRR@10; 0.005 for Recall@100].")
 @click.option("--significance", "baseline", default=None, metavar="MODEL",
               help="Mark (†) cells that differ significantly from this baseline model.")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
@@ -639,8 +645,8 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals.")
 def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by: str, digits: int, split: str | None,
-           with_published: bool, check_published: bool, tolerance: float, baseline: str | None, alpha: float,
-           correction: str, rounds: int, plot: Path | None) -> None:
+           with_published: bool, published_systems: list[str], check_published: bool, tolerance: float | None,
+           baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
     PATHS are result files or folders searched recursively (default: results/). Reads result
@@ -652,11 +658,13 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         beir-harness report
         beir-harness report results/ --metric Recall@100 --format latex --out table.tex
         beir-harness report --published
+        beir-harness report --published-systems bm25+ce,splade-pp-ed
         beir-harness report --check-published
         beir-harness report --significance bm25 --plot comparison.png
     """
     from harness.reporting.comparison import (
         build_comparison,
+        check_exit_code,
         check_published as run_checks,
         format_checks,
         load_results,
@@ -669,10 +677,12 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
     if check_published:
         checks = run_checks(results, metric, tolerance, split)
         click.echo(format_checks(checks, metric, digits))
-        if not checks or any(not c.ok for c in checks):
-            sys.exit(1)
+        code = check_exit_code(checks)
+        if code:
+            sys.exit(code)
         return
-    comparison = build_comparison(results, metric, split, with_published, baseline, alpha, correction, rounds)
+    comparison = build_comparison(results, metric, split, with_published, baseline, alpha, correction, rounds,
+                                  published_systems)
     text = render(comparison, fmt, digits, by)
     if out is not None:
         write_text(text, out)

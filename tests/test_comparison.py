@@ -102,33 +102,114 @@ def test_published_columns_and_deltas(tmp_path):
     write_result(root, "scifact", "bm25", {"1": 0.6789})
     write_result(root, "scifact", "all-MiniLM-L6-v2", {"1": 0.64508})
     comparison = build_comparison(load_results([root]), with_published=True)
-    assert "bm25 · pyserini BM25 flat" in comparison.published_columns
-    assert "all-MiniLM-L6-v2 · MTEB" in comparison.published_columns
-    assert comparison.value("scifact", "Δ bm25") == pytest.approx(0.0)
-    assert comparison.value("scifact", "Δ all-MiniLM-L6-v2") == pytest.approx(0.0)
-    assert any("pyserini/2cr/beir.yaml" in note for note in comparison.notes)
+    assert comparison.published_columns == ["all-MiniLM-L6-v2 · MTEB", "bm25 · pyserini flat"]
+    # Each Δ column says which published column it is measured against.
+    assert comparison.value("scifact", "Δ bm25 vs bm25 · pyserini flat") == pytest.approx(0.0)
+    assert comparison.value("scifact", "Δ all-MiniLM-L6-v2 vs all-MiniLM-L6-v2 · MTEB") == pytest.approx(0.0)
+    # One note per column: its source once, and the datasets it covers.
+    notes = [note for note in comparison.notes if note.startswith("bm25 · pyserini flat:")]
+    assert notes == ["bm25 · pyserini flat: castorini/pyserini pyserini/2cr/beir.yaml@0a0be2960d33 (datasets: scifact)"]
+    # The bold best value goes to a system the user ran, never to a published column.
+    assert comparison.best("scifact") == {"bm25"}
 
 
-def test_reproduced_variant_and_alias():
-    assert published.reproduced("scifact", "test", "bm25").variant == "pyserini BM25 flat"
+def test_a_one_system_table_bolds_nothing(tmp_path):
+    root = tmp_path / "r"
+    write_result(root, "scifact", "bm25", {"1": 0.6})
+    comparison = build_comparison(load_results([root]), with_published=True)
+    assert comparison.best("scifact") == set()
+    assert "**" not in render(comparison, "markdown")
+
+
+def test_published_systems_add_columns_and_a_reranked_result_meets_bm25_ce(tmp_path):
+    root = tmp_path / "r"
+    write_result(root, "scifact", "bm25", {"1": 0.688},
+                 extra={"label": "bm25 >> ms-marco-MiniLM-L-6-v2@100",
+                        "config": {"rerank": {"model": "models/ms-marco-MiniLM-L-6-v2", "depth": 100}}})
+    comparison = build_comparison(load_results([root]), published_systems=["splade-pp-ed"])
+    assert comparison.published_columns == ["bm25+ce · BEIR paper", "bm25 · pyserini flat", "splade-pp-ed · pyserini"]
+    assert comparison.value("scifact", "bm25+ce · BEIR paper") == pytest.approx(0.688)
+    delta = "Δ bm25 >> ms-marco-MiniLM-L-6-v2@100 vs bm25+ce · BEIR paper"
+    assert comparison.value("scifact", delta) == pytest.approx(0.0)
+    with pytest.raises(HarnessError, match="published system 'nope' is not in the published table"):
+        build_comparison(load_results([root]), published_systems=["nope"])
+
+
+def test_touche_v3_rows_never_meet_a_v2_result(tmp_path):
+    root = tmp_path / "r"
+    write_result(root, "webis-touche2020", "sentence-transformers/all-MiniLM-L6-v2", {"1": 0.2})
+    comparison = build_comparison(load_results([root]), with_published=True)
+    assert comparison.value("webis-touche2020", "all-MiniLM-L6-v2 · MTEB") == 0.16904  # Touche2020, not .v3
+    assert any("Touche2020Retrieval.v3" in note for note in comparison.notes)
+    assert all(row.edition != "v3" for row in published.find("webis-touche2020", "test"))
+
+
+def test_a_custom_dataset_says_nothing_is_published_for_it(tmp_path):
+    root = tmp_path / "r"
+    write_result(root, "my-set", "bm25", {"1": 0.5})
+    comparison = build_comparison(load_results([root]), with_published=True)
+    assert comparison.published_columns == []
+    assert any(note.startswith("my-set: nothing published") and "not a BEIR dataset" in note
+               for note in comparison.notes)
+
+
+def test_reproduced_column_and_aliases():
+    assert published.reproduced("scifact", "test", "bm25").column == "bm25 · pyserini flat"
     assert published.reproduced("scifact", "test", "all-MiniLM-L6-v2").values["nDCG@10"] == 0.64508
+    assert published.reproduced("scifact", "test", "/models/all-MiniLM-L6-v2").values["nDCG@10"] == 0.64508
     assert published.reproduced("scifact", "test", "my-model") is None
     assert published.reproduced("msmarco", "dev", "sentence-transformers/all-MiniLM-L6-v2") is not None
+    assert published.system_of("naver/splade-cocondenser-ensembledistil") == "splade-pp-ed"
+    assert published.reproduced("scifact", "test", "bm25", "cross-encoder/ms-marco-MiniLM-L-12-v2").column == \
+        "bm25+ce · BEIR README ms-marco-MiniLM-L-12-v2"
 
 
-@pytest.mark.parametrize(("value", "code", "status"), [(0.6789, 0, "OK"), (0.6780, 0, "OK"), (0.60, 1, "OFF")])
+def test_check_published_works_for_every_system_in_the_table(tmp_path):
+    """A result equal to its system's preferred published value is OK, for every system and dataset."""
+    rows = [row for row in published.published_scores() if row.comparable and "nDCG@10" in row.values
+            and "/" not in row.dataset and row.split == registry_split(row.dataset)
+            and row.column == published.preferred_column(row.system)]
+    systems = {row.system for row in rows}
+    assert len(systems) >= 30
+    root = tmp_path / "r"
+    for i, row in enumerate(rows):
+        if row.system in ("bm25+ce",):
+            continue  # needs a reranked result; covered above
+        write_result(root / str(i), row.dataset, row.system, {"1": row.values["nDCG@10"]}, split=row.split)
+    checks = check_published(load_results([root]))
+    assert checks and all(check.status == "OK" for check in checks), [c for c in checks if c.status != "OK"][:3]
+    assert len({check.model for check in checks}) >= 29
+
+
+def registry_split(dataset: str) -> str:
+    from harness.datasets import registry
+
+    return registry.get(dataset).eval_split
+
+
+@pytest.mark.parametrize(("value", "code", "status"), [(0.6789, 0, "OK"), (0.6760, 0, "OK"), (0.60, 1, "OFF")])
 def test_check_published_exit_codes(tmp_path, value, code, status):
     root = tmp_path / "r"
     write_result(root, "scifact", "bm25", {"1": value})
+    write_result(root, "my-set", "bm25", {"1": 0.3})  # nothing published: listed, never a failure
     result = CliRunner().invoke(cli, ["report", str(root), "--check-published"])
     assert result.exit_code == code, result.output
-    assert f" {status} " in result.stdout
+    assert f" {status} " in result.stdout and "nothing published for this system on this dataset" in result.stdout
 
 
-def test_check_published_with_nothing_to_check_fails(results):
+def test_check_published_with_nothing_to_compare_exits_2(results):
     result = CliRunner().invoke(cli, ["report", str(results), "--check-published"])
-    assert result.exit_code == 1 and "nothing to check" in result.stdout
-    assert check_published(load_results([results])) == []
+    assert result.exit_code == 2 and "nothing to compare" in result.stdout
+    assert {check.status for check in check_published(load_results([results]))} == {"none"}
+
+
+def test_check_tolerance_is_per_metric(tmp_path):
+    root = tmp_path / "r"
+    write_result(root, "scifact", "bm25", {"1": 0.9253 - 0.004}, metric="Recall@100")
+    (check,) = check_published(load_results([root]), metric="Recall@100")
+    assert check.tolerance == 0.005 and check.status == "OK"
+    (strict,) = check_published(load_results([root]), metric="Recall@100", tolerance=0.001)
+    assert strict.status == "OFF"
 
 
 def test_significance_marks(tmp_path):

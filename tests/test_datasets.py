@@ -189,7 +189,7 @@ def test_list_and_resolve(nfcorpus_zip, tiny_beir, tmp_path):
     import_dataset(nfcorpus_zip, root)
     rows = {row["name"]: row for row in list_datasets(root)}
     assert len(rows) == 19 and rows["nfcorpus"]["installed"] and not rows["scifact"]["installed"]
-    assert rows["nfcorpus"]["published_scores"] == 3 and rows["arguana"]["ignore_identical_ids"]
+    assert rows["nfcorpus"]["published_scores"] == 53 and rows["arguana"]["ignore_identical_ids"]
     assert resolve_dataset("nfcorpus", root) == (root / "nfcorpus", "nfcorpus")
     assert resolve_dataset(tiny_beir, root) == (tiny_beir, "tiny")
     with pytest.raises(DatasetError, match="scifact is not installed .* drop --no-download"):

@@ -43,18 +43,59 @@ def test_published_scores_table_is_valid():
     import csv
     import importlib.resources
 
+    from harness.datasets import published
+
     text = importlib.resources.files("harness").joinpath("data/published-scores.csv").read_text(encoding="utf-8")
-    rows = list(csv.DictReader(text.splitlines()))
-    assert len(rows) > 30
+    reader = csv.DictReader(text.splitlines())
+    assert reader.fieldnames == ["dataset", "system", "variant", "split", "ndcg@10", "recall@100", "mrr@10",
+                                 "map@100", "source"]
+    assert len(list(reader)) == 1000
+    rows = published.published_scores()
     keys = set()
     for row in rows:
-        registry.get(row["dataset"])  # every dataset is a registry name
-        assert row["split"] == registry.get(row["dataset"]).eval_split
-        assert 0 < float(row["ndcg@10"]) < 1
-        assert row["source"] and row["variant"]
-        key = (row["dataset"], row["system"], row["variant"], row["split"])
+        name, _, forum = row.dataset.partition("/")
+        spec = registry.get(name)  # every dataset is a registry name (a forum one of its subsets)
+        assert not forum or forum in spec.subsets
+        assert row.split == spec.eval_split, row
+        assert row.values and all(0 <= value <= 1 for value in row.values.values()), row
+        assert "nDCG@10" in row.values
+        assert row.source.strip() and row.variant.strip() and row.system.strip()
+        key = (row.dataset, row.system, row.variant, row.split)
         assert key not in keys
         keys.add(key)
+        assert " · " in row.column and row.family
+    assert {row.family for row in rows} >= {"MTEB", "pyserini flat", "BEIR paper", "BEIR README ms-marco-MiniLM-L-6-v2"}
+    assert {row.edition for row in rows if row.dataset == "webis-touche2020"} == {"v1", "v2", "v3"}
+    systems = {row.system for row in rows}
+    assert all(system in systems for system in published.aliases().values())
+
+
+def test_the_registry_knows_mtebs_task_names():
+    tasks = {"SciFact": "scifact", "NFCorpus": "nfcorpus", "FiQA2018": "fiqa", "ArguAna": "arguana",
+             "SCIDOCS": "scidocs", "TRECCOVID": "trec-covid", "Touche2020": "webis-touche2020",
+             "QuoraRetrieval": "quora", "NQ": "nq", "HotpotQA": "hotpotqa", "DBPedia": "dbpedia-entity",
+             "FEVER": "fever", "ClimateFEVER": "climate-fever", "MSMARCO": "msmarco",
+             "CQADupstackAndroidRetrieval": "cqadupstack/android", "CQADupstackWordpressRetrieval":
+             "cqadupstack/wordpress", "CQADupstackGisRetrieval": "cqadupstack/gis"}
+    for task, name in tasks.items():
+        assert registry.from_mteb_task(task) == name
+        assert registry.from_mteb_task(task.lower()) == name
+        assert registry.mteb_task(name) == task
+    assert registry.get("msmarco").eval_split == "dev"
+    assert registry.mteb_task("bioasq") is None and registry.from_mteb_task("Banking77Classification") is None
+
+
+def test_an_mteb_task_name_resolves_to_the_installed_dataset(tmp_path):
+    import shutil
+
+    from harness.datasets.catalog import STAMP, resolve_dataset
+
+    from conftest import DATA
+
+    shutil.copytree(DATA / "tiny", tmp_path / "scifact")
+    (tmp_path / "scifact" / STAMP).write_text("{}")
+    folder, name = resolve_dataset("SciFact", tmp_path, download=False)
+    assert name == "scifact"
 
 
 def test_cqadupstack_knows_its_forums():

@@ -328,7 +328,8 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
     """Turn `evaluate`'s DATASET argument into (folder, dataset name).
 
     An existing folder is used as it is (its name is the folder name). Otherwise a registry name
-    (or ``cqadupstack/<forum>``) resolves to the data dir, downloading it when missing unless
+    (or ``cqadupstack/<forum>``, or MTEB's task name: ``FiQA2018``, ``CQADupstackGisRetrieval``) resolves
+    to the data dir, downloading it when missing unless
     `download` is False.
 
     Raises:
@@ -337,7 +338,8 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
     path = Path(argument)
     if path.is_dir():
         return path, path.resolve().name
-    name, _, subset = str(argument).partition("/")
+    argument = registry.from_mteb_task(str(argument)) or str(argument)  # MTEB's names work too (FiQA2018)
+    name, _, subset = argument.partition("/")
     spec = registry.lookup(name)
     if spec is None:
         if "/" in str(argument) or "\\" in str(argument) or str(argument).startswith("."):

@@ -32,6 +32,7 @@ class DatasetSpec:
     ignore_identical_ids: bool
     note: str
     subsets: tuple[str, ...] = ()
+    mteb_task: str = ""  # MTEB's task name ("" when MTEB has none); forums: see `mteb_task`
 
     @property
     def zip_bytes(self) -> int | None:
@@ -66,6 +67,7 @@ def datasets() -> dict[str, DatasetSpec]:
             ignore_identical_ids=_yes(row["ignore_identical_ids"], "ignore_identical_ids", name),
             note=row["note"],
             subsets=tuple(row["subsets"].split(";")) if row.get("subsets") else (),
+            mteb_task=row.get("mteb_task", ""),
         )
     return specs
 
@@ -92,3 +94,28 @@ def suggest(name: str) -> str:
 def lookup(name: str) -> DatasetSpec | None:
     """The registry row for `name`, or None when it is not a BEIR dataset."""
     return datasets().get(name)
+
+
+def mteb_task(dataset: str) -> str | None:
+    """MTEB's task name for a registry dataset (``fiqa`` → ``FiQA2018``; a CQADupStack forum
+    ``cqadupstack/android`` → ``CQADupstackAndroidRetrieval``), or None when MTEB has no such task."""
+    name, _, forum = dataset.partition("/")
+    spec = lookup(name)
+    if spec is None or not spec.mteb_task:
+        return None
+    if forum:
+        return f"CQADupstack{forum.capitalize()}Retrieval" if forum in spec.subsets else None
+    return spec.mteb_task
+
+
+def from_mteb_task(task: str) -> str | None:
+    """The registry dataset of an MTEB task name, case-insensitively (``SciFact`` → ``scifact``,
+    ``CQADupstackGisRetrieval`` → ``cqadupstack/gis``), or None."""
+    wanted = task.strip().lower()
+    for spec in datasets().values():
+        if spec.mteb_task.lower() == wanted:
+            return spec.name
+        for forum in spec.subsets:
+            if mteb_task(f"{spec.name}/{forum}").lower() == wanted:
+                return f"{spec.name}/{forum}"
+    return None

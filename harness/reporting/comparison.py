@@ -100,9 +100,11 @@ class Comparison:
     models: list[str]
     cells: dict[tuple[str, str], Cell]
     label_models: dict[str, str] = field(default_factory=dict)  # column label → the model it evaluated
+    label_rerankers: dict[str, str] = field(default_factory=dict)  # column label → its cross-encoder, if any
     published_columns: list[str] = field(default_factory=list)
     published_values: dict[tuple[str, str], float] = field(default_factory=dict)
-    delta_columns: dict[str, str] = field(default_factory=dict)  # "Δ model" → published column
+    # "Δ label vs published column" → (label, published column)
+    delta_columns: dict[str, tuple[str, str]] = field(default_factory=dict)
     marks: dict[tuple[str, str], str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -112,8 +114,9 @@ class Comparison:
 
     def value(self, dataset: str, column: str) -> float | None:
         if column in self.delta_columns:
-            ours = self.value(dataset, column.removeprefix("Δ "))
-            theirs = self.published_values.get((dataset, self.delta_columns[column]))
+            label, published_column = self.delta_columns[column]
+            ours = self.value(dataset, label)
+            theirs = self.published_values.get((dataset, published_column))
             return None if ours is None or theirs is None else ours - theirs
         if column in self.published_columns:
             return self.published_values.get((dataset, column))
@@ -130,8 +133,9 @@ class Comparison:
                 if all(self.value(d, c) is not None for d in shared)}, len(shared)
 
     def best(self, dataset: str) -> set[str]:
-        """The value columns (models and published) holding the row's best value."""
-        values = {c: self.value(dataset, c) for c in [*self.models, *self.published_columns]}
+        """The systems the user ran holding the row's best value (never a published column; nothing
+        when the table has one system, since there is nothing to win against)."""
+        values = {c: self.value(dataset, c) for c in self.models} if len(self.models) > 1 else {}
         values = {c: v for c, v in values.items() if v is not None}
         if not values:
             return set()
@@ -152,6 +156,7 @@ def build_comparison(
     alpha: float = 0.05,
     correction: str = "holm",
     rounds: int = DEFAULT_ROUNDS,
+    published_systems: Sequence[str] = (),
 ) -> Comparison:
     """Pivot results into a datasets × models table of `metric`.
 
@@ -159,8 +164,10 @@ def build_comparison(
         results: Result JSON objects (see `load_results`).
         metric: A canonical metric name, e.g. ``nDCG@10``.
         split: Use this split; default each dataset's registry eval split (else ``test``).
-        with_published: Add the published figures of each dataset as columns, and a delta column
-            for each model that has a published counterpart.
+        with_published: Add published columns (`_add_published`): each system's own published
+            column with a delta column against it, and the BM25 baseline (pyserini flat).
+        published_systems: More published columns, by system (``bm25+ce``, ``splade-pp-ed``) or by
+            column heading (``bge-base-en-v1.5 · pyserini lucene-hnsw``); implies `with_published`.
         significance: A baseline model; every other model's cell is tested against it per
             dataset (paired randomization test) and marked ``†`` when the corrected p < `alpha`.
         alpha: Significance level.
@@ -177,9 +184,12 @@ def build_comparison(
     table: dict[tuple[str, str], Cell] = {}
     forums: dict[str, dict[str, Cell]] = {}
     label_models: dict[str, str] = {}
+    label_rerankers: dict[str, str] = {}
     for result in results:
         label = result["_label"]
         label_models[label] = result["model"]
+        if (result.get("config") or {}).get("rerank"):
+            label_rerankers[label] = result["config"]["rerank"].get("model")
         if metric in result["metrics"]:
             per_query = {q: values[metric] for q, values in result["per_query"].items() if metric in values}
             cell = Cell(result["metrics"][metric], per_query)
@@ -208,9 +218,10 @@ def build_comparison(
         notes.append(warning)
     datasets = _dataset_order(d for d, _ in table)
     models = list(dict.fromkeys(m for _, m in sorted(table, key=lambda key: key[1])))
-    comparison = Comparison(metric, datasets, models, table, label_models=label_models, notes=notes)
-    if with_published:
-        _add_published(comparison, split)
+    comparison = Comparison(metric, datasets, models, table, label_models=label_models,
+                            label_rerankers=label_rerankers, notes=notes)
+    if with_published or published_systems:
+        _add_published(comparison, split, published_systems or ())
     if significance is not None:
         _mark_significance(comparison, significance, alpha, correction, rounds)
     return comparison
@@ -274,28 +285,49 @@ def _lacking(result: dict[str, Any], metric: str) -> str:
     return f"{result.get('_path', result_label(result))}: no {metric} ({why})"
 
 
-def _add_published(comparison: Comparison, split: str | None) -> None:
+def _eval_split(dataset: str, split: str | None) -> str:
+    spec = registry.lookup(dataset.split("/")[0])
+    return split or (spec.eval_split if spec else "test")
+
+
+def _add_published(comparison: Comparison, split: str | None, systems: Sequence[str]) -> None:
+    """Published columns: each result system's own (with a Δ column against it), the BM25 baseline, and
+    `systems`; notes cite each column's sources once with the datasets it covers."""
+    own = {label: published.preferred_column(
+        published.systems_of_result(comparison.label_models.get(label, label),
+                                    {"model": comparison.label_rerankers[label]}
+                                    if label in comparison.label_rerankers else None),
+        comparison.label_rerankers.get(label)) for label in comparison.models}
+    try:
+        chosen = published.columns(systems)
+    except KeyError as exc:
+        known = sorted({row.system for row in published.published_scores()})
+        raise HarnessError(f"published system {exc.args[0]!r} is not in the published table (known: "
+                           f"{', '.join(known[:12])}, ...)") from None
+    covered: set[str] = set()
+    for column in dict.fromkeys([*(c for c in own.values() if c), published.BASELINE, *chosen]):
+        rows = published.column_rows(column, lambda d: _eval_split(d, split), comparison.datasets)
+        rows = {dataset: row for dataset, row in rows.items() if comparison.metric in row.values}
+        if not rows:
+            continue
+        comparison.published_columns.append(column)
+        for dataset, row in rows.items():
+            comparison.published_values[(dataset, column)] = row.values[comparison.metric]
+        covered.update(rows)
+        sources = sorted({row.source_short for row in rows.values()})
+        comparison.notes.append(f"{column}: {'; '.join(sources)} (datasets: {', '.join(_dataset_order(rows))})")
+    for label, column in own.items():
+        if column in comparison.published_columns:
+            comparison.delta_columns[f"Δ {label} vs {column}"] = (label, column)
     for dataset in comparison.datasets:
-        spec = registry.lookup(dataset)
-        wanted = split or (spec.eval_split if spec else "test")
-        for row in published.find(dataset, wanted):
-            if comparison.metric in row.values:
-                if row.label not in comparison.published_columns:
-                    comparison.published_columns.append(row.label)
-                comparison.published_values[(dataset, row.label)] = row.values[comparison.metric]
-    for label in comparison.models:
-        for dataset in comparison.datasets:
-            spec = registry.lookup(dataset)
-            model = comparison.label_models.get(label, label)
-            row = published.reproduced(dataset, split or (spec.eval_split if spec else "test"), model)
-            if row is not None and row.label in comparison.published_columns:
-                comparison.delta_columns[f"Δ {label}"] = row.label
-                break
-    sources: dict[str, str] = {}
-    for row in published.published_scores():
-        if row.label in comparison.published_columns and row.dataset in comparison.datasets:
-            sources.setdefault(row.label, row.source)
-    comparison.notes += [f"{label}: {source}" for label, source in sources.items()]
+        if dataset not in covered:
+            comparison.notes.append(f"{dataset}: nothing published for it in these columns"
+                                    + ("" if registry.lookup(dataset.split("/")[0]) else
+                                       " (not a BEIR dataset: published numbers exist only for BEIR's)"))
+    if published.TOUCHE in comparison.datasets:
+        comparison.notes.append(f"{published.TOUCHE}: published rows on other qrels editions (MTEB's "
+                                "Touche2020Retrieval.v3, the reranking leaderboard's pre-v2 rows) are not shown; "
+                                "the BEIR download is v2")
 
 
 def _mark_significance(comparison: Comparison, baseline: str, alpha: float, correction: str, rounds: int) -> None:
@@ -461,46 +493,83 @@ def write_text(text: str, path: str | Path) -> None:
 
 @dataclass(frozen=True)
 class Check:
-    """One result against the published figure it should reproduce."""
+    """One result against the published figure it should reproduce (`published` None: nothing published)."""
 
     dataset: str
     model: str
-    variant: str
-    published: float
+    column: str
+    published: float | None
     ours: float
     tolerance: float
 
     @property
+    def status(self) -> str:
+        """``OK`` (within tolerance), ``OFF`` (outside it), or ``none`` (nothing published to compare)."""
+        if self.published is None:
+            return "none"
+        return "OK" if abs(self.ours - self.published) <= self.tolerance + 1e-12 else "OFF"
+
+    @property
     def ok(self) -> bool:
-        return abs(self.ours - self.published) <= self.tolerance + 1e-12
+        return self.status != "OFF"
 
 
-def check_published(results: list[dict[str, Any]], metric: str = "nDCG@10", tolerance: float = 0.003,
+def check_published(results: list[dict[str, Any]], metric: str = "nDCG@10", tolerance: float | None = None,
                     split: str | None = None) -> list[Check]:
-    """Compare each result having a published counterpart (same dataset, split and system) with it.
+    """Compare each result with the published row it should reproduce (`published.reproduced`).
 
-    CQADupStack forums are averaged first, as in the table.
+    CQADupStack forums are averaged first, as in the table. A result with no published counterpart gets
+    a check with status ``none``.
+
+    Args:
+        results: Result JSON objects.
+        metric: The metric compared.
+        tolerance: Largest |ours - published| called OK; None: the metric's default
+            (`harness.datasets.published.TOLERANCE`, 0.003 for nDCG@10).
+        split: The split; default each dataset's evaluation split.
     """
     comparison = build_comparison(results, metric, split)
+    tolerance = tolerance if tolerance is not None else published.TOLERANCE.get(metric, 0.003)
     checks = []
     for (dataset, label), cell in sorted(comparison.cells.items()):
-        spec = registry.lookup(dataset)
+        if cell.value is None:
+            continue
         model = comparison.label_models.get(label, label)
-        row = published.reproduced(dataset, split or (spec.eval_split if spec else "test"), model)
-        if row is not None and metric in row.values and cell.value is not None:
-            checks.append(Check(dataset, label, row.variant, row.values[metric], cell.value, tolerance))
+        row = published.reproduced(dataset, _eval_split(dataset, split), model, comparison.label_rerankers.get(label))
+        value = row.values.get(metric) if row is not None else None
+        checks.append(Check(dataset, label, row.column if value is not None else "", value, cell.value, tolerance))
     return checks
 
 
+# Exit codes of `report --check-published`.
+CHECK_OK, CHECK_OFF, CHECK_NOTHING = 0, 1, 2
+
+
+def check_exit_code(checks: Sequence[Check]) -> int:
+    """1 when any result is OFF; 2 when no result had anything published to compare; else 0 (results with
+    nothing published are listed, and do not fail a run whose other results reproduce)."""
+    if any(check.status == "OFF" for check in checks):
+        return CHECK_OFF
+    return CHECK_OK if any(check.status == "OK" for check in checks) else CHECK_NOTHING
+
+
 def format_checks(checks: Sequence[Check], metric: str, digits: int = 4) -> str:
-    """One line per check, pyserini-2CR style: OK or OFF."""
-    lines = [f"{'dataset':<17} {'model':<40} {'published':>9} {'ours':>9} {'delta':>9}  status  ({metric})"]
+    """One line per result, pyserini-2CR style: OK, OFF, or nothing published."""
+    width = max([len(c.model) for c in checks] + [5])
+    lines = [f"{'dataset':<17} {'model':<{width}} {'published':>9} {'ours':>9} {'delta':>9}  status  ({metric})"]
     for c in checks:
-        lines.append(f"{c.dataset:<17} {c.model:<40} {c.published:>9.{digits}f} {c.ours:>9.{digits}f} "
-                     f"{c.ours - c.published:>+9.{digits}f}  {'OK' if c.ok else 'OFF'}     {c.variant}")
-    off = sum(not c.ok for c in checks)
-    lines.append(f"{len(checks)} checked, {len(checks) - off} OK, {off} off (tolerance {checks[0].tolerance:g})"
-                 if checks else "nothing to check: no result has a published counterpart for this metric")
+        if c.published is None:
+            lines.append(f"{c.dataset:<17} {c.model:<{width}} {'-':>9} {c.ours:>9.{digits}f} {'-':>9}  none    "
+                         "nothing published for this system on this dataset")
+            continue
+        lines.append(f"{c.dataset:<17} {c.model:<{width}} {c.published:>9.{digits}f} {c.ours:>9.{digits}f} "
+                     f"{c.ours - c.published:>+9.{digits}f}  {c.status:<6}  {c.column}")
+    counts = {status: sum(c.status == status for c in checks) for status in ("OK", "OFF", "none")}
+    if counts["OK"] + counts["OFF"]:
+        lines.append(f"{counts['OK'] + counts['OFF']} checked, {counts['OK']} OK, {counts['OFF']} off (tolerance "
+                     f"{checks[0].tolerance:g}); {counts['none']} with nothing published")
+    else:
+        lines.append(f"nothing to compare: no result has a published {metric} for its system and dataset")
     return "\n".join(lines)
 
 
