@@ -123,21 +123,38 @@ class Comparison:
         cell = self.cells.get((dataset, column))
         return cell.value if cell else None
 
+    def shared_datasets(self) -> list[str]:
+        """The datasets every value column (systems and published) has a value for: what the average is over."""
+        value_columns = [*self.models, *self.published_columns]
+        return [d for d in self.datasets if all(self.value(d, c) is not None for c in value_columns)]
+
+    def average_note(self) -> str | None:
+        """Which datasets the average leaves out and the columns that lack them (None when none is left out)."""
+        value_columns = [*self.models, *self.published_columns]
+        left = {d: [c for c in value_columns if self.value(d, c) is None] for d in self.datasets}
+        left = {d: columns for d, columns in left.items() if columns}
+        if not left or len(self.datasets) < 2:
+            return None
+        shared = self.shared_datasets()
+        what = "; ".join(f"{d} (no value for {', '.join(columns[:3])}{', ...' if len(columns) > 3 else ''})"
+                         for d, columns in left.items())
+        return (f"the average is over {len(shared)} of {len(self.datasets)} datasets ({', '.join(shared) or 'none'}): "
+                f"left out {what}")
+
     def average(self) -> tuple[dict[str, float], int]:
         """Column means over the datasets that have every (non-delta) column, and how many those are."""
-        value_columns = [*self.models, *self.published_columns]
-        shared = [d for d in self.datasets if all(self.value(d, c) is not None for c in value_columns)]
+        shared = self.shared_datasets()
         if not shared:
             return {}, 0
         return {c: sum(self.value(d, c) for d in shared) / len(shared) for c in self.columns
                 if all(self.value(d, c) is not None for d in shared)}, len(shared)
 
     def best(self, dataset: str) -> set[str]:
-        """The systems the user ran holding the row's best value (never a published column; nothing
-        when the table has one system, since there is nothing to win against)."""
-        values = {c: self.value(dataset, c) for c in self.models} if len(self.models) > 1 else {}
+        """The systems the user ran holding the row's best value (never a published column; nothing when
+        fewer than two systems have a value in the row, since there is nothing to win against)."""
+        values = {c: self.value(dataset, c) for c in self.models}
         values = {c: v for c, v in values.items() if v is not None}
-        if not values:
+        if len(values) < 2:
             return set()
         top = max(values.values())
         return {c for c, v in values.items() if abs(v - top) < 1e-12}
@@ -224,6 +241,9 @@ def build_comparison(
         _add_published(comparison, split, published_systems or ())
     if significance is not None:
         _mark_significance(comparison, significance, alpha, correction, rounds)
+    note = comparison.average_note()
+    if note:
+        comparison.notes.append(note)
     return comparison
 
 
@@ -307,7 +327,10 @@ def _add_published(comparison: Comparison, split: str | None, systems: Sequence[
     covered: set[str] = set()
     for column in dict.fromkeys([*(c for c in own.values() if c), published.BASELINE, *chosen]):
         rows = published.column_rows(column, lambda d: _eval_split(d, split), comparison.datasets)
+        lacking = sorted(dataset for dataset, row in rows.items() if comparison.metric not in row.values)
         rows = {dataset: row for dataset, row in rows.items() if comparison.metric in row.values}
+        if lacking:
+            comparison.notes.append(f"{column}: no {comparison.metric} published for {', '.join(lacking)}")
         if not rows:
             continue
         comparison.published_columns.append(column)
@@ -372,10 +395,10 @@ def _display(comparison: Comparison) -> dict[str, str]:
     short = {m: m.rstrip("/").rsplit("/", 1)[-1] for m in comparison.models}
     unique = len(set(short.values())) == len(short)
     names = {c: c for c in comparison.columns}
-    for model in comparison.models:
-        if unique:
-            names[model] = short[model]
-            names[f"Δ {model}"] = f"Δ {short[model]}"
+    if unique:
+        names.update(short)
+    for delta, (label, column) in comparison.delta_columns.items():
+        names[delta] = f"Δ {names[label]} vs {column}"
     return names
 
 
@@ -394,7 +417,7 @@ def _grid(comparison: Comparison, digits: int, by: str, bold) -> tuple[list[str]
                 text = bold(text)
             row.append(text + comparison.marks.get((dataset, column), ""))
         body.append(row)
-    avg_row = [f"average ({n_shared})"] + [_fmt(average.get(c), digits, c in comparison.delta_columns)
+    avg_row = [f"average over {n_shared} dataset{'s' if n_shared > 1 else ''} shared by all columns"] + [_fmt(average.get(c), digits, c in comparison.delta_columns)
                                            for c in comparison.columns] if average else []
     if by == "model":
         rows = [header, *body] + ([avg_row] if avg_row else [])
@@ -461,7 +484,7 @@ def render_json(comparison: Comparison) -> str:
     average, n_shared = comparison.average()
     return json.dumps({
         "metric": comparison.metric, "columns": comparison.columns, "rows": comparison.to_rows(),
-        "average": average, "average_over": n_shared,
+        "average": average, "average_over": n_shared, "average_datasets": comparison.shared_datasets(),
         "significant": [{"dataset": d, "model": m} for (d, m) in comparison.marks], "notes": comparison.notes,
     }, indent=2, ensure_ascii=False)
 
