@@ -628,6 +628,9 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
               v.strip()] if value else [], default=None, metavar="NAME,...",
               help="More published columns: systems (bm25+ce, splade-pp-ed, BAAI/bge-base-en-v1.5) or column "
                    "headings ('bm25 · BEIR paper'); implies --published.")
+@click.option("--published-from", multiple=True, type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
+              help="An MTEB results folder (MTEB's results repository, or an `export --format mteb`); its models "
+                   "become published columns. Repeatable.")
 @click.option("--check-published", is_flag=True,
               help="Reproduction check: OK/OFF per result against the published row it should reproduce; exit 1 "
                    "if any is off, 2 if nothing could be compared.")
@@ -645,7 +648,8 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals.")
 def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by: str, digits: int, split: str | None,
-           with_published: bool, published_systems: list[str], check_published: bool, tolerance: float | None,
+           with_published: bool, published_systems: list[str], published_from: tuple[Path, ...],
+           check_published: bool, tolerance: float | None,
            baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
@@ -659,6 +663,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         beir-harness report results/ --metric Recall@100 --format latex --out table.tex
         beir-harness report --published
         beir-harness report --published-systems bm25+ce,splade-pp-ed
+        beir-harness report --published-from ../mteb-results/results
         beir-harness report --check-published
         beir-harness report --significance bm25 --plot comparison.png
     """
@@ -682,7 +687,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
             sys.exit(code)
         return
     comparison = build_comparison(results, metric, split, with_published, baseline, alpha, correction, rounds,
-                                  published_systems)
+                                  published_systems, published_from)
     text = render(comparison, fmt, digits, by)
     if out is not None:
         write_text(text, out)
@@ -692,6 +697,49 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
     if plot is not None:
         plot_comparison(comparison, plot)
         logger.info("wrote %s", plot)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["mteb", "csv", "trec"]), required=True,
+              help="mteb: MTEB's results layout; csv: one row per dataset, system, split, query and metric; trec: "
+                   "the run files, tagged with each result's label.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="The folder to write (mteb, trec), or the CSV file [default for csv: stdout].")
+@click.option("--metric", "metrics", multiple=True, callback=lambda ctx, param, value: [_metric(ctx, param, v)
+              for v in value], help="With --format csv: only this metric (repeatable) [default: every one stored].")
+@click.option("--split", default=None, help="Only results of this split [default: each dataset's eval split].")
+def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[str], split: str | None) -> None:
+    """Export results for other tools: MTEB's results layout, per-query CSV, or TREC runs.
+
+    PATHS are result files or folders searched recursively (default: results/). The MTEB layout is
+    <out>/<org>__<model>/<revision>/<Task>.json with model_meta.json, readable by MTEB's own loader;
+    the CSV is the input of a significance analysis in R or pandas.
+
+    Example:
+
+    \b
+        beir-harness export results/ --format mteb --out mteb-results
+        beir-harness export results/ --format csv --out per-query.csv
+        beir-harness export results/scifact --format trec --out runs/
+    """
+    from harness.reporting.comparison import load_results, results_of_split
+    from harness.reporting.export import export_mteb, export_trec, per_query_csv, write_text
+
+    results = results_of_split(load_results(paths or (Path("results"),)), split)
+    if fmt == "csv":
+        text = per_query_csv(results, metrics)
+        if out is None:
+            click.echo(text, nl=False)
+        else:
+            write_text(text, out)
+            logger.info("wrote %s", out)
+        return
+    if out is None:
+        raise click.UsageError(f"--format {fmt} writes a folder: give --out DIR")
+    written = export_mteb(results, out) if fmt == "mteb" else export_trec(results, out)
+    for path in written:
+        click.echo(str(path))
 
 
 def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:

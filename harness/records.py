@@ -180,6 +180,10 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
         """query_id → {doc_id: score}, read-only, unordered."""
         return MappingProxyType({query_id: MappingProxyType(docs) for query_id, docs in self._scores.items()})
 
+    def renamed(self, name: str) -> Run:
+        """The same run under another name (the tag its TREC file carries)."""
+        return Run.adopt(self._scores, name, self.metadata)
+
     def scores_of(self, query_id: str) -> Mapping[str, float]:
         """One query's doc_id → score, read-only, unordered (cheap: no ranking, no copy)."""
         return MappingProxyType(self._scores[query_id])

@@ -22,9 +22,17 @@ from __future__ import annotations
 import csv
 import functools
 import importlib.resources
+import json
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.datasets import registry
+from harness.errors import HarnessError
+
+logger = logging.getLogger(__name__)
 
 # Published columns by canonical metric name.
 METRIC_COLUMNS = {"nDCG@10": "ndcg@10", "Recall@100": "recall@100", "MRR@10": "mrr@10", "MAP@100": "map@100"}
@@ -62,6 +70,8 @@ class PublishedScore:
         variant = self.variant
         if variant.startswith("MTEB"):
             return "MTEB"
+        if variant.startswith("folder "):
+            return variant.removeprefix("folder ").split(";")[0]
         if variant.startswith("pyserini 2CR "):
             condition = variant.removeprefix("pyserini 2CR ").split(";")[0].split(" (")[0]
             short = _short(self.system)
@@ -94,7 +104,11 @@ class PublishedScore:
 
     @property
     def source_short(self) -> str:
-        """The source without the per-file path: ``embeddings-benchmark/results@f4cc6c8b365a``."""
+        """The source without the per-file path: ``embeddings-benchmark/results@f4cc6c8b365a``; for a row
+        read from an MTEB results folder, that folder."""
+        root = re.search(r"root=([^;]+)", self.variant) if self.variant.startswith("folder ") else None
+        if root:
+            return f"MTEB results folder {root.group(1)}"
         repository, colon, rest = self.source.partition(":")
         if not colon or "/" not in repository:
             return self.source
@@ -197,10 +211,12 @@ def columns(names: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-def column_rows(column: str, split_of, datasets: Iterable[str] | None = None) -> dict[str, PublishedScore]:
-    """The comparable rows of one column by dataset, on each dataset's evaluation split (`split_of(dataset)`)."""
+def column_rows(column: str, split_of, datasets: Iterable[str] | None = None,
+                rows: Iterable[PublishedScore] | None = None) -> dict[str, PublishedScore]:
+    """The comparable rows of one column by dataset, on each dataset's evaluation split (`split_of(dataset)`),
+    from `rows` (default: the shipped table)."""
     wanted = None if datasets is None else set(datasets)
-    return {row.dataset: row for row in published_scores()
+    return {row.dataset: row for row in (published_scores() if rows is None else rows)
             if row.column == column and row.comparable and row.split == split_of(row.dataset)
             and (wanted is None or row.dataset in wanted)}
 
@@ -226,3 +242,81 @@ def counts_by_dataset() -> dict[str, int]:
         name = row.dataset.split("/")[0]
         counts[name] = counts.get(name, 0) + 1
     return counts
+
+
+# MTEB's score keys read from a results folder → our metric names.
+_MTEB_KEYS = {"ndcg_at_10": "nDCG@10", "recall_at_100": "Recall@100", "mrr_at_10": "MRR@10", "map_at_100": "MAP@100"}
+
+
+def from_mteb_folder(folder: str | Path) -> list[PublishedScore]:
+    """Published rows from any MTEB results folder (a checkout of MTEB's results repository, its
+    ``results/`` folder, or another team's `beir-harness export --format mteb`).
+
+    Each ``<model>/<revision>/<Task>.json`` of a BEIR task becomes a row of column
+    ``<model> · <folder name>``, scored on the registry's evaluation split (``hf_subset`` default);
+    CQADupStack's 12 forum tasks also give their mean. The model name comes from ``model_meta.json``,
+    else from the folder (``org__name`` → ``org/name``).
+
+    Raises:
+        HarnessError: The folder does not exist or holds no BEIR task file.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise HarnessError(f"{root}: no such MTEB results folder")
+    family = root.resolve().name if root.resolve().name != "results" else root.resolve().parent.name
+    rows: list[PublishedScore] = []
+    for path in sorted(root.rglob("*.json")):
+        dataset = registry.from_mteb_task(path.stem)
+        if dataset is None or path.name == "model_meta.json":
+            continue
+        row = _mteb_row(path, dataset, f"{family}; root={root}")
+        if row is not None:
+            rows.append(row)
+    rows += _forum_means(rows, f"{family}; root={root}")
+    if not rows:
+        raise HarnessError(f"{root}: no MTEB task file of a BEIR dataset (<model>/<revision>/<Task>.json, e.g. "
+                           "SciFact.json)")
+    return rows
+
+
+def _mteb_row(path: Path, dataset: str, family: str) -> PublishedScore | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        logger.warning("%s: unreadable, skipped (%s)", path, exc)
+        return None
+    split = registry.get(dataset.split("/")[0]).eval_split
+    entries = (data.get("scores") or {}).get(split) or []
+    if isinstance(entries, dict):  # MTEB before 1.11: one dict per split
+        entries = [entries]
+    entry = next((e for e in entries if e.get("hf_subset", "default") == "default"), None)
+    if entry is None:
+        return None
+    values = {ours: float(entry[key]) for key, ours in _MTEB_KEYS.items() if entry.get(key) is not None}
+    if "nDCG@10" not in values:
+        return None
+    model = _model_name(path.parent)
+    return PublishedScore(dataset, model, f"folder {family}; task={path.stem}; revision={path.parent.name}; "
+                          f"mteb={data.get('mteb_version')}", split, values, str(path))
+
+
+def _model_name(revision_folder: Path) -> str:
+    try:
+        return json.loads((revision_folder / "model_meta.json").read_text(encoding="utf-8"))["name"]
+    except (OSError, ValueError, KeyError):
+        return revision_folder.parent.name.replace("__", "/")
+
+
+def _forum_means(rows: list[PublishedScore], family: str) -> list[PublishedScore]:
+    forums = registry.get("cqadupstack").subsets
+    means = []
+    for system in sorted({row.system for row in rows}):
+        by_forum = {row.dataset.split("/")[1]: row for row in rows
+                    if row.system == system and row.dataset.startswith("cqadupstack/")}
+        if sorted(by_forum) != sorted(forums):
+            continue
+        shared = set.intersection(*(set(row.values) for row in by_forum.values()))
+        values = {metric: sum(row.values[metric] for row in by_forum.values()) / len(forums) for metric in shared}
+        means.append(PublishedScore("cqadupstack", system, f"folder {family}; mean of 12 CQADupstack forums",
+                                    by_forum[forums[0]].split, values, str(Path(by_forum[forums[0]].source).parent)))
+    return means

@@ -71,6 +71,11 @@ def _dataset_order(names: Iterable[str]) -> list[str]:
     return [n for n in known if n in names] + sorted(names - set(known))
 
 
+def results_of_split(results: list[dict[str, Any]], split: str | None) -> list[dict[str, Any]]:
+    """The results of `split`, or of each dataset's registry evaluation split (else test)."""
+    return _pick_split(results, split)
+
+
 def _pick_split(results: list[dict[str, Any]], split: str | None) -> list[dict[str, Any]]:
     """Keep one split per dataset: the one asked for, else the registry's eval split, else test."""
     kept = []
@@ -174,6 +179,7 @@ def build_comparison(
     correction: str = "holm",
     rounds: int = DEFAULT_ROUNDS,
     published_systems: Sequence[str] = (),
+    published_from: Sequence[str | Path] = (),
 ) -> Comparison:
     """Pivot results into a datasets × models table of `metric`.
 
@@ -185,6 +191,8 @@ def build_comparison(
             column with a delta column against it, and the BM25 baseline (pyserini flat).
         published_systems: More published columns, by system (``bm25+ce``, ``splade-pp-ed``) or by
             column heading (``bge-base-en-v1.5 · pyserini lucene-hnsw``); implies `with_published`.
+        published_from: MTEB results folders whose models become published columns
+            (`harness.datasets.published.from_mteb_folder`); implies `with_published`.
         significance: A baseline model; every other model's cell is tested against it per
             dataset (paired randomization test) and marked ``†`` when the corrected p < `alpha`.
         alpha: Significance level.
@@ -237,8 +245,10 @@ def build_comparison(
     models = list(dict.fromkeys(m for _, m in sorted(table, key=lambda key: key[1])))
     comparison = Comparison(metric, datasets, models, table, label_models=label_models,
                             label_rerankers=label_rerankers, notes=notes)
-    if with_published or published_systems:
+    if with_published or published_systems or published_from:
         _add_published(comparison, split, published_systems or ())
+    for folder in published_from:
+        _add_folder_columns(comparison, split, folder)
     if significance is not None:
         _mark_significance(comparison, significance, alpha, correction, rounds)
     note = comparison.average_note()
@@ -351,6 +361,21 @@ def _add_published(comparison: Comparison, split: str | None, systems: Sequence[
         comparison.notes.append(f"{published.TOUCHE}: published rows on other qrels editions (MTEB's "
                                 "Touche2020Retrieval.v3, the reranking leaderboard's pre-v2 rows) are not shown; "
                                 "the BEIR download is v2")
+
+
+def _add_folder_columns(comparison: Comparison, split: str | None, folder: str | Path) -> None:
+    """A published column for each model of an MTEB results folder that has a value on these datasets."""
+    rows = published.from_mteb_folder(folder)
+    for column in sorted({row.column for row in rows}):
+        found = published.column_rows(column, lambda d: _eval_split(d, split), comparison.datasets, rows)
+        found = {dataset: row for dataset, row in found.items() if comparison.metric in row.values}
+        if not found or column in comparison.published_columns:
+            continue
+        comparison.published_columns.append(column)
+        for dataset, row in found.items():
+            comparison.published_values[(dataset, column)] = row.values[comparison.metric]
+        comparison.notes.append(f"{column}: {next(iter(found.values())).source_short} (datasets: "
+                                f"{', '.join(_dataset_order(found))})")
 
 
 def _mark_significance(comparison: Comparison, baseline: str, alpha: float, correction: str, rounds: int) -> None:
