@@ -830,23 +830,29 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
 @click.option("--worst", type=click.IntRange(min=1), default=10, show_default=True, help="How many queries.")
 @click.option("--metric", default="nDCG@10", show_default=True, callback=_metric, help="Metric to rank queries by.")
 @click.option("--depth", type=click.IntRange(min=1), default=5, show_default=True, help="Retrieved documents shown.")
-def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the queries, judgments, ranks and top documents as JSON.")
+def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_json: bool) -> None:
     """Show the worst queries of a result, or where two results differ most.
 
-    Each query comes with its text, its judged documents and grades, and the top retrieved
-    documents with score, grade and title (read from the dataset folder the result records).
+    Each query comes with its text, its judged documents with their grades and the rank at which
+    each result retrieved them (or "not retrieved"), and the top retrieved documents with score,
+    grade and title (read from the dataset folder the result records). A line says how many queries
+    tie at the worst value (or the largest difference).
 
     Example:
 
     \b
         beir-harness inspect results/scifact/bm25/test.json --worst 10
         beir-harness inspect a/test.json b/test.json --metric Recall@100
+        beir-harness inspect results/scifact/bm25/test.json --json > worst.json
     """
-    from harness.reporting.comparison import inspect_results, load_results
+    from harness.reporting.comparison import load_results
+    from harness.reporting.inspect import format_inspect, inspect_results
 
     if len(results) > 2:
         raise click.UsageError("give one result, or two to compare")
-    click.echo(inspect_results([load_results([r])[0] for r in results], worst, metric, depth))
+    data = inspect_results([load_results([r])[0] for r in results], worst, metric, depth)
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_inspect(data))
 
 
 @cli.command()

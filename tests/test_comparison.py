@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from harness.datasets import published
 from harness.cli import cli
+from harness.io.formats import read_run
 from harness.reporting.comparison import build_comparison, check_published, load_results, render
 from harness.errors import HarnessError
 
@@ -254,7 +255,9 @@ def test_compare_cli(tmp_path):
     result = CliRunner().invoke(cli, ["compare", str(a), str(b), "--rounds", "2000"])
     assert result.exit_code == 0, result.stderr
     line = next(row for row in result.stdout.splitlines() if row.startswith("nDCG@10"))
-    assert "+0.0667" in line and line.endswith("20/10/0") and "*" in line
+    assert "+0.0667" in line and line.endswith("20 / 10 / 0") and "*" in line
+    assert "B wins / ties / A wins" in result.stdout
+    assert "< 1e-4" in line and "0.0000" not in line  # the t-test p is tiny: never printed as zero
     data = json.loads(CliRunner().invoke(cli, ["compare", str(a), str(a), "--json"]).stdout)
     assert data[0]["p_t_test"] == 1.0 and data[0]["p_randomization"] == 1.0
     other = write_result(root, "nfcorpus", "b", {"1": 0.1})
@@ -273,7 +276,15 @@ def test_inspect_cli_on_a_real_evaluation(tiny_beir, tmp_path, monkeypatch, fake
     dense, sparse = out / "tiny" / "fake-bow" / "test.json", out / "tiny" / "bm25" / "test.json"
     result = runner.invoke(cli, ["inspect", str(sparse), "--worst", "1", "--depth", "2"])
     assert result.exit_code == 0, result.stderr
-    assert "q3: zucchini" in result.stdout and "judged: d5 (1)" in result.stdout
+    assert "q3: zucchini" in result.stdout and "d5             grade 1; bm25 not retrieved" in result.stdout
+    assert "1 of 3 queries score 0.0000, the worst value" in result.stdout
+    data = json.loads(runner.invoke(cli, ["inspect", str(sparse), str(dense), "--worst", "3", "--json"]).stdout)
+    assert data["systems"] == ["bm25", "fake-bow"] and len(data["queries"]) == 3
+    run = read_run(out / "tiny" / "fake-bow" / "test.run.trec")
+    for query in data["queries"]:  # every judged document's rank is its place in the run, or None
+        ranks = {hit.doc_id: rank for rank, hit in enumerate(run.get(query["query_id"], ()), start=1)}
+        for judged in query["judged"]:
+            assert judged["ranks"]["fake-bow"] == ranks.get(judged["doc_id"])
     result = runner.invoke(cli, ["inspect", str(sparse), str(dense), "--worst", "2"])
     assert result.exit_code == 0 and "differ most" in result.stdout and "top 5 of fake-bow:" in result.stdout
     (out / "tiny" / "bm25" / "test.run.trec").unlink()

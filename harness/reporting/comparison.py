@@ -695,80 +695,19 @@ def compare_results(first: dict[str, Any], second: dict[str, Any], metrics: Sequ
     return tests
 
 
+def format_p(p: float) -> str:
+    """A p-value for a table: four decimals, and ``< 1e-4`` below that (never a misleading ``0.0000``)."""
+    return "< 1e-4" if p < 1e-4 else f"{p:.4f}"
+
+
 def format_compare(first: dict[str, Any], second: dict[str, Any], tests: Sequence, alpha: float = 0.05) -> str:
-    """A table: metric, A, B, B − A, p (t-test), p (randomization), wins/ties/losses."""
+    """A table: metric, A, B, B − A, p (t-test), p (randomization), and per query: B wins / ties / A wins."""
     lines = [f"A = {result_label(first)}  ({first['_path']})", f"B = {result_label(second)}  ({second['_path']})",
              f"{first['dataset']} [{first['split']}], {tests[0].n_queries if tests else 0} judged queries; "
              f"* p < {alpha} in both tests", "",
-             f"{'metric':<11} {'A':>8} {'B':>8} {'B - A':>8} {'p t-test':>9} {'p random':>9}  wins/ties/losses"]
+             f"{'metric':<11} {'A':>8} {'B':>8} {'B - A':>8} {'p t-test':>9} {'p random':>9}  B wins / ties / A wins"]
     for t in tests:
         star = "*" if t.p_t_test < alpha and t.p_randomization < alpha else " "
-        lines.append(f"{t.metric:<11} {t.mean_a:>8.4f} {t.mean_b:>8.4f} {t.difference:>+8.4f} {t.p_t_test:>9.4f} "
-                     f"{t.p_randomization:>9.4f}{star} {t.wins}/{t.ties}/{t.losses}")
+        lines.append(f"{t.metric:<11} {t.mean_a:>8.4f} {t.mean_b:>8.4f} {t.difference:>+8.4f} {format_p(t.p_t_test):>9} "
+                     f"{format_p(t.p_randomization):>9}{star} {t.wins} / {t.ties} / {t.losses}")
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- per-query analysis
-
-
-def _run_path(result: dict[str, Any]) -> Path:
-    return Path(result["_path"]).with_name(f"{Path(result['_path']).stem}.run.trec")
-
-
-def inspect_results(results: Sequence[dict[str, Any]], worst: int = 10, metric: str = "nDCG@10",
-                    depth: int = 5) -> str:
-    """The worst queries of one result (or, for two, the queries where they differ most).
-
-    Each query is shown with its text, its judged documents and grades, and the top `depth`
-    retrieved documents with score, grade and title. Reads the dataset folder recorded in the
-    result (for texts and titles) and the run file beside the result.
-
-    Raises:
-        HarnessError: The dataset folder or the run file is gone, or the metric is missing.
-    """
-    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
-
-    first = results[0]
-    for result in results:
-        if metric not in result["metrics"]:
-            raise HarnessError(f"{result['_path']}: no {metric} (use --metric with one of {', '.join(result['metrics'])})")
-    folder = locate_beir_folder(first["config"]["dataset_path"], first["split"])
-    runs = []
-    for result in results:
-        path = _run_path(result)
-        if not path.is_file():
-            raise HarnessError(f"{path}: the run file beside the result is missing")
-        runs.append(read_run(path))
-    values = [{q: v[metric] for q, v in r["per_query"].items()} for r in results]
-    if len(results) == 1:
-        chosen = sorted(values[0], key=lambda q: (values[0][q], q))[:worst]
-        title = f"{len(chosen)} worst queries by {metric} ({result_label(first)}, {first['dataset']} [{first['split']}])"
-    else:
-        shared = set(values[0]) & set(values[1])
-        chosen = sorted(shared, key=lambda q: (-abs(values[1][q] - values[0][q]), q))[:worst]
-        title = (f"{len(chosen)} queries where {result_label(results[1])} and {result_label(first)} differ most on {metric} "
-                 f"({first['dataset']} [{first['split']}])")
-    qrels = read_qrels(folder.qrels)
-    texts = {q.query_id: q.text for q in iter_queries(folder.queries) if q.query_id in set(chosen)}
-    needed = {d for q in chosen for d in qrels.get(q, {})} | {
-        hit.doc_id for run in runs for q in chosen for hit in run.get(q, ())[:depth]}
-    titles = {}
-    for doc in iter_corpus(folder.corpus):
-        if doc.doc_id in needed:
-            titles[doc.doc_id] = (doc.title or doc.text)[:70]
-    lines = [title, ""]
-    for query_id in chosen:
-        scores = "  ".join(f"{result_label(r).rsplit('/', 1)[-1]} {v.get(query_id, 0.0):.4f}" for r, v in zip(results, values))
-        lines.append(f"{query_id}: {texts.get(query_id, '?')[:100]}")
-        lines.append(f"  {metric}: {scores}")
-        judged = sorted(qrels.get(query_id, {}).items(), key=lambda item: (-item[1], item[0]))
-        lines.append("  judged: " + ", ".join(f"{d} ({g})" for d, g in judged[:10])
-                     + (f" and {len(judged) - 10} more" if len(judged) > 10 else ""))
-        for result, run in zip(results, runs):
-            lines.append(f"  top {depth} of {result_label(result).rsplit('/', 1)[-1]}:")
-            for rank, hit in enumerate(run.get(query_id, ())[:depth], start=1):
-                grade = qrels.get(query_id, {}).get(hit.doc_id)
-                mark = f"grade {grade}" if grade is not None else "unjudged"
-                lines.append(f"    {rank}. {hit.doc_id:<14} {hit.score:8.4f}  {mark:<9} {titles.get(hit.doc_id, '')}")
-        lines.append("")
-    return "\n".join(lines).rstrip()

@@ -1,0 +1,126 @@
+"""Per-query analysis: the worst queries of a result, or where two results differ most.
+
+For each query chosen: its text, its judged documents with their grades and the rank at which each
+result retrieved them (or "not retrieved"), and each result's top documents with score, grade and title.
+`inspect_results` returns the data (what ``inspect --json`` prints); `format_inspect` the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.reporting.report import result_label
+
+NOT_RETRIEVED = None  # the rank of a judged document a run did not retrieve
+
+
+def _run_path(result: dict[str, Any]) -> Path:
+    return Path(result["_path"]).with_name(f"{Path(result['_path']).stem}.run.trec")
+
+
+def _short(label: str) -> str:
+    return label.rsplit("/", 1)[-1]
+
+
+def _chosen(results: Sequence[dict[str, Any]], values: list[dict[str, float]], worst: int,
+            metric: str) -> tuple[list[str], str, str]:
+    """The query ids to show, a title, and how many queries tie at the boundary value."""
+    first = results[0]
+    where = f"{first['dataset']} [{first['split']}]"
+    if len(results) == 1:
+        order = sorted(values[0], key=lambda q: (values[0][q], q))
+        chosen = order[:worst]
+        low = values[0][order[0]] if order else 0.0
+        tied = sum(v == low for v in values[0].values())
+        ties = (f"{tied} of {len(order)} queries score {low:.4f}, the worst value" +
+                (f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""))
+        return chosen, f"{len(chosen)} worst queries by {metric} ({result_label(first)}, {where})", ties
+    shared = set(values[0]) & set(values[1])
+    gap = {q: abs(values[1][q] - values[0][q]) for q in shared}
+    order = sorted(shared, key=lambda q: (-gap[q], q))
+    chosen = order[:worst]
+    top = gap[order[0]] if order else 0.0
+    tied = sum(g == top for g in gap.values())
+    ties = (f"{tied} of {len(order)} queries differ by {top:.4f}, the largest difference" +
+            (f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""))
+    return chosen, (f"{len(chosen)} queries where {result_label(results[1])} and {result_label(first)} differ most "
+                    f"on {metric} ({where})"), ties
+
+
+def inspect_results(results: Sequence[dict[str, Any]], worst: int = 10, metric: str = "nDCG@10",
+                    depth: int = 5) -> dict[str, Any]:
+    """The worst queries of one result (or, for two, the queries where they differ most), as data.
+
+    Reads the dataset folder recorded in the result (texts, judgments, titles) and the run file beside it.
+
+    Returns:
+        ``{"title", "metric", "dataset", "split", "systems", "ties", "queries": [{"query_id", "text",
+        "values", "judged": [{"doc_id", "grade", "ranks": {system: rank or None}}], "top": {system:
+        [{"rank", "doc_id", "score", "grade", "title"}]}}]}``; a grade is None for an unjudged document.
+
+    Raises:
+        HarnessError: The dataset folder or the run file is gone, or the metric is missing.
+    """
+    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
+
+    for result in results:
+        if metric not in result["metrics"]:
+            raise HarnessError(f"{result['_path']}: no {metric} (use --metric with one of {', '.join(result['metrics'])})")
+    first = results[0]
+    folder = locate_beir_folder(first["config"]["dataset_path"], first["split"])
+    runs = []
+    for result in results:
+        path = _run_path(result)
+        if not path.is_file():
+            raise HarnessError(f"{path}: the run file beside the result is missing")
+        runs.append(read_run(path))
+    values = [{q: v[metric] for q, v in r["per_query"].items()} for r in results]
+    chosen, title, ties = _chosen(results, values, worst, metric)
+    qrels = read_qrels(folder.qrels)
+    texts = {q.query_id: q.text for q in iter_queries(folder.queries) if q.query_id in set(chosen)}
+    needed = {d for q in chosen for d in qrels.get(q, {})} | {
+        hit.doc_id for run in runs for q in chosen for hit in run.get(q, ())[:depth]}
+    titles = {doc.doc_id: (doc.title or doc.text)[:70] for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
+    systems = [result_label(r) for r in results]
+    queries = []
+    for query_id in chosen:
+        judged = sorted(qrels.get(query_id, {}).items(), key=lambda item: (-item[1], item[0]))
+        ranks = [{hit.doc_id: rank for rank, hit in enumerate(run.get(query_id, ()), start=1)} for run in runs]
+        queries.append({
+            "query_id": query_id, "text": texts.get(query_id, ""),
+            "values": {system: v.get(query_id, 0.0) for system, v in zip(systems, values)},
+            "judged": [{"doc_id": d, "grade": g, "ranks": {s: r.get(d, NOT_RETRIEVED) for s, r in zip(systems, ranks)}}
+                       for d, g in judged],
+            "top": {system: [{"rank": rank, "doc_id": hit.doc_id, "score": hit.score,
+                              "grade": qrels.get(query_id, {}).get(hit.doc_id), "title": titles.get(hit.doc_id, "")}
+                             for rank, hit in enumerate(run.get(query_id, ())[:depth], start=1)]
+                    for system, run in zip(systems, runs)},
+        })
+    return {"title": title, "metric": metric, "dataset": first["dataset"], "split": first["split"],
+            "systems": systems, "ties": ties, "queries": queries}
+
+
+def format_inspect(data: dict[str, Any], judged_shown: int = 10) -> str:
+    """The text `inspect` prints for `inspect_results`' data."""
+    lines = [data["title"], data["ties"], ""]
+    for query in data["queries"]:
+        scores = "  ".join(f"{_short(system)} {value:.4f}" for system, value in query["values"].items())
+        lines.append(f"{query['query_id']}: {(query['text'] or '?')[:100]}")
+        lines.append(f"  {data['metric']}: {scores}")
+        lines.append("  judged (grade; rank retrieved):")
+        for judged in query["judged"][:judged_shown]:
+            ranks = ", ".join(f"{_short(s)} {'not retrieved' if r is None else f'#{r}'}"
+                              for s, r in judged["ranks"].items())
+            lines.append(f"    {judged['doc_id']:<14} grade {judged['grade']}; {ranks}")
+        if len(query["judged"]) > judged_shown:
+            lines.append(f"    and {len(query['judged']) - judged_shown} more")
+        for system, top in query["top"].items():
+            lines.append(f"  top {len(top)} of {_short(system)}:")
+            for hit in top:
+                mark = f"grade {hit['grade']}" if hit["grade"] is not None else "unjudged"
+                lines.append(f"    {hit['rank']}. {hit['doc_id']:<14} {hit['score']:8.4f}  {mark:<9} {hit['title']}")
+        lines.append("")
+    return "\n".join(lines).rstrip()
