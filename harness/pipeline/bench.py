@@ -183,10 +183,10 @@ class _Grid:
             identity = configuration(config, name)
             path = result_paths(base.output_dir, name, identity.model, base.split, identity.variant)[0]
             previous = read_result(path)
-            if previous is not None and previous.get("config_hash") == identity.config_hash \
-                    and previous.get("versions", {}).get("beir-harness") == __version__:
+            if previous is not None and previous.config_hash == identity.config_hash \
+                    and previous.versions.get("beir-harness") == __version__:
                 logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, system)
-                self.cells.append(Cell(name, system, "skipped", previous["metrics"]))
+                self.cells.append(Cell(name, system, "skipped", previous.metrics))
                 return path
         try:
             encoder = None

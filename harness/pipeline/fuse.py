@@ -37,23 +37,16 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
             altered since its result was written; qrels changed since; bad fusion settings.
     """
     from harness.retrieval.fusion import fuse
-    from harness.reporting.report import read_result, result_label
-
     started = time.perf_counter()
     spec.check(len(paths))
-    inputs = []
-    for path in map(Path, paths):
-        data = read_result(path)
-        if data is None:
-            raise HarnessError(f"{path}: not a beir-harness result file")
-        inputs.append((path, data))
+    inputs = [(Path(path), Result.from_json(path)) for path in paths]
     first_path, first = inputs[0]
     for path, data in inputs[1:]:
         for key in ("dataset", "split"):
-            if data[key] != first[key]:
-                raise HarnessError(f"cannot fuse results of different {key}s: {first_path} is {first[key]}, "
-                                   f"{path} is {data[key]}")
-        if data.get("fingerprints", {}).get("qrels") != first.get("fingerprints", {}).get("qrels"):
+            if getattr(data, key) != getattr(first, key):
+                raise HarnessError(f"cannot fuse results of different {key}s: {first_path} is {getattr(first, key)}, "
+                                   f"{path} is {getattr(data, key)}")
+        if data.fingerprints.get("qrels") != first.fingerprints.get("qrels"):
             raise HarnessError(f"cannot fuse results scored against different qrels: {first_path} and {path} "
                                "(their qrels fingerprints differ)")
     notes: list[str] = []
@@ -64,29 +57,27 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
             notes.append(f"{path.name}: at most {deepest} documents per query, fewer than the fusion depth "
                          f"{spec.depth}")
             logger.info(notes[-1])
-    folder = locate_beir_folder(first["config"]["dataset_path"], first["split"])
+    folder = locate_beir_folder(first.config["dataset_path"], first.split)
     digest = hashlib.sha256()
     qrels = read_qrels(folder.qrels, digest)
-    if digest.hexdigest() != first.get("fingerprints", {}).get("qrels"):
+    if digest.hexdigest() != first.fingerprints.get("qrels"):
         raise HarnessError(f"{folder.qrels} changed since the results were scored (its fingerprint differs); "
                            "rerun the evaluations")
-    labels = [result_label(data) for _, data in inputs]
+    labels = [data.label for _, data in inputs]
     label = name or f"{spec.method}({', '.join(labels)})"
     fused = fuse(runs, spec, name=label)
     depth = min(spec.depth, max((fused.depth(q) for q in fused), default=0)) or spec.depth
     evaluation = evaluate(qrels, fused, standard_metrics(sorted(k for k in STANDARD_K if k <= depth) or [depth]))
-    identity = Configuration.from_settings("fusion", first["split"], {
-        "fusion": spec.to_config(), "inputs": sorted(data.get("config_hash") or str(path) for path, data in inputs)},
-        {})
+    identity = Configuration.from_settings("fusion", first.split, {
+        "fusion": spec.to_config(), "inputs": sorted(data.config_hash or str(path) for path, data in inputs)}, {})
     result = Result(
-        dataset=first["dataset"], split=first["split"], model="fusion", label=label, variant=identity.variant,
+        dataset=first.dataset, split=first.split, model="fusion", label=label, variant=identity.variant,
         metrics=evaluation.means, per_query=evaluation.per_query, n_queries=evaluation.n_queries,
-        config={"fusion": spec.to_config(), "top_k": depth, "dataset_path": first["config"]["dataset_path"],
-                "k_values": [10], "inputs": [{"result": str(path), "label": labels[i],
-                                              "config_hash": data.get("config_hash", ""),
-                                              "run_sha256": data.get("fingerprints", {}).get("scored_run")}
+        config={"fusion": spec.to_config(), "top_k": depth, "dataset_path": first.config["dataset_path"],
+                "k_values": [10], "inputs": [{"result": str(path), "label": labels[i], "config_hash": data.config_hash,
+                                              "run_sha256": data.fingerprints.get("scored_run")}
                                              for i, (path, data) in enumerate(inputs)]},
-        fingerprints={key: value for key, value in first.get("fingerprints", {}).items()
+        fingerprints={key: value for key, value in first.fingerprints.items()
                       if key in ("corpus", "queries", "qrels")},
         timings={"total": round(time.perf_counter() - started, 4)}, versions=versions(), host=host_info(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), notes=notes,
@@ -96,14 +87,14 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
     return Outcome(result, fused, qrels, paths_written)
 
 
-def _saved_run(path: Path, data: dict, notes: list[str]) -> Run:
+def _saved_run(path: Path, data: Result, notes: list[str]) -> Run:
     """The run file beside a result, checked against the hash the result recorded."""
     from harness.io.formats import content_sha256
 
     run_path = path.with_name(f"{path.stem}.run.trec")
     if not run_path.is_file():
         raise HarnessError(f"{run_path}: the run file beside {path.name} is missing; rerun that evaluation")
-    recorded = data.get("fingerprints", {}).get("scored_run")
+    recorded = data.fingerprints.get("scored_run")
     if recorded is None:
         notes.append(f"{path.name} predates run fingerprints: its run file could not be checked")
         logger.warning(notes[-1])

@@ -31,7 +31,7 @@ from harness.datasets import published
 from harness.datasets import registry
 from harness.errors import HarnessError
 from harness.io.formats import atomic_writer
-from harness.reporting.report import read_result, result_label
+from harness.reporting.report import Result
 from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 CQADUPSTACK = "cqadupstack"
 
 
-def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+def load_results(paths: Iterable[str | Path]) -> list[Result]:
     """Every result JSON in `paths` (files, or folders searched recursively).
 
     Raises:
@@ -54,12 +54,13 @@ def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
         else:
             raise HarnessError(f"{path}: no such file or folder")
         for candidate in candidates:
-            data = read_result(candidate)
-            if data is not None and "per_query" in data:
-                data["_path"] = str(candidate)
-                results.append(data)
-            elif path.is_file():
-                raise HarnessError(f"{candidate}: not a beir-harness result file")
+            if path.is_file():
+                results.append(Result.from_json(candidate))  # a file named on purpose: say why it is not a result
+                continue
+            try:
+                results.append(Result.from_json(candidate))
+            except HarnessError:
+                continue  # other JSON in a results folder (a plot's data, notes) is not a result
     if not results:
         raise HarnessError(f"no result files found in {', '.join(map(str, paths))} (run `beir-harness evaluate` first)")
     return results
@@ -71,19 +72,19 @@ def _dataset_order(names: Iterable[str]) -> list[str]:
     return [n for n in known if n in names] + sorted(names - set(known))
 
 
-def results_of_split(results: list[dict[str, Any]], split: str | None) -> list[dict[str, Any]]:
+def results_of_split(results: list[Result], split: str | None) -> list[Result]:
     """The results of `split`, or of each dataset's registry evaluation split (else test)."""
     return _pick_split(results, split)
 
 
-def _pick_split(results: list[dict[str, Any]], split: str | None) -> list[dict[str, Any]]:
+def _pick_split(results: list[Result], split: str | None) -> list[Result]:
     """Keep one split per dataset: the one asked for, else the registry's eval split, else test."""
     kept = []
     for result in results:
-        base = result["dataset"].split("/")[0]
+        base = result.dataset.split("/")[0]
         spec = registry.lookup(base)
         wanted = split or (spec.eval_split if spec else "test")
-        if result["split"] == wanted:
+        if result.split == wanted:
             kept.append(result)
     return kept
 
@@ -170,7 +171,7 @@ class Comparison:
 
 
 def build_comparison(
-    results: list[dict[str, Any]],
+    results: list[Result],
     metric: str = "nDCG@10",
     split: str | None = None,
     with_published: bool = False,
@@ -203,25 +204,25 @@ def build_comparison(
         HarnessError: No result has the metric, or the baseline is not among the models.
     """
     notes: list[str] = []
-    results = _labelled(_pick_split(results, split), notes)
-    if not any(metric in result["metrics"] for result in results):
+    results, labels = _labelled(_pick_split(results, split), notes)
+    if not any(metric in result.metrics for result in results):
         raise HarnessError(f"no result has {metric} (compute it with --k, e.g. --k {metric.split('@')[-1]})")
     table: dict[tuple[str, str], Cell] = {}
     forums: dict[str, dict[str, Cell]] = {}
     label_models: dict[str, str] = {}
     label_rerankers: dict[str, str] = {}
     for result in results:
-        label = result["_label"]
-        label_models[label] = result["model"]
-        if (result.get("config") or {}).get("rerank"):
-            label_rerankers[label] = result["config"]["rerank"].get("model")
-        if metric in result["metrics"]:
-            per_query = {q: values[metric] for q, values in result["per_query"].items() if metric in values}
-            cell = Cell(result["metrics"][metric], per_query)
+        label = labels[id(result)]
+        label_models[label] = result.model
+        if result.config.get("rerank"):
+            label_rerankers[label] = result.config["rerank"].get("model")
+        if metric in result.metrics:
+            per_query = {q: values[metric] for q, values in result.per_query.items() if metric in values}
+            cell = Cell(result.metrics[metric], per_query)
         else:
             cell = Cell(None)
             notes.append(_lacking(result, metric))
-        name = result["dataset"]
+        name = result.dataset
         if name.startswith(f"{CQADUPSTACK}/"):
             forums.setdefault(label, {})[name.split("/", 1)[1]] = cell
         else:
@@ -257,38 +258,38 @@ def build_comparison(
     return comparison
 
 
-def _labelled(results: list[dict[str, Any]], notes: list[str]) -> list[dict[str, Any]]:
-    """Each result with its column label in ``_label``; one result per (dataset, split, label).
+def _labelled(results: list[Result], notes: list[str]) -> tuple[list[Result], dict[int, str]]:
+    """One result per (dataset, split, label), and each one's column label (by ``id``).
 
     Results of one configuration found twice (copied folders) keep the newest; results of
     different configurations sharing a label get their configuration hash appended.
     """
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[Result]] = {}
     for result in results:
-        groups.setdefault((result["dataset"], result["split"], result_label(result)), []).append(result)
-    kept = []
+        groups.setdefault((result.dataset, result.split, result.label), []).append(result)
+    kept, labels = [], {}
     for (dataset, _, label), group in groups.items():
-        by_hash: dict[str, dict[str, Any]] = {}
-        for result in sorted(group, key=lambda r: r.get("created") or ""):
-            by_hash[result.get("config_hash") or result.get("_path", "")] = result
+        by_hash: dict[str, Result] = {}
+        for result in sorted(group, key=lambda r: r.created or ""):
+            by_hash[result.config_hash or result.where] = result
         if len(by_hash) < len(group):
             newest = list(by_hash.values())
             notes.append(f"{dataset} × {label}: {len(group)} results of {len(newest)} configuration(s); the newest of "
-                         f"each is shown ({', '.join(r.get('_path', '?') for r in newest)})")
+                         f"each is shown ({', '.join(r.where for r in newest)})")
         for key, result in by_hash.items():
-            result["_label"] = label if len(by_hash) == 1 else f"{label} #{key[:8]}"
+            labels[id(result)] = label if len(by_hash) == 1 else f"{label} #{key[:8]}"
         if len(by_hash) > 1:
             notes.append(f"{dataset}: {len(by_hash)} configurations are labelled {label!r}; told apart by their "
                          "configuration hash (give each its own --name)")
         kept += by_hash.values()
-    return kept
+    return kept, labels
 
 
 # Backends whose vectors depend on the CPU's kernels (more than by float rounding).
 KERNEL_DEPENDENT_BACKENDS = ("onnx-int8",)
 
 
-def mixed_kernels(results: Sequence[dict[str, Any]]) -> str | None:
+def mixed_kernels(results: Sequence[Result]) -> str | None:
     """A warning when results made with a kernel-dependent backend came from CPUs of different kernel classes.
 
     int8 matmuls run on different instructions per CPU (AVX2, AVX512-VNNI, AVX-VNNI, AMX, NEON) and
@@ -296,9 +297,9 @@ def mixed_kernels(results: Sequence[dict[str, Any]]) -> str | None:
     """
     classes: dict[str, list[str]] = {}
     for result in results:
-        if result.get("config", {}).get("backend") in KERNEL_DEPENDENT_BACKENDS:
-            kernel = result.get("host", {}).get("kernel_class", "unrecorded")
-            classes.setdefault(kernel, []).append(Path(result.get("_path", result_label(result))).name)
+        if result.config.get("backend") in KERNEL_DEPENDENT_BACKENDS:
+            kernel = result.host.get("kernel_class", "unrecorded")
+            classes.setdefault(kernel, []).append(Path(result.where).name)
     if len(classes) < 2:
         return None
     where = "; ".join(f"{kernel}: {', '.join(sorted(files)[:3])}" for kernel, files in sorted(classes.items()))
@@ -306,13 +307,13 @@ def mixed_kernels(results: Sequence[dict[str, Any]]) -> str | None:
             "scores, can differ slightly between these hosts")
 
 
-def _lacking(result: dict[str, Any], metric: str) -> str:
+def _lacking(result: Result, metric: str) -> str:
     """Why a result has no value for `metric`, naming its file."""
-    depth = result.get("config", {}).get("top_k")
+    depth = result.config.get("top_k")
     cutoff = metric.rsplit("@", 1)[-1]
     why = (f"it retrieved {depth} documents per query" if cutoff.isdigit() and depth and int(cutoff) > depth
            else "it was written before results stored the standard metric set; rerun it")
-    return f"{result.get('_path', result_label(result))}: no {metric} ({why})"
+    return f"{result.where}: no {metric} ({why})"
 
 
 def _eval_split(dataset: str, split: str | None) -> str:
@@ -491,7 +492,7 @@ def render_csv(comparison: Comparison, by: str = "dataset") -> str:
     rows = comparison.to_rows()
     buffer = io.StringIO()
     if by == "model":
-        columns = [r["dataset"] for r in rows]
+        columns = [r.dataset for r in rows]
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(["model", *columns])
         for column in comparison.columns:
@@ -562,7 +563,7 @@ class Check:
         return self.status != "OFF"
 
 
-def check_published(results: list[dict[str, Any]], metric: str = "nDCG@10", tolerance: float | None = None,
+def check_published(results: list[Result], metric: str = "nDCG@10", tolerance: float | None = None,
                     split: str | None = None) -> list[Check]:
     """Compare each result with the published row it should reproduce (`published.reproduced`).
 
@@ -665,7 +666,7 @@ def plot_comparison(comparison: Comparison, path: str | Path, rounds: int = 1000
 # --------------------------------------------------------------------------- paired comparison
 
 
-def compare_results(first: dict[str, Any], second: dict[str, Any], metrics: Sequence[str] | None = None,
+def compare_results(first: Result, second: Result, metrics: Sequence[str] | None = None,
                     rounds: int = DEFAULT_ROUNDS, seed: int = 0) -> list:
     """Paired tests of `second` against `first` for each shared metric (see `harness.evaluation.significance`).
 
@@ -675,22 +676,22 @@ def compare_results(first: dict[str, Any], second: dict[str, Any], metrics: Sequ
     from harness.evaluation.significance import compare_metric
 
     for key in ("dataset", "split"):
-        if first[key] != second[key]:
-            raise HarnessError(f"the results are on different {key}s ({first[key]} vs {second[key]}); "
+        if getattr(first, key) != getattr(second, key):
+            raise HarnessError(f"the results are on different {key}s ({getattr(first, key)} vs {getattr(second, key)}); "
                                "compare results of the same dataset and split")
-    qrels_a, qrels_b = first.get("fingerprints", {}).get("qrels"), second.get("fingerprints", {}).get("qrels")
+    qrels_a, qrels_b = first.fingerprints.get("qrels"), second.fingerprints.get("qrels")
     if qrels_a and qrels_b and qrels_a != qrels_b:
         raise HarnessError("the results were scored against different qrels files (fingerprints differ)")
     warning = mixed_kernels([first, second])
     if warning:
         logger.warning(warning)
-    names = [m for m in first["metrics"] if m in second["metrics"]] if metrics is None else list(metrics)
+    names = [m for m in first.metrics if m in second.metrics] if metrics is None else list(metrics)
     tests = []
     for metric in names:
-        if metric not in first["metrics"] or metric not in second["metrics"]:
+        if metric not in first.metrics or metric not in second.metrics:
             raise HarnessError(f"{metric} is not in both results")
-        per_a = {q: v[metric] for q, v in first["per_query"].items()}
-        per_b = {q: v[metric] for q, v in second["per_query"].items()}
+        per_a = {q: v[metric] for q, v in first.per_query.items()}
+        per_b = {q: v[metric] for q, v in second.per_query.items()}
         tests.append(compare_metric(metric, per_a, per_b, rounds, seed))
     return tests
 
@@ -700,10 +701,10 @@ def format_p(p: float) -> str:
     return "< 1e-4" if p < 1e-4 else f"{p:.4f}"
 
 
-def format_compare(first: dict[str, Any], second: dict[str, Any], tests: Sequence, alpha: float = 0.05) -> str:
+def format_compare(first: Result, second: Result, tests: Sequence, alpha: float = 0.05) -> str:
     """A table: metric, A, B, B − A, p (t-test), p (randomization), and per query: B wins / ties / A wins."""
-    lines = [f"A = {result_label(first)}  ({first['_path']})", f"B = {result_label(second)}  ({second['_path']})",
-             f"{first['dataset']} [{first['split']}], {tests[0].n_queries if tests else 0} judged queries; "
+    lines = [f"A = {first.label}  ({first.where})", f"B = {second.label}  ({second.where})",
+             f"{first.dataset} [{first.split}], {tests[0].n_queries if tests else 0} judged queries; "
              f"* p < {alpha} in both tests", "",
              f"{'metric':<11} {'A':>8} {'B':>8} {'B - A':>8} {'p t-test':>9} {'p random':>9}  B wins / ties / A wins"]
     for t in tests:

@@ -23,7 +23,7 @@ from harness import __version__
 from harness.datasets import registry
 from harness.errors import HarnessError
 from harness.io.formats import atomic_writer, read_run, write_json, write_run
-from harness.reporting.report import model_slug, result_label
+from harness.reporting.report import Result, model_slug
 
 logger = logging.getLogger(__name__)
 
@@ -43,28 +43,28 @@ def mteb_scores(metrics: dict[str, float]) -> dict[str, Any]:
                                                          int(item[0].rsplit("_at_", 1)[1]))))
 
 
-def _task_file(result: dict[str, Any], task: str) -> dict[str, Any]:
-    scores = mteb_scores(result["metrics"])
+def _task_file(result: Result, task: str) -> dict[str, Any]:
+    scores = mteb_scores(result.metrics)
     if "ndcg_at_10" not in scores:
-        raise HarnessError(f"{result.get('_path', result_label(result))}: no nDCG@10, MTEB's main score for "
+        raise HarnessError(f"{result.where}: no nDCG@10, MTEB's main score for "
                            "retrieval; evaluate with --k including 10")
     return {
-        "dataset_revision": f"beir-corpus-sha256:{result.get('fingerprints', {}).get('corpus', 'unknown')}",
+        "dataset_revision": f"beir-corpus-sha256:{result.fingerprints.get('corpus', 'unknown')}",
         "task_name": task,
         "mteb_version": None,
-        "scores": {result["split"]: [{**scores, "main_score": scores["ndcg_at_10"], "hf_subset": "default",
+        "scores": {result.split: [{**scores, "main_score": scores["ndcg_at_10"], "hf_subset": "default",
                                       "languages": ["eng-Latn"]}]},
-        "evaluation_time": (result.get("timings") or {}).get("total"),
+        "evaluation_time": result.timings.get("total"),
         "kg_co2_emissions": None,
-        "beir_harness": {"version": (result.get("versions") or {}).get("beir-harness", __version__),
-                         "exported_by": __version__, "label": result_label(result),
-                         "dataset": result["dataset"], "config_hash": result.get("config_hash"),
-                         "fingerprints": result.get("fingerprints", {}), "config": result.get("config", {}),
-                         "n_queries": result.get("n_queries"), "created": result.get("created")},
+        "beir_harness": {"version": result.versions.get("beir-harness", __version__),
+                         "exported_by": __version__, "label": result.label,
+                         "dataset": result.dataset, "config_hash": result.config_hash,
+                         "fingerprints": result.fingerprints, "config": result.config,
+                         "n_queries": result.n_queries, "created": result.created},
     }
 
 
-def export_mteb(results: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+def export_mteb(results: Sequence[Result], out: Path) -> list[Path]:
     """Write `results` in MTEB's results layout under `out`; returns the task files written.
 
     Results on datasets MTEB has no task for are skipped with a warning.
@@ -73,18 +73,18 @@ def export_mteb(results: Sequence[dict[str, Any]], out: Path) -> list[Path]:
         HarnessError: Nothing exportable; two results would land in one task file (two configurations
             of one model on one task: export them separately); a result without nDCG@10.
     """
-    planned: dict[Path, dict[str, Any]] = {}
+    planned: dict[Path, Result] = {}
     skipped = []
     for result in results:
-        task = registry.mteb_task(result["dataset"])
+        task = registry.mteb_task(result.dataset)
         if task is None:
-            skipped.append(result["dataset"])
+            skipped.append(result.dataset)
             continue
-        model = result["model"]
-        revision = (result.get("config") or {}).get("model_revision") or NO_REVISION
+        model = result.model
+        revision = result.config.get("model_revision") or NO_REVISION
         path = out / model_slug(model) / model_slug(revision) / f"{task}.json"
         if path in planned:
-            raise HarnessError(f"{planned[path].get('_path')} and {result.get('_path')} are both {model} on {task}: "
+            raise HarnessError(f"{planned[path].where} and {result.where} are both {model} on {task}: "
                                "MTEB keeps one result per model and task; export one configuration at a time")
         planned[path] = result
     if skipped:
@@ -93,7 +93,7 @@ def export_mteb(results: Sequence[dict[str, Any]], out: Path) -> list[Path]:
         raise HarnessError("nothing to export: MTEB has no task for any of these datasets")
     for path, result in planned.items():
         write_json(_task_file(result, path.stem), path)
-        write_json({"name": result["model"], "revision": path.parent.name, "release_date": None,
+        write_json({"name": result.model, "revision": path.parent.name, "release_date": None,
                     "languages": ["eng-Latn"], "framework": [], "beir_harness": __version__},
                    path.parent / "model_meta.json")
     return sorted(planned)
@@ -102,17 +102,17 @@ def export_mteb(results: Sequence[dict[str, Any]], out: Path) -> list[Path]:
 PER_QUERY_COLUMNS = ("dataset", "system", "split", "query_id", "metric", "value")
 
 
-def per_query_csv(results: Iterable[dict[str, Any]], metrics: Sequence[str] = ()) -> str:
+def per_query_csv(results: Iterable[Result], metrics: Sequence[str] = ()) -> str:
     """One row per (dataset, system, split, query_id, metric, value): the input of a significance analysis
     in R or pandas. `metrics` limits the metrics (default: every one stored)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(PER_QUERY_COLUMNS)
-    for result in sorted(results, key=lambda r: (r["dataset"], result_label(r), r["split"])):
-        for query_id, values in sorted(result["per_query"].items()):
+    for result in sorted(results, key=lambda r: (r.dataset, r.label, r.split)):
+        for query_id, values in sorted(result.per_query.items()):
             for metric, value in values.items():
                 if not metrics or metric in metrics:
-                    writer.writerow([result["dataset"], result_label(result), result["split"], query_id, metric,
+                    writer.writerow([result.dataset, result.label, result.split, query_id, metric,
                                      repr(value)])
     return buffer.getvalue()
 
@@ -123,7 +123,7 @@ def write_text(text: str, path: Path) -> None:
         handle.write(text)
 
 
-def export_trec(results: Iterable[dict[str, Any]], out: Path) -> list[Path]:
+def export_trec(results: Iterable[Result], out: Path) -> list[Path]:
     """Copy each result's run file to ``<out>/<dataset>/<label>.<split>.trec`` with the label as its tag.
 
     Raises:
@@ -131,12 +131,12 @@ def export_trec(results: Iterable[dict[str, Any]], out: Path) -> list[Path]:
     """
     written = []
     for result in results:
-        source = Path(result["_path"]).with_suffix(".run.trec")
+        source = result.path.with_suffix(".run.trec")
         if not source.is_file():
-            raise HarnessError(f"{source}: the run file beside {result['_path']} is missing; rerun that evaluation")
-        label = model_slug(result_label(result).replace(" ", "_"))
+            raise HarnessError(f"{source}: the run file beside {result.where} is missing; rerun that evaluation")
+        label = model_slug(result.label.replace(" ", "_"))
         run = read_run(source)
-        target = out / model_slug(result["dataset"]) / f"{label}.{model_slug(result['split'])}.trec"
+        target = out / model_slug(result.dataset) / f"{label}.{model_slug(result.split)}.trec"
         write_run(run.renamed(label), target)
         written.append(target)
     return written

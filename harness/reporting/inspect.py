@@ -12,24 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.reporting.report import result_label
+from harness.reporting.report import Result
 
 NOT_RETRIEVED = None  # the rank of a judged document a run did not retrieve
 
 
-def _run_path(result: dict[str, Any]) -> Path:
-    return Path(result["_path"]).with_name(f"{Path(result['_path']).stem}.run.trec")
+def _run_path(result: Result) -> Path:
+    return result.path.with_name(f"{result.path.stem}.run.trec")
 
 
 def _short(label: str) -> str:
     return label.rsplit("/", 1)[-1]
 
 
-def _chosen(results: Sequence[dict[str, Any]], values: list[dict[str, float]], worst: int,
+def _chosen(results: Sequence[Result], values: list[dict[str, float]], worst: int,
             metric: str) -> tuple[list[str], str, str]:
     """The query ids to show, a title, and how many queries tie at the boundary value."""
     first = results[0]
-    where = f"{first['dataset']} [{first['split']}]"
+    where = f"{first.dataset} [{first.split}]"
     if len(results) == 1:
         order = sorted(values[0], key=lambda q: (values[0][q], q))
         chosen = order[:worst]
@@ -37,7 +37,7 @@ def _chosen(results: Sequence[dict[str, Any]], values: list[dict[str, float]], w
         tied = sum(v == low for v in values[0].values())
         ties = (f"{tied} of {len(order)} queries score {low:.4f}, the worst value" +
                 (f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""))
-        return chosen, f"{len(chosen)} worst queries by {metric} ({result_label(first)}, {where})", ties
+        return chosen, f"{len(chosen)} worst queries by {metric} ({first.label}, {where})", ties
     shared = set(values[0]) & set(values[1])
     gap = {q: abs(values[1][q] - values[0][q]) for q in shared}
     order = sorted(shared, key=lambda q: (-gap[q], q))
@@ -46,11 +46,11 @@ def _chosen(results: Sequence[dict[str, Any]], values: list[dict[str, float]], w
     tied = sum(g == top for g in gap.values())
     ties = (f"{tied} of {len(order)} queries differ by {top:.4f}, the largest difference" +
             (f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""))
-    return chosen, (f"{len(chosen)} queries where {result_label(results[1])} and {result_label(first)} differ most "
+    return chosen, (f"{len(chosen)} queries where {results[1].label} and {first.label} differ most "
                     f"on {metric} ({where})"), ties
 
 
-def inspect_results(results: Sequence[dict[str, Any]], worst: int = 10, metric: str = "nDCG@10",
+def inspect_results(results: Sequence[Result], worst: int = 10, metric: str = "nDCG@10",
                     depth: int = 5) -> dict[str, Any]:
     """The worst queries of one result (or, for two, the queries where they differ most), as data.
 
@@ -67,24 +67,24 @@ def inspect_results(results: Sequence[dict[str, Any]], worst: int = 10, metric: 
     from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
 
     for result in results:
-        if metric not in result["metrics"]:
-            raise HarnessError(f"{result['_path']}: no {metric} (use --metric with one of {', '.join(result['metrics'])})")
+        if metric not in result.metrics:
+            raise HarnessError(f"{result.where}: no {metric} (use --metric with one of {', '.join(result.metrics)})")
     first = results[0]
-    folder = locate_beir_folder(first["config"]["dataset_path"], first["split"])
+    folder = locate_beir_folder(first.config["dataset_path"], first.split)
     runs = []
     for result in results:
         path = _run_path(result)
         if not path.is_file():
             raise HarnessError(f"{path}: the run file beside the result is missing")
         runs.append(read_run(path))
-    values = [{q: v[metric] for q, v in r["per_query"].items()} for r in results]
+    values = [{q: v[metric] for q, v in r.per_query.items()} for r in results]
     chosen, title, ties = _chosen(results, values, worst, metric)
     qrels = read_qrels(folder.qrels)
     texts = {q.query_id: q.text for q in iter_queries(folder.queries) if q.query_id in set(chosen)}
     needed = {d for q in chosen for d in qrels.get(q, {})} | {
         hit.doc_id for run in runs for q in chosen for hit in run.get(q, ())[:depth]}
     titles = {doc.doc_id: (doc.title or doc.text)[:70] for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
-    systems = [result_label(r) for r in results]
+    systems = [r.label for r in results]
     queries = []
     for query_id in chosen:
         judged = sorted(qrels.get(query_id, {}).items(), key=lambda item: (-item[1], item[0]))
@@ -99,7 +99,7 @@ def inspect_results(results: Sequence[dict[str, Any]], worst: int = 10, metric: 
                              for rank, hit in enumerate(run.get(query_id, ())[:depth], start=1)]
                     for system, run in zip(systems, runs)},
         })
-    return {"title": title, "metric": metric, "dataset": first["dataset"], "split": first["split"],
+    return {"title": title, "metric": metric, "dataset": first.dataset, "split": first.split,
             "systems": systems, "ties": ties, "queries": queries}
 
 

@@ -16,11 +16,11 @@ import json
 import logging
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from harness.errors import OutputError
+from harness.errors import HarnessError, OutputError
 from harness.io.formats import atomic_writer, content_sha256, remove_stale_temporaries, write_json, write_run
 from harness.records import Run
 
@@ -76,47 +76,84 @@ class Result:
     label: str = ""
     variant: str = ""
     host: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = field(default=None, compare=False, repr=False)  # the file it was read from
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object written to the result file."""
-        return {"schema_version": RESULT_SCHEMA_VERSION, **asdict(self)}
+        data = asdict(self)
+        del data["path"]
+        return {"schema_version": RESULT_SCHEMA_VERSION, **data}
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> Result:
+        """Read a result file written by `write_result` (any schema version).
+
+        A file written before labels existed gets its model as its label.
+
+        Raises:
+            HarnessError: The file cannot be read, is not JSON, or is not a beir-harness result.
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise HarnessError(f"{path}: cannot read the result file ({exc.strerror or exc})") from None
+        except ValueError as exc:
+            raise HarnessError(f"{path}: not a beir-harness result file (invalid JSON: {exc})") from None
+        missing = [key for key in _REQUIRED if not isinstance(data, dict) or key not in data]
+        if missing:
+            raise HarnessError(f"{path}: not a beir-harness result file (no {', '.join(missing)})")
+        known = {spec.name for spec in fields(cls)} - {"path"}
+        values = {key: value for key, value in data.items() if key in known}
+        values.setdefault("label", "")
+        values["label"] = values["label"] or data["model"]
+        for key in ("config", "fingerprints", "timings", "versions", "host"):
+            values[key] = values.get(key) or {}
+        values.setdefault("created", "")
+        return cls(**values, path=path)
+
+    @property
+    def where(self) -> str:
+        """The file it was read from, for messages (its label when it was never written)."""
+        return str(self.path) if self.path is not None else self.label or self.model
+
+
+_REQUIRED = ("dataset", "split", "model", "metrics", "per_query", "n_queries")
 
 
 RESULTS_CSV_COLUMNS = ("dataset", "split", "model", "label", "variant", "metric", "value", "n_queries",
                        "ignore_identical_ids", "index", "config_hash", "harness_version", "created")
 
 
-def read_result(path: str | Path) -> dict[str, Any] | None:
-    """A result JSON written by `write_result`, or None if it is missing or unreadable."""
+def read_result(path: str | Path) -> Result | None:
+    """The result at `path`, or None when there is none (missing, unreadable or not a result file)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return Result.from_json(path)
+    except HarnessError:
         return None
-    return data if isinstance(data, dict) and "metrics" in data else None
 
 
 def results_rows(output_dir: str | Path) -> list[dict[str, Any]]:
     """Long-form rows (one per dataset × model × split × metric) of every result under `output_dir`."""
     rows = []
     for path in sorted(Path(output_dir).glob("*/*/*.json")):  # one file per configuration
-        data = read_result(path)
-        if data is None:
+        result = read_result(path)
+        if result is None:
             continue
-        for metric, value in data["metrics"].items():
+        for metric, value in result.metrics.items():
             rows.append({
-                "dataset": data["dataset"], "split": data["split"], "model": data["model"],
-                "label": result_label(data), "variant": data.get("variant", ""), "metric": metric,
-                "value": value, "n_queries": data.get("n_queries"),
-                "ignore_identical_ids": data.get("config", {}).get("ignore_identical_ids"),
-                "index": data.get("config", {}).get("index", ""), "config_hash": data.get("config_hash", ""),
-                "harness_version": data.get("versions", {}).get("beir-harness", ""), "created": data.get("created"),
+                "dataset": result.dataset, "split": result.split, "model": result.model, "label": result.label,
+                "variant": result.variant, "metric": metric, "value": value, "n_queries": result.n_queries,
+                "ignore_identical_ids": result.config.get("ignore_identical_ids"),
+                "index": result.config.get("index", ""), "config_hash": result.config_hash,
+                "harness_version": result.versions.get("beir-harness", ""), "created": result.created,
             })
     return rows
 
 
-def result_label(data: dict[str, Any]) -> str:
-    """A result's label; results written before labels existed are labelled by their model."""
-    return data.get("label") or data["model"]
+def result_label(result: Result) -> str:
+    """A result's label (results written before labels existed are labelled by their model)."""
+    return result.label or result.model
 
 
 def write_results_csv(output_dir: str | Path) -> Path:
@@ -175,9 +212,9 @@ def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path
 
 def _keep_other_configuration(json_path: Path, run_path: Path, config_hash: str) -> None:
     previous = read_result(json_path)
-    if previous is None or previous.get("config_hash") == config_hash:
+    if previous is None or previous.config_hash == config_hash:
         return
-    tag = (previous.get("config_hash") or "v1")[:8]
+    tag = (previous.config_hash or "v1")[:8]
     kept = json_path.with_name(f"{json_path.stem}.kept-{tag}.json")
     try:
         if run_path.is_file():
