@@ -103,3 +103,11 @@ def test_cqadupstack_knows_its_forums():
     assert len(forums) == 12 and "android" in forums and "wordpress" in forums
     assert all(not spec.subsets for name, spec in registry.datasets().items() if name != "cqadupstack")
     assert registry.get("nfcorpus").zip_bytes == 2_400_000
+
+
+def test_one_function_makes_the_cqadupstack_mean():
+    forums = registry.get("cqadupstack").subsets
+    values = {forum: i / 10 for i, forum in enumerate(forums)}
+    assert registry.subset_mean("cqadupstack", values) == (pytest.approx(sum(range(12)) / 120), [])
+    assert registry.subset_mean("cqadupstack", {**values, "tex": None}) == (None, ["tex"])
+    assert registry.subset_mean("cqadupstack", {"android": 0.5})[1] == [f for f in forums if f != "android"]

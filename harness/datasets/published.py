@@ -315,8 +315,9 @@ def _forum_means(rows: list[PublishedScore], family: str) -> list[PublishedScore
                     if row.system == system and row.dataset.startswith("cqadupstack/")}
         if sorted(by_forum) != sorted(forums):
             continue
-        shared = set.intersection(*(set(row.values) for row in by_forum.values()))
-        values = {metric: sum(row.values[metric] for row in by_forum.values()) / len(forums) for metric in shared}
+        values = {}
+        for metric in set.intersection(*(set(row.values) for row in by_forum.values())):
+            values[metric] = registry.subset_mean("cqadupstack", {f: r.values[metric] for f, r in by_forum.items()})[0]
         means.append(PublishedScore("cqadupstack", system, f"folder {family}; mean of 12 CQADupstack forums",
                                     by_forum[forums[0]].split, values, str(Path(by_forum[forums[0]].source).parent)))
     return means

@@ -119,3 +119,19 @@ def from_mteb_task(task: str) -> str | None:
             if mteb_task(f"{spec.name}/{forum}").lower() == wanted:
                 return f"{spec.name}/{forum}"
     return None
+
+
+def subset_mean(name: str, values: dict[str, float | None]) -> tuple[float | None, list[str]]:
+    """The score of a dataset made of sub-corpora (CQADupStack): the mean of its subsets' scores, as BEIR
+    and MTEB report it (not the mean over the pooled queries).
+
+    Args:
+        name: The registry name (``cqadupstack``).
+        values: Subset name → its score (None when it has none).
+
+    Returns:
+        (the mean, or None when any subset lacks a score; the subsets lacking one, in registry order).
+    """
+    subsets = get(name).subsets
+    missing = [subset for subset in subsets if values.get(subset) is None]
+    return (None if missing else sum(values[subset] for subset in subsets) / len(subsets)), missing

@@ -70,11 +70,13 @@ class BenchReport:
         forums = registry.get("cqadupstack").subsets
         means = []
         for m in models:
-            done = [by_key.get((f"cqadupstack/{forum}", m)) for forum in forums]
-            values = [c.metrics.get(metric) for c in done if c is not None and c.status != "failed"]
-            means.append(f"{sum(values) / 12:.4f}" if len(values) == 12 and None not in values else "-")
+            cells = {forum: by_key.get((f"cqadupstack/{forum}", m)) for forum in forums}
+            mean, _ = registry.subset_mean("cqadupstack", {
+                forum: cell.metrics.get(metric) if cell is not None and cell.status != "failed" else None
+                for forum, cell in cells.items()})
+            means.append(f"{mean:.4f}" if mean is not None else "-")
         if any(mean != "-" for mean in means):
-            rows.append(["cqadupstack (mean of 12 forums)", *means])
+            rows.append([f"cqadupstack (mean of {len(forums)} forums)", *means])
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
                            for i, (cell, width) in enumerate(zip(row, widths))) for row in rows]

@@ -227,17 +227,16 @@ def build_comparison(
             forums.setdefault(label, {})[name.split("/", 1)[1]] = cell
         else:
             table[(name, label)] = cell
-    expected = registry.get(CQADUPSTACK).subsets
+    n_forums = len(registry.get(CQADUPSTACK).subsets)
     for label, by_forum in forums.items():
-        missing = [f for f in expected if f not in by_forum or by_forum[f].value is None]
+        mean, missing = registry.subset_mean(CQADUPSTACK, {forum: cell.value for forum, cell in by_forum.items()})
         if missing:
-            notes.append(f"{CQADUPSTACK} × {label}: {12 - len(missing)} of 12 forums (missing {', '.join(missing)}); "
-                         "no mean reported")
+            notes.append(f"{CQADUPSTACK} × {label}: {n_forums - len(missing)} of {n_forums} forums (missing "
+                         f"{', '.join(missing)}); no mean reported")
             table[(CQADUPSTACK, label)] = Cell(None)
             continue
-        # BEIR and MTEB report the mean of the 12 forum scores (not the mean over all queries pooled).
         pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
-        table[(CQADUPSTACK, label)] = Cell(sum(c.value for c in by_forum.values()) / len(by_forum), pooled)
+        table[(CQADUPSTACK, label)] = Cell(mean, pooled)
     warning = mixed_kernels(results)
     if warning:
         logger.warning(warning)
