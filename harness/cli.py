@@ -125,8 +125,9 @@ def _format_demo(outcome) -> str:
         rows.append((query_id, f"[{', '.join(relevant)}]", f"[{', '.join(top)}]",
                      f"{values['Recall@3']:.2f}", f"{values['MRR@10']:.2f}"))
     rows.append(("mean", "", "", f"{result.metrics['Recall@3']:.2f}", f"{result.metrics['MRR@10']:.2f}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    from harness.presentation import align
+
+    lines += align(rows, right=[False] * 5)
     lines += ["", f"mean Recall@3 {result.metrics['Recall@3']:.2f}   MRR@10 {result.metrics['MRR@10']:.2f}   "
               f"nDCG@10 {result.metrics['nDCG@10']:.4f}"]
     return "\n".join(lines)
@@ -527,13 +528,15 @@ def datasets_list(data_dir: Path | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    header = f"{'name':<17} {'split':<5} {'docs':>10} {'queries':>8} {'zip MB':>8}  {'installed':<9}  published  note"
-    click.echo(header)
+    from harness.presentation import align
+
+    table = [["name", "split", "docs", "queries", "zip MB", "installed", "published", "note"]]
     for row in rows:
-        size = f"{row['zip_mb']:.1f}" if row["zip_mb"] else "-"
         note = "not distributed" if not row["public"] else ("self-hits dropped" if row["ignore_identical_ids"] else "")
-        click.echo(f"{row['name']:<17} {row['split']:<5} {row['docs']:>10,} {row['queries']:>8,} {size:>8}  "
-                   f"{'yes' if row['installed'] else 'no':<9}  {row['published_scores']:>9}  {note}".rstrip())
+        table.append([row["name"], row["split"], f"{row['docs']:,}", f"{row['queries']:,}",
+                      f"{row['zip_mb']:.1f}" if row["zip_mb"] else "-", "yes" if row["installed"] else "no",
+                      str(row["published_scores"]), note])
+    click.echo("\n".join(align(table, right=[False, False, True, True, True, False, True, False])))
 
 
 @datasets.command("download")
@@ -939,12 +942,12 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
 
 
 def _format_entries(entries: list[dict]) -> str:
-    lines = [f"{'key':<12} {'kind':<8} {'dataset':<20} {'rows':>9} {'MB':>8}  {'complete':<8}  model"]
-    for e in entries:
-        rows = f"{e['rows']:,}" if e["rows"] is not None else "-"
-        lines.append(f"{e['key'][:12]:<12} {e['kind'] or '?':<8} {e['dataset'] or '?':<20} {rows:>9} "
-                     f"{e['bytes'] / 2**20:>8.1f}  {'yes' if e['complete'] else 'partial':<8}  {e['model'] or '?'}")
-    return "\n".join(lines)
+    from harness.presentation import align
+
+    table = [["key", "kind", "dataset", "rows", "MB", "complete", "model"]]
+    table += [[e["key"][:12], e["kind"] or "?", e["dataset"] or "?", f"{e['rows']:,}" if e["rows"] is not None else "-",
+               f"{e['bytes'] / 2**20:.1f}", "yes" if e["complete"] else "partial", e["model"] or "?"] for e in entries]
+    return "\n".join(align(table, right=[False, False, False, True, True, False, False]))
 
 
 @cache.command("clear")

@@ -9,7 +9,7 @@ import harness
 
 # Lowest first. A module may import its own layer and the layers below it, never one above.
 LAYERS = [
-    ("errors", "records", "host"),
+    ("errors", "records", "host", "presentation"),
     ("io",),
     ("datasets",),
     ("retrieval",),

@@ -23,6 +23,7 @@ from harness.pipeline.evaluate import (
     load_model,
 )
 from harness.pipeline.fuse import fuse_results
+from harness.presentation import align
 from harness.retrieval.encode import Encoder
 from harness.retrieval.rerank import RerankSpec
 
@@ -77,9 +78,7 @@ class BenchReport:
             means.append(f"{mean:.4f}" if mean is not None else "-")
         if any(mean != "-" for mean in means):
             rows.append([f"cqadupstack (mean of {len(forums)} forums)", *means])
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                           for i, (cell, width) in enumerate(zip(row, widths))) for row in rows]
+        lines = align(rows, right=[False] + [True] * len(models))
         counts = {status: sum(c.status == status for c in self.cells) for status in ("done", "skipped", "failed")}
         lines.append(f"{len(self.cells)} cells: {counts['done']} done, {counts['skipped']} skipped "
                      f"(already done with the same settings), {counts['failed']} failed")

@@ -43,11 +43,14 @@ class CrossCheck:
         return max((abs(d) for d in self.differences().values()), default=0.0)
 
     def format_text(self, tolerance: float) -> str:
+        from harness.presentation import align
+
+        table = [["metric", "ours", "BEIR", "difference", ""]]
+        table += [[name, f"{self.ours[name]:.5f}", f"{self.beir[name]:.5f}", f"{difference:+.2e}",
+                   "" if abs(difference) <= tolerance else "<-- differs"]
+                  for name, difference in self.differences().items()]
         lines = [f"{self.dataset} · {self.model} · ours vs BEIR's own pipeline (self-hits dropped on both sides)",
-                 f"{'metric':<11} {'ours':>9} {'BEIR':>9} {'difference':>11}"]
-        for name, difference in self.differences().items():
-            flag = "" if abs(difference) <= tolerance else "  <-- differs"
-            lines.append(f"{name:<11} {self.ours[name]:>9.5f} {self.beir[name]:>9.5f} {difference:>+11.2e}{flag}")
+                 *align(table, right=[False, True, True, True, False])]
         verdict = "AGREE" if self.largest() <= tolerance else "DIFFER"
         lines.append(f"{verdict}: largest |difference| {self.largest():.2e} (tolerance {tolerance:g}; BEIR rounds "
                      f"to 5 decimals). Wall time: ours {self.seconds.get('ours', 0):.1f} s, "

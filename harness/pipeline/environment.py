@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from harness.presentation import align
 from harness.io.cache import cache_dir, list_entries
 from harness.datasets.catalog import data_dir, list_datasets
 from harness.host import host_info, versions
@@ -159,10 +160,11 @@ def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Pa
 def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -> str:
     """The backend table, headed by the machine it was measured on."""
     lines = [f"measured on {host['cpu']} ({host['kernel_class']}: {' '.join(host['cpu_flags'])}; "
-             f"{host['cores_used']} cores), {texts} texts",
-             f"{'backend':<10} {'docs/s':>8} {'vs torch':>9} {'cosine to torch fp32 (mean / min)':>34}"]
-    lines += [f"{row['backend']:<10} {row['docs_per_s']:>8.1f} {row['vs_torch']:>8.2f}x "
-              f"{row['cosine_mean']:>21.4f} / {row['cosine_min']:.4f}" for row in rows]
+             f"{host['cores_used']} cores), {texts} texts"]
+    table = [["backend", "docs/s", "vs torch", "cosine to torch fp32 (mean / min)"]]
+    table += [[row["backend"], f"{row['docs_per_s']:.1f}", f"{row['vs_torch']:.2f}x",
+               f"{row['cosine_mean']:.4f} / {row['cosine_min']:.4f}"] for row in rows]
+    lines += align(table, right=[False, True, True, True])
     fastest = max(rows, key=lambda row: row["docs_per_s"])
     lines.append(f"fastest here: {fastest['backend']}")
     return "\n".join(lines)

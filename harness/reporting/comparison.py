@@ -18,9 +18,7 @@ Table rules:
 
 from __future__ import annotations
 
-import csv
 import io
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +29,7 @@ from harness.datasets import published
 from harness.datasets import registry
 from harness.errors import HarnessError
 from harness.io.formats import atomic_writer
+from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table
 from harness.reporting.report import Result
 from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 
@@ -427,8 +426,8 @@ def _display(comparison: Comparison) -> dict[str, str]:
     return names
 
 
-def _grid(comparison: Comparison, digits: int, by: str, bold) -> tuple[list[str], list[list[str]], list[str]]:
-    """Header, body rows and the average row as strings (best values wrapped by `bold`)."""
+def _grid(comparison: Comparison, digits: int, by: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """Header, body rows and the average row as strings (best values as `Bold` cells)."""
     average, n_shared = comparison.average()
     names = _display(comparison)
     header = ["dataset", *(names[c] for c in comparison.columns)]
@@ -438,12 +437,11 @@ def _grid(comparison: Comparison, digits: int, by: str, bold) -> tuple[list[str]
         row = [dataset]
         for column in comparison.columns:
             text = _fmt(comparison.value(dataset, column), digits, column in comparison.delta_columns)
-            if column in best and comparison.value(dataset, column) is not None:
-                text = bold(text)
-            row.append(text + comparison.marks.get((dataset, column), ""))
+            text += comparison.marks.get((dataset, column), "")
+            row.append(Bold(text) if column in best and comparison.value(dataset, column) is not None else text)
         body.append(row)
-    avg_row = [f"average over {n_shared} dataset{'s' if n_shared > 1 else ''} shared by all columns"] + [_fmt(average.get(c), digits, c in comparison.delta_columns)
-                                           for c in comparison.columns] if average else []
+    avg_row = [f"average over {n_shared} dataset{'s' if n_shared > 1 else ''} shared by all columns"] + [
+        _fmt(average.get(c), digits, c in comparison.delta_columns) for c in comparison.columns] if average else []
     if by == "model":
         rows = [header, *body] + ([avg_row] if avg_row else [])
         transposed = [list(col) for col in zip(*rows)]
@@ -454,64 +452,34 @@ def _grid(comparison: Comparison, digits: int, by: str, bold) -> tuple[list[str]
 
 def render_markdown(comparison: Comparison, digits: int = 4, by: str = "dataset") -> str:
     """A Markdown table; the best value of each row is bold."""
-    header, body, avg = _grid(comparison, digits, by, lambda t: f"**{t}**")
-    lines = [f"| {' | '.join(header)} |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
-    lines += [f"| {' | '.join(row)} |" for row in body + ([avg] if avg else [])]
-    lines += [""] + [f"{note}  " for note in comparison.notes] if comparison.notes else []
-    return "\n".join(lines).rstrip()
-
-
-_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def _latex_escape(text: str) -> str:
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text).replace("Δ", r"$\Delta$").replace("†", r"$^\dagger$")
+    header, body, avg = _grid(comparison, digits, by)
+    return markdown_table(header, body + ([avg] if avg else []), comparison.notes)
 
 
 def render_latex(comparison: Comparison, digits: int = 4, by: str = "dataset") -> str:
     """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); the best value of each row is bold."""
-    header, body, avg = _grid(comparison, digits, by, lambda t: f"\x00{t}\x01")
-
-    def cell(text: str) -> str:
-        escaped = _latex_escape(text.replace("–", "--"))
-        return escaped.replace("\x00", r"\textbf{").replace("\x01", "}")
-
-    lines = [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule",
-             " & ".join(cell(h) for h in header) + r" \\", r"\midrule"]
-    lines += [" & ".join(cell(c) for c in row) + r" \\" for row in body]
-    if avg:
-        lines += [r"\midrule", " & ".join(cell(c) for c in avg) + r" \\"]
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines)
+    header, body, avg = _grid(comparison, digits, by)
+    return latex_table(header, body, [avg] if avg else [])
 
 
 def render_csv(comparison: Comparison, by: str = "dataset") -> str:
     """The plain pivot, unrounded."""
     rows = comparison.to_rows()
-    buffer = io.StringIO()
     if by == "model":
-        columns = [r.dataset for r in rows]
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(["model", *columns])
-        for column in comparison.columns:
-            writer.writerow([column, *("" if r[column] is None else repr(r[column]) for r in rows)])
-    else:
-        writer = csv.DictWriter(buffer, fieldnames=["dataset", *comparison.columns], lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in r.items()}
-                         for r in rows)
-    return buffer.getvalue()
+        return csv_text(["model", *(row["dataset"] for row in rows)],
+                        [[column, *(row[column] for row in rows)] for column in comparison.columns])
+    return csv_text(["dataset", *comparison.columns], [[row[c] for c in ("dataset", *comparison.columns)]
+                                                        for row in rows])
 
 
 def render_json(comparison: Comparison) -> str:
     """Rows, average, marks and notes as JSON (unrounded)."""
     average, n_shared = comparison.average()
-    return json.dumps({
+    return json_text({
         "metric": comparison.metric, "columns": comparison.columns, "rows": comparison.to_rows(),
         "average": average, "average_over": n_shared, "average_datasets": comparison.shared_datasets(),
         "significant": [{"dataset": d, "model": m} for (d, m) in comparison.marks], "notes": comparison.notes,
-    }, indent=2, ensure_ascii=False)
+    })
 
 
 RENDERERS = {"markdown", "latex", "csv", "json"}
@@ -603,15 +571,15 @@ def check_exit_code(checks: Sequence[Check]) -> int:
 
 def format_checks(checks: Sequence[Check], metric: str, digits: int = 4) -> str:
     """One line per result, pyserini-2CR style: OK, OFF, or nothing published."""
-    width = max([len(c.model) for c in checks] + [5])
-    lines = [f"{'dataset':<17} {'model':<{width}} {'published':>9} {'ours':>9} {'delta':>9}  status  ({metric})"]
+    table = [["dataset", "model", "published", "ours", "delta", "status", f"({metric})"]]
     for c in checks:
         if c.published is None:
-            lines.append(f"{c.dataset:<17} {c.model:<{width}} {'-':>9} {c.ours:>9.{digits}f} {'-':>9}  none    "
-                         "nothing published for this system on this dataset")
-            continue
-        lines.append(f"{c.dataset:<17} {c.model:<{width}} {c.published:>9.{digits}f} {c.ours:>9.{digits}f} "
-                     f"{c.ours - c.published:>+9.{digits}f}  {c.status:<6}  {c.column}")
+            table.append([c.dataset, c.model, "-", f"{c.ours:.{digits}f}", "-", "none",
+                          "nothing published for this system on this dataset"])
+        else:
+            table.append([c.dataset, c.model, f"{c.published:.{digits}f}", f"{c.ours:.{digits}f}",
+                          f"{c.ours - c.published:+.{digits}f}", c.status, c.column])
+    lines = align(table, right=[False, False, True, True, True, False, False])
     counts = {status: sum(c.status == status for c in checks) for status in ("OK", "OFF", "none")}
     if counts["OK"] + counts["OFF"]:
         lines.append(f"{counts['OK'] + counts['OFF']} checked, {counts['OK']} OK, {counts['OFF']} off (tolerance "
@@ -704,10 +672,10 @@ def format_compare(first: Result, second: Result, tests: Sequence, alpha: float 
     """A table: metric, A, B, B − A, p (t-test), p (randomization), and per query: B wins / ties / A wins."""
     lines = [f"A = {first.label}  ({first.where})", f"B = {second.label}  ({second.where})",
              f"{first.dataset} [{first.split}], {tests[0].n_queries if tests else 0} judged queries; "
-             f"* p < {alpha} in both tests", "",
-             f"{'metric':<11} {'A':>8} {'B':>8} {'B - A':>8} {'p t-test':>9} {'p random':>9}  B wins / ties / A wins"]
+             f"* p < {alpha} in both tests", ""]
+    table = [["metric", "A", "B", "B - A", "p t-test", "p random", "", "B wins / ties / A wins"]]
     for t in tests:
-        star = "*" if t.p_t_test < alpha and t.p_randomization < alpha else " "
-        lines.append(f"{t.metric:<11} {t.mean_a:>8.4f} {t.mean_b:>8.4f} {t.difference:>+8.4f} {format_p(t.p_t_test):>9} "
-                     f"{format_p(t.p_randomization):>9}{star} {t.wins} / {t.ties} / {t.losses}")
-    return "\n".join(lines)
+        star = "*" if t.p_t_test < alpha and t.p_randomization < alpha else ""
+        table.append([t.metric, f"{t.mean_a:.4f}", f"{t.mean_b:.4f}", f"{t.difference:+.4f}", format_p(t.p_t_test),
+                      format_p(t.p_randomization), star, f"{t.wins} / {t.ties} / {t.losses}"])
+    return "\n".join(lines + align(table, right=[False, True, True, True, True, True, False, True]))

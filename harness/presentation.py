@@ -1,0 +1,100 @@
+"""Presentation: every table the harness prints or writes, from rows of cells to text.
+
+One alignment helper (`align`) for the terminal tables (bench, datasets list, cache list, checks,
+compare, crosscheck, env, the demo, a result's metrics), and the paper formats (Markdown, LaTeX,
+CSV, JSON) for `report`. Callers build rows of strings; a cell wrapped in `Bold` is emphasised where
+the format can (``**x**`` in Markdown, ``\\textbf{x}`` in LaTeX). Nothing here knows what a result is.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+_NUMBER = re.compile(r"^[-+]?(\d[\d,]*\.?\d*|\.\d+)(e[-+]?\d+)?x?%?$|^[–-]$|^< ?1e-\d+$|^n/a$")
+
+
+class Bold(str):
+    """A cell to emphasise (the best value of a row)."""
+
+
+def _numeric(cell: str) -> bool:
+    return bool(_NUMBER.match(cell.strip().rstrip("*†").strip())) if cell.strip() else True
+
+
+def align(rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None, gap: str = "  ") -> list[str]:
+    """Lines with every column padded to its widest cell.
+
+    Args:
+        rows: The header (if any) and body rows; short rows are padded with empty cells.
+        right: Per column, whether to right-align; default: the columns whose cells below the first
+            row all read as numbers (``0.6451``, ``1,024``, ``+0.0020``, ``1.5x``, ``–``, ``< 1e-4``).
+        gap: Between columns.
+    """
+    if not rows:
+        return []
+    width = max(len(row) for row in rows)
+    cells = [[str(cell) for cell in row] + [""] * (width - len(row)) for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(width)]
+    if right is None:
+        body = cells[1:] or cells
+        right = [i > 0 and all(_numeric(row[i]) for row in body) for i in range(width)]
+    return [gap.join(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)).rstrip()
+            for row in cells]
+
+
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]], notes: Sequence[str] = ()) -> str:
+    """A Markdown table (first column left-aligned, the others right), then the notes as lines."""
+    def cell(text: str) -> str:
+        return f"**{text}**" if isinstance(text, Bold) else str(text)
+
+    lines = [f"| {' | '.join(header)} |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += [f"| {' | '.join(cell(c) for c in row)} |" for row in body]
+    if notes:
+        lines += [""] + [f"{note}  " for note in notes]
+    return "\n".join(lines).rstrip()
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    """`text` safe inside a LaTeX table cell (Δ and † become math)."""
+    escaped = "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text.replace("–", "--"))
+    return escaped.replace("Δ", r"$\Delta$").replace("†", r"$^\dagger$")
+
+
+def latex_table(header: Sequence[str], body: Sequence[Sequence[str]], footer: Sequence[Sequence[str]] = ()) -> str:
+    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); `footer` rows follow a rule."""
+    def cell(text: str) -> str:
+        return rf"\textbf{{{latex_escape(text)}}}" if isinstance(text, Bold) else latex_escape(str(text))
+
+    def line(row: Sequence[str]) -> str:
+        return " & ".join(cell(c) for c in row) + r" \\"
+
+    lines = [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule", line(header), r"\midrule"]
+    lines += [line(row) for row in body]
+    if footer:
+        lines += [r"\midrule", *(line(row) for row in footer)]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines)
+
+
+def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """CSV with floats written in full (``repr``) and None as an empty cell."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow("" if value is None else repr(value) if isinstance(value, float) else value for value in row)
+    return buffer.getvalue()
+
+
+def json_text(data: Any) -> str:
+    """Indented UTF-8 JSON."""
+    return json.dumps(data, indent=2, ensure_ascii=False)
