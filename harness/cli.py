@@ -7,6 +7,7 @@ on stderr and exit code 1; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import json
+import re
 import logging
 import os
 import sys
@@ -54,17 +55,29 @@ def _k_values(ctx: click.Context, param: click.Parameter, value: str) -> tuple[i
     try:
         return tuple(parse_k_values(value))
     except HarnessError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(_flags(str(exc))) from None
+
+
+# Settings whose option is not named after them (`harness.errors.setting` names → flags).
+_FLAG_OF = {"run_path": "--run", "cache": "--cache/--no-cache", "local_cpus": "--ray-local", "address": "--ray-address",
+            "gpus_per_worker": "--ray-gpus-per-worker", "rerank_depth": "--rerank-depth", "base_url": "--base-url",
+            "out": "--out", "kind": "--index", "rounds": "--rounds"}
+
+
+def _flags(message: str) -> str:
+    """A library message with each named setting (`top_k`) shown as the option that sets it (--top-k)."""
+    return re.sub(r"`([a-z][a-z0-9_]*)`",
+                  lambda match: _FLAG_OF.get(match.group(1)) or f"--{match.group(1).replace('_', '-')}", message)
 
 
 class _Group(click.Group):
-    """Turns HarnessError into one line and exit code 1, and Ctrl-C into one line."""
+    """Turns HarnessError into one line (settings shown as options) and exit code 1, and Ctrl-C into one line."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except HarnessError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(_flags(str(exc))) from None
         except KeyboardInterrupt:
             click.echo("interrupted: finished work is kept (cached embedding chunks, verified downloads, complete "
                        "result files) and nothing half-written is; rerun the same command to resume", err=True)

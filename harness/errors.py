@@ -14,6 +14,12 @@ class HarnessError(Exception):
     """Base class of every error beir-harness reports to its user."""
 
 
+def setting(name: str) -> str:
+    """A setting's name inside an error message: ```top_k``` for the Python API, which the command line
+    shows as its option (``--top-k``); library errors name settings, never CLI flags."""
+    return f"`{name}`"
+
+
 class FormatError(HarnessError):
     """A file does not follow the format it must have.
 

@@ -123,3 +123,15 @@ def test_quiet_demo_writes_nothing_to_stderr():
     proc = subprocess.run(["beir-harness", "-q", "demo"], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and "mean Recall@3 0.80" in proc.stdout
+
+
+def test_library_errors_name_settings_and_the_cli_shows_options(tiny_beir, tmp_path):
+    from harness.errors import HarnessError
+    from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+
+    with pytest.raises(HarnessError, match="`top_k` 5 is smaller than the largest cutoff 10; raise `top_k`"):
+        evaluate_dataset(EvaluateConfig(tiny_beir, model="bm25", top_k=5, k_values=(10,), output_dir=None))
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--top-k", "5", "--k", "10",
+                                      "--output-dir", str(tmp_path)])
+    assert result.exit_code == 1 and "--top-k 5 is smaller than the largest cutoff 10; raise --top-k" in result.stderr
+    assert "`" not in result.stderr

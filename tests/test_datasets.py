@@ -162,7 +162,7 @@ def test_import_zip_and_folder_then_remove(nfcorpus_zip, tiny_beir, tmp_path):
     root = tmp_path / "data"
     installed = import_dataset(nfcorpus_zip, root)
     assert installed.stamp["md5"] == NFCORPUS_MD5 and installed.stamp["n_docs"] == 3633
-    with pytest.raises(DatasetError, match="already installed; pass --force"):
+    with pytest.raises(DatasetError, match="already installed; pass `force`"):
         import_dataset(nfcorpus_zip, root)
     folder = import_dataset(tiny_beir, root)
     assert folder.name == "tiny" and (root / "tiny" / "qrels" / "test.tsv").is_file()

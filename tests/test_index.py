@@ -77,11 +77,11 @@ def test_default_nlist():
 
 @pytest.mark.parametrize(("spec", "dimension", "message"), [
     (IndexSpec("annoy"), 32, "unknown index 'annoy'"),
-    (IndexSpec("hnsw", hnsw_m=2), 32, r"--hnsw-m 2 is out of range \[4, 128\]"),
-    (IndexSpec("ivf", nprobe=0), 32, "--nprobe 0 is out of range"),
-    (IndexSpec("ivf", nlist=0), 32, "--nlist 0 must be at least 1"),
-    (IndexSpec("pq", pq_nbits=20), 32, "--pq-nbits 20 is out of range"),
-    (IndexSpec("ivfpq", pq_m=7), 384, "--pq-m 7 must divide the dimension 384"),
+    (IndexSpec("hnsw", hnsw_m=2), 32, r"`hnsw_m` 2 is out of range \[4, 128\]"),
+    (IndexSpec("ivf", nprobe=0), 32, "`nprobe` 0 is out of range"),
+    (IndexSpec("ivf", nlist=0), 32, "`nlist` 0 must be at least 1"),
+    (IndexSpec("pq", pq_nbits=20), 32, "`pq_nbits` 20 is out of range"),
+    (IndexSpec("ivfpq", pq_m=7), 384, "`pq_m` 7 must divide the dimension 384"),
 ])
 def test_bad_parameters(spec, dimension, message):
     with pytest.raises(HarnessError, match=message):
@@ -96,7 +96,7 @@ def test_training_needs_enough_documents():
         index.build()
     index = VectorIndex(32, IndexSpec("ivf", nlist=500))
     index.add(doc_ids, docs)
-    with pytest.raises(HarnessError, match="--nlist 500 exceeds the 100 documents"):
+    with pytest.raises(HarnessError, match="`nlist` 500 exceeds the 100 documents"):
         index.build()
 
 

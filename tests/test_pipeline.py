@@ -134,7 +134,7 @@ def test_bad_input_leaves_previous_results_untouched(tiny_beir, tmp_path, fake_e
 
 
 def test_option_errors(tiny_beir, tmp_path, fake_encoder):
-    with pytest.raises(HarnessError, match="--top-k 5 is smaller than the largest cutoff 10"):
+    with pytest.raises(HarnessError, match="`top_k` 5 is smaller than the largest cutoff 10"):
         evaluate_dataset(_config(tiny_beir, tmp_path, top_k=5, k_values=(1, 10)), encoder=fake_encoder)
     with pytest.raises(DatasetError, match="missing qrels/train.tsv"):
         evaluate_dataset(_config(tiny_beir, tmp_path, split="train"), encoder=fake_encoder)

@@ -213,7 +213,7 @@ def test_shard_size_counts_documents(tmp_path):
 
 
 def test_ray_needs_the_cache_and_leaves_bm25_local(tmp_path, tiny_beir):
-    with pytest.raises(HarnessError, match="drop --no-cache"):
+    with pytest.raises(HarnessError, match="turn the cache on \\(`cache`\\)"):
         evaluate_dataset(_config(tiny_beir, tmp_path, engine="ray", cache=False))
     bm25 = evaluate_dataset(_config(tiny_beir, tmp_path, engine="ray", model="bm25"))  # runs here, no cluster
     assert bm25.result.model == "bm25"

@@ -116,7 +116,7 @@ def test_an_interrupted_rerank_keeps_the_scored_pairs(tiny_cross_encoder, tmp_pa
 
 @pytest.mark.parametrize(("options", "message"), [
     (["--rerank-depth", "5"], "rerank depth 5 is below the largest cutoff 100"),
-    (["--top-k", "50", "--k", "10"], "set rerank_depth (--rerank-depth), not top_k"),
+    (["--top-k", "50", "--k", "10"], "set --rerank-depth, not --top-k"),
 ])
 def test_bad_rerank_settings_are_one_line(tiny_cross_encoder, tiny_beir, tmp_path, options, message):
     result = _evaluate(tiny_beir, tmp_path / "r", "--model", "bm25", "--rerank", str(tiny_cross_encoder), *options)

@@ -29,7 +29,7 @@ from typing import Any
 from harness import __version__
 from harness.datasets import registry
 from harness.io.download import RetryPolicy, fetch, md5_file, safe_extract
-from harness.errors import ChecksumMismatchError, DatasetError
+from harness.errors import ChecksumMismatchError, DatasetError, setting
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries, write_json
 from harness.datasets.published import counts_by_dataset
 from harness.datasets.registry import DatasetSpec
@@ -245,7 +245,7 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
     with _lock(root, name):
         target = root / name
         if read_stamp(target) is not None and not force:
-            raise DatasetError(f"{target}: {name} is already installed; pass --force to replace it")
+            raise DatasetError(f"{target}: {name} is already installed; pass {setting('force')} to replace it")
         stamp: dict[str, Any] = {"source": str(source.resolve())}
         if source.is_file():
             md5 = md5_file(source)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from harness.errors import FormatError, HarnessError, MissingDependencyError, OutputError
+from harness.errors import FormatError, HarnessError, MissingDependencyError, OutputError, setting
 from harness.io.formats import (
     corpus_line,
     default_permissions,
@@ -382,7 +382,7 @@ def parse_grade(value: Any, allow_negative: bool) -> int:
                 raise ValueError(f"grade {text!r} is not an integer") from None
             grade = int(number)
     if grade < 0 and not allow_negative:
-        raise ValueError(f"negative grade {grade} (pass --allow-negative to keep TREC-COVID-style -1)")
+        raise ValueError(f"negative grade {grade} (pass {setting('allow_negative')} to keep TREC-COVID-style -1)")
     return grade
 
 
@@ -529,7 +529,7 @@ class _Staging:
             default_permissions(self.root, folder=True)
             (self.root / "qrels").mkdir()
         except OSError as exc:
-            raise OutputError(f"{out}: cannot write: {exc.strerror or exc} (choose another --out)") from exc
+            raise OutputError(f"{out}: cannot write: {exc.strerror or exc} (choose another {setting('out')})") from exc
 
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -574,15 +574,15 @@ def _plan(out: Path, split: str, force: bool) -> str:
     if not out.exists():
         return "new"
     if not out.is_dir():
-        raise OutputError(f"{out}: exists and is not a folder (choose another --out)")
+        raise OutputError(f"{out}: exists and is not a folder (choose another {setting('out')})")
     if not any(out.iterdir()):
         return "new"
     if force:
         return "replace"
     if _existing_beir_files(out) is None:
-        raise OutputError(f"{out}: exists and is not a BEIR folder; pass --force to replace it")
+        raise OutputError(f"{out}: exists and is not a BEIR folder; pass {setting('force')} to replace it")
     if any((out / "qrels" / name).exists() for name in (f"{split}.tsv", f"{split}.tsv.gz")):
-        raise OutputError(f"{out}: qrels/{split}.tsv already exists; pass --force to replace the folder, "
+        raise OutputError(f"{out}: qrels/{split}.tsv already exists; pass {setting('force')} to replace the folder, "
                           f"or --split NAME to add another split")
     return "add-split"
 
@@ -619,7 +619,7 @@ def convert_tables(
     out = Path(out)
     mode = _plan(out, options.split, options.force)
     if mode != "add-split" and (corpus is None or queries is None):
-        raise HarnessError("--corpus and --queries are required unless --split adds a split to an existing folder")
+        raise HarnessError(f"{setting('corpus')} and {setting('queries')} are required unless {setting('split')} adds a split to an existing folder")
     judgments = _read_qrels_table(Path(qrels), options.columns, options.allow_negative)
     summary = ConversionSummary(str(out), options.split, mode)
     with _Staging(out) as staging:
@@ -746,7 +746,7 @@ def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions 
         raise FormatError(path, "'documents' and 'queries' must not be empty")
     mode = _plan(out, options.split, options.force)
     if mode == "add-split":
-        raise OutputError(f"{out}: exists; pass --force to replace it with the eval set's folder")
+        raise OutputError(f"{out}: exists; pass {setting('force')} to replace it with the eval set's folder")
     summary = ConversionSummary(str(out), options.split, mode)
     judgments = _Judgments(path, "query")
 

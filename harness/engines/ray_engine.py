@@ -32,7 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from harness.retrieval.encode import Encoder
-from harness.errors import HarnessError, MissingDependencyError
+from harness.errors import HarnessError, MissingDependencyError, setting
 from harness.records import Doc
 from harness.engines.shards import EncodeJob, FanOut, ShardEncoder
 
@@ -71,11 +71,11 @@ class RaySpec:
     def check(self) -> None:
         """Raise HarnessError for contradictory or out-of-range settings."""
         if self.address is not None and self.local_cpus is not None:
-            raise HarnessError("give either --ray-address (a running cluster) or --ray-local N (a new one), not both")
+            raise HarnessError(f"give either {setting('address')} (a running cluster) or {setting('local_cpus')} (a new one), not both")
         if self.local_cpus is not None and self.local_cpus <= 0:
-            raise HarnessError(f"--ray-local must be a positive number of CPUs, got {self.local_cpus}")
+            raise HarnessError(f"{setting('local_cpus')} must be a positive number of CPUs, got {self.local_cpus}")
         if self.shards is not None and self.shards <= 0:
-            raise HarnessError(f"--shards must be positive, got {self.shards}")
+            raise HarnessError(f"{setting('shards')} must be positive, got {self.shards}")
         if self.gpus_per_worker is not None and not 0 < self.gpus_per_worker <= 64:
             raise HarnessError(f"ray_gpus_per_worker must be in (0, 64], got {self.gpus_per_worker}")
 
@@ -84,7 +84,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise MissingDependencyError("--engine ray needs Ray: pip install 'beir-harness[ray]'") from exc
+        raise MissingDependencyError("the ray engine needs Ray: pip install 'beir-harness[ray]'") from exc
     return ray
 
 
@@ -100,7 +100,7 @@ def _probe(address: str) -> None:
         return  # Ray resolves "auto" itself, and quickly reports when no cluster runs here
     host, _, port = target.rpartition(":")
     if not port.isascii() or not port.isdigit():
-        raise HarnessError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+        raise HarnessError(f"{setting('address')} {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S).close()
     except OSError as exc:

@@ -117,7 +117,7 @@ def parse_k_values(text: str) -> list[int]:
     for part in text.split(","):
         part = part.strip()
         if not (part.isascii() and part.isdigit()) or int(part) <= 0:  # "²".isdigit() is True
-            raise UnknownMetricError(f"cutoff {part!r} in {text!r} is not a positive integer (e.g. --k 1,3,10)")
+            raise UnknownMetricError(f"cutoff {part!r} in {text!r} is not a positive integer (e.g. 1,3,10)")
         values.add(int(part))
     return sorted(values)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, setting
 
 DEFAULT_ROUNDS = 10_000
 DEFAULT_SEED = 0
@@ -77,7 +77,7 @@ def randomization_test(a: Sequence[float], b: Sequence[float], rounds: int = DEF
     import numpy as np
 
     if rounds < 1:
-        raise HarnessError(f"--rounds must be positive, got {rounds}")
+        raise HarnessError(f"{setting('rounds')} must be positive, got {rounds}")
     diffs = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
     if len(diffs) == 0 or not diffs.any():
         return 1.0

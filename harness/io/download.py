@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError
+from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError, setting
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def md5_file(path: str | Path) -> str:
 
 def _check_scheme(url: str) -> None:
     if not url.lower().startswith(("http://", "https://")):
-        raise DownloadError(f"{url}: only http(s) URLs are allowed (check --base-url)")
+        raise DownloadError(f"{url}: only http(s) URLs are allowed (check {setting('base_url')})")
 
 
 def fetch(
@@ -151,7 +151,7 @@ def _attempt(session, url: str, part: Path, expected_size: int | None, policy: R
         if response.status_code >= 500:
             raise _Retryable(f"HTTP {response.status_code}")
         if response.status_code >= 400:
-            raise DownloadError(f"{url}: HTTP {response.status_code} {response.reason} (check the name or --base-url)")
+            raise DownloadError(f"{url}: HTTP {response.status_code} {response.reason} (check the name or {setting('base_url')})")
         content_type = response.headers.get("Content-Type", "")
         if "text/html" in content_type.lower():
             raise DownloadError(f"{url}: the server answered with an HTML page, not a zip archive "

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from harness.errors import DatasetError, FormatError, OutputError
+from harness.errors import DatasetError, FormatError, OutputError, setting
 from harness.records import Doc, Qrels, Query, Run
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def locate_beir_folder(root: str | Path, split: str) -> BeirFolder:
             p.name.split(".")[0] for p in (root / "qrels").glob("*.tsv*")
         ) if (root / "qrels").is_dir() else []
         choice = f"available splits: {', '.join(available)}" if available else "the folder has no qrels/*.tsv"
-        raise DatasetError(f"{root}: missing qrels/{split}.tsv ({choice}; pick one with --split)")
+        raise DatasetError(f"{root}: missing qrels/{split}.tsv ({choice}; pick one with {setting('split')})")
     return BeirFolder(root, split, found["corpus"], found["queries"], qrels)
 
 

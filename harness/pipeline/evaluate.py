@@ -32,7 +32,7 @@ from harness.retrieval.encode import (
     resolve_model_source,
 )
 from harness.retrieval.devices import DeviceError, DeviceSpec
-from harness.errors import DatasetError, HarnessError, OutputError
+from harness.errors import DatasetError, HarnessError, OutputError, setting
 from harness.io.formats import (
     BeirFolder,
     content_digest,
@@ -580,16 +580,16 @@ def _checked(config: EvaluateConfig) -> tuple[EvaluateConfig, tuple[int, ...], i
     asked for, the depth, the cutoffs stored)."""
     k_values = tuple(sorted(set(config.k_values)))
     if not k_values:
-        raise HarnessError("no cutoffs given (e.g. --k 1,3,10)")
+        raise HarnessError(f"no cutoffs given in {setting('k_values')} (e.g. 1,3,10)")
     if config.rerank is not None:
         if config.top_k is not None:
-            raise HarnessError("with a reranker the depth is the rerank depth; set rerank_depth (--rerank-depth), "
-                               "not top_k")
+            raise HarnessError(f"with a reranker the depth is the rerank depth; set {setting('rerank_depth')}, "
+                               f"not {setting('top_k')}")
         config.rerank.check(k_values[-1])
     top_k = retrieval_depth(config)
     stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
     if top_k < k_values[-1]:
-        raise HarnessError(f"--top-k {top_k} is smaller than the largest cutoff {k_values[-1]}; raise --top-k")
+        raise HarnessError(f"{setting('top_k')} {top_k} is smaller than the largest cutoff {k_values[-1]}; raise {setting('top_k')}")
     if config.token_budget is not None and config.token_budget <= 0:
         raise HarnessError(f"token_budget must be positive, got {config.token_budget}")
     if config.checkpoint_seconds < 0:
@@ -606,7 +606,7 @@ def _checked(config: EvaluateConfig) -> tuple[EvaluateConfig, tuple[int, ...], i
         logger.info("--engine ray: %s needs no encoding and runs here", "--run" if config.run_path else "BM25")
         config = replace(config, engine="local")
     if config.engine == "ray" and not config.cache:
-        raise HarnessError("--engine ray stores the workers' embeddings in the cache; drop --no-cache")
+        raise HarnessError(f"the ray engine stores the workers' embeddings in the cache; turn the cache on ({setting('cache')})")
     config = _resolve_devices(config)
     _check_model_kind(config)
     return config, k_values, top_k, stored_k
@@ -1006,7 +1006,7 @@ def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | No
 def _set_threads(threads: int) -> None:
     """Set torch's and faiss's thread pools (both default to every core)."""
     if threads <= 0:
-        raise HarnessError(f"--threads must be positive, got {threads}")
+        raise HarnessError(f"{setting('threads')} must be positive, got {threads}")
     import faiss
     import torch
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.datasets import published
 from harness.datasets import registry
-from harness.errors import HarnessError
+from harness.errors import HarnessError, setting
 from harness.io.formats import atomic_writer
 from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table
 from harness.reporting.report import Result
@@ -205,7 +205,7 @@ def build_comparison(
     notes: list[str] = []
     results, labels = _labelled(_pick_split(results, split), notes)
     if not any(metric in result.metrics for result in results):
-        raise HarnessError(f"no result has {metric} (compute it with --k, e.g. --k {metric.split('@')[-1]})")
+        raise HarnessError(f"no result has {metric} (compute it with {setting('k_values')}, e.g. {metric.split('@')[-1]})")
     table: dict[tuple[str, str], Cell] = {}
     forums: dict[str, dict[str, Cell]] = {}
     label_models: dict[str, str] = {}

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, setting
 from harness.reporting.report import Result
 
 NOT_RETRIEVED = None  # the rank of a judged document a run did not retrieve
@@ -68,7 +68,7 @@ def inspect_results(results: Sequence[Result], worst: int = 10, metric: str = "n
 
     for result in results:
         if metric not in result.metrics:
-            raise HarnessError(f"{result.where}: no {metric} (use --metric with one of {', '.join(result.metrics)})")
+            raise HarnessError(f"{result.where}: no {metric} (use {setting('metric')} with one of {', '.join(result.metrics)})")
     first = results[0]
     folder = locate_beir_folder(first.config["dataset_path"], first.split)
     runs = []

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError, MissingDependencyError
+from harness.errors import HarnessError, MissingDependencyError, setting
 from harness.records import Run
 
 if TYPE_CHECKING:
@@ -93,12 +93,12 @@ class IndexSpec:
         for name, (low, high) in bounds.items():
             value = getattr(self, name)
             if not low <= value <= high:
-                raise IndexConfigError(f"--{name.replace('_', '-')} {value} is out of range [{low}, {high}]")
+                raise IndexConfigError(f"{setting(name)} {value} is out of range [{low}, {high}]")
         if self.nlist is not None and self.nlist < 1:
-            raise IndexConfigError(f"--nlist {self.nlist} must be at least 1")
+            raise IndexConfigError(f"{setting('nlist')} {self.nlist} must be at least 1")
         if dimension is not None and self.kind in ("ivfpq", "pq") and dimension % self.pq_m:
             divisors = [m for m in range(1, dimension + 1) if dimension % m == 0 and m <= 128]
-            raise IndexConfigError(f"--pq-m {self.pq_m} must divide the dimension {dimension} "
+            raise IndexConfigError(f"{setting('pq_m')} {self.pq_m} must divide the dimension {dimension} "
                                    f"(e.g. {', '.join(map(str, divisors[-6:]))})")
 
     def to_config(self) -> dict[str, Any]:
@@ -211,7 +211,7 @@ class VectorIndex:
         if spec.kind in ("ivf", "ivfpq"):
             self.nlist = spec.nlist or default_nlist(n)
             if self.nlist > n:
-                raise IndexConfigError(f"--nlist {self.nlist} exceeds the {n} documents; lower it")
+                raise IndexConfigError(f"{setting('nlist')} {self.nlist} exceeds the {n} documents; lower it")
             quantizer = faiss.IndexFlatIP(self.dimension)
             if spec.kind == "ivf":
                 index = faiss.IndexIVFFlat(quantizer, self.dimension, self.nlist, faiss.METRIC_INNER_PRODUCT)

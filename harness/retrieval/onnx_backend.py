@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.retrieval.encode import BACKENDS, SentenceTransformerEncoder
-from harness.errors import HarnessError, MissingDependencyError
+from harness.errors import HarnessError, MissingDependencyError, setting
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
 from harness.host import int8_fast_here, local_kernel_class
 
@@ -67,7 +67,7 @@ def _pooling(model: Any) -> str:
         mode = "mean" if getattr(pooling, "pooling_mode_mean_tokens", False) else \
             "cls" if getattr(pooling, "pooling_mode_cls_token", False) else "other"
     if mode not in ("mean", "cls"):
-        raise HarnessError(f"the ONNX backend supports mean or CLS pooling, not {mode!r}; use --backend torch")
+        raise HarnessError(f"the ONNX backend supports mean or CLS pooling, not {mode!r}; use {setting('backend')} torch")
     if getattr(pooling, "include_prompt", True) is False:
         raise HarnessError("the ONNX backend pools over every token; this model excludes its prompt from pooling "
                            "(include_prompt=False); use --backend torch")
