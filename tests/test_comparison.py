@@ -290,3 +290,14 @@ def test_inspect_cli_on_a_real_evaluation(tiny_beir, tmp_path, monkeypatch, fake
     (out / "tiny" / "bm25" / "test.run.trec").unlink()
     result = runner.invoke(cli, ["inspect", str(sparse)])
     assert result.exit_code == 1 and "run file beside the result is missing" in result.stderr
+
+
+def test_golden_published_report(tmp_path):
+    """The published report's shape: own columns, the baseline, Δ against named columns, notes, the average."""
+    root = tmp_path / "r"
+    write_result(root, "scifact", "bm25", {"1": 0.6769})
+    write_result(root, "scifact", "sentence-transformers/all-MiniLM-L6-v2", {"1": 0.6451})
+    write_result(root, "nfcorpus", "bm25", {"1": 0.3199})
+    text = render(build_comparison(load_results([root]), with_published=True, published_systems=["bm25+ce"]),
+                  "markdown", digits=4)
+    assert text + "\n" == (GOLDEN / "published.md").read_text()
