@@ -38,7 +38,7 @@ def test_grid_writes_every_cell_and_the_long_csv(grid):
         for model in ("fake-bow", "bm25"):
             assert (out / dataset / model / "test.json").is_file()
     rows = list(csv.DictReader(open(out / "results.csv")))
-    assert len(rows) == 4 * 30  # 4 cells × 5 metric families × 6 cutoffs (the standard set up to depth 100)
+    assert len(rows) == 4 * 43  # 4 cells × (7 metric families × 6 cutoffs (the standard set up to depth 100) + R-Prec)
     assert {row["model"] for row in rows} == {"fake-bow", "bm25"}
     assert all(len(row["config_hash"]) == 16 for row in rows)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import pytrec_eval
@@ -95,8 +96,9 @@ def test_parse_metric_and_canonical_names():
     assert parse_metric("ndcg@10") == MetricSpec("nDCG", 10)
     assert str(parse_metric("recall@100")) == "Recall@100"
     assert [str(m) for m in standard_metrics([10, 1])] == [
-        "nDCG@1", "nDCG@10", "MAP@1", "MAP@10", "Recall@1", "Recall@10", "P@1", "P@10", "MRR@1", "MRR@10"]
-    for bad in ("nDCG", "nDCG@0", "nDCG@x", "BLEU@10", "", "@10"):
+        "nDCG@1", "nDCG@10", "MAP@1", "MAP@10", "Recall@1", "Recall@10", "P@1", "P@10", "MRR@1", "MRR@10",
+        "Success@1", "Success@10", "R-Prec", "Judged@1", "Judged@10"]
+    for bad in ("nDCG", "nDCG@0", "nDCG@x", "BLEU@10", "", "@10", "R-Prec@10", "recip_rank"):
         with pytest.raises(UnknownMetricError):
             parse_metric(bad)
 
@@ -110,10 +112,33 @@ def test_parse_k_values():
 
 def test_metric_table_is_valid():
     families = metric_families()
-    assert list(families) == ["nDCG", "MAP", "Recall", "P", "MRR"]
+    assert list(families) == ["nDCG", "MAP", "Recall", "P", "MRR", "Success", "R-Prec", "Judged"]
     for family in families.values():
-        assert family.description
-        assert family.trec_eval in pytrec_eval.supported_measures
+        assert family.description and family.aliases
+        assert family.trec_eval is None or family.trec_eval in pytrec_eval.supported_measures
+    assert [f.name for f in families.values() if f.trec_eval is None] == ["Judged"]  # computed here
+
+
+@pytest.mark.parametrize("alias, canonical", [
+    ("ndcg_cut_10", "nDCG@10"), ("ndcg_cut.10", "nDCG@10"), ("recall_100", "Recall@100"), ("map_cut_100", "MAP@100"),
+    ("P_10", "P@10"), ("success_10", "Success@10"), ("Rprec", "R-Prec"),  # trec_eval
+    ("nDCG@10", "nDCG@10"), ("R@100", "Recall@100"), ("RR@10", "MRR@10"), ("AP@100", "MAP@100"), ("P@10", "P@10"),
+    ("Success@10", "Success@10"), ("Judged@10", "Judged@10"),  # ir_measures
+    ("ndcg_at_10", "nDCG@10"), ("recall_at_100", "Recall@100"), ("mrr_at_10", "MRR@10"),
+    ("hit_rate_at_10", "Success@10"), ("map_at_100", "MAP@100"), ("precision_at_10", "P@10"),  # MTEB
+])
+def test_other_tools_names_are_accepted(alias, canonical):
+    assert str(parse_metric(alias)) == canonical
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nDGC@10", "did you mean nDCG@10?"), ("MRR@1O", "metric 'MRR@1O': cutoff '1O' is not a positive integer"),
+    ("recip_rank", "needs a cutoff, e.g. MRR@10"), ("R-Prec@5", "R-Prec has no cutoff"),
+    ("bleu@4", "use one of nDCG@k, MAP@k"),
+])
+def test_a_wrong_metric_name_gets_a_suggestion(text, message):
+    with pytest.raises(UnknownMetricError, match=re.escape(message)):
+        parse_metric(text)
 
 
 # --- an independent reference of trec_eval's semantics, to pin pytrec_eval's and ours ---
@@ -175,8 +200,35 @@ def test_agrees_with_pytrec_eval_and_the_reference(qrels_dict, run_dict, k_value
                         assert ours == pytest.approx(rr, abs=1e-9)
                 elif query_id in direct:
                     assert ours == pytest.approx(direct[query_id][f"{trec_names[name]}_{k}"], abs=1e-9)
+    direct = pytrec_eval.RelevanceEvaluator(
+        qrels_dict, {"success." + ",".join(map(str, k_values)), "Rprec"}).evaluate(run_dict)
+    for query_id in qrels_dict:
+        if query_id in direct:
+            assert evaluation.per_query[query_id]["R-Prec"] == pytest.approx(direct[query_id]["Rprec"], abs=1e-9)
+            for k in k_values:
+                assert evaluation.per_query[query_id][f"Success@{k}"] == direct[query_id][f"success_{k}"]
     for name, mean in evaluation.means.items():
         assert mean == pytest.approx(sum(row[name] for row in evaluation.per_query.values()) / len(qrels_dict))
+
+
+# Distinct scores: ir_measures breaks ties its own way; with none, every order agrees.
+distinct_scores = st.dictionaries(doc_ids, st.floats(-5, 5, allow_nan=False)).filter(
+    lambda d: len(set(d.values())) == len(d))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(judgments, st.dictionaries(query_ids, distinct_scores), ks)
+def test_judged_agrees_with_ir_measures(qrels_dict, run_dict, k_values):
+    ir_measures = pytest.importorskip("ir_measures")
+    ours = evaluate(Qrels(qrels_dict), Run.from_scores(run_dict), [MetricSpec("Judged", k) for k in k_values])
+    measures = [ir_measures.Judged @ k for k in k_values]
+    theirs = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(
+        measures, [ir_measures.Qrel(q, d, g) for q, docs in qrels_dict.items() for d, g in docs.items()],
+        [ir_measures.ScoredDoc(q, d, s) for q, docs in run_dict.items() for d, s in docs.items()])}
+    for query_id in qrels_dict:
+        for k in k_values:
+            expected = theirs.get((query_id, f"Judged@{k}"), 0.0)
+            assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

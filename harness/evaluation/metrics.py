@@ -1,9 +1,13 @@
 """Retrieval metrics that agree exactly with trec_eval (pytrec_eval), as BEIR and MTEB use it.
 
 Canonical names are ``<family>@<k>``: ``nDCG@10``, ``MAP@10``, ``Recall@100``, ``P@5``,
-``MRR@10``. The families are a data table (``harness/data/metrics.csv``) mapping each to the
-trec_eval measure that computes it (pytrec_eval); MRR@k is trec_eval's ``recip_rank`` (which has
-no cutoff) set to 0 when the first relevant document ranks below k.
+``MRR@10``, ``Success@10``, ``Judged@10``, and ``R-Prec`` (no cutoff). The families are a data table
+(``harness/data/metrics.csv``) mapping each to the trec_eval measure that computes it (pytrec_eval),
+with the names other tools use for it: trec_eval's (``ndcg_cut_10``, ``ndcg_cut.10``, ``recall_100``,
+``map_cut_100``, ``P_10``, ``success_10``, ``Rprec``), ir_measures' (``R@100``, ``RR@10``, ``AP@100``,
+``Success@10``, ``Judged@10``) and MTEB's (``ndcg_at_10``, ``recall_at_100``, ``mrr_at_10``,
+``hit_rate_at_10``). MRR@k is trec_eval's ``recip_rank`` (which has no cutoff) set to 0 when the first
+relevant document ranks below k; Judged@k is computed here.
 
 Evaluation rules (pinned by tests):
 
@@ -28,17 +32,25 @@ Formulas, for one query with judged grades ``rel(d)``, ranked list ``d_1, d_2, .
 * ``P@k = |{d_i : i≤k} ∩ R| / k`` (trec_eval ``P``; k even when fewer are retrieved).
 * ``MRR@k = 1 / min{i ≤ k : d_i ∈ R}``, 0 when no relevant document is in the top k
   (trec_eval ``recip_rank`` on the run cut at k).
+* ``Success@k = 1 if {d_i : i≤k} ∩ R ≠ ∅ else 0`` (trec_eval ``success``).
+* ``R-Prec = |{d_i : i≤|R|} ∩ R| / |R|`` (trec_eval ``Rprec``).
+* ``Judged@k = |{d_i : i≤k} ∩ J| / min(k, n)`` with ``J`` every judged document (any grade) and ``n``
+  the number retrieved; 0 when nothing is retrieved (ir_measures ``Judged``). Unjudged documents
+  count as non-relevant in every other metric, so a low Judged@10 (TREC-COVID, Touché) says the
+  other numbers are lower bounds.
 
-Each metric is 0 for a query with no relevant document.
+Each metric but Judged is 0 for a query with no relevant document.
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import functools
 import importlib.resources
 import math
 import operator
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -53,17 +65,20 @@ class MetricFamily:
     name: str
     trec_eval: str | None
     description: str
+    cutoff: bool = True
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, order=True)
 class MetricSpec:
-    """A metric at a cutoff, e.g. ``nDCG@10``; ``str()`` gives the canonical name."""
+    """A metric at a cutoff, e.g. ``nDCG@10``; ``str()`` gives the canonical name (``R-Prec`` has no
+    cutoff: k is 0)."""
 
     name: str
     k: int
 
     def __str__(self) -> str:
-        return f"{self.name}@{self.k}"
+        return f"{self.name}@{self.k}" if self.k else self.name
 
 
 @functools.cache
@@ -74,8 +89,23 @@ def metric_families() -> dict[str, MetricFamily]:
     for row in csv.DictReader(text.splitlines()):
         if row["name"] in families:
             raise ValueError(f"metrics.csv: duplicate metric {row['name']!r}")
-        families[row["name"]] = MetricFamily(row["name"], row["trec_eval"] or None, row["description"])
+        families[row["name"]] = MetricFamily(row["name"], row["trec_eval"] or None, row["description"],
+                                             row["cutoff"] == "yes", tuple(row["aliases"].split(";")))
     return families
+
+
+@functools.cache
+def _aliases() -> dict[str, str]:
+    """Every lowercase name of a family → the family."""
+    names: dict[str, str] = {}
+    for family in metric_families().values():
+        for alias in (family.name.lower(), *family.aliases):
+            if names.setdefault(alias, family.name) != family.name:
+                raise ValueError(f"metrics.csv: alias {alias!r} names two metrics")
+    return names
+
+
+_WITH_CUTOFF = re.compile(r"^(?P<name>[a-z][a-z_\-]*?)(?:@|_at_|\.|_)(?P<k>[^@._]*)$")
 
 
 # trec_eval measures without a cutoff parameter: computed once, then cut at each k here.
@@ -88,23 +118,42 @@ def _cut_reciprocal_rank(value: float, k: int) -> float:
 
 
 def parse_metric(text: str) -> MetricSpec:
-    """Parse a metric name such as ``nDCG@10`` (family names are case-insensitive).
+    """Parse a metric name in our spelling or trec_eval's, ir_measures' or MTEB's (see the module
+    docstring): ``nDCG@10``, ``ndcg_cut_10``, ``ndcg_cut.10``, ``ndcg_at_10``, ``R@100``, ``Rprec``.
 
     Raises:
-        UnknownMetricError: Unknown family or a cutoff that is not a positive integer.
+        UnknownMetricError: An unknown name (with the closest known ones), a missing or malformed cutoff.
     """
+    raw = text.strip()
+    lowered = raw.lower()
+    aliases = _aliases()
+    if lowered in aliases:
+        family = metric_families()[aliases[lowered]]
+        if not family.cutoff:
+            return MetricSpec(family.name, 0)
+        raise UnknownMetricError(f"metric {raw!r} needs a cutoff, e.g. {family.name}@10")
+    match = _WITH_CUTOFF.match(lowered)
+    name = aliases.get(match["name"]) if match else None
+    if name is None:
+        raise UnknownMetricError(f"unknown metric {raw!r}; {_suggest(lowered)}")
+    k_text = raw[match.start("k"):]
+    if not (k_text.isascii() and k_text.isdigit()) or int(k_text) <= 0:
+        raise UnknownMetricError(f"metric {raw!r}: cutoff {k_text!r} is not a positive integer (e.g. {name}@10)")
+    if not metric_families()[name].cutoff:
+        raise UnknownMetricError(f"metric {raw!r}: {name} has no cutoff; write {name}")
+    return MetricSpec(name, int(k_text))
+
+
+def _suggest(lowered: str) -> str:
+    """``did you mean nDCG@10?`` from the close family names, else the list of canonical names."""
     families = metric_families()
-    name, sep, k_text = text.strip().partition("@")
-    by_lower = {family.lower(): family for family in families}
-    canonical = by_lower.get(name.lower())
-    if canonical is None or not sep:
-        raise UnknownMetricError(
-            f"unknown metric {text!r}; use one of {', '.join(f'{f}@k' for f in families)} (e.g. nDCG@10)"
-        )
-    k = parse_k_values(k_text)
-    if len(k) != 1:
-        raise UnknownMetricError(f"metric {text!r} needs one cutoff, e.g. {canonical}@10")
-    return MetricSpec(canonical, k[0])
+    head, _, k = lowered.partition("@")
+    close = difflib.get_close_matches(head, list(_aliases()), n=1, cutoff=0.6)
+    if close:
+        family = families[_aliases()[close[0]]]
+        return f"did you mean {family.name}{'@' + (k or '10') if family.cutoff else ''}?"
+    return "use one of " + ", ".join(f"{f.name}@k" if f.cutoff else f.name for f in families.values()) + \
+        " (e.g. nDCG@10)"
 
 
 def parse_k_values(text: str) -> list[int]:
@@ -123,9 +172,10 @@ def parse_k_values(text: str) -> list[int]:
 
 
 def standard_metrics(k_values: Iterable[int]) -> list[MetricSpec]:
-    """Every metric family at every cutoff, in table order then by k."""
+    """Every metric family at every cutoff (a family without one, once), in table order then by k."""
     ks = sorted(set(k_values))
-    return [MetricSpec(name, k) for name in metric_families() for k in ks]
+    return [MetricSpec(family.name, k) for family in metric_families().values()
+            for k in (ks if family.cutoff else [0])]
 
 
 @dataclass(frozen=True)
@@ -158,36 +208,23 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
     Returns:
         An Evaluation with per-query values and means over every judged query.
     """
-    import pytrec_eval
-
     families = metric_families()
     for spec in metrics:
         if spec.name not in families:
             raise UnknownMetricError(f"unknown metric {spec}")
     names = [str(spec) for spec in metrics]
     judged_scores = run.trec_eval_input(qrels)
-    evaluated: dict[str, dict[str, float]] = {}
-
-    by_measure: dict[str, list[MetricSpec]] = {}
+    evaluated: dict[str, dict[str, float]] = {query_id: {} for query_id in judged_scores}
+    trec = [spec for spec in metrics if families[spec.name].trec_eval]
+    if judged_scores and trec:
+        _trec_eval(qrels, judged_scores, trec, evaluated)
     for spec in metrics:
-        by_measure.setdefault(families[spec.name].trec_eval, []).append(spec)
-    if judged_scores:
-        measure_strings = {m if m in _UNCUT else f"{m}." + ",".join(str(s.k) for s in specs)
-                           for m, specs in by_measure.items()}
-        evaluator = pytrec_eval.RelevanceEvaluator(qrels.to_dict(), measure_strings)
-        # One C-level lookup per query: trec_eval's key for each name, in name order.
-        trec_keys = [families[spec.name].trec_eval if families[spec.name].trec_eval in _UNCUT
-                     else f"{families[spec.name].trec_eval}_{spec.k}" for spec in metrics]
-        take = operator.itemgetter(*trec_keys) if len(trec_keys) > 1 else (lambda values: (values[trec_keys[0]],))
-        uncut = [(str(spec), spec.k) for spec in metrics if families[spec.name].trec_eval in _UNCUT]
-        for query_id, values in evaluator.evaluate(judged_scores).items():
-            row = evaluated[query_id] = dict(zip(names, take(values)))
-            for name, k in uncut:
-                row[name] = _cut_reciprocal_rank(row[name], k)
+        if spec.name == "Judged":
+            _judged(qrels, run, spec, evaluated)
 
     # Every judged query counts: one without results scores 0 on every metric.
     zeros = dict.fromkeys(names, 0.0)
-    per_query = {query_id: evaluated.get(query_id) or dict(zeros) for query_id in qrels}
+    per_query = {query_id: {**zeros, **evaluated.get(query_id, {})} for query_id in qrels}
     n = len(qrels)
     rows = list(per_query.values())
     means = {name: (math.fsum(map(operator.itemgetter(name), rows)) / n if n else 0.0) for name in names}
@@ -198,3 +235,40 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
         n_missing=sum(1 for query_id in qrels if not judged_scores.get(query_id)),
         n_unjudged=sum(1 for query_id in run if query_id not in qrels),
     )
+
+
+def _trec_eval(qrels: Qrels, scores: dict[str, dict[str, float]], metrics: Sequence[MetricSpec],
+               evaluated: dict[str, dict[str, float]]) -> None:
+    """The metrics trec_eval computes, into `evaluated` (query_id → name → value)."""
+    import pytrec_eval
+
+    families = metric_families()
+    by_measure: dict[str, list[MetricSpec]] = {}
+    for spec in metrics:
+        by_measure.setdefault(families[spec.name].trec_eval, []).append(spec)
+    uncut = {measure for measure, specs in by_measure.items() if measure in _UNCUT or not specs[0].k}
+    measure_strings = {m if m in uncut else f"{m}." + ",".join(str(s.k) for s in specs)
+                       for m, specs in by_measure.items()}
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels.to_dict(), measure_strings)
+    # One C-level lookup per query: trec_eval's key for each name, in name order.
+    names = [str(spec) for spec in metrics]
+    keys = [families[spec.name].trec_eval if families[spec.name].trec_eval in uncut
+            else f"{families[spec.name].trec_eval}_{spec.k}" for spec in metrics]
+    take = operator.itemgetter(*keys) if len(keys) > 1 else (lambda values: (values[keys[0]],))
+    cut = [(str(spec), spec.k) for spec in metrics if families[spec.name].trec_eval in _UNCUT]
+    for query_id, values in evaluator.evaluate(scores).items():
+        row = evaluated.setdefault(query_id, {})
+        row.update(zip(names, take(values)))
+        for name, k in cut:
+            row[name] = _cut_reciprocal_rank(row[name], k)
+
+
+def _judged(qrels: Qrels, run: Run, spec: MetricSpec, evaluated: dict[str, dict[str, float]]) -> None:
+    """Judged@k: the judged share of the top k (of those retrieved), in trec_eval's order."""
+    for query_id in qrels:
+        if query_id not in run:
+            continue
+        top = run[query_id][:spec.k]
+        judged = qrels[query_id]
+        evaluated.setdefault(query_id, {})[str(spec)] = (
+            sum(hit.doc_id in judged for hit in top) / len(top) if top else 0.0)

@@ -235,7 +235,7 @@ def format_metrics_table(result: Result) -> str:
     """
     shown_k = {str(k) for k in result.config.get("k_values", ())}
     shown = {name: value for name, value in result.metrics.items()
-             if not shown_k or name.rsplit("@", 1)[-1] in shown_k}
+             if not shown_k or "@" not in name or name.rsplit("@", 1)[-1] in shown_k}
     width = max((len(name) for name in shown), default=6)
     table = [["metric", "value"], ["-" * width, "------"], *([name, f"{value:.4f}"] for name, value in shown.items())]
     lines = [f"{result.dataset} [{result.split}] · {result.label or result.model} · {result.n_queries} judged queries",
