@@ -59,7 +59,7 @@ def _k_values(ctx: click.Context, param: click.Parameter, value: str) -> tuple[i
 
 
 # Settings whose option is not named after them (`harness.errors.setting` names → flags).
-_FLAG_OF = {"run_path": "--run", "cache": "--cache/--no-cache", "local_cpus": "--ray-local", "address": "--ray-address",
+_FLAG_OF = {"run_path": "--run", "rerank_model": "--rerank", "cache": "--cache/--no-cache", "local_cpus": "--ray-local", "address": "--ray-address",
             "gpus_per_worker": "--ray-gpus-per-worker", "rerank_depth": "--rerank-depth", "base_url": "--base-url",
             "out": "--out", "kind": "--index", "rounds": "--rounds"}
 

@@ -319,3 +319,15 @@ def test_nothing_in_a_downloaded_dataset_is_ever_executed(http_server, tmp_path,
     assert (tmp_path / "data" / "tiny" / "run.sh").is_file()  # extracted as data...
     assert not marker.exists()  # ...and never run
     assert not (tmp_path / "data" / "tiny" / "run.sh").stat().st_mode & 0o111  # nor made executable
+
+
+def test_a_mistyped_dataset_path_suggests_its_siblings_and_a_file_its_folder(tiny_beir, tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    typo = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "tinny"), "--model", "bm25"])
+    assert typo.exit_code == 1 and f"did you mean {tiny_beir}?" in typo.stderr
+    (tiny_beir / "corpus.jsonl.gz").write_bytes(b"")
+    file = CliRunner().invoke(cli, ["evaluate", str(tiny_beir / "corpus.jsonl.gz"), "--model", "bm25"])
+    assert file.exit_code == 1 and f"is a file; pass the BEIR folder that holds it ({tiny_beir})" in file.stderr

@@ -87,14 +87,47 @@ def test_remote_code_runs_only_when_asked(monkeypatch, tiny_beir, tmp_path):
         raise OSError("not loading anything in this test")
 
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", spy)
-    base = ["evaluate", str(tiny_beir), "--model", "some-org/custom-code-model", "--output-dir", str(tmp_path / "r"),
+    model = tmp_path / "custom-code-model"  # a local copy, so that the model is found before it loads
+    model.mkdir()
+    base = ["evaluate", str(tiny_beir), "--model", str(model), "--output-dir", str(tmp_path / "r"),
             "--cache-dir", str(tmp_path / "c")]
     assert CliRunner().invoke(cli, base).exit_code == 1
     assert CliRunner().invoke(cli, [*base, "--trust-remote-code"]).exit_code == 1
     assert asked == [False, True]
     with pytest.raises(ModelLoadError):
-        load_encoder("some-org/custom-code-model")
+        load_encoder(str(model))
     assert asked[-1] is False
+
+
+@pytest.mark.parametrize("model, hint", [("bm-25", "did you mean bm25?"),
+                                         ("all-MiniLM-L6", "did you mean all-MiniLM-L6-v2?"),
+                                         ("./models/e5", "it is a path, not a hub id")])
+def test_a_model_found_nowhere_fails_in_seconds_and_says_where_it_looked(tiny_beir, tmp_path, model, hint):
+    import time
+
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", model, "--output-dir", str(tmp_path / "out")])
+    assert time.perf_counter() - started < 3
+    assert result.exit_code == 1 and hint in result.stderr
+    assert "not a local folder, not in the Hugging Face cache" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_offline_detection_probes_the_hub_quickly(monkeypatch):
+    import time
+
+    from harness.retrieval import encode
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+    started = time.perf_counter()
+    with pytest.raises(ModelLoadError, match="127.0.0.1 is not reachable"):
+        encode.check_model_available("some-org/some-model")
+    assert time.perf_counter() - started < 3
 
 
 # --------------------------------------------------------------------------- one spec, one protocol

@@ -323,6 +323,18 @@ def list_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+def _siblings(path: Path) -> str:
+    """``; did you mean ...?`` with the folders beside a mistyped path, or ""."""
+    import difflib
+
+    try:
+        names = [entry.name for entry in path.parent.iterdir() if entry.is_dir()]
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
+    return f"; did you mean {', '.join(str(path.parent / name) for name in close)}?" if close else ""
+
+
 def resolve_dataset(argument: str | Path, root: str | Path | None = None, download: bool = True,
                     url: str | None = None, progress: bool = True) -> tuple[Path, str]:
     """Turn `evaluate`'s DATASET argument into (folder, dataset name).
@@ -342,8 +354,10 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
     name, _, subset = argument.partition("/")
     spec = registry.lookup(name)
     if spec is None:
+        if path.is_file():
+            raise DatasetError(f"{argument} is a file; pass the BEIR folder that holds it ({path.parent})")
         if "/" in str(argument) or "\\" in str(argument) or str(argument).startswith("."):
-            raise DatasetError(f"{argument}: no such dataset folder")
+            raise DatasetError(f"{argument}: no such dataset folder{_siblings(path)}")
         raise DatasetError(f"{argument}: no such dataset folder, and not a BEIR dataset name "
                            f"({registry.suggest(name)})")
     if spec.subsets and subset not in spec.subsets:

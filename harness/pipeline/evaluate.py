@@ -28,7 +28,9 @@ from harness.retrieval.encode import (
     HASH_PREFIX,
     Encoder,
     EncoderSpec,
+    check_model_available,
     encode_corpus,
+    model_folder,
     resolve_model_source,
 )
 from harness.retrieval.devices import DeviceError, DeviceSpec
@@ -277,7 +279,7 @@ def _is_sparse_model(config: EvaluateConfig) -> bool:
     from harness.retrieval.rerank import model_kind
 
     return config.run_path is None and config.model.lower() != BM25_MODEL and \
-        not config.model.startswith(HASH_PREFIX) and model_kind(resolve_model_source(config.model)) == "sparse-encoder"
+        not config.model.startswith(HASH_PREFIX) and model_kind(model_folder(config.model)) == "sparse-encoder"
 
 
 def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: _CorpusState, queries: list[Query],
@@ -341,7 +343,7 @@ def _check_model_kind(config: EvaluateConfig) -> None:
 
     if config.run_path is not None or config.model.lower() == BM25_MODEL or config.model.startswith(HASH_PREFIX):
         return
-    if model_kind(resolve_model_source(config.model)) == "cross-encoder":
+    if model_kind(model_folder(config.model)) == "cross-encoder":
         raise HarnessError(f"{config.model} is a cross-encoder (it scores query-document pairs), not a retriever; "
                            f"rerank with it (--rerank {config.model}) after a first stage given as --model, e.g. "
                            "--model bm25")
@@ -530,7 +532,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
             a model that can't be loaded, an unwritable output folder).
     """
     clock = Clock()
-    config, k_values, top_k, stored_k = _checked(config)
+    config, k_values, top_k, stored_k = _checked(config, loaded=encoder is not None)
     folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
                                                  config.base_url, config.progress)
     folder = locate_beir_folder(folder_path, config.split)
@@ -575,9 +577,9 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     return Outcome(result, scored_run, inputs.qrels, paths)
 
 
-def _checked(config: EvaluateConfig) -> tuple[EvaluateConfig, tuple[int, ...], int, list[int]]:
+def _checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfig, tuple[int, ...], int, list[int]]:
     """Every check that needs no file: (the config with its engine and devices resolved, the cutoffs
-    asked for, the depth, the cutoffs stored)."""
+    asked for, the depth, the cutoffs stored). `loaded`: the model is loaded already (nothing to find)."""
     k_values = tuple(sorted(set(config.k_values)))
     if not k_values:
         raise HarnessError(f"no cutoffs given in {setting('k_values')} (e.g. 1,3,10)")
@@ -608,6 +610,11 @@ def _checked(config: EvaluateConfig) -> tuple[EvaluateConfig, tuple[int, ...], i
     if config.engine == "ray" and not config.cache:
         raise HarnessError(f"the ray engine stores the workers' embeddings in the cache; turn the cache on ({setting('cache')})")
     config = _resolve_devices(config)
+    if config.run_path is None and config.model.lower() != BM25_MODEL and not config.model.startswith(HASH_PREFIX) \
+            and not loaded:
+        check_model_available(config.model, known=(BM25_MODEL,))  # seconds, not the hub client's retries
+    if config.rerank is not None:
+        check_model_available(config.rerank.model)
     _check_model_kind(config)
     return config, k_values, top_k, stored_k
 

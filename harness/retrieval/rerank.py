@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, MissingDependencyError, ModelLoadError
+from harness.errors import HarnessError, MissingDependencyError, ModelLoadError, setting
 from harness.io.formats import atomic_writer, remove_stale_temporaries
 from harness.records import Run
 
@@ -106,14 +106,15 @@ class Reranker:
     """A loaded ``CrossEncoder`` with the fingerprint its cached scores are keyed by."""
 
     def __init__(self, spec: RerankSpec, device: str = "cpu", precision: str = "fp32"):
-        from harness.retrieval.encode import resolve_model_source
+        from harness.retrieval.encode import model_folder, resolve_model_source
 
         self.spec = spec
         source = resolve_model_source(spec.model)
-        kind = model_kind(source)
+        kind = model_kind(model_folder(spec.model))
         if kind in ("bi-encoder", "sparse-encoder"):
             raise HarnessError(f"{spec.model} is a {kind} (it embeds texts one by one), not a cross-encoder; a "
-                               "reranker scores (query, document) pairs: give a CrossEncoder model to --rerank")
+                               f"reranker scores (query, document) pairs: give a CrossEncoder model as "
+                               f"{setting('rerank_model')}")
         try:
             from sentence_transformers import CrossEncoder
         except ImportError as exc:  # pragma: no cover - a core dependency
