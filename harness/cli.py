@@ -35,9 +35,11 @@ class _StderrHandler(logging.Handler):
 
 
 def _configure_logging(verbose: int, quiet: bool) -> None:
-    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
-    if quiet:
-        # Hugging Face libraries draw their own bars (e.g. "Loading weights"); -q means none at all.
+    # Quiet by default: warnings and our own progress bars; -v adds INFO lines, -vv DEBUG (and third-party
+    # output); -q drops the progress bars too.
+    level = logging.WARNING if quiet or not verbose else logging.INFO if verbose == 1 else logging.DEBUG
+    if verbose < 2:
+        # Hugging Face libraries draw their own bars (e.g. transformers' "Loading weights"): only with -vv.
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     root = logging.getLogger("harness")
     for handler in list(root.handlers):
@@ -70,12 +72,47 @@ def _flags(message: str) -> str:
                   lambda match: _FLAG_OF.get(match.group(1)) or f"--{match.group(1).replace('_', '-')}", message)
 
 
+class _UsageError(click.UsageError):
+    """A mistake in the command line: one line on stderr and exit code 2, in every command alike."""
+
+    def show(self, file=None) -> None:
+        where = self.ctx.command_path if self.ctx is not None else "beir-harness"
+        click.echo(f"Error: {self.format_message()} (see '{where} --help')", err=True)
+
+
+GLOBAL_FLAGS = ("-q", "--quiet", "-v", "--verbose", "-vv", "-vvv")
+
+
+def _globals_first(args: list[str]) -> list[str]:
+    """The arguments with -q/-v moved before the subcommand, so that `evaluate DATA -q` works like `-q evaluate DATA`."""
+    if "--" in args:
+        cut = args.index("--")
+        return _globals_first(args[:cut]) + args[cut:]
+    flags = [arg for arg in args if arg in GLOBAL_FLAGS]
+    return flags + [arg for arg in args if arg not in GLOBAL_FLAGS]
+
+
 class _Group(click.Group):
-    """Turns HarnessError into one line (settings shown as options) and exit code 1, and Ctrl-C into one line."""
+    """Turns HarnessError into one line (settings shown as options) and exit code 1, a command-line mistake into
+    one line and exit code 2, and Ctrl-C into one line; takes the global flags anywhere on the line."""
+
+    def main(self, args=None, *rest, **kwargs):
+        args = list(sys.argv[1:] if args is None else args)
+        return super().main(_globals_first(args), *rest, **kwargs)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            raise exc if isinstance(exc, _UsageError) else _UsageError(exc.format_message(), exc.ctx) from None
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except _UsageError:
+            raise
+        except click.UsageError as exc:
+            raise _UsageError(exc.format_message(), exc.ctx) from None
         except HarnessError as exc:
             raise click.ClickException(_flags(str(exc))) from None
         except KeyboardInterrupt:
@@ -86,7 +123,8 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="beir-harness")
-@click.option("-v", "--verbose", count=True, help="Debug-level logs on stderr.")
+@click.option("-v", "--verbose", count=True, help="More on stderr: -v adds progress notes (INFO), -vv debug logs and "
+              "third-party output.")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors on stderr, no progress bars.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
@@ -362,7 +400,8 @@ def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str
                    "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf.")
 @click.option("--datasets", "dataset_names", required=True, callback=_comma_list,
               help="Comma-separated datasets: registry names or BEIR folders.")
-@click.option("--metric", default="nDCG@10", show_default=True, help="Metric of the summary table.")
+@click.option("--metric", default="nDCG@10", show_default=True, callback=lambda ctx, param, value: _metric(ctx, param,
+              value), help="Metric of the summary table.")
 @click.option("--force", is_flag=True, help="Redo cells whose result already exists with the same settings.")
 @_run_options
 @click.pass_context
@@ -383,10 +422,8 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
         beir-harness bench --models bm25 --datasets ../shared/data/beir/scifact --metric Recall@100
         beir-harness bench --systems "bm25, all-MiniLM-L6-v2, rrf(bm25, all-MiniLM-L6-v2)" --datasets scifact
     """
-    from harness.evaluation.metrics import parse_metric
     from harness.pipeline.bench import run_bench
 
-    metric = str(parse_metric(metric))
     base = _config(ctx, None, models[0], options)
     report = run_bench(models, dataset_names, base, force=force)
     click.echo(report.format_table(metric))

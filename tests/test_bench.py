@@ -68,7 +68,7 @@ def test_bench_help_and_bad_metric(grid):
     datasets, out = grid
     assert "Example:" in CliRunner().invoke(cli, ["bench", "--help"]).stdout
     result = _bench(datasets, out, "--metric", "BLEU@4")
-    assert result.exit_code == 1 and "unknown metric 'BLEU@4'" in result.stderr
+    assert result.exit_code == 2 and "unknown metric 'BLEU@4'" in result.stderr
 
 
 def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monkeypatch, fake_encoder, tiny_beir):

@@ -56,7 +56,7 @@ def test_demo_unknown_model_is_one_line(runner):
 
 def test_evaluate_prints_table_and_writes_results(runner, tiny_beir, tmp_path, fake_model):
     out = tmp_path / "res"
-    result = runner.invoke(cli, ["evaluate", str(tiny_beir), "--k", "1,10", "--output-dir", str(out)])
+    result = runner.invoke(cli, ["-v", "evaluate", str(tiny_beir), "--k", "1,10", "--output-dir", str(out)])
     assert result.exit_code == 0, result.output
     assert "tiny [test] · fake-bow · 3 judged queries" in result.stdout
     assert "nDCG@10" in result.stdout and "MRR@10" in result.stdout
@@ -136,3 +136,27 @@ def test_library_errors_name_settings_and_the_cli_shows_options(tiny_beir, tmp_p
                                       "--output-dir", str(tmp_path)])
     assert result.exit_code == 1 and "--top-k 5 is smaller than the largest cutoff 10; raise --top-k" in result.stderr
     assert "`" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["evaluate", "x", "--k", "x"], ["report", "--metric", "nDGC@10"], ["bench", "--models", "bm25", "--datasets", "x",
+                                                                          "--metric", "nDGC@10"],
+    ["compare", "a.json"], ["evalute"], ["--bogus"], ["inspect", "a.json", "--worst", "0"],
+])
+def test_a_command_line_mistake_is_one_line_and_exit_2_in_every_command(args):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "--help')" in lines[0]
+
+
+def test_global_flags_work_anywhere_on_the_line(tiny_beir, tmp_path):
+    quiet_after = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir",
+                                           str(tmp_path), "-q"])
+    assert quiet_after.exit_code == 0, quiet_after.output
+    assert "INFO" not in quiet_after.stderr and "nDCG@10" in quiet_after.stdout
+    assert "INFO" not in CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir",
+                                                  str(tmp_path)]).stderr  # quiet by default
+    verbose_after = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir",
+                                             str(tmp_path), "-v"])
+    assert verbose_after.exit_code == 0 and "INFO" in verbose_after.stderr

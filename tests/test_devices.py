@@ -151,7 +151,7 @@ def test_two_cpu_workers_give_the_one_process_result(tmp_path):
     folder = _synthetic(tmp_path / "synthetic")
     runs = {}
     for devices in ("cpu", "cpu,cpu"):
-        result = CliRunner().invoke(cli, ["evaluate", str(folder), "--model", "hash:64", "--device", devices,
+        result = CliRunner().invoke(cli, ["-v", "evaluate", str(folder), "--model", "hash:64", "--device", devices,
                                           "--chunk-size", "50", "--cache-dir", str(tmp_path / devices),
                                           "--output-dir", str(tmp_path / f"out-{devices}"), "--json"])
         assert result.exit_code == 0, result.stderr

@@ -228,7 +228,7 @@ def test_the_same_evaluation_from_another_folder_is_a_cache_hit(tiny_beir, tmp_p
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         monkeypatch.chdir(tmp_path / folder)
-        result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", "--json"])
+        result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", "--json", "-v"])
         assert result.exit_code == 0, result.stderr
         assert f"embedding cache: {tmp_path / 'user-cache' / 'beir-harness'}" in result.stderr
         outcomes.append(json.loads(result.stdout))
