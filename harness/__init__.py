@@ -1,7 +1,10 @@
 """beir-harness: honest retrieval evaluation on BEIR-format data.
 
-Importing the package is cheap: nothing here loads torch, faiss, sentence-transformers or
-pandas. The heavy libraries are imported inside the functions that need them.
+    from harness import evaluate, score, read_qrels, read_run, Qrels, Run, EvaluateConfig
+
+Importing the package is cheap: those names load on first use (`harness.api`), and nothing here loads
+torch, faiss, sentence-transformers or pandas. The heavy libraries are imported inside the functions
+that need them.
 """
 
 import logging
@@ -10,3 +13,18 @@ __version__ = "0.1.0"
 
 # A library never configures logging for its user; the CLI does (see harness.cli).
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+_API = ("EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "read_qrels", "read_run", "score")
+
+
+def __getattr__(name: str):
+    # The API loads on first use, so `import harness` (and `beir-harness --help`) stays instant.
+    if name in _API:
+        from harness import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

@@ -17,7 +17,7 @@ LAYERS = [
     ("evaluation",),
     ("reporting",),
     ("pipeline",),
-    ("cli", "__main__"),
+    ("cli", "__main__", "api"),
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
 PACKAGE = Path(harness.__file__).parent

@@ -113,6 +113,16 @@ class Result:
         values.setdefault("created", "")
         return cls(**values, path=path)
 
+    def to_frame(self):
+        """The per-query values as a pandas DataFrame (one row per judged query, one column per metric), with
+        the result's dataset, split, label and model in ``attrs``: for notebooks."""
+        import pandas as pd
+
+        frame = pd.DataFrame.from_dict(self.per_query, orient="index")
+        frame.index.name = "query_id"
+        frame.attrs.update(dataset=self.dataset, split=self.split, label=self.label or self.model, model=self.model)
+        return frame
+
     @property
     def where(self) -> str:
         """The file it was read from, for messages (its label when it was never written)."""

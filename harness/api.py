@@ -1,0 +1,78 @@
+"""The Python API: what ``from harness import ...`` gives (loaded lazily by `harness.__getattr__`).
+
+    from harness import evaluate, score, read_qrels, read_run, Qrels, Run, EvaluateConfig
+
+`evaluate` runs the pipeline on a dataset and returns its `Result`; `score` scores any run against any
+qrels with the evaluation rules of `harness.evaluation.metrics` (trec_eval exact). The command line
+is a thin layer over the same functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError, setting
+from harness.evaluation.metrics import Evaluation, evaluate as _score, parse_metric
+from harness.io.formats import read_qrels, read_run
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+from harness.records import Qrels, Run
+from harness.reporting.report import Result
+
+DEFAULT_METRICS = ("nDCG@10", "MAP@100", "Recall@100", "P@10", "MRR@10")
+
+__all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "read_qrels", "read_run", "score"]
+
+
+def evaluate(dataset: str | Path | EvaluateConfig, model: str | None = None, **settings: Any) -> Result:
+    """Evaluate a model (``bm25``, a sentence-transformers name or folder) on a dataset; the `Result`.
+
+    Args:
+        dataset: A BEIR folder, a registry name (``scifact``, ``FiQA2018``), or a whole `EvaluateConfig`.
+        model: The model; default `EvaluateConfig`'s (all-MiniLM-L6-v2).
+        **settings: Any other `EvaluateConfig` field (``split``, ``k_values``, ``output_dir`` — None writes
+            nothing —, ``encoder``, ``index``, ``rerank``, ...). Progress bars are off unless
+            ``progress=True``.
+
+    Raises:
+        HarnessError: Bad data or settings, with a one-line message naming the setting at fault.
+    """
+    if isinstance(dataset, EvaluateConfig):
+        if model is not None or settings:
+            raise HarnessError("give either an EvaluateConfig or a dataset with settings, not both")
+        return evaluate_dataset(dataset).result
+    known = {spec.name for spec in fields(EvaluateConfig)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise HarnessError(f"unknown setting {setting(unknown[0])}; EvaluateConfig has {', '.join(sorted(known))}")
+    settings.setdefault("progress", False)
+    if model is not None:
+        settings["model"] = model
+    return evaluate_dataset(EvaluateConfig(dataset_path=dataset, **settings)).result
+
+
+def score(qrels: Qrels | Mapping[str, Mapping[str, int]] | str | Path,
+          run: Run | Mapping[str, Mapping[str, float]] | str | Path,
+          metrics: Iterable[str] = DEFAULT_METRICS) -> Evaluation:
+    """Score a run against qrels: every judged query counts, ties as trec_eval breaks them.
+
+    Args:
+        qrels: `Qrels`, ``{query_id: {doc_id: grade}}``, or a BEIR qrels file.
+        run: `Run`, ``{query_id: {doc_id: score}}``, or a TREC run file.
+        metrics: Metric names in any spelling `harness.evaluation.metrics.parse_metric` accepts
+            (``nDCG@10``, ``ndcg_cut_10``, ``R@100``, ``Judged@10``).
+
+    Returns:
+        The `Evaluation`: ``means`` and ``per_query`` under canonical names.
+    """
+    if isinstance(qrels, (str, Path)):
+        qrels = read_qrels(qrels)
+    elif not isinstance(qrels, Qrels):
+        qrels = Qrels(qrels)
+    if isinstance(run, (str, Path)):
+        run = read_run(run)
+    elif not isinstance(run, Run):
+        run = Run.from_scores(run)
+    return _score(qrels, run, [parse_metric(name) for name in metrics])
