@@ -284,6 +284,19 @@ def _run_options(command):
     return command
 
 
+# What a run made without judgments has no use for.
+_SCORING_ONLY = ("output_dir", "k_values", "split")
+
+
+def _retrieval_options(command):
+    """`_RUN_OPTIONS` without the scoring ones."""
+    for option in reversed(_RUN_OPTIONS):
+        probe = option(click.command()(lambda: None))
+        if probe.params[-1].name not in _SCORING_ONLY:
+            command = option(command)
+    return command
+
+
 def _config(ctx: click.Context, dataset, model: str, options: dict):
     """An EvaluateConfig from the shared options (consumed from `options`)."""
     from harness.retrieval.encode import EncoderSpec
@@ -360,6 +373,36 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_p
     config = _config(ctx, dataset, model, {**options, "run_path": run_path, "allow_unknown_docs": allow_unknown_docs})
     outcome = evaluate_dataset(config)
     _show_outcome(outcome, as_json)
+
+
+@cli.command()
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
+              help="The TREC run file to write (atomically).")
+@click.option("--queries", "queries_path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="Search these queries (a BEIR queries.jsonl) instead of the dataset's own.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="sentence-transformers model name or local folder (bi-encoder or sparse encoder), or bm25.")
+@_retrieval_options
+@click.pass_context
+def retrieve(ctx: click.Context, dataset: Path, out: Path, queries_path: Path | None, model: str, **options) -> None:
+    """Search a corpus for every query and write a TREC run; no judgments needed, nothing scored.
+
+    The same stages, settings, embedding cache and self-hit policy as `evaluate`; --top-k documents
+    per query (default 100). Score the run later with `evaluate DATASET --run FILE`.
+
+    Example:
+
+    \b
+        beir-harness retrieve scifact --model bm25 --out bm25.trec
+        beir-harness retrieve ./my-corpus --queries new-queries.jsonl --out run.trec --top-k 1000
+    """
+    from harness.pipeline.retrieve import retrieve as run_retrieval
+
+    config = _config(ctx, dataset, model, {**options, "output_dir": None, "k_values": (1,)})
+    run = run_retrieval(config, out, queries_path)
+    click.echo(f"{out}: {len(run)} queries, up to {max((run.depth(q) for q in run), default=0)} documents each "
+               f"({run.name})")
 
 
 def _show_outcome(outcome, as_json: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 import harness.retrieval.encode
 import harness.pipeline.evaluate
 from harness.cli import cli
+from harness.io.formats import read_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,7 +94,7 @@ def test_evaluate_external_run(runner, tiny_beir, tmp_path):
         (["evaluate", "{data}/missing"], "no such dataset folder"),
         (["evaluate", "{data}", "--split", "train"], "missing qrels/train.tsv"),
         (["evaluate", "{data}", "--k", "1,x"], "cutoff 'x'"),
-        (["evaluate", "{data}", "--run", "{data}/corpus.jsonl"], "corpus.jsonl:1: expected 6 columns"),
+        (["evaluate", "{data}", "--run", "{data}/corpus.jsonl"], "corpus.jsonl: not a run: one JSON object per line"),
         (["evaluate", "{data}", "--k", "10", "--top-k", "5"], "smaller than the largest cutoff"),
     ],
     ids=["missing-folder", "missing-split", "bad-cutoff", "not-a-run-file", "top-k-below-k"],
@@ -160,3 +162,40 @@ def test_global_flags_work_anywhere_on_the_line(tiny_beir, tmp_path):
     verbose_after = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir",
                                              str(tmp_path), "-v"])
     assert verbose_after.exit_code == 0 and "INFO" in verbose_after.stderr
+
+
+def test_runs_in_trec_msmarco_and_json_formats_score_the_same(runner, tiny_beir, tmp_path):
+    ranking = {"q1": ["d1", "d3", "d2"], "q2": ["d4", "d5"], "q3": ["d5"]}
+    trec = "".join(f"{q} Q0 {d} {r} {10 - r} sys\n" for q, docs in ranking.items() for r, d in enumerate(docs, 1))
+    msmarco = "".join(f"{q}\t{d}\t{r}\n" for q, docs in ranking.items() for r, d in enumerate(docs, 1))
+    as_json = json.dumps({q: {d: 10.0 - r for r, d in enumerate(docs, 1)} for q, docs in ranking.items()})
+    metrics = {}
+    for name, text, fmt in (("run.trec", trec, "trec"), ("run.tsv", msmarco, "msmarco"), ("run.json", as_json, "json"),
+                            ("run.txt", as_json, "json")):  # a JSON run without the extension: sniffed
+        (tmp_path / name).write_text(text)
+        result = runner.invoke(cli, ["evaluate", str(tiny_beir), "--run", str(tmp_path / name), "--json",
+                                     "--output-dir", str(tmp_path / "out" / name)])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert data["config"]["run_format"] == fmt
+        metrics[name] = data["metrics"]
+    assert metrics["run.trec"] == metrics["run.tsv"] == metrics["run.json"] == metrics["run.txt"]
+
+
+def test_retrieve_writes_the_run_evaluate_would_score(runner, tiny_beir, tmp_path):
+    out = tmp_path / "bm25.trec"
+    result = runner.invoke(cli, ["retrieve", str(tiny_beir), "--model", "bm25", "--out", str(out), "--top-k", "3"])
+    assert result.exit_code == 0, result.output
+    scored = json.loads(runner.invoke(cli, ["evaluate", str(tiny_beir), "--run", str(out), "--k", "1,3", "--json",
+                                            "--output-dir", str(tmp_path / "a")]).stdout)
+    direct = json.loads(runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--k", "1,3", "--top-k", "3",
+                                            "--json", "--output-dir", str(tmp_path / "b")]).stdout)
+    assert {name: scored["metrics"][name] for name in direct["metrics"]} == direct["metrics"]
+    # No judgments needed, and queries of one's own.
+    shutil.rmtree(tiny_beir / "qrels")
+    (tmp_path / "mine.jsonl").write_text('{"_id": "new1", "text": "zucchini"}\n')
+    mine = tmp_path / "mine.trec"
+    result = runner.invoke(cli, ["retrieve", str(tiny_beir), "--model", "hash:32", "--queries",
+                                 str(tmp_path / "mine.jsonl"), "--out", str(mine), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert set(read_run(mine)) == {"new1"} and read_run(mine).name == "hash:32"

@@ -60,6 +60,25 @@ def find_file(path: Path) -> Path | None:
     return None
 
 
+def locate_corpus_and_queries(root: str | Path) -> BeirFolder:
+    """The corpus and queries of a BEIR folder, for retrieval without judgments (``qrels`` is left unset).
+
+    Raises:
+        DatasetError: The folder or one of the two files is missing.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: no such dataset folder (expected a BEIR folder with corpus.jsonl and "
+                           "queries.jsonl)")
+    found = {}
+    for key, relative in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl")):
+        path = find_file(root / relative)
+        if path is None:
+            raise DatasetError(f"{root}: missing {relative} (or {relative}.gz); this is not a BEIR folder")
+        found[key] = path
+    return BeirFolder(root, "", found["corpus"], found["queries"], root / "qrels")
+
+
 def locate_beir_folder(root: str | Path, split: str) -> BeirFolder:
     """Find the corpus, queries and qrels files of one split of a BEIR folder.
 
@@ -388,48 +407,112 @@ def _qrels_line(path: Path, line_no: int, columns: list[str]) -> tuple[str, str,
                           "relevance grades are integers such as 0, 1, 2") from None
 
 
-def read_run(path: str | Path, digest: Any | None = None) -> Run:
-    """Read a TREC run file: ``query_id Q0 doc_id rank score tag``, whitespace-separated.
+RUN_FORMATS = ("trec", "msmarco", "json")
 
-    As in trec_eval, the rank column is ignored and documents are ordered by score (ties by
-    doc_id descending; see `harness.records`).
+
+def read_run(path: str | Path, digest: Any | None = None, run_format: str = "auto") -> Run:
+    """Read a run file in one of the formats people have; the run's ``metadata["format"]`` says which.
+
+    * ``trec``: ``query_id Q0 doc_id rank score tag``, whitespace-separated;
+    * ``msmarco``: ``query_id doc_id rank`` (MS MARCO's three columns; the score is ``-rank``, so the
+      ranking is the file's);
+    * ``json``: ``{query_id: {doc_id: score}}``, as ranx and BEIR write runs.
+
+    ``auto`` takes ``json`` for a ``.json`` name or a file starting with ``{``, else the column count of
+    the first line. As in trec_eval, a TREC run's rank column is ignored and documents are ordered by
+    score (ties by doc_id descending; see `harness.records`).
 
     Args:
         path: The run file (plain or ``.gz``).
         digest: Optional hashlib object updated with the file's uncompressed bytes.
+        run_format: ``auto`` or one of `RUN_FORMATS`.
 
     Raises:
-        FormatError: Wrong column count, a non-numeric or non-finite score, a document listed
-            twice for one query, or an empty file.
+        FormatError: A line that fits no format (naming the formats), a non-numeric or non-finite score,
+            a document listed twice for one query, or an empty file.
     """
     path = Path(path)
+    if run_format not in ("auto", *RUN_FORMATS):
+        raise FormatError(path, f"unknown run format {run_format!r}; use auto, {', '.join(RUN_FORMATS)}")
+    if run_format == "json" or (run_format == "auto" and _looks_like_json(path)):
+        return _read_json_run(path, digest)
     scores: dict[str, dict[str, float]] = {}
     tags: set[str] = set()
+    detected = None if run_format == "auto" else run_format
     for line_no, line in _iter_lines(path, digest):
         columns = _decode(path, line_no, line).split()
-        if len(columns) != 6:
-            raise FormatError(
-                path, f"expected 6 columns, found {len(columns)}", line_no,
-                "a TREC run line is 'query_id Q0 doc_id rank score tag'",
-            )
-        query_id, _, doc_id, _, score_text, tag = columns
-        try:
-            score = float(score_text)
-        except ValueError:
-            raise FormatError(path, f"score {score_text!r} is not a number", line_no,
-                              "the fifth column is the retrieval score") from None
-        if not math.isfinite(score):
-            raise FormatError(path, f"score {score_text!r} is not finite", line_no)
-        docs = scores.setdefault(query_id, {})
-        if doc_id in docs:
-            raise FormatError(path, f"document {doc_id!r} listed twice for query {query_id!r}", line_no,
-                              "trec_eval rejects duplicate documents; keep one line per pair")
-        docs[doc_id] = score
-        tags.add(tag)
+        detected = detected or {6: "trec", 3: "msmarco"}.get(len(columns))
+        expected = {"trec": 6, "msmarco": 3}.get(detected)
+        if len(columns) != expected:
+            raise FormatError(path, f"expected {expected or '6 or 3'} columns, found {len(columns)}", line_no,
+                              "a TREC run line is 'query_id Q0 doc_id rank score tag'; an MS MARCO one "
+                              "'query_id doc_id rank'; a JSON run is {query_id: {doc_id: score}}")
+        if detected == "trec":
+            query_id, _, doc_id, _, score_text, tag = columns
+            tags.add(tag)
+        else:
+            query_id, doc_id, rank_text = columns
+            score_text = f"-{rank_text}" if rank_text.isdigit() else rank_text
+        _add_score(scores, path, line_no, query_id, doc_id, score_text, detected)
     if not scores:
         raise FormatError(path, "the run is empty")
     name = tags.pop() if len(tags) == 1 else path.name
-    return Run.from_scores(scores, name=name, metadata={"source": str(path)})
+    return Run.from_scores(scores, name=name, metadata={"source": str(path), "format": detected})
+
+
+def _add_score(scores: dict[str, dict[str, float]], path: Path, line_no: int, query_id: str, doc_id: str,
+               score_text: str, run_format: str) -> None:
+    try:
+        score = float(score_text)
+    except ValueError:
+        what = "the fifth column is the retrieval score" if run_format == "trec" else "the third column is the rank"
+        raise FormatError(path, f"{'score' if run_format == 'trec' else 'rank'} {score_text.lstrip('-')!r} is not "
+                          "a number", line_no, what) from None
+    if not math.isfinite(score):
+        raise FormatError(path, f"score {score_text!r} is not finite", line_no)
+    docs = scores.setdefault(query_id, {})
+    if doc_id in docs:
+        raise FormatError(path, f"document {doc_id!r} listed twice for query {query_id!r}", line_no,
+                          "trec_eval rejects duplicate documents; keep one line per pair")
+    docs[doc_id] = score
+
+
+def _looks_like_json(path: Path) -> bool:
+    if path.name.endswith((".json", ".json.gz")):
+        return True
+    try:
+        with _open_binary(path) as handle:
+            return handle.read(256).lstrip().startswith(b"{")
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+
+
+def _read_json_run(path: Path, digest: Any | None) -> Run:
+    with _open_binary(path) as handle:
+        try:
+            raw = handle.read()
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise FormatError(path, f"cannot read: {exc}", hint="the file is damaged or truncated") from exc
+    if digest is not None:
+        digest.update(raw)
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        lines = raw.strip().splitlines()
+        jsonl = len(lines) > 1 and lines[0].strip().startswith(b"{") and lines[0].strip().endswith(b"}")
+        raise FormatError(path, f"not a run: {'one JSON object per line (JSON Lines: a corpus or queries file?)' if jsonl else f'not valid JSON ({exc})'}",
+                          hint="a JSON run is one object {query_id: {doc_id: score}}") from None
+    if not isinstance(data, dict) or not all(isinstance(docs, dict) for docs in data.values()):
+        raise FormatError(path, "a JSON run must map each query_id to {doc_id: score}")
+    scores: dict[str, dict[str, float]] = {}
+    for query_id, docs in data.items():
+        for doc_id, score in docs.items():
+            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+                raise FormatError(path, f"score {score!r} of {query_id!r}/{doc_id!r} is not a finite number")
+            scores.setdefault(str(query_id), {})[str(doc_id)] = float(score)
+    if not any(scores.values()):
+        raise FormatError(path, "the run is empty")
+    return Run.from_scores(scores, name=path.name.split(".")[0], metadata={"source": str(path), "format": "json"})
 
 
 def default_permissions(path: str | Path, folder: bool = False) -> None:

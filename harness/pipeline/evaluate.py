@@ -664,7 +664,9 @@ def _read_external_run(config: EvaluateConfig, inputs: _Inputs) -> _FirstStage:
     corpus.sha256 = digest.hexdigest()
     _check_corpus(inputs.folder, corpus)
     inputs.notes += _unknown_run_docs(corpus, config.run_path, inputs.folder, config.allow_unknown_docs)
-    return _FirstStage(run, corpus, run_model_name(config), {"run_file": str(config.run_path), "run_tag": run.name})
+    logger.info("%s: a %s run", config.run_path, run.metadata.get("format"))
+    return _FirstStage(run, corpus, run_model_name(config), {"run_file": str(config.run_path), "run_tag": run.name,
+                                                             "run_format": run.metadata.get("format")})
 
 
 def _bm25(config: EvaluateConfig, inputs: _Inputs, depth: int, clock: Clock) -> _FirstStage:

@@ -250,6 +250,8 @@ def format_metrics_table(result: Result) -> str:
     table = [["metric", "value"], ["-" * width, "------"], *([name, f"{value:.4f}"] for name, value in shown.items())]
     lines = [f"{result.dataset} [{result.split}] · {result.label or result.model} · {result.n_queries} judged queries",
              *align(table, right=[False, False])]
+    if result.config.get("run_format"):
+        lines.append(f"run read as {result.config['run_format']} ({result.config.get('run_file')})")
     if result.index_quality:
         lines.append(f"{result.config.get('index')} index: " + ", ".join(
             f"{name} {value:.4f}" for name, value in result.index_quality.items()))

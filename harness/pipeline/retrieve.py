@@ -1,0 +1,78 @@
+"""Retrieval without judgments: the first stage (and reranker) of `evaluate`, every query, a TREC run.
+
+What pyserini users reach for: ``beir-harness retrieve DATASET --out run.trec`` searches the corpus for
+all queries of the folder (or a queries file of your own) with the same stages, settings, embedding
+cache and self-hit policy as `evaluate`, and writes the run — nothing is scored.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from harness.datasets.catalog import resolve_dataset
+from harness.errors import DatasetError
+from harness.io.formats import iter_queries, locate_corpus_and_queries, write_run
+from harness.pipeline.evaluate import (
+    BM25_MODEL,
+    Clock,
+    EvaluateConfig,
+    _bm25,
+    _checked,
+    _dense,
+    _Inputs,
+    _is_sparse_model,
+    _learned_sparse,
+    _rerank_stage,
+    apply_self_hit_policy,
+    configuration,
+    self_hit_policy,
+)
+from harness.records import Qrels, Run
+
+logger = logging.getLogger(__name__)
+
+
+def retrieve(config: EvaluateConfig, out: str | Path, queries_path: str | Path | None = None) -> Run:
+    """Search `config`'s dataset for every query and write the run to `out` (TREC, atomically).
+
+    Args:
+        config: What to retrieve with (`EvaluateConfig`: model, encoder, index, rerank, depth via
+            ``top_k``; its qrels settings are unused).
+        out: The run file to write.
+        queries_path: A queries file (BEIR ``queries.jsonl``) to search instead of the folder's own.
+
+    Returns:
+        The run written (its tag is the configuration's label).
+
+    Raises:
+        HarnessError: As `evaluate_dataset`, or an external run in the config (nothing to retrieve).
+    """
+    if config.run_path is not None:
+        raise DatasetError("retrieve makes a run; there is nothing to retrieve when one is given")
+    clock = Clock()
+    config, _, top_k, _ = _checked(config)
+    folder_path, dataset = resolve_dataset(config.dataset_path, config.data_dir, config.download, config.base_url,
+                                           config.progress)
+    folder = locate_corpus_and_queries(folder_path)
+    inputs = _Inputs(folder, config.dataset_name or dataset, digests={}, qrels=Qrels({}))
+    inputs.queries = list(iter_queries(Path(queries_path) if queries_path else folder.queries))
+    if not inputs.queries:
+        raise DatasetError(f"{queries_path or folder.queries}: no queries to search")
+    ignore_identical_ids, _ = self_hit_policy(config, inputs.dataset)
+    depth = top_k + int(ignore_identical_ids)
+    if config.model.lower() == BM25_MODEL:
+        stage = _bm25(config, inputs, depth, clock)
+    elif _is_sparse_model(config):
+        stage = _learned_sparse(config, inputs, depth, clock)
+    else:
+        stage = _dense(config, inputs, None, depth, top_k, clock)
+    run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
+    if config.rerank is not None:
+        run, _ = _rerank_stage(config, run, inputs.queries, folder)
+    label = configuration(config, inputs.dataset, stage.model_name).label(config.name)
+    run = run.renamed(label)
+    write_run(run, out)
+    logger.info("%d queries × up to %d documents (%s) → %s in %.1f s", len(run), top_k, label, out,
+                clock.rounded()["total"])
+    return run
