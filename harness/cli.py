@@ -29,7 +29,7 @@ class _StderrHandler(logging.Handler):
         try:
             from tqdm import tqdm
 
-            tqdm.write(self.format(record), file=sys.stderr)
+            tqdm.write(_flags(self.format(record)), file=sys.stderr)  # settings named as their options
         except Exception:  # noqa: BLE001 - logging must never raise
             self.handleError(record)
 

@@ -199,3 +199,12 @@ def test_retrieve_writes_the_run_evaluate_would_score(runner, tiny_beir, tmp_pat
                                  str(tmp_path / "mine.jsonl"), "--out", str(mine), "--no-cache"])
     assert result.exit_code == 0, result.output
     assert set(read_run(mine)) == {"new1"} and read_run(mine).name == "hash:32"
+
+
+def test_settings_a_first_stage_ignores_are_named_and_not_recorded(runner, tiny_beir, tmp_path):
+    result = runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--index", "hnsw", "--query-prefix",
+                                 "q: ", "--json", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "BM25 does not use --index hnsw, --query-prefix: ignored, and not recorded in the result" in result.stderr
+    data = json.loads(result.stdout)
+    assert "index" not in data["config"] and data["variant"] == "" and (tmp_path / "tiny" / "bm25" / "test.json").exists()

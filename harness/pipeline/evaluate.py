@@ -610,6 +610,7 @@ def _checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConf
     if config.engine == "ray" and not config.cache:
         raise HarnessError(f"the ray engine stores the workers' embeddings in the cache; turn the cache on ({setting('cache')})")
     config = _resolve_devices(config)
+    _note_unused_settings(config)
     if config.run_path is None and config.model.lower() != BM25_MODEL and not config.model.startswith(HASH_PREFIX) \
             and not loaded:
         check_model_available(config.model, known=(BM25_MODEL,))  # seconds, not the hub client's retries
@@ -617,6 +618,24 @@ def _checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConf
         check_model_available(config.rerank.model)
     _check_model_kind(config)
     return config, k_values, top_k, stored_k
+
+
+def _note_unused_settings(config: EvaluateConfig) -> None:
+    """Warn about settings the first stage ignores (an index for BM25...), which the result then does not record."""
+    dense = config.run_path is None and config.model.lower() != BM25_MODEL and not _is_sparse_model(config)
+    if dense:
+        return
+    what = "an external run" if config.run_path is not None else \
+        "BM25" if config.model.lower() == BM25_MODEL else "a sparse encoder"
+    unused = []
+    if config.index != IndexSpec():
+        unused.append(f"{setting('index')} {config.index.kind}")
+    default = EncoderSpec()
+    changed = [name for name, value in config.encoder.to_config().items() if value != default.to_config()[name]]
+    if changed and (config.run_path is not None or config.model.lower() == BM25_MODEL):
+        unused += [setting(name) for name in changed]
+    if unused:
+        logger.warning("%s does not use %s: ignored, and not recorded in the result", what, ", ".join(unused))
 
 
 @dataclass
