@@ -331,3 +331,29 @@ def test_a_mistyped_dataset_path_suggests_its_siblings_and_a_file_its_folder(tin
     (tiny_beir / "corpus.jsonl.gz").write_bytes(b"")
     file = CliRunner().invoke(cli, ["evaluate", str(tiny_beir / "corpus.jsonl.gz"), "--model", "bm25"])
     assert file.exit_code == 1 and f"is a file; pass the BEIR folder that holds it ({tiny_beir})" in file.stderr
+
+
+@pytest.mark.parametrize("base, why", [("http://127.0.0.1:9", "connection refused"),
+                                       ("http://beir-mirror.invalid", "the server name does not resolve")])
+def test_offline_downloads_fail_in_seconds_and_name_the_alternatives(tmp_path, base, why):
+    import time
+
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, ["datasets", "download", "scifact", "--base-url", base, "--data-dir",
+                                      str(tmp_path)])
+    assert time.perf_counter() - started < 5
+    assert result.exit_code == 1 and why in result.stderr
+    assert "beir-harness datasets import FILE.zip" in result.stderr and "--base-url" in result.stderr
+    assert "kept" not in result.stderr  # nothing was downloaded, so nothing is kept
+    assert not (tmp_path / ".locks").exists() and not list(tmp_path.rglob("*.lock"))
+
+
+def test_an_import_under_a_chosen_name_does_not_suggest_choosing_one(nfcorpus_zip, tmp_path):
+    wrong = tmp_path / "scifact.zip"
+    wrong.write_bytes(nfcorpus_zip.read_bytes())
+    with pytest.raises(ChecksumMismatchError, match="pass `name` to import it under another name"):
+        import_dataset(wrong, tmp_path / "data")
+    with pytest.raises(ChecksumMismatchError, match=r"\(give it another name\)"):
+        import_dataset(wrong, tmp_path / "data", name="scifact")
+    import_dataset(nfcorpus_zip, tmp_path / "data")
+    assert not (tmp_path / "data" / ".locks").exists()  # the lock is gone once the import is done

@@ -81,18 +81,36 @@ def read_stamp(folder: Path) -> dict[str, Any] | None:
 
 @contextlib.contextmanager
 def _lock(root: Path, name: str) -> Iterator[None]:
+    """Hold ``<root>/.locks/<name>.lock`` exclusively; the file (and an empty ``.locks``) is removed on release.
+
+    Removing a lock file is safe only with a check: a process that waited on the file just removed holds a
+    lock nobody else can see, so after locking it verifies that the path still names its file, else retries.
+    """
     locks = root / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"{name}.lock", "a+") as handle:
+    path = locks / f"{name}.lock"
+    while True:
+        locks.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             logger.info("%s: another process is working on it; waiting", name)
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(handle.fileno()).st_ino:
+            break
+        handle.close()  # the holder before us removed this file: lock the one at the path now
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+        with contextlib.suppress(OSError):
+            locks.rmdir()  # only when empty
 
 
 @dataclass(frozen=True)
@@ -238,6 +256,7 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
     source = Path(source)
     if not source.exists():
         raise DatasetError(f"{source}: no such file or folder")
+    named = name is not None
     name = _safe_name(name or source.name.removesuffix(".zip"))
     root = data_dir(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -250,8 +269,9 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
         if source.is_file():
             md5 = md5_file(source)
             if spec is not None and spec.md5 and md5 != spec.md5:
+                hint = "give it another name" if named else f"pass {setting('name')} to import it under another name"
                 raise ChecksumMismatchError(f"{source}: md5 {md5} is not {name}'s {spec.md5}; not the BEIR archive "
-                                            "(pass --name to import it under another name)")
+                                            f"({hint})")
             stamp["md5"] = md5
             path = _install_archive(source, root, name, spec if spec is not None and spec.md5 else None, stamp)
         else:

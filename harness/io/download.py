@@ -101,8 +101,8 @@ def fetch(
                 break
             except _Retryable as exc:
                 if attempt == policy.attempts:
-                    raise DownloadError(f"{url}: giving up after {attempt} attempts: {exc} "
-                                        f"({part.name} kept; rerun to resume)") from None
+                    kept = f" ({part.name} kept; rerun to resume)" if part.exists() else ""
+                    raise DownloadError(f"{url}: giving up after {attempt} attempts: {exc}{kept}") from None
                 wait = policy.backoff * 2 ** (attempt - 1)
                 logger.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", url, exc, wait, attempt + 1,
                                policy.attempts)
@@ -125,6 +125,21 @@ def fetch(
     return dest
 
 
+def _unreachable(exc: BaseException) -> str:
+    """Why a connection failed for good ("name not resolved", "connection refused"), or "" when a retry may help."""
+    text = repr(exc) + repr(exc.__cause__) + repr(exc.__context__)
+    for marker, why in (("NameResolution", "the server name does not resolve"),
+                        ("Name or service not known", "the server name does not resolve"),
+                        ("Temporary failure in name resolution", "the server name does not resolve"),
+                        ("nodename nor servname", "the server name does not resolve"),
+                        ("getaddrinfo failed", "the server name does not resolve"),
+                        ("Connection refused", "connection refused"), ("ConnectionRefused", "connection refused"),
+                        ("Network is unreachable", "network is unreachable")):
+        if marker in text:
+            return why
+    return ""
+
+
 class _Retryable(Exception):
     """A failure worth another attempt (connection, timeout, 5xx)."""
 
@@ -141,6 +156,11 @@ def _attempt(session, url: str, part: Path, expected_size: int | None, policy: R
     except requests.exceptions.InvalidSchema as exc:
         raise DownloadError(f"{url}: redirected to a non-http(s) URL: {exc}") from None
     except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+        if _unreachable(exc):  # no network, or nothing listening: retrying would only wait
+            kept = f"; the partial file {part.name} is kept for a later resume" if part.exists() else ""
+            raise DownloadError(f"{url}: cannot reach the server ({_unreachable(exc)}): offline? Install the dataset "
+                                "from a copy with `beir-harness datasets import FILE.zip`, or download from a mirror "
+                                f"({setting('base_url')}){kept}") from None
         raise _Retryable(f"cannot connect: {type(exc).__name__}") from None
     with response:
         _check_scheme(response.url)
