@@ -72,6 +72,37 @@ def _flags(message: str) -> str:
                   lambda match: _FLAG_OF.get(match.group(1)) or f"--{match.group(1).replace('_', '-')}", message)
 
 
+# The sections of `evaluate --help` (and bench, retrieve): an option not listed goes under "Other".
+_SECTIONS = {
+    "Data": ("split", "data_dir", "download", "base_url", "ignore_identical_ids", "run_path", "allow_unknown_docs",
+             "queries_path", "dataset_names"),
+    "Model": ("model", "models", "batch_size", "max_seq_length", "query_prefix", "doc_prefix", "similarity", "normalize",
+              "backend", "device", "precision", "trust_remote_code", "rerank_model", "rerank_depth", "rerank_batch_size",
+              "rerank_max_length"),
+    "Retrieval and index": ("top_k", "index_kind", "hnsw_m", "ef_construction", "ef_search", "nlist", "nprobe", "pq_m",
+                            "pq_nbits"),
+    "Engine": ("engine", "ray_address", "ray_local", "shards", "ray_gpus_per_worker", "threads", "use_cache",
+               "cache_dir", "chunk_size", "checkpoint_seconds", "token_budget"),
+    "Output": ("k_values", "output_dir", "name", "as_json", "out", "metric", "force"),
+}
+
+
+class _Sectioned(click.Command):
+    """A command whose --help groups its options (Data, Model, Retrieval and index, Engine, Output)."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        section_of = {name: section for section, names in _SECTIONS.items() for name in names}
+        rows: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+            if record is not None:
+                rows.setdefault(section_of.get(param.name, "Other"), []).append(record)
+        for section in [*_SECTIONS, "Other"]:
+            if rows.get(section):
+                with formatter.section(section):
+                    formatter.write_dl(rows[section])
+
+
 class _UsageError(click.UsageError):
     """A mistake in the command line: one line on stderr and exit code 2, in every command alike."""
 
@@ -137,7 +168,7 @@ def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
 
     \b
         beir-harness demo
-        beir-harness evaluate ../shared/data/beir/scifact
+        beir-harness evaluate scifact
     """
     _configure_logging(verbose, quiet)
     ctx.obj = {"progress": not quiet}
@@ -188,7 +219,7 @@ def _format_demo(outcome) -> str:
 _RUN_OPTIONS = [
     click.option("--split", default="test", show_default=True, help="Qrels split: qrels/<split>.tsv."),
     click.option("--k", "k_values", default="1,3,5,10,100", show_default=True, callback=_k_values,
-                 help="Comma-separated cutoffs; nDCG, MAP, Recall, P and MRR are computed at each."),
+                 help="Comma-separated cutoffs shown; every metric (nDCG, MAP, Recall, P, MRR, Success, Judged) is stored at each and at the standard cutoffs."),
     click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1),
                  help="Texts per forward pass."),
     click.option("--top-k", type=click.IntRange(min=1), default=None,
@@ -330,10 +361,12 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
                           cache=options.pop("use_cache"), progress=ctx.obj["progress"], **options)
 
 
-@cli.command()
+@cli.command(cls=_Sectioned)
 @click.argument("dataset", type=click.Path(path_type=Path))
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="sentence-transformers model name or local model folder, or bm25.")
+              help="The first stage: bm25; a sentence-transformers bi-encoder or SparseEncoder (SPLADE), by hub id, "
+                   "short alias (all-MiniLM-L6-v2) or local folder; hash:DIM (a hashing stand-in, no model). A "
+                   "cross-encoder goes to --rerank.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
 @click.option("--run", "run_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Score this TREC run file (qid Q0 docid rank score tag) instead of retrieving.")
@@ -356,10 +389,10 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_p
     Example:
 
     \b
-        beir-harness evaluate ../shared/data/beir/scifact
+        beir-harness evaluate scifact
         beir-harness evaluate scifact --no-download
-        beir-harness evaluate ../shared/data/beir/nfcorpus --k 1,10,100 --json
-        beir-harness evaluate ../shared/data/beir/scifact --run my_system.trec
+        beir-harness evaluate nfcorpus --k 1,10,100 --json
+        beir-harness evaluate scifact --run my_system.trec
         beir-harness evaluate scifact --index hnsw --hnsw-m 32 --ef-search 128
         beir-harness evaluate scifact --model bm25
         beir-harness evaluate fiqa --model intfloat/e5-small-v2 --query-prefix "query: " --doc-prefix "passage: "
@@ -375,7 +408,7 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_p
     _show_outcome(outcome, as_json)
 
 
-@cli.command()
+@cli.command(cls=_Sectioned)
 @click.argument("dataset", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
               help="The TREC run file to write (atomically).")
@@ -436,7 +469,7 @@ def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str
     return items
 
 
-@cli.command()
+@cli.command(cls=_Sectioned)
 @click.option("--models", "--systems", "models", required=True, callback=_systems,
               help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
                    "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
@@ -462,7 +495,7 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
 
     \b
         beir-harness bench --models all-MiniLM-L6-v2,bm25 --datasets scifact,nfcorpus
-        beir-harness bench --models bm25 --datasets ../shared/data/beir/scifact --metric Recall@100
+        beir-harness bench --models bm25 --datasets scifact,./my-eval-set --metric Recall@100
         beir-harness bench --systems "bm25, all-MiniLM-L6-v2, rrf(bm25, all-MiniLM-L6-v2)" --datasets scifact
     """
     from harness.pipeline.bench import run_bench
@@ -573,7 +606,7 @@ def validate(folder: Path, as_json: bool) -> None:
 
     \b
         beir-harness validate datasets/helpdesk
-        beir-harness validate ../shared/data/beir/nfcorpus --json
+        beir-harness validate ./my-eval-set --json
     """
     from harness.datasets.validate import validate_folder
 
@@ -980,7 +1013,7 @@ def crosscheck(ctx: click.Context, dataset: str, model: str, split: str, k_value
     Example:
 
     \b
-        beir-harness crosscheck ../shared/data/beir/scifact
+        beir-harness crosscheck scifact
         beir-harness crosscheck nfcorpus --model all-MiniLM-L6-v2 --k 10,100
     """
     from harness.pipeline.crosscheck import crosscheck as run
@@ -1113,7 +1146,7 @@ def env(data_dir: Path | None, cache_dir: Path | None, output_dir: Path, as_json
         beir-harness env
         beir-harness env --json
         beir-harness env --bench
-        beir-harness env --bench --bench-dataset ../shared/data/beir/scifact --bench-texts 300
+        beir-harness env --bench --bench-dataset ./my-eval-set --bench-texts 300
     """
     from harness.pipeline.environment import bench_backends, describe, format_bench, format_environment
 

@@ -208,3 +208,21 @@ def test_settings_a_first_stage_ignores_are_named_and_not_recorded(runner, tiny_
     assert "BM25 does not use --index hnsw, --query-prefix: ignored, and not recorded in the result" in result.stderr
     data = json.loads(result.stdout)
     assert "index" not in data["config"] and data["variant"] == "" and (tmp_path / "tiny" / "bm25" / "test.json").exists()
+
+
+@pytest.mark.parametrize("command", ["evaluate", "bench", "retrieve"])
+def test_run_options_are_grouped_in_help(command):
+    text = CliRunner().invoke(cli, [command, "--help"]).stdout
+    positions = [text.index(f"\n{section}:\n") for section in ("Data", "Model", "Retrieval and index", "Engine")]
+    assert positions == sorted(positions)
+    options = text[text.index("\nData:\n"):]  # the description's examples come before
+    assert options.index("--hnsw-m") > options.index("Retrieval and index:") > options.index("--precision")
+    assert options.index("--ray-address") > options.index("\nEngine:\n")
+
+
+def test_the_model_help_names_every_kind_and_examples_need_no_checkout():
+    text = CliRunner().invoke(cli, ["evaluate", "--help"]).stdout
+    for word in ("bm25", "SparseEncoder", "hash:DIM", "all-MiniLM-L6-v2", "--rerank"):
+        assert word in " ".join(text.split())
+    for name, command in cli.commands.items():
+        assert "../shared" not in (command.help or ""), name
