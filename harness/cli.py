@@ -804,8 +804,8 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         load_results,
         plot_comparison,
         render,
-        write_text,
     )
+    from harness.io.formats import write_text
 
     results = load_results(paths or (Path("results"),))
     if check_published:
@@ -853,7 +853,8 @@ def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[st
         beir-harness export results/scifact --format trec --out runs/
     """
     from harness.reporting.comparison import load_results, results_of_split
-    from harness.reporting.export import export_mteb, export_trec, per_query_csv, write_text
+    from harness.io.formats import write_text
+    from harness.reporting.export import export_mteb, export_trec, per_query_csv
 
     results = results_of_split(load_results(paths or (Path("results"),)), split)
     if fmt == "csv":

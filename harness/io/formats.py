@@ -655,6 +655,12 @@ def write_qrels(judgments: Iterable[tuple[str, str, int]], path: str | Path) -> 
     return count
 
 
+def write_text(text: str, path: str | Path) -> None:
+    """Write `text` (ending in a newline), atomically."""
+    with atomic_writer(path) as handle:
+        handle.write(text if text.endswith("\n") else text + "\n")
+
+
 def write_json(data: Any, path: str | Path) -> None:
     """Write `data` as indented UTF-8 JSON, atomically."""
     with atomic_writer(path) as handle:

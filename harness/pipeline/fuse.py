@@ -50,7 +50,7 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
             raise HarnessError(f"cannot fuse results scored against different qrels: {first_path} and {path} "
                                "(their qrels fingerprints differ)")
     notes: list[str] = []
-    runs = [_saved_run(path, data, notes) for path, data in inputs]
+    runs = [_saved_run(data, notes) for _, data in inputs]
     for (path, _), run in zip(inputs, runs):
         deepest = max((run.depth(q) for q in run), default=0)
         if deepest < spec.depth:
@@ -87,11 +87,11 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
     return Outcome(result, fused, qrels, paths_written)
 
 
-def _saved_run(path: Path, data: Result, notes: list[str]) -> Run:
+def _saved_run(data: Result, notes: list[str]) -> Run:
     """The run file beside a result, checked against the hash the result recorded."""
     from harness.io.formats import content_sha256
 
-    run_path = path.with_name(f"{path.stem}.run.trec")
+    run_path, path = data.run_path, data.path
     if not run_path.is_file():
         raise HarnessError(f"{run_path}: the run file beside {path.name} is missing; rerun that evaluation")
     recorded = data.fingerprints.get("scored_run")

@@ -498,12 +498,6 @@ def render(comparison: Comparison, fmt: str = "markdown", digits: int = 4, by: s
     raise HarnessError(f"unknown format {fmt!r}; use one of {', '.join(sorted(RENDERERS))}")
 
 
-def write_text(text: str, path: str | Path) -> None:
-    """Write a rendered report atomically."""
-    with atomic_writer(path) as handle:
-        handle.write(text if text.endswith("\n") else text + "\n")
-
-
 # --------------------------------------------------------------------------- reproduction check
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from harness import __version__
 from harness.datasets import registry
 from harness.errors import HarnessError
-from harness.io.formats import atomic_writer, read_run, write_json, write_run
+from harness.io.formats import read_run, write_json, write_run
 from harness.reporting.report import Result, model_slug
 
 logger = logging.getLogger(__name__)
@@ -117,12 +117,6 @@ def per_query_csv(results: Iterable[Result], metrics: Sequence[str] = ()) -> str
     return buffer.getvalue()
 
 
-def write_text(text: str, path: Path) -> None:
-    """Write `text` atomically."""
-    with atomic_writer(path) as handle:
-        handle.write(text)
-
-
 def export_trec(results: Iterable[Result], out: Path) -> list[Path]:
     """Copy each result's run file to ``<out>/<dataset>/<label>.<split>.trec`` with the label as its tag.
 
@@ -131,7 +125,7 @@ def export_trec(results: Iterable[Result], out: Path) -> list[Path]:
     """
     written = []
     for result in results:
-        source = result.path.with_suffix(".run.trec")
+        source = result.run_path
         if not source.is_file():
             raise HarnessError(f"{source}: the run file beside {result.where} is missing; rerun that evaluation")
         label = model_slug(result.label.replace(" ", "_"))

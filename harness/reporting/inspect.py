@@ -8,17 +8,12 @@ result retrieved them (or "not retrieved"), and each result's top documents with
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, setting
 from harness.reporting.report import Result
 
 NOT_RETRIEVED = None  # the rank of a judged document a run did not retrieve
-
-
-def _run_path(result: Result) -> Path:
-    return result.path.with_name(f"{result.path.stem}.run.trec")
 
 
 def _short(label: str) -> str:
@@ -73,7 +68,7 @@ def inspect_results(results: Sequence[Result], worst: int = 10, metric: str = "n
     folder = locate_beir_folder(first.config["dataset_path"], first.split)
     runs = []
     for result in results:
-        path = _run_path(result)
+        path = result.run_path
         if not path.is_file():
             raise HarnessError(f"{path}: the run file beside the result is missing")
         runs.append(read_run(path))

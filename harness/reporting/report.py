@@ -124,6 +124,13 @@ class Result:
         return frame
 
     @property
+    def run_path(self) -> Path:
+        """The run file beside the result file it was read from (`result_paths`' naming)."""
+        if self.path is None:
+            raise HarnessError(f"{self.where}: this result was never written, so it has no run file")
+        return self.path.with_name(f"{self.path.stem}.run.trec")
+
+    @property
     def where(self) -> str:
         """The file it was read from, for messages (its label when it was never written)."""
         return str(self.path) if self.path is not None else self.label or self.model
