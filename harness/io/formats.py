@@ -68,8 +68,8 @@ def locate_corpus_and_queries(root: str | Path) -> BeirFolder:
     """
     root = Path(root)
     if not root.is_dir():
-        raise DatasetError(f"{root}: no such dataset folder (expected a BEIR folder with corpus.jsonl and "
-                           "queries.jsonl)")
+        raise DatasetError(f"{root}: no such dataset folder (expected a BEIR folder with corpus.jsonl, "
+                           "queries.jsonl and, to score, qrels/<split>.tsv)")
     found = {}
     for key, relative in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl")):
         path = find_file(root / relative)
@@ -91,18 +91,8 @@ def locate_beir_folder(root: str | Path, split: str) -> BeirFolder:
     Raises:
         DatasetError: The folder or one of its files is missing.
     """
-    root = Path(root)
-    if not root.is_dir():
-        raise DatasetError(
-            f"{root}: no such dataset folder (expected a BEIR folder with corpus.jsonl, "
-            "queries.jsonl and qrels/<split>.tsv)"
-        )
-    found = {}
-    for key, relative in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl")):
-        path = find_file(root / relative)
-        if path is None:
-            raise DatasetError(f"{root}: missing {relative} (or {relative}.gz); this is not a BEIR folder")
-        found[key] = path
+    folder = locate_corpus_and_queries(root)
+    root = folder.root
     qrels = find_file(root / "qrels" / f"{split}.tsv")
     if qrels is None:
         available = sorted(
@@ -110,7 +100,7 @@ def locate_beir_folder(root: str | Path, split: str) -> BeirFolder:
         ) if (root / "qrels").is_dir() else []
         choice = f"available splits: {', '.join(available)}" if available else "the folder has no qrels/*.tsv"
         raise DatasetError(f"{root}: missing qrels/{split}.tsv ({choice}; pick one with {setting('split')})")
-    return BeirFolder(root, split, found["corpus"], found["queries"], qrels)
+    return BeirFolder(root, split, folder.corpus, folder.queries, qrels)
 
 
 @contextlib.contextmanager

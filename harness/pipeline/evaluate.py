@@ -546,15 +546,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         _set_threads(config.threads)
 
     # One extra document per query when self-hits are dropped, so the depth survives the drop.
-    depth = top_k + int(ignore_identical_ids)
-    if config.run_path is not None:
-        stage = _external_run(config, inputs, clock)
-    elif config.model.lower() == BM25_MODEL:
-        stage = _bm25(config, inputs, depth, clock)
-    elif _is_sparse_model(config):
-        stage = _learned_sparse(config, inputs, depth, clock)
-    else:
-        stage = _dense(config, inputs, encoder, depth, top_k, clock)
+    stage = first_stage(config, inputs, encoder, top_k + int(ignore_identical_ids), top_k, clock)
 
     with clock.stage("score"):
         scored_run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
@@ -636,6 +628,18 @@ def _note_unused_settings(config: EvaluateConfig) -> None:
         unused += [setting(name) for name in changed]
     if unused:
         logger.warning("%s does not use %s: ignored, and not recorded in the result", what, ", ".join(unused))
+
+
+def first_stage(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, depth: int, top_k: int,
+                clock: Clock) -> _FirstStage:
+    """The stage that turns queries into a run: an external run, BM25, a sparse encoder, or a dense model."""
+    if config.run_path is not None:
+        return _external_run(config, inputs, clock)
+    if config.model.lower() == BM25_MODEL:
+        return _bm25(config, inputs, depth, clock)
+    if _is_sparse_model(config):
+        return _learned_sparse(config, inputs, depth, clock)
+    return _dense(config, inputs, encoder, depth, top_k, clock)
 
 
 @dataclass

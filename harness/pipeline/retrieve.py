@@ -14,18 +14,14 @@ from harness.datasets.catalog import resolve_dataset
 from harness.errors import DatasetError
 from harness.io.formats import iter_queries, locate_corpus_and_queries, write_run
 from harness.pipeline.evaluate import (
-    BM25_MODEL,
     Clock,
     EvaluateConfig,
-    _bm25,
     _checked,
-    _dense,
     _Inputs,
-    _is_sparse_model,
-    _learned_sparse,
     _rerank_stage,
     apply_self_hit_policy,
     configuration,
+    first_stage,
     self_hit_policy,
 )
 from harness.records import Qrels, Run
@@ -60,13 +56,7 @@ def retrieve(config: EvaluateConfig, out: str | Path, queries_path: str | Path |
     if not inputs.queries:
         raise DatasetError(f"{queries_path or folder.queries}: no queries to search")
     ignore_identical_ids, _ = self_hit_policy(config, inputs.dataset)
-    depth = top_k + int(ignore_identical_ids)
-    if config.model.lower() == BM25_MODEL:
-        stage = _bm25(config, inputs, depth, clock)
-    elif _is_sparse_model(config):
-        stage = _learned_sparse(config, inputs, depth, clock)
-    else:
-        stage = _dense(config, inputs, None, depth, top_k, clock)
+    stage = first_stage(config, inputs, None, top_k + int(ignore_identical_ids), top_k, clock)
     run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
     if config.rerank is not None:
         run, _ = _rerank_stage(config, run, inputs.queries, folder)
