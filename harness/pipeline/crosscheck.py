@@ -114,7 +114,9 @@ def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: t
                 doc["title"] = ""
         retriever = EvaluateRetrieval(
             DenseRetrievalExactSearch(SentenceBERT(resolve_model_source(model), device=device), batch_size=batch_size,
-                                      show_progress_bar=progress),
+                                      # BEIR's own "Batches" bars are third-party output: only with -vv.
+                                      show_progress_bar=progress and logging.getLogger("harness").isEnabledFor(
+                                          logging.DEBUG)),
             score_function="cos_sim", k_values=list(k_values))
         results = retriever.retrieve(corpus, queries)
         ndcg, _map, recall, precision = retriever.evaluate(qrels, results, list(k_values), ignore_identical_ids=True)
