@@ -542,11 +542,14 @@ def _column_options(command):
 @click.option("--split", default="test", show_default=True, help="Name of the qrels split written.")
 @click.option("--force", is_flag=True, help="Replace an existing output folder.")
 @click.option("--drop-empty", is_flag=True, help="Skip documents/queries with empty text instead of failing.")
+@click.option("--delimiter", type=click.Choice(["comma", "semicolon", "tab", "pipe"]), default=None,
+              help="Field separator of the .csv tables [default: detected from each header row].")
 @click.option("--allow-negative", is_flag=True, help="Accept negative grades (TREC-COVID-style -1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_column_options
 def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_set: Path | None, out: Path,
-            split: str, force: bool, drop_empty: bool, allow_negative: bool, as_json: bool, **columns: str | None) -> None:
+            split: str, force: bool, drop_empty: bool, delimiter: str | None, allow_negative: bool, as_json: bool,
+            **columns: str | None) -> None:
     """Convert your own eval set into a BEIR folder, checking it first.
 
     Columns are detected from common names: document id from
@@ -567,11 +570,13 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
         beir-harness convert --qrels dev.csv --out datasets/helpdesk --split dev
         beir-harness convert --corpus items.parquet --corpus-id-column sku --corpus-text-column description ...
         beir-harness convert --eval-set eval.json --out datasets/products
+        beir-harness convert --corpus docs.csv --queries q.csv --qrels j.csv --out datasets/x --delimiter semicolon
     """
     from harness.datasets.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables
 
     options = ConvertOptions(split=split, force=force, drop_empty=drop_empty, allow_negative=allow_negative,
-                             columns=ColumnMap(**columns))
+                             columns=ColumnMap(**columns),
+                             delimiter={"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}.get(delimiter))
     if eval_set is not None:
         if corpus or queries or qrels:
             raise click.UsageError("give either --eval-set or --corpus/--queries/--qrels, not both")
@@ -588,6 +593,8 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
     click.echo(f"{verb} {summary.out}: {summary.n_docs} documents, {summary.n_queries} queries, "
                f"qrels/{summary.split}.tsv with {summary.n_judgments} judgments for {summary.n_judged_queries} "
                f"queries (grades {{{grades}}})")
+    for source, how in summary.formats.items():
+        click.echo(f"read {source} as {how}")
 
 
 @cli.command()

@@ -361,3 +361,33 @@ def test_killed_conversion_leaves_nothing_a_rerun_keeps(tmp_path, sig):
     assert rerun.returncode == 0, rerun.stderr
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # the killed run's staging is gone
     assert sum(1 for _ in open(tmp_path / "out" / "corpus.jsonl")) == 300_000
+
+
+@pytest.mark.parametrize("delimiter, name", [(";", "semicolon"), ("|", "pipe"), ("\t", "tab"), (",", "comma")])
+def test_the_csv_delimiter_is_detected_and_said(tmp_path, delimiter, name):
+    def table(rows):
+        return "\n".join(delimiter.join(row) for row in rows) + "\n"
+
+    text = "one, two" if delimiter != "," else "one two"  # a comma inside a field of a ;-separated file
+    (tmp_path / "docs.csv").write_text(table([["id", "title", "text"], ["d1", "A", text], ["d2", "B", "three"]]))
+    (tmp_path / "q.csv").write_text(table([["id", "text"], ["q1", "first query"]]))
+    (tmp_path / "j.csv").write_text(table([["query_id", "doc_id", "score"], ["q1", "d2", "1"]]))
+    result = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
+                                      str(tmp_path / "q.csv"), "--qrels", str(tmp_path / "j.csv"), "--out",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert f"read {tmp_path / 'docs.csv'} as CSV, {name}-separated (detected)" in result.stdout
+    docs = {doc.doc_id: doc for doc in iter_corpus(tmp_path / "out" / "corpus.jsonl")}
+    assert docs["d1"].title == "A" and docs["d1"].text == text
+
+
+def test_a_forced_delimiter_wins_over_detection(tmp_path):
+    (tmp_path / "docs.csv").write_text("id;text\nd1;a,b,c,d\n")  # more commas than semicolons in the data
+    (tmp_path / "q.csv").write_text("id;text\nq1;x\n")
+    (tmp_path / "j.csv").write_text("query_id;doc_id;score\nq1;d1;1\n")
+    result = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
+                                      str(tmp_path / "q.csv"), "--qrels", str(tmp_path / "j.csv"), "--out",
+                                      str(tmp_path / "out"), "--delimiter", "semicolon"])
+    assert result.exit_code == 0, result.output
+    assert "semicolon-separated (given)" in result.stdout
+    assert next(iter_corpus(tmp_path / "out" / "corpus.jsonl")).text == "a,b,c,d"

@@ -88,6 +88,8 @@ class ConvertOptions:
         drop_empty: Skip documents and queries with empty text (counted) instead of failing.
         allow_negative: Accept negative grades (TREC-COVID style -1).
         columns: Explicit column names.
+        delimiter: The field separator of ``.csv`` tables; None sniffs it from the header row (``,`` ``;``
+            ``\t`` ``|``: Excel writes ``;`` where the decimal mark is a comma).
     """
 
     split: str = "test"
@@ -95,6 +97,7 @@ class ConvertOptions:
     drop_empty: bool = False
     allow_negative: bool = False
     columns: ColumnMap = field(default_factory=ColumnMap)
+    delimiter: str | None = None
 
 
 @dataclass
@@ -113,6 +116,7 @@ class ConversionSummary:
     dropped_queries: int = 0
     unjudged_queries: int = 0
     warnings: list[str] = field(default_factory=list)
+    formats: dict[str, str] = field(default_factory=dict)  # input file → how it was read
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -131,6 +135,7 @@ class Table:
     columns: list[str]
     rows: Iterator[tuple[int, dict[str, Any]]]
     unit: str  # what a position counts: "line", "item" or "row"
+    description: str = ""  # how it was read, e.g. "CSV, ';'-separated (detected)"
 
     def error(self, reason: str, position: int | None = None, hint: str | None = None) -> FormatError:
         return FormatError(self.path, reason, position, hint, unit=self.unit)
@@ -147,11 +152,22 @@ def _kind(path: Path) -> tuple[str, bool]:
     raise FormatError(path, "unsupported file type", hint=f"use one of {', '.join(TABLE_SUFFIXES)}, optionally .gz")
 
 
+DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
+def sniff_delimiter(header: str) -> str:
+    """The delimiter that splits a CSV header row into the most fields (quotes respected); ``,`` if none does."""
+    counts = {d: len(next(csv.reader([header], delimiter=d), [])) for d in DELIMITERS}
+    best = max(counts, key=counts.get)
+    return best if counts[best] > 1 else ","
+
+
 @contextlib.contextmanager
-def open_table(path: str | Path) -> Iterator[Table]:
+def open_table(path: str | Path, delimiter: str | None = None) -> Iterator[Table]:
     """Open an input table by its extension and stream its records.
 
-    CSV/TSV values are read as text (so ``007`` stays ``007``); JSON values keep their JSON type.
+    CSV/TSV values are read as text (so ``007`` stays ``007``); JSON values keep their JSON type. A
+    ``.csv`` file's delimiter is sniffed from its header row unless `delimiter` is given; ``.tsv`` is tab.
 
     Raises:
         FormatError: Unsupported extension, unreadable file, bad header or malformed records.
@@ -163,7 +179,17 @@ def open_table(path: str | Path) -> Iterator[Table]:
     with contextlib.ExitStack() as stack:
         if kind in (".csv", ".tsv"):
             handle = stack.enter_context(gzip.open(path, "rb") if gz else open(path, "rb"))
-            yield _csv_table(path, _decoded_lines(path, handle), "\t" if kind == ".tsv" else ",")
+            lines = _decoded_lines(path, handle)
+            how = "given"
+            if delimiter is None and kind == ".tsv":
+                delimiter, how = "\t", "by its name"
+            elif delimiter is None:
+                first = next(lines, "")
+                delimiter, how = sniff_delimiter(first), "detected"
+                lines = itertools.chain([first], lines)
+            table = _csv_table(path, lines, delimiter)
+            table.description = f"{kind[1:].upper()}, {DELIMITERS.get(delimiter, repr(delimiter))}-separated ({how})"
+            yield table
         elif kind == ".jsonl":
             handle = stack.enter_context(gzip.open(path, "rb") if gz else open(path, "rb"))
             yield _jsonl_table(path, handle)
@@ -407,6 +433,7 @@ class _Judgments:
     path: Path
     unit: str
     by_pair: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    description: str = ""
 
     def add(self, query_id: str, doc_id: str, grade: int, position: int) -> None:
         previous = self.by_pair.get((query_id, doc_id))
@@ -421,12 +448,12 @@ class _Judgments:
             yield query_id, doc_id, grade
 
 
-def _read_qrels_table(path: Path, columns: ColumnMap, allow_negative: bool) -> _Judgments:
-    with open_table(path) as table:
+def _read_qrels_table(path: Path, columns: ColumnMap, allow_negative: bool, delimiter: str | None = None) -> _Judgments:
+    with open_table(path, delimiter) as table:
         query_col = resolve_column(table, QRELS_QUERY, columns.qrels_query, "--qrels-query-column", "query id")
         doc_col = resolve_column(table, QRELS_DOC, columns.qrels_doc, "--qrels-doc-column", "document id")
         score_col = resolve_column(table, QRELS_SCORE, columns.qrels_score, "--qrels-score-column", "grade")
-        judgments = _Judgments(path, table.unit)
+        judgments = _Judgments(path, table.unit, description=table.description)
         for position, record in table.rows:
             query_id = _id(table, position, record, query_col, "query id")
             doc_id = _id(table, position, record, doc_col, "document id")
@@ -458,9 +485,11 @@ class _RecordWriter:
         self.ids: set[str] = set()
         self.dropped: dict[str, str] = {}  # id → position, for records skipped as empty
         self.count = 0
+        self.description = ""
 
-    def write_table(self, path: Path, handle: IO[str], columns: ColumnMap) -> None:
-        with open_table(path) as table:
+    def write_table(self, path: Path, handle: IO[str], columns: ColumnMap, delimiter: str | None = None) -> None:
+        with open_table(path, delimiter) as table:
+            self.description = table.description
             if self.kind == "document":
                 id_col = resolve_column(table, CORPUS_ID, columns.corpus_id, "--corpus-id-column", "document id")
                 title_col = resolve_column(table, CORPUS_TITLE, columns.corpus_title, "--corpus-title-column",
@@ -620,8 +649,10 @@ def convert_tables(
     mode = _plan(out, options.split, options.force)
     if mode != "add-split" and (corpus is None or queries is None):
         raise HarnessError(f"{setting('corpus')} and {setting('queries')} are required unless {setting('split')} adds a split to an existing folder")
-    judgments = _read_qrels_table(Path(qrels), options.columns, options.allow_negative)
+    judgments = _read_qrels_table(Path(qrels), options.columns, options.allow_negative, options.delimiter)
     summary = ConversionSummary(str(out), options.split, mode)
+    if judgments.description:
+        summary.formats[str(qrels)] = judgments.description
     with _Staging(out) as staging:
         docs = _RecordWriter("document", options.drop_empty)
         queries_writer = _RecordWriter("query", options.drop_empty)
@@ -634,7 +665,9 @@ def convert_tables(
                 writer.ids = {record[0] for record in reader(existing[kind])}
                 continue
             with open(staging.root / name, "w", encoding="utf-8", newline="\n") as handle:
-                writer.write_table(Path(source), handle, options.columns)
+                writer.write_table(Path(source), handle, options.columns, options.delimiter)
+            if writer.description:
+                summary.formats[str(source)] = writer.description
             if existing is not None:
                 _require_same(kind, staging.root / name, existing[kind])
         staging.finish(summary, judgments, queries_writer, docs, str(queries or existing["queries"]),
