@@ -534,7 +534,7 @@ def _column_options(command):
 @click.option("--queries", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Queries, same formats.")
 @click.option("--qrels", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Judgments (query id, document id, grade), same formats.")
+              help="Judgments (query id, document id, grade), same formats, or a TREC qrels file (.qrels/.txt).")
 @click.option("--eval-set", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Instead of the three tables: one .json/.yaml file with documents and queries.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,

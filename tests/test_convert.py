@@ -391,3 +391,26 @@ def test_a_forced_delimiter_wins_over_detection(tmp_path):
     assert result.exit_code == 0, result.output
     assert "semicolon-separated (given)" in result.stdout
     assert next(iter_corpus(tmp_path / "out" / "corpus.jsonl")).text == "a,b,c,d"
+
+
+@pytest.mark.parametrize("name, header", [("j.qrels", ""), ("j.txt", "qid iter docid rel\n"), ("j.qrels.gz", "")])
+def test_trec_qrels_are_read_with_or_without_a_header(tmp_path, name, header):
+    (tmp_path / "docs.csv").write_text("id,text\nd1,alpha\nd2,beta\n")
+    (tmp_path / "q.csv").write_text("id,text\nq1,first\nq2,second\n")
+    text = header + "q1 0 d1 1\nq1 0 d2 0\nq2 0 d2 2\n"
+    if name.endswith(".gz"):
+        (tmp_path / name).write_bytes(gzip.compress(text.encode()))
+    else:
+        (tmp_path / name).write_text(text)
+    result = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
+                                      str(tmp_path / "q.csv"), "--qrels", str(tmp_path / name), "--out",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert f"read {tmp_path / name} as TREC qrels (query_id iteration doc_id grade)" in result.stdout
+    assert read_qrels(tmp_path / "out" / "qrels" / "test.tsv").to_dict() == {"q1": {"d1": 1, "d2": 0}, "q2": {"d2": 2}}
+    (tmp_path / "bad.qrels").write_text("q1 d1 1\n")
+    bad = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
+                                   str(tmp_path / "q.csv"), "--qrels", str(tmp_path / "bad.qrels"), "--out",
+                                   str(tmp_path / "out2")])
+    assert bad.exit_code == 1 and "bad.qrels:1: expected 4 columns, found 3" in bad.stderr
+    assert not (tmp_path / "out2").exists()

@@ -448,8 +448,37 @@ class _Judgments:
             yield query_id, doc_id, grade
 
 
+TREC_QRELS_SUFFIXES = (".qrels", ".txt")
+_TREC_COLUMNS = ["query-id", "iteration", "corpus-id", "score"]
+
+
+@contextlib.contextmanager
+def _trec_qrels_table(path: Path) -> Iterator[Table]:
+    """A TREC qrels file (``query_id iteration doc_id grade``, whitespace-separated, a header row optional) as
+    a table with BEIR's column names."""
+    if not path.is_file():
+        raise FormatError(path, "no such file")
+    with contextlib.ExitStack() as stack:
+        handle = stack.enter_context(gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb"))
+
+        def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+            for line_no, line in enumerate(_decoded_lines(path, handle), start=1):
+                fields = line.split()
+                if not fields:
+                    continue
+                if len(fields) != 4:
+                    raise FormatError(path, f"expected 4 columns, found {len(fields)}", line_no,
+                                      "a TREC qrels line is 'query_id 0 doc_id grade'")
+                if line_no == 1 and not fields[3].lstrip("-").isdigit():
+                    continue  # a header row
+                yield line_no, dict(zip(_TREC_COLUMNS, fields))
+
+        yield Table(path, list(_TREC_COLUMNS), rows(), "line", "TREC qrels (query_id iteration doc_id grade)")
+
+
 def _read_qrels_table(path: Path, columns: ColumnMap, allow_negative: bool, delimiter: str | None = None) -> _Judgments:
-    with open_table(path, delimiter) as table:
+    trec = path.name.lower().removesuffix(".gz").endswith(TREC_QRELS_SUFFIXES)
+    with (_trec_qrels_table(path) if trec else open_table(path, delimiter)) as table:
         query_col = resolve_column(table, QRELS_QUERY, columns.qrels_query, "--qrels-query-column", "query id")
         doc_col = resolve_column(table, QRELS_DOC, columns.qrels_doc, "--qrels-doc-column", "document id")
         score_col = resolve_column(table, QRELS_SCORE, columns.qrels_score, "--qrels-score-column", "grade")
@@ -467,9 +496,9 @@ def _read_qrels_table(path: Path, columns: ColumnMap, allow_negative: bool, deli
     return judgments
 
 
-def _first_position(path: Path, column: str, wanted: str) -> int | None:
+def _first_position(path: Path, column: str, wanted: str, delimiter: str | None = None) -> int | None:
     """Where an id first occurs (only called on the error path, to name both lines)."""
-    with open_table(path) as table:
+    with open_table(path, delimiter) as table:
         for position, record in table.rows:
             if str(record.get(column, "")).strip() == wanted:
                 return position
@@ -505,7 +534,7 @@ class _RecordWriter:
                 title = _text(table, position, record, title_col)
                 text = _text(table, position, record, text_col)
                 if record_id in self.ids or record_id in self.dropped:
-                    first = _first_position(path, id_col, record_id)
+                    first = _first_position(path, id_col, record_id, delimiter)
                     raise table.error(f"duplicate {self.kind} id {record_id!r} (first at {table.unit} {first})",
                                       position, f"{self.kind} ids must be unique")
                 self.add(handle, record_id, title, text, _metadata(record, used), table.error, position)
