@@ -171,6 +171,20 @@ def _failure(ray: Any, exc: BaseException) -> str:
     return text[-1][:300] if text else type(exc).__name__
 
 
+def _start_actors(ray, job: EncodeJob, spec: RaySpec, actors: list[Any]) -> None:
+    """Start one ShardEncoder actor per worker slot into `actors` (kept there even when one fails to start,
+    so the caller kills them all) and wait until each has loaded the model."""
+    count, resources = _actor_count(ray.cluster_resources(), spec.gpus_per_worker)
+    remote = ray.remote(max_restarts=0, **resources)(ShardEncoder)
+    on_worker = partial(_on_assigned_device, job.load) if spec.gpus_per_worker else job.load
+    actors.extend(remote.remote(on_worker, job.entry, job.fingerprint) for _ in range(count))
+    try:
+        hosts = ray.get([actor.ready.remote() for actor in actors])
+    except Exception as exc:  # noqa: BLE001 - the actor's constructor failed on a worker
+        raise HarnessError(f"a Ray worker could not start: {_failure(ray, exc)}") from None
+    logger.info("Ray engine: %d workers on %s", len(actors), ", ".join(sorted(set(hosts))))
+
+
 def encode_corpus_ray(job: EncodeJob, docs: Iterator[Doc], spec: RaySpec, progress: bool = True,
                       cached: Callable[[int, list[str]], bool] | None = None
                       ) -> Iterator[tuple[list[str], np.ndarray, float]]:
@@ -206,18 +220,6 @@ def encode_corpus_ray(job: EncodeJob, docs: Iterator[Doc], spec: RaySpec, progre
     in_flight: dict[Any, tuple[int, list[str], Any]] = {}
     fan = FanOut(entry, job.chunk_size, bar, noun="shard", where=" on a Ray worker")
 
-    def start_actors() -> None:
-        count, resources = _actor_count(ray.cluster_resources(), spec.gpus_per_worker)
-        remote = ray.remote(max_restarts=0, **resources)(ShardEncoder)
-        on_worker = partial(_on_assigned_device, job.load) if spec.gpus_per_worker else job.load
-        actors.extend(remote.remote(on_worker, entry, job.fingerprint) for _ in range(count))
-        try:
-            hosts = ray.get([actor.ready.remote() for actor in actors])
-        except Exception as exc:  # noqa: BLE001 - the actor's constructor failed on a worker
-            raise HarnessError(f"a Ray worker could not start: {_failure(ray, exc)}") from None
-        logger.info("Ray engine: %d workers on %s", len(actors), ", ".join(sorted(set(hosts))))
-        idle.extend(actors)
-
     def collect(block: bool) -> None:
         if not in_flight:
             return
@@ -245,7 +247,8 @@ def encode_corpus_ray(job: EncodeJob, docs: Iterator[Doc], spec: RaySpec, progre
 
     def submit(index: int, chunk: list[Doc], doc_ids: list[str]) -> None:
         if not actors:
-            start_actors()
+            _start_actors(ray, job, spec, actors)
+            idle.extend(actors)
         while not idle:  # at most one shard in flight per actor
             collect(True)
         actor = idle.pop()
