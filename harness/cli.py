@@ -545,11 +545,13 @@ def _column_options(command):
 @click.option("--delimiter", type=click.Choice(["comma", "semicolon", "tab", "pipe"]), default=None,
               help="Field separator of the .csv tables [default: detected from each header row].")
 @click.option("--allow-negative", is_flag=True, help="Accept negative grades (TREC-COVID-style -1).")
+@click.option("--default-grade", type=int, default=None, metavar="N",
+              help="Judgments without a grade column (query id, document id pairs): every pair has grade N.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_column_options
 def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_set: Path | None, out: Path,
-            split: str, force: bool, drop_empty: bool, delimiter: str | None, allow_negative: bool, as_json: bool,
-            **columns: str | None) -> None:
+            split: str, force: bool, drop_empty: bool, delimiter: str | None, allow_negative: bool,
+            default_grade: int | None, as_json: bool, **columns: str | None) -> None:
     """Convert your own eval set into a BEIR folder, checking it first.
 
     Columns are detected from common names: document id from
@@ -558,6 +560,9 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
     text from text|query|question; judgments from query-id|query_id|qid,
     corpus-id|corpus_id|doc_id|docid and score|relevance|grade|label|rel. Name a column
     explicitly with the --*-column options. Other document columns go into BEIR's metadata.
+    Every column problem of the three tables is reported in one run. Judgments may also be
+    TREC qrels (.qrels/.txt: query_id 0 doc_id grade, or query_id doc_id [grade]); a list of
+    relevant pairs without grades needs --default-grade 1.
 
     Ids are kept as text ("007" stays "007"); grades must be integers (0 is kept). Nothing is
     written unless every check passes; an existing folder is refused without --force, except
@@ -571,11 +576,12 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
         beir-harness convert --corpus items.parquet --corpus-id-column sku --corpus-text-column description ...
         beir-harness convert --eval-set eval.json --out datasets/products
         beir-harness convert --corpus docs.csv --queries q.csv --qrels j.csv --out datasets/x --delimiter semicolon
+        beir-harness convert --corpus docs.csv --queries q.csv --qrels pairs.csv --out datasets/x --default-grade 1
     """
     from harness.datasets.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables
 
     options = ConvertOptions(split=split, force=force, drop_empty=drop_empty, allow_negative=allow_negative,
-                             columns=ColumnMap(**columns),
+                             columns=ColumnMap(**columns), default_grade=default_grade,
                              delimiter={"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}.get(delimiter))
     if eval_set is not None:
         if corpus or queries or qrels:
@@ -594,7 +600,7 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
                f"qrels/{summary.split}.tsv with {summary.n_judgments} judgments for {summary.n_judged_queries} "
                f"queries (grades {{{grades}}})")
     for source, how in summary.formats.items():
-        click.echo(f"read {source} as {how}")
+        click.echo(_flags(f"read {source} as {how}"))
 
 
 @cli.command()

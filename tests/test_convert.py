@@ -243,7 +243,16 @@ BAD_INPUTS = [
      "queries.csv:3: duplicate query id 'q1' (first at line 2)"),
     ("no-query-text-column", {"queries.csv": "id,words\nq1,a\n"}, TABLES,
      "no text column (looked for text, query, question)"),
-    ("no-grade-column", {"qrels.csv": "qid,docid\nq1,d1\n"}, TABLES, "no grade column (looked for score, relevance"),
+    ("no-grade-column", {"qrels.csv": "qid,docid\nq1,d1\n"}, TABLES,
+     "no grade column (looked for score, relevance, grade, label, rel) (name it with --qrels-score-column, or pass "
+     "--default-grade 1 if every listed pair is relevant"),
+    ("column-problems-in-two-tables", {"docs.csv": "name,text\nd1,x\n", "qrels.csv": "qid,doc,score\nq1,d1,1\n"},
+     TABLES, "2 problems with the input tables (nothing written): docs.csv: no document id column"),
+    ("negative-default-grade", {"qrels.csv": "qid,docid\nq1,d1\n"}, TABLES + ["--default-grade", "-1"],
+     "--default-grade -1 is negative (pass --allow-negative"),
+    ("whitespace-qrels-changing-width", {"j.qrels": "q1 0 d1 1\nq1 d1\n"},
+     ["--corpus", "docs.csv", "--queries", "queries.csv", "--qrels", "j.qrels"],
+     "j.qrels:2: expected 4 columns (as on the first line), found 2"),
     ("non-integer-grade", {"qrels.csv": "qid,docid,score\nq1,d1,1.5\n"}, TABLES,
      "qrels.csv:2: grade '1.5' is not an integer in column 'score'"),
     ("text-grade", {"qrels.csv": "qid,docid,score\nq1,d1,high\n"}, TABLES, "grade 'high' is not an integer"),
@@ -408,9 +417,63 @@ def test_trec_qrels_are_read_with_or_without_a_header(tmp_path, name, header):
     assert result.exit_code == 0, result.output
     assert f"read {tmp_path / name} as TREC qrels (query_id iteration doc_id grade)" in result.stdout
     assert read_qrels(tmp_path / "out" / "qrels" / "test.tsv").to_dict() == {"q1": {"d1": 1, "d2": 0}, "q2": {"d2": 2}}
-    (tmp_path / "bad.qrels").write_text("q1 d1 1\n")
-    bad = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
-                                   str(tmp_path / "q.csv"), "--qrels", str(tmp_path / "bad.qrels"), "--out",
-                                   str(tmp_path / "out2")])
-    assert bad.exit_code == 1 and "bad.qrels:1: expected 4 columns, found 3" in bad.stderr
-    assert not (tmp_path / "out2").exists()
+    for text, message in (("q1 0 d1 1 x\n", "bad.qrels:1: expected 4 columns, found 5"),
+                          ("q1 0 d1 1\nq1 d2 1\n", "bad.qrels:2: expected 4 columns (as on the first line), found 3")):
+        (tmp_path / "bad.qrels").write_text(text)
+        bad = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
+                                       str(tmp_path / "q.csv"), "--qrels", str(tmp_path / "bad.qrels"), "--out",
+                                       str(tmp_path / "out2")])
+        assert bad.exit_code == 1 and message in bad.stderr, bad.stderr
+        assert not (tmp_path / "out2").exists()
+
+
+@pytest.mark.parametrize("name, text, how", [
+    ("pairs.csv", "qid,docid\nq1,d1\nq2,d2\n", "CSV, comma-separated (detected); no grade column"),
+    ("pairs.txt", "q1 d1\nq2 d2\n", "judgment pairs (query_id doc_id, whitespace-separated); no grade column"),
+    ("pairs.txt", "query_id doc_id\nq1 d1\nq2 d2\n", "judgment pairs (query_id doc_id"),
+])
+def test_two_column_judgments_take_the_default_grade(tmp_path, name, text, how):
+    (tmp_path / "docs.csv").write_text("id,text\nd1,alpha\nd2,beta\n")
+    (tmp_path / "q.csv").write_text("id,text\nq1,first\nq2,second\n")
+    (tmp_path / name).write_text(text)
+    args = ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries", str(tmp_path / "q.csv"), "--qrels",
+            str(tmp_path / name), "--out", str(tmp_path / "out")]
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 1
+    assert "pass --default-grade 1 if every listed pair is relevant" in refused.stderr, refused.stderr
+    assert not (tmp_path / "out").exists()
+    result = CliRunner().invoke(cli, args + ["--default-grade", "1"])
+    assert result.exit_code == 0, result.output
+    assert how in result.stdout and "every pair has grade 1 (--default-grade)" in result.stdout
+    assert read_qrels(tmp_path / "out" / "qrels" / "test.tsv").to_dict() == {"q1": {"d1": 1}, "q2": {"d2": 1}}
+
+
+def test_three_column_whitespace_judgments(tmp_path):
+    (tmp_path / "docs.csv").write_text("id,text\nd1,alpha\nd2,beta\n")
+    (tmp_path / "q.csv").write_text("id,text\nq1,first\n")
+    (tmp_path / "j.txt").write_text("q1 d1 2\nq1 d2 0\n")
+    summary = convert_tables(tmp_path / "docs.csv", tmp_path / "q.csv", tmp_path / "j.txt", tmp_path / "out")
+    assert summary.formats[str(tmp_path / "j.txt")] == "judgments (query_id doc_id grade, whitespace-separated)"
+    assert read_qrels(tmp_path / "out" / "qrels" / "test.tsv").to_dict() == {"q1": {"d1": 2, "d2": 0}}
+
+
+def test_every_column_problem_of_the_three_tables_in_one_run(tmp_path, monkeypatch):
+    _write(tmp_path, {"docs.csv": "sku,title,description\nd1,T,alpha\n",
+                      "queries.csv": "id,question_text\nq1,alpha?\n",
+                      "qrels.csv": "qid,doc,relevance\nq1,d1,1\n"})
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["convert", *TABLES, "--out", "out"])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == "Error: 4 problems with the input tables (nothing written):"
+    assert len(lines) == 5
+    joined = "\n".join(lines)
+    for expected in ("docs.csv: no document id column", "docs.csv: no text column", "queries.csv: no text column",
+                     "qrels.csv: no document id column", "--qrels-doc-column; columns found: qid, doc, relevance"):
+        assert expected in joined, joined
+    assert not (tmp_path / "out").exists()
+    fixed = CliRunner().invoke(cli, ["convert", *TABLES, "--out", "out", "--corpus-id-column", "sku",
+                                     "--corpus-text-column", "description", "--query-text-column", "question_text",
+                                     "--qrels-doc-column", "doc"])
+    assert fixed.exit_code == 0, fixed.stderr
+

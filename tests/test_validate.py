@@ -95,3 +95,16 @@ def test_cli_validate(tiny_beir):
     assert "INVALID: 1 error(s)" in result.stdout and "document 'nope' is not in corpus.jsonl" in result.stdout
     result = runner.invoke(cli, ["validate", str(tiny_beir / "missing")])
     assert result.exit_code == 1 and "no such folder" in result.stderr
+
+
+def test_a_corpus_with_id_instead_of__id_gets_one_hint(tiny_beir):
+    rows = [json.loads(line) for line in (tiny_beir / "corpus.jsonl").read_text().splitlines() if line.strip()]
+    (tiny_beir / "corpus.jsonl").write_text("".join(
+        json.dumps({"id": row.pop("_id"), **row}) + "\n" for row in rows))
+    report = validate_folder(tiny_beir)
+    assert [p.message for p in report.problems] == [
+        "the first record has no \"_id\" (the records name their id 'id': rename the field to \"_id\", or build "
+        "the folder with `beir-harness convert`, which reads 'id'); the checks that need its ids were skipped"]
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:8", "--output-dir", str(tiny_beir / "r")])
+    assert result.exit_code == 1
+    assert "corpus.jsonl:1: missing or empty \"_id\" (the records name their id 'id': rename" in result.stderr

@@ -90,6 +90,8 @@ class ConvertOptions:
         columns: Explicit column names.
         delimiter: The field separator of ``.csv`` tables; None sniffs it from the header row (``,`` ``;``
             ``\t`` ``|``: Excel writes ``;`` where the decimal mark is a comma).
+        default_grade: The grade of every pair of a judgments table without a grade column (a list of
+            relevant pairs); None requires a grade column.
     """
 
     split: str = "test"
@@ -98,6 +100,7 @@ class ConvertOptions:
     allow_negative: bool = False
     columns: ColumnMap = field(default_factory=ColumnMap)
     delimiter: str | None = None
+    default_grade: int | None = None
 
 
 @dataclass
@@ -336,12 +339,13 @@ def _parquet_table(path: Path, gz: bool) -> Table:
 
 
 def resolve_column(table: Table, candidates: tuple[str, ...], explicit: str | None, option: str, role: str,
-                   required: bool = True) -> str | None:
+                   required: bool = True, hint: str | None = None) -> str | None:
     """Pick the column playing `role`: the explicit name, else the one common name present.
 
     Raises:
         FormatError: The explicit column is absent, several common names are present, or a
-            required column is missing. The message lists the columns found and the option.
+            required column is missing. The message lists the columns found and the option
+            (`hint` replaces the advice given for a missing column).
     """
     found = ", ".join(table.columns)
     if explicit is not None:
@@ -357,8 +361,90 @@ def resolve_column(table: Table, candidates: tuple[str, ...], explicit: str | No
         if not required:
             return None
         raise FormatError(table.path, f"no {role} column (looked for {', '.join(candidates)})",
-                          hint=f"name it with {option}; columns found: {found}")
+                          hint=f"{hint or f'name it with {option}'}; columns found: {found}")
     return matches[0]
+
+
+@dataclass(frozen=True)
+class _Role:
+    """A column a table of some kind must (or may) have: common names, the explicit setting, its option."""
+
+    name: str
+    candidates: tuple[str, ...]
+    setting: str  # the ColumnMap field
+    role: str
+    required: bool = True
+
+    @property
+    def option(self) -> str:
+        return f"--{self.setting.replace('_', '-')}-column"
+
+
+_ROLES = {
+    "corpus": (_Role("id", CORPUS_ID, "corpus_id", "document id"),
+               _Role("title", CORPUS_TITLE, "corpus_title", "title", required=False),
+               _Role("text", CORPUS_TEXT, "corpus_text", "text")),
+    "queries": (_Role("id", QUERY_ID, "query_id", "query id"),
+                _Role("text", QUERY_TEXT, "query_text", "text")),
+    "qrels": (_Role("query", QRELS_QUERY, "qrels_query", "query id"),
+              _Role("doc", QRELS_DOC, "qrels_doc", "document id"),
+              _Role("score", QRELS_SCORE, "qrels_score", "grade")),
+}
+_NO_GRADE_HINT = ("name it with --qrels-score-column, or pass --default-grade 1 if every listed pair is relevant")
+
+
+def _resolve_roles(table: Table, kind: str, options: ConvertOptions) -> tuple[dict[str, str | None], list[FormatError]]:
+    """The column of each role of a `kind` table, and every problem found (not only the first)."""
+    resolved: dict[str, str | None] = {}
+    problems = []
+    for role in _ROLES[kind]:
+        grade = role.name == "score"
+        try:
+            resolved[role.name] = resolve_column(
+                table, role.candidates, getattr(options.columns, role.setting), role.option, role.role,
+                required=role.required and not (grade and options.default_grade is not None),
+                hint=_NO_GRADE_HINT if grade else None)
+        except FormatError as exc:
+            problems.append(exc)
+    return resolved, problems
+
+
+def _columns_of(table: Table, kind: str, options: ConvertOptions) -> dict[str, str | None]:
+    resolved, problems = _resolve_roles(table, kind, options)
+    if problems:
+        raise problems[0]
+    return resolved
+
+
+def _check_columns(sources: list[tuple[str, Path]], options: ConvertOptions) -> None:
+    """Read each table's header and resolve its columns before anything is converted, so that a run
+    reports every column problem of all the tables at once (a user otherwise learns them one run at a time).
+
+    Raises:
+        FormatError: The one problem found.
+        ColumnProblems: Several, one line each.
+    """
+    problems: list[FormatError] = []
+    for kind, path in sources:
+        try:
+            with _open_any(path, kind, options.delimiter) as table:
+                problems += _resolve_roles(table, kind, options)[1]
+        except FormatError as exc:
+            problems.append(exc)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise ColumnProblems(problems)
+
+
+class ColumnProblems(FormatError):
+    """Several tables (or several columns of one) cannot be read; each problem on its own line."""
+
+    def __init__(self, problems: list[FormatError]):
+        self.problems = problems
+        HarnessError.__init__(self, f"{len(problems)} problems with the input tables (nothing written):\n  "
+                              + "\n  ".join(str(problem) for problem in problems))
+        self.path, self.reason, self.line_no, self.hint, self.unit = problems[0].path, str(self), None, None, "line"
 
 
 def _id(table: Table, position: int, record: dict[str, Any], column: str, what: str) -> str:
@@ -449,47 +535,82 @@ class _Judgments:
 
 
 TREC_QRELS_SUFFIXES = (".qrels", ".txt")
-_TREC_COLUMNS = ["query-id", "iteration", "corpus-id", "score"]
+# By the number of whitespace-separated fields: TREC's four, a graded list's three, a pair list's two.
+_WHITESPACE_QRELS = {
+    4: (["query-id", "iteration", "corpus-id", "score"], "TREC qrels (query_id iteration doc_id grade)"),
+    3: (["query-id", "corpus-id", "score"], "judgments (query_id doc_id grade, whitespace-separated)"),
+    2: (["query-id", "corpus-id"], "judgment pairs (query_id doc_id, whitespace-separated)"),
+}
+
+
+def _is_header(fields: list[str]) -> bool:
+    """A first line of names, not judgments: its grade is not a number, or it names the id columns."""
+    if len(fields) > 2:
+        return not fields[-1].lstrip("-").isdigit()
+    return fields[0].lower() in QRELS_QUERY + ("query",) or fields[1].lower() in QRELS_DOC + ("doc", "document")
 
 
 @contextlib.contextmanager
 def _trec_qrels_table(path: Path) -> Iterator[Table]:
-    """A TREC qrels file (``query_id iteration doc_id grade``, whitespace-separated, a header row optional) as
-    a table with BEIR's column names."""
+    """A whitespace-separated judgments file (TREC's ``query_id iteration doc_id grade``, or three or two
+    columns), a header row optional, as a table with BEIR's column names; the first line decides the layout."""
     if not path.is_file():
         raise FormatError(path, "no such file")
     with contextlib.ExitStack() as stack:
         handle = stack.enter_context(gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb"))
+        lines = ((line_no, line.split()) for line_no, line in enumerate(_decoded_lines(path, handle), start=1))
+        lines = ((line_no, fields) for line_no, fields in lines if fields)
+        first = next(lines, None)
+        if first is None:
+            raise FormatError(path, "no judgments")
+        width = len(first[1])
+        if width not in _WHITESPACE_QRELS:
+            raise FormatError(path, f"expected 4 columns, found {width}", first[0],
+                              "a TREC qrels line is 'query_id 0 doc_id grade' (or 'query_id doc_id [grade]')")
+        names, description = _WHITESPACE_QRELS[width]
+        if first[0] != 1 or not _is_header(first[1]):
+            lines = itertools.chain([first], lines)
 
         def rows() -> Iterator[tuple[int, dict[str, Any]]]:
-            for line_no, line in enumerate(_decoded_lines(path, handle), start=1):
-                fields = line.split()
-                if not fields:
-                    continue
-                if len(fields) != 4:
-                    raise FormatError(path, f"expected 4 columns, found {len(fields)}", line_no,
-                                      "a TREC qrels line is 'query_id 0 doc_id grade'")
-                if line_no == 1 and not fields[3].lstrip("-").isdigit():
-                    continue  # a header row
-                yield line_no, dict(zip(_TREC_COLUMNS, fields))
+            for line_no, fields in lines:
+                if len(fields) != width:
+                    raise FormatError(path, f"expected {width} columns (as on the first line), found {len(fields)}",
+                                      line_no, f"every line must be {' '.join(names)}")
+                yield line_no, dict(zip(names, fields))
 
-        yield Table(path, list(_TREC_COLUMNS), rows(), "line", "TREC qrels (query_id iteration doc_id grade)")
+        yield Table(path, list(names), rows(), "line", description)
 
 
-def _read_qrels_table(path: Path, columns: ColumnMap, allow_negative: bool, delimiter: str | None = None) -> _Judgments:
-    trec = path.name.lower().removesuffix(".gz").endswith(TREC_QRELS_SUFFIXES)
-    with (_trec_qrels_table(path) if trec else open_table(path, delimiter)) as table:
-        query_col = resolve_column(table, QRELS_QUERY, columns.qrels_query, "--qrels-query-column", "query id")
-        doc_col = resolve_column(table, QRELS_DOC, columns.qrels_doc, "--qrels-doc-column", "document id")
-        score_col = resolve_column(table, QRELS_SCORE, columns.qrels_score, "--qrels-score-column", "grade")
-        judgments = _Judgments(path, table.unit, description=table.description)
+@contextlib.contextmanager
+def _open_any(path: Path, kind: str, delimiter: str | None) -> Iterator[Table]:
+    """Any input table; judgments may also be whitespace-separated text (.qrels/.txt)."""
+    if kind == "qrels" and path.name.lower().removesuffix(".gz").endswith(TREC_QRELS_SUFFIXES):
+        with _trec_qrels_table(path) as table:
+            yield table
+    else:
+        with open_table(path, delimiter) as table:
+            yield table
+
+
+def _read_qrels_table(path: Path, options: ConvertOptions) -> _Judgments:
+    with _open_any(path, "qrels", options.delimiter) as table:
+        columns = _columns_of(table, "qrels", options)
+        score_col = columns["score"]
+        notes = [table.description] if table.description else []
+        if score_col is None:
+            notes.append(f"no grade column, so every pair has grade {options.default_grade} "
+                         f"({setting('default_grade')})")
+        judgments = _Judgments(path, table.unit, description="; ".join(notes))
         for position, record in table.rows:
-            query_id = _id(table, position, record, query_col, "query id")
-            doc_id = _id(table, position, record, doc_col, "document id")
-            try:
-                grade = parse_grade(record.get(score_col), allow_negative)
-            except ValueError as exc:
-                raise table.error(f"{exc} in column {score_col!r}", position) from None
+            query_id = _id(table, position, record, columns["query"], "query id")
+            doc_id = _id(table, position, record, columns["doc"], "document id")
+            if score_col is None:
+                grade = options.default_grade
+            else:
+                try:
+                    grade = parse_grade(record.get(score_col), options.allow_negative)
+                except ValueError as exc:
+                    raise table.error(f"{exc} in column {score_col!r}", position) from None
             judgments.add(query_id, doc_id, grade, position)
     if not judgments.by_pair:
         raise FormatError(path, "no judgments")
@@ -516,25 +637,18 @@ class _RecordWriter:
         self.count = 0
         self.description = ""
 
-    def write_table(self, path: Path, handle: IO[str], columns: ColumnMap, delimiter: str | None = None) -> None:
-        with open_table(path, delimiter) as table:
+    def write_table(self, path: Path, handle: IO[str], options: ConvertOptions) -> None:
+        with open_table(path, options.delimiter) as table:
             self.description = table.description
-            if self.kind == "document":
-                id_col = resolve_column(table, CORPUS_ID, columns.corpus_id, "--corpus-id-column", "document id")
-                title_col = resolve_column(table, CORPUS_TITLE, columns.corpus_title, "--corpus-title-column",
-                                           "title", required=False)
-                text_col = resolve_column(table, CORPUS_TEXT, columns.corpus_text, "--corpus-text-column", "text")
-            else:
-                id_col = resolve_column(table, QUERY_ID, columns.query_id, "--query-id-column", "query id")
-                title_col = None
-                text_col = resolve_column(table, QUERY_TEXT, columns.query_text, "--query-text-column", "text")
+            columns = _columns_of(table, "corpus" if self.kind == "document" else "queries", options)
+            id_col, title_col, text_col = columns["id"], columns.get("title"), columns["text"]
             used = {c for c in (id_col, title_col, text_col) if c}
             for position, record in table.rows:
                 record_id = _id(table, position, record, id_col, f"{self.kind} id")
                 title = _text(table, position, record, title_col)
                 text = _text(table, position, record, text_col)
                 if record_id in self.ids or record_id in self.dropped:
-                    first = _first_position(path, id_col, record_id, delimiter)
+                    first = _first_position(path, id_col, record_id, options.delimiter)
                     raise table.error(f"duplicate {self.kind} id {record_id!r} (first at {table.unit} {first})",
                                       position, f"{self.kind} ids must be unique")
                 self.add(handle, record_id, title, text, _metadata(record, used), table.error, position)
@@ -675,10 +789,15 @@ def convert_tables(
         OutputError: The folder exists (without ``force``) or cannot be written.
     """
     out = Path(out)
+    if options.default_grade is not None and options.default_grade < 0 and not options.allow_negative:
+        raise HarnessError(f"{setting('default_grade')} {options.default_grade} is negative (pass "
+                           f"{setting('allow_negative')} to allow it)")
     mode = _plan(out, options.split, options.force)
     if mode != "add-split" and (corpus is None or queries is None):
         raise HarnessError(f"{setting('corpus')} and {setting('queries')} are required unless {setting('split')} adds a split to an existing folder")
-    judgments = _read_qrels_table(Path(qrels), options.columns, options.allow_negative, options.delimiter)
+    _check_columns([(kind, Path(path)) for kind, path in (("corpus", corpus), ("queries", queries), ("qrels", qrels))
+                    if path is not None], options)
+    judgments = _read_qrels_table(Path(qrels), options)
     summary = ConversionSummary(str(out), options.split, mode)
     if judgments.description:
         summary.formats[str(qrels)] = judgments.description
@@ -694,7 +813,7 @@ def convert_tables(
                 writer.ids = {record[0] for record in reader(existing[kind])}
                 continue
             with open(staging.root / name, "w", encoding="utf-8", newline="\n") as handle:
-                writer.write_table(Path(source), handle, options.columns, options.delimiter)
+                writer.write_table(Path(source), handle, options)
             if writer.description:
                 summary.formats[str(source)] = writer.description
             if existing is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DatasetError, FormatError
-from harness.io.formats import find_file, iter_corpus, iter_qrels, iter_queries, read_qrels
+from harness.io.formats import find_file, iter_corpus, iter_qrels, iter_queries, misnamed_id, read_qrels
 from harness.records import doc_text
 
 MAX_LISTED = 50
@@ -135,6 +135,16 @@ def _file_info(path: Path) -> dict[str, Any]:
     return {"path": str(path), "gzip": gz, "crlf": b"\r\n" in head}
 
 
+def _unless_misnamed(report: ValidationReport, path: Path | None) -> Path | None:
+    """A file whose records name their id ``id`` (or another alias) gets one error with the fix, not one per
+    line, and is left out of the checks that need its ids (None)."""
+    hint = misnamed_id(path) if path is not None else None
+    if hint is None:
+        return path
+    report.add("error", str(path), f'the first record has no "_id" ({hint}); the checks that need its ids were skipped')
+    return None
+
+
 def validate_folder(root: str | Path) -> ValidationReport:
     """Check a BEIR folder and summarise it.
 
@@ -170,6 +180,7 @@ def validate_folder(root: str | Path) -> ValidationReport:
     for path in qrels_files:
         report.files[path.relative_to(root).as_posix()] = _file_info(path)
 
+    corpus, queries = _unless_misnamed(report, corpus), _unless_misnamed(report, queries)
     doc_ids: set[str] = set()
     words = 0
     if corpus is not None:

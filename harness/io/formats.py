@@ -227,11 +227,39 @@ def _report(error: FormatError, on_error: ErrorHandler | None, cause: BaseExcept
     on_error(error)
 
 
+# Names other tools give a record's id; BEIR's is "_id" (convert reads all of them).
+ID_ALIASES = ("id", "doc_id", "docid", "corpus_id", "query_id", "qid")
+
+
+def _id_hint(record: dict) -> str:
+    alias = next((name for name in ID_ALIASES if name in record), None)
+    if "_id" in record or alias is None:
+        return 'each record needs a string "_id"'
+    return (f'the records name their id {alias!r}: rename the field to "_id", or build the folder with '
+            f'`beir-harness convert`, which reads {alias!r}')
+
+
 def _record_id(path: Path, line_no: int, record: dict) -> str:
     value = record.get("_id")
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
-        raise FormatError(path, 'missing or empty "_id"', line_no, 'each record needs a string "_id"')
+        raise FormatError(path, 'missing or empty "_id"', line_no, _id_hint(record))
     return str(value)
+
+
+def misnamed_id(path: str | Path) -> str | None:
+    """The hint for a JSONL file whose first record lacks ``_id`` but has another id field (``id``, ...)
+    — the whole file is then likely written that way — else None."""
+    with _open_binary(Path(path)) as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except (ValueError, UnicodeDecodeError):
+                    return None
+                if isinstance(record, dict) and "_id" not in record and any(a in record for a in ID_ALIASES):
+                    return _id_hint(record)
+                return None
+    return None
 
 
 def _record_text(path: Path, line_no: int, record: dict, key: str, required: bool) -> str:
