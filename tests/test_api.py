@@ -1,4 +1,4 @@
-"""The Python API: lazy names on the package, and the README's examples, executed."""
+"""The Python API: lazy names on the package, and the examples of the README and the docs' home page, executed."""
 
 from __future__ import annotations
 
@@ -9,21 +9,23 @@ from pathlib import Path
 
 import pytest
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def _python_examples() -> list[str]:
-    section = README.split("## Use it from Python", 1)[1].split("\n## ", 1)[0]
+def _python_examples(page: str) -> list[str]:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    section = text.split("## Use it from Python", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
-def test_the_readme_examples_run(tmp_path, monkeypatch, capsys):
-    examples = _python_examples()
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_documented_examples_run(tmp_path, monkeypatch, capsys, page):
+    examples = _python_examples(page)
     assert len(examples) == 3
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for example in examples:
-        exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - our own documentation
+        exec(compile(example, page, "exec"), namespace)  # noqa: S102 - our own documentation
     out = capsys.readouterr().out
     assert "bm25: nDCG@10 0.7226" in out and "Recall@100" in out and "'nDCG@10':" in out
     assert not list(tmp_path.iterdir())  # output_dir=None wrote nothing

@@ -1,5 +1,5 @@
 """convert: every input format, column detection, eval-set files, folder safety, conformance with BEIR,
-and a table of bad inputs (mirrored in README.md) each of which writes nothing and exits non-zero."""
+and a table of bad inputs (each a row of RELIABILITY.md) each of which writes nothing and exits non-zero."""
 
 from __future__ import annotations
 
