@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from harness import __version__
+from harness.retrieval.compress import DEFAULT_RESCORE_MULTIPLIER, PRECISIONS
 from harness.retrieval.encode import DEFAULT_MODEL
 from harness.errors import HarnessError
 
@@ -80,7 +81,8 @@ _SECTIONS = {
               "backend", "device", "precision", "trust_remote_code", "rerank_model", "rerank_depth", "rerank_batch_size",
               "rerank_max_length"),
     "Retrieval and index": ("top_k", "index_kind", "hnsw_m", "ef_construction", "ef_search", "nlist", "nprobe", "pq_m",
-                            "pq_nbits"),
+                            "pq_nbits", "truncate_dim", "embedding_precision", "rescore_multiplier", "truncate_dims",
+                            "embedding_precisions", "rescore_multipliers"),
     "Engine": ("engine", "ray_address", "ray_local", "shards", "ray_gpus_per_worker", "threads", "use_cache",
                "cache_dir", "chunk_size", "checkpoint_seconds", "token_budget"),
     "Output": ("k_values", "output_dir", "name", "as_json", "out", "metric", "force"),
@@ -274,6 +276,16 @@ _RUN_OPTIONS = [
     click.option("--pq-m", type=int, default=48, show_default=True,
                  help="PQ sub-vectors (must divide the dimension)."),
     click.option("--pq-nbits", type=int, default=8, show_default=True, help="Bits per PQ code."),
+    click.option("--truncate-dim", type=int, default=None, metavar="D",
+                 help="Keep the first D dimensions of the stored vectors (Matryoshka), renormalized for cosine; "
+                      "derived from the cached float32 vectors, never a new encode."),
+    click.option("--embedding-precision", type=click.Choice(PRECISIONS), default="float32", show_default=True,
+                 help="Store and search the vectors as int8/uint8 (ranges calibrated on the corpus) or binary/ubinary "
+                      "(Hamming, FAISS's binary index)."),
+    click.option("--rescore-multiplier", type=int, default=DEFAULT_RESCORE_MULTIPLIER, show_default=True,
+                 metavar="M",
+                 help="With a compressed precision: retrieve M x depth candidates, rescore them with float32 vectors; "
+                      "0 keeps the raw compressed ranking."),
     click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
                  help="Where the corpus is encoded: this process, or a Ray cluster (pip install "
                       "'beir-harness[ray]'; the cache dir must be on a filesystem every node mounts)."),
@@ -334,6 +346,7 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
     from harness.retrieval.index import IndexSpec
     from harness.pipeline.evaluate import EvaluateConfig
     from harness.engines.ray_engine import RaySpec
+    from harness.retrieval.compress import CompressionSpec
     from harness.retrieval.rerank import RerankSpec
 
     similarity, normalize = options.pop("similarity"), options.pop("normalize")
@@ -357,8 +370,11 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
     options["rerank"] = rerank
     encoder = EncoderSpec(normalize=normalize, **{name: options.pop(name) for name in (
         "max_seq_length", "query_prefix", "doc_prefix", "backend", "precision", "batch_size", "trust_remote_code")})
+    compression = CompressionSpec(**{name: options.pop(name) for name in (
+        "truncate_dim", "embedding_precision", "rescore_multiplier")})
     return EvaluateConfig(dataset_path=dataset, model=model, encoder=encoder, index=index, ray=ray_spec,
-                          cache=options.pop("use_cache"), progress=ctx.obj["progress"], **options)
+                          compression=compression, cache=options.pop("use_cache"), progress=ctx.obj["progress"],
+                          **options)
 
 
 @cli.command(cls=_Sectioned)
@@ -457,6 +473,23 @@ def _comma_list(ctx: click.Context, param: click.Parameter, value: str) -> list[
     return list(dict.fromkeys(items))
 
 
+def _int_list(param: click.Parameter, value: str | None) -> list[int]:
+    """A comma-separated list of integers ("384,256"), or a usage error naming the option."""
+    items = [item.strip() for item in (value or "").split(",") if item.strip()]
+    bad = [item for item in items if not item.lstrip("-").isdigit()]
+    if bad:
+        raise click.BadParameter(f"{bad[0]!r} is not an integer (e.g. 384,256,128)", param=param)
+    return [int(item) for item in items]
+
+
+def _precisions(param: click.Parameter, value: str | None) -> list[str]:
+    items = list(dict.fromkeys(item.strip() for item in (value or "").split(",") if item.strip()))
+    bad = [item for item in items if item not in PRECISIONS]
+    if bad:
+        raise click.BadParameter(f"unknown precision {bad[0]!r}; use {', '.join(PRECISIONS)}", param=param)
+    return items
+
+
 def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
     from harness.pipeline.systems import split_systems
 
@@ -479,9 +512,18 @@ def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 @click.option("--metric", default="nDCG@10", show_default=True, callback=lambda ctx, param, value: _metric(ctx, param,
               value), help="Metric of the summary table.")
 @click.option("--force", is_flag=True, help="Redo cells whose result already exists with the same settings.")
+@click.option("--truncate-dims", callback=lambda ctx, param, value: _int_list(param, value), default=None,
+              metavar="D,...", help="An axis of the grid: each dense system at each of these dimensions.")
+@click.option("--embedding-precisions", callback=lambda ctx, param, value: _precisions(param, value), default=None,
+              metavar="P,...",
+              help="An axis of the grid: each dense system stored in each of these precisions (float32, int8, uint8, "
+                   "binary, ubinary).")
+@click.option("--rescore-multipliers", callback=lambda ctx, param, value: _int_list(param, value), default=None,
+              metavar="M,...", help="An axis of the grid for compressed precisions, e.g. 0,2 (raw and rescored).")
 @_run_options
 @click.pass_context
 def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metric: str, force: bool,
+          truncate_dims: list[int], embedding_precisions: list[str], rescore_multipliers: list[int],
           **options) -> None:
     """Evaluate a grid of models × datasets; resumable.
 
@@ -497,11 +539,17 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
         beir-harness bench --models all-MiniLM-L6-v2,bm25 --datasets scifact,nfcorpus
         beir-harness bench --models bm25 --datasets scifact,./my-eval-set --metric Recall@100
         beir-harness bench --systems "bm25, all-MiniLM-L6-v2, rrf(bm25, all-MiniLM-L6-v2)" --datasets scifact
+        beir-harness bench --models all-MiniLM-L6-v2 --datasets scifact --truncate-dims 384,256,128,64 \
+            --embedding-precisions float32,int8,binary --rescore-multipliers 0,2
     """
     from harness.pipeline.bench import run_bench
+    from harness.retrieval.compress import compression_grid
 
     base = _config(ctx, None, models[0], options)
-    report = run_bench(models, dataset_names, base, force=force)
+    axes = truncate_dims or embedding_precisions or rescore_multipliers
+    compressions = compression_grid(base.compression, truncate_dims or (), embedding_precisions or (),
+                                    rescore_multipliers or ()) if axes else []
+    report = run_bench(models, dataset_names, base, force=force, compressions=compressions)
     click.echo(report.format_table(metric))
     if report.csv_path:
         logger.info("wrote %s", report.csv_path)
@@ -788,11 +836,16 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--rounds", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Randomization-test rounds.")
 @click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals.")
+              help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals (with --compression: "
+                   "the metric against bytes per document, one line per precision).")
+@click.option("--compression", is_flag=True,
+              help="Quality against storage: each dimension and precision of a model with its bytes per document and "
+                   "the % of its float32 full-dimension score retained.")
 def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by: str, digits: int, split: str | None,
            with_published: bool, published_systems: list[str], published_from: tuple[Path, ...],
            check_published: bool, tolerance: float | None,
-           baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None) -> None:
+           baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None,
+           compression: bool) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
     PATHS are result files or folders searched recursively (default: results/). Reads result
@@ -808,6 +861,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         beir-harness report --published-from ../mteb-results/results
         beir-harness report --check-published
         beir-harness report --significance bm25 --plot comparison.png
+        beir-harness report --compression --plot compression.png
     """
     from harness.reporting.comparison import (
         build_comparison,
@@ -821,6 +875,9 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
     from harness.io.formats import write_text
 
     results = load_results(paths or (Path("results"),))
+    if compression:
+        _report_compression(results, metric, fmt, digits, split, out, plot)
+        return
     if check_published:
         checks = run_checks(results, metric, tolerance, split)
         click.echo(format_checks(checks, metric, digits))
@@ -838,6 +895,23 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         click.echo(text)
     if plot is not None:
         plot_comparison(comparison, plot)
+        logger.info("wrote %s", plot)
+
+
+def _report_compression(results, metric: str, fmt: str, digits: int, split: str | None, out: Path | None,
+                        plot: Path | None) -> None:
+    from harness.io.formats import write_text
+    from harness.reporting.compression import compression_rows, plot_compression, render_compression
+
+    rows = compression_rows(results, metric, split)
+    text = render_compression(rows, metric, fmt, digits)
+    if out is not None:
+        write_text(text, out)
+        logger.info("wrote %s", out)
+    else:
+        click.echo(text)
+    if plot is not None:
+        plot_compression(rows, plot, metric)
         logger.info("wrote %s", plot)
 
 

@@ -8,6 +8,7 @@ fusion of systems (`harness.pipeline.systems`); each cell is an `evaluate_datase
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from harness.pipeline.evaluate import (
 )
 from harness.pipeline.fuse import fuse_results
 from harness.presentation import align
+from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.encode import Encoder
 from harness.retrieval.rerank import RerankSpec
 
@@ -123,7 +125,8 @@ def system_config(base: EvaluateConfig, system: str) -> EvaluateConfig:
     return replace(base, model=first.strip(), rerank=replace(template, model=reranker, depth=int(depth)))
 
 
-def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, force: bool = False) -> BenchReport:
+def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, force: bool = False,
+              compressions: Sequence[CompressionSpec] = ()) -> BenchReport:
     """Evaluate every system on every dataset with the settings of `base`.
 
     Each cell is an `evaluate_dataset` run writing its result files. A cell whose result exists
@@ -140,6 +143,9 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
         base: Settings shared by every cell (its model and dataset are replaced; with several
             models, its `name` becomes ``<name>: <model>``).
         force: Redo cells that are already done.
+        compressions: More axes for dense systems (`harness.retrieval.compress.compression_grid`): each dense
+            system is evaluated once per truncation × precision, all from the same cached float32 vectors;
+            BM25 and sparse systems once. Empty: `base.compression` alone.
 
     Raises:
         HarnessError: A malformed system, or fusions asked for with no output folder.
@@ -154,9 +160,9 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
     systems = [model for model in models if model.strip() not in fused_texts]
     systems += [member for fused in fusions for member in fused.members if member not in systems]
     systems = list(dict.fromkeys(systems))
-    grid = _Grid(base, force, len(systems) + len(fusions))
+    grid = _Grid(base, force, len(systems) + len(fusions), list(compressions))
     for dataset in expand_datasets(datasets):
-        saved = {system: grid.cell(dataset, system) for system in systems}
+        saved = {system: grid.system(dataset, system) for system in systems}
         for fused in fusions:
             grid.fuse(dataset, fused, saved)
     csv_path = write_results_csv(base.output_dir) if base.output_dir is not None else None
@@ -166,29 +172,39 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
 class _Grid:
     """The cells of one bench run, and the models loaded for them (once each)."""
 
-    def __init__(self, base: EvaluateConfig, force: bool, per_dataset: int):
+    def __init__(self, base: EvaluateConfig, force: bool, per_dataset: int,
+                 compressions: list[CompressionSpec] | None = None):
         self.base, self.force, self.per_dataset = base, force, per_dataset
+        self.compressions = compressions or []
         self.cells: list[Cell] = []
         self.encoders: dict[str, Encoder] = {}
 
-    def cell(self, dataset: str, system: str) -> Path | None:
-        """Evaluate (or skip) one cell; returns the path of its result file, None when it failed."""
-        from harness.reporting.report import read_result, result_paths
+    def system(self, dataset: str, system: str) -> Path | None:
+        """A system's cells on `dataset`: one, or one per compression for a dense system; returns the path of
+        the (first) result, the one a fusion reads, None when it failed."""
+        config = system_config(replace(self.base, dataset_path=dataset), system)
+        dense = config.run_path is None and config.model.lower() != BM25_MODEL and not _is_sparse_model(config)
+        if not self.compressions or not dense:
+            return self.cell(dataset, system)
+        paths = [self.cell(dataset, system, spec) for spec in self.compressions]
+        return paths[0]
 
-        base = self.base
-        label = f"{base.name}: {system}" if base.name and self.per_dataset > 1 else base.name
+    def cell(self, dataset: str, system: str, compression: CompressionSpec | None = None) -> Path | None:
+        """Evaluate (or skip) one cell; returns the path of its result file, None when it failed."""
+        base = self.base if compression is None else replace(self.base, compression=compression)
+        if compression is not None and compression.label():
+            system_name = f"{system} [{compression.label()}]"
+        else:
+            system_name = system
+        label = f"{base.name}: {system_name}" if base.name and self.per_dataset > 1 else base.name
         config = system_config(replace(base, dataset_path=dataset, name=label), system)
-        logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system)
+        logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system_name)
         name = _display_name(dataset)
-        if base.output_dir is not None and not self.force:
-            identity = configuration(config, name)
-            path = result_paths(base.output_dir, name, identity.model, base.split, identity.variant)[0]
-            previous = read_result(path)
-            if previous is not None and previous.config_hash == identity.config_hash \
-                    and previous.versions.get("beir-harness") == __version__:
-                logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, system)
-                self.cells.append(Cell(name, system, "skipped", previous.metrics))
-                return path
+        done = self._done(config, name) if base.output_dir is not None and not self.force else None
+        if done is not None:
+            logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, system_name)
+            self.cells.append(Cell(name, system_name, "skipped", done[1].metrics))
+            return done[0]
         try:
             encoder = None
             if config.model.lower() != BM25_MODEL and not _is_sparse_model(config):
@@ -198,12 +214,33 @@ class _Grid:
             outcome = evaluate_dataset(config, encoder=encoder)
         except HarnessError as exc:
             logger.error("%s × %s failed: %s", dataset, system, exc)
-            self.cells.append(Cell(name, system, "failed", error=str(exc)))
+            self.cells.append(Cell(name, system_name, "failed", error=str(exc)))
             return None
         if outcome.paths:
             logger.info("wrote %s", outcome.paths[0])
-        self.cells.append(Cell(outcome.result.dataset, system, "done", outcome.result.metrics))
+        self.cells.append(Cell(outcome.result.dataset, system_name, "done", outcome.result.metrics))
         return outcome.paths[0] if outcome.paths else None
+
+    def _done(self, config: EvaluateConfig, name: str):
+        """(path, result) of this cell's result when it exists with the same configuration and version, else None.
+
+        A truncation to the model's full dimension is no truncation, so its result is the untruncated one
+        (recognised by the dimension it records)."""
+        from harness.reporting.report import read_result, result_paths
+
+        candidates = [(config, None)]
+        if config.compression.truncate_dim is not None:
+            untruncated = replace(config, compression=replace(config.compression, truncate_dim=None))
+            candidates.append((untruncated, config.compression.truncate_dim))
+        for candidate, dimension in candidates:
+            identity = configuration(candidate, name)
+            path = result_paths(self.base.output_dir, name, identity.model, self.base.split, identity.variant)[0]
+            previous = read_result(path)
+            if previous is not None and previous.config_hash == identity.config_hash \
+                    and previous.versions.get("beir-harness") == __version__ \
+                    and (dimension is None or previous.config.get("dimension") == dimension):
+                return path, previous
+        return None
 
     def fuse(self, dataset: str, fused, saved: dict[str, Path | None]) -> None:
         """Fuse the saved runs of `fused`'s systems on `dataset` (a failed system fails the fusion)."""

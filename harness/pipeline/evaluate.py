@@ -46,6 +46,7 @@ from harness.io.formats import (
 )
 from harness.retrieval.rerank import RerankSpec
 from harness.host import host_info, versions
+from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.index import IndexSpec
 from harness.evaluation.metrics import evaluate, standard_metrics
 from harness.engines.ray_engine import ENGINES, RaySpec
@@ -91,6 +92,8 @@ class EvaluateConfig:
         cache_dir: The cache root; None means `harness.io.cache.cache_dir`'s default (one per user).
         threads: torch and faiss threads; None leaves their defaults (all cores).
         index: Which FAISS index to search (`harness.retrieval.index.IndexSpec`); flat (exact) by default.
+        compression: Matryoshka truncation and the stored precision (int8, binary...) derived from the float32
+            vectors (`harness.retrieval.compress.CompressionSpec`); none by default.
         chunk_size: Documents encoded (and cached) per chunk.
         checkpoint_seconds: Inside a chunk, store what is encoded whenever this much encoding time
             has passed since the last write, so a killed run loses at most about this much work.
@@ -129,6 +132,7 @@ class EvaluateConfig:
     cache_dir: Path | None = None
     threads: int | None = None
     index: IndexSpec = field(default_factory=IndexSpec)
+    compression: CompressionSpec = field(default_factory=CompressionSpec)
     chunk_size: int = 16384
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
     token_budget: int | None = None
@@ -242,6 +246,8 @@ def configuration(config: EvaluateConfig, dataset: str, model: str | None = None
         settings.update(config.encoder.to_config())
         defaults.update(default.encoder.to_config())
         settings["index"], defaults["index"] = config.index.to_config(), default.index.to_config()
+        settings.update(config.compression.to_config())
+        defaults.update(default.compression.to_config())
     settings["rerank"], defaults["rerank"] = (config.rerank.to_config() if config.rerank else None), None
     return Configuration.from_settings(model or run_model_name(config), config.split, settings, defaults)
 
@@ -547,6 +553,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
 
     # One extra document per query when self-hits are dropped, so the depth survives the drop.
     stage = first_stage(config, inputs, encoder, top_k + int(ignore_identical_ids), top_k, clock)
+    config = stage.config or config
 
     with clock.stage("score"):
         scored_run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
@@ -592,6 +599,11 @@ def _checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConf
         raise HarnessError(f"chunk_size must be positive, got {config.chunk_size}")
     config.encoder.check()
     config.index.check()  # before any encoding, so a typo costs nothing
+    config.compression.check()
+    if config.compression.compressed and config.index.kind != "flat":
+        raise HarnessError(f"{setting('embedding_precision')} {config.compression.embedding_precision} searches its "
+                           f"own exact compressed index; {setting('index')} {config.index.kind} does not combine "
+                           "with it")
     if config.engine not in ENGINES:
         raise HarnessError(f"unknown engine {config.engine!r}; use local or ray")
     config.ray.check()
@@ -619,6 +631,12 @@ def _note_unused_settings(config: EvaluateConfig) -> None:
         return
     what = "an external run" if config.run_path is not None else \
         "BM25" if config.model.lower() == BM25_MODEL else "a sparse encoder"
+    if config.compression != CompressionSpec():
+        changed = [setting(name) for name, value in asdict(config.compression).items()
+                   if value != getattr(CompressionSpec(), name)]
+        one = len(changed) == 1
+        raise HarnessError(f"{', '.join(changed)} appl{'ies' if one else 'y'} to a dense model's vectors; {what} "
+                           f"has none (drop {'it' if one else 'them'})")
     unused = []
     if config.index != IndexSpec():
         unused.append(f"{setting('index')} {config.index.kind}")
@@ -667,6 +685,7 @@ class _FirstStage:
     model_name: str
     record: dict[str, object] = field(default_factory=dict)
     index_quality: dict[str, float] = field(default_factory=dict)
+    config: EvaluateConfig | None = None  # the settings as applied, when the stage resolved one (a full-size truncation)
 
 
 def _external_run(config: EvaluateConfig, inputs: _Inputs, clock: Clock) -> _FirstStage:
@@ -729,6 +748,8 @@ def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, dep
         if encoder is None:
             encoder = _model_or_lazy(config, model_source)
         config.index.check(encoder.dimension)  # before encoding, so a bad --pq-m costs nothing
+        config.compression.check(encoder.dimension)
+        config = replace(config, compression=config.compression.effective(encoder.dimension))
     chunk_size = config.chunk_size
     if config.engine == "ray" and config.ray.shards is not None:
         from harness.engines.ray_engine import shard_size
@@ -749,10 +770,31 @@ def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, dep
         engine=config.engine,
         device=_device_used(encoder, config),
         **({"shard_size": chunk_size} if config.engine == "ray" else {}),
-    )
+    ) | _compression_record(config.compression, quality, encoder.dimension)  # the stored dimension wins
     if quality:
         logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in quality.items()))
-    return _FirstStage(run, corpus, encoder.name, record, quality)
+    return _FirstStage(run, corpus, encoder.name, record, quality, config)
+
+
+def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimension: int) -> dict[str, object]:
+    """What the result records of the stored vectors: their dimension and size per document (the index's
+    serialized size / documents), and for a compressed index the settings, how it searched and what its int8
+    ranges were computed on."""
+    record: dict[str, object] = {"dimension": spec.truncate_dim or dimension}
+    if "bytes_per_doc" in quality:
+        record["bytes_per_doc"] = round(quality.pop("bytes_per_doc"), 2)
+    if spec.truncate_dim is not None:
+        record["truncate_dim"] = spec.truncate_dim
+    if not spec.compressed:
+        return record
+    record.update(embedding_precision=spec.embedding_precision, rescore_multiplier=spec.rescore_multiplier,
+                  compressed_index="IndexBinaryFlat (Hamming)" if spec.binary else
+                  f"IndexScalarQuantizer (QT_8bit_direct{'_signed' if spec.embedding_precision == 'int8' else ''},"
+                  " exact inner product of the codes)",
+                  rescore="float32 query · float32 document vectors" if spec.rescore_multiplier else "none")
+    if "calibration_docs" in quality:
+        record["calibration"] = f"per-dimension min/max over all {int(quality.pop('calibration_docs'))} corpus vectors"
+    return record
 
 
 def _device_used(encoder: Encoder, config: EvaluateConfig) -> str:
@@ -797,30 +839,37 @@ class _IndexBuilder:
     and cached when it is approximate.
     """
 
-    def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool):
+    def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool,
+                 compression: tuple[CompressionSpec, bool] = (CompressionSpec(), True),
+                 calibration_file: Path | None = None):
         from harness.retrieval.index import DocIds
 
         self.spec, self.index_file, self.use_cached = spec, index_file, usable
+        self.compression, self.calibration_file = compression, calibration_file
         self.index = None
         self.loaded_ids, self.loaded_vectors = DocIds(), []
         self.seconds = 0.0
 
     def add(self, doc_ids: list[str], vectors) -> None:
+        from harness.retrieval.compress import CompressedIndex
         from harness.retrieval.index import VectorIndex
 
         added = time.perf_counter()
+        compression, normalize = self.compression
+        vectors = compression.prepare(vectors, normalize)  # a Matryoshka truncation: sliced, renormalized
         if self.use_cached:
             self.loaded_ids.extend(doc_ids)
             self.loaded_vectors.append(vectors)
         else:
             if self.index is None:
-                self.index = VectorIndex(vectors.shape[1], self.spec)
+                self.index = CompressedIndex(vectors.shape[1], compression, self.calibration_file) \
+                    if compression.compressed else VectorIndex(vectors.shape[1], self.spec)
             self.index.add(doc_ids, vectors)
         self.seconds += time.perf_counter() - added
 
     def reset(self) -> None:
         """Forget everything added (the cache entry being read turned out damaged)."""
-        self.__init__(self.spec, self.index_file, False)
+        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file)
 
     def finish(self, writable: bool):
         """The built (or cached) index, or None when no vector was added."""
@@ -846,13 +895,16 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
     started = time.perf_counter()
     fingerprint = encoder.fingerprint() if config.cache else None
     cache_root = cache_dir(config.cache_dir) if fingerprint is not None else None
-    entry, builder = None, _IndexBuilder(config.index, None, False)
+    compression = (config.compression, encoder.normalize)
+    entry, builder = None, _IndexBuilder(config.index, None, False, compression)
     if cache_root is not None:
         logger.info("embedding cache: %s", cache_root)
         entry = embedding_entry(cache_root, {"kind": "corpus", "model": fingerprint, "text_rule": DOC_TEXT_RULE,
                                              "dtype": "float32", "corpus_sha256": corpus.sha256},
                                 {"dataset": corpus.dataset})
-        builder = _IndexBuilder(config.index, *_cached_index_file(cache_root, entry, config.index))
+        builder = _IndexBuilder(config.index, *_cached_index_file(cache_root, entry, config.index,
+                                                                   config.compression), compression,
+                                _calibration_file(cache_root, entry, config.compression))
         _from_cache(entry, builder, corpus)
     encode_seconds = 0.0 if corpus.cached else _encode_missing(encoder, docs, config, entry, builder, fingerprint,
                                                                chunk_size)
@@ -865,19 +917,32 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
     if index is None:
         return Run.from_scores({}), {}
     with clock.stage("encode"):
-        query_vectors = _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset)
-    return _search(index, encoder.name, queries, query_vectors, depth, top_k, config.index.kind != "flat", clock)
+        query_vectors = config.compression.prepare(
+            _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset), encoder.normalize)
+    return _search(index, encoder.name, queries, query_vectors, depth, top_k,
+                   config.index.kind != "flat" or config.compression.compressed, clock)
 
 
-def _cached_index_file(cache_root: Path, entry, spec: IndexSpec) -> tuple[Path | None, bool]:
-    """Where an approximate index over this entry is cached, and whether it can be used now."""
+def _cached_index_file(cache_root: Path, entry, spec: IndexSpec,
+                       compression: CompressionSpec) -> tuple[Path | None, bool]:
+    """Where an approximate index over this entry (truncated as `compression` says) is cached, and whether it
+    can be used now."""
     if spec.kind == "flat":
         return None, False
     import faiss
 
+    truncation = {"truncate_dim": compression.truncate_dim} if compression.truncate_dim is not None else {}
     path = cache_root / "indexes" / (content_key(
-        {"embeddings": entry.key, "index": asdict(spec), "faiss": faiss.__version__}) + ".faiss")
+        {"embeddings": entry.key, "index": asdict(spec), "faiss": faiss.__version__, **truncation}) + ".faiss")
     return path, entry.complete and path.is_file()
+
+
+def _calibration_file(cache_root: Path, entry, compression: CompressionSpec) -> Path | None:
+    """Where the int8/uint8 ranges of this entry's corpus vectors (truncated as `compression` says) are kept."""
+    if compression.embedding_precision not in ("int8", "uint8"):
+        return None
+    return cache_root / "indexes" / (content_key({"embeddings": entry.key, "calibration": "minmax",
+                                                  "truncate_dim": compression.truncate_dim}) + ".ranges.npz")
 
 
 def _from_cache(entry, builder: _IndexBuilder, corpus: _CorpusState) -> None:
@@ -928,7 +993,7 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
                                token_budget=config.token_budget)
     # A trained index keeps every vector until it is built (and for exact search after): memory maps of
     # the cache's chunk files then, so that memory does not grow with the corpus.
-    keep_mapped = config.index.kind in TRAINED
+    keep_mapped = config.index.kind in TRAINED or config.compression.compressed
     local = config.engine != "ray" and len(devices) == 1
     for n_chunks, (doc_ids, vectors, spent) in enumerate(chunks, start=1):
         seconds += spent
@@ -951,9 +1016,11 @@ def _search(index, name: str, queries: list[Query], query_vectors, depth: int, t
     query_ids = [query.query_id for query in queries]
     with clock.stage("search"):
         run = index.search(query_ids, query_vectors, depth, name=name)
-    quality: dict[str, float] = {}
+    quality: dict[str, float] = {"bytes_per_doc": index.bytes_per_doc()}
     if index.nlist is not None:
         quality["nlist"] = index.nlist  # the cell count actually used (the default depends on n)
+    if getattr(index, "calibration", None) is not None:
+        quality["calibration_docs"] = index.calibration.n
     if approximate:
         with clock.stage("exact_search"):
             cut = min(top_k, len(index))

@@ -1,7 +1,8 @@
 """Which configuration a result belongs to: one file per configuration, a readable label, a hash.
 
 Two evaluations whose numbers can differ must never share a result file. The settings that
-decide the numbers (retrieval depth, self-hit policy, index, encoder runtime and text settings)
+decide the numbers (retrieval depth, self-hit policy, index, encoder runtime and text settings,
+the stored vectors' truncation and precision)
 are compared with their defaults; the ones that differ are the *variant*:
 
 * the default configuration has no variant: ``<split>.json``, labelled by the model name;
@@ -28,6 +29,9 @@ _TOKENS: dict[str, Callable[[Any], str]] = {
     "index": lambda value: str(value.get("index", "index")),
     "backend": str,
     "precision": str,
+    "truncate_dim": lambda value: f"dim{value}",
+    "embedding_precision": str,
+    "rescore_multiplier": lambda value: f"rescore{value}" if value else "no-rescore",
     "normalize": lambda value: "dot" if not value else "normalized",
     "query_prefix": lambda value: "prefix",
     "doc_prefix": lambda value: "prefix",

@@ -287,22 +287,15 @@ class VectorIndex:
         else:
             if not self._pending:
                 raise ValueError("the vectors this index was built from are gone; exact search is not possible")
-            best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
-            best_rows = np.zeros((len(queries), 0), dtype=np.int64)
-            start = 0
-            for chunk in self._pending:
-                chunk_scores, chunk_rows = faiss.knn(queries, chunk, min(depth, len(chunk)),
-                                                     metric=faiss.METRIC_INNER_PRODUCT)
-                best_scores = np.hstack([best_scores, chunk_scores])
-                best_rows = np.hstack([best_rows, chunk_rows + start])
-                keep = np.argsort(-best_scores, axis=1, kind="stable")[:, :depth]
-                best_scores = np.take_along_axis(best_scores, keep, axis=1)
-                best_rows = np.take_along_axis(best_rows, keep, axis=1)
-                start += len(chunk)
-            scores, rows = best_scores, best_rows
+            scores, rows = exact_knn(self._pending, queries, depth)
         doc_ids = self._doc_ids
         return Run.adopt({query_id: {doc_ids[row]: score for row, score in zip(r, s) if row >= 0}
                           for query_id, s, r in zip(query_ids, scores.tolist(), rows.tolist())})
+
+    def bytes_per_doc(self) -> float:
+        """The FAISS index's serialized size divided by its documents (vectors, graph links, lists...)."""
+        self.build()
+        return serialized_size(self._index) / max(1, len(self))
 
     def attach_vectors(self, chunks: Sequence[np.ndarray]) -> None:
         """Give a loaded trained index the vectors it was built from (for `exact_search`)."""
@@ -341,6 +334,42 @@ class VectorIndex:
         if spec.kind in ("ivf", "ivfpq"):
             index.nlist = faiss_index.nlist
         return index
+
+
+def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, rows) of the exact inner-product top-`depth` over vectors held in chunks, one chunk at a
+    time (no concatenated copy), merging each chunk's top into the running one."""
+    import numpy as np
+
+    faiss = _faiss()
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    best_rows = np.zeros((len(queries), 0), dtype=np.int64)
+    start = 0
+    for chunk in chunks:
+        chunk_scores, chunk_rows = faiss.knn(queries, np.ascontiguousarray(chunk, dtype=np.float32),
+                                             min(depth, len(chunk)), metric=faiss.METRIC_INNER_PRODUCT)
+        best_scores = np.hstack([best_scores, chunk_scores])
+        best_rows = np.hstack([best_rows, chunk_rows + start])
+        keep = np.argsort(-best_scores, axis=1, kind="stable")[:, :depth]
+        best_scores = np.take_along_axis(best_scores, keep, axis=1)
+        best_rows = np.take_along_axis(best_rows, keep, axis=1)
+        start += len(chunk)
+    return best_scores, best_rows
+
+
+def serialized_size(index: Any) -> int:
+    """Bytes of a FAISS index (float or binary) in FAISS's own format, counted as written (nothing held)."""
+    faiss = _faiss()
+    written = [0]
+
+    def count(data: bytes) -> int:
+        written[0] += len(data)
+        return len(data)
+
+    writer = faiss.PyCallbackIOWriter(count)
+    (faiss.write_index_binary if isinstance(index, faiss.IndexBinary) else faiss.write_index)(index, writer)
+    return written[0]
 
 
 def recall_of_exact(approximate: Run, exact: Run, depth: int) -> float:
