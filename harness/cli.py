@@ -872,7 +872,6 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         plot_comparison,
         render,
     )
-    from harness.io.formats import write_text
 
     results = load_results(paths or (Path("results"),))
     if compression:
@@ -887,32 +886,29 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         return
     comparison = build_comparison(results, metric, split, with_published, baseline, alpha, correction, rounds,
                                   published_systems, published_from)
-    text = render(comparison, fmt, digits, by)
+    _emit(render(comparison, fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
+
+
+def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
+    """A table to `out` (atomically) or stdout, then the plot when one was asked for."""
+    from harness.io.formats import write_text
+
     if out is not None:
         write_text(text, out)
         logger.info("wrote %s", out)
     else:
         click.echo(text)
     if plot is not None:
-        plot_comparison(comparison, plot)
+        draw()
         logger.info("wrote %s", plot)
 
 
 def _report_compression(results, metric: str, fmt: str, digits: int, split: str | None, out: Path | None,
                         plot: Path | None) -> None:
-    from harness.io.formats import write_text
     from harness.reporting.compression import compression_rows, plot_compression, render_compression
 
     rows = compression_rows(results, metric, split)
-    text = render_compression(rows, metric, fmt, digits)
-    if out is not None:
-        write_text(text, out)
-        logger.info("wrote %s", out)
-    else:
-        click.echo(text)
-    if plot is not None:
-        plot_compression(rows, plot, metric)
-        logger.info("wrote %s", plot)
+    _emit(render_compression(rows, metric, fmt, digits), out, plot, lambda: plot_compression(rows, plot, metric))
 
 
 @cli.command()

@@ -616,6 +616,13 @@ def plot_comparison(comparison: Comparison, path: str | Path, rounds: int = 1000
     ax.set_title(f"{comparison.metric} by dataset (error bars: 95% bootstrap CI over queries)", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(axis="y", alpha=0.3)
+    save_png(fig, path)
+
+
+def save_png(fig, path: str | Path) -> None:
+    """Write a matplotlib figure as PNG atomically (never a half image under the final name), then close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")

@@ -9,16 +9,14 @@ the same settings (prefixes, sequence length, depth, self-hit policy).
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.io.formats import atomic_writer
 from harness.presentation import csv_text, json_text, latex_table, markdown_table
-from harness.reporting.comparison import results_of_split
+from harness.reporting.comparison import results_of_split, save_png
 from harness.reporting.report import Result
 
 # Settings other than the compression that must match for a result to be measured against a baseline.
@@ -129,9 +127,4 @@ def plot_compression(rows: Sequence[CompressionRow], path: str | Path, metric: s
         ax.set_title(f"{dataset} · {model.rsplit('/', 1)[-1]}", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    with atomic_writer(path, "wb") as handle:
-        handle.write(buffer.getvalue())
+    save_png(fig, path)
