@@ -804,8 +804,9 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--metric", default="nDCG@10", show_default=True, callback=_metric, help="The metric tabulated.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv", "json"]), default="markdown",
-              show_default=True, help="Output format (csv and json are unrounded).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv", "json", "html"]), default="markdown",
+              show_default=True, help="Output format (csv and json are unrounded; html: one self-contained page "
+                                      "with a sortable leaderboard, chart, drill-downs and provenance).")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the table here (atomically) instead of stdout.")
 @click.option("--by", type=click.Choice(["dataset", "model"]), default="dataset", show_default=True,
@@ -838,6 +839,8 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals (with --compression: "
                    "the metric against bytes per document, one line per precision).")
+@click.option("--worst", type=click.IntRange(min=1), default=20, show_default=True,
+              help="With --format html: the worst queries per system and dataset in the drill-downs.")
 @click.option("--compression", is_flag=True,
               help="Quality against storage: each dimension and precision of a model with its bytes per document and "
                    "the % of its float32 full-dimension score retained.")
@@ -845,7 +848,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
            with_published: bool, published_systems: list[str], published_from: tuple[Path, ...],
            check_published: bool, tolerance: float | None,
            baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None,
-           compression: bool) -> None:
+           worst: int, compression: bool) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
     PATHS are result files or folders searched recursively (default: results/). Reads result
@@ -862,6 +865,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         beir-harness report --check-published
         beir-harness report --significance bm25 --plot comparison.png
         beir-harness report --compression --plot compression.png
+        beir-harness report results/ --format html --out results.html --published --significance bm25
     """
     from harness.reporting.comparison import (
         build_comparison,
@@ -874,6 +878,10 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
     )
 
     results = load_results(paths or (Path("results"),))
+    if fmt == "html":
+        _report_page(results, out, metric, split, with_published or bool(published_systems), baseline, alpha,
+                     correction, rounds, worst)
+        return
     if compression:
         _report_compression(results, metric, fmt, digits, split, out, plot)
         return
@@ -901,6 +909,21 @@ def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
     if plot is not None:
         draw()
         logger.info("wrote %s", plot)
+
+
+def _report_page(results, out: Path | None, metric: str, split: str | None, with_published: bool,
+                 baseline: str | None, alpha: float, correction: str, rounds: int, worst: int) -> None:
+    from harness.reporting.html import PageOptions, build_page, render_page
+    from harness.io.formats import write_text
+
+    options = PageOptions(metric=metric, split=split, published=with_published, baseline=baseline, alpha=alpha,
+                          correction=correction, rounds=rounds, worst=worst)
+    page = render_page(build_page(results, options))
+    if out is None:
+        click.echo(page)
+        return
+    write_text(page, out)
+    logger.info("wrote %s (%.1f KB)", out, len(page.encode("utf-8")) / 1024)
 
 
 def _report_compression(results, metric: str, fmt: str, digits: int, split: str | None, out: Path | None,

@@ -203,7 +203,7 @@ def build_comparison(
         HarnessError: No result has the metric, or the baseline is not among the models.
     """
     notes: list[str] = []
-    results, labels = _labelled(_pick_split(results, split), notes)
+    results, labels = labelled_results(_pick_split(results, split), notes)
     if not any(metric in result.metrics for result in results):
         raise HarnessError(f"no result has {metric} (compute it with {setting('k_values')}, e.g. {metric.split('@')[-1]})")
     table: dict[tuple[str, str], Cell] = {}
@@ -256,7 +256,7 @@ def build_comparison(
     return comparison
 
 
-def _labelled(results: list[Result], notes: list[str]) -> tuple[list[Result], dict[int, str]]:
+def labelled_results(results: list[Result], notes: list[str]) -> tuple[list[Result], dict[int, str]]:
     """One result per (dataset, split, label), and each one's column label (by ``id``).
 
     Results of one configuration found twice (copied folders) keep the newest; results of

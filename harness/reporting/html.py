@@ -1,0 +1,165 @@
+"""A results page a team can open and share: one self-contained HTML file (``report --format html``).
+
+The page holds everything as one JSON document inside the file — no request to any server, it opens from
+``file://`` — and the page's own script draws it: the leaderboard (datasets × systems, sortable, a metric
+switcher over every stored metric, the average row, published columns with their Δ, significance marks),
+the grouped bar chart with 95% bootstrap intervals (inline SVG), per dataset a drill-down (each system's
+worst queries with their texts, judged documents and grades, and the top retrieved documents with score and
+grade or "unjudged"; a per-query scatter of two systems), and a provenance footer per column.
+
+Texts from the data (queries, titles, labels) are only ever inserted as text (``textContent``), never as
+markup, and the JSON is escaped so that no ``</script>`` inside a text can end its block.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.errors import HarnessError
+from harness.evaluation.significance import DEFAULT_ROUNDS, bootstrap_ci
+from harness.reporting.comparison import Comparison, build_comparison, labelled_results, results_of_split
+from harness.reporting.page_data import drilldowns, provenance
+from harness.reporting.report import Result
+
+logger = logging.getLogger(__name__)
+
+_FAMILIES = ("nDCG", "MAP", "Recall", "P", "MRR", "Success", "R-Prec", "Judged")
+
+
+@dataclass(frozen=True)
+class PageOptions:
+    """What the page shows.
+
+    Attributes:
+        metric: The metric shown first; the worst queries, the scatter, significance and the intervals use it.
+        split: One split per dataset: this one, else each dataset's registry evaluation split.
+        published: Add published columns with their Δ (a toggle on the page).
+        baseline: Mark cells that differ significantly from this system (paired randomization test).
+        alpha: Significance level.
+        correction: ``holm`` or ``bonferroni`` across the datasets of each system.
+        rounds: Randomization rounds.
+        worst: Worst queries per system and dataset in the drill-down.
+        top: Retrieved documents shown per query.
+        title: The page's heading.
+    """
+
+    metric: str = "nDCG@10"
+    split: str | None = None
+    published: bool = False
+    baseline: str | None = None
+    alpha: float = 0.05
+    correction: str = "holm"
+    rounds: int = DEFAULT_ROUNDS
+    worst: int = 20
+    top: int = 5
+    title: str = "Retrieval results"
+
+
+def _metric_order(name: str) -> tuple[int, int, str]:
+    family, _, cutoff = name.partition("@")
+    return (_FAMILIES.index(family) if family in _FAMILIES else len(_FAMILIES),
+            int(cutoff) if cutoff.isdigit() else 0, name)
+
+
+def _leaderboard(results: list[Result], metric: str, options: PageOptions,
+                 columns: dict[str, int], kinds: dict[str, str]) -> tuple[dict[str, Any], Comparison]:
+    """One metric's table, compactly: its columns as indices into the page's column list (`columns`, grown
+    here), a row of values per dataset in that order, the average row, the marks and the notes."""
+    comparison = build_comparison(results, metric, options.split, options.published,
+                                  options.baseline if metric == options.metric else None, options.alpha,
+                                  options.correction, options.rounds)
+    kinds.update({c: "system" for c in comparison.models})
+    kinds.update({c: "published" for c in comparison.published_columns})
+    kinds.update({c: "delta" for c in comparison.delta_columns})
+    for column in comparison.columns:
+        columns.setdefault(column, len(columns))
+    average, shared = comparison.average()
+    return {
+        "columns": [columns[c] for c in comparison.columns],
+        "values": {d: [_round(comparison.value(d, c)) for c in comparison.columns] for d in comparison.datasets},
+        "average": {"over": shared, "values": [_round(average.get(c)) for c in comparison.columns]},
+        "marks": {f"{d}\t{columns[c]}": mark for (d, c), mark in comparison.marks.items()},
+        "notes": comparison.notes,
+    }, comparison
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 5)
+
+
+def _intervals(comparison: Comparison) -> dict[str, dict[str, list[float]]]:
+    """95% percentile-bootstrap intervals (1,000 rounds) of each system's mean, per dataset."""
+    intervals: dict[str, dict[str, list[float]]] = {}
+    for (dataset, column), cell in comparison.cells.items():
+        if cell.value is not None and cell.per_query:
+            low, high = bootstrap_ci(list(cell.per_query.values()), 1000)
+            intervals.setdefault(dataset, {})[column] = [round(low, 5), round(high, 5)]
+    return intervals
+
+
+def build_page(results: Sequence[Result], options: PageOptions = PageOptions()) -> dict[str, Any]:
+    """Everything the page shows, as JSON-ready data.
+
+    Raises:
+        HarnessError: No result, or none with `options.metric`.
+    """
+    if not results:
+        raise HarnessError("no results to report")
+    kept = results_of_split(list(results), options.split)
+    notes = [f"left out {len(results) - len(kept)} result(s) of other splits: " + ", ".join(sorted(
+        {f"{r.dataset} [{r.split}]" for r in results if r not in kept}))] if len(kept) < len(results) else []
+    metrics = sorted({m for r in kept for m in r.metrics}, key=_metric_order)
+    if options.metric not in metrics:
+        raise HarnessError(f"no result has {options.metric}; stored: {', '.join(metrics[:12])}")
+    boards, main, columns, kinds = {}, None, {}, {}
+    for metric in metrics:
+        boards[metric], comparison = _leaderboard(kept, metric, options, columns, kinds)
+        if metric == options.metric:
+            main = comparison
+    labelled, labels = labelled_results(kept, [])
+    by_label: dict[str, dict[str, Result]] = {}
+    for result in labelled:
+        by_label.setdefault(labels[id(result)], {})[result.dataset] = result
+    return {
+        "title": options.title, "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "harness_version": __version__, "metric": options.metric, "metrics": metrics,
+        "datasets": main.datasets, "systems": main.models, "columns": list(columns), "kinds": kinds,
+        "boards": boards, "notes": notes,
+        "intervals": {options.metric: _intervals(main)},
+        "significance": next((n for n in main.notes if n.startswith("†")), None),
+        "drilldowns": drilldowns(by_label, options),
+        "provenance": provenance(by_label),
+    }
+
+
+def _embedded_json(data: Any) -> str:
+    """JSON that can sit inside ``<script type="application/json">``: ``<``, ``>`` and ``&`` as escapes, so no
+    text (``</script>``, ``<!--``) can end or change the block."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def render_page(data: dict[str, Any]) -> str:
+    """The self-contained HTML page for `build_page`'s data."""
+    template = resources.files("harness").joinpath("data/report-page.html").read_text(encoding="utf-8")
+    title = re.sub(r"[<>&\"']", "", data["title"])
+    return template.replace("{{TITLE}}", title).replace("{{DATA}}", _embedded_json(data))
+
+
+def write_page(results: Sequence[Result], path: str | Path, options: PageOptions = PageOptions()) -> int:
+    """Build, render and write the page atomically; returns its size in bytes."""
+    from harness.io.formats import write_text
+
+    text = render_page(build_page(results, options))
+    write_text(text, path)
+    return len(text.encode("utf-8"))

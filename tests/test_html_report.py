@@ -1,0 +1,237 @@
+"""`report --format html`: one self-contained page, texts escaped, colours with AA contrast, bad inputs said on
+the page — and, in headless Chromium (marker `browser`), sorting, the metric switcher, a drill-down, no
+console error, and 20 systems × 15 datasets under 3 MB rendered in under a second."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+from harness.reporting.comparison import load_results
+from harness.reporting.html import PageOptions, build_page, render_page
+
+PLANTED = "</script><script>window.__pwned = 1</script><b>bold?</b>"
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _page_data(html: str) -> dict:
+    block = re.search(r'<script type="application/json" id="page-data">(.*?)</script>', html, re.S)
+    return json.loads(block.group(1))
+
+
+@pytest.fixture
+def results_dir(tiny_beir, tmp_path, monkeypatch):
+    """bm25 and hash:64 on two copies of the tiny set (one with HTML planted in a query and a title)."""
+    monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    queries = (tiny_beir / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    first = json.loads(queries[0])
+    first["text"] = PLANTED + " " + first["text"]
+    (tiny_beir / "queries.jsonl").write_text("\n".join([json.dumps(first), *queries[1:]]) + "\n", encoding="utf-8")
+    other = tmp_path / "tiny2"
+    shutil.copytree(tiny_beir, other)
+    out = tmp_path / "results"
+    for folder in (tiny_beir, other):
+        for model in ("bm25", "hash:64"):
+            evaluate_dataset(EvaluateConfig(folder, model=model, output_dir=out, progress=False, k_values=(1, 3, 10)))
+    return out
+
+
+def test_the_page_is_self_contained_and_texts_cannot_escape(results_dir, tmp_path):
+    result = CliRunner().invoke(cli, ["report", str(results_dir), "--format", "html", "--out", str(tmp_path / "p.html"),
+                                      "--metric", "nDCG@3"])
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert "<table id=\"leaderboard\">" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html) and "@import" not in html
+    assert "url(" not in html  # no font, image or style fetched from anywhere
+    assert PLANTED not in html  # the planted markup never appears raw...
+    assert "\\u003c/script\\u003e\\u003cscript\\u003ewindow.__pwned" in html  # ...only escaped, inside the data
+    data = _page_data(html)
+    assert any(PLANTED in text for drill in data["drilldowns"].values() for text in drill["queries"].values())
+    assert data["metric"] == "nDCG@3" and {"nDCG@10", "Recall@10", "Judged@10"} <= set(data["metrics"])
+    assert sorted(data["datasets"]) == ["tiny", "tiny2"] and len(data["systems"]) == 2
+
+
+def _relative_luminance(hex_colour: str) -> float:
+    channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    high, low = sorted((_relative_luminance(a), _relative_luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_text_colours_pass_wcag_aa():
+    template = (Path(__file__).resolve().parents[1] / "harness" / "data" / "report-page.html").read_text()
+    colours = dict(re.findall(r"--([a-z-]+):\s*(#[0-9a-f]{6})", template.split(":root", 1)[1].split("}", 1)[0]))
+    pairs = [("fg", "bg"), ("muted", "bg"), ("fg", "panel"), ("muted", "panel"), ("fg", "best"), ("pos", "bg"),
+             ("neg", "bg"), ("accent", "bg"), ("accent", "panel"), ("warn-fg", "warn-bg"), ("pos", "best")]
+    for text, background in pairs:
+        assert _contrast(colours[text], colours[background]) >= 4.5, (text, background)
+
+
+def test_a_missing_run_file_is_said_for_that_column(results_dir):
+    results = load_results([results_dir])
+    victim = next(r for r in results if r.dataset == "tiny" and r.model == "bm25")
+    victim.run_path.unlink()
+    data = build_page(results, PageOptions(metric="nDCG@3"))
+    entry = data["drilldowns"]["tiny"]["systems"][victim.label]
+    assert "is missing: no retrieved documents to show" in entry["missing"] and entry["worst"]
+    others = [e for label, e in data["drilldowns"]["tiny"]["systems"].items() if label != victim.label]
+    assert others and all("missing" not in e for e in others)
+
+
+def test_results_of_another_split_are_left_out_and_said(results_dir, tiny_beir):
+    evaluate_dataset(EvaluateConfig(tiny_beir, model="bm25", split="dev", output_dir=results_dir, progress=False,
+                                    k_values=(1, 3, 10)))
+    data = build_page(load_results([results_dir]), PageOptions(metric="nDCG@3"))
+    assert data["notes"] == ["left out 1 result(s) of other splits: tiny [dev]"]
+
+
+def test_html_to_stdout_and_a_missing_metric(results_dir):
+    result = CliRunner().invoke(cli, ["report", str(results_dir), "--format", "html", "--metric", "nDCG@3"])
+    assert result.exit_code == 0 and result.stdout.lstrip().startswith("<!doctype html>")
+    bad = CliRunner().invoke(cli, ["report", str(results_dir), "--format", "html", "--metric", "nDCG@5000"])
+    assert bad.exit_code == 1 and "no result has nDCG@5000" in bad.stderr
+
+
+# --------------------------------------------------------------------------- in a real browser
+
+
+def _chromium():
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (.ci/run installs Debian's chromium package)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    return sync_api
+
+
+def _open(sync_api, path: Path):
+    manager = sync_api.sync_playwright().start()
+    browser = manager.chromium.launch(executable_path=str(CHROMIUM), args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"])
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    problems: list[str] = []
+    page.on("console", lambda message: problems.append(message.text) if message.type in ("error", "warning") else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("request", lambda request: problems.append(f"request {request.url}")
+            if not request.url.startswith(("file:", "data:")) else None)
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready='1']")
+    return manager, browser, page, problems
+
+
+def _column(page, index: int) -> list[str]:
+    return page.eval_on_selector_all("#leaderboard tbody tr", f"rows => rows.map(r => r.children[{index}].textContent)")
+
+
+@pytest.mark.browser
+def test_sorting_switching_and_a_drill_down_in_chromium(results_dir, tmp_path):
+    sync_api = _chromium()
+    path = tmp_path / "page.html"
+    path.write_text(render_page(build_page(load_results([results_dir]), PageOptions(metric="nDCG@3"))),
+                    encoding="utf-8")
+    manager, browser, page, problems = _open(sync_api, path)
+    try:
+        first_rows = _column(page, 0)
+        page.click("#leaderboard thead th:nth-child(1) button")  # dataset: ascending
+        page.click("#leaderboard thead th:nth-child(1) button")  # then descending
+        assert _column(page, 0) == sorted(first_rows, reverse=True)
+        page.focus("#leaderboard thead th:nth-child(2) button")
+        page.keyboard.press("Enter")  # keyboard-operable sorting
+        values = [float(v.rstrip("†")) for v in _column(page, 1)]
+        assert values == sorted(values, reverse=True)
+        assert page.get_attribute("#leaderboard thead th:nth-child(2)", "aria-sort") == "descending"
+        before = _column(page, 1)
+        page.select_option("#metric", "Judged@10")
+        assert page.text_content("#leaderboard caption").startswith("Judged@10") and _column(page, 1) != before
+        page.click("#drilldowns details[data-dataset='tiny'] > summary")
+        page.click("#drilldowns details[data-dataset='tiny'] details.query > summary")
+        page.wait_for_selector("#drilldowns details[data-dataset='tiny'] details.query[open] table")
+        shown = page.text_content("#drilldowns details[data-dataset='tiny']")
+        assert PLANTED in shown  # the planted markup is shown as text...
+        assert page.evaluate("window.__pwned") is None  # ...and never ran
+        assert "Judged documents" in shown and "Top " in shown and ("unjudged" in shown or "grade" in shown)
+        page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
+        assert problems == []
+    finally:
+        browser.close()
+        manager.stop()
+
+
+def _synthetic_results(root: Path, systems: int = 20, datasets: int = 15, queries: int = 300, docs: int = 2000):
+    """`systems` × `datasets` results with run files over synthetic BEIR folders (titles of BEIR-like length).
+
+    As with real systems, a query hard for one system is hard for the others (a per-query difficulty plus
+    noise per system) and their top documents come from one pool per query, shuffled per system.
+    """
+    from harness.io.formats import write_qrels
+    from harness.records import Run
+    from harness.reporting.report import Result, write_result
+
+    rng = random.Random(0)
+    words = [f"{w}{i}" for i, w in enumerate(["protein", "cell", "study", "effect", "risk", "model"] * 40)]
+    metrics = [f"{family}@{k}" for family in ("nDCG", "MAP", "Recall", "P", "MRR", "Success")
+               for k in (1, 3, 5, 10, 100, 1000)]
+    out = root / "results"
+    for d in range(datasets):
+        folder = root / f"set{d:02d}"
+        (folder / "qrels").mkdir(parents=True)
+        with open(folder / "corpus.jsonl", "w") as handle:
+            for i in range(docs):
+                handle.write(json.dumps({"_id": f"doc{d}-{i}", "title": " ".join(rng.choices(words, k=9)),
+                                         "text": " ".join(rng.choices(words, k=30))}) + "\n")
+        with open(folder / "queries.jsonl", "w") as handle:
+            for q in range(queries):
+                handle.write(json.dumps({"_id": f"q{q}", "text": " ".join(rng.choices(words, k=12))}) + "\n")
+        pools = {f"q{q}": rng.sample(range(docs), 15) for q in range(queries)}
+        difficulty = {query_id: rng.random() for query_id in pools}
+        write_qrels(((q, f"doc{d}-{doc}", rng.choice((1, 2))) for q, pool in pools.items() for doc in pool[:3]),
+                    folder / "qrels" / "test.tsv")
+        for s in range(systems):
+            per_query = {q: {m: min(1.0, max(0.0, difficulty[q] + rng.gauss(0, 0.1))) for m in ("nDCG@10", "Recall@100")}
+                         for q in pools}
+            run = Run.from_scores({q: {f"doc{d}-{doc}": 10 - r * 0.1 for r, doc in enumerate(rng.sample(pool, 10))}
+                                   for q, pool in pools.items()}, name=f"system{s}")
+            means = {m: rng.random() for m in metrics}
+            write_result(Result(f"set{d:02d}", "test", f"org/system-{s:02d}", means, per_query, queries,
+                                {"dataset_path": str(folder), "top_k": 10, "index": "flat"}, {"corpus": "ab" * 32},
+                                {}, {"beir-harness": "test"}, "2026-12-01T00:00:00+00:00", label=f"org/system-{s:02d}",
+                                config_hash=f"{s:016x}"), run, out)
+    return out
+
+
+@pytest.mark.browser
+def test_twenty_systems_by_fifteen_datasets_stay_small_and_render_fast(tmp_path):
+    sync_api = _chromium()
+    results = load_results([_synthetic_results(tmp_path)])
+    html = render_page(build_page(results, PageOptions(metric="nDCG@10", worst=20)))
+    size = len(html.encode("utf-8"))
+    assert size < 3 * 2**20, size
+    path = tmp_path / "big.html"
+    path.write_text(html, encoding="utf-8")
+    manager, browser, page, problems = _open(sync_api, path)
+    try:
+        rendered_ms = page.evaluate("performance.now()")  # navigation start → the page's own script finished
+        ready_ms = page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
+        assert max(rendered_ms, ready_ms) < 1000, (rendered_ms, ready_ms)
+        assert len(page.query_selector_all("#leaderboard tbody tr")) == 15
+        assert len(page.query_selector_all("#leaderboard thead th")) == 21
+        page.click("#drilldowns details[data-dataset='set03'] > summary")
+        page.wait_for_selector("#drilldowns details[data-dataset='set03'] details.query")  # built on the toggle event
+        assert len(page.query_selector_all("#drilldowns details[data-dataset='set03'] details.query")) == 20
+        assert problems == []
+        print(f"\n20 systems × 15 datasets: {size / 2**20:.2f} MB, ready after {ready_ms:.0f} ms")
+    finally:
+        browser.close()
+        manager.stop()
