@@ -235,3 +235,15 @@ def test_twenty_systems_by_fifteen_datasets_stay_small_and_render_fast(tmp_path)
     finally:
         browser.close()
         manager.stop()
+
+
+def test_published_columns_and_their_delta_are_on_the_page(tiny_beir, tmp_path, monkeypatch):
+    monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "results"
+    evaluate_dataset(EvaluateConfig(tiny_beir, model="bm25", output_dir=out, progress=False, dataset_name="scifact"))
+    data = build_page(load_results([out]), PageOptions(published=True))
+    board = data["boards"]["nDCG@10"]
+    kinds = [data["kinds"][data["columns"][i]] for i in board["columns"]]
+    assert kinds == ["system", "published", "delta"]
+    published, delta = board["values"]["scifact"][1:]
+    assert published == pytest.approx(0.6789) and delta == pytest.approx(board["values"]["scifact"][0] - 0.6789, abs=1e-4)
