@@ -717,13 +717,13 @@ def datasets_list(data_dir: Path | None, as_json: bool) -> None:
         return
     from harness.presentation import align
 
-    table = [["name", "split", "docs", "queries", "zip MB", "installed", "published", "note"]]
+    table = [["name", "family", "split", "docs", "queries", "zip MB", "installed", "published", "note"]]
     for row in rows:
         note = "not distributed" if not row["public"] else ("self-hits dropped" if row["ignore_identical_ids"] else "")
-        table.append([row["name"], row["split"], f"{row['docs']:,}", f"{row['queries']:,}",
+        table.append([row["name"], row["family"], row["split"], f"{row['docs']:,}", f"{row['queries']:,}",
                       f"{row['zip_mb']:.1f}" if row["zip_mb"] else "-", "yes" if row["installed"] else "no",
                       str(row["published_scores"]), note])
-    click.echo("\n".join(align(table, right=[False, False, True, True, True, False, True, False])))
+    click.echo("\n".join(align(table, right=[False, False, False, True, True, True, False, True, False])))
 
 
 @datasets.command("download")

@@ -188,7 +188,7 @@ def test_list_and_resolve(nfcorpus_zip, tiny_beir, tmp_path):
     root = tmp_path / "data"
     import_dataset(nfcorpus_zip, root)
     rows = {row["name"]: row for row in list_datasets(root)}
-    assert len(rows) == 19 and rows["nfcorpus"]["installed"] and not rows["scifact"]["installed"]
+    assert len(rows) == 19 + 13 and rows["nanobeir/scifact"]["family"] == "NanoBEIR" and rows["nfcorpus"]["installed"] and not rows["scifact"]["installed"]
     assert rows["nfcorpus"]["published_scores"] == 53 and rows["arguana"]["ignore_identical_ids"]
     assert resolve_dataset("nfcorpus", root) == (root / "nfcorpus", "nfcorpus")
     assert resolve_dataset(tiny_beir, root) == (tiny_beir, "tiny")

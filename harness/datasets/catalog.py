@@ -215,6 +215,8 @@ def download_dataset(
         DownloadError: Network or server problems (a ``.part`` file is kept for resuming).
         ChecksumMismatchError: Wrong md5 (nothing is kept).
     """
+    if name == registry.NANOBEIR or name.startswith(registry.NANOBEIR + "/"):
+        return _download_nanobeir(name, root, url, policy, progress, force)
     spec = _public_spec(_safe_name(name))
     root = data_dir(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -234,6 +236,17 @@ def download_dataset(
         archive.unlink()
         logger.info("%s: installed at %s", name, path)
         return Installed(name, path, read_stamp(path))
+
+
+def _download_nanobeir(name: str, root, url, policy: RetryPolicy, progress: bool, force: bool) -> Installed:
+    """``nanobeir/<name>``, or ``nanobeir``: all 13 (`harness.datasets.nanobeir`)."""
+    from harness.datasets import nanobeir
+
+    if name != registry.NANOBEIR:
+        return nanobeir.download(name, root, url, policy, progress, force)
+    for subset in registry.lookup(registry.NANOBEIR).subsets:
+        nanobeir.download(f"{registry.NANOBEIR}/{subset}", root, url, policy, progress, force)
+    return Installed(registry.NANOBEIR, data_dir(root) / registry.NANOBEIR, {"datasets": 13})
 
 
 def import_dataset(source: str | Path, root: str | Path | None = None, name: str | None = None,
@@ -256,6 +269,10 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
     source = Path(source)
     if not source.exists():
         raise DatasetError(f"{source}: no such file or folder")
+    if name is not None and name.startswith(registry.NANOBEIR + "/"):
+        from harness.datasets import nanobeir
+
+        return nanobeir.import_folder(source, name, root, force)
     named = name is not None
     name = _safe_name(name or source.name.removesuffix(".zip"))
     root = data_dir(root)
@@ -328,15 +345,17 @@ def list_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
     """One row per registry dataset, with whether it is installed in the data dir."""
     root = data_dir(root)
     rows = []
-    for spec in registry.datasets().values():
+    nano = [spec for spec in registry.nanobeir().values() if not spec.subsets]
+    for spec in [*registry.datasets().values(), *nano]:
         rows.append({
             "name": spec.name,
+            "family": spec.family,
             "split": spec.eval_split,
             "docs": spec.n_docs,
             "queries": spec.n_queries,
             "zip_mb": spec.zip_mb,
             "public": spec.public,
-            "installed": read_stamp(root / spec.name) is not None,
+            "installed": read_stamp(root / spec.name) is not None,  # nanobeir/<name> is its own folder too
             "published_scores": counts_by_dataset().get(spec.name, 0),
             "ignore_identical_ids": spec.ignore_identical_ids,
         })
@@ -380,13 +399,21 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
             raise DatasetError(f"{argument}: no such dataset folder{_siblings(path)}")
         raise DatasetError(f"{argument}: no such dataset folder, and not a BEIR dataset name "
                            f"({registry.suggest(name)})")
+    what = "datasets" if spec.family == "NanoBEIR" else "forums"
     if spec.subsets and subset not in spec.subsets:
-        raise DatasetError(f"{name} is {len(spec.subsets)} separate forums; evaluate one, e.g. "
+        raise DatasetError(f"{name} is {len(spec.subsets)} separate {what}; evaluate one, e.g. "
                            f"{name}/{spec.subsets[0]}, or all of them with `beir-harness bench --datasets {name}`, "
-                           f"which also reports their mean (forums: {', '.join(spec.subsets)})")
+                           f"which also reports their mean ({what}: {', '.join(spec.subsets)})")
     if subset and not spec.subsets:
         raise DatasetError(f"{name} has no sub-corpora; use {name}")
     root = data_dir(root)
+    if spec.family == "NanoBEIR":  # each of the 13 is installed (and stamped) on its own
+        if read_stamp(root / name / subset) is None:
+            if not download:
+                raise DatasetError(f"{argument} is not installed in {root}; run `beir-harness datasets download "
+                                   f"{argument}` or drop --no-download")
+            download_dataset(str(argument), root, url, progress=progress)
+        return root / name / subset, str(argument)
     if read_stamp(root / name) is None:
         if not download:
             raise DatasetError(f"{name} is not installed in {root}; run `beir-harness datasets download {name}` "

@@ -33,6 +33,7 @@ class DatasetSpec:
     note: str
     subsets: tuple[str, ...] = ()
     mteb_task: str = ""  # MTEB's task name ("" when MTEB has none); forums: see `mteb_task`
+    family: str = "BEIR"  # or "NanoBEIR": the 13 official small subsets (`nanobeir`)
 
     @property
     def zip_bytes(self) -> int | None:
@@ -78,9 +79,9 @@ def get(name: str) -> DatasetSpec:
     Raises:
         DatasetError: Unknown name; the message suggests close names.
     """
-    specs = datasets()
-    if name in specs:
-        return specs[name]
+    spec = lookup(name)
+    if spec is not None:
+        return spec
     raise DatasetError(f"unknown BEIR dataset {name!r} ({suggest(name)})")
 
 
@@ -92,13 +93,69 @@ def suggest(name: str) -> str:
 
 
 def lookup(name: str) -> DatasetSpec | None:
-    """The registry row for `name`, or None when it is not a BEIR dataset."""
-    return datasets().get(name)
+    """The registry row for `name` (a BEIR dataset, ``nanobeir`` or ``nanobeir/<name>``), or None."""
+    return datasets().get(name) or nanobeir().get(name)
+
+
+NANOBEIR = "nanobeir"
+NANO_TABLES = ("docs", "queries", "qrels")
+
+
+@dataclass(frozen=True)
+class NanoFile:
+    """One parquet file of a NanoBEIR dataset: where it is, its md5 and its row count (as ir_datasets records them)."""
+
+    url: str
+    md5: str
+    rows: int
+
+    @property
+    def path(self) -> str:
+        """The file's path inside its Hugging Face repository (``corpus/train-00000-of-00001.parquet``)."""
+        return self.url.split("/resolve/main/", 1)[-1]
+
+
+@functools.cache
+def nanobeir_files() -> dict[str, dict[str, NanoFile]]:
+    """NanoBEIR dataset name → table (docs, queries, qrels) → its file, from ``harness/data/nanobeir.csv``."""
+    text = importlib.resources.files("harness").joinpath("data/nanobeir.csv").read_text(encoding="utf-8")
+    files: dict[str, dict[str, NanoFile]] = {}
+    for row in csv.DictReader(text.splitlines()):
+        table = files.setdefault(row["dataset"], {})
+        if row["table"] not in NANO_TABLES or row["table"] in table:
+            raise ValueError(f"nanobeir.csv: {row['dataset']}: unknown or repeated table {row['table']!r}")
+        table[row["table"]] = NanoFile(row["url"], row["md5"], int(row["rows"]))
+    return files
+
+
+@functools.cache
+def nanobeir() -> dict[str, DatasetSpec]:
+    """``nanobeir`` (its 13 datasets as subsets, like CQADupStack's forums) and each ``nanobeir/<name>``, with
+    the counts of its files and its full dataset's self-hit policy; evaluated on ``qrels/test.tsv``."""
+    specs = {}
+    for name, tables in nanobeir_files().items():
+        full = datasets()[name]
+        repo = tables["docs"].url.split("/datasets/", 1)[-1].split("/")[1]  # zeta-alpha-ai/NanoSciFact → NanoSciFact
+        specs[f"{NANOBEIR}/{name}"] = DatasetSpec(
+            name=f"{NANOBEIR}/{name}", eval_split="test", n_queries=tables["queries"].rows, n_docs=tables["docs"].rows,
+            avg_rel_per_query=round(tables["qrels"].rows / tables["queries"].rows, 2), zip_mb=None, md5=None,
+            public=True, ignore_identical_ids=full.ignore_identical_ids,
+            note=f"NanoBEIR: {tables['queries'].rows} queries of {name} over {tables['docs'].rows:,} documents",
+            mteb_task=f"{repo}Retrieval", family="NanoBEIR")
+    children = list(specs.values())
+    return {NANOBEIR: DatasetSpec(
+        name=NANOBEIR, eval_split="test", n_queries=sum(s.n_queries for s in children),
+        n_docs=sum(s.n_docs for s in children), avg_rel_per_query=None, zip_mb=None, md5=None, public=True,
+        ignore_identical_ids=False, note="the 13 NanoBEIR datasets; bench reports their mean",
+        subsets=tuple(s.name.split("/", 1)[1] for s in children), family="NanoBEIR"), **specs}
 
 
 def mteb_task(dataset: str) -> str | None:
     """MTEB's task name for a registry dataset (``fiqa`` → ``FiQA2018``; a CQADupStack forum
     ``cqadupstack/android`` → ``CQADupstackAndroidRetrieval``), or None when MTEB has no such task."""
+    own = lookup(dataset)
+    if own is not None and "/" in dataset:
+        return own.mteb_task or None  # nanobeir/scifact → NanoSciFactRetrieval
     name, _, forum = dataset.partition("/")
     spec = lookup(name)
     if spec is None or not spec.mteb_task:
@@ -112,6 +169,9 @@ def from_mteb_task(task: str) -> str | None:
     """The registry dataset of an MTEB task name, case-insensitively (``SciFact`` → ``scifact``,
     ``CQADupstackGisRetrieval`` → ``cqadupstack/gis``), or None."""
     wanted = task.strip().lower()
+    for spec in nanobeir().values():
+        if spec.mteb_task and spec.mteb_task.lower() == wanted:
+            return spec.name
     for spec in datasets().values():
         if spec.mteb_task.lower() == wanted:
             return spec.name

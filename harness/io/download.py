@@ -32,6 +32,9 @@ CHUNK = 1 << 20
 # Bytes read from the network per step: a dropped connection loses at most this much.
 NET_CHUNK = 1 << 16
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+PARQUET_MAGIC = (b"PAR1",)
+# What a download must start with, by the kind of file asked for: an error page is refused before it is stored.
+MAGIC = {"zip archive": ZIP_MAGIC, "parquet file": PARQUET_MAGIC}
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ def fetch(
     expected_size: int | None = None,
     policy: RetryPolicy = RetryPolicy(),
     progress: bool = True,
+    kind: str = "zip archive",
 ) -> Path:
     """Download `url` to `dest`, verified and resumable.
 
@@ -76,6 +80,7 @@ def fetch(
             away from it is refused before downloading.
         policy: Retries, backoff and timeouts.
         progress: Show a tqdm bar (bytes, rate, ETA) on stderr.
+        kind: What the file is (a key of `MAGIC`): content that does not start like one is refused.
 
     Returns:
         `dest`.
@@ -97,7 +102,7 @@ def fetch(
     try:
         for attempt in range(1, policy.attempts + 1):
             try:
-                digest, total = _attempt(session, url, part, expected_size, policy, bar)
+                digest, total = _attempt(session, url, part, expected_size, policy, bar, kind)
                 break
             except _Retryable as exc:
                 if attempt == policy.attempts:
@@ -144,7 +149,8 @@ class _Retryable(Exception):
     """A failure worth another attempt (connection, timeout, 5xx)."""
 
 
-def _attempt(session, url: str, part: Path, expected_size: int | None, policy: RetryPolicy, bar):
+def _attempt(session, url: str, part: Path, expected_size: int | None, policy: RetryPolicy, bar,
+             kind: str = "zip archive"):
     """One HTTP request, resuming from the part file's length. Returns (md5 so far, total size)."""
     import requests
 
@@ -158,8 +164,9 @@ def _attempt(session, url: str, part: Path, expected_size: int | None, policy: R
     except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
         if _unreachable(exc):  # no network, or nothing listening: retrying would only wait
             kept = f"; the partial file {part.name} is kept for a later resume" if part.exists() else ""
+            copy = "FOLDER --name nanobeir/NAME` (its .parquet files)" if kind == "parquet file" else "FILE.zip`"
             raise DownloadError(f"{url}: cannot reach the server ({_unreachable(exc)}): offline? Install the dataset "
-                                "from a copy with `beir-harness datasets import FILE.zip`, or download from a mirror "
+                                f"from a copy with `beir-harness datasets import {copy}, or download from a mirror "
                                 f"({setting('base_url')}){kept}") from None
         raise _Retryable(f"cannot connect: {type(exc).__name__}") from None
     with response:
@@ -196,10 +203,10 @@ def _attempt(session, url: str, part: Path, expected_size: int | None, policy: R
             try:
                 for block in response.iter_content(chunk_size=NET_CHUNK):
                     if first:
-                        if not block.startswith(ZIP_MAGIC):
+                        if not block.startswith(MAGIC[kind]):
                             handle.close()
                             part.unlink(missing_ok=True)
-                            raise DownloadError(f"{url}: the content is not a zip archive "
+                            raise DownloadError(f"{url}: the content is not a {kind} "
                                                 f"(starts with {block[:16]!r}; check --base-url)")
                         first = False
                     _write(handle, block, part)

@@ -70,16 +70,18 @@ class BenchReport:
 
         rows = [[metric, *models]] + [[dataset, *(show(by_key.get((dataset, m))) for m in models)]
                                       for dataset in datasets]
-        forums = registry.get("cqadupstack").subsets
-        means = []
-        for m in models:
-            cells = {forum: by_key.get((f"cqadupstack/{forum}", m)) for forum in forums}
-            mean, _ = registry.subset_mean("cqadupstack", {
-                forum: cell.metrics.get(metric) if cell is not None and cell.status != "failed" else None
-                for forum, cell in cells.items()})
-            means.append(f"{mean:.4f}" if mean is not None else "-")
-        if any(mean != "-" for mean in means):
-            rows.append([f"cqadupstack (mean of {len(forums)} forums)", *means])
+        for family, title in (("cqadupstack", "cqadupstack (mean of {n} forums)"),
+                              (registry.NANOBEIR, "NanoBEIR (mean of {n})")):
+            parts = registry.get(family).subsets
+            means = []
+            for m in models:
+                cells = {part: by_key.get((f"{family}/{part}", m)) for part in parts}
+                mean, _ = registry.subset_mean(family, {
+                    part: cell.metrics.get(metric) if cell is not None and cell.status != "failed" else None
+                    for part, cell in cells.items()})
+                means.append(f"{mean:.4f}" if mean is not None else "-")
+            if any(mean != "-" for mean in means):
+                rows.append([title.format(n=len(parts)), *means])
         lines = align(rows, right=[False] + [True] * len(models))
         counts = {status: sum(c.status == status for c in self.cells) for status in ("done", "skipped", "failed")}
         lines.append(f"{len(self.cells)} cells: {counts['done']} done, {counts['skipped']} skipped "

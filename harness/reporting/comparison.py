@@ -65,8 +65,14 @@ def load_results(paths: Iterable[str | Path]) -> list[Result]:
     return results
 
 
+def nanobeir_row() -> str:
+    """The row of NanoBEIR's mean: ``NanoBEIR (mean of 13)``."""
+    return f"NanoBEIR (mean of {len(registry.get(registry.NANOBEIR).subsets)})"
+
+
 def _dataset_order(names: Iterable[str]) -> list[str]:
-    known = list(registry.datasets())
+    """BEIR's datasets in registry order, then NanoBEIR's and their mean row, then the rest by name."""
+    known = [*registry.datasets(), *(name for name in registry.nanobeir() if "/" in name), nanobeir_row()]
     names = set(names)
     return [n for n in known if n in names] + sorted(names - set(known))
 
@@ -131,12 +137,13 @@ class Comparison:
     def shared_datasets(self) -> list[str]:
         """The datasets every value column (systems and published) has a value for: what the average is over."""
         value_columns = [*self.models, *self.published_columns]
-        return [d for d in self.datasets if all(self.value(d, c) is not None for c in value_columns)]
+        return [d for d in self.datasets if d != nanobeir_row()  # its 13 datasets are rows already
+                and all(self.value(d, c) is not None for c in value_columns)]
 
     def average_note(self) -> str | None:
         """Which datasets the average leaves out and the columns that lack them (None when none is left out)."""
         value_columns = [*self.models, *self.published_columns]
-        left = {d: [c for c in value_columns if self.value(d, c) is None] for d in self.datasets}
+        left = {d: [c for c in value_columns if self.value(d, c) is None] for d in self.datasets if d != nanobeir_row()}
         left = {d: columns for d, columns in left.items() if columns}
         if not left or len(self.datasets) < 2:
             return None
@@ -236,6 +243,7 @@ def build_comparison(
             continue
         pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
         table[(CQADUPSTACK, label)] = Cell(mean, pooled)
+    _add_nanobeir_means(table, notes)
     warning = mixed_kernels(results)
     if warning:
         logger.warning(warning)
@@ -254,6 +262,23 @@ def build_comparison(
     if note:
         comparison.notes.append(note)
     return comparison
+
+
+def _add_nanobeir_means(table: dict[tuple[str, str], Cell], notes: list[str]) -> None:
+    """A `nanobeir_row` cell for each column with NanoBEIR results: the mean of the 13 datasets' scores (the figure
+    NanoBEIR evaluators print), beside the 13 rows; a column lacking some of them gets no mean, and a note."""
+    subsets = registry.get(registry.NANOBEIR).subsets
+    labels = sorted({label for dataset, label in table if dataset.startswith(f"{registry.NANOBEIR}/")})
+    for label in labels:
+        cells = {subset: table.get((f"{registry.NANOBEIR}/{subset}", label)) for subset in subsets}
+        mean, missing = registry.subset_mean(registry.NANOBEIR, {s: c.value if c else None for s, c in cells.items()})
+        if missing:
+            notes.append(f"{registry.NANOBEIR} × {label}: {len(subsets) - len(missing)} of {len(subsets)} datasets "
+                         f"(missing {', '.join(missing)}); no mean reported")
+            table[(nanobeir_row(), label)] = Cell(None)
+            continue
+        pooled = {f"{s}/{q}": v for s, cell in cells.items() for q, v in cell.per_query.items()}
+        table[(nanobeir_row(), label)] = Cell(mean, pooled)
 
 
 def labelled_results(results: list[Result], notes: list[str]) -> tuple[list[Result], dict[int, str]]:

@@ -1,0 +1,52 @@
+"""A quick BEIR on this machine: NanoBEIR's 13 datasets with the default model, projected (issue 20).
+
+Usage (from the repository root):
+
+    python benchmarks/nanobeir_projection.py [--data ../shared/data/beir/scifact] [--texts 1000]
+
+NanoBEIR's files live on Hugging Face, which this machine cannot reach, so the sweep is not run; instead
+this measures the default model's encoding rate here on SciFact abstracts cut to 60 words (passage-like:
+MS MARCO, NQ, HotpotQA, DBpedia) and whole (long: SciFact, NFCorpus, ArguAna, Touché; the model truncates
+at 256 word pieces), and projects the time of NanoBEIR's documents (the registry's counts) at each rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("../shared/data/beir/scifact"))
+    parser.add_argument("--texts", type=int, default=1000)
+    args = parser.parse_args()
+    from itertools import islice
+
+    from harness.datasets import registry
+    from harness.io.formats import iter_corpus
+    from harness.records import doc_text
+    from harness.retrieval.encode import load_encoder
+
+    encoder = load_encoder()
+    texts = [doc_text(doc) for doc in islice(iter_corpus(next(args.data.glob("corpus.jsonl*"))), args.texts)]
+    encoder.encode_docs(texts[:32])  # warm-up
+    rates = {}
+    for kind, batch in (("passage (60 words)", [" ".join(t.split()[:60]) for t in texts]), ("long (whole)", texts)):
+        started = time.perf_counter()
+        encoder.encode_docs(batch)
+        rates[kind] = len(batch) / (time.perf_counter() - started)
+    nano = registry.get("nanobeir")
+    docs = {name: registry.get(f"nanobeir/{name}").n_docs for name in nano.subsets}
+    total = sum(docs.values())
+    print(f"NanoBEIR: {len(docs)} datasets, {total:,} documents, {nano.n_queries} queries")
+    for kind, rate in rates.items():
+        print(f"  {kind:<20} {rate:6.1f} docs/s  → all documents at this rate: {total / rate / 60:5.1f} min")
+
+
+if __name__ == "__main__":
+    main()
