@@ -79,7 +79,8 @@ _SECTIONS = {
              "queries_path", "dataset_names"),
     "Model": ("model", "models", "batch_size", "max_seq_length", "query_prefix", "doc_prefix", "similarity", "normalize",
               "backend", "device", "precision", "trust_remote_code", "rerank_model", "rerank_depth", "rerank_batch_size",
-              "rerank_max_length"),
+              "rerank_max_length", "endpoint", "api_key_env", "endpoint_batch_size", "concurrency", "endpoint_timeout",
+              "price_per_1m_tokens"),
     "Retrieval and index": ("top_k", "index_kind", "hnsw_m", "ef_construction", "ef_search", "nlist", "nprobe", "pq_m",
                             "pq_nbits", "truncate_dim", "embedding_precision", "rescore_multiplier", "truncate_dims",
                             "embedding_precisions", "rescore_multipliers"),
@@ -276,6 +277,19 @@ _RUN_OPTIONS = [
     click.option("--pq-m", type=int, default=48, show_default=True,
                  help="PQ sub-vectors (must divide the dimension)."),
     click.option("--pq-nbits", type=int, default=8, show_default=True, help="Bits per PQ code."),
+    click.option("--endpoint", default=None, metavar="URL",
+                 help="With --model openai:MODEL: the OpenAI-compatible service, e.g. https://api.openai.com/v1 or "
+                      "http://localhost:8080/v1 [default: $BEIR_HARNESS_ENDPOINT]."),
+    click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="NAME",
+                 help="With --endpoint: the environment variable holding the API key (never written anywhere)."),
+    click.option("--endpoint-batch-size", type=int, default=64, show_default=True,
+                 help="With --endpoint: most texts per request (and at most about 100k tokens)."),
+    click.option("--concurrency", type=int, default=4, show_default=True,
+                 help="With --endpoint: requests in flight."),
+    click.option("--endpoint-timeout", type=float, default=60.0, show_default=True,
+                 help="With --endpoint: seconds to wait for one answer (then retried)."),
+    click.option("--price-per-1m-tokens", type=float, default=None, metavar="PRICE",
+                 help="With --endpoint: record the cost of the tokens the service reports."),
     click.option("--truncate-dim", type=int, default=None, metavar="D",
                  help="Keep the first D dimensions of the stored vectors (Matryoshka), renormalized for cosine; "
                       "derived from the cached float32 vectors, never a new encode."),
@@ -347,6 +361,7 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
     from harness.pipeline.evaluate import EvaluateConfig
     from harness.engines.ray_engine import RaySpec
     from harness.retrieval.compress import CompressionSpec
+    from harness.retrieval.endpoint import EndpointSpec
     from harness.retrieval.rerank import RerankSpec
 
     similarity, normalize = options.pop("similarity"), options.pop("normalize")
@@ -372,17 +387,22 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
         "max_seq_length", "query_prefix", "doc_prefix", "backend", "precision", "batch_size", "trust_remote_code")})
     compression = CompressionSpec(**{name: options.pop(name) for name in (
         "truncate_dim", "embedding_precision", "rescore_multiplier")})
+    endpoint = EndpointSpec(url=options.pop("endpoint"), api_key_env=options.pop("api_key_env"),
+                            batch_size=options.pop("endpoint_batch_size"), concurrency=options.pop("concurrency"),
+                            timeout=options.pop("endpoint_timeout"),
+                            price_per_1m_tokens=options.pop("price_per_1m_tokens"))
     return EvaluateConfig(dataset_path=dataset, model=model, encoder=encoder, index=index, ray=ray_spec,
-                          compression=compression, cache=options.pop("use_cache"), progress=ctx.obj["progress"],
-                          **options)
+                          compression=compression, endpoint=endpoint, cache=options.pop("use_cache"),
+                          progress=ctx.obj["progress"], **options)
 
 
 @cli.command(cls=_Sectioned)
 @click.argument("dataset", type=click.Path(path_type=Path))
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
               help="The first stage: bm25; a sentence-transformers bi-encoder or SparseEncoder (SPLADE), by hub id, "
-                   "short alias (all-MiniLM-L6-v2) or local folder; hash:DIM (a hashing stand-in, no model). A "
-                   "cross-encoder goes to --rerank.")
+                   "short alias (all-MiniLM-L6-v2) or local folder; openai:MODEL (an OpenAI-compatible embedding "
+                   "service, with --endpoint); hash:DIM (a hashing stand-in, no model). A cross-encoder goes to "
+                   "--rerank.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
 @click.option("--run", "run_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Score this TREC run file (qid Q0 docid rank score tag) instead of retrieving.")

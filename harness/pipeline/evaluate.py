@@ -47,6 +47,7 @@ from harness.io.formats import (
 from harness.retrieval.rerank import RerankSpec
 from harness.host import host_info, versions
 from harness.retrieval.compress import CompressionSpec
+from harness.retrieval.endpoint import ENDPOINT_PREFIX, EndpointSpec
 from harness.retrieval.index import IndexSpec
 from harness.evaluation.metrics import evaluate, standard_metrics
 from harness.engines.ray_engine import ENGINES, RaySpec
@@ -94,6 +95,7 @@ class EvaluateConfig:
         index: Which FAISS index to search (`harness.retrieval.index.IndexSpec`); flat (exact) by default.
         compression: Matryoshka truncation and the stored precision (int8, binary...) derived from the float32
             vectors (`harness.retrieval.compress.CompressionSpec`); none by default.
+        endpoint: The embedding service of an ``openai:MODEL`` model (`harness.retrieval.endpoint.EndpointSpec`).
         chunk_size: Documents encoded (and cached) per chunk.
         checkpoint_seconds: Inside a chunk, store what is encoded whenever this much encoding time
             has passed since the last write, so a killed run loses at most about this much work.
@@ -133,6 +135,7 @@ class EvaluateConfig:
     threads: int | None = None
     index: IndexSpec = field(default_factory=IndexSpec)
     compression: CompressionSpec = field(default_factory=CompressionSpec)
+    endpoint: EndpointSpec = field(default_factory=EndpointSpec)
     chunk_size: int = 16384
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
     token_budget: int | None = None
@@ -248,6 +251,8 @@ def configuration(config: EvaluateConfig, dataset: str, model: str | None = None
         settings["index"], defaults["index"] = config.index.to_config(), default.index.to_config()
         settings.update(config.compression.to_config())
         defaults.update(default.compression.to_config())
+        if config.model.startswith(ENDPOINT_PREFIX):
+            settings["endpoint"] = config.endpoint.where()  # one model name on two services: two results
     settings["rerank"], defaults["rerank"] = (config.rerank.to_config() if config.rerank else None), None
     return Configuration.from_settings(model or run_model_name(config), config.split, settings, defaults)
 
@@ -274,7 +279,14 @@ def first_device(config: EvaluateConfig) -> str:
 
 
 def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
-    """Load `config.model` with `config.encoder`'s settings, on `device` (default: `first_device`)."""
+    """Load `config.model` with `config.encoder`'s settings, on `device` (default: `first_device`); an
+    ``openai:MODEL`` is its service (`harness.retrieval.endpoint`), which remembers its identity in the cache."""
+    if config.model.startswith(ENDPOINT_PREFIX):
+        from harness.retrieval.endpoint import EndpointEncoder
+
+        spec = config.encoder
+        return EndpointEncoder(config.model, config.endpoint, spec.normalize, spec.query_prefix, spec.doc_prefix,
+                               cache_dir(config.cache_dir) / "models" if config.cache else None)
     return config.encoder.load(config.model, device or first_device(config), cache_dir(config.cache_dir))
 
 
@@ -285,7 +297,8 @@ def _is_sparse_model(config: EvaluateConfig) -> bool:
     from harness.retrieval.rerank import model_kind
 
     return config.run_path is None and config.model.lower() != BM25_MODEL and \
-        not config.model.startswith(HASH_PREFIX) and model_kind(model_folder(config.model)) == "sparse-encoder"
+        not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX)) and \
+        model_kind(model_folder(config.model)) == "sparse-encoder"
 
 
 def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: _CorpusState, queries: list[Query],
@@ -418,8 +431,8 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
     from harness.io.cache import model_files_key, recall_fingerprint, remember_fingerprint
     from harness.retrieval.encode import LazyEncoder
 
-    if not config.cache:
-        return load_model(config)
+    if not config.cache or config.model.startswith(ENDPOINT_PREFIX):
+        return load_model(config)  # a service remembers its own identity (no weights to hash)
     root = cache_dir(config.cache_dir)
     settings = {"model": config.model, **config.encoder.to_config()}
     if config.encoder.backend == "onnx-int8":
@@ -615,7 +628,12 @@ def _checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConf
         raise HarnessError(f"the ray engine stores the workers' embeddings in the cache; turn the cache on ({setting('cache')})")
     config = _resolve_devices(config)
     _note_unused_settings(config)
-    if config.run_path is None and config.model.lower() != BM25_MODEL and not config.model.startswith(HASH_PREFIX) \
+    if config.run_path is None and config.model.startswith(ENDPOINT_PREFIX):
+        config.endpoint.check()
+        # Each encode call should fill every request in flight.
+        config = replace(config, encoder=replace(config.encoder, batch_size=config.endpoint.batch_size *
+                                                 config.endpoint.concurrency))
+    elif config.run_path is None and config.model.lower() != BM25_MODEL and not config.model.startswith(HASH_PREFIX) \
             and not loaded:
         check_model_available(config.model, known=(BM25_MODEL,))  # seconds, not the hub client's retries
     if config.rerank is not None:

@@ -32,6 +32,7 @@ _TOKENS: dict[str, Callable[[Any], str]] = {
     "truncate_dim": lambda value: f"dim{value}",
     "embedding_precision": str,
     "rescore_multiplier": lambda value: f"rescore{value}" if value else "no-rescore",
+    "endpoint": lambda value: str(value).split("/")[0].replace(":", "-"),
     "normalize": lambda value: "dot" if not value else "normalized",
     "query_prefix": lambda value: "prefix",
     "doc_prefix": lambda value: "prefix",
