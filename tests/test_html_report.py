@@ -99,8 +99,11 @@ def test_results_of_another_split_are_left_out_and_said(results_dir, tiny_beir):
 
 
 def test_html_to_stdout_and_a_missing_metric(results_dir):
-    result = CliRunner().invoke(cli, ["report", str(results_dir), "--format", "html", "--metric", "nDCG@3"])
+    result = CliRunner().invoke(cli, ["report", str(results_dir), "--format", "html", "--metric", "nDCG@3",
+                                      "--worst", "1"])
     assert result.exit_code == 0 and result.stdout.lstrip().startswith("<!doctype html>")
+    drill = _page_data(result.stdout)["drilldowns"]["tiny"]["systems"]
+    assert drill and all(len(entry["worst"]) == 1 for entry in drill.values())
     bad = CliRunner().invoke(cli, ["report", str(results_dir), "--format", "html", "--metric", "nDCG@5000"])
     assert bad.exit_code == 1 and "no result has nDCG@5000" in bad.stderr
 

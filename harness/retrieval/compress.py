@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, setting
 from harness.records import Run
-from harness.retrieval.index import DocIds, exact_knn, serialized_size
+from harness.retrieval.index import DocIds, RowIndex, exact_knn, serialized_size
 
 if TYPE_CHECKING:
     import numpy as np
@@ -255,7 +255,7 @@ def quantize(vectors: np.ndarray, precision: str, ranges: np.ndarray | None = No
 # --------------------------------------------------------------------------- the compressed index
 
 
-class CompressedIndex:
+class CompressedIndex(RowIndex):
     """An exact index over quantized vectors, plus the float32 vectors it was derived from (for rescoring
     and for measuring what the compression cost against exact float32 search).
 
@@ -275,17 +275,9 @@ class CompressedIndex:
         self._index: Any = None
         self.calibration: Calibration | None = None
 
-    def __len__(self) -> int:
-        return len(self._doc_ids)
-
-    @property
-    def doc_ids(self) -> Sequence[str]:
-        return self._doc_ids
-
     def add(self, doc_ids: Sequence[str], vectors: np.ndarray) -> None:
         """Keep one chunk of float32 vectors (shape (len(doc_ids), dimension)) until `build`."""
-        if vectors.shape != (len(doc_ids), self.dimension):
-            raise ValueError(f"vectors of shape {vectors.shape} for {len(doc_ids)} ids of dimension {self.dimension}")
+        self._check_chunk(doc_ids, vectors)
         self._chunks.append(vectors)
         self._doc_ids.extend(doc_ids)
         self._index = None

@@ -152,7 +152,26 @@ def default_nlist(n: int) -> int:
     return max(1, min(int(4 * math.sqrt(n)), n // 39))
 
 
-class VectorIndex:
+class RowIndex:
+    """What every vector index shares: doc_ids in row order, and the shape check of an added chunk."""
+
+    dimension: int
+    _doc_ids: DocIds
+
+    def __len__(self) -> int:
+        return len(self._doc_ids)
+
+    @property
+    def doc_ids(self) -> Sequence[str]:
+        """The doc_ids, in the order their vectors were added (FAISS row order)."""
+        return self._doc_ids
+
+    def _check_chunk(self, doc_ids: Sequence[str], vectors: np.ndarray) -> None:
+        if vectors.shape != (len(doc_ids), self.dimension):
+            raise ValueError(f"vectors of shape {vectors.shape} for {len(doc_ids)} ids of dimension {self.dimension}")
+
+
+class VectorIndex(RowIndex):
     """A FAISS inner-product index of one kind, with its doc_ids.
 
     Vectors are added chunk by chunk. Flat and HNSW indexes take them at once; trained kinds
@@ -175,20 +194,11 @@ class VectorIndex:
             self._index.hnsw.efConstruction = spec.ef_construction
             self._index.hnsw.efSearch = spec.ef_search
 
-    def __len__(self) -> int:
-        return len(self._doc_ids)
-
-    @property
-    def doc_ids(self) -> Sequence[str]:
-        """The doc_ids, in the order their vectors were added (FAISS row order)."""
-        return self._doc_ids
-
     def add(self, doc_ids: Sequence[str], vectors: np.ndarray) -> None:
         """Add one chunk of vectors (float32, shape (len(doc_ids), dimension))."""
         import numpy as np
 
-        if vectors.shape != (len(doc_ids), self.dimension):
-            raise ValueError(f"vectors of shape {vectors.shape} for {len(doc_ids)} ids of dimension {self.dimension}")
+        self._check_chunk(doc_ids, vectors)
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if self._index is not None:
             self._index.add(vectors)
