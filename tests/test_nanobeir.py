@@ -183,3 +183,24 @@ def test_a_judgment_naming_an_absent_document_is_refused(nano, tmp_path, monkeyp
                                       "--base-url", server.url])
     assert result.exit_code == 1 and "1 judgment(s) name unknown documents: row 12 'scifact-d999'" in result.stderr
     assert read_stamp(tmp_path / "d" / "nanobeir" / "scifact") is None
+
+
+def test_mteb_export_uses_mtebs_split_name_and_reads_back(nano, tmp_path, monkeypatch):
+    import mteb
+
+    from harness.datasets.published import from_mteb_folder
+    from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+
+    server, _ = nano
+    monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    nanobeir.download("nanobeir/scifact", tmp_path / "data", base_url=server.url, progress=False)
+    evaluate_dataset(EvaluateConfig("nanobeir/scifact", model="hash:64", data_dir=tmp_path / "data", download=False,
+                                    output_dir=tmp_path / "out", progress=False))
+    result = CliRunner().invoke(cli, ["export", str(tmp_path / "out"), "--format", "mteb", "--out",
+                                      str(tmp_path / "mteb")])
+    assert result.exit_code == 0, result.output
+    task_file = next((tmp_path / "mteb").rglob("NanoSciFactRetrieval.json"))
+    splits = list(json.loads(task_file.read_text())["scores"])
+    assert splits == ["train"] and splits == list(mteb.get_task("NanoSciFactRetrieval").metadata.eval_splits)
+    rows = from_mteb_folder(tmp_path / "mteb")
+    assert [(row.dataset, row.split) for row in rows] == [("nanobeir/scifact", "test")]

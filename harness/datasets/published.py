@@ -285,8 +285,8 @@ def _mteb_row(path: Path, dataset: str, family: str) -> PublishedScore | None:
     except (OSError, ValueError) as exc:
         logger.warning("%s: unreadable, skipped (%s)", path, exc)
         return None
-    split = registry.get(dataset.split("/")[0]).eval_split
-    entries = (data.get("scores") or {}).get(split) or []
+    split = (registry.lookup(dataset) or registry.get(dataset.split("/")[0])).eval_split
+    entries = (data.get("scores") or {}).get(registry.mteb_split_name(dataset, split)) or []
     if isinstance(entries, dict):  # MTEB before 1.11: one dict per split
         entries = [entries]
     entry = next((e for e in entries if e.get("hf_subset", "default") == "default"), None)

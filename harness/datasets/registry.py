@@ -34,6 +34,7 @@ class DatasetSpec:
     subsets: tuple[str, ...] = ()
     mteb_task: str = ""  # MTEB's task name ("" when MTEB has none); forums: see `mteb_task`
     family: str = "BEIR"  # or "NanoBEIR": the 13 official small subsets (`nanobeir`)
+    mteb_split: str = ""  # MTEB's name of the evaluation split when it differs (NanoBEIR: "train")
 
     @property
     def zip_bytes(self) -> int | None:
@@ -141,7 +142,7 @@ def nanobeir() -> dict[str, DatasetSpec]:
             avg_rel_per_query=round(tables["qrels"].rows / tables["queries"].rows, 2), zip_mb=None, md5=None,
             public=True, ignore_identical_ids=full.ignore_identical_ids,
             note=f"NanoBEIR: {tables['queries'].rows} queries of {name} over {tables['docs'].rows:,} documents",
-            mteb_task=f"{repo}Retrieval", family="NanoBEIR")
+            mteb_task=f"{repo}Retrieval", family="NanoBEIR", mteb_split="train")
     children = list(specs.values())
     return {NANOBEIR: DatasetSpec(
         name=NANOBEIR, eval_split="test", n_queries=sum(s.n_queries for s in children),
@@ -163,6 +164,13 @@ def mteb_task(dataset: str) -> str | None:
     if forum:
         return f"CQADupstack{forum.capitalize()}Retrieval" if forum in spec.subsets else None
     return spec.mteb_task
+
+
+def mteb_split_name(dataset: str, split: str) -> str:
+    """The name MTEB gives `split` of `dataset`: NanoBEIR's evaluation split is ``train`` there (the Hugging
+    Face split of its files), ``test`` here; every other split keeps its name."""
+    spec = lookup(dataset)
+    return spec.mteb_split if spec is not None and spec.mteb_split and split == spec.eval_split else split
 
 
 def from_mteb_task(task: str) -> str | None:

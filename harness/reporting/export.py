@@ -52,7 +52,7 @@ def _task_file(result: Result, task: str) -> dict[str, Any]:
         "dataset_revision": f"beir-corpus-sha256:{result.fingerprints.get('corpus', 'unknown')}",
         "task_name": task,
         "mteb_version": None,
-        "scores": {result.split: [{**scores, "main_score": scores["ndcg_at_10"], "hf_subset": "default",
+        "scores": {registry.mteb_split_name(result.dataset, result.split): [{**scores, "main_score": scores["ndcg_at_10"], "hf_subset": "default",
                                       "languages": ["eng-Latn"]}]},
         "evaluation_time": result.timings.get("total"),
         "kg_co2_emissions": None,
