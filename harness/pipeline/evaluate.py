@@ -789,8 +789,9 @@ def _dense(config: EvaluateConfig, inputs: _Inputs, encoder: Encoder | None, dep
         device=_device_used(encoder, config),
         **({"shard_size": chunk_size} if config.engine == "ray" else {}),
     ) | _compression_record(config.compression, quality, encoder.dimension)  # the stored dimension wins
-    if quality:
-        logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in quality.items()))
+    recalls = {n: v for n, v in quality.items() if n.startswith("recall")}
+    if recalls:
+        logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in recalls.items()))
     return _FirstStage(run, corpus, encoder.name, record, quality, config)
 
 
@@ -800,7 +801,7 @@ def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimens
     ranges were computed on."""
     record: dict[str, object] = {"dimension": spec.truncate_dim or dimension}
     if "bytes_per_doc" in quality:
-        record["bytes_per_doc"] = round(quality.pop("bytes_per_doc"), 2)
+        record["bytes_per_doc"] = round(quality["bytes_per_doc"], 2)
     if spec.truncate_dim is not None:
         record["truncate_dim"] = spec.truncate_dim
     if not spec.compressed:
@@ -811,7 +812,7 @@ def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimens
                   " exact inner product of the codes)",
                   rescore="float32 query · float32 document vectors" if spec.rescore_multiplier else "none")
     if "calibration_docs" in quality:
-        record["calibration"] = f"per-dimension min/max over all {int(quality.pop('calibration_docs'))} corpus vectors"
+        record["calibration"] = f"per-dimension min/max over all {int(quality['calibration_docs'])} corpus vectors"
     return record
 
 
@@ -1034,11 +1035,7 @@ def _search(index, name: str, queries: list[Query], query_vectors, depth: int, t
     query_ids = [query.query_id for query in queries]
     with clock.stage("search"):
         run = index.search(query_ids, query_vectors, depth, name=name)
-    quality: dict[str, float] = {"bytes_per_doc": index.bytes_per_doc()}
-    if index.nlist is not None:
-        quality["nlist"] = index.nlist  # the cell count actually used (the default depends on n)
-    if getattr(index, "calibration", None) is not None:
-        quality["calibration_docs"] = index.calibration.n
+    quality: dict[str, float] = index.facts()
     if approximate:
         with clock.stage("exact_search"):
             cut = min(top_k, len(index))

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, setting
 from harness.records import Run
-from harness.retrieval.index import DocIds, RowIndex, exact_knn, serialized_size
+from harness.retrieval.index import DocIds, RowIndex, exact_knn
 
 if TYPE_CHECKING:
     import numpy as np
@@ -263,8 +263,6 @@ class CompressedIndex(RowIndex):
     corpus only), quantizes and fills the FAISS index.
     """
 
-    nlist = None  # the pipeline's IVF bookkeeping: none here
-
     def __init__(self, dimension: int, spec: CompressionSpec, calibration_file: Path | None = None):
         spec.check()
         if not spec.compressed:
@@ -332,11 +330,13 @@ class CompressedIndex(RowIndex):
         self.build()
         return self._codes(vectors)
 
-    def bytes_per_doc(self) -> float:
-        """The FAISS index's serialized size divided by its documents (the float32 vectors kept for
-        rescoring are not counted: a deployment keeps them on disk)."""
-        self.build()
-        return serialized_size(self._index) / max(1, len(self))
+    def facts(self) -> dict[str, float]:
+        """`RowIndex.facts` (bytes per document count the FAISS index only: the float32 vectors kept for
+        rescoring lie on disk), plus how many corpus vectors the int8 ranges came from."""
+        facts = super().facts()
+        if self.calibration is not None:
+            facts["calibration_docs"] = self.calibration.n
+        return facts
 
     def search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int, name: str = "run") -> Run:
         """The `depth` best documents per query: rescored candidates, or the raw compressed ranking."""

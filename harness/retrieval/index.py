@@ -157,6 +157,11 @@ class RowIndex:
 
     dimension: int
     _doc_ids: DocIds
+    _index: Any
+    nlist: int | None = None  # IVF's cell count, once built
+
+    def build(self) -> None:
+        """Make the FAISS index searchable (train, quantize...); a no-op when it is."""
 
     def __len__(self) -> int:
         return len(self._doc_ids)
@@ -165,6 +170,15 @@ class RowIndex:
     def doc_ids(self) -> Sequence[str]:
         """The doc_ids, in the order their vectors were added (FAISS row order)."""
         return self._doc_ids
+
+    def facts(self) -> dict[str, float]:
+        """What a result records of the built index: its bytes per document (serialized size / documents) and
+        the parameters it resolved itself (IVF's cell count, the int8 calibration's documents)."""
+        self.build()
+        facts = {"bytes_per_doc": serialized_size(self._index) / max(1, len(self))}
+        if self.nlist is not None:
+            facts["nlist"] = self.nlist  # the cell count actually used (the default depends on n)
+        return facts
 
     def _check_chunk(self, doc_ids: Sequence[str], vectors: np.ndarray) -> None:
         if vectors.shape != (len(doc_ids), self.dimension):
@@ -185,7 +199,6 @@ class VectorIndex(RowIndex):
         self._doc_ids = DocIds()
         self._pending: list[np.ndarray] = []
         self._index: Any = None
-        self.nlist: int | None = None
         faiss = _faiss()
         if spec.kind == "flat":
             self._index = faiss.IndexFlatIP(dimension)
@@ -301,11 +314,6 @@ class VectorIndex(RowIndex):
         doc_ids = self._doc_ids
         return Run.adopt({query_id: {doc_ids[row]: score for row, score in zip(r, s) if row >= 0}
                           for query_id, s, r in zip(query_ids, scores.tolist(), rows.tolist())})
-
-    def bytes_per_doc(self) -> float:
-        """The FAISS index's serialized size divided by its documents (vectors, graph links, lists...)."""
-        self.build()
-        return serialized_size(self._index) / max(1, len(self))
 
     def attach_vectors(self, chunks: Sequence[np.ndarray]) -> None:
         """Give a loaded trained index the vectors it was built from (for `exact_search`)."""
