@@ -721,7 +721,8 @@ _data_dir_option = click.option(
 @_data_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def datasets_list(data_dir: Path | None, as_json: bool) -> None:
-    """List every BEIR dataset: split, size, counts, installed?, published scores known?
+    """List every BEIR dataset: split, size, counts, installed?, published scores known? Then the custom
+    datasets installed with `datasets import` (family "custom"), which evaluate, bench and retrieve take by name.
 
     Example:
 
@@ -740,10 +741,15 @@ def datasets_list(data_dir: Path | None, as_json: bool) -> None:
     table = [["name", "family", "split", "docs", "queries", "zip MB", "installed", "published", "note"]]
     for row in rows:
         note = "not distributed" if not row["public"] else ("self-hits dropped" if row["ignore_identical_ids"] else "")
-        table.append([row["name"], row["family"], row["split"], f"{row['docs']:,}", f"{row['queries']:,}",
+        note = "your own eval set" if row["family"] == "custom" else note
+        table.append([row["name"], row["family"], row["split"], _count(row["docs"]), _count(row["queries"]),
                       f"{row['zip_mb']:.1f}" if row["zip_mb"] else "-", "yes" if row["installed"] else "no",
                       str(row["published_scores"]), note])
     click.echo("\n".join(align(table, right=[False, False, False, True, True, True, False, True, False])))
+
+
+def _count(value: int | None) -> str:
+    return f"{value:,}" if value is not None else "-"
 
 
 @datasets.command("download")
@@ -780,8 +786,10 @@ def datasets_download(ctx: click.Context, names: tuple[str, ...], data_dir: Path
 def datasets_import(source: Path, data_dir: Path | None, name: str | None, force: bool) -> None:
     """Install a local BEIR zip or folder (offline), verified.
 
-    A zip named like a BEIR dataset must have the registry's md5 and counts; any other zip or
-    folder must pass `validate`.
+    A zip named like a BEIR dataset must have the registry's md5 and counts, and a folder imported
+    under a BEIR name the registry's counts (else give it another --name). Any other zip or folder must
+    pass `validate` and becomes a custom dataset: listed by `datasets list`, usable by its name in
+    evaluate, bench and retrieve.
 
     Example:
 
@@ -864,11 +872,14 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--compression", is_flag=True,
               help="Quality against storage: each dimension and precision of a model with its bytes per document and "
                    "the % of its float32 full-dimension score retained.")
+@click.option("--allow-mixed-data", is_flag=True,
+              help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
+                   "of their own, 'scifact [data 1a2b3c4d]', instead of an error.")
 def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by: str, digits: int, split: str | None,
            with_published: bool, published_systems: list[str], published_from: tuple[Path, ...],
            check_published: bool, tolerance: float | None,
            baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None,
-           worst: int, compression: bool) -> None:
+           worst: int, compression: bool, allow_mixed_data: bool) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
     PATHS are result files or folders searched recursively (default: results/). Reads result
@@ -897,7 +908,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         render,
     )
 
-    results = load_results(paths or (Path("results"),))
+    results = load_results(paths or (Path("results"),), allow_mixed_data)
     if fmt == "html":
         _report_page(results, out, metric, split, with_published or bool(published_systems), baseline, alpha,
                      correction, rounds, worst)
@@ -1072,8 +1083,10 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
     from dataclasses import asdict
 
     from harness.reporting.comparison import compare_results, format_compare, load_results
+    from harness.reporting.report import check_same_data
 
     (a,), (b,) = load_results([first]), load_results([second])
+    check_same_data([a, b])
     tests = compare_results(a, b, metrics or None, rounds, seed)
     if as_json:
         click.echo(json.dumps([{**asdict(t), "difference": t.difference} for t in tests], indent=2))
@@ -1104,10 +1117,11 @@ def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_j
     """
     from harness.reporting.comparison import load_results
     from harness.reporting.inspect import format_inspect, inspect_results
+    from harness.reporting.report import check_same_data
 
     if len(results) > 2:
         raise click.UsageError("give one result, or two to compare")
-    data = inspect_results([load_results([r])[0] for r in results], worst, metric, depth)
+    data = inspect_results(check_same_data([load_results([r])[0] for r in results]), worst, metric, depth)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_inspect(data))
 
 

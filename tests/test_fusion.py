@@ -174,7 +174,7 @@ def test_fuse_refuses_different_datasets_altered_and_missing_runs(tiny_beir, tmp
     qrels = json.loads(dense.read_text())
     qrels["fingerprints"]["qrels"] = "0" * 64
     other.write_text(json.dumps(qrels))
-    assert "different qrels" in runner.invoke(cli, ["fuse", str(bm25), str(other)]).stderr
+    assert "differ in qrels" in runner.invoke(cli, ["fuse", str(bm25), str(other)]).stderr
     run_file = dense.with_name("test.run.trec")
     run_file.write_text(run_file.read_text().replace(" 1 ", " 1 ", 1) + "q1 Q0 d5 99 -1.0 x\n")
     altered = runner.invoke(cli, ["fuse", str(bm25), str(dense), "--output-dir", str(out)])

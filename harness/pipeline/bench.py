@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness import __version__
 from harness.datasets import registry
+from harness.datasets.catalog import resolve_dataset
 from harness.errors import HarnessError
 from harness.pipeline.evaluate import (
     BM25_MODEL,
@@ -38,9 +39,10 @@ class Cell:
 
     dataset: str
     model: str
-    status: str  # "done", "skipped" (same config already written) or "failed"
+    status: str  # "done", "skipped" (same config and data already written) or "failed"
     metrics: dict[str, float] = field(default_factory=dict)
     error: str = ""
+    why: str = ""  # why a cell with a stored result was done again (e.g. "qrels changed since the stored result")
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,8 @@ class BenchReport:
         lines = align(rows, right=[False] + [True] * len(models))
         counts = {status: sum(c.status == status for c in self.cells) for status in ("done", "skipped", "failed")}
         lines.append(f"{len(self.cells)} cells: {counts['done']} done, {counts['skipped']} skipped "
-                     f"(already done with the same settings), {counts['failed']} failed")
+                     f"(already done on the same data with the same settings), {counts['failed']} failed")
+        lines += [f"redone: {cell.dataset} × {cell.model}: {cell.why}" for cell in self.cells if cell.why]
         lines += [f"failed: {cell.dataset} × {cell.model}: {cell.error}" for cell in self.failed]
         return "\n".join(lines)
 
@@ -171,6 +174,25 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
     return BenchReport(grid.cells, csv_path)
 
 
+def _changed_data(config: EvaluateConfig, stored) -> list[str]:
+    """The data files (corpus, queries, qrels, an external run) whose content differs from what `stored` was
+    computed on; a folder that cannot be read now counts as changed (evaluating it again says why)."""
+    from harness.io.formats import content_sha256, locate_beir_folder
+    from harness.reporting.report import data_changes, folder_fingerprints
+
+    try:
+        folder_path, _ = resolve_dataset(config.dataset_path, config.data_dir, download=False)
+        current = folder_fingerprints(locate_beir_folder(folder_path, config.split))
+        if config.run_path is not None:
+            current["run"] = content_sha256(config.run_path)
+    except (HarnessError, OSError):
+        return ["the dataset folder"]
+    changed = data_changes(stored.fingerprints, current)
+    if config.run_path is not None and stored.fingerprints.get("run") not in (None, current["run"]):
+        changed.append("the run file")
+    return changed
+
+
 class _Grid:
     """The cells of one bench run, and the models loaded for them (once each)."""
 
@@ -202,11 +224,15 @@ class _Grid:
         config = system_config(replace(base, dataset_path=dataset, name=label), system)
         logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system_name)
         name = _display_name(dataset)
-        done = self._done(config, name) if base.output_dir is not None and not self.force else None
-        if done is not None:
-            logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, system_name)
-            self.cells.append(Cell(name, system_name, "skipped", done[1].metrics))
-            return done[0]
+        stored = self._stored(config, name) if base.output_dir is not None and not self.force else None
+        if stored is not None and not stored[2]:
+            logger.info("skipping %s × %s: done with the same settings and data (--force to redo)", dataset,
+                        system_name)
+            self.cells.append(Cell(name, system_name, "skipped", stored[1].metrics))
+            return stored[0]
+        why = f"{' and '.join(stored[2])} changed since the stored result" if stored is not None else ""
+        if why:
+            logger.warning("%s × %s: %s; evaluating it again", dataset, system_name, why)
         try:
             encoder = None
             if config.model.lower() != BM25_MODEL and not _is_sparse_model(config):
@@ -220,14 +246,19 @@ class _Grid:
             return None
         if outcome.paths:
             logger.info("wrote %s", outcome.paths[0])
-        self.cells.append(Cell(outcome.result.dataset, system_name, "done", outcome.result.metrics))
+        self.cells.append(Cell(outcome.result.dataset, system_name, "done", outcome.result.metrics, why=why))
         return outcome.paths[0] if outcome.paths else None
 
-    def _done(self, config: EvaluateConfig, name: str):
-        """(path, result) of this cell's result when it exists with the same configuration and version, else None.
+    def _stored(self, config: EvaluateConfig, name: str):
+        """(path, result, the data files changed since) of this cell's stored result when it exists with the same
+        configuration and version, else None; the cell is done only when nothing changed.
 
         A truncation to the model's full dimension is no truncation, so its result is the untruncated one
         (recognised by the dimension it records)."""
+        done = self._done(config, name)
+        return None if done is None else (*done, _changed_data(config, done[1]))
+
+    def _done(self, config: EvaluateConfig, name: str):
         from harness.reporting.report import read_result, result_paths
 
         candidates = [(config, None)]

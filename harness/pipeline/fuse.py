@@ -14,7 +14,7 @@ from harness.host import host_info, versions
 from harness.io.formats import locate_beir_folder, read_qrels, read_run
 from harness.pipeline.evaluate import STANDARD_K, Outcome
 from harness.records import Run
-from harness.reporting.report import Result, write_result
+from harness.reporting.report import Result, check_same_data, write_result
 from harness.reporting.variant import Configuration
 from harness.retrieval.fusion import FusionSpec
 
@@ -33,8 +33,9 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
         name: The label of the fused result; default ``method(label, label, ...)``.
 
     Raises:
-        HarnessError: Results of different datasets, splits or qrels; a run file missing or
-            altered since its result was written; qrels changed since; bad fusion settings.
+        HarnessError: Results of different datasets or splits; a run file missing or altered since its result
+            was written; qrels changed since; bad fusion settings.
+        DataMismatchError: Results computed on different corpus, queries or qrels.
     """
     from harness.retrieval.fusion import fuse
     started = time.perf_counter()
@@ -46,9 +47,7 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
             if getattr(data, key) != getattr(first, key):
                 raise HarnessError(f"cannot fuse results of different {key}s: {first_path} is {getattr(first, key)}, "
                                    f"{path} is {getattr(data, key)}")
-        if data.fingerprints.get("qrels") != first.fingerprints.get("qrels"):
-            raise HarnessError(f"cannot fuse results scored against different qrels: {first_path} and {path} "
-                               "(their qrels fingerprints differ)")
+    check_same_data([data for _, data in inputs])
     notes: list[str] = []
     runs = [_saved_run(data, notes) for _, data in inputs]
     for (path, _), run in zip(inputs, runs):

@@ -30,7 +30,7 @@ from harness.datasets import registry
 from harness.errors import HarnessError, setting
 from harness.io.formats import atomic_writer
 from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table
-from harness.reporting.report import Result
+from harness.reporting.report import Result, check_same_data
 from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 
 logger = logging.getLogger(__name__)
@@ -38,11 +38,17 @@ logger = logging.getLogger(__name__)
 CQADUPSTACK = "cqadupstack"
 
 
-def load_results(paths: Iterable[str | Path]) -> list[Result]:
-    """Every result JSON in `paths` (files, or folders searched recursively).
+def load_results(paths: Iterable[str | Path], allow_mixed_data: bool = False) -> list[Result]:
+    """Every result JSON in `paths` (files, or folders searched recursively), checked to share their data.
+
+    Args:
+        paths: Result files or folders.
+        allow_mixed_data: Results of one dataset computed on different data are shown as datasets of their own
+            (``scifact [data 1a2b3c4d]``) instead of refused (`harness.reporting.report.check_same_data`).
 
     Raises:
         HarnessError: A path does not exist, or nothing readable was found.
+        DataMismatchError: Results of one dataset name computed on different corpus, queries or qrels.
     """
     results = []
     for path in map(Path, paths):
@@ -62,7 +68,7 @@ def load_results(paths: Iterable[str | Path]) -> list[Result]:
                 continue  # other JSON in a results folder (a plot's data, notes) is not a result
     if not results:
         raise HarnessError(f"no result files found in {', '.join(map(str, paths))} (run `beir-harness evaluate` first)")
-    return results
+    return check_same_data(results, allow_mixed_data)
 
 
 def nanobeir_row() -> str:
@@ -536,6 +542,7 @@ class Check:
     published: float | None
     ours: float
     tolerance: float
+    why: str = ""  # a known reason the result may differ (its folder is not the registry's dataset)
 
     @property
     def status(self) -> str:
@@ -565,6 +572,9 @@ def check_published(results: list[Result], metric: str = "nDCG@10", tolerance: f
     """
     comparison = build_comparison(results, metric, split)
     tolerance = tolerance if tolerance is not None else published.TOLERANCE.get(metric, 0.003)
+    # One dataset's results share their data (`load_results`), so a count mismatch is the dataset's.
+    mismatches = {result.dataset: result.config["registry_mismatch"] for result in results
+                  if result.config.get("registry_mismatch")}
     checks = []
     for (dataset, label), cell in sorted(comparison.cells.items()):
         if cell.value is None:
@@ -572,7 +582,8 @@ def check_published(results: list[Result], metric: str = "nDCG@10", tolerance: f
         model = comparison.label_models.get(label, label)
         row = published.reproduced(dataset, _eval_split(dataset, split), model, comparison.label_rerankers.get(label))
         value = row.values.get(metric) if row is not None else None
-        checks.append(Check(dataset, label, row.column if value is not None else "", value, cell.value, tolerance))
+        checks.append(Check(dataset, label, row.column if value is not None else "", value, cell.value, tolerance,
+                            mismatches.get(dataset, "")))
     return checks
 
 
@@ -599,6 +610,7 @@ def format_checks(checks: Sequence[Check], metric: str, digits: int = 4) -> str:
             table.append([c.dataset, c.model, f"{c.published:.{digits}f}", f"{c.ours:.{digits}f}",
                           f"{c.ours - c.published:+.{digits}f}", c.status, c.column])
     lines = align(table, right=[False, False, True, True, True, False, False])
+    lines += [f"{dataset}: {why}" for dataset, why in dict.fromkeys((c.dataset, c.why) for c in checks if c.why)]
     counts = {status: sum(c.status == status for c in checks) for status in ("OK", "OFF", "none")}
     if counts["OK"] + counts["OFF"]:
         lines.append(f"{counts['OK'] + counts['OFF']} checked, {counts['OK']} OK, {counts['OFF']} off (tolerance "
