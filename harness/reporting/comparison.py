@@ -115,6 +115,7 @@ class Comparison:
     cells: dict[tuple[str, str], Cell]
     label_models: dict[str, str] = field(default_factory=dict)  # column label → the model it evaluated
     label_rerankers: dict[str, str] = field(default_factory=dict)  # column label → its cross-encoder, if any
+    stored_labels: dict[str, str] = field(default_factory=dict)  # column label → the label its results store
     published_columns: list[str] = field(default_factory=list)
     published_values: dict[tuple[str, str], float] = field(default_factory=dict)
     # "Δ label vs published column" → (label, published column)
@@ -255,7 +256,7 @@ def build_comparison(
         notes.append(warning)
     datasets = _dataset_order(d for d, _ in table)
     models = sorted({m for _, m in table}, key=lambda m: (stored.get(m, m), m))
-    comparison = Comparison(metric, datasets, models, table, label_models=label_models,
+    comparison = Comparison(metric, datasets, models, table, label_models=label_models, stored_labels=stored,
                             label_rerankers=label_rerankers, notes=notes)
     if with_published or published_systems or published_from:
         _add_published(comparison, split, published_systems or ())
@@ -387,7 +388,7 @@ def _add_folder_columns(comparison: Comparison, split: str | None, folder: str |
 
 
 def _mark_significance(comparison: Comparison, baseline: str, alpha: float, correction: str, rounds: int) -> None:
-    matches = [m for m in comparison.models if m == baseline] or [
+    matches = [m for m in comparison.models if baseline in (m, comparison.stored_labels.get(m))] or [
         m for m in comparison.models
         if published.system_of(comparison.label_models.get(m, m)) == published.system_of(baseline)]
     if not matches:
