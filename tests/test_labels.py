@@ -165,6 +165,14 @@ def test_one_label_on_two_results_of_a_table_is_noted_naming_both(tiny_beir, tmp
     assert len({cell.strip() for cell in header.strip("|").split(" | ")[1:]}) == 2  # two columns, told apart
 
 
+def test_weights_written_with_commas_in_a_bench_fusion_say_the_syntax(tmp_path):
+    out = tmp_path / "results"
+    result = CliRunner().invoke(cli, ["bench", "--systems", "wsum(bm25, hash:64, weights=0.3, 0.7)", "--datasets",
+                                      "tiny", "--output-dir", str(out)])
+    assert result.exit_code == 1 and "separate weights with ':', e.g. weights=0.3:0.7" in result.stderr, result.output
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("name", ["rrf(bm25", "x]", " "])
 def test_fuse_refuses_a_name_with_an_unbalanced_bracket(tmp_path, name):
     result = CliRunner().invoke(cli, ["fuse", "a.json", "b.json", "--name", name, "--output-dir", str(tmp_path / "o")])

@@ -39,7 +39,7 @@ def check_label(label: str) -> str:
     """
     text = label.strip()
     if not text:
-        raise HarnessError(f"label {label!r} is empty; write LABEL=SYSTEM, e.g. hybrid=rrf(bm25, e5)")
+        raise HarnessError(f"label {label!r} is empty; give a name, e.g. hybrid")
     if "\n" in text or "\r" in text:
         raise HarnessError(f"label {label!r} holds a line break; give a one-line label")
     stack: list[str] = []
