@@ -232,7 +232,7 @@ _RUN_OPTIONS = [
     click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
                  help="Results go to <output-dir>/<dataset>/<model>/<split>[.<variant>].json and .run.trec; "
                       "each configuration has its own file."),
-    click.option("--name", default=None, metavar="LABEL",
+    click.option("--name", default=None, metavar="LABEL", callback=lambda ctx, param, value: _label(ctx, param, value),
                  help="Label of the result in every report, table and plot [default: the model, plus the "
                       "non-default settings]."),
     click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -511,10 +511,11 @@ def _precisions(param: click.Parameter, value: str | None) -> list[str]:
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    from harness.pipeline.systems import split_systems
+    from harness.pipeline.systems import parse_systems, split_systems
 
     try:
         items = split_systems(value)
+        parse_systems(items)  # labels (LABEL=SYSTEM) checked here, so a bad one is a usage error (exit 2)
     except HarnessError as exc:
         raise click.BadParameter(str(exc)) from None
     if not items:
@@ -522,11 +523,21 @@ def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str
     return items
 
 
+def _label(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from harness.reporting.labels import check_label
+
+    try:
+        return None if value is None else check_label(value)
+    except HarnessError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @cli.command(cls=_Sectioned)
 @click.option("--models", "--systems", "models", required=True, callback=_systems,
               help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
                    "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
-                   "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf.")
+                   "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf; "
+                   "each optionally labelled LABEL=SYSTEM (e.g. 'hybrid=rrf(bm25, e5)'), its name in every table.")
 @click.option("--datasets", "dataset_names", required=True, callback=_comma_list,
               help="Comma-separated datasets: registry names or BEIR folders.")
 @click.option("--metric", default="nDCG@10", show_default=True, callback=lambda ctx, param, value: _metric(ctx, param,
@@ -559,13 +570,17 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
         beir-harness bench --models all-MiniLM-L6-v2,bm25 --datasets scifact,nfcorpus
         beir-harness bench --models bm25 --datasets scifact,./my-eval-set --metric Recall@100
         beir-harness bench --systems "bm25, all-MiniLM-L6-v2, rrf(bm25, all-MiniLM-L6-v2)" --datasets scifact
+        beir-harness bench --systems "bm25, e5=intfloat/e5-small-v2, hybrid=wsum(bm25, intfloat/e5-small-v2, \
+            weights=0.3:0.7)" --datasets scifact
         beir-harness bench --models all-MiniLM-L6-v2 --datasets scifact --truncate-dims 384,256,128,64 \
             --embedding-precisions float32,int8,binary --rescore-multipliers 0,2
     """
     from harness.pipeline.bench import run_bench
     from harness.retrieval.compress import compression_grid
 
-    base = _config(ctx, None, models[0], options)
+    from harness.pipeline.systems import parse_system
+
+    base = _config(ctx, None, parse_system(models[0]).spec, options)
     axes = truncate_dims or embedding_precisions or rescore_multipliers
     compressions = compression_grid(base.compression, truncate_dims or (), embedding_precisions or (),
                                     rescore_multipliers or ()) if axes else []
@@ -911,7 +926,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
     results = load_results(paths or (Path("results"),), allow_mixed_data)
     if fmt == "html":
         _report_page(results, out, metric, split, with_published or bool(published_systems), baseline, alpha,
-                     correction, rounds, worst)
+                     correction, rounds, worst, digits)
         return
     if compression:
         _report_compression(results, metric, fmt, digits, split, out, plot)
@@ -943,12 +958,12 @@ def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
 
 
 def _report_page(results, out: Path | None, metric: str, split: str | None, with_published: bool,
-                 baseline: str | None, alpha: float, correction: str, rounds: int, worst: int) -> None:
+                 baseline: str | None, alpha: float, correction: str, rounds: int, worst: int, digits: int) -> None:
     from harness.reporting.html import PageOptions, build_page, render_page
     from harness.io.formats import write_text
 
     options = PageOptions(metric=metric, split=split, published=with_published, baseline=baseline, alpha=alpha,
-                          correction=correction, rounds=rounds, worst=worst)
+                          correction=correction, rounds=rounds, worst=worst, digits=digits)
     page = render_page(build_page(results, options))
     if out is None:
         click.echo(page)
@@ -1010,12 +1025,12 @@ def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[st
 
 
 def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
-    if value is None:
-        return None
+    from harness.retrieval.fusion import parse_weights
+
     try:
-        return tuple(float(part) for part in value.split(","))
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: give comma-separated numbers, e.g. 0.3,0.7") from None
+        return None if value is None else parse_weights(value)
+    except HarnessError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @cli.command()
@@ -1024,12 +1039,14 @@ def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               show_default=True, help="Fusion method.")
 @click.option("--norm", type=click.Choice(["minmax", "zscore", "none"]), default="minmax", show_default=True,
               help="Per-query score normalization for combsum, combmnz and wsum.")
-@click.option("--weights", callback=_weights, default=None, metavar="W1,W2,...",
-              help="With --method wsum: one weight per result [default: equal].")
+@click.option("--weights", callback=_weights, default=None, metavar="W1:W2:...",
+              help="With --method wsum: one weight per result, as in bench's weights=0.3:0.7 (0.3,0.7 is read "
+                   "too) [default: equal].")
 @click.option("--rrf-k", type=click.IntRange(min=0), default=60, show_default=True, help="The k of RRF.")
 @click.option("--depth", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Documents kept per query in the fused run.")
-@click.option("--name", default=None, metavar="LABEL", help="Label of the fused result [default: method(labels)].")
+@click.option("--name", default=None, metavar="LABEL", callback=_label,
+              help="Label of the fused result [default: method(labels; settings), e.g. wsum(bm25, e5; 0.3:0.7)].")
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
               help="Where the fused result goes: <output-dir>/<dataset>/fusion/<split>.<variant>.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fused result JSON instead of the table.")
@@ -1046,7 +1063,7 @@ def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float
 
     \b
         beir-harness fuse results/scifact/bm25/test.json results/scifact/sentence-transformers__all-MiniLM-L6-v2/test.json
-        beir-harness fuse a.json b.json --method wsum --weights 0.3,0.7 --norm zscore
+        beir-harness fuse a.json b.json --method wsum --weights 0.3:0.7 --norm zscore
     """
     from harness.retrieval.fusion import FusionSpec
     from harness.pipeline.fuse import fuse_results

@@ -198,3 +198,13 @@ def test_a_custom_dataset_is_listed_and_usable_by_name(tiny_beir, tmp_path, monk
     retrieved = _invoke("retrieve", "shop", "--model", "bm25", "--data-dir", data, "--out", tmp_path / "run.trec")
     assert retrieved.exit_code == 0, retrieved.stderr
     assert (tmp_path / "run.trec").read_text().split()[0] in {"q1", "q2", "q3", "q4"}
+
+
+def test_bench_redoes_a_cell_whose_label_changed(tiny_beir, tmp_path):
+    out = tmp_path / "results"
+    assert _bench(tiny_beir, out).exit_code == 0
+    relabelled = _invoke("-q", "bench", "--models", "lexical=bm25", "--datasets", tiny_beir, "--output-dir", out,
+                         "--k", "10")
+    assert relabelled.exit_code == 0, relabelled.stderr
+    assert "redone: tiny × lexical: the label (was 'bm25') changed since the stored result" in relabelled.stdout
+    assert json.loads((out / "tiny" / "bm25" / "test.json").read_text())["label"] == "lexical"

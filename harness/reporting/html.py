@@ -26,6 +26,7 @@ from typing import Any
 from harness import __version__
 from harness.errors import HarnessError
 from harness.evaluation.significance import DEFAULT_ROUNDS, bootstrap_ci
+from harness.presentation import metric_text
 from harness.reporting.comparison import Comparison, build_comparison, labelled_results, results_of_split
 from harness.reporting.page_data import drilldowns, provenance
 from harness.reporting.report import Result
@@ -50,6 +51,7 @@ class PageOptions:
         worst: Worst queries per system and dataset in the drill-down.
         top: Retrieved documents shown per query.
         title: The page's heading.
+        digits: Decimals of every metric value shown (`harness.presentation.metric_text`, as the tables).
     """
 
     metric: str = "nDCG@10"
@@ -62,6 +64,7 @@ class PageOptions:
     worst: int = 20
     top: int = 5
     title: str = "Retrieval results"
+    digits: int = 4
 
 
 def _metric_order(name: str) -> tuple[int, int, str]:
@@ -83,17 +86,19 @@ def _leaderboard(results: list[Result], metric: str, options: PageOptions,
     for column in comparison.columns:
         columns.setdefault(column, len(columns))
     average, shared = comparison.average()
+    def texts(values: list[float | None]) -> list[str]:
+        return [metric_text(v, options.digits, kinds[c] == "delta") for v, c in zip(values, comparison.columns)]
+
+    values = {d: [comparison.value(d, c) for c in comparison.columns] for d in comparison.datasets}
+    averages = [average.get(c) for c in comparison.columns]
+    # The stored floats (to sort, bold and draw) and the text shown, formatted here as every table is.
     return {
         "columns": [columns[c] for c in comparison.columns],
-        "values": {d: [_round(comparison.value(d, c)) for c in comparison.columns] for d in comparison.datasets},
-        "average": {"over": shared, "values": [_round(average.get(c)) for c in comparison.columns]},
+        "values": values, "text": {d: texts(row) for d, row in values.items()},
+        "average": {"over": shared, "values": averages, "text": texts(averages)},
         "marks": {f"{d}\t{columns[c]}": mark for (d, c), mark in comparison.marks.items()},
         "notes": comparison.notes,
     }, comparison
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 5)
 
 
 def _intervals(comparison: Comparison) -> dict[str, dict[str, list[float]]]:

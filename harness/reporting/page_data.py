@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
+from harness.presentation import metric_text
 from harness.reporting.report import Result
 
 if TYPE_CHECKING:
@@ -33,8 +34,8 @@ def _system_drill(result: Result, metric: str, options: PageOptions, qrels) -> d
 
     values = {q: v[metric] for q, v in result.per_query.items() if metric in v}
     worst = sorted(values, key=lambda q: (values[q], q))[:options.worst]
-    # Each item [query_id, value, top [[doc_id, score], ...], {judged doc_id: rank}]: lists, not objects, for size.
-    entry: dict[str, Any] = {"worst": [[q, round(values[q], 4)] for q in worst]}
+    # Each item [query_id, value as shown, top [[doc_id, score], ...], {judged doc_id: rank}]: lists, not objects, for size.
+    entry: dict[str, Any] = {"worst": [[q, metric_text(values[q], options.digits)] for q in worst]}
     path = result.run_path
     if not path.is_file():
         entry["missing"] = f"the run file {path} is missing: no retrieved documents to show"

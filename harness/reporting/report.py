@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataMismatchError, HarnessError, OutputError, setting
-from harness.presentation import align
+from harness.presentation import align, metric_text
 from harness.io.formats import atomic_writer, content_sha256, remove_stale_temporaries, write_json, write_run
 from harness.records import Run
 
@@ -353,7 +353,7 @@ def format_metrics_table(result: Result) -> str:
     shown = {name: value for name, value in result.metrics.items()
              if not shown_k or "@" not in name or name.rsplit("@", 1)[-1] in shown_k}
     width = max((len(name) for name in shown), default=6)
-    table = [["metric", "value"], ["-" * width, "------"], *([name, f"{value:.4f}"] for name, value in shown.items())]
+    table = [["metric", "value"], ["-" * width, "------"], *([name, metric_text(value)] for name, value in shown.items())]
     lines = [f"{result.dataset} [{result.split}] · {result.label or result.model} · {result.n_queries} judged queries",
              *align(table, right=[False, False])]
     if result.config.get("run_format"):
