@@ -120,7 +120,10 @@ def test_unstamped_folder_is_not_trusted(mirror, tmp_path):
     (tmp_path / "nfcorpus").mkdir()
     (tmp_path / "nfcorpus" / "corpus.jsonl").write_text("half")
     download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
-    assert read_stamp(tmp_path / "nfcorpus") is not None
+    assert read_stamp(tmp_path / "nfcorpus")["md5"] == NFCORPUS_MD5
+    assert mirror.requests == [("/nfcorpus.zip", None)]  # downloaded afresh, not taken for installed
+    with open(tmp_path / "nfcorpus" / "corpus.jsonl") as handle:
+        assert sum(1 for _ in handle) == 3633  # the half file was replaced
 
 
 def test_counts_that_disagree_with_the_registry(mirror, tmp_path, monkeypatch):
