@@ -69,3 +69,45 @@ def test_the_readme_quotes_the_current_counts():
     counts = (f"{len(sections['Bad input'])} bad inputs, {len(sections['Download faults'])} download faults, "
               f"{len(sections['Interruption points'])} interruption points")
     assert counts in " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of a Markdown table row (GitHub's rule: every `|` not escaped as `\\|` ends a cell)."""
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().removeprefix("|").removesuffix("|"))]
+
+
+def _table_faults(path: Path) -> list[str]:
+    """Every way a table in `path` would render broken: a header, then `|---|` of as many columns, then rows."""
+    faults, table = [], []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate([*lines, ""], start=1):
+        if line.lstrip().startswith("|"):
+            table.append((number, _cells(line)))
+            continue
+        if table:
+            (first, header), *rest = table
+            separator = re.compile(r":?-{3,}:?")
+            if not rest or not all(separator.fullmatch(cell) for cell in rest[0][1]):
+                faults.append(f"{path.name}:{first + 1}: the table's second line is not a |---| separator")
+            for row_number, cells in rest:
+                if all(separator.fullmatch(cell) for cell in cells) and row_number != first + 1:
+                    faults.append(f"{path.name}:{row_number}: a |---| separator inside the table")
+                if len(cells) != len(header):
+                    faults.append(f"{path.name}:{row_number}: {len(cells)} cells, the header has {len(header)}")
+            table = []
+    return faults
+
+
+@pytest.mark.parametrize("name", ["RELIABILITY.md", "BENCHMARKS.md"])
+def test_every_table_renders(name):
+    faults = _table_faults(ROOT / name)
+    assert not faults, "tables that render broken:\n" + "\n".join(faults)
+
+
+def test_the_table_check_catches_each_way_a_table_breaks(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("| a | b |\n|---|---|\n| 1 | `x \\| y` |\n\ntext\n\n| a | b |\n| 1 | 2 |\n|---|---|\n\n"
+                    "| a | b |\n|---|---|---|\n| 1 | 2 | 3 |\n", encoding="utf-8")
+    assert _table_faults(page) == ["page.md:8: the table's second line is not a |---| separator",
+                                   "page.md:9: a |---| separator inside the table",
+                                   "page.md:12: 3 cells, the header has 2", "page.md:13: 3 cells, the header has 2"]
