@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOORS = {"Bad input": 40, "Download faults": 10, "Interruption points": 6}
+SEPARATOR = re.compile(r":?-{3,}:?")  # one cell of a table's |---| line
 
 
 def _rows() -> list[tuple[int, str, str]]:
@@ -115,11 +116,10 @@ def _table_faults(path: Path) -> list[str]:
             continue
         if table:
             (first, header), *rest = table
-            separator = re.compile(r":?-{3,}:?")
-            if not rest or not all(separator.fullmatch(cell) for cell in rest[0][1]):
+            if not rest or not all(SEPARATOR.fullmatch(cell) for cell in rest[0][1]):
                 faults.append(f"{path.name}:{first + 1}: the table's second line is not a |---| separator")
             for row_number, cells in rest:
-                if all(separator.fullmatch(cell) for cell in cells) and row_number != first + 1:
+                if all(SEPARATOR.fullmatch(cell) for cell in cells) and row_number != first + 1:
                     faults.append(f"{path.name}:{row_number}: a |---| separator inside the table")
                 if len(cells) != len(header):
                     faults.append(f"{path.name}:{row_number}: {len(cells)} cells, the header has {len(header)}")
