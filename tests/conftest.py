@@ -92,6 +92,35 @@ def shared_beir() -> Path:
     return SHARED
 
 
+# `.ci/run` names a file in BEIR_HARNESS_TEST_OUTCOMES: each test's outcome (passed, failed, skipped with
+# its reason, deselected) is written there as JSON, so that `python tests/test_reliability.py --require-ran
+# FILE` can fail CI when a RELIABILITY.md row's test did not run (pytest itself passes on a skip).
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report):
+    if report.failed:
+        _OUTCOMES[report.nodeid] = "failed"
+    elif report.skipped and _OUTCOMES.get(report.nodeid) != "failed":
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        _OUTCOMES[report.nodeid] = "xfailed" if hasattr(report, "wasxfail") else f"skipped ({reason})"
+    elif report.when == "call":
+        _OUTCOMES.setdefault(report.nodeid, "passed")
+
+
+def pytest_deselected(items):
+    _OUTCOMES.update((item.nodeid, "deselected") for item in items)
+
+
+def pytest_sessionfinish(session):
+    target = os.environ.get("BEIR_HARNESS_TEST_OUTCOMES")
+    if target:
+        import json
+
+        Path(target).write_text(json.dumps(_OUTCOMES, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
 class _Server:
     """What the loopback HTTP server serves, and how it misbehaves (one behaviour per request)."""
 

@@ -181,14 +181,33 @@ def test_atomic_writer_leaves_previous_file_on_failure(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_atomic_writer_read_only_folder(tmp_path):
-    tmp_path.chmod(0o500)
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder nobody can write to: by its permission bits, or as root (who ignores them, as in CI) a
+    read-only bind mount of it onto itself."""
+    import subprocess
+
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+        yield folder
+        folder.chmod(0o700)
+        return
+    made = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"root without mount rights (no read-only folder possible): {made.stderr.strip()}")
     try:
-        with pytest.raises(OutputError, match="cannot write"):
-            write_json({}, tmp_path / "x.json")
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True, capture_output=True)
+        yield folder
     finally:
-        tmp_path.chmod(0o700)
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_atomic_writer_read_only_folder(read_only_folder):
+    with pytest.raises(OutputError, match=r"x\.json: cannot write: (Read-only file system|Permission denied)"):
+        write_json({}, read_only_folder / "x.json")
+    assert list(read_only_folder.iterdir()) == []  # nothing written, no temporary file left
 
 
 def test_atomic_writer_unwritable_parent(tmp_path):
