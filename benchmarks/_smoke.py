@@ -30,6 +30,28 @@ def scratch(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"beir-harness-smoke-{prefix}-"))
 
 
+def synthetic_beir(folder: Path, docs: int = 300, queries: int = 20, seed: int = 0) -> Path:
+    """Write a BEIR folder of `docs` random 20-word documents and `queries` queries, each made of 6 words
+    of one document (judged 2) with a second document judged 1; for scripts that need more documents
+    than the lesson set has (an index that trains, a corpus to cut)."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    vocabulary = [f"w{i}" for i in range(500)]
+    texts = [" ".join(rng.choices(vocabulary, k=20)) for _ in range(docs)]
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as corpus:
+        corpus.writelines(json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(texts))
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as out, \
+            open(folder / "qrels" / "test.tsv", "w", encoding="utf-8") as qrels:
+        qrels.write("query-id\tcorpus-id\tscore\n")
+        for q, (target, other) in enumerate(zip(rng.sample(range(docs), queries), rng.sample(range(docs), queries))):
+            out.write(json.dumps({"_id": f"q{q}", "text": " ".join(rng.sample(texts[target].split(), 6))}) + "\n")
+            qrels.write(f"q{q}\td{target}\t2\n" + (f"q{q}\td{other}\t1\n" if other != target else ""))
+    return folder
+
+
 def tiny_model(folder: Path) -> Path:
     """Write a sentence-transformers model with random weights (2 layers, hidden 32) into `folder`.
 
