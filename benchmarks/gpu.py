@@ -40,7 +40,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import _smoke  # noqa: E402
 from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels  # noqa: E402
 from harness.records import doc_text  # noqa: E402
 
@@ -234,6 +233,7 @@ def smoke(args) -> int:
     """The whole measurement on a tiny random model, the lesson eval set and 40 synthetic passages."""
     import shutil
 
+    import _smoke
     import torch
 
     print(_smoke.NOTICE)
@@ -265,6 +265,8 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="seconds: a tiny random model on the lesson eval set (on the GPU if there is one)")
     args = parser.parse_args()
+    import _smoke  # beside this script: on sys.path when it runs as one (not when a test imports it)
+
     print(_smoke.host_line())
     if args.prepare_model is not None:
         prepare_model(args.prepare_model)
