@@ -62,9 +62,10 @@ from harness.retrieval.encode import EncoderSpec
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 start = time.perf_counter()
 backend = sys.argv[3] if len(sys.argv) > 3 else "torch"
+model = os.environ.get("SUITE_TORCH_MODEL") if backend == "torch" else MODEL  # --smoke: hashing, no torch
 outcome = evaluate_dataset(EvaluateConfig(dataset_path=Path(sys.argv[1]), output_dir=None, progress=False,
                                           cache_dir=Path(sys.argv[2]), encoder=EncoderSpec(backend=backend),
-                                          **({"model": MODEL} if MODEL else {})))
+                                          **({"model": model} if model else {})))
 r = outcome.result
 done(seconds=time.perf_counter() - start, ndcg10=r.metrics["nDCG@10"], timings=r.timings,
      docs=r.config["n_docs"], cache=r.config["embedding_cache"])
@@ -164,9 +165,10 @@ def main() -> int:
     lines = [f"Machine: {machine()}", ""]
     work = _smoke.scratch("suite") if args.smoke else None
     if work is not None:
-        lines = [_smoke.NOTICE, "", *lines]
+        lines = [f"{_smoke.NOTICE} (ours cold and warm: the hashing encoder)", "", *lines]
         args.data, datasets = str(_smoke.DEMO.parent), [] if args.scoring_only else [_smoke.DEMO.name]
-        env = {"SUITE_MODEL": str(_smoke.tiny_model(work)), "SUITE_SCORING_QUERIES": "200"}
+        env = {"SUITE_MODEL": str(_smoke.tiny_model(work)), "SUITE_TORCH_MODEL": "hash:32",
+               "SUITE_SCORING_QUERIES": "200"}
         args.out = args.out or str(work / "suite-smoke.md")
     args.out = args.out or "benchmarks/suite-latest.md"
     for name in datasets:
