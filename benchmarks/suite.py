@@ -129,9 +129,9 @@ done(seconds=time.perf_counter() - start, ndcg10=value)
 """
 
 
-def child(code: str, *args: str, env: dict[str, str] | None = None) -> dict:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+def child(code: str, *args: str) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"step failed:\n{proc.stderr[-3000:]}")
     line = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("RESULT "))
@@ -161,25 +161,24 @@ def main() -> int:
     args = parser.parse_args()
     print(_smoke.host_line())
     datasets = [] if args.scoring_only else ["scifact", "nfcorpus"] if args.full else ["scifact"]
-    env: dict[str, str] = {}
     lines = [f"Machine: {machine()}", ""]
     work = _smoke.scratch("suite") if args.smoke else None
     if work is not None:
         lines = [f"{_smoke.NOTICE} (ours cold and warm: the hashing encoder)", "", *lines]
         args.data, datasets = str(_smoke.DEMO.parent), [] if args.scoring_only else [_smoke.DEMO.name]
-        env = {"SUITE_MODEL": str(_smoke.tiny_model(work)), "SUITE_TORCH_MODEL": "hash:32",
-               "SUITE_SCORING_QUERIES": "200"}
+        os.environ.update({"SUITE_MODEL": str(_smoke.tiny_model(work)), "SUITE_TORCH_MODEL": "hash:32",
+                           "SUITE_SCORING_QUERIES": "200"})  # read by the child steps
         args.out = args.out or str(work / "suite-smoke.md")
     args.out = args.out or "benchmarks/suite-latest.md"
     for name in datasets:
         folder = str(Path(args.data) / name)
         with tempfile.TemporaryDirectory() as cache:
-            raw = child(RAW, folder, env=env)
-            cold = child(OURS, folder, cache, env=env)
-            warm = child(OURS, folder, cache, env=env)
+            raw = child(RAW, folder)
+            cold = child(OURS, folder, cache)
+            warm = child(OURS, folder, cache)
         with tempfile.TemporaryDirectory() as cache:  # cold: the export and its int8 quantization included
-            int8 = child(OURS, folder, cache, "onnx-int8", env=env)
-        beir = child(BEIR, folder, env=env)
+            int8 = child(OURS, folder, cache, "onnx-int8")
+        beir = child(BEIR, folder)
         encode_rate = cold["docs"] / cold["timings"]["encode"]
         lines += [
             f"### {name} ({cold['docs']:,} documents), default model, one run",
@@ -206,7 +205,7 @@ def main() -> int:
             f"Our stages (cold): {', '.join(f'{k} {v:.1f} s' for k, v in cold['timings'].items())}.",
             "",
         ]
-    scoring = {which: child(SCORING, which, env=env) for which in ("ours", "pytrec_eval", "beir")}
+    scoring = {which: child(SCORING, which) for which in ("ours", "pytrec_eval", "beir")}
     lines += [
         "### Scoring a synthetic run of 10,000 queries × 100 documents (1M lines)",
         "",

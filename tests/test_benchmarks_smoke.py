@@ -120,7 +120,7 @@ def test_smoke_runs_write_nothing_into_the_repository(smoke_runs):
     before, futures = smoke_runs
     for future in futures.values():
         future.result()
-    assert _repository_state() == before
+    assert _repository_state() == before, "a --smoke run changed the repository (it must write under $TMPDIR only)"
 
 
 def test_every_script_has_a_smoke_mode_and_helpers_are_not_scripts():
