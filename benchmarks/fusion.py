@@ -47,8 +47,10 @@ def real(data: Path, depth: int, dense: str = "sentence-transformers/all-MiniLM-
             started = time.perf_counter()
             fused = fuse_results(paths, spec, out / "fused" / method).result
             seconds = time.perf_counter() - started
-            print(f"  {method + '(bm25, ' + dense.rsplit('/', 1)[-1] + ')':<40} nDCG@10 {fused.metrics['nDCG@10']:.4f}  "
-                  f"Recall@100 {fused.metrics.get('Recall@100', float('nan')):.4f}  fuse_results {seconds * 1000:.0f} ms")
+            label = f"{method}(bm25, {dense.rsplit('/', 1)[-1]})"
+            recall = fused.metrics.get("Recall@100", float("nan"))  # fuse scores cutoffs up to its runs' depth
+            print(f"  {label:<40} nDCG@10 {fused.metrics['nDCG@10']:.4f}  Recall@100 {recall:.4f}  "
+                  f"fuse_results {seconds * 1000:.0f} ms")
 
 
 def synthetic(n_queries: int, depth: int = 1000) -> None:
