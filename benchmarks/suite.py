@@ -16,8 +16,8 @@ peak RSS is its own:
 * scoring: a synthetic run of 10,000 queries × 100 documents (1M lines) scored by our metrics, by
   pytrec_eval directly and by BEIR's ``EvaluateRetrieval.evaluate``.
 
-Prints a Markdown report (machine, times, ratios, peak RSS) and writes it to --out (with --smoke: a
-temporary file unless --out is given; a smoke report is never benchmarks/suite-latest.md).
+Prints a Markdown report (machine, times, ratios, peak RSS) and writes it to --out (with --smoke, only
+when --out is given: a smoke report never replaces benchmarks/suite-latest.md).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also nfcorpus")
     parser.add_argument("--data", default="../shared/data/beir")
-    parser.add_argument("--out", default=None, help="[benchmarks/suite-latest.md; with --smoke a temporary file]")
+    parser.add_argument("--out", default=None, help="[benchmarks/suite-latest.md; with --smoke: none]")
     parser.add_argument("--scoring-only", action="store_true", help="only the 1M-line scoring step")
     parser.add_argument("--smoke", action="store_true",
                         help="seconds: every step on the lesson eval set, a tiny random model, 200 scoring queries")
@@ -168,8 +168,8 @@ def main() -> int:
         args.data, datasets = str(_smoke.DEMO.parent), [] if args.scoring_only else [_smoke.DEMO.name]
         os.environ.update({"SUITE_MODEL": str(_smoke.tiny_model(work)), "SUITE_TORCH_MODEL": "hash:32",
                            "SUITE_SCORING_QUERIES": "200"})  # read by the child steps
-        args.out = args.out or str(work / "suite-smoke.md")
-    args.out = args.out or "benchmarks/suite-latest.md"
+    elif args.out is None:
+        args.out = "benchmarks/suite-latest.md"
     for name in datasets:
         folder = str(Path(args.data) / name)
         with tempfile.TemporaryDirectory() as cache:
@@ -220,7 +220,8 @@ def main() -> int:
     ]
     text = "\n".join(lines)
     print(text)
-    Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
     if work is not None:
         shutil.rmtree(work, ignore_errors=True)
     return 0
