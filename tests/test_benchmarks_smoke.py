@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -71,11 +72,16 @@ def _environment(scratch: Path) -> dict[str, str]:
 
 
 def _smoke(script: str, scratch: Path) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], cwd=ROOT,
-                              env=_environment(scratch), capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        return subprocess.CompletedProcess(exc.cmd, -9, exc.stdout or "", f"timed out after {TIMEOUT_S} s")
+    # A session of its own, so a timeout also ends the script's children (suite.py's steps, endpoint.py's server).
+    with subprocess.Popen([sys.executable, str(BENCHMARKS / script), "--smoke"], cwd=ROOT, env=_environment(scratch),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            err += f"\ntimed out after {TIMEOUT_S} s"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _repository_state() -> dict[str, str]:
