@@ -4,6 +4,7 @@ Usage (from the repository root):
 
     python benchmarks/checkpoint.py kill [--docs 3000] [--dataset ../shared/data/beir/scifact]
     python benchmarks/checkpoint.py overhead [--docs 200000] [--dim 384]
+    python benchmarks/checkpoint.py --smoke     # seconds: both parts on tiny data, the hashing encoder
 
 ``kill``: the default model, default settings (one 16,384-document chunk, checkpoints every 60 s),
 on the first DOCS documents of SciFact (every test query kept, qrels cut to those documents).
@@ -30,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _smoke
 from harness.io.formats import find_file
 
 
@@ -54,9 +56,9 @@ def _subset(dataset: Path, docs: int, target: Path) -> Path:
     return target
 
 
-def _command(folder: Path, cache: Path, out: Path) -> list[str]:
+def _command(folder: Path, cache: Path, out: Path, model: str | None) -> list[str]:
     return [sys.executable, "-m", "harness", "-q", "evaluate", str(folder), "--cache-dir", str(cache),
-            "--output-dir", str(out), "--json"]
+            "--output-dir", str(out), "--json", *(["--model", model] if model else [])]
 
 
 def kill(args) -> int:
@@ -64,20 +66,22 @@ def kill(args) -> int:
         tmp = Path(tmp)
         folder = _subset(Path(args.dataset), args.docs, tmp / "subset")
         started = time.perf_counter()
-        full = subprocess.run(_command(folder, tmp / "c1", tmp / "o1"), capture_output=True, text=True, check=True)
+        full = subprocess.run(_command(folder, tmp / "c1", tmp / "o1", args.model), capture_output=True, text=True,
+                              check=True)
         full_s = time.perf_counter() - started
-        proc = subprocess.Popen(_command(folder, tmp / "c2", tmp / "o2"), stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(_command(folder, tmp / "c2", tmp / "o2", args.model), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         time.sleep(0.6 * full_s)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         stored = sum(len(json.loads(p.read_text())) for p in (tmp / "c2").rglob("chunk-*.ids.json"))
         started = time.perf_counter()
-        rerun = subprocess.run(_command(folder, tmp / "c2", tmp / "o2"), capture_output=True, text=True, check=True)
+        rerun = subprocess.run(_command(folder, tmp / "c2", tmp / "o2", args.model), capture_output=True, text=True,
+                               check=True)
         rerun_s = time.perf_counter() - started
     a, b = json.loads(full.stdout), json.loads(rerun.stdout)
     same = a["metrics"] == b["metrics"]
-    print(f"{args.docs} SciFact documents, {a['model']}, default settings; host {a['host']['cpu']} "
+    print(f"{args.docs} documents of {Path(args.dataset).name}, {a['model']}, default settings; host {a['host']['cpu']} "
           f"({a['host']['kernel_class']}, {a['host']['cores_used']} cores)")
     print(f"uninterrupted run {full_s:.1f} s; SIGKILL at {0.6 * full_s:.1f} s with {stored} documents stored")
     print(f"rerun {rerun_s:.1f} s = {rerun_s / full_s:.2f} of the uninterrupted run; metrics identical: {same}")
@@ -125,11 +129,20 @@ def overhead(args) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["kill", "overhead"])
+    parser.add_argument("part", choices=["kill", "overhead"], nargs="?", help="required unless --smoke")
     parser.add_argument("--docs", type=int, default=None)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--dataset", default="../shared/data/beir/scifact")
+    parser.add_argument("--model", default=None, help="kill: any `evaluate --model` [the default model]")
+    parser.add_argument("--smoke", action="store_true", help="seconds: both parts on tiny data, proves the script runs")
     args = parser.parse_args()
+    if args.part is None and not args.smoke:
+        parser.error("say which part: kill or overhead (or --smoke)")
+    print(_smoke.host_line())
+    if args.smoke:
+        print(_smoke.NOTICE)
+        smoke_kill = argparse.Namespace(docs=12, dataset=str(_smoke.DEMO), model="hash:64")
+        return kill(smoke_kill) or overhead(argparse.Namespace(docs=600, dim=32))
     if args.part == "kill":
         args.docs = args.docs or 3000
         return kill(args)

@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/compression.py [--data ../shared/data/beir] [--datasets scifact,nfcorpus]
+    python benchmarks/compression.py --smoke     # seconds: the lesson eval set, the hashing encoder
 
 For each dataset: one **cold** evaluation of all-MiniLM-L6-v2 into a fresh cache (the corpus is encoded),
 then the **warm sweep** — dimensions {384, 256, 128, 64} × {float32, int8 raw, int8 rescored, binary raw,
@@ -23,10 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import _smoke  # noqa: E402
+
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DIMENSIONS = (384, 256, 128, 64)
 
 
-def run(folder: Path, work: Path) -> None:
+def run(folder: Path, work: Path, model: str = MODEL, dimensions=DIMENSIONS) -> None:
     from harness.pipeline.bench import run_bench
     from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
     from harness.reporting.comparison import load_results
@@ -34,13 +38,13 @@ def run(folder: Path, work: Path) -> None:
     from harness.retrieval.compress import CompressionSpec, compression_grid
 
     cache = work / "cache"
-    base = EvaluateConfig(dataset_path=folder, model=MODEL, output_dir=work / "cold", progress=False, cache_dir=cache)
+    base = EvaluateConfig(dataset_path=folder, model=model, output_dir=work / "cold", progress=False, cache_dir=cache)
     started = time.perf_counter()
     cold = evaluate_dataset(base).result
     cold_seconds = time.perf_counter() - started
-    grid = compression_grid(CompressionSpec(), [384, 256, 128, 64], ["float32", "int8", "binary"], [0, 2])
+    grid = compression_grid(CompressionSpec(), list(dimensions), ["float32", "int8", "binary"], [0, 2])
     started = time.perf_counter()
-    report = run_bench([MODEL], [str(folder)], replace(base, output_dir=work / "sweep"), compressions=grid)
+    report = run_bench([model], [str(folder)], replace(base, output_dir=work / "sweep"), compressions=grid)
     sweep_seconds = time.perf_counter() - started
     assert not report.failed, report.format_table()
     results = {r.variant: r for r in load_results([work / "sweep"])}
@@ -70,11 +74,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data/beir"))
     parser.add_argument("--datasets", default="scifact,nfcorpus")
+    parser.add_argument("--smoke", action="store_true", help="seconds, on the lesson eval set: proves the script runs")
     args = parser.parse_args()
-    from harness.host import host_info
-
-    info = host_info()
-    print(f"host: {info.get('cpu')} · {info.get('logical_cores')} cores · kernel class {info.get('kernel_class')}")
+    print(_smoke.host_line())
+    if args.smoke:
+        print(_smoke.NOTICE)
+        with tempfile.TemporaryDirectory() as tmp:
+            run(_smoke.DEMO, Path(tmp), "hash:384")
+        return
     for name in args.datasets.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             run(args.data / name, Path(tmp))

@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/convert_scale.py [--docs 100000,300000,1000000] [--workdir /tmp/convert-scale]
+    python benchmarks/convert_scale.py --smoke     # seconds: 300 documents, in a temporary folder
 
 For each size, writes a CSV corpus (about 200 bytes of text a document, with quoted commas and
 line breaks), 1,000 queries and 2,000 judgments, then runs the conversion in a fresh process and
@@ -18,8 +19,11 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import _smoke
 
 WORDS = ("retrieval evaluation dense sparse index query document judgment relevance corpus encoder "
          "benchmark ranking vector cosine gradient protein", "café naïve", "\"quoted, text\"")
@@ -70,7 +74,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", default="100000,300000,1000000")
     parser.add_argument("--workdir", default="/tmp/convert-scale")
+    parser.add_argument("--smoke", action="store_true", help="seconds, 300 documents: proves the script runs")
     args = parser.parse_args()
+    print(_smoke.host_line())
+    if args.smoke:
+        print(_smoke.NOTICE)
+        args.docs, args.workdir = "300", str(_smoke.scratch("convert"))
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     baseline = run_child(workdir, "baseline")
@@ -93,6 +102,8 @@ def main() -> int:
     for r in rows:
         print(f"{r['docs']:>9,} {r['csv_mb']:>8.1f} {r['convert_s']:>10.1f} {r['docs_per_s']:>9,.0f} "
               f"{r['peak_rss_mb']:>12.1f} {r['above_baseline_mb']:>14.1f} {r['bytes_per_doc_above_baseline']:>7.0f}")
+    if args.smoke:
+        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

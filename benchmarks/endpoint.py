@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/endpoint.py [--texts 20000] [--batch-size 64]
+    python benchmarks/endpoint.py --smoke     # seconds: 256 texts
 
 Starts a `/v1/embeddings` server in a separate process (a threaded http.server answering with the hashing
 encoder, 384 dimensions: it costs the server little, so the figures are the client's overhead — HTTP,
@@ -20,6 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import _smoke  # noqa: E402
 
 
 def serve(port: int) -> None:
@@ -49,15 +52,34 @@ def serve(port: int) -> None:
     ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
+def wait_for(port: int, server: subprocess.Popen, seconds: float = 30.0) -> None:
+    """Return once the server accepts connections (it imports the harness first)."""
+    import socket
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"the loopback server on port {port} did not start")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=20000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="seconds, 256 texts: proves the script runs")
     args = parser.parse_args()
     if args.serve:
         serve(args.serve)
         return
+    print(_smoke.host_line())
+    if args.smoke:
+        print(_smoke.NOTICE)
+        args.texts = 256
     import socket
 
     from harness.retrieval.endpoint import EndpointEncoder, EndpointSpec
@@ -67,7 +89,7 @@ def main() -> None:
         port = probe.getsockname()[1]
     server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
     try:
-        time.sleep(1.5)
+        wait_for(port, server)
         texts = [f"query number {i} about protein folding and cell {i % 97} growth" for i in range(args.texts)]
         print(f"{args.texts:,} texts of {len(texts[0].split())} words, {args.batch_size} per request, 384 dimensions")
         for concurrency in (1, 4, 16):

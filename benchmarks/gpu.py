@@ -5,6 +5,7 @@ Usage (from the repository root):
     python benchmarks/gpu.py --prepare-model .gpu-model     # here: fp16 weights of the default model (45 MB)
     python benchmarks/gpu.py --model .gpu-model             # on the GPU machine (writes $OUT/gpu.json if set)
     python benchmarks/gpu.py --cpu                          # the reduced CPU mode: proves the script runs
+    python benchmarks/gpu.py --smoke                        # seconds: a tiny random model, the lesson eval set
 
 Needs only torch, sentence-transformers and numpy (and this repository's `harness` package, imported
 from the working tree: its encoder and readers use nothing else). No faiss, pytrec_eval or beir:
@@ -145,13 +146,14 @@ def run(args) -> dict:
     dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
     report: dict = {"device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
                     "torch": torch.__version__, "model": str(args.model), "rows": []}
-    peak = matmul_rate(torch, device, torch.bfloat16, 512 if args.cpu else 8192, 3 if args.cpu else 50)
+    size, repeats = (128, 2) if args.smoke else (512, 3) if args.cpu else (8192, 50)
+    peak = matmul_rate(torch, device, torch.bfloat16, size, repeats)
     report["bf16_matmul_flops"] = peak
     print(f"device {report['device']}; measured bf16 matmul {peak / 1e12:.1f} TFLOP/s", flush=True)
     limit = args.limit or (300 if args.cpu else None)
-    datasets = {name: load_data(Path(args.data) / name, limit) for name in ("scifact", "nfcorpus")}
-    datasets["synthetic"] = (synthetic(datasets["scifact"][0], args.synthetic or (2000 if args.cpu else 200_000)),
-                             None, None)
+    datasets = {name: load_data(Path(args.data) / name, limit) for name in args.datasets.split(",")}
+    first_docs = next(iter(datasets.values()))[0]
+    datasets["synthetic"] = (synthetic(first_docs, args.synthetic or (2000 if args.cpu else 200_000)), None, None)
     deadline = time.monotonic() + args.budget_seconds
     for precision in precisions:
         raw = SentenceTransformer(str(args.model), device=device).to(dtypes[precision])
@@ -227,21 +229,50 @@ def prepare_model(target: Path) -> None:
     print(f"wrote {target} ({size / 2**20:.1f} MB, fp16 weights)")
 
 
+def smoke(args) -> int:
+    """The whole measurement on a tiny random model, the lesson eval set and 40 synthetic passages."""
+    import shutil
+
+    import _smoke
+    import torch
+
+    print(_smoke.NOTICE)
+    args.cpu = not torch.cuda.is_available()
+    if args.cpu:
+        print("no GPU: smoke on CPU")
+    work = _smoke.scratch("gpu")
+    try:
+        args.model = _smoke.tiny_model(work)
+        args.data, args.datasets, args.synthetic, args.batch_size = str(_smoke.DEMO.parent), _smoke.DEMO.name, 40, 8
+        print_table(run(args))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=None, help="sentence-transformers folder [default model]")
     parser.add_argument("--prepare-model", type=Path, default=None, help="write fp16 weights here and stop")
     parser.add_argument("--data", default="../shared/data/beir")
+    parser.add_argument("--datasets", default="scifact,nfcorpus", help="BEIR folders under --data")
     parser.add_argument("--cpu", action="store_true", help="the reduced CPU mode")
     parser.add_argument("--limit", type=int, default=None, help="documents per dataset [all; 300 with --cpu]")
     parser.add_argument("--synthetic", type=int, default=None, help="synthetic passages [200,000; 2,000 with --cpu]")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--token-budget", type=int, default=65536)
     parser.add_argument("--budget-seconds", type=float, default=420, help="stop starting new cells after this")
+    parser.add_argument("--smoke", action="store_true",
+                        help="seconds: a tiny random model on the lesson eval set (on the GPU if there is one)")
     args = parser.parse_args()
+    import _smoke  # beside this script: on sys.path when it runs as one (not when a test imports it)
+
+    print(_smoke.host_line())
     if args.prepare_model is not None:
         prepare_model(args.prepare_model)
         return 0
+    if args.smoke:
+        return smoke(args)
     if args.model is None:
         from harness.retrieval.encode import resolve_model_source
 

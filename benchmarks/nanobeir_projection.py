@@ -2,7 +2,8 @@
 
 Usage (from the repository root):
 
-    python benchmarks/nanobeir_projection.py [--data ../shared/data/beir/scifact] [--texts 1000]
+    python benchmarks/nanobeir_projection.py [--data ../shared/data/beir/scifact] [--texts 1000] [--model NAME]
+    python benchmarks/nanobeir_projection.py --smoke     # seconds: the lesson eval set, the hashing encoder
 
 NanoBEIR's files live on Hugging Face, which this machine cannot reach, so the sweep is not run; instead
 this measures the default model's encoding rate here on SciFact abstracts cut to 60 words (passage-like:
@@ -19,12 +20,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import _smoke  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data/beir/scifact"))
     parser.add_argument("--texts", type=int, default=1000)
+    parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
+    parser.add_argument("--smoke", action="store_true", help="seconds, on the lesson eval set: proves the script runs")
     args = parser.parse_args()
+    print(_smoke.host_line())
+    if args.smoke:
+        print(_smoke.NOTICE)
+        args.data, args.model, args.texts = _smoke.DEMO, "hash:64", 15
     from itertools import islice
 
     from harness.datasets import registry
@@ -32,7 +41,7 @@ def main() -> None:
     from harness.records import doc_text
     from harness.retrieval.encode import load_encoder
 
-    encoder = load_encoder()
+    encoder = load_encoder(args.model)
     texts = [doc_text(doc) for doc in islice(iter_corpus(next(args.data.glob("corpus.jsonl*"))), args.texts)]
     encoder.encode_docs(texts[:32])  # warm-up
     rates = {}

@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/rerank.py [--queries 30] [--depths 10,50,100]
+    python benchmarks/rerank.py --smoke     # seconds: the lesson eval set, a 2-layer cross-encoder
 
 The cross-encoder has the architecture of ``cross-encoder/ms-marco-MiniLM-L-6-v2`` (BERT, 6 layers,
 hidden 384, 12 heads, FFN 1536, max length 512) with random weights: throughput depends on the
@@ -22,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import _smoke  # noqa: E402
+
 
 def main() -> int:
     import torch
@@ -37,7 +40,16 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--depths", default="10,50,100")
     parser.add_argument("--data", default="../shared/data/beir/scifact")
+    parser.add_argument("--smoke", action="store_true",
+                        help="seconds, on the lesson eval set, a 2-layer cross-encoder: proves the script runs")
     args = parser.parse_args()
+    print(_smoke.host_line())
+    if args.smoke:
+        print(_smoke.NOTICE)
+        args.data, args.queries, args.depths = str(_smoke.DEMO), 5, "3,10"
+    size = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64} \
+        if args.smoke else {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
+                            "intermediate_size": 1536}
     depths = [int(d) for d in args.depths.split(",")]
     folder = locate_beir_folder(args.data, "test")
     qrels = read_qrels(folder.qrels)
@@ -50,12 +62,12 @@ def main() -> int:
         model_dir = Path(tmp) / "minilm-l6-cross-encoder"
         tokenizer = BertTokenizerFast.from_pretrained(resolve_model_source("all-MiniLM-L6-v2"))
         torch.manual_seed(0)
-        BertForSequenceClassification(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=384, num_hidden_layers=6,
-                                                 num_attention_heads=12, intermediate_size=1536,
-                                                 max_position_embeddings=512, num_labels=1)).save_pretrained(model_dir)
+        BertForSequenceClassification(BertConfig(vocab_size=tokenizer.vocab_size, **size, max_position_embeddings=512,
+                                                 num_labels=1)).save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
         texts = {q.query_id: q.text for q in queries}
-        print(f"BM25 top {max(depths)} for {len(queries)} SciFact queries; MiniLM-L6-sized cross-encoder, "
+        print(f"BM25 top {max(depths)} for {len(queries)} {Path(args.data).name} queries; "
+              f"{size['num_hidden_layers']}-layer, hidden-{size['hidden_size']} cross-encoder, "
               f"{torch.get_num_threads()} threads")
         cache_root = Path(tmp) / "cache"
         fingerprint = None

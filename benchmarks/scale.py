@@ -3,6 +3,8 @@
 Usage (from the repository root):
 
     python benchmarks/scale.py [--docs 100000,300000,1000000] [--indexes flat,ivfpq] [--workdir /tmp/scale]
+    python benchmarks/scale.py --encoder-rates [--data ../shared/data/beir]
+    python benchmarks/scale.py --smoke     # seconds: 1,000 documents, flat and IVF, and the encoder rates
 
 The corpus is generated on the fly (about 30 words a document from a 20,000-word vocabulary; 1,000
 queries with one judged document each). Encoding uses the hashing stand-in (`--model hash:384`) so the
@@ -21,6 +23,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import _smoke
 
 DIM = 384
 CHILD = r"""
@@ -78,8 +82,9 @@ MSMARCO_DOCS = 8_841_823
 MSMARCO_WORDS = 56  # mean passage length in words (BEIR paper, table 1)
 
 
-def encoder_rates(data: Path, sample: int) -> dict[str, float]:
-    """The default model's documents/s on MS MARCO-length passages (SciFact texts cut to 56 words)."""
+def encoder_rates(data: Path, sample: int, model: str | None = None) -> dict[str, float]:
+    """The default model's documents/s on MS MARCO-length passages (texts of the BEIR folder `data`, cut
+    to 56 words; SciFact's in BENCHMARKS.md)."""
     import tempfile
     import time
 
@@ -88,10 +93,10 @@ def encoder_rates(data: Path, sample: int) -> dict[str, float]:
     from harness.retrieval.onnx_backend import onnx_encoder
     from harness.records import Doc, doc_text
 
-    folder = locate_beir_folder(data / "scifact", "test")
+    folder = locate_beir_folder(data, "test")
     docs = [Doc(doc.doc_id, "", " ".join(doc_text(doc).split()[:MSMARCO_WORDS]))
             for _, doc in zip(range(sample), iter_corpus(folder.corpus))]
-    torch_encoder = load_encoder()
+    torch_encoder = load_encoder(*([model] if model else []))
     rates = {}
     with tempfile.TemporaryDirectory() as cache:
         for name, encoder in (("torch", torch_encoder), ("onnx-int8", onnx_encoder(torch_encoder, "onnx-int8",
@@ -111,12 +116,39 @@ def main() -> int:
     parser.add_argument("--encoder-rates", action="store_true",
                         help="instead: the default model's speed on MS MARCO-length passages, for the projection")
     parser.add_argument("--data", default="../shared/data/beir")
+    parser.add_argument("--smoke", action="store_true",
+                        help="seconds: 1,000 documents (flat, ivf), then the encoder rates of a tiny random model")
     args = parser.parse_args()
+    print(_smoke.host_line())
+    if args.smoke:
+        return smoke(args)
     if args.encoder_rates:
-        for name, rate in encoder_rates(Path(args.data), 1000).items():
-            print(f"{name:<10} {rate:7.1f} docs/s on {MSMARCO_WORDS}-word passages -> MS MARCO's "
-                  f"{MSMARCO_DOCS:,} passages in {MSMARCO_DOCS / rate / 3600:6.1f} h")
+        print_rates(encoder_rates(Path(args.data) / "scifact", 1000))
         return 0
+    return measure(args)
+
+
+def print_rates(rates: dict[str, float]) -> None:
+    for name, rate in rates.items():
+        print(f"{name:<10} {rate:7.1f} docs/s on {MSMARCO_WORDS}-word passages -> MS MARCO's "
+              f"{MSMARCO_DOCS:,} passages in {MSMARCO_DOCS / rate / 3600:6.1f} h")
+
+
+def smoke(args) -> int:
+    """Both modes on tiny inputs, in a temporary folder."""
+    print(_smoke.NOTICE)
+    work = _smoke.scratch("scale")
+    try:
+        args.docs, args.indexes, args.workdir = "1000", "flat,ivf", str(work)
+        status = measure(args)
+        print_rates(encoder_rates(_smoke.DEMO, 15, str(_smoke.tiny_model(work))))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return status
+
+
+def measure(args) -> int:
+    """Peak memory and stage times of `evaluate` per corpus size and index."""
     baseline = json.loads(subprocess.run(
         [sys.executable, "-c", "import json, resource; import harness.pipeline.evaluate, numpy, faiss, pytrec_eval; "
          "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))"],

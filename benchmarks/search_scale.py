@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/search_scale.py [--docs 1000000] [--queries 6980] [--dim 384] [--depth 100]
+    python benchmarks/search_scale.py --smoke     # seconds: 2,000 documents, 50 queries
 
 Random unit vectors (search cost does not depend on their values): `--docs` documents in a FAISS
 ``IndexFlatIP`` (what `--index flat` builds) searched with `--queries` queries for the top `--depth`,
@@ -16,6 +17,8 @@ from __future__ import annotations
 import argparse
 import time
 
+import _smoke
+
 MSMARCO_DOCS = 8_841_823
 
 
@@ -28,7 +31,12 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=6980)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--smoke", action="store_true", help="seconds, 2,000 documents: proves the script runs")
     args = parser.parse_args()
+    print(_smoke.host_line())
+    if args.smoke:
+        print(_smoke.NOTICE)
+        args.docs, args.queries = 2000, 50
     rng = np.random.default_rng(0)
     index = faiss.IndexFlatIP(args.dim)
     for start in range(0, args.docs, 100_000):

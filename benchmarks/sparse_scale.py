@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/sparse_scale.py [--sizes 100000,300000,1000000] [--queries 300]
+    python benchmarks/sparse_scale.py --smoke     # seconds: 2,000 rows, 20 queries
 
 Synthetic SPLADE-like rows (vocabulary 30,522, ~120 active dimensions per document and ~40 per query,
 dimension frequencies Zipf-like as in text, positive float32 weights) go into `SparseIndex` in chunks of
@@ -19,6 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import _smoke  # noqa: E402
 
 
 def rows(rng, n: int, active: int, vocabulary: int):
@@ -43,7 +46,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,300000,1000000")
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--smoke", action="store_true", help="seconds, 2,000 rows: proves the script runs")
     args = parser.parse_args()
+    print(_smoke.host_line())
+    if args.smoke:
+        print(_smoke.NOTICE)
+        args.sizes, args.queries = "2000", 20
     rng = np.random.default_rng(0)
     queries = rows(rng, args.queries, 40, 30522)
     query_ids = [f"q{i}" for i in range(args.queries)]

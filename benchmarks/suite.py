@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/suite.py [--full] [--out benchmarks/suite-latest.md]
+    python benchmarks/suite.py --smoke     # seconds: every step on the lesson eval set with a tiny random model
 
 On ../shared/data/beir/scifact (and nfcorpus with --full), each step runs in a fresh process so its
 peak RSS is its own:
@@ -15,7 +16,8 @@ peak RSS is its own:
 * scoring: a synthetic run of 10,000 queries × 100 documents (1M lines) scored by our metrics, by
   pytrec_eval directly and by BEIR's ``EvaluateRetrieval.evaluate``.
 
-Prints a Markdown report (machine, times, ratios, peak RSS) and writes it to --out.
+Prints a Markdown report (machine, times, ratios, peak RSS) and writes it to --out (with --smoke, only
+when --out is given: a smoke report never replaces benchmarks/suite-latest.md).
 """
 
 from __future__ import annotations
@@ -24,13 +26,17 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import _smoke
+
 CHILD_PRELUDE = """
-import json, resource, sys, time
+import json, os, resource, sys, time
+MODEL = os.environ.get("SUITE_MODEL") or None  # None: the default model; --smoke: a tiny one
 def done(**values):
     values["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(values))
@@ -43,7 +49,7 @@ from harness.records import doc_text
 from sentence_transformers import SentenceTransformer
 folder = locate_beir_folder(sys.argv[1], "test")
 texts = [doc_text(d) for d in iter_corpus(folder.corpus)]
-model = SentenceTransformer(resolve_model_source(DEFAULT_MODEL), device="cpu")
+model = SentenceTransformer(resolve_model_source(MODEL or DEFAULT_MODEL), device="cpu")
 start = time.perf_counter()
 model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
 seconds = time.perf_counter() - start
@@ -56,8 +62,10 @@ from harness.retrieval.encode import EncoderSpec
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 start = time.perf_counter()
 backend = sys.argv[3] if len(sys.argv) > 3 else "torch"
+model = os.environ.get("SUITE_TORCH_MODEL") if backend == "torch" else MODEL  # --smoke: hashing, no torch
 outcome = evaluate_dataset(EvaluateConfig(dataset_path=Path(sys.argv[1]), output_dir=None, progress=False,
-                                          cache_dir=Path(sys.argv[2]), encoder=EncoderSpec(backend=backend)))
+                                          cache_dir=Path(sys.argv[2]), encoder=EncoderSpec(backend=backend),
+                                          **({"model": model} if model else {})))
 r = outcome.result
 done(seconds=time.perf_counter() - start, ndcg10=r.metrics["nDCG@10"], timings=r.timings,
      docs=r.config["n_docs"], cache=r.config["embedding_cache"])
@@ -82,7 +90,7 @@ with tempfile.TemporaryDirectory() as tmp:
         with (gzip.open(src, "rb") if src.name.endswith(".gz") else open(src, "rb")) as f, open(dst, "wb") as g:
             shutil.copyfileobj(f, g)
     corpus, queries, qrels = GenericDataLoader(data_folder=tmp).load(split="test")
-    model = DenseRetrievalExactSearch(SentenceBERT(resolve_model_source(DEFAULT_MODEL)), batch_size=32)
+    model = DenseRetrievalExactSearch(SentenceBERT(resolve_model_source(MODEL or DEFAULT_MODEL)), batch_size=32)
     retriever = EvaluateRetrieval(model, score_function="cos_sim", k_values=[1, 3, 5, 10, 100])
     results = retriever.retrieve(corpus, queries)
     ndcg, _map, recall, precision = retriever.evaluate(qrels, results, retriever.k_values)
@@ -94,7 +102,8 @@ SCORING = CHILD_PRELUDE + """
 import random
 which = sys.argv[1]
 rng = random.Random(0)
-qrels = {f"q{i}": {f"d{rng.randrange(100000)}": rng.choice((1, 2)) for _ in range(3)} for i in range(10000)}
+n_queries = int(os.environ.get("SUITE_SCORING_QUERIES", 10000))
+qrels = {f"q{i}": {f"d{rng.randrange(100000)}": rng.choice((1, 2)) for _ in range(3)} for i in range(n_queries)}
 run = {q: {f"d{rng.randrange(100000)}": rng.random() for _ in range(100)} for q in qrels}
 for q in run:  # make sure some relevant documents are retrieved
     for d in list(qrels[q])[:1]:
@@ -122,7 +131,7 @@ done(seconds=time.perf_counter() - start, ndcg10=value)
 
 def child(code: str, *args: str) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"step failed:\n{proc.stderr[-3000:]}")
     line = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("RESULT "))
@@ -145,11 +154,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also nfcorpus")
     parser.add_argument("--data", default="../shared/data/beir")
-    parser.add_argument("--out", default="benchmarks/suite-latest.md")
+    parser.add_argument("--out", default=None, help="[benchmarks/suite-latest.md; with --smoke: none]")
     parser.add_argument("--scoring-only", action="store_true", help="only the 1M-line scoring step")
+    parser.add_argument("--smoke", action="store_true",
+                        help="seconds: every step on the lesson eval set, a tiny random model, 200 scoring queries")
     args = parser.parse_args()
+    print(_smoke.host_line())
     datasets = [] if args.scoring_only else ["scifact", "nfcorpus"] if args.full else ["scifact"]
     lines = [f"Machine: {machine()}", ""]
+    work = _smoke.scratch("suite") if args.smoke else None
+    if work is not None:
+        lines = [f"{_smoke.NOTICE} (ours cold and warm: the hashing encoder)", "", *lines]
+        args.data, datasets = str(_smoke.DEMO.parent), [] if args.scoring_only else [_smoke.DEMO.name]
+        os.environ.update({"SUITE_MODEL": str(_smoke.tiny_model(work)), "SUITE_TORCH_MODEL": "hash:32",
+                           "SUITE_SCORING_QUERIES": "200"})  # read by the child steps
+    elif args.out is None:
+        args.out = "benchmarks/suite-latest.md"
     for name in datasets:
         folder = str(Path(args.data) / name)
         with tempfile.TemporaryDirectory() as cache:
@@ -200,7 +220,10 @@ def main() -> int:
     ]
     text = "\n".join(lines)
     print(text)
-    Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if work is not None:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
