@@ -19,11 +19,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Never write an embedding cache into the checkout; tests that need one pass their own folder.
 os.environ["BEIR_HARNESS_CACHE_DIR"] = tempfile.mkdtemp(prefix="beir-harness-test-cache-")
 
-# A local Ray cluster that a test starts stays on this machine: node address 127.0.0.1 (not the address
-# Ray finds by asking the kernel for a route to 8.8.8.8), no usage statistics. Set before Ray is imported
-# (Ray reads them once); harness.engines.ray_engine applies the same settings to --ray-local.
-os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# The network guard. Ray clusters in tests start through harness.engines.ray_engine.start_local_cluster
+# (127.0.0.1, no usage statistics, no cloud probes); their child processes, which this in-process guard
+# cannot see, are checked by tracing them (tests/test_network_guard.py).
 
 
 class NetworkGuardError(AssertionError):

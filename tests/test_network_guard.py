@@ -15,7 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -186,4 +186,6 @@ def test_a_ray_local_cluster_never_leaves_loopback(tmp_path, tiny_beir):
     assert {"raylet", "gcs_server", "default_worker.py", "dashboard.py"} <= started, sorted(started)
     assert 'inet_addr("127.0.0.1")' in trace or "AF_UNIX" in trace
     outside = non_loopback_targets(trace)
-    assert not outside, f"{len(outside)} connect/sendto calls left loopback, e.g.:\n" + "\n".join(outside[:20])
+    by_address = Counter(target.rsplit(" ", 1)[-1] for target in outside)
+    assert not outside, (f"{len(outside)} connect/send calls left loopback ({dict(by_address.most_common())}), e.g.:\n"
+                         + "\n".join(outside[:10]))

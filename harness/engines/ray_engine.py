@@ -137,7 +137,10 @@ def _loopback_cluster_env(ray: Any) -> Iterator[dict[str, str]]:
     constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
     single_machine = getattr(constants, "ENABLE_RAY_CLUSTER", None)
     os.environ.update(LOCAL_CLUSTER_ENV)
-    if single_machine is not None:
+    if single_machine is None:  # a Ray without the switch: its node address may be the machine's own
+        logger.warning("this Ray version has no single-machine switch; the local cluster may use this "
+                       "machine's network address rather than 127.0.0.1")
+    else:
         constants.ENABLE_RAY_CLUSTER = False
     try:
         yield user
