@@ -62,8 +62,8 @@ def _is_name(host) -> bool:
 
 
 class _NetworkGuard:
-    """Wraps the socket module so that leaving loopback raises NetworkGuardError and is recorded (a test
-    fails at teardown even when the code under test swallowed the error, or it was raised in a thread)."""
+    """Wraps the socket module so that leaving loopback raises NetworkGuardError and is recorded: the test
+    fails even when the code under test swallowed the error, or it was raised in a thread."""
 
     error = NetworkGuardError
 
@@ -134,7 +134,11 @@ def _tried_since(before: int) -> str:
 def pytest_runtest_call(item):
     """Fail the test itself (not only its teardown) when its body tried to leave loopback."""
     before = len(NETWORK_GUARD.violations)
-    result = yield
+    try:
+        result = yield
+    except BaseException:
+        _tried_since(before)  # the test fails already (with the guard's error, when it was not caught)
+        raise
     tried = _tried_since(before)
     if tried:
         pytest.fail(tried, pytrace=False)

@@ -115,6 +115,9 @@ def test_resolver():
     except BaseException:
         pass
 
+def test_not_caught():
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("{OUTSIDE}", 53))
+
 def test_loopback_only():
     socket.socket().connect_ex(("127.0.0.1", 9))
 '''
@@ -126,9 +129,10 @@ def test_a_swallowed_or_threaded_violation_still_fails_its_test(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W",
                            "ignore::pytest.PytestUnhandledThreadExceptionWarning", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert re.search(r"\b3 failed, 1 passed\b", proc.stdout), proc.stdout[-3000:]
+    assert re.search(r"\b4 failed, 1 passed in\b", proc.stdout), proc.stdout[-3000:]  # failed once each, no error
     for test, target in (("test_swallowed", OUTSIDE), ("test_in_a_thread", OUTSIDE), ("test_resolver", "pypi.org")):
         assert re.search(rf"_ {test} _+\nnetwork guard: [^\n]*{re.escape(target)}", proc.stdout), proc.stdout[-3000:]
+    assert re.search(rf"NetworkGuardError: network guard: a test tried to send a datagram to \('{re.escape(OUTSIDE)}'", proc.stdout)
 
 
 # --- child processes: Ray's, traced ------------------------------------------------------------
