@@ -183,6 +183,9 @@ def _ray_local_run(tmp_path: Path, tiny_beir: Path) -> tuple[subprocess.Complete
 
 def test_a_ray_local_cluster_never_leaves_loopback(tmp_path, tiny_beir):
     proc, trace = _ray_local_run(tmp_path, tiny_beir)
+    if proc.returncode != 0 and "ptrace" in proc.stderr and not trace:
+        pytest.fail(f"strace cannot trace here ({proc.stderr.strip().splitlines()[0]}): run as root, or with "
+                    "CAP_SYS_PTRACE, and not under another tracer", pytrace=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     started = set(re.findall(r'execve\("[^"]*/(raylet|gcs_server|default_worker\.py|dashboard\.py)"', trace)) | \
         set(re.findall(r'execve\("[^"]*python[^"]*", \[[^]]*/(default_worker\.py|dashboard\.py|agent\.py)"', trace))
