@@ -16,8 +16,154 @@ import pytest
 # Never let a test wait on the model hub (a hub name otherwise retries for ~70 s offline).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# ONNX Runtime's telemetry (DNS lookups of mobile.events.data.microsoft.com from its own threads, which the
+# guard below cannot see); harness.retrieval.onnx_backend sets it too, but a test may import onnxruntime first.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 # Never write an embedding cache into the checkout; tests that need one pass their own folder.
 os.environ["BEIR_HARNESS_CACHE_DIR"] = tempfile.mkdtemp(prefix="beir-harness-test-cache-")
+
+# The network guard. Ray clusters in tests start through harness.engines.ray_engine.start_local_cluster
+# (127.0.0.1, no usage statistics, no cloud probes); their child processes, which this in-process guard
+# cannot see, are checked by tracing them (tests/test_network_guard.py).
+
+
+class NetworkGuardError(AssertionError):
+    """A test tried to reach (or resolve) something outside the loopback interface."""
+
+
+_LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
+
+
+def is_loopback_host(host) -> bool:
+    """True for a loopback address (127.0.0.0/8, ::1, ::ffff:127.x), an unspecified one (0.0.0.0, ::: the
+    kernel connects those to this machine), ``localhost`` and names under ``.localhost``."""
+    import ipaddress
+
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if host is None or host == "":
+        return True
+    name = str(host).split("%", 1)[0].strip("[]").rstrip(".").lower()
+    if name in _LOCAL_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False  # a host name: resolving it asks the machine's resolver
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback or (mapped or address).is_unspecified
+
+
+def _is_name(host) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host.decode() if isinstance(host, bytes) else str(host).split("%", 1)[0])
+    except ValueError:
+        return True
+    return False
+
+
+class _NetworkGuard:
+    """Wraps the socket module so that leaving loopback raises NetworkGuardError and is recorded: the test
+    fails even when the code under test swallowed the error, or it was raised in a thread."""
+
+    error = NetworkGuardError
+
+    def __init__(self):
+        self.violations: list[str] = []
+
+    def refuse(self, what: str, target) -> None:
+        message = (f"network guard: a test tried to {what} {target!r}, outside the loopback interface "
+                   "(tests may only talk to 127.0.0.1/::1/localhost or AF_UNIX; see tests/conftest.py)")
+        self.violations.append(message)
+        raise NetworkGuardError(message)
+
+    def check_address(self, sock, what: str, address) -> None:
+        import socket
+
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) \
+                and not is_loopback_host(address[0]):
+            self.refuse(what, address)
+
+    def install(self) -> None:
+        import socket
+
+        guard = self
+        connect, connect_ex, sendto = socket.socket.connect, socket.socket.connect_ex, socket.socket.sendto
+
+        def guarded_connect(sock, address):
+            guard.check_address(sock, "connect to", address)
+            return connect(sock, address)
+
+        def guarded_connect_ex(sock, address):
+            guard.check_address(sock, "connect to", address)
+            return connect_ex(sock, address)
+
+        def guarded_sendto(sock, data, *rest):
+            guard.check_address(sock, "send a datagram to", rest[-1])
+            return sendto(sock, data, *rest)
+
+        socket.socket.connect, socket.socket.connect_ex, socket.socket.sendto = \
+            guarded_connect, guarded_connect_ex, guarded_sendto
+        for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr"):
+            setattr(socket, name, self._resolver(name, getattr(socket, name)))
+
+    def _resolver(self, name: str, lookup):
+        guard = self
+
+        def guarded(host, *args, **kwargs):
+            if not is_loopback_host(host):
+                guard.refuse(f"look up ({name})" if _is_name(host) else f"reach ({name})", host)
+            return lookup(host, *args, **kwargs)
+
+        guarded.__wrapped__ = lookup
+        return guarded
+
+
+# Installed when this file is imported, before any test module, fixture or session-scoped setup runs.
+NETWORK_GUARD = _NetworkGuard()
+NETWORK_GUARD.install()
+
+
+def _tried_since(before: int) -> str:
+    """The violations recorded after index `before` (removed from the record), one line each."""
+    tried = NETWORK_GUARD.violations[before:]
+    del NETWORK_GUARD.violations[before:]
+    return "\n".join(dict.fromkeys(tried))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Fail the test itself (not only its teardown) when its body tried to leave loopback."""
+    before = len(NETWORK_GUARD.violations)
+    try:
+        result = yield
+    except BaseException:
+        _tried_since(before)  # the test fails already (with the guard's error, when it was not caught)
+        raise
+    tried = _tried_since(before)
+    if tried:
+        pytest.fail(tried, pytrace=False)
+    return result
+
+
+@pytest.fixture(autouse=True)
+def network_guard():
+    """The guard, for every test; its fixtures' attempts (setup and teardown) fail it too."""
+    before = len(NETWORK_GUARD.violations)
+    yield NETWORK_GUARD
+    tried = _tried_since(before)
+    if tried:
+        pytest.fail(tried, pytrace=False)
+
+
+def pytest_sessionfinish(session):
+    """What no test owned (a session-scoped fixture, collection) fails the run."""
+    if NETWORK_GUARD.violations:
+        session.config.get_terminal_writer().line("\n".join(dict.fromkeys(NETWORK_GUARD.violations)), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "beir"

@@ -352,9 +352,18 @@ def test_a_mistyped_dataset_path_suggests_its_siblings_and_a_file_its_folder(tin
 
 @pytest.mark.parametrize("base, why", [("http://127.0.0.1:9", "connection refused"),
                                        ("http://beir-mirror.invalid", "the server name does not resolve")])
-def test_offline_downloads_fail_in_seconds_and_name_the_alternatives(tmp_path, base, why):
+def test_offline_downloads_fail_in_seconds_and_name_the_alternatives(tmp_path, monkeypatch, base, why):
+    import socket
     import time
 
+    lookup = socket.getaddrinfo
+
+    def no_such_name(host, *args, **kwargs):  # the resolver's answer for a .invalid name, without asking it
+        if host == "beir-mirror.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return lookup(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
     started = time.perf_counter()
     result = CliRunner().invoke(cli, ["datasets", "download", "scifact", "--base-url", base, "--data-dir",
                                       str(tmp_path)])

@@ -122,7 +122,7 @@ def _open(sync_api, path: Path):
     manager = sync_api.sync_playwright().start()
     browser = manager.chromium.launch(executable_path=str(CHROMIUM), args=[
         "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"])
+        "--disable-sync", "--no-first-run", "--host-resolver-rules=MAP * ~NOTFOUND"])
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     problems: list[str] = []
     page.on("console", lambda message: problems.append(message.text) if message.type in ("error", "warning") else None)

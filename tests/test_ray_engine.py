@@ -23,21 +23,21 @@ from harness.cli import cli
 from harness.errors import HarnessError, MissingDependencyError
 from harness.io.formats import content_digest, iter_corpus
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
-from harness.engines.ray_engine import RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
+from harness.engines.ray_engine import LOCAL_CLUSTER_ENV, RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
 from harness.engines.shards import EncodeJob
 
 ray = pytest.importorskip("ray")
 
 # What a worker runs must be importable there: harness's own functions, not this test module's.
 _hash_loader = partial(load_encoder, "hash:64")
+LOOPBACK_PROXY = LOCAL_CLUSTER_ENV["http_proxy"]
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    """One local cluster for the module (the engine joins a running session instead of starting one)."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    """One local cluster for the module (the engine joins a running session instead of starting one),
+    started as ``--ray-local 2`` starts one: on 127.0.0.1, no usage statistics, no cloud probes."""
+    started = connect(RaySpec(local_cpus=2))
     yield
     if started:
         ray.shutdown()
@@ -96,6 +96,16 @@ def test_ray_engine_equals_the_local_engine(cluster, tmp_path):
     chunks = sorted(p.name for p in next((tmp_path / "ray" / "cache" / "embeddings").glob("*/chunk-00004.npy")).parent
                     .glob("chunk-*.npy"))
     assert len(chunks) == 5  # 37 documents in shards of 8
+
+
+def test_the_local_cluster_turns_probes_off_for_itself_only(cluster):
+    getenv = ray.remote(os.getenv)  # os.getenv is importable on a worker
+    user_proxy = os.environ.get("http_proxy") or os.environ.get("HTTP_PROXY") or ""
+    assert ray.get(getenv.remote("RAY_USAGE_STATS_ENABLED")) == "0"
+    assert ray.get(getenv.remote("http_proxy")) == user_proxy  # workers get the user's proxy back
+    assert ray.get_runtime_context().get_node_id() and ray.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"
+    # The driver's environment is as it was before the cluster started.
+    assert os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") is None and os.environ.get("http_proxy") != LOOPBACK_PROXY
 
 
 def test_a_ray_entry_is_a_cache_hit_for_the_local_engine(cluster, tmp_path):

@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
-from harness.engines.ray_engine import RaySpec
+from harness.engines.ray_engine import RaySpec, start_local_cluster
 
 ray = pytest.importorskip("ray")
 
@@ -24,7 +24,7 @@ ray = pytest.importorskip("ray")
 def gpu_cluster():
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+    start_local_cluster(ray, 2, num_gpus=2, include_dashboard=False, log_to_driver=False)  # as --ray-local does
     yield
     ray.shutdown()
 

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import socket
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -108,6 +110,58 @@ def _probe(address: str) -> None:
                            "`ray start --head` or check --ray-address") from None
 
 
+# A cluster started here (--ray-local) stays on this machine. Ray would otherwise take as node address the
+# interface it routes 8.8.8.8 through (a UDP connect to 8.8.8.8 in the driver and its agents), and every
+# component would talk over that interface; its dashboard process asks AWS/Azure/GCP metadata servers
+# (169.254.169.254, metadata.google.internal: a DNS query) which cloud it is on, even with usage
+# statistics off and with no setting to stop it. So, for the processes the cluster starts:
+LOCAL_CLUSTER_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",  # no usage statistics
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # node address 127.0.0.1: Ray's "single-machine only" mode
+    # Plain-HTTP requests go to a closed loopback port, so the metadata probe fails at once, on this
+    # machine; Ray's own HTTP between its processes (all on 127.0.0.1) bypasses it. Workers get the
+    # user's proxy settings back (LOCAL_CLUSTER_ENV is for the cluster's own processes only).
+    "http_proxy": "http://127.0.0.1:9",
+    "no_proxy": "127.0.0.1,localhost,::1",
+}
+LOOPBACK = "127.0.0.1"
+
+
+@contextmanager
+def _loopback_cluster_env(ray: Any) -> Iterator[dict[str, str]]:
+    """While a local cluster starts: LOCAL_CLUSTER_ENV in os.environ (its processes inherit it), and the
+    single-machine mode in this process's Ray, which read it at import. Yields the variables the workers
+    must get back (the user's own proxy settings)."""
+    user = {name: os.environ.get(name) or os.environ.get(name.upper()) or "" for name in ("http_proxy", "no_proxy")}
+    saved = {name: os.environ.get(name) for name in LOCAL_CLUSTER_ENV}
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    single_machine = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    os.environ.update(LOCAL_CLUSTER_ENV)
+    if single_machine is None:  # a Ray without the switch: its node address may be the machine's own
+        logger.warning("this Ray version has no single-machine switch; the local cluster may use this "
+                       "machine's network address rather than 127.0.0.1")
+    else:
+        constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield user
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if single_machine is not None:
+            constants.ENABLE_RAY_CLUSTER = single_machine
+
+
+def start_local_cluster(ray: Any, cpus: int, **options: Any) -> None:
+    """Start a new private Ray cluster on this machine bound to 127.0.0.1, with no usage statistics and
+    no cloud probes (LOCAL_CLUSTER_ENV): nothing it starts leaves the loopback interface."""
+    with _loopback_cluster_env(ray) as user_env:
+        ray.init(address="local", num_cpus=cpus, _node_ip_address=LOOPBACK, dashboard_host=LOOPBACK,
+                 runtime_env={"env_vars": user_env}, **options)
+
+
 def connect(spec: RaySpec) -> bool:
     """Join (or start) the cluster `spec` names; True when this call started Ray and must shut it down."""
     ray = _ray()
@@ -119,7 +173,7 @@ def connect(spec: RaySpec) -> bool:
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
     try:
         if spec.local_cpus is not None:
-            ray.init(num_cpus=spec.local_cpus, **options)
+            start_local_cluster(ray, spec.local_cpus, **options)
         else:
             ray.init(address=spec.address, **options)
     except HarnessError:

@@ -45,6 +45,10 @@ QUANTIZATION = {"weight_type": "QInt8", "per_channel": True, "op_types_to_quanti
 
 
 def _onnxruntime() -> Any:
+    # ONNX Runtime (1.32 here) sends usage telemetry to mobile.events.data.microsoft.com; an evaluation
+    # tool has no business reporting on its user (seen by tracing tests/test_onnx_backend.py). Read
+    # when its runtime starts, so set before the first session.
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     try:
         import onnxruntime
     except ImportError as exc:
