@@ -33,7 +33,7 @@ def demo(ctx: click.Context, model: str) -> None:
     \b
         beir-harness demo
     """
-    from harness.pipeline.evaluate import run_demo
+    from harness.pipeline.demo import run_demo
 
     outcome = run_demo(model=model, progress=ctx.obj["progress"])
     click.echo(_format_demo(outcome))
