@@ -14,6 +14,7 @@ from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX, EndpointSpec
 from harness.retrieval.index import IndexSpec
 from harness.engines.ray_engine import RaySpec
+from harness.retrieval import onnx_backend  # noqa: F401 - registers the onnx runtimes that `load_model` may ask for
 
 DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
 # Every result stores every metric family at these cutoffs (up to its depth), whatever was asked to
