@@ -80,3 +80,7 @@ class MissingDependencyError(HarnessError):
 
 class OutputError(HarnessError):
     """A result could not be written."""
+
+
+class DataMismatchError(HarnessError):
+    """Results of one dataset name were computed on different data (their corpus, queries or qrels differ)."""

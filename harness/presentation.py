@@ -18,6 +18,19 @@ from typing import Any
 _NUMBER = re.compile(r"^[-+]?(\d[\d,]*\.?\d*|\.\d+)(e[-+]?\d+)?x?%?$|^[–-]$|^< ?1e-\d+$|^n/a$")
 
 
+def metric_text(value: float | None, digits: int = 4, signed: bool = False) -> str:
+    """A metric value as every table, page and plot shows it: rounded once, from the stored float.
+
+    ``format(value, f".{digits}f")`` (correctly rounded from the float's exact binary value, as Python
+    formats it), ``+`` in front of a non-negative value when `signed`, and ``–`` for no value. Nothing else
+    may round a value for display (rounding an already rounded value can move the last digit: 0.535845
+    stored as 0.53585 shows 0.5359, not 0.5358).
+    """
+    if value is None:
+        return "–"
+    return format(value, f"+.{digits}f" if signed else f".{digits}f")
+
+
 class Bold(str):
     """A cell to emphasise (the best value of a row)."""
 

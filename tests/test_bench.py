@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 
 import pytest
@@ -71,54 +72,153 @@ def test_bench_help_and_bad_metric(grid):
     assert result.exit_code == 2 and "unknown metric 'BLEU@4'" in result.stderr
 
 
+def _trec_run(path) -> dict[str, dict[str, float]]:
+    """A TREC run file read by hand: query_id → {doc_id: score}."""
+    run: dict[str, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        query_id, _, doc_id, _, score, _ = line.split()
+        run.setdefault(query_id, {})[doc_id] = float(score)
+    return run
+
+
+def _ndcg10(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> float:
+    """pytrec_eval's nDCG@10 averaged over every judged query (one the run lacks scores 0)."""
+    import pytrec_eval
+
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(run)
+    return sum(per_query.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / len(qrels)
+
+
+def _forum_qrels(seed: int) -> dict[str, dict[str, int]]:
+    """Different judgments per forum: 1–4 judged queries (so a mean weighted by queries differs from the
+    plain mean), each with at least one relevant document, grades 1–2."""
+    import random
+
+    rng = random.Random(seed)
+    queries = rng.sample(["q1", "q2", "q3", "q4"], rng.randint(1, 4))
+    return {q: {d: rng.randint(1, 2) for d in rng.sample(["d1", "d2", "d3", "d4", "d5"], rng.randint(1, 3))}
+            for q in queries}
+
+
 def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monkeypatch, fake_encoder, tiny_beir):
+    import statistics
+
     from harness.datasets import registry
 
     data = tmp_path / "data"
     forums = registry.get("cqadupstack").subsets
-    for forum in forums:
+    judgments = {}
+    for i, forum in enumerate(forums):
         shutil.copytree(tiny_beir, data / "cqadupstack" / forum)
+        judgments[forum] = _forum_qrels(i)
+        lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{g}" for q, docs in judgments[forum].items()
+                                                   for d, g in docs.items()]
+        (data / "cqadupstack" / forum / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
     (data / "cqadupstack" / ".beir-harness.json").write_text('{"name": "cqadupstack"}')
+    out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["-q", "bench", "--models", "bm25", "--datasets", "cqadupstack", "--data-dir",
-                                      str(data), "--output-dir", str(tmp_path / "out"), "--k", "10"])
+                                      str(data), "--output-dir", str(out), "--k", "10"])
     assert result.exit_code == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert sum(line.startswith("cqadupstack/") for line in lines) == 12
-    forum_value = next(line for line in lines if line.startswith("cqadupstack/android")).split()[-1]
-    assert next(line for line in lines if line.startswith("cqadupstack (mean of 12 forums)")).split()[-1] == forum_value
     assert "12 cells: 12 done" in result.stdout
-    report = CliRunner().invoke(cli, ["report", str(tmp_path / "out")])
-    assert "| cqadupstack |" in report.stdout
+    lines = result.stdout.splitlines()
+    # Each forum's score is pytrec_eval's on that forum's own run and judgments…
+    per_forum = {}
+    for forum in forums:
+        (run_file,) = (out / f"cqadupstack__{forum}").glob("*/test.run.trec")
+        per_forum[forum] = _ndcg10(_trec_run(run_file), judgments[forum])
+        row = next(line for line in lines if line.startswith(f"cqadupstack/{forum} "))
+        assert row.split()[-1] == f"{per_forum[forum]:.4f}"
+    # …and CQADupStack's is their plain mean (BEIR's and MTEB's rule), not pooled over queries.
+    mean = statistics.fmean(per_forum.values())
+    pooled = sum(per_forum[f] * len(judgments[f]) for f in forums) / sum(len(judgments[f]) for f in forums)
+    assert len({f"{v:.4f}" for v in (mean, pooled, per_forum[forums[0]], statistics.median(per_forum.values()))}) == 4
+    assert next(line for line in lines if line.startswith("cqadupstack (mean of 12 forums)")).split()[-1] == \
+        f"{mean:.4f}"
+    report = json.loads(CliRunner().invoke(cli, ["report", str(out), "--format", "json"]).stdout)
+    (row,) = [row for row in report["rows"] if row["dataset"] == "cqadupstack"]
+    assert [value for key, value in row.items() if key != "dataset"] == [pytest.approx(mean, abs=1e-12)]
+
+
+def test_the_nanobeir_row_is_the_plain_mean_of_its_datasets_and_absent_when_one_lacks_a_value():
+    import statistics
+
+    from harness.datasets import registry
+    from harness.pipeline.bench import BenchReport, Cell
+
+    parts = registry.get(registry.NANOBEIR).subsets
+    values = {part: round(0.05 + 0.9 * ((i * 7) % 13) / 13 + 0.001 * i * i, 6) for i, part in enumerate(parts)}
+    cells = [Cell(f"{registry.NANOBEIR}/{part}", "m", "done", {"nDCG@10": value}) for part, value in values.items()]
+    cells += [Cell(f"{registry.NANOBEIR}/{part}", "other", "done", {"nDCG@10": 0.5}) for part in parts[1:]]
+    lines = BenchReport(cells, None).format_table().splitlines()
+    (row,) = [line for line in lines if line.startswith(f"NanoBEIR (mean of {len(parts)})")]
+    expected = statistics.fmean(values.values())
+    assert f"{expected:.4f}" not in {f"{values[parts[0]]:.4f}", f"{statistics.median(values.values()):.4f}"}
+    assert row.split()[-2:] == [f"{expected:.4f}", "-"]  # "other" lacks one dataset: no mean
 
 
 # --------------------------------------------------------------------------- fusions as systems
 
 
-def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
-    from harness.retrieval.fusion import fuse
-    from harness.io.formats import read_run
+def _rrf(runs: list[dict[str, dict[str, float]]], k: int = 60) -> dict[str, dict[str, float]]:
+    """RRF written out: ranks in trec_eval's order (score, then doc_id, descending), Σ 1 / (k + rank)."""
+    fused: dict[str, dict[str, float]] = {}
+    for run in runs:
+        for query_id, docs in run.items():
+            ranked = sorted(docs, key=lambda d: (docs[d], d), reverse=True)
+            for rank, doc_id in enumerate(ranked, start=1):
+                fused.setdefault(query_id, {})[doc_id] = fused.get(query_id, {}).get(doc_id, 0.0) + 1 / (k + rank)
+    return fused
 
+
+def _wsum_zscore(runs: list[dict[str, dict[str, float]]], weights: list[float]) -> dict[str, dict[str, float]]:
+    """Weighted sum of per-query z-scores (population σ; σ = 0 gives 0), written out."""
+    import statistics
+
+    fused: dict[str, dict[str, float]] = {}
+    for run, weight in zip(runs, weights):
+        for query_id, docs in run.items():
+            mean, std = statistics.fmean(docs.values()), statistics.pstdev(docs.values())
+            for doc_id, score in docs.items():
+                z = (score - mean) / std if std > 0 else 0.0
+                fused.setdefault(query_id, {})[doc_id] = fused.get(query_id, {}).get(doc_id, 0.0) + weight * z
+    return fused
+
+
+def _assert_run_file_is(path, expected: dict[str, dict[str, float]]) -> None:
+    """The file lists each query's documents in trec_eval's order of the expected scores, with those scores."""
+    saved = {}
+    for line in path.read_text().splitlines():
+        query_id, _, doc_id, _, score, _ = line.split()
+        saved.setdefault(query_id, []).append((doc_id, float(score)))
+    assert set(saved) == set(expected)
+    for query_id, hits in saved.items():
+        scores = expected[query_id]
+        assert len(hits) == len(scores)
+        for (a, score_a), (b, _) in zip(hits, hits[1:]):
+            assert scores[a] > scores[b] - 1e-9 and (abs(scores[a] - scores[b]) > 1e-9 or a > b), (query_id, a, b)
+        assert [score for _, score in hits] == pytest.approx([scores[d] for d, _ in hits], abs=1e-9)
+
+
+def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
     datasets, out = grid
     result = CliRunner().invoke(cli, ["-q", "bench", "--systems", "rrf(fake-bow, bm25), wsum(bm25, fake-bow, "
                                       "weights=0.3:0.7, norm=zscore)", "--datasets", datasets[0], "--output-dir",
                                       str(out), "--k", "1,10", "--no-cache"])
     assert result.exit_code == 0, result.stderr
-    header = result.stdout.splitlines()[0].split("  ")
-    assert [h.strip() for h in header if h.strip()][1:] == [
-        "fake-bow", "bm25", "rrf(fake-bow, bm25)", "wsum(bm25, fake-bow, weights=0.3:0.7, norm=zscore)"]
+    header = [h.strip() for h in result.stdout.splitlines()[0].split("  ") if h.strip()]
+    assert header[1:3] == ["fake-bow", "bm25"] and len(set(header[1:])) == 4  # members first, then each fusion
     assert "4 cells: 4 done" in result.stdout
     fused = sorted((out / "tiny" / "fusion").glob("test.*.json"))
     assert len(fused) == 2
-    # The fused file holds exactly what fusing the two saved runs gives.
-    runs = [read_run(out / "tiny" / model / "test.run.trec") for model in ("fake-bow", "bm25")]
-    from harness.retrieval.fusion import FusionSpec
-
-    expected = fuse(runs, FusionSpec("rrf"))
-    rrf = next(path for path in fused if "rrf" in path.read_text())
-    saved = read_run(rrf.with_name(rrf.stem + ".run.trec"))
-    assert {q: [h.doc_id for h in saved[q]] for q in saved} == {q: [h.doc_id for h in expected[q]] for q in expected}
+    # Each fused file holds what fusing the two saved member runs by hand gives, scores and order.
+    members = {model: _trec_run(out / "tiny" / model / "test.run.trec") for model in ("fake-bow", "bm25")}
+    by_method = {json.loads(path.read_text())["config"]["fusion"]["method"]: path for path in fused}
+    assert set(by_method) == {"rrf", "wsum"}
+    _assert_run_file_is(by_method["rrf"].with_suffix(".run.trec"), _rrf([members["fake-bow"], members["bm25"]]))
+    _assert_run_file_is(by_method["wsum"].with_suffix(".run.trec"),
+                        _wsum_zscore([members["bm25"], members["fake-bow"]], [0.3, 0.7]))
     rows = list(csv.DictReader(open(out / "results.csv")))
-    assert {row["label"] for row in rows} >= {"rrf(fake-bow, bm25)"}
+    assert len({row["label"] for row in rows}) == 4  # one label per system, fusions included
     # A rerun skips the evaluated systems and fuses again (milliseconds).
     again = CliRunner().invoke(cli, ["-q", "bench", "--systems", "rrf(fake-bow, bm25)", "--datasets", datasets[0],
                                      "--output-dir", str(out), "--k", "1,10", "--no-cache"])

@@ -56,7 +56,10 @@ def test_changed_corpus_or_model_never_hits_a_stale_entry(tiny_beir, tmp_path):
     _run(tiny_beir, tmp_path, CachingFake())
     other_model = CachingFake("v2")
     _run(tiny_beir, tmp_path, other_model)
-    assert _docs_encoded(other_model) == 5
+    assert _docs_encoded(other_model) == 5 and len(other_model.query_texts) == 3  # the judged queries
+    same_again = CachingFake("v1")  # the first key again: its entry is still there, nothing is encoded
+    _run(tiny_beir, tmp_path, same_again)
+    assert _docs_encoded(same_again) == 0 and same_again.query_texts == []
     with open(tiny_beir / "corpus.jsonl", "a") as handle:
         handle.write('{"_id": "d6", "text": "new document"}\n')
     changed = CachingFake()
@@ -77,14 +80,22 @@ def test_damaged_chunk_is_recomputed_with_a_warning(tiny_beir, tmp_path, caplog)
     assert "damaged cache entry, recomputing" in caplog.text
     assert _docs_encoded(encoder) == 5
     assert warm.result.metrics == cold.result.metrics
+    repaired = CachingFake()  # the recomputed entry replaced the damaged one: the next run encodes nothing
+    _run(tiny_beir, tmp_path, repaired)
+    assert _docs_encoded(repaired) == 0
 
 
 def test_truncated_chunk_is_recomputed(tiny_beir, tmp_path):
     cold = _run(tiny_beir, tmp_path, CachingFake())
-    for path in (tmp_path / "cache").rglob("chunk-00000.npy"):
+    chunks = list((tmp_path / "cache").rglob("chunk-00000.npy"))
+    assert len(chunks) == 2  # corpus and queries
+    for path in chunks:
         path.write_bytes(path.read_bytes()[:40])
-    warm = _run(tiny_beir, tmp_path, CachingFake())
+    encoder = CachingFake()
+    warm = _run(tiny_beir, tmp_path, encoder)
+    assert _docs_encoded(encoder) == 5 and len(encoder.query_texts) == 3  # recomputed, not read
     assert warm.result.metrics == cold.result.metrics
+    assert sorted(np.load(path, allow_pickle=False).shape[0] for path in chunks) == [3, 5]  # rewritten whole
 
 
 def test_crash_mid_encode_resumes_from_written_chunks(tiny_beir, tmp_path):
@@ -195,25 +206,40 @@ def test_the_default_cache_is_per_user_not_per_folder(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])
-def test_approximate_index_is_cached_and_a_damaged_one_rebuilt(tiny_beir, tmp_path, caplog, kind):
+def test_approximate_index_is_cached_and_a_damaged_one_rebuilt(tiny_beir, tmp_path, caplog, kind, monkeypatch):
     from harness.retrieval.index import IndexSpec
 
+    from harness.retrieval.index import VectorIndex
+
+    builds = []  # one entry per document added to a new index: a build, not a load from the cache
+    original = VectorIndex.add
+
+    def counting_add(self, doc_ids, vectors):
+        builds.extend(doc_ids)
+        return original(self, doc_ids, vectors)
+
+    monkeypatch.setattr(VectorIndex, "add", counting_add)
     spec = IndexSpec(kind)
     cold = _run(tiny_beir, tmp_path, CachingFake(), index=spec)
+    assert len(builds) == 5
     (index_file,) = (tmp_path / "cache" / "indexes").glob("*.faiss")
     with caplog.at_level(logging.INFO, logger="harness"):
         warm = _run(tiny_beir, tmp_path, CachingFake(), index=spec)
+    assert len(builds) == 5  # same key: loaded, not built
     assert f"{kind} index from the cache" in caplog.text
     assert warm.result.metrics == cold.result.metrics and warm.result.index_quality == cold.result.index_quality
     index_file.write_bytes(b"garbage")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="harness"):
         rebuilt = _run(tiny_beir, tmp_path, CachingFake(), index=spec)
+    assert len(builds) == 10  # damaged: built again
     assert "damaged cached index, rebuilding" in caplog.text
     assert rebuilt.result.metrics == cold.result.metrics
-    # Other parameters are another index.
+    _run(tiny_beir, tmp_path, CachingFake(), index=spec)
+    assert len(builds) == 10  # the rebuilt file was stored and is what the next run loads
+    # Other parameters are another key: another build, another file.
     _run(tiny_beir, tmp_path, CachingFake(), index=IndexSpec(kind, nprobe=2, ef_search=16))
-    assert len(list((tmp_path / "cache" / "indexes").glob("*.faiss"))) == 2
+    assert len(builds) == 15 and len(list((tmp_path / "cache" / "indexes").glob("*.faiss"))) == 2
 
 
 def test_warm_run_needs_no_model_at_all(tiny_beir, tmp_path, monkeypatch, default_encoder):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -70,7 +71,10 @@ def test_interrupted_download_resumes(mirror, tmp_path):
     mirror.behaviours = ["drop:1000000"]
     download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
     assert read_stamp(tmp_path / "nfcorpus")["md5"] == NFCORPUS_MD5
-    assert mirror.requests[1][1].startswith("bytes=")
+    # One more request, resuming where the drop left the part file: at most one 64 KiB read was lost.
+    assert len(mirror.requests) == 2 and mirror.requests[0][1] is None
+    resumed_at = int(mirror.requests[1][1].removeprefix("bytes=").removesuffix("-"))
+    assert 1_000_000 - 65_536 < resumed_at <= 1_000_000
 
 
 def test_failed_download_leaves_nothing_that_looks_installed(mirror, tmp_path):
@@ -79,10 +83,12 @@ def test_failed_download_leaves_nothing_that_looks_installed(mirror, tmp_path):
         download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
     assert _leftovers(tmp_path) == ["nfcorpus.zip.part"]
     assert read_stamp(tmp_path / "nfcorpus") is None
+    kept = (tmp_path / "nfcorpus.zip.part").stat().st_size
+    assert len(mirror.requests) == 3  # the drop, then two 503s
     mirror.behaviours = []
     download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)  # resumes by itself
     assert _leftovers(tmp_path) == ["nfcorpus"]
-    assert mirror.requests[-1][1].startswith("bytes=")
+    assert mirror.requests[3:] == [("/nfcorpus.zip", f"bytes={kept}-")]  # one request, from the kept bytes
 
 
 def test_wrong_bytes_are_refused(mirror, tmp_path):
@@ -114,7 +120,10 @@ def test_unstamped_folder_is_not_trusted(mirror, tmp_path):
     (tmp_path / "nfcorpus").mkdir()
     (tmp_path / "nfcorpus" / "corpus.jsonl").write_text("half")
     download_dataset("nfcorpus", tmp_path, mirror.url, policy=FAST, progress=False)
-    assert read_stamp(tmp_path / "nfcorpus") is not None
+    assert read_stamp(tmp_path / "nfcorpus")["md5"] == NFCORPUS_MD5
+    assert mirror.requests == [("/nfcorpus.zip", None)]  # downloaded afresh, not taken for installed
+    with open(tmp_path / "nfcorpus" / "corpus.jsonl") as handle:
+        assert sum(1 for _ in handle) == 3633  # the half file was replaced
 
 
 def test_counts_that_disagree_with_the_registry(mirror, tmp_path, monkeypatch):
@@ -135,14 +144,16 @@ def _bad_archive(members: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("member", ["../escape.txt", "/abs/escape.txt", "tiny/../../escape.txt"])
-def test_served_unsafe_archive_is_refused(http_server, tmp_path, monkeypatch, member):
+@pytest.mark.parametrize(("member", "why"), [("../escape.txt", "leaves the target folder"),
+                                             ("/abs/escape.txt", "has an absolute path"),
+                                             ("tiny/../../escape.txt", "leaves the target folder")])
+def test_served_unsafe_archive_is_refused(http_server, tmp_path, monkeypatch, member, why):
     data = _bad_archive({"tiny/corpus.jsonl": b"{}\n", member: b"x"})
     http_server.files["/tiny.zip"] = data
     spec = replace(registry.get("scifact"), name="tiny", md5=hashlib.md5(data).hexdigest(), zip_mb=None)
     specs = {**registry.datasets(), "tiny": spec}
     monkeypatch.setattr(registry, "datasets", lambda: specs)
-    with pytest.raises(UnsafeArchiveError):
+    with pytest.raises(UnsafeArchiveError, match=re.escape(f"{member!r} {why}")):
         download_dataset("tiny", tmp_path / "data", http_server.url, policy=FAST, progress=False)
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "data" / "escape.txt").exists()
     assert [p for p in _leftovers(tmp_path / "data") if p != "tiny.zip"] == []
@@ -154,8 +165,10 @@ def test_not_distributed_and_unknown_names(tmp_path):
     with pytest.raises(DatasetError, match="did you mean scifact"):
         download_dataset("scifct", tmp_path)
     for bad in ("../../etc", "a/b", "", ".hidden", "x\x00y"):
-        with pytest.raises(DatasetError):
+        with pytest.raises(DatasetError) as caught:
             download_dataset(bad, tmp_path)
+        assert str(caught.value) == f"{bad!r} is not a valid dataset name (one folder name: letters, digits, - and _)"
+    assert list(tmp_path.iterdir()) == []  # refused before anything was created
 
 
 def test_import_zip_and_folder_then_remove(nfcorpus_zip, tiny_beir, tmp_path):
@@ -179,8 +192,12 @@ def test_import_refuses_wrong_md5_and_invalid_folders(nfcorpus_zip, tiny_beir, t
     with pytest.raises(ChecksumMismatchError, match="is not nfcorpus's"):
         import_dataset(wrong, tmp_path / "data")
     (tiny_beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tnope\t1\n")
-    with pytest.raises(DatasetError, match="not a valid BEIR folder"):
+    with pytest.raises(DatasetError) as caught:
         import_dataset(tiny_beir, tmp_path / "data")
+    # The one line names the folder, then the first problem's file and line and what is wrong there.
+    assert str(caught.value).startswith(f"{tiny_beir}: not a valid BEIR folder (1 error(s), first: ")
+    assert f"{tiny_beir / 'qrels' / 'test.tsv'}:2: document 'nope' is not in corpus.jsonl" in str(caught.value)
+    assert "\n" not in str(caught.value)
     assert _leftovers(tmp_path / "data") == []
 
 

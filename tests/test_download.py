@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.io.download import RetryPolicy, fetch, md5_file, safe_extract
+from harness.io.download import NET_CHUNK, RetryPolicy, fetch, md5_file, safe_extract
 from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError
 
 FAST = RetryPolicy(attempts=3, backoff=0.01, connect_timeout=2, read_timeout=0.5)
@@ -52,19 +52,27 @@ def test_normal_download_is_verified(served, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.zip"]
 
 
+def _resumed_at(request: tuple[str, str | None]) -> int:
+    path, ranged = request
+    assert path == "/data.zip" and ranged is not None and ranged.startswith("bytes=") and ranged.endswith("-")
+    return int(ranged.removeprefix("bytes=").removesuffix("-"))
+
+
 def test_dropped_connection_resumes_with_range(served, tmp_path):
     served.behaviours = ["drop:200000"]
     path = _fetch(served, tmp_path)
     assert path.read_bytes() == PAYLOAD
-    assert served.requests[0][1] is None
-    resumed_at = int(served.requests[1][1].removeprefix("bytes=").rstrip("-"))
-    assert 0 < resumed_at <= 200_000
+    # Two requests: the whole file, then the rest from what the part file held (at most one 64 KiB read lost).
+    assert len(served.requests) == 2 and served.requests[0] == ("/data.zip", None)
+    assert 200_000 - NET_CHUNK < _resumed_at(served.requests[1]) <= 200_000
 
 
 def test_server_ignoring_range_restarts_cleanly(served, tmp_path):
     served.behaviours = ["drop:200000", "ignore-range"]
-    assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
-    assert served.requests[1][1] is not None and len(served.requests) == 2
+    assert _fetch(served, tmp_path).read_bytes() == PAYLOAD  # the 200 body replaced the part, not appended to it
+    assert len(served.requests) == 2 and served.requests[0] == ("/data.zip", None)
+    assert 200_000 - NET_CHUNK < _resumed_at(served.requests[1]) <= 200_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.zip"]
 
 
 def test_leftover_part_file_is_resumed_by_a_later_run(served, tmp_path):
@@ -76,18 +84,21 @@ def test_leftover_part_file_is_resumed_by_a_later_run(served, tmp_path):
 def test_part_file_longer_than_the_file_starts_over(served, tmp_path):
     (tmp_path / "data.zip.part").write_bytes(PAYLOAD + b"junk")
     assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
+    # The resume range is refused (416), the part file dropped, and the next request asks for everything.
+    assert served.requests == [("/data.zip", f"bytes={len(PAYLOAD) + 4}-"), ("/data.zip", None)]
 
 
 def test_5xx_is_retried(served, tmp_path):
     served.behaviours = ["status:500", "status:503"]
     assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
-    assert len(served.requests) == 3
+    assert served.requests == [("/data.zip", None)] * 3  # an error body is never kept to resume from
 
 
 def test_persistent_5xx_gives_up_with_a_clear_error(served, tmp_path):
     served.behaviours = ["status:503"] * 5
     with pytest.raises(DownloadError, match="giving up after 3 attempts: HTTP 503"):
         _fetch(served, tmp_path)
+    assert len(served.requests) == 3  # the policy's attempts, not one more
     assert not (tmp_path / "data.zip").exists()
 
 
@@ -120,7 +131,8 @@ def test_wrong_md5_deletes_the_part_file(served, tmp_path):
 def test_stall_past_the_read_timeout_is_retried_then_resumes(served, tmp_path):
     served.behaviours = ["stall:2"]
     assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
-    assert len(served.requests) == 2
+    # The stalled answer gave no byte, so the retry asks for the whole file again (no empty Range).
+    assert served.requests == [("/data.zip", None), ("/data.zip", None)]
 
 
 def test_size_far_from_the_registry_is_refused_before_downloading(served, tmp_path):
@@ -200,8 +212,10 @@ def test_lying_member_size_is_caught(tmp_path):
     data[central + 24:central + 28] = (5).to_bytes(4, "little")
     archive = tmp_path / "liar.zip"
     archive.write_bytes(bytes(data))
-    with pytest.raises((UnsafeArchiveError, DatasetError)):
+    # zipfile reads only the declared 5 bytes, whose CRC is not the member's: a damaged member, said so.
+    with pytest.raises(DatasetError, match=r"liar.zip: damaged member 'a.txt': Bad CRC-32 for file 'a.txt'$"):
         safe_extract(archive, tmp_path / "out", max_bytes=10**9)
+    assert not (tmp_path / "out" / "a.txt").exists() or (tmp_path / "out" / "a.txt").stat().st_size <= 5
 
 
 def test_not_a_zip(tmp_path):

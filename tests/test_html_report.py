@@ -250,3 +250,42 @@ def test_published_columns_and_their_delta_are_on_the_page(tiny_beir, tmp_path, 
     assert kinds == ["system", "published", "delta"]
     published, delta = board["values"]["scifact"][1:]
     assert published == pytest.approx(0.6789) and delta == pytest.approx(board["values"]["scifact"][0] - 0.6789, abs=1e-4)
+
+
+# The value (0.5359 on a page that stored it as 0.53585), others near a boundary, and 0.03125, an exact
+# binary tie that JavaScript's toFixed rounds up (0.0313) where Python's format rounds to even (0.0312).
+ROUNDING = {"set-a": 0.535845, "set-b": 0.12345, "set-c": 0.99995, "set-d": 0.03125}
+
+
+@pytest.mark.browser
+def test_the_page_shows_the_labels_and_digits_of_the_tables(tmp_path):
+    from harness.records import Run
+    from harness.reporting.report import Result, write_result
+
+    sync_api = _chromium()
+    minilm = "sentence-transformers/all-MiniLM-L6-v2"
+    out = tmp_path / "results"
+    for dataset, value in ROUNDING.items():
+        for model, label, score, config in (
+                (minilm, minilm, 0.5, {}),
+                ("x", "team/ours", 0.25, {}),  # a label with a slash of its own: shown whole
+                ("fusion", f"rrf(bm25, {minilm})", value,
+                 {"inputs": [{"label": "bm25", "model": "bm25"}, {"label": minilm, "model": minilm}]})):
+            write_result(Result(dataset, "test", model, {"nDCG@10": score}, {"q1": {"nDCG@10": score}}, 1, config, {},
+                                {}, {"beir-harness": "test"}, "2026-12-01T00:00:00+00:00", label=label,
+                                config_hash=model[:1] * 16), Run.from_scores({"q1": {"d1": 1.0}}), out)
+    path = tmp_path / "page.html"
+    path.write_text(render_page(build_page(load_results([out]))), encoding="utf-8")
+    manager, browser, page, problems = _open(sync_api, path)
+    try:
+        headings = page.eval_on_selector_all("#leaderboard thead th", "cells => cells.map(c => c.textContent)")
+        assert sorted(headings[1:]) == ["all-MiniLM-L6-v2", "rrf(bm25, all-MiniLM-L6-v2)", "team/ours"]
+        legend = page.eval_on_selector_all("#chart-legend > span", "items => items.map(i => i.textContent)")
+        assert legend == headings[1:]
+        column = headings.index("rrf(bm25, all-MiniLM-L6-v2)")  # th 0 is the dataset, as td 0 of each row
+        shown = dict(zip(_column(page, 0), _column(page, column)))
+        assert shown == {dataset: format(value, ".4f") for dataset, value in ROUNDING.items()}  # Python's digits
+        assert problems == []
+    finally:
+        browser.close()
+        manager.stop()

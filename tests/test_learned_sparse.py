@@ -46,9 +46,9 @@ def test_sparse_retrieval_equals_a_brute_force_dot_product(tiny_sparse_encoder, 
     from sentence_transformers import SparseEncoder
 
     from harness.io.formats import iter_corpus, iter_queries, read_qrels
-    from harness.records import Run, doc_text
+    from harness.records import doc_text
 
-    result = _evaluate(tiny_beir, tmp_path, tiny_sparse_encoder, "--k", "1,3")
+    result = _evaluate(tiny_beir, tmp_path, tiny_sparse_encoder, "--k", "1,3", "--top-k", "3")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     model = SparseEncoder(str(tiny_sparse_encoder), device="cpu")
@@ -57,17 +57,27 @@ def test_sparse_retrieval_equals_a_brute_force_dot_product(tiny_sparse_encoder, 
     queries = [q for q in iter_queries(tiny_beir / "queries.jsonl") if q.query_id in judged]
     doc_vectors = model.encode_document([doc_text(d) for d in docs], convert_to_sparse_tensor=True).to_dense().numpy()
     query_vectors = model.encode_query([q.text for q in queries], convert_to_sparse_tensor=True).to_dense().numpy()
-    scores = query_vectors @ doc_vectors.T
-    expected = Run.from_scores({q.query_id: {d.doc_id: float(s) for d, s in zip(docs, row) if s > 0}
-                                for q, row in zip(queries, scores)}).truncated(100)
-    run_file = next((tmp_path / "r").glob("*/*/test.run.trec"))
-    from harness.io.formats import read_run
-
-    got = read_run(run_file)
-    for query_id in expected:
-        assert [h.doc_id for h in got[query_id]] == [h.doc_id for h in expected[query_id]]
-        np.testing.assert_allclose([h.score for h in got[query_id]], [h.score for h in expected[query_id]],
-                                   rtol=1e-5)
+    # The ranking, brute force: every positive dot product, sorted in trec_eval's order (score, then
+    # doc_id, descending), the top 3 (--top-k 3: the cut is exercised).
+    expected = {}
+    for query, q_vector in zip(queries, query_vectors):
+        scored = []
+        for doc, d_vector in zip(docs, doc_vectors):
+            score = float(sum(float(a) * float(b) for a, b in zip(q_vector, d_vector) if a and b))
+            if score > 0:
+                scored.append((score, doc.doc_id))
+        scored.sort(reverse=True)
+        expected[query.query_id] = scored[:3]
+    got: dict[str, list[tuple[float, str]]] = {}
+    (run_file,) = (tmp_path / "r").glob("*/*/test*.run.trec")
+    for line in run_file.read_text().splitlines():
+        query_id, _, doc_id, rank, score, _ = line.split()
+        got.setdefault(query_id, []).append((float(score), doc_id))
+        assert int(rank) == len(got[query_id])
+    assert set(got) == {q for q, hits in expected.items() if hits}
+    for query_id, hits in got.items():
+        assert [doc_id for _, doc_id in hits] == [doc_id for _, doc_id in expected[query_id]]
+        np.testing.assert_allclose([s for s, _ in hits], [s for s, _ in expected[query_id]], rtol=1e-5)
     assert data["config"]["retriever"] == "learned-sparse"
     active = (doc_vectors > 0).sum(axis=1).mean()
     assert data["config"]["mean_active_dims_doc"] == pytest.approx(active)

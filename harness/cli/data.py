@@ -155,7 +155,8 @@ _data_dir_option = click.option(
 @_data_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def datasets_list(data_dir: Path | None, as_json: bool) -> None:
-    """List every BEIR dataset: split, size, counts, installed?, published scores known?
+    """List every BEIR dataset: split, size, counts, installed?, published scores known? Then the custom
+    datasets installed with `datasets import` (family "custom"), which evaluate, bench and retrieve take by name.
 
     Example:
 
@@ -174,10 +175,15 @@ def datasets_list(data_dir: Path | None, as_json: bool) -> None:
     table = [["name", "family", "split", "docs", "queries", "zip MB", "installed", "published", "note"]]
     for row in rows:
         note = "not distributed" if not row["public"] else ("self-hits dropped" if row["ignore_identical_ids"] else "")
-        table.append([row["name"], row["family"], row["split"], f"{row['docs']:,}", f"{row['queries']:,}",
+        note = "your own eval set" if row["family"] == "custom" else note
+        table.append([row["name"], row["family"], row["split"], _count(row["docs"]), _count(row["queries"]),
                       f"{row['zip_mb']:.1f}" if row["zip_mb"] else "-", "yes" if row["installed"] else "no",
                       str(row["published_scores"]), note])
     click.echo("\n".join(align(table, right=[False, False, False, True, True, True, False, True, False])))
+
+
+def _count(value: int | None) -> str:
+    return f"{value:,}" if value is not None else "-"
 
 
 @datasets.command("download")
@@ -214,8 +220,10 @@ def datasets_download(ctx: click.Context, names: tuple[str, ...], data_dir: Path
 def datasets_import(source: Path, data_dir: Path | None, name: str | None, force: bool) -> None:
     """Install a local BEIR zip or folder (offline), verified.
 
-    A zip named like a BEIR dataset must have the registry's md5 and counts; any other zip or
-    folder must pass `validate`.
+    A zip named like a BEIR dataset must have the registry's md5 and counts, and a folder imported
+    under a BEIR name the registry's counts (else give it another --name). Any other zip or folder must
+    pass `validate` and becomes a custom dataset: listed by `datasets list`, usable by its name in
+    evaluate, bench and retrieve.
 
     Example:
 

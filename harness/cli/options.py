@@ -73,7 +73,7 @@ _RUN_OPTIONS = [
     click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
                  help="Results go to <output-dir>/<dataset>/<model>/<split>[.<variant>].json and .run.trec; "
                       "each configuration has its own file."),
-    click.option("--name", default=None, metavar="LABEL",
+    click.option("--name", default=None, metavar="LABEL", callback=lambda ctx, param, value: label_callback(ctx, param, value),
                  help="Label of the result in every report, table and plot [default: the model, plus the "
                       "non-default settings]."),
     click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -206,6 +206,16 @@ def show_outcome(outcome, as_json: bool) -> None:
         click.echo(format_metrics_table(outcome.result))
     if outcome.paths:
         logger.info("wrote %s and %s", *outcome.paths)
+
+
+def label_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A result label (--name), checked."""
+    from harness.reporting.labels import check_label
+
+    try:
+        return None if value is None else check_label(value)
+    except HarnessError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def metric_callback(ctx: click.Context, param: click.Parameter, value: str) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
-from harness.cli.options import metric_callback, show_outcome
+from harness.cli.options import label_callback, metric_callback, show_outcome
+from harness.errors import HarnessError
 
 logger = logging.getLogger("harness")
 
@@ -58,11 +59,14 @@ logger = logging.getLogger("harness")
 @click.option("--compression", is_flag=True,
               help="Quality against storage: each dimension and precision of a model with its bytes per document and "
                    "the % of its float32 full-dimension score retained.")
+@click.option("--allow-mixed-data", is_flag=True,
+              help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
+                   "of their own, 'scifact [data 1a2b3c4d]', instead of an error.")
 def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by: str, digits: int, split: str | None,
            with_published: bool, published_systems: list[str], published_from: tuple[Path, ...],
            check_published: bool, tolerance: float | None,
            baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None,
-           worst: int, compression: bool) -> None:
+           worst: int, compression: bool, allow_mixed_data: bool) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
     PATHS are result files or folders searched recursively (default: results/). Reads result
@@ -91,10 +95,10 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         render,
     )
 
-    results = load_results(paths or (Path("results"),))
+    results = load_results(paths or (Path("results"),), allow_mixed_data)
     if fmt == "html":
         _report_page(results, out, metric, split, with_published or bool(published_systems), baseline, alpha,
-                     correction, rounds, worst)
+                     correction, rounds, worst, digits)
         return
     if compression:
         _report_compression(results, metric, fmt, digits, split, out, plot)
@@ -126,12 +130,12 @@ def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
 
 
 def _report_page(results, out: Path | None, metric: str, split: str | None, with_published: bool,
-                 baseline: str | None, alpha: float, correction: str, rounds: int, worst: int) -> None:
+                 baseline: str | None, alpha: float, correction: str, rounds: int, worst: int, digits: int) -> None:
     from harness.reporting.html import PageOptions, build_page, render_page
     from harness.io.formats import write_text
 
     options = PageOptions(metric=metric, split=split, published=with_published, baseline=baseline, alpha=alpha,
-                          correction=correction, rounds=rounds, worst=worst)
+                          correction=correction, rounds=rounds, worst=worst, digits=digits)
     page = render_page(build_page(results, options))
     if out is None:
         click.echo(page)
@@ -193,12 +197,12 @@ def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[st
 
 
 def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
-    if value is None:
-        return None
+    from harness.retrieval.fusion import parse_weights
+
     try:
-        return tuple(float(part) for part in value.split(","))
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: give comma-separated numbers, e.g. 0.3,0.7") from None
+        return None if value is None else parse_weights(value)
+    except HarnessError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @cli.command()
@@ -207,12 +211,14 @@ def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               show_default=True, help="Fusion method.")
 @click.option("--norm", type=click.Choice(["minmax", "zscore", "none"]), default="minmax", show_default=True,
               help="Per-query score normalization for combsum, combmnz and wsum.")
-@click.option("--weights", callback=_weights, default=None, metavar="W1,W2,...",
-              help="With --method wsum: one weight per result [default: equal].")
+@click.option("--weights", callback=_weights, default=None, metavar="W1:W2:...",
+              help="With --method wsum: one weight per result, as in bench's weights=0.3:0.7 (0.3,0.7 is read "
+                   "too) [default: equal].")
 @click.option("--rrf-k", type=click.IntRange(min=0), default=60, show_default=True, help="The k of RRF.")
 @click.option("--depth", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Documents kept per query in the fused run.")
-@click.option("--name", default=None, metavar="LABEL", help="Label of the fused result [default: method(labels)].")
+@click.option("--name", default=None, metavar="LABEL", callback=label_callback,
+              help="Label of the fused result [default: method(labels; settings), e.g. wsum(bm25, e5; 0.3:0.7)].")
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
               help="Where the fused result goes: <output-dir>/<dataset>/fusion/<split>.<variant>.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fused result JSON instead of the table.")
@@ -229,7 +235,7 @@ def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float
 
     \b
         beir-harness fuse results/scifact/bm25/test.json results/scifact/sentence-transformers__all-MiniLM-L6-v2/test.json
-        beir-harness fuse a.json b.json --method wsum --weights 0.3,0.7 --norm zscore
+        beir-harness fuse a.json b.json --method wsum --weights 0.3:0.7 --norm zscore
     """
     from harness.retrieval.fusion import FusionSpec
     from harness.pipeline.fuse import fuse_results
@@ -266,8 +272,10 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
     from dataclasses import asdict
 
     from harness.reporting.comparison import compare_results, format_compare, load_results
+    from harness.reporting.report import check_same_data
 
     (a,), (b,) = load_results([first]), load_results([second])
+    check_same_data([a, b])
     tests = compare_results(a, b, metrics or None, rounds, seed)
     if as_json:
         click.echo(json.dumps([{**asdict(t), "difference": t.difference} for t in tests], indent=2))
@@ -298,8 +306,9 @@ def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_j
     """
     from harness.reporting.comparison import load_results
     from harness.reporting.inspect import format_inspect, inspect_results
+    from harness.reporting.report import check_same_data
 
     if len(results) > 2:
         raise click.UsageError("give one result, or two to compare")
-    data = inspect_results([load_results([r])[0] for r in results], worst, metric, depth)
+    data = inspect_results(check_same_data([load_results([r])[0] for r in results]), worst, metric, depth)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_inspect(data))

@@ -204,10 +204,11 @@ def _precisions(param: click.Parameter, value: str | None) -> list[str]:
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    from harness.pipeline.systems import split_systems
+    from harness.pipeline.systems import parse_systems, split_systems
 
     try:
         items = split_systems(value)
+        parse_systems(items)  # labels (LABEL=SYSTEM) checked here, so a bad one is a usage error (exit 2)
     except HarnessError as exc:
         raise click.BadParameter(str(exc)) from None
     if not items:
@@ -219,7 +220,8 @@ def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 @click.option("--models", "--systems", "models", required=True, callback=_systems,
               help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
                    "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
-                   "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf.")
+                   "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf; "
+                   "each optionally labelled LABEL=SYSTEM (e.g. 'hybrid=rrf(bm25, e5)'), its name in every table.")
 @click.option("--datasets", "dataset_names", required=True, callback=_comma_list,
               help="Comma-separated datasets: registry names or BEIR folders.")
 @click.option("--metric", default="nDCG@10", show_default=True, callback=lambda ctx, param, value: metric_callback(ctx, param,
@@ -252,13 +254,17 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
         beir-harness bench --models all-MiniLM-L6-v2,bm25 --datasets scifact,nfcorpus
         beir-harness bench --models bm25 --datasets scifact,./my-eval-set --metric Recall@100
         beir-harness bench --systems "bm25, all-MiniLM-L6-v2, rrf(bm25, all-MiniLM-L6-v2)" --datasets scifact
+        beir-harness bench --systems "bm25, e5=intfloat/e5-small-v2, hybrid=wsum(bm25, intfloat/e5-small-v2, \
+            weights=0.3:0.7)" --datasets scifact
         beir-harness bench --models all-MiniLM-L6-v2 --datasets scifact --truncate-dims 384,256,128,64 \
             --embedding-precisions float32,int8,binary --rescore-multipliers 0,2
     """
     from harness.pipeline.bench import run_bench
     from harness.retrieval.compress import compression_grid
 
-    base = _config(ctx, None, models[0], options)
+    from harness.pipeline.systems import parse_system
+
+    base = _config(ctx, None, parse_system(models[0]).spec, options)
     axes = truncate_dims or embedding_precisions or rescore_multipliers
     compressions = compression_grid(base.compression, truncate_dims or (), embedding_precisions or (),
                                     rescore_multipliers or ()) if axes else []

@@ -54,28 +54,44 @@ def _public_spec(name: str) -> DatasetSpec:
 
 
 def _count_lines(path: Path) -> int:
-    with open(path, "rb") as handle:
+    import gzip
+
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as handle:
         return sum(1 for line in handle if line.strip())
 
 
-def _check_counts(folder: Path, spec: DatasetSpec) -> dict[str, int]:
+def _check_counts(folder: Path, spec: DatasetSpec, what: str = "the archive", hint: str = "not installed"
+                  ) -> dict[str, int]:
     """Compare docs and eval-split judged queries with the registry; CQADupStack sums its forums."""
-    from harness.io.formats import iter_qrels
+    from harness.io.formats import find_file, iter_qrels
 
     parts = [folder / forum for forum in spec.subsets] if spec.subsets else [folder]
     n_docs = n_queries = 0
     for part in parts:
-        corpus, qrels = part / "corpus.jsonl", part / "qrels" / f"{spec.eval_split}.tsv"
-        if not corpus.is_file() or not qrels.is_file():
-            raise DatasetError(f"{part}: the archive lacks corpus.jsonl or qrels/{spec.eval_split}.tsv")
+        corpus, qrels = find_file(part / "corpus.jsonl"), find_file(part / "qrels" / f"{spec.eval_split}.tsv")
+        if corpus is None or qrels is None:
+            raise DatasetError(f"{part}: {what} lacks corpus.jsonl or qrels/{spec.eval_split}.tsv, so it cannot be "
+                               f"{spec.name}; {hint}")
         n_docs += _count_lines(corpus)
         n_queries += len({query_id for _, query_id, _, _ in iter_qrels(qrels)})
     if (n_docs, n_queries) != (spec.n_docs, spec.n_queries):
         raise DatasetError(
-            f"{spec.name}: the archive has {n_docs:,} documents and {n_queries:,} judged {spec.eval_split} queries, "
-            f"the registry expects {spec.n_docs:,} and {spec.n_queries:,}; not installed"
+            f"{spec.name}: {what} has {n_docs:,} documents and {n_queries:,} judged {spec.eval_split} queries, "
+            f"the registry expects {spec.n_docs:,} and {spec.n_queries:,}; {hint}"
         )
     return {"n_docs": n_docs, "n_queries": n_queries}
+
+
+def _folder_counts(folder: Path) -> dict[str, Any]:
+    """A custom folder's documents, queries and judged queries per split, for its stamp and `datasets list`."""
+    from harness.io.formats import find_file, iter_qrels
+
+    counts: dict[str, Any] = {"n_docs": _count_lines(find_file(folder / "corpus.jsonl")),
+                              "n_queries_file": _count_lines(find_file(folder / "queries.jsonl")), "splits": {}}
+    for qrels in sorted((folder / "qrels").glob("*.tsv*")):
+        split = qrels.name.split(".")[0]
+        counts["splits"][split] = len({query_id for _, query_id, _, _ in iter_qrels(qrels)})
+    return counts
 
 
 def _beir_root(extracted: Path, name: str) -> Path:
@@ -99,6 +115,7 @@ def _install_archive(archive: Path, root: Path, name: str, spec: DatasetSpec | N
             stamp.update(_check_counts(folder, spec))
         else:
             _require_valid(folder)
+            stamp.update(_folder_counts(folder))
         write_json({"name": name, **stamp, "installed_at": now(), "harness_version": __version__}, folder / STAMP)
         default_permissions(folder, folder=True)
         if target.exists():
@@ -181,7 +198,9 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
     """Install a local BEIR zip or folder into the data dir, verified.
 
     A zip named like a registry dataset (``nfcorpus.zip``) must have the registry's md5 and
-    counts; any other zip or folder must pass `validate`.
+    counts, and a folder imported under a registry name the registry's counts; any other zip or folder
+    must pass `validate` and becomes a custom dataset, usable by its name (`resolve_dataset`) and listed by
+    `list_datasets`.
 
     Args:
         source: A ``.zip`` archive or a BEIR folder.
@@ -191,7 +210,8 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
 
     Raises:
         ChecksumMismatchError: A known dataset's archive with the wrong md5.
-        DatasetError: Missing source, invalid folder, an installed dataset without ``force``.
+        DatasetError: Missing source, invalid folder, a folder under a registry name with other counts than the
+            registry's, an installed dataset without ``force``.
     """
     source = Path(source)
     if not source.exists():
@@ -209,7 +229,7 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
         target = root / name
         if read_stamp(target) is not None and not force:
             raise DatasetError(f"{target}: {name} is already installed; pass {setting('force')} to replace it")
-        stamp: dict[str, Any] = {"source": str(source.resolve())}
+        stamp: dict[str, Any] = {"source": str(source.resolve()), "custom": spec is None}
         if source.is_file():
             md5 = md5_file(source)
             if spec is not None and spec.md5 and md5 != spec.md5:
@@ -219,12 +239,18 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
             stamp["md5"] = md5
             path = _install_archive(source, root, name, spec if spec is not None and spec.md5 else None, stamp)
         else:
-            path = _install_folder(source, root, name, stamp)
+            path = _install_folder(source, root, name, stamp, spec)
     return Installed(name, path, read_stamp(path))
 
 
-def _install_folder(source: Path, root: Path, name: str, stamp: dict[str, Any]) -> Path:
+def _install_folder(source: Path, root: Path, name: str, stamp: dict[str, Any], spec: DatasetSpec | None) -> Path:
+    """Copy a valid folder in; under a registry name it must have the registry's counts, else it is custom."""
     _require_valid(source)
+    if spec is not None:
+        stamp.update(_check_counts(source, spec, "the folder", f"not {name}: import it under another name "
+                                   f"({setting('name')} {name}-custom), which makes it a custom dataset"))
+    else:
+        stamp.update(_folder_counts(source))
     remove_stale_temporaries(root, f".{name}.")
     staging = private_dir(root, f".{name}.import")
     try:
@@ -286,6 +312,23 @@ def list_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
             "published_scores": counts_by_dataset().get(spec.name, 0),
             "ignore_identical_ids": spec.ignore_identical_ids,
         })
+    return rows + custom_datasets(root)
+
+
+def custom_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
+    """One row (as `list_datasets`') per installed dataset whose name the registry does not know: a team's own
+    eval set imported with `import_dataset`, usable by its name like a registry dataset."""
+    root = data_dir(root)
+    rows = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        stamp = read_stamp(folder) if folder.is_dir() and not folder.name.startswith(".") else None
+        if stamp is None or registry.lookup(folder.name) is not None or folder.name == registry.NANOBEIR:
+            continue
+        splits = stamp.get("splits") or {}
+        split = "test" if "test" in splits else next(iter(splits), "")
+        rows.append({"name": folder.name, "family": "custom", "split": split, "docs": stamp.get("n_docs"),
+                     "queries": splits.get(split), "zip_mb": None, "public": False, "installed": True,
+                     "published_scores": 0, "ignore_identical_ids": False})
     return rows
 
 
@@ -301,6 +344,15 @@ def _siblings(path: Path) -> str:
     return f"; did you mean {', '.join(str(path.parent / name) for name in close)}?" if close else ""
 
 
+def _safe_custom(name: str, root: str | Path | None) -> Path | None:
+    """The installed (stamped) folder of a custom dataset called `name`, or None."""
+    try:
+        folder = data_dir(root) / _safe_name(name)
+    except DatasetError:
+        return None
+    return folder if read_stamp(folder) is not None else None
+
+
 def resolve_dataset(argument: str | Path, root: str | Path | None = None, download: bool = True,
                     url: str | None = None, progress: bool = True) -> tuple[Path, str]:
     """Turn `evaluate`'s DATASET argument into (folder, dataset name).
@@ -308,7 +360,8 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
     An existing folder is used as it is (its name is the folder name). Otherwise a registry name
     (or ``cqadupstack/<forum>``, or MTEB's task name: ``FiQA2018``, ``CQADupstackGisRetrieval``) resolves
     to the data dir, downloading it when missing unless
-    `download` is False.
+    `download` is False; a name the registry does not know resolves to a custom dataset installed under
+    that name (`import_dataset`).
 
     Raises:
         DatasetError: Neither a folder nor a known name; not installed with `download` off.
@@ -319,6 +372,8 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
     argument = registry.from_mteb_task(str(argument)) or str(argument)  # MTEB's names work too (FiQA2018)
     name, _, subset = argument.partition("/")
     spec = registry.lookup(name)
+    if spec is None and not subset and _safe_custom(name, root) is not None:
+        return _safe_custom(name, root), name  # a custom dataset imported under this name
     if spec is None:
         if path.is_file():
             raise DatasetError(f"{argument} is a file; pass the BEIR folder that holds it ({path.parent})")

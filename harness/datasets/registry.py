@@ -203,3 +203,23 @@ def subset_mean(name: str, values: dict[str, float | None]) -> tuple[float | Non
     subsets = get(name).subsets
     missing = [subset for subset in subsets if values.get(subset) is None]
     return (None if missing else sum(values[subset] for subset in subsets) / len(subsets)), missing
+
+
+def count_mismatch(name: str, split: str, n_docs: int, n_queries: int) -> str:
+    """Why a folder evaluated under the registry name `name` is not the registry's dataset, or "".
+
+    Compares its documents, and its judged queries when `split` is the registry's evaluation split, with the
+    registry's counts; names with sub-corpora (``cqadupstack``) and names the registry does not know pass.
+    """
+    spec = lookup(name)
+    if spec is None or spec.subsets:
+        return ""
+    mine, theirs = [f"{n_docs:,} documents"], [f"{spec.n_docs:,}"]
+    if split == spec.eval_split:
+        mine.append(f"{n_queries:,} judged {split} queries")
+        theirs.append(f"{spec.n_queries:,}")
+    if (n_docs, n_queries if split == spec.eval_split else spec.n_queries) == (spec.n_docs, spec.n_queries):
+        return ""
+    return (f"this folder has {' and '.join(mine)}, the registry's {name} has {' and '.join(theirs)}: its numbers "
+            f"are not comparable with published {name} scores (give the folder another name to evaluate it as a "
+            "custom dataset)")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness import __version__
 from harness.datasets import registry
+from harness.datasets.catalog import resolve_dataset
 from harness.errors import HarnessError
 from harness.pipeline.evaluate import (
     BM25_MODEL,
@@ -24,7 +25,7 @@ from harness.pipeline.evaluate import (
 )
 from harness.pipeline.fuse import fuse_results
 from harness.pipeline.sparse import is_sparse_model
-from harness.presentation import align
+from harness.presentation import align, metric_text
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.encode import Encoder
 from harness.retrieval.rerank import RerankSpec
@@ -38,9 +39,10 @@ class Cell:
 
     dataset: str
     model: str
-    status: str  # "done", "skipped" (same config already written) or "failed"
+    status: str  # "done", "skipped" (same config and data already written) or "failed"
     metrics: dict[str, float] = field(default_factory=dict)
     error: str = ""
+    why: str = ""  # why a cell with a stored result was done again (e.g. "qrels changed since the stored result")
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class BenchReport:
             if cell.status == "failed":
                 return "failed"
             value = cell.metrics.get(metric)
-            return f"{value:.4f}" if value is not None else "n/a"
+            return metric_text(value) if value is not None else "n/a"
 
         rows = [[metric, *models]] + [[dataset, *(show(by_key.get((dataset, m))) for m in models)]
                                       for dataset in datasets]
@@ -79,13 +81,14 @@ class BenchReport:
                 mean, _ = registry.subset_mean(family, {
                     part: cell.metrics.get(metric) if cell is not None and cell.status != "failed" else None
                     for part, cell in cells.items()})
-                means.append(f"{mean:.4f}" if mean is not None else "-")
+                means.append(metric_text(mean) if mean is not None else "-")
             if any(mean != "-" for mean in means):
                 rows.append([title.format(n=len(parts)), *means])
         lines = align(rows, right=[False] + [True] * len(models))
         counts = {status: sum(c.status == status for c in self.cells) for status in ("done", "skipped", "failed")}
         lines.append(f"{len(self.cells)} cells: {counts['done']} done, {counts['skipped']} skipped "
-                     f"(already done with the same settings), {counts['failed']} failed")
+                     f"(already done on the same data with the same settings), {counts['failed']} failed")
+        lines += [f"redone: {cell.dataset} × {cell.model}: {cell.why}" for cell in self.cells if cell.why]
         lines += [f"failed: {cell.dataset} × {cell.model}: {cell.error}" for cell in self.failed]
         return "\n".join(lines)
 
@@ -140,7 +143,8 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
 
     Args:
         models: Systems: model names or folders, ``bm25``, ``FIRST >> CROSS_ENCODER@DEPTH``
-            (`system_config`), or fusions ``METHOD(SYSTEM, SYSTEM, ...)`` (`harness.pipeline.systems`).
+            (`system_config`), or fusions ``METHOD(SYSTEM, SYSTEM, ...)`` (`harness.pipeline.systems`), each
+            optionally ``LABEL=SYSTEM``: its label in every table (with a compression axis, ``LABEL [dim256]``).
         datasets: Registry names or BEIR folders.
         base: Settings shared by every cell (its model and dataset are replaced; with several
             models, its `name` becomes ``<name>: <model>``).
@@ -150,11 +154,15 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
             BM25 and sparse systems once. Empty: `base.compression` alone.
 
     Raises:
-        HarnessError: A malformed system, or fusions asked for with no output folder.
+        HarnessError: A malformed system or label, two systems sharing a label, or fusions asked for with no
+            output folder; before any cell runs.
     """
     from harness.reporting.report import write_results_csv
-    from harness.pipeline.systems import parse_fusion
+    from harness.pipeline.systems import parse_fusion, parse_systems
 
+    listed = parse_systems(list(models))
+    models = [system.spec for system in listed]
+    labels = {system.spec: system.label for system in listed if system.label}
     fusions = [fused for fused in map(parse_fusion, models) if fused is not None]
     if fusions and base.output_dir is None:
         raise HarnessError("fusion systems fuse the runs saved beside their systems' results; set output_dir")
@@ -162,7 +170,7 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
     systems = [model for model in models if model.strip() not in fused_texts]
     systems += [member for fused in fusions for member in fused.members if member not in systems]
     systems = list(dict.fromkeys(systems))
-    grid = _Grid(base, force, len(systems) + len(fusions), list(compressions))
+    grid = _Grid(base, force, len(systems) + len(fusions), list(compressions), labels)
     for dataset in expand_datasets(datasets):
         saved = {system: grid.system(dataset, system) for system in systems}
         for fused in fusions:
@@ -171,13 +179,33 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
     return BenchReport(grid.cells, csv_path)
 
 
+def _changed_data(config: EvaluateConfig, stored) -> list[str]:
+    """The data files (corpus, queries, qrels, an external run) whose content differs from what `stored` was
+    computed on; a folder that cannot be read now counts as changed (evaluating it again says why)."""
+    from harness.io.formats import content_sha256, locate_beir_folder
+    from harness.reporting.report import data_changes, folder_fingerprints
+
+    try:
+        folder_path, _ = resolve_dataset(config.dataset_path, config.data_dir, download=False)
+        current = folder_fingerprints(locate_beir_folder(folder_path, config.split))
+        if config.run_path is not None:
+            current["run"] = content_sha256(config.run_path)
+    except (HarnessError, OSError):
+        return ["the dataset folder"]
+    changed = data_changes(stored.fingerprints, current)
+    if config.run_path is not None and stored.fingerprints.get("run") not in (None, current["run"]):
+        changed.append("the run file")
+    return changed
+
+
 class _Grid:
     """The cells of one bench run, and the models loaded for them (once each)."""
 
     def __init__(self, base: EvaluateConfig, force: bool, per_dataset: int,
-                 compressions: list[CompressionSpec] | None = None):
+                 compressions: list[CompressionSpec] | None = None, labels: dict[str, str] | None = None):
         self.base, self.force, self.per_dataset = base, force, per_dataset
         self.compressions = compressions or []
+        self.labels = labels or {}  # system → the label given with LABEL=SYSTEM
         self.cells: list[Cell] = []
         self.encoders: dict[str, Encoder] = {}
 
@@ -194,19 +222,19 @@ class _Grid:
     def cell(self, dataset: str, system: str, compression: CompressionSpec | None = None) -> Path | None:
         """Evaluate (or skip) one cell; returns the path of its result file, None when it failed."""
         base = self.base if compression is None else replace(self.base, compression=compression)
-        if compression is not None and compression.label():
-            system_name = f"{system} [{compression.label()}]"
-        else:
-            system_name = system
-        label = f"{base.name}: {system_name}" if base.name and self.per_dataset > 1 else base.name
+        system_name, label = self._names(system, compression)
         config = system_config(replace(base, dataset_path=dataset, name=label), system)
         logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system_name)
         name = _display_name(dataset)
-        done = self._done(config, name) if base.output_dir is not None and not self.force else None
-        if done is not None:
-            logger.info("skipping %s × %s: done with the same settings (--force to redo)", dataset, system_name)
-            self.cells.append(Cell(name, system_name, "skipped", done[1].metrics))
-            return done[0]
+        stored = self._stored(config, name) if base.output_dir is not None and not self.force else None
+        if stored is not None and not stored[2]:
+            logger.info("skipping %s × %s: done with the same settings and data (--force to redo)", dataset,
+                        system_name)
+            self.cells.append(Cell(name, system_name, "skipped", stored[1].metrics))
+            return stored[0]
+        why = f"{' and '.join(stored[2])} changed since the stored result" if stored is not None else ""
+        if why:
+            logger.warning("%s × %s: %s; evaluating it again", dataset, system_name, why)
         try:
             encoder = None
             if config.model.lower() != BM25_MODEL and not is_sparse_model(config):
@@ -220,14 +248,36 @@ class _Grid:
             return None
         if outcome.paths:
             logger.info("wrote %s", outcome.paths[0])
-        self.cells.append(Cell(outcome.result.dataset, system_name, "done", outcome.result.metrics))
+        self.cells.append(Cell(outcome.result.dataset, system_name, "done", outcome.result.metrics, why=why))
         return outcome.paths[0] if outcome.paths else None
 
-    def _done(self, config: EvaluateConfig, name: str):
-        """(path, result) of this cell's result when it exists with the same configuration and version, else None.
+    def _names(self, system: str, compression: CompressionSpec | None) -> tuple[str, str | None]:
+        """A cell's name in the bench table, and the label its result gets (None: derived from its settings).
+
+        A label given with LABEL=SYSTEM is both; with a compression axis each cell adds its compression
+        (``e5 [dim256 int8]``), so that no two results of the grid share a label."""
+        suffix = f" [{compression.label()}]" if compression is not None and compression.label() else ""
+        given = self.labels.get(system)
+        if given is not None:
+            return given + suffix, given + suffix
+        name = self.base.name
+        return system + suffix, f"{name}: {system}{suffix}" if name and self.per_dataset > 1 else name
+
+    def _stored(self, config: EvaluateConfig, name: str):
+        """(path, result, the data files changed since) of this cell's stored result when it exists with the same
+        configuration and version, else None; the cell is done only when nothing changed.
 
         A truncation to the model's full dimension is no truncation, so its result is the untruncated one
         (recognised by the dimension it records)."""
+        done = self._done(config, name)
+        if done is None:
+            return None
+        changed = _changed_data(config, done[1])
+        if config.name and done[1].label != config.name:  # not a setting, yet a rerun with a new one must show it
+            changed.append(f"the label (was {done[1].label!r})")
+        return (*done, changed)
+
+    def _done(self, config: EvaluateConfig, name: str):
         from harness.reporting.report import read_result, result_paths
 
         candidates = [(config, None)]
@@ -247,16 +297,18 @@ class _Grid:
     def fuse(self, dataset: str, fused, saved: dict[str, Path | None]) -> None:
         """Fuse the saved runs of `fused`'s systems on `dataset` (a failed system fails the fusion)."""
         name = _display_name(dataset)
+        given = self.labels.get(fused.text)
+        shown = given or fused.text
         missing = [member for member in fused.members if saved.get(member) is None]
         if missing:
-            self.cells.append(Cell(name, fused.text, "failed", error=f"{missing[0]} failed, so it cannot be fused"))
+            self.cells.append(Cell(name, shown, "failed", error=f"{missing[0]} failed, so it cannot be fused"))
             return
-        label = f"{self.base.name}: {fused.text}" if self.base.name else None
+        label = given or (f"{self.base.name}: {fused.text}" if self.base.name else None)
         try:
             outcome = fuse_results([saved[member] for member in fused.members], fused.spec, self.base.output_dir,
                                    name=label)
         except HarnessError as exc:
-            logger.error("%s × %s failed: %s", dataset, fused.text, exc)
-            self.cells.append(Cell(name, fused.text, "failed", error=str(exc)))
+            logger.error("%s × %s failed: %s", dataset, shown, exc)
+            self.cells.append(Cell(name, shown, "failed", error=str(exc)))
             return
-        self.cells.append(Cell(outcome.result.dataset, fused.text, "done", outcome.result.metrics))
+        self.cells.append(Cell(outcome.result.dataset, shown, "done", outcome.result.metrics))

@@ -172,7 +172,7 @@ class _IndexBuilder:
         """The built (or cached) index, or None when no vector was added."""
         built = time.perf_counter()
         if self.use_cached and self.loaded_vectors:
-            self.index = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors)
+            self.index = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors, writable)
             self.loaded_vectors.clear()
         elif self.index is not None:
             self.index.build()
@@ -350,8 +350,8 @@ def _mapped(entry, index: int, vectors):
     return mapped if mapped.shape == vectors.shape else vectors
 
 
-def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list):
-    """The cached approximate index over these chunks, or (damaged) one rebuilt from them."""
+def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bool = True):
+    """The cached approximate index over these chunks, or (damaged) one rebuilt from them and stored in its place."""
     from harness.retrieval.index import TRAINED, VectorIndex
 
     dimension = chunks[0].shape[1]
@@ -369,6 +369,11 @@ def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list):
             rebuilt.add(doc_ids[start:start + len(vectors)], vectors)
             start += len(vectors)
         rebuilt.build()
+        if writable:  # replace the damaged file, or every later run rebuilds (and warns) again
+            try:
+                rebuilt.save(path)
+            except OutputError as save_error:
+                logger.warning("could not cache the rebuilt index (%s); continuing", save_error)
         return rebuilt
 
 

@@ -14,7 +14,8 @@ from harness.host import host_info, versions
 from harness.io.formats import locate_beir_folder, read_qrels, read_run
 from harness.pipeline.evaluate import STANDARD_K, Outcome
 from harness.records import Run
-from harness.reporting.report import Result, write_result
+from harness.reporting.labels import check_label
+from harness.reporting.report import Result, check_same_data, write_result
 from harness.reporting.variant import Configuration
 from harness.retrieval.fusion import FusionSpec
 
@@ -30,15 +31,20 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
         spec: How to fuse (`harness.retrieval.fusion`).
         output_dir: Where the fused result goes (``<dataset>/fusion/<split>.<variant>.json``); None
             writes nothing.
-        name: The label of the fused result; default ``method(label, label, ...)``.
+        name: The label of the fused result; default `FusionSpec.label` of the inputs' labels, e.g.
+            ``wsum(bm25, e5; 0.3:0.7, zscore)`` (the method, the members and the settings that differ from
+            the defaults).
 
     Raises:
-        HarnessError: Results of different datasets, splits or qrels; a run file missing or
-            altered since its result was written; qrels changed since; bad fusion settings.
+        HarnessError: Results of different datasets or splits; a run file missing or altered since its result
+            was written; qrels changed since; bad fusion settings; a `name` that is empty or has an unbalanced
+            bracket.
+        DataMismatchError: Results computed on different corpus, queries or qrels.
     """
     from harness.retrieval.fusion import fuse
     started = time.perf_counter()
     spec.check(len(paths))
+    name = check_label(name) if name is not None else None
     inputs = [(Path(path), Result.from_json(path)) for path in paths]
     first_path, first = inputs[0]
     for path, data in inputs[1:]:
@@ -46,9 +52,7 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
             if getattr(data, key) != getattr(first, key):
                 raise HarnessError(f"cannot fuse results of different {key}s: {first_path} is {getattr(first, key)}, "
                                    f"{path} is {getattr(data, key)}")
-        if data.fingerprints.get("qrels") != first.fingerprints.get("qrels"):
-            raise HarnessError(f"cannot fuse results scored against different qrels: {first_path} and {path} "
-                               "(their qrels fingerprints differ)")
+    check_same_data([data for _, data in inputs])
     notes: list[str] = []
     runs = [_saved_run(data, notes) for _, data in inputs]
     for (path, _), run in zip(inputs, runs):
@@ -63,8 +67,8 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
     if digest.hexdigest() != first.fingerprints.get("qrels"):
         raise HarnessError(f"{folder.qrels} changed since the results were scored (its fingerprint differs); "
                            "rerun the evaluations")
-    labels = [data.label for _, data in inputs]
-    label = name or f"{spec.method}({', '.join(labels)})"
+    labels = [data.label or data.model for _, data in inputs]
+    label = name if name is not None else spec.label(labels)
     fused = fuse(runs, spec, name=label)
     depth = min(spec.depth, max((fused.depth(q) for q in fused), default=0)) or spec.depth
     evaluation = evaluate(qrels, fused, standard_metrics(sorted(k for k in STANDARD_K if k <= depth) or [depth]))
@@ -74,7 +78,8 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
         dataset=first.dataset, split=first.split, model="fusion", label=label, variant=identity.variant,
         metrics=evaluation.means, per_query=evaluation.per_query, n_queries=evaluation.n_queries,
         config={"fusion": spec.to_config(), "top_k": depth, "dataset_path": first.config["dataset_path"],
-                "k_values": [10], "inputs": [{"result": str(path), "label": labels[i], "config_hash": data.config_hash,
+                "k_values": [10], "inputs": [{"result": str(path), "label": labels[i], "model": data.model,
+                                              "config_hash": data.config_hash,
                                               "run_sha256": data.fingerprints.get("scored_run")}
                                              for i, (path, data) in enumerate(inputs)]},
         fingerprints={key: value for key, value in first.fingerprints.items()

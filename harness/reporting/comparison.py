@@ -9,11 +9,13 @@ Table rules:
   (``by="model"`` transposes);
 * CQADupStack is reported as the mean over its 12 forums (``cqadupstack/<forum>`` results), as BEIR
   and MTEB do; with fewer than 12 forums the cell is left empty and a note says which are missing;
-* columns are labels (``--name``, else the model and its variant): each configuration of a model
-  is its own column; two results of different configurations with one label are told apart by
-  their hash, and a result lacking the metric shows an empty cell and a note naming its file;
+* columns are labels (`harness.reporting.labels.column_labels`, the same in every format and the plot):
+  each configuration of a model is its own column; two results of different configurations with one
+  label are told apart by their hash (with a note naming both and the fix), and a result lacking the
+  metric shows an empty cell and a note naming its file;
 * the average row is over the datasets every column has a value for, and says how many;
-* values are kept unrounded; rounding happens only when rendering (``digits``).
+* values are kept unrounded; rounding happens only when rendering (``digits``), once, by
+  `harness.presentation.metric_text`.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from harness.datasets import published
 from harness.datasets import registry
 from harness.errors import HarnessError, setting
 from harness.io.formats import atomic_writer
-from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table
-from harness.reporting.report import Result
+from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table, metric_text
+from harness.reporting.labels import column_labels, display_label
+from harness.reporting.report import Result, check_same_data
 from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 
 logger = logging.getLogger(__name__)
@@ -38,11 +41,17 @@ logger = logging.getLogger(__name__)
 CQADUPSTACK = "cqadupstack"
 
 
-def load_results(paths: Iterable[str | Path]) -> list[Result]:
-    """Every result JSON in `paths` (files, or folders searched recursively).
+def load_results(paths: Iterable[str | Path], allow_mixed_data: bool = False) -> list[Result]:
+    """Every result JSON in `paths` (files, or folders searched recursively), checked to share their data.
+
+    Args:
+        paths: Result files or folders.
+        allow_mixed_data: Results of one dataset computed on different data are shown as datasets of their own
+            (``scifact [data 1a2b3c4d]``) instead of refused (`harness.reporting.report.check_same_data`).
 
     Raises:
         HarnessError: A path does not exist, or nothing readable was found.
+        DataMismatchError: Results of one dataset name computed on different corpus, queries or qrels.
     """
     results = []
     for path in map(Path, paths):
@@ -62,7 +71,7 @@ def load_results(paths: Iterable[str | Path]) -> list[Result]:
                 continue  # other JSON in a results folder (a plot's data, notes) is not a result
     if not results:
         raise HarnessError(f"no result files found in {', '.join(map(str, paths))} (run `beir-harness evaluate` first)")
-    return results
+    return check_same_data(results, allow_mixed_data)
 
 
 def nanobeir_row() -> str:
@@ -112,6 +121,7 @@ class Comparison:
     cells: dict[tuple[str, str], Cell]
     label_models: dict[str, str] = field(default_factory=dict)  # column label → the model it evaluated
     label_rerankers: dict[str, str] = field(default_factory=dict)  # column label → its cross-encoder, if any
+    stored_labels: dict[str, str] = field(default_factory=dict)  # column label → the label its results store
     published_columns: list[str] = field(default_factory=list)
     published_values: dict[tuple[str, str], float] = field(default_factory=dict)
     # "Δ label vs published column" → (label, published column)
@@ -216,10 +226,12 @@ def build_comparison(
     table: dict[tuple[str, str], Cell] = {}
     forums: dict[str, dict[str, Cell]] = {}
     label_models: dict[str, str] = {}
+    stored: dict[str, str] = {}  # column label → the label stored in its results: columns keep that order
     label_rerankers: dict[str, str] = {}
     for result in results:
         label = labels[id(result)]
         label_models[label] = result.model
+        stored[label] = result.label or result.model
         if result.config.get("rerank"):
             label_rerankers[label] = result.config["rerank"].get("model")
         if metric in result.metrics:
@@ -249,8 +261,8 @@ def build_comparison(
         logger.warning(warning)
         notes.append(warning)
     datasets = _dataset_order(d for d, _ in table)
-    models = list(dict.fromkeys(m for _, m in sorted(table, key=lambda key: key[1])))
-    comparison = Comparison(metric, datasets, models, table, label_models=label_models,
+    models = sorted({m for _, m in table}, key=lambda m: (stored.get(m, m), m))
+    comparison = Comparison(metric, datasets, models, table, label_models=label_models, stored_labels=stored,
                             label_rerankers=label_rerankers, notes=notes)
     if with_published or published_systems or published_from:
         _add_published(comparison, split, published_systems or ())
@@ -282,30 +294,9 @@ def _add_nanobeir_means(table: dict[tuple[str, str], Cell], notes: list[str]) ->
 
 
 def labelled_results(results: list[Result], notes: list[str]) -> tuple[list[Result], dict[int, str]]:
-    """One result per (dataset, split, label), and each one's column label (by ``id``).
-
-    Results of one configuration found twice (copied folders) keep the newest; results of
-    different configurations sharing a label get their configuration hash appended.
-    """
-    groups: dict[tuple[str, str, str], list[Result]] = {}
-    for result in results:
-        groups.setdefault((result.dataset, result.split, result.label), []).append(result)
-    kept, labels = [], {}
-    for (dataset, _, label), group in groups.items():
-        by_hash: dict[str, Result] = {}
-        for result in sorted(group, key=lambda r: r.created or ""):
-            by_hash[result.config_hash or result.where] = result
-        if len(by_hash) < len(group):
-            newest = list(by_hash.values())
-            notes.append(f"{dataset} × {label}: {len(group)} results of {len(newest)} configuration(s); the newest of "
-                         f"each is shown ({', '.join(r.where for r in newest)})")
-        for key, result in by_hash.items():
-            labels[id(result)] = label if len(by_hash) == 1 else f"{label} #{key[:8]}"
-        if len(by_hash) > 1:
-            notes.append(f"{dataset}: {len(by_hash)} configurations are labelled {label!r}; told apart by their "
-                         "configuration hash (give each its own --name)")
-        kept += by_hash.values()
-    return kept, labels
+    """One result per (dataset, split, label), and each one's column label (by ``id``): see
+    `harness.reporting.labels.column_labels`, the one place labels are derived for every output."""
+    return column_labels(results, notes)
 
 
 # Backends whose vectors depend on the CPU's kernels (more than by float rounding).
@@ -403,7 +394,7 @@ def _add_folder_columns(comparison: Comparison, split: str | None, folder: str |
 
 
 def _mark_significance(comparison: Comparison, baseline: str, alpha: float, correction: str, rounds: int) -> None:
-    matches = [m for m in comparison.models if m == baseline] or [
+    matches = [m for m in comparison.models if baseline in (m, comparison.stored_labels.get(m))] or [
         m for m in comparison.models
         if published.system_of(comparison.label_models.get(m, m)) == published.system_of(baseline)]
     if not matches:
@@ -433,29 +424,13 @@ def _mark_significance(comparison: Comparison, baseline: str, alpha: float, corr
 # --------------------------------------------------------------------------- rendering
 
 
-def _fmt(value: float | None, digits: int, signed: bool = False) -> str:
-    if value is None:
-        return "–"
-    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-
-
-def _display(comparison: Comparison) -> dict[str, str]:
-    """Column headings: a model's last path component when that is unambiguous."""
-    short = {m: m.rstrip("/").rsplit("/", 1)[-1] for m in comparison.models}
-    unique = len(set(short.values())) == len(short)
-    names = {c: c for c in comparison.columns}
-    if unique:
-        names.update(short)
-    for delta, (label, column) in comparison.delta_columns.items():
-        names[delta] = f"Δ {names[label]} vs {column}"
-    return names
+_fmt = metric_text  # one rounding rule for every format (`harness.presentation.metric_text`)
 
 
 def _grid(comparison: Comparison, digits: int, by: str) -> tuple[list[str], list[list[str]], list[str]]:
     """Header, body rows and the average row as strings (best values as `Bold` cells)."""
     average, n_shared = comparison.average()
-    names = _display(comparison)
-    header = ["dataset", *(names[c] for c in comparison.columns)]
+    header = ["dataset", *comparison.columns]  # labels as `column_labels` made them, the same in every format
     body = []
     for dataset in comparison.datasets:
         best = comparison.best(dataset)
@@ -536,6 +511,7 @@ class Check:
     published: float | None
     ours: float
     tolerance: float
+    why: str = ""  # a known reason the result may differ (its folder is not the registry's dataset)
 
     @property
     def status(self) -> str:
@@ -565,6 +541,9 @@ def check_published(results: list[Result], metric: str = "nDCG@10", tolerance: f
     """
     comparison = build_comparison(results, metric, split)
     tolerance = tolerance if tolerance is not None else published.TOLERANCE.get(metric, 0.003)
+    # One dataset's results share their data (`load_results`), so a count mismatch is the dataset's.
+    mismatches = {result.dataset: result.config["registry_mismatch"] for result in results
+                  if result.config.get("registry_mismatch")}
     checks = []
     for (dataset, label), cell in sorted(comparison.cells.items()):
         if cell.value is None:
@@ -572,7 +551,8 @@ def check_published(results: list[Result], metric: str = "nDCG@10", tolerance: f
         model = comparison.label_models.get(label, label)
         row = published.reproduced(dataset, _eval_split(dataset, split), model, comparison.label_rerankers.get(label))
         value = row.values.get(metric) if row is not None else None
-        checks.append(Check(dataset, label, row.column if value is not None else "", value, cell.value, tolerance))
+        checks.append(Check(dataset, label, row.column if value is not None else "", value, cell.value, tolerance,
+                            mismatches.get(dataset, "")))
     return checks
 
 
@@ -593,12 +573,13 @@ def format_checks(checks: Sequence[Check], metric: str, digits: int = 4) -> str:
     table = [["dataset", "model", "published", "ours", "delta", "status", f"({metric})"]]
     for c in checks:
         if c.published is None:
-            table.append([c.dataset, c.model, "-", f"{c.ours:.{digits}f}", "-", "none",
+            table.append([c.dataset, c.model, "-", metric_text(c.ours, digits), "-", "none",
                           "nothing published for this system on this dataset"])
         else:
-            table.append([c.dataset, c.model, f"{c.published:.{digits}f}", f"{c.ours:.{digits}f}",
-                          f"{c.ours - c.published:+.{digits}f}", c.status, c.column])
+            table.append([c.dataset, c.model, metric_text(c.published, digits), metric_text(c.ours, digits),
+                          metric_text(c.ours - c.published, digits, signed=True), c.status, c.column])
     lines = align(table, right=[False, False, True, True, True, False, False])
+    lines += [f"{dataset}: {why}" for dataset, why in dict.fromkeys((c.dataset, c.why) for c in checks if c.why)]
     counts = {status: sum(c.status == status for c in checks) for status in ("OK", "OFF", "none")}
     if counts["OK"] + counts["OFF"]:
         lines.append(f"{counts['OK'] + counts['OFF']} checked, {counts['OK']} OK, {counts['OFF']} off (tolerance "
@@ -634,7 +615,7 @@ def plot_comparison(comparison: Comparison, path: str | Path, rounds: int = 1000
             lower.append(max(0.0, value - low) if cell else 0.0)
             upper.append(max(0.0, high - value) if cell else 0.0)
         ax.bar(x + (i - (len(models) - 1) / 2) * width, heights, width, yerr=[lower, upper], capsize=3,
-               label=model.rsplit("/", 1)[-1])
+               label=model)
     ax.set_xticks(x, datasets, rotation=20 if len(datasets) > 4 else 0, ha="right" if len(datasets) > 4 else "center")
     ax.set_ylabel(comparison.metric)
     ax.set_ylim(0, 1)
@@ -696,12 +677,13 @@ def format_p(p: float) -> str:
 
 def format_compare(first: Result, second: Result, tests: Sequence, alpha: float = 0.05) -> str:
     """A table: metric, A, B, B − A, p (t-test), p (randomization), and per query: B wins / ties / A wins."""
-    lines = [f"A = {first.label}  ({first.where})", f"B = {second.label}  ({second.where})",
+    lines = [f"A = {display_label(first)}  ({first.where})", f"B = {display_label(second)}  ({second.where})",
              f"{first.dataset} [{first.split}], {tests[0].n_queries if tests else 0} judged queries; "
              f"* p < {alpha} in both tests", ""]
     table = [["metric", "A", "B", "B - A", "p t-test", "p random", "", "B wins / ties / A wins"]]
     for t in tests:
         star = "*" if t.p_t_test < alpha and t.p_randomization < alpha else ""
-        table.append([t.metric, f"{t.mean_a:.4f}", f"{t.mean_b:.4f}", f"{t.difference:+.4f}", format_p(t.p_t_test),
+        table.append([t.metric, metric_text(t.mean_a), metric_text(t.mean_b), metric_text(t.difference, signed=True),
+                      format_p(t.p_t_test),
                       format_p(t.p_randomization), star, f"{t.wins} / {t.ties} / {t.losses}"])
     return "\n".join(lines + align(table, right=[False, True, True, True, True, True, False, True]))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.presentation import csv_text, json_text, latex_table, markdown_table
+from harness.presentation import csv_text, json_text, latex_table, markdown_table, metric_text
 from harness.reporting.comparison import results_of_split, save_png
 from harness.reporting.report import Result
 
@@ -83,7 +83,7 @@ def _cells(row: CompressionRow, digits: int) -> list[str]:
                                                           else "raw")
     retained = f"{row.retained:.1f}%" if row.retained is not None else "-"
     return [row.dataset, row.model.rsplit("/", 1)[-1], str(row.dimension), row.precision, rescore,
-            f"{row.bytes_per_doc:,.0f}", f"{row.value:.{digits}f}", retained]
+            f"{row.bytes_per_doc:,.0f}", metric_text(row.value, digits), retained]
 
 
 def render_compression(rows: Sequence[CompressionRow], metric: str, fmt: str = "markdown", digits: int = 4) -> str:

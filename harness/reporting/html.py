@@ -25,6 +25,7 @@ from typing import Any
 from harness import __version__
 from harness.errors import HarnessError
 from harness.evaluation.significance import bootstrap_ci
+from harness.presentation import metric_text
 from harness.reporting.comparison import Comparison, build_comparison, labelled_results, results_of_split
 from harness.reporting.page_data import PageOptions, drilldowns, provenance
 from harness.reporting.report import Result
@@ -53,17 +54,19 @@ def _leaderboard(results: list[Result], metric: str, options: PageOptions,
     for column in comparison.columns:
         columns.setdefault(column, len(columns))
     average, shared = comparison.average()
+    def texts(values: list[float | None]) -> list[str]:
+        return [metric_text(v, options.digits, kinds[c] == "delta") for v, c in zip(values, comparison.columns)]
+
+    values = {d: [comparison.value(d, c) for c in comparison.columns] for d in comparison.datasets}
+    averages = [average.get(c) for c in comparison.columns]
+    # The stored floats (to sort, bold and draw) and the text shown, formatted here as every table is.
     return {
         "columns": [columns[c] for c in comparison.columns],
-        "values": {d: [_round(comparison.value(d, c)) for c in comparison.columns] for d in comparison.datasets},
-        "average": {"over": shared, "values": [_round(average.get(c)) for c in comparison.columns]},
+        "values": values, "text": {d: texts(row) for d, row in values.items()},
+        "average": {"over": shared, "values": averages, "text": texts(averages)},
         "marks": {f"{d}\t{columns[c]}": mark for (d, c), mark in comparison.marks.items()},
         "notes": comparison.notes,
     }, comparison
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 5)
 
 
 def _intervals(comparison: Comparison) -> dict[str, dict[str, list[float]]]:

@@ -11,17 +11,27 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.errors import HarnessError, setting
+from harness.presentation import metric_text
 from harness.reporting.report import Result
 
 NOT_RETRIEVED = None  # the rank of a judged document a run did not retrieve
 
 
-def _short(label: str) -> str:
-    return label.rsplit("/", 1)[-1]
+def _labels(results: Sequence[Result]) -> list[str]:
+    """Each result's label as every report shows it (`harness.reporting.labels`), unique: two results with
+    one label are told apart as the tables tell them apart (by configuration hash, else A and B)."""
+    from harness.reporting.labels import display_label
+
+    labels = [display_label(result) for result in results]
+    if len(labels) == 2 and labels[0] == labels[1]:
+        hashes = [result.config_hash[:8] for result in results]
+        labels = [f"{label} #{h}" if h and hashes[0] != hashes[1] else f"{label} ({which})"
+                  for label, h, which in zip(labels, hashes, "AB")]
+    return labels
 
 
 def _chosen(results: Sequence[Result], values: list[dict[str, float]], worst: int,
-            metric: str) -> tuple[list[str], str, str]:
+            metric: str, labels: list[str]) -> tuple[list[str], str, str]:
     """The query ids to show, a title, and how many queries tie at the boundary value."""
     first = results[0]
     where = f"{first.dataset} [{first.split}]"
@@ -30,18 +40,18 @@ def _chosen(results: Sequence[Result], values: list[dict[str, float]], worst: in
         chosen = order[:worst]
         low = values[0][order[0]] if order else 0.0
         tied = sum(v == low for v in values[0].values())
-        ties = (f"{tied} of {len(order)} queries score {low:.4f}, the worst value" +
+        ties = (f"{tied} of {len(order)} queries score {metric_text(low)}, the worst value" +
                 (f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""))
-        return chosen, f"{len(chosen)} worst queries by {metric} ({first.label}, {where})", ties
+        return chosen, f"{len(chosen)} worst queries by {metric} ({labels[0]}, {where})", ties
     shared = set(values[0]) & set(values[1])
     gap = {q: abs(values[1][q] - values[0][q]) for q in shared}
     order = sorted(shared, key=lambda q: (-gap[q], q))
     chosen = order[:worst]
     top = gap[order[0]] if order else 0.0
     tied = sum(g == top for g in gap.values())
-    ties = (f"{tied} of {len(order)} queries differ by {top:.4f}, the largest difference" +
+    ties = (f"{tied} of {len(order)} queries differ by {metric_text(top)}, the largest difference" +
             (f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""))
-    return chosen, (f"{len(chosen)} queries where {results[1].label} and {first.label} differ most "
+    return chosen, (f"{len(chosen)} queries where {labels[1]} and {labels[0]} differ most "
                     f"on {metric} ({where})"), ties
 
 
@@ -73,13 +83,13 @@ def inspect_results(results: Sequence[Result], worst: int = 10, metric: str = "n
             raise HarnessError(f"{path}: the run file beside the result is missing")
         runs.append(read_run(path))
     values = [{q: v[metric] for q, v in r.per_query.items()} for r in results]
-    chosen, title, ties = _chosen(results, values, worst, metric)
+    systems = _labels(results)
+    chosen, title, ties = _chosen(results, values, worst, metric, systems)
     qrels = read_qrels(folder.qrels)
     texts = {q.query_id: q.text for q in iter_queries(folder.queries) if q.query_id in set(chosen)}
     needed = {d for q in chosen for d in qrels.get(q, {})} | {
         hit.doc_id for run in runs for q in chosen for hit in run.get(q, ())[:depth]}
     titles = {doc.doc_id: (doc.title or doc.text)[:70] for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
-    systems = [r.label for r in results]
     queries = []
     for query_id in chosen:
         judged = sorted(qrels.get(query_id, {}).items(), key=lambda item: (-item[1], item[0]))
@@ -102,18 +112,18 @@ def format_inspect(data: dict[str, Any], judged_shown: int = 10) -> str:
     """The text `inspect` prints for `inspect_results`' data."""
     lines = [data["title"], data["ties"], ""]
     for query in data["queries"]:
-        scores = "  ".join(f"{_short(system)} {value:.4f}" for system, value in query["values"].items())
+        scores = "  ".join(f"{system} {metric_text(value)}" for system, value in query["values"].items())
         lines.append(f"{query['query_id']}: {(query['text'] or '?')[:100]}")
         lines.append(f"  {data['metric']}: {scores}")
         lines.append("  judged (grade; rank retrieved):")
         for judged in query["judged"][:judged_shown]:
-            ranks = ", ".join(f"{_short(s)} {'not retrieved' if r is None else f'#{r}'}"
+            ranks = ", ".join(f"{s} {'not retrieved' if r is None else f'#{r}'}"
                               for s, r in judged["ranks"].items())
             lines.append(f"    {judged['doc_id']:<14} grade {judged['grade']}; {ranks}")
         if len(query["judged"]) > judged_shown:
             lines.append(f"    and {len(query['judged']) - judged_shown} more")
         for system, top in query["top"].items():
-            lines.append(f"  top {len(top)} of {_short(system)}:")
+            lines.append(f"  top {len(top)} of {system}:")
             for hit in top:
                 mark = f"grade {hit['grade']}" if hit["grade"] is not None else "unjudged"
                 lines.append(f"    {hit['rank']}. {hit['doc_id']:<14} {hit['score']:8.4f}  {mark:<9} {hit['title']}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.evaluation.significance import DEFAULT_ROUNDS
+from harness.presentation import metric_text
 from harness.reporting.report import Result
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class PageOptions:
         worst: Worst queries per system and dataset in the drill-down.
         top: Retrieved documents shown per query.
         title: The page's heading.
+        digits: Decimals of every metric value shown (`harness.presentation.metric_text`, as the tables).
     """
 
     metric: str = "nDCG@10"
@@ -49,6 +51,7 @@ class PageOptions:
     worst: int = 20
     top: int = 5
     title: str = "Retrieval results"
+    digits: int = 4
 
 
 def _cut(text: str, limit: int) -> str:
@@ -62,8 +65,8 @@ def _system_drill(result: Result, metric: str, options: PageOptions, qrels) -> d
 
     values = {q: v[metric] for q, v in result.per_query.items() if metric in v}
     worst = sorted(values, key=lambda q: (values[q], q))[:options.worst]
-    # Each item [query_id, value, top [[doc_id, score], ...], {judged doc_id: rank}]: lists, not objects, for size.
-    entry: dict[str, Any] = {"worst": [[q, round(values[q], 4)] for q in worst]}
+    # Each item [query_id, value as shown, top [[doc_id, score], ...], {judged doc_id: rank}]: lists, not objects, for size.
+    entry: dict[str, Any] = {"worst": [[q, metric_text(values[q], options.digits)] for q in worst]}
     path = result.run_path
     if not path.is_file():
         entry["missing"] = f"the run file {path} is missing: no retrieved documents to show"

@@ -12,16 +12,17 @@ at the same path (written by an older release) is kept under another name, never
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import logging
 import os
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, OutputError
-from harness.presentation import align
+from harness.errors import DataMismatchError, HarnessError, OutputError, setting
+from harness.presentation import align, metric_text
 from harness.io.formats import atomic_writer, content_sha256, remove_stale_temporaries, write_json, write_run
 from harness.records import Run
 
@@ -169,6 +170,97 @@ def results_rows(output_dir: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+# The files a result's numbers depend on; the queries and corpus are shared by a dataset's splits.
+DATA_FILES = ("corpus", "queries", "qrels")
+
+
+def data_changes(recorded: dict[str, str], current: dict[str, str]) -> list[str]:
+    """The data files (of `DATA_FILES`) whose fingerprints differ; a file either side does not record is not
+    compared (results written before fingerprints existed)."""
+    return [name for name in DATA_FILES if recorded.get(name) and current.get(name)
+            and recorded[name] != current[name]]
+
+
+def data_tag(result: Result) -> str:
+    """Eight hex digits naming the data a result was computed on (its corpus, queries and qrels fingerprints)."""
+    joined = "\n".join(result.fingerprints.get(name, "") for name in DATA_FILES)
+    return hashlib.sha256(joined.encode()).hexdigest()[:8]
+
+
+def folder_fingerprints(folder) -> dict[str, str]:
+    """sha256 of a BEIR folder's corpus, queries and split qrels as they are now (`BeirFolder`), as an
+    evaluation records them; each file is hashed once per process while its size and mtime stay the same."""
+    return {name: _file_sha256(Path(getattr(folder, name))) for name in DATA_FILES}
+
+
+_SHA256_MEMO: dict[tuple, str] = {}
+
+
+def _file_sha256(path: Path) -> str:
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    if key not in _SHA256_MEMO:
+        _SHA256_MEMO[key] = content_sha256(path)
+    return _SHA256_MEMO[key]
+
+
+def check_same_data(results: list[Result], allow_mixed: bool = False) -> list[Result]:
+    """Refuse results of one dataset name computed on different data, or (`allow_mixed`) label them apart.
+
+    Results of one dataset must share corpus and queries fingerprints, and those of one dataset and split
+    their qrels. With `allow_mixed`, every version of a dataset's data becomes its own dataset,
+    ``scifact [data 1a2b3c4d]`` (`data_tag`), so no table, average or significance test mixes them.
+
+    Raises:
+        DataMismatchError: Two results of one dataset differ in their data, naming both files, the file
+            that differs, and which of them matches the dataset folder as it is now.
+    """
+    clashes = _data_clashes(results)
+    if not clashes:
+        return list(results)
+    if not allow_mixed:
+        first, other, changed = clashes[0]
+        raise DataMismatchError(
+            f"results of {first.dataset} were computed on different data: {first.where} and {other.where} differ "
+            f"in {' and '.join(changed)} ({_short(first, changed[0])} vs {_short(other, changed[0])})"
+            f"{_which_is_current(first, other)}; rerun the stale one (bench reruns a cell whose data changed); "
+            f"report {setting('allow_mixed_data')} shows each version of the data as a dataset of its own")
+    mixed = {result.dataset for clash in clashes for result in clash[:2]}
+    return [replace(result, dataset=f"{result.dataset} [data {data_tag(result)}]")
+            if result.dataset in mixed else result for result in results]
+
+
+def _data_clashes(results: list[Result]) -> list[tuple[Result, Result, list[str]]]:
+    """(a result, another of its dataset, the files that differ) for each result unlike the first of its dataset."""
+    first_of: dict[str, Result] = {}
+    first_of_split: dict[tuple[str, str], Result] = {}
+    clashes = []
+    for result in results:
+        base = first_of.setdefault(result.dataset, result)
+        split_base = first_of_split.setdefault((result.dataset, result.split), result)
+        changed = [name for name in data_changes(base.fingerprints, result.fingerprints) if name != "qrels"]
+        changed += [name for name in data_changes(split_base.fingerprints, result.fingerprints) if name == "qrels"]
+        if changed:
+            clashes.append((split_base if changed == ["qrels"] else base, result, changed))
+    return clashes
+
+
+def _short(result: Result, name: str) -> str:
+    return f"sha256 {result.fingerprints[name][:8]}…"
+
+
+def _which_is_current(first: Result, other: Result) -> str:
+    """``; the folder as it is now matches X`` when the dataset folder can still be read, else ""."""
+    from harness.io.formats import locate_beir_folder
+
+    try:
+        current = folder_fingerprints(locate_beir_folder(first.config["dataset_path"], first.split))
+    except (HarnessError, OSError, KeyError, TypeError):
+        return ""
+    matching = [r.where for r in (first, other) if not data_changes(r.fingerprints, current)]
+    return f"; the folder as it is now matches {matching[0]}" if len(matching) == 1 else ""
+
+
 def result_label(result: Result) -> str:
     """A result's label (results written before labels existed are labelled by their model)."""
     return result.label or result.model
@@ -207,8 +299,9 @@ def result_paths(output_dir: str | Path, dataset: str, model: str, split: str,
 def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path, Path]:
     """Write the result JSON and the scored run, each atomically.
 
-    A result of another configuration already at the path (an older release named files by
-    model and split only) is first renamed to ``<stem>.kept-<its hash>.json`` with its run file,
+    A result of the same configuration computed on other data (its corpus, queries or qrels changed) is
+    replaced with a warning that says which changed. A result of another configuration already at the path
+    (an older release named files by model and split only) is first renamed to ``<stem>.kept-<its hash>.json`` with its run file,
     so that it is never lost.
 
     Returns:
@@ -220,7 +313,7 @@ def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path
     json_path, run_path = result_paths(output_dir, result.dataset, result.model, result.split, result.variant)
     if json_path.parent.is_dir():
         remove_stale_temporaries(json_path.parent)
-        _keep_other_configuration(json_path, run_path, result.config_hash)
+        _keep_other_configuration(json_path, run_path, result)
     write_run(run, run_path)
     # The run file's own hash, so that a later reader (fusion) can tell it was not altered.
     recorded = {**result.to_json(), "fingerprints": {**result.fingerprints, "scored_run": content_sha256(run_path)}}
@@ -228,9 +321,15 @@ def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path
     return json_path, run_path
 
 
-def _keep_other_configuration(json_path: Path, run_path: Path, config_hash: str) -> None:
+def _keep_other_configuration(json_path: Path, run_path: Path, result: Result) -> None:
     previous = read_result(json_path)
-    if previous is None or previous.config_hash == config_hash:
+    if previous is None:
+        return
+    if previous.config_hash == result.config_hash:
+        changed = data_changes(previous.fingerprints, result.fingerprints)
+        if changed:
+            logger.warning("%s: replacing the result of the same settings computed on other data (%s changed since "
+                           "%s)", json_path, " and ".join(changed), previous.created or "it was written")
         return
     tag = (previous.config_hash or "v1")[:8]
     kept = json_path.with_name(f"{json_path.stem}.kept-{tag}.json")
@@ -254,7 +353,7 @@ def format_metrics_table(result: Result) -> str:
     shown = {name: value for name, value in result.metrics.items()
              if not shown_k or "@" not in name or name.rsplit("@", 1)[-1] in shown_k}
     width = max((len(name) for name in shown), default=6)
-    table = [["metric", "value"], ["-" * width, "------"], *([name, f"{value:.4f}"] for name, value in shown.items())]
+    table = [["metric", "value"], ["-" * width, "------"], *([name, metric_text(value)] for name, value in shown.items())]
     lines = [f"{result.dataset} [{result.split}] · {result.label or result.model} · {result.n_queries} judged queries",
              *align(table, right=[False, False])]
     if result.config.get("run_format"):

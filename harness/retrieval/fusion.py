@@ -29,6 +29,33 @@ from harness.records import Run
 
 METHODS = ("rrf", "combsum", "combmnz", "wsum", "dbsf")
 NORMS = ("minmax", "zscore", "none")
+NORMALIZED = ("combsum", "combmnz", "wsum")  # the methods that use `norm`
+WEIGHTS_SEPARATOR = ":"  # weights=0.3:0.7 in a system, --weights 0.3:0.7 in `fuse`: one syntax for both
+
+
+def parse_weights(text: str) -> tuple[float, ...]:
+    """Weights written ``0.3:0.7`` (one per run, in order); ``0.3,0.7`` is read too where a comma cannot
+    mean anything else (`fuse --weights`).
+
+    Raises:
+        HarnessError: A part that is not a number, an empty part, or both separators.
+    """
+    separator = WEIGHTS_SEPARATOR if WEIGHTS_SEPARATOR in text or "," not in text else ","
+    parts = text.split(separator)
+    try:
+        if "," in text and separator != ",":
+            raise ValueError
+        return tuple(float(part) for part in parts)
+    except ValueError:
+        also = " (or comma-separated numbers: 0.3,0.7)" if "," in text else ""
+        raise HarnessError(f"weights {text!r}: write one number per run separated by '{WEIGHTS_SEPARATOR}', "
+                           f"e.g. 0.3:0.7{also}") from None
+
+
+def _number(value: float) -> str:
+    """A weight as short as it reads back exactly (0.3, not 0.30000000000000004 nor 0.300000)."""
+    short = format(value, "g")
+    return short if float(short) == value else repr(value)
 
 
 @dataclass(frozen=True)
@@ -65,8 +92,22 @@ class FusionSpec:
         if self.rrf_k < 0 or self.depth < 1:
             raise HarnessError(f"rrf_k must be ≥ 0 and depth ≥ 1, got {self.rrf_k} and {self.depth}")
 
+    def label(self, members: Sequence[str]) -> str:
+        """The readable name of this fusion of `members` (their labels): the method, the members, then the
+        settings that differ from the defaults, e.g. ``rrf(bm25, e5)``, ``wsum(bm25, e5; 0.3:0.7, zscore)``,
+        ``rrf(bm25, e5; k=20, depth=100)``. Two fusions that can give different numbers never share one."""
+        default = FusionSpec(method=self.method)
+        settings = [":".join(map(_number, self.weights))] if self.weights else []
+        if self.method in NORMALIZED and self.norm != default.norm:
+            settings.append(self.norm if self.norm != "none" else "norm=none")
+        if self.method == "rrf" and self.rrf_k != default.rrf_k:
+            settings.append(f"k={self.rrf_k}")
+        if self.depth != default.depth:
+            settings.append(f"depth={self.depth}")
+        return f"{self.method}({', '.join(members)}{'; ' + ', '.join(settings) if settings else ''})"
+
     def to_config(self) -> dict[str, object]:
-        uses_norm = self.method in ("combsum", "combmnz", "wsum")
+        uses_norm = self.method in NORMALIZED
         return {"method": self.method, **({"norm": self.norm} if uses_norm else {}),
                 **({"weights": list(self.weights)} if self.weights else {}),
                 **({"rrf_k": self.rrf_k} if self.method == "rrf" else {}), "depth": self.depth}
