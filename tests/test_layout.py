@@ -60,3 +60,104 @@ def test_every_module_belongs_to_a_layer_and_imports_only_downwards():
 def test_no_package_grows_past_a_dozen_modules():
     for package in (p for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()):
         assert len(list(package.glob("*.py"))) <= 13, package.name
+
+
+def _module_name(path: Path) -> str:
+    parts = ("harness", *path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _edges(module: str, path: Path):
+    """(line, imported module, names taken from it) for every import of a package module in `path`, at the top
+    or inside a function. `from harness import __version__` takes a constant the package root defines before it
+    imports anything, so it ties nothing; every other name from the root ties the root."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES:
+                    yield node.lineno, alias.name, ()
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])])
+            if base not in MODULES:
+                continue
+            names = []
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:
+                    yield node.lineno, f"{base}.{alias.name}", ()
+                elif not (base == "harness" and alias.name == "__version__"):
+                    names.append(alias.name)
+            if names:
+                yield node.lineno, base, tuple(names)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), and modules that import themselves."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph[node]:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_two_modules_import_each_other_even_inside_functions():
+    graph: dict[str, set[str]] = {module: set() for module in MODULES}
+    for module, path in MODULES.items():
+        for _, imported, _names in _edges(module, path):
+            graph[module].add(imported)
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_no_private_name_is_used_outside_its_module():
+    violations = []
+    for module, path in MODULES.items():
+        for line, imported, names in _edges(module, path):
+            violations += [f"{path.relative_to(PACKAGE)}:{line} takes {name} from {imported}"
+                           for name in names if _is_private(name)]
+        # A module bound to a name (`from harness.datasets import registry`) and a private attribute read on it.
+        bound = {}
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                bound.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names
+                              if f"{node.module}.{alias.name}" in MODULES})
+            elif isinstance(node, ast.Import):
+                bound.update({alias.asname: alias.name for alias in node.names if alias.asname and alias.name in MODULES})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
+                    and _is_private(node.attr):
+                violations.append(f"{path.relative_to(PACKAGE)}:{node.lineno} reads {bound[node.value.id]}.{node.attr}")
+    assert not violations, "\n".join(violations)

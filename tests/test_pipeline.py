@@ -13,7 +13,8 @@ import pytrec_eval
 
 from harness.errors import DatasetError, FormatError, HarnessError
 from harness.io.formats import read_qrels, read_run
-from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset, run_demo
+from harness.pipeline.demo import run_demo
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 LOG2_3 = math.log2(3)
 

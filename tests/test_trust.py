@@ -289,7 +289,7 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
 
     pytest.importorskip("onnxruntime")
     from harness.io.cache import cache_dir
-    from harness.pipeline.evaluate import demo_folder
+    from harness.pipeline.demo import demo_folder
     from harness.retrieval.encode import load_encoder
     from harness.retrieval.onnx_backend import onnx_encoder
 

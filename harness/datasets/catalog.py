@@ -14,15 +14,9 @@ dataset take turns: the second finds it installed.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import logging
 import os
 import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,27 +25,15 @@ from harness.datasets import registry
 from harness.io.download import RetryPolicy, fetch, md5_file, safe_extract
 from harness.errors import ChecksumMismatchError, DatasetError, setting
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries, write_json
+from harness.datasets.install import STAMP, Installed, base_url, data_dir, locked, now, read_stamp
 from harness.datasets.published import counts_by_dataset
 from harness.datasets.registry import DatasetSpec
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/"
-STAMP = ".beir-harness.json"
 # Text compresses 3-5x in BEIR's archives; anything far beyond is refused as a zip bomb.
 MAX_EXPANSION = 25
 MIN_EXTRACT_LIMIT = 64 * 2**20
-
-
-def data_dir(option: str | Path | None = None) -> Path:
-    """The data dir: the option, else ``$BEIR_HARNESS_DATA_DIR``, else ``./datasets``."""
-    return Path(option or os.environ.get("BEIR_HARNESS_DATA_DIR") or "datasets")
-
-
-def base_url(option: str | None = None) -> str:
-    """The download base URL: the option, else ``$BEIR_HARNESS_MIRROR``, else BEIR's server."""
-    url = option or os.environ.get("BEIR_HARNESS_MIRROR") or DEFAULT_BASE_URL
-    return url if url.endswith("/") else url + "/"
 
 
 def _safe_name(name: str) -> str:
@@ -69,57 +51,6 @@ def _public_spec(name: str) -> DatasetSpec:
             f"with `beir-harness convert` and evaluate that folder"
         )
     return spec
-
-
-def read_stamp(folder: Path) -> dict[str, Any] | None:
-    """The stamp of an installed dataset folder, or None when it is not (completely) installed."""
-    try:
-        return json.loads((folder / STAMP).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-@contextlib.contextmanager
-def _lock(root: Path, name: str) -> Iterator[None]:
-    """Hold ``<root>/.locks/<name>.lock`` exclusively; the file (and an empty ``.locks``) is removed on release.
-
-    Removing a lock file is safe only with a check: a process that waited on the file just removed holds a
-    lock nobody else can see, so after locking it verifies that the path still names its file, else retries.
-    """
-    locks = root / ".locks"
-    path = locks / f"{name}.lock"
-    while True:
-        locks.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.info("%s: another process is working on it; waiting", name)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            current = os.stat(path).st_ino
-        except FileNotFoundError:
-            current = None
-        if current == os.fstat(handle.fileno()).st_ino:
-            break
-        handle.close()  # the holder before us removed this file: lock the one at the path now
-    try:
-        yield
-    finally:
-        path.unlink(missing_ok=True)
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
-        with contextlib.suppress(OSError):
-            locks.rmdir()  # only when empty
-
-
-@dataclass(frozen=True)
-class Installed:
-    """A dataset folder in the data dir and its stamp."""
-
-    name: str
-    path: Path
-    stamp: dict[str, Any]
 
 
 def _count_lines(path: Path) -> int:
@@ -185,7 +116,7 @@ def _install_archive(archive: Path, root: Path, name: str, spec: DatasetSpec | N
         else:
             _require_valid(folder)
             stamp.update(_folder_counts(folder))
-        write_json({"name": name, **stamp, "installed_at": _now(), "harness_version": __version__}, folder / STAMP)
+        write_json({"name": name, **stamp, "installed_at": now(), "harness_version": __version__}, folder / STAMP)
         default_permissions(folder, folder=True)
         if target.exists():
             shutil.rmtree(target)  # an unstamped leftover; the lock keeps other processes out
@@ -203,10 +134,6 @@ def _require_valid(folder: Path) -> None:
         first = next(p for p in report.problems if p.severity == "error")
         raise DatasetError(f"{folder}: not a valid BEIR folder ({report.count('error')} error(s), first: {first}); "
                            "run `beir-harness validate` on it for the list")
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def download_dataset(
@@ -237,7 +164,7 @@ def download_dataset(
     spec = _public_spec(_safe_name(name))
     root = data_dir(root)
     root.mkdir(parents=True, exist_ok=True)
-    with _lock(root, name):
+    with locked(root, name):
         target = root / name
         if not force and read_stamp(target) is not None:
             logger.info("%s: already installed at %s", name, target)
@@ -298,7 +225,7 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
     root = data_dir(root)
     root.mkdir(parents=True, exist_ok=True)
     spec = registry.lookup(name)
-    with _lock(root, name):
+    with locked(root, name):
         target = root / name
         if read_stamp(target) is not None and not force:
             raise DatasetError(f"{target}: {name} is already installed; pass {setting('force')} to replace it")
@@ -329,7 +256,7 @@ def _install_folder(source: Path, root: Path, name: str, stamp: dict[str, Any], 
     try:
         folder = staging / name
         shutil.copytree(source, folder, symlinks=False)
-        write_json({"name": name, **stamp, "installed_at": _now(), "harness_version": __version__}, folder / STAMP)
+        write_json({"name": name, **stamp, "installed_at": now(), "harness_version": __version__}, folder / STAMP)
         target = root / name
         if target.exists():
             shutil.rmtree(target)
@@ -353,7 +280,7 @@ def remove_dataset(name: str, root: str | Path | None = None) -> list[Path]:
     candidates = [root / name, root / f"{name}.zip", root / f"{name}.zip.part"]
     candidates += sorted(root.glob(f".{name}.extract.*")) + sorted(root.glob(f".{name}.import.*"))
     removed = []
-    with _lock(root, name):
+    with locked(root, name):
         for path in candidates:
             if path.is_dir():
                 shutil.rmtree(path)

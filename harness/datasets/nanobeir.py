@@ -19,7 +19,7 @@ from typing import Any
 
 from harness import __version__
 from harness.datasets import registry
-from harness.datasets.catalog import STAMP, Installed, _lock, _now, data_dir, read_stamp
+from harness.datasets.install import STAMP, Installed, data_dir, locked, now, read_stamp
 from harness.datasets.registry import NANOBEIR, NANO_TABLES, NanoFile
 from harness.errors import ChecksumMismatchError, DatasetError, FormatError, setting
 from harness.io.download import RetryPolicy, fetch, md5_file
@@ -72,7 +72,7 @@ def download(name: str, root: str | Path | None = None, base_url: str | None = N
     root = data_dir(root)
     parts = root / NANOBEIR / f".{subset}.download"  # the verified files, kept until installed (resume)
     root.mkdir(parents=True, exist_ok=True)
-    with _lock(root, f"{NANOBEIR}-{subset}"):
+    with locked(root, f"{NANOBEIR}-{subset}"):
         target = root / NANOBEIR / subset
         if not force and read_stamp(target) is not None:
             logger.info("%s: already installed at %s", name, target)
@@ -111,7 +111,7 @@ def import_folder(source: str | Path, name: str, root: str | Path | None = None,
                 f"{source}: no .parquet file with the md5 of {name}'s {table} ({file.md5}, {file.path}); "
                 f"download it from {file.url}")
         paths[table] = by_md5[file.md5]
-    with _lock(root, f"{NANOBEIR}-{subset}"):
+    with locked(root, f"{NANOBEIR}-{subset}"):
         target = root / NANOBEIR / subset
         if read_stamp(target) is not None and not force:
             raise DatasetError(f"{target}: {name} is already installed; pass {setting('force')} to replace it")
@@ -158,7 +158,7 @@ def _install(subset: str, paths: dict[str, Path], root: Path, stamp: dict[str, A
         write_json({"name": f"{NANOBEIR}/{subset}", **stamp, "md5": {t: f.md5 for t, f in files.items()},
                     "grades": grades, "split": "test (Hugging Face calls it train)", "n_docs": counts["docs"],
                     "n_queries": counts["queries"], "n_judgments": counts["qrels"],
-                    "self_hits_dropped": spec.ignore_identical_ids, "installed_at": _now(),
+                    "self_hits_dropped": spec.ignore_identical_ids, "installed_at": now(),
                     "harness_version": __version__}, folder / STAMP)
         default_permissions(folder, folder=True)
         target = parent / subset

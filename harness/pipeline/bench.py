@@ -19,12 +19,12 @@ from harness.errors import HarnessError
 from harness.pipeline.evaluate import (
     BM25_MODEL,
     EvaluateConfig,
-    _is_sparse_model,
     configuration,
     evaluate_dataset,
     load_model,
 )
 from harness.pipeline.fuse import fuse_results
+from harness.pipeline.sparse import is_sparse_model
 from harness.presentation import align, metric_text
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.encode import Encoder
@@ -213,7 +213,7 @@ class _Grid:
         """A system's cells on `dataset`: one, or one per compression for a dense system; returns the path of
         the (first) result, the one a fusion reads, None when it failed."""
         config = system_config(replace(self.base, dataset_path=dataset), system)
-        dense = config.run_path is None and config.model.lower() != BM25_MODEL and not _is_sparse_model(config)
+        dense = config.run_path is None and config.model.lower() != BM25_MODEL and not is_sparse_model(config)
         if not self.compressions or not dense:
             return self.cell(dataset, system)
         paths = [self.cell(dataset, system, spec) for spec in self.compressions]
@@ -237,7 +237,7 @@ class _Grid:
             logger.warning("%s × %s: %s; evaluating it again", dataset, system_name, why)
         try:
             encoder = None
-            if config.model.lower() != BM25_MODEL and not _is_sparse_model(config):
+            if config.model.lower() != BM25_MODEL and not is_sparse_model(config):
                 if config.model not in self.encoders:
                     self.encoders[config.model] = load_model(config)
                 encoder = self.encoders[config.model]

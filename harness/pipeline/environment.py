@@ -96,7 +96,7 @@ def _sample_texts(count: int, dataset: str | Path | None) -> list[str]:
     if dataset is not None:
         corpus = find_file(Path(dataset) / "corpus.jsonl") or Path(dataset) / "corpus.jsonl"
         return [doc_text(doc) for doc in islice(iter_corpus(corpus), count)]
-    from harness.pipeline.evaluate import demo_folder
+    from harness.pipeline.demo import demo_folder
 
     texts = [doc_text(doc) for doc in iter_corpus(demo_folder() / "corpus.jsonl")]
     return list(islice(cycle(texts), count))

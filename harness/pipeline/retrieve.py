@@ -13,17 +13,16 @@ from pathlib import Path
 from harness.datasets.catalog import resolve_dataset
 from harness.errors import DatasetError
 from harness.io.formats import iter_queries, locate_corpus_and_queries, write_run
+from harness.pipeline.config import EvaluateConfig
 from harness.pipeline.evaluate import (
-    Clock,
-    EvaluateConfig,
-    _checked,
-    _Inputs,
-    _rerank_stage,
     apply_self_hit_policy,
+    checked,
     configuration,
     first_stage,
+    rerank_stage,
     self_hit_policy,
 )
+from harness.pipeline.stages import Clock, Inputs
 from harness.records import Qrels, Run
 
 logger = logging.getLogger(__name__)
@@ -47,11 +46,11 @@ def retrieve(config: EvaluateConfig, out: str | Path, queries_path: str | Path |
     if config.run_path is not None:
         raise DatasetError("retrieve makes a run; there is nothing to retrieve when one is given")
     clock = Clock()
-    config, _, top_k, _ = _checked(config)
+    config, _, top_k, _ = checked(config)
     folder_path, dataset = resolve_dataset(config.dataset_path, config.data_dir, config.download, config.base_url,
                                            config.progress)
     folder = locate_corpus_and_queries(folder_path)
-    inputs = _Inputs(folder, config.dataset_name or dataset, digests={}, qrels=Qrels({}))
+    inputs = Inputs(folder, config.dataset_name or dataset, digests={}, qrels=Qrels({}))
     inputs.queries = list(iter_queries(Path(queries_path) if queries_path else folder.queries))
     if not inputs.queries:
         raise DatasetError(f"{queries_path or folder.queries}: no queries to search")
@@ -59,7 +58,7 @@ def retrieve(config: EvaluateConfig, out: str | Path, queries_path: str | Path |
     stage = first_stage(config, inputs, None, top_k + int(ignore_identical_ids), top_k, clock)
     run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
     if config.rerank is not None:
-        run, _ = _rerank_stage(config, run, inputs.queries, folder)
+        run, _ = rerank_stage(config, run, inputs.queries, folder)
     label = configuration(config, inputs.dataset, stage.model_name).label(config.name)
     run = run.renamed(label)
     write_run(run, out)

@@ -17,7 +17,6 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -25,46 +24,15 @@ from typing import Any
 
 from harness import __version__
 from harness.errors import HarnessError
-from harness.evaluation.significance import DEFAULT_ROUNDS, bootstrap_ci
+from harness.evaluation.significance import bootstrap_ci
 from harness.presentation import metric_text
 from harness.reporting.comparison import Comparison, build_comparison, labelled_results, results_of_split
-from harness.reporting.page_data import drilldowns, provenance
+from harness.reporting.page_data import PageOptions, drilldowns, provenance
 from harness.reporting.report import Result
 
 logger = logging.getLogger(__name__)
 
 _FAMILIES = ("nDCG", "MAP", "Recall", "P", "MRR", "Success", "R-Prec", "Judged")
-
-
-@dataclass(frozen=True)
-class PageOptions:
-    """What the page shows.
-
-    Attributes:
-        metric: The metric shown first; the worst queries, the scatter, significance and the intervals use it.
-        split: One split per dataset: this one, else each dataset's registry evaluation split.
-        published: Add published columns with their Δ (a toggle on the page).
-        baseline: Mark cells that differ significantly from this system (paired randomization test).
-        alpha: Significance level.
-        correction: ``holm`` or ``bonferroni`` across the datasets of each system.
-        rounds: Randomization rounds.
-        worst: Worst queries per system and dataset in the drill-down.
-        top: Retrieved documents shown per query.
-        title: The page's heading.
-        digits: Decimals of every metric value shown (`harness.presentation.metric_text`, as the tables).
-    """
-
-    metric: str = "nDCG@10"
-    split: str | None = None
-    published: bool = False
-    baseline: str | None = None
-    alpha: float = 0.05
-    correction: str = "holm"
-    rounds: int = DEFAULT_ROUNDS
-    worst: int = 20
-    top: int = 5
-    title: str = "Retrieval results"
-    digits: int = 4
 
 
 def _metric_order(name: str) -> tuple[int, int, str]:

@@ -1,4 +1,5 @@
-"""The per-dataset drill-downs and the provenance of the results page (`harness.reporting.html`).
+"""What the results page (`harness.reporting.html`) shows (`PageOptions`), its per-dataset drill-downs and
+its provenance.
 
 A drill-down reads what `inspect` reads — the dataset folder recorded in each result and the run file
 beside it — once per dataset: the qrels, the texts of the queries shown, the titles of the documents shown
@@ -9,18 +10,48 @@ beside it — once per dataset: the qrels, the texts of the queries shown, the t
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from harness.errors import HarnessError
+from harness.evaluation.significance import DEFAULT_ROUNDS
 from harness.presentation import metric_text
 from harness.reporting.report import Result
-
-if TYPE_CHECKING:
-    from harness.reporting.html import PageOptions
 
 logger = logging.getLogger(__name__)
 
 TITLE_CHARS, QUERY_CHARS, JUDGED_SHOWN = 72, 300, 10
+
+
+@dataclass(frozen=True)
+class PageOptions:
+    """What the page shows.
+
+    Attributes:
+        metric: The metric shown first; the worst queries, the scatter, significance and the intervals use it.
+        split: One split per dataset: this one, else each dataset's registry evaluation split.
+        published: Add published columns with their Δ (a toggle on the page).
+        baseline: Mark cells that differ significantly from this system (paired randomization test).
+        alpha: Significance level.
+        correction: ``holm`` or ``bonferroni`` across the datasets of each system.
+        rounds: Randomization rounds.
+        worst: Worst queries per system and dataset in the drill-down.
+        top: Retrieved documents shown per query.
+        title: The page's heading.
+        digits: Decimals of every metric value shown (`harness.presentation.metric_text`, as the tables).
+    """
+
+    metric: str = "nDCG@10"
+    split: str | None = None
+    published: bool = False
+    baseline: str | None = None
+    alpha: float = 0.05
+    correction: str = "holm"
+    rounds: int = DEFAULT_ROUNDS
+    worst: int = 20
+    top: int = 5
+    title: str = "Retrieval results"
+    digits: int = 4
 
 
 def _cut(text: str, limit: int) -> str:

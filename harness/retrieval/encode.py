@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.errors import HarnessError, MissingDependencyError, ModelLoadError
+from harness.retrieval.backends import BACKENDS, runtime
 from harness.records import Doc, doc_text
 
 if TYPE_CHECKING:
@@ -68,8 +69,6 @@ class Encoder(Protocol):
 
     def encode_docs(self, texts: Sequence[str]) -> np.ndarray: ...
 
-
-BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 @dataclass(frozen=True)
@@ -135,9 +134,8 @@ class EncoderSpec:
         if self.backend == "torch":
             return encoder
         from harness.io.cache import cache_dir
-        from harness.retrieval.onnx_backend import onnx_encoder
 
-        return onnx_encoder(encoder, self.backend, cache_root or cache_dir())
+        return runtime(self.backend)(encoder, self.backend, cache_root or cache_dir())
 
 
 def resolve_model_source(name: str) -> str:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.retrieval.encode import BACKENDS, SentenceTransformerEncoder
+from harness.retrieval.backends import BACKENDS, register
+from harness.retrieval.encode import SentenceTransformerEncoder
 from harness.errors import HarnessError, MissingDependencyError, setting
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
 from harness.host import int8_fast_here, local_kernel_class
@@ -233,3 +234,7 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path) -> OnnxEnco
         query_prompt_name=torch_encoder.query_prompt_name, doc_prompt_name=torch_encoder.doc_prompt_name,
         session=session, backend=backend, torch_fingerprint={k: v for k, v in fingerprint.items()
                                                              if k not in torch_encoder.settings()})
+
+
+register("onnx", onnx_encoder)
+register("onnx-int8", onnx_encoder)

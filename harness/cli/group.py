@@ -1,0 +1,134 @@
+"""The command group: global flags anywhere on the line, logging to stderr, and the one place where errors become
+one line and an exit code (a `HarnessError` → 1, a command-line mistake → 2, Ctrl-C → 130).
+
+Every command family (`harness.cli.running`, `.data`, `.results`, `.machine`) registers its commands on `cli`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+
+import click
+
+from harness import __version__
+from harness.errors import HarnessError
+
+
+class _StderrHandler(logging.Handler):
+    """Writes log lines to stderr through tqdm, so they don't break a progress bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(as_flags(self.format(record)), file=sys.stderr)  # settings named as their options
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
+def _configure_logging(verbose: int, quiet: bool) -> None:
+    # Quiet by default: warnings and our own progress bars; -v adds INFO lines, -vv DEBUG (and third-party
+    # output); -q drops the progress bars too.
+    level = logging.WARNING if quiet or not verbose else logging.INFO if verbose == 1 else logging.DEBUG
+    if verbose < 2:
+        # Hugging Face libraries draw their own bars (e.g. transformers' "Loading weights"): only with -vv.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    root = logging.getLogger("harness")
+    for handler in list(root.handlers):
+        if isinstance(handler, _StderrHandler):
+            root.removeHandler(handler)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+# Settings whose option is not named after them (`harness.errors.setting` names → flags).
+_FLAG_OF = {"run_path": "--run", "rerank_model": "--rerank", "cache": "--cache/--no-cache", "local_cpus": "--ray-local", "address": "--ray-address",
+            "gpus_per_worker": "--ray-gpus-per-worker", "rerank_depth": "--rerank-depth", "base_url": "--base-url",
+            "out": "--out", "kind": "--index", "rounds": "--rounds"}
+
+
+def as_flags(message: str) -> str:
+    """A library message with each named setting (`top_k`) shown as the option that sets it (--top-k)."""
+    return re.sub(r"`([a-z][a-z0-9_]*)`",
+                  lambda match: _FLAG_OF.get(match.group(1)) or f"--{match.group(1).replace('_', '-')}", message)
+
+
+class _UsageError(click.UsageError):
+    """A mistake in the command line: one line on stderr and exit code 2, in every command alike."""
+
+    def show(self, file=None) -> None:
+        where = self.ctx.command_path if self.ctx is not None else "beir-harness"
+        click.echo(f"Error: {self.format_message()} (see '{where} --help')", err=True)
+
+
+GLOBAL_FLAGS = ("-q", "--quiet", "-v", "--verbose", "-vv", "-vvv")
+
+
+def _globals_first(args: list[str]) -> list[str]:
+    """The arguments with -q/-v moved before the subcommand, so that `evaluate DATA -q` works like `-q evaluate DATA`."""
+    if "--" in args:
+        cut = args.index("--")
+        return _globals_first(args[:cut]) + args[cut:]
+    flags = [arg for arg in args if arg in GLOBAL_FLAGS]
+    return flags + [arg for arg in args if arg not in GLOBAL_FLAGS]
+
+
+class _Group(click.Group):
+    """Turns HarnessError into one line (settings shown as options) and exit code 1, a command-line mistake into
+    one line and exit code 2, and Ctrl-C into one line; takes the global flags anywhere on the line."""
+
+    def main(self, args=None, *rest, **kwargs):
+        args = list(sys.argv[1:] if args is None else args)
+        return super().main(_globals_first(args), *rest, **kwargs)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            raise exc if isinstance(exc, _UsageError) else _UsageError(exc.format_message(), exc.ctx) from None
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except _UsageError:
+            raise
+        except click.UsageError as exc:
+            raise _UsageError(exc.format_message(), exc.ctx) from None
+        except HarnessError as exc:
+            raise click.ClickException(as_flags(str(exc))) from None
+        except KeyboardInterrupt:
+            click.echo("interrupted: finished work is kept (cached embedding chunks, verified downloads, complete "
+                       "result files) and nothing half-written is; rerun the same command to resume", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="beir-harness")
+@click.option("-v", "--verbose", count=True, help="More on stderr: -v adds progress notes (INFO), -vv debug logs and "
+              "third-party output.")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors on stderr, no progress bars.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
+    """beir-harness: honest retrieval evaluation on BEIR-format data.
+
+    Metrics agree exactly with trec_eval (pytrec_eval, as BEIR and MTEB use it). Results go
+    to stdout, logs and progress bars to stderr.
+
+    Example:
+
+    \b
+        beir-harness demo
+        beir-harness evaluate scifact
+    """
+    _configure_logging(verbose, quiet)
+    ctx.obj = {"progress": not quiet}
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="beir-harness")

@@ -1,0 +1,150 @@
+"""Commands on this machine: the embedding cache, and the environment block (with a backend benchmark)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import click
+
+from harness.cli.group import cli
+
+logger = logging.getLogger("harness")
+
+
+@cli.group()
+def cache() -> None:
+    """List or clear the embedding cache.
+
+    Entries are keyed by the model's weights and settings and the corpus content, so a rerun
+    of the same model on the same data encodes nothing, and a change never hits a stale entry.
+
+    Example:
+
+    \b
+        beir-harness cache list
+        beir-harness cache clear --dataset scifact
+    """
+
+
+_cache_dir_option = click.option(
+    "--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+    help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR, else ~/.cache/beir-harness on Linux].")
+
+
+@cache.command("list")
+@_cache_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
+def cache_list(cache_dir: Path | None, as_json: bool) -> None:
+    """List cached embeddings: model, dataset, kind, rows, size, complete?
+
+    Example:
+
+    \b
+        beir-harness cache list
+    """
+    from harness.io.cache import cache_dir as resolve, list_entries
+
+    root = resolve(cache_dir)
+    entries = list_entries(root)
+    if as_json:
+        click.echo(json.dumps(entries, indent=2))
+        return
+    logger.info("cache: %s", root)
+    click.echo(_format_entries(entries))
+
+
+def _format_entries(entries: list[dict]) -> str:
+    from harness.presentation import align
+
+    table = [["key", "kind", "dataset", "rows", "MB", "complete", "model"]]
+    table += [[e["key"][:12], e["kind"] or "?", e["dataset"] or "?", f"{e['rows']:,}" if e["rows"] is not None else "-",
+               f"{e['bytes'] / 2**20:.1f}", "yes" if e["complete"] else "partial", e["model"] or "?"] for e in entries]
+    return "\n".join(align(table, right=[False, False, False, True, True, False, False]))
+
+
+@cache.command("clear")
+@_cache_dir_option
+@click.option("--model", default=None,
+              help="Only entries of this model (any name evaluate accepts, e.g. all-MiniLM-L6-v2).")
+@click.option("--dataset", default=None, help="Only entries of this dataset.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Clear the whole cache without asking.")
+def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, dry_run: bool, yes: bool) -> None:
+    """Delete cached embeddings (all, or those of one model and/or dataset).
+
+    Without a filter every entry goes, so it asks first (--yes skips the question). A filter
+    that matches nothing is an error that lists the models and datasets that have entries.
+
+    Example:
+
+    \b
+        beir-harness cache clear --dry-run
+        beir-harness cache clear --model all-MiniLM-L6-v2 --dataset scifact
+        beir-harness cache clear --yes
+    """
+    from harness.io.cache import cache_dir as resolve, clear_entries
+    from harness.retrieval.encode import canonical_model_name
+
+    root = resolve(cache_dir)
+    model = canonical_model_name(model) if model else None
+    chosen = clear_entries(root, model, dataset, dry_run=True)
+    freed = sum(e["bytes"] for e in chosen) / 2**20
+    count = f"{len(chosen)} entr{'y' if len(chosen) == 1 else 'ies'} ({freed:.1f} MB)"
+    if dry_run:
+        click.echo(_format_entries(chosen))
+        click.echo(f"would remove {count} from {root}")
+        return
+    if model is None and dataset is None and chosen and not yes:
+        click.confirm(f"remove all {count} from {root}?", abort=True, err=True)
+    removed = clear_entries(root, model, dataset)
+    freed = sum(e["bytes"] for e in removed) / 2**20
+    click.echo(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} ({freed:.1f} MB) from {root}")
+
+
+@cli.command("env")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
+@_cache_dir_option
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Results folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print the block as JSON.")
+@click.option("--bench", is_flag=True,
+              help="Also encode one sample with each available backend (torch, onnx, onnx-int8): docs/s here and "
+                   "cosine to torch fp32 (about 30 s).")
+@click.option("--bench-texts", type=click.IntRange(min=1), default=256, show_default=True,
+              help="With --bench: how many texts to encode.")
+@click.option("--bench-dataset", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="With --bench: take the texts from this BEIR folder [default: the bundled demo corpus].")
+@click.option("--model", default=None, help="With --bench: the model [default: the default model].")
+def env(data_dir: Path | None, cache_dir: Path | None, output_dir: Path, as_json: bool, bench: bool,
+        bench_texts: int, bench_dataset: Path | None, model: str | None) -> None:
+    """Print versions, the host, torch's devices and the folders in use (for bug reports).
+
+    Shows python, beir-harness, torch, sentence-transformers, transformers, faiss, pytrec_eval
+    and numpy versions; the CPU and the instruction sets that pick kernels; CUDA devices and
+    MPS; the data, cache and results folders actually used, installed datasets and cache size.
+    With --bench, measures every backend on this machine: which is fastest here, and how far
+    its vectors are from torch fp32's.
+
+    Example:
+
+    \b
+        beir-harness env
+        beir-harness env --json
+        beir-harness env --bench
+        beir-harness env --bench --bench-dataset ./my-eval-set --bench-texts 300
+    """
+    from harness.pipeline.environment import bench_backends, describe, format_bench, format_environment
+
+    info = describe(data_dir, cache_dir, output_dir)
+    if bench:
+        info["backends"] = bench_backends(model, bench_texts, bench_dataset, cache_dir)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(format_environment(info))
+    if bench:
+        click.echo("")
+        click.echo(format_bench(info["backends"], info["host"], bench_texts))

@@ -1,0 +1,314 @@
+"""Commands on saved results: report, export, fuse, compare, inspect."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from harness.cli.group import cli
+from harness.cli.options import label_callback, metric_callback, show_outcome
+from harness.errors import HarnessError
+
+logger = logging.getLogger("harness")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--metric", default="nDCG@10", show_default=True, callback=metric_callback, help="The metric tabulated.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv", "json", "html"]), default="markdown",
+              show_default=True, help="Output format (csv and json are unrounded; html: one self-contained page "
+                                      "with a sortable leaderboard, chart, drill-downs and provenance).")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the table here (atomically) instead of stdout.")
+@click.option("--by", type=click.Choice(["dataset", "model"]), default="dataset", show_default=True,
+              help="Rows are datasets (columns models), or the transpose.")
+@click.option("--digits", type=click.IntRange(0, 10), default=4, show_default=True, help="Decimals when rendering.")
+@click.option("--split", default=None, help="Split to report [default: each dataset's registry eval split].")
+@click.option("--published", "with_published", is_flag=True,
+              help="Add the published scores as columns, with deltas for models that have one.")
+@click.option("--published-systems", callback=lambda ctx, param, value: [v.strip() for v in value.split(",") if
+              v.strip()] if value else [], default=None, metavar="NAME,...",
+              help="More published columns: systems (bm25+ce, splade-pp-ed, BAAI/bge-base-en-v1.5) or column "
+                   "headings ('bm25 · BEIR paper'); implies --published.")
+@click.option("--published-from", multiple=True, type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
+              help="An MTEB results folder (MTEB's results repository, or an `export --format mteb`); its models "
+                   "become published columns. Repeatable.")
+@click.option("--check-published", is_flag=True,
+              help="Reproduction check: OK/OFF per result against the published row it should reproduce; exit 1 "
+                   "if any is off, 2 if nothing could be compared.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=None,
+              help="Largest |ours - published| that --check-published calls OK [default: 0.003 for nDCG@10, MAP@100 "
+                   "and MRR@10; 0.005 for Recall@100].")
+@click.option("--significance", "baseline", default=None, metavar="MODEL",
+              help="Mark (†) cells that differ significantly from this baseline model.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="Significance level.")
+@click.option("--correction", type=click.Choice(["holm", "bonferroni"]), default="holm", show_default=True,
+              help="Multiple-testing correction across datasets.")
+@click.option("--rounds", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Randomization-test rounds.")
+@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals (with --compression: "
+                   "the metric against bytes per document, one line per precision).")
+@click.option("--worst", type=click.IntRange(min=1), default=20, show_default=True,
+              help="With --format html: the worst queries per system and dataset in the drill-downs.")
+@click.option("--compression", is_flag=True,
+              help="Quality against storage: each dimension and precision of a model with its bytes per document and "
+                   "the % of its float32 full-dimension score retained.")
+@click.option("--allow-mixed-data", is_flag=True,
+              help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
+                   "of their own, 'scifact [data 1a2b3c4d]', instead of an error.")
+def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by: str, digits: int, split: str | None,
+           with_published: bool, published_systems: list[str], published_from: tuple[Path, ...],
+           check_published: bool, tolerance: float | None,
+           baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None,
+           worst: int, compression: bool, allow_mixed_data: bool) -> None:
+    """Tabulate results (models × datasets) for papers, with published scores and significance.
+
+    PATHS are result files or folders searched recursively (default: results/). Reads result
+    JSON files only: no model or corpus is needed. CQADupStack is the mean of its 12 forums.
+
+    Example:
+
+    \b
+        beir-harness report
+        beir-harness report results/ --metric Recall@100 --format latex --out table.tex
+        beir-harness report --published
+        beir-harness report --published-systems bm25+ce,splade-pp-ed
+        beir-harness report --published-from ../mteb-results/results
+        beir-harness report --check-published
+        beir-harness report --significance bm25 --plot comparison.png
+        beir-harness report --compression --plot compression.png
+        beir-harness report results/ --format html --out results.html --published --significance bm25
+    """
+    from harness.reporting.comparison import (
+        build_comparison,
+        check_exit_code,
+        check_published as run_checks,
+        format_checks,
+        load_results,
+        plot_comparison,
+        render,
+    )
+
+    results = load_results(paths or (Path("results"),), allow_mixed_data)
+    if fmt == "html":
+        _report_page(results, out, metric, split, with_published or bool(published_systems), baseline, alpha,
+                     correction, rounds, worst, digits)
+        return
+    if compression:
+        _report_compression(results, metric, fmt, digits, split, out, plot)
+        return
+    if check_published:
+        checks = run_checks(results, metric, tolerance, split)
+        click.echo(format_checks(checks, metric, digits))
+        code = check_exit_code(checks)
+        if code:
+            sys.exit(code)
+        return
+    comparison = build_comparison(results, metric, split, with_published, baseline, alpha, correction, rounds,
+                                  published_systems, published_from)
+    _emit(render(comparison, fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
+
+
+def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
+    """A table to `out` (atomically) or stdout, then the plot when one was asked for."""
+    from harness.io.formats import write_text
+
+    if out is not None:
+        write_text(text, out)
+        logger.info("wrote %s", out)
+    else:
+        click.echo(text)
+    if plot is not None:
+        draw()
+        logger.info("wrote %s", plot)
+
+
+def _report_page(results, out: Path | None, metric: str, split: str | None, with_published: bool,
+                 baseline: str | None, alpha: float, correction: str, rounds: int, worst: int, digits: int) -> None:
+    from harness.reporting.html import PageOptions, build_page, render_page
+    from harness.io.formats import write_text
+
+    options = PageOptions(metric=metric, split=split, published=with_published, baseline=baseline, alpha=alpha,
+                          correction=correction, rounds=rounds, worst=worst, digits=digits)
+    page = render_page(build_page(results, options))
+    if out is None:
+        click.echo(page)
+        return
+    write_text(page, out)
+    logger.info("wrote %s (%.1f KB)", out, len(page.encode("utf-8")) / 1024)
+
+
+def _report_compression(results, metric: str, fmt: str, digits: int, split: str | None, out: Path | None,
+                        plot: Path | None) -> None:
+    from harness.reporting.compression import compression_rows, plot_compression, render_compression
+
+    rows = compression_rows(results, metric, split)
+    _emit(render_compression(rows, metric, fmt, digits), out, plot, lambda: plot_compression(rows, plot, metric))
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["mteb", "csv", "trec"]), required=True,
+              help="mteb: MTEB's results layout; csv: one row per dataset, system, split, query and metric; trec: "
+                   "the run files, tagged with each result's label.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="The folder to write (mteb, trec), or the CSV file [default for csv: stdout].")
+@click.option("--metric", "metrics", multiple=True, callback=lambda ctx, param, value: [metric_callback(ctx, param, v)
+              for v in value], help="With --format csv: only this metric (repeatable) [default: every one stored].")
+@click.option("--split", default=None, help="Only results of this split [default: each dataset's eval split].")
+def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[str], split: str | None) -> None:
+    """Export results for other tools: MTEB's results layout, per-query CSV, or TREC runs.
+
+    PATHS are result files or folders searched recursively (default: results/). The MTEB layout is
+    <out>/<org>__<model>/<revision>/<Task>.json with model_meta.json, readable by MTEB's own loader;
+    the CSV is the input of a significance analysis in R or pandas.
+
+    Example:
+
+    \b
+        beir-harness export results/ --format mteb --out mteb-results
+        beir-harness export results/ --format csv --out per-query.csv
+        beir-harness export results/scifact --format trec --out runs/
+    """
+    from harness.reporting.comparison import load_results, results_of_split
+    from harness.io.formats import write_text
+    from harness.reporting.export import export_mteb, export_trec, per_query_csv
+
+    results = results_of_split(load_results(paths or (Path("results"),)), split)
+    if fmt == "csv":
+        text = per_query_csv(results, metrics)
+        if out is None:
+            click.echo(text, nl=False)
+        else:
+            write_text(text, out)
+            logger.info("wrote %s", out)
+        return
+    if out is None:
+        raise click.UsageError(f"--format {fmt} writes a folder: give --out DIR")
+    written = export_mteb(results, out) if fmt == "mteb" else export_trec(results, out)
+    for path in written:
+        click.echo(str(path))
+
+
+def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
+    from harness.retrieval.fusion import parse_weights
+
+    try:
+        return None if value is None else parse_weights(value)
+    except HarnessError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--method", type=click.Choice(["rrf", "combsum", "combmnz", "wsum", "dbsf"]), default="rrf",
+              show_default=True, help="Fusion method.")
+@click.option("--norm", type=click.Choice(["minmax", "zscore", "none"]), default="minmax", show_default=True,
+              help="Per-query score normalization for combsum, combmnz and wsum.")
+@click.option("--weights", callback=_weights, default=None, metavar="W1:W2:...",
+              help="With --method wsum: one weight per result, as in bench's weights=0.3:0.7 (0.3,0.7 is read "
+                   "too) [default: equal].")
+@click.option("--rrf-k", type=click.IntRange(min=0), default=60, show_default=True, help="The k of RRF.")
+@click.option("--depth", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Documents kept per query in the fused run.")
+@click.option("--name", default=None, metavar="LABEL", callback=label_callback,
+              help="Label of the fused result [default: method(labels; settings), e.g. wsum(bm25, e5; 0.3:0.7)].")
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Where the fused result goes: <output-dir>/<dataset>/fusion/<split>.<variant>.json.")
+@click.option("--json", "as_json", is_flag=True, help="Print the fused result JSON instead of the table.")
+def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float, ...] | None, rrf_k: int,
+         depth: int, name: str | None, output_dir: Path, as_json: bool) -> None:
+    """Fuse the runs of two or more results (hybrid search) and score the fused run.
+
+    RESULTS are result files of one dataset and split (the same qrels); the run file saved beside
+    each is fused — RRF = sum of 1/(k + rank); combsum, combmnz and wsum over min-max or z-score
+    normalized scores; dbsf over scores clipped to mean ± 3 sigma — and the fused run is scored and
+    written like any other result.
+
+    Example:
+
+    \b
+        beir-harness fuse results/scifact/bm25/test.json results/scifact/sentence-transformers__all-MiniLM-L6-v2/test.json
+        beir-harness fuse a.json b.json --method wsum --weights 0.3:0.7 --norm zscore
+    """
+    from harness.retrieval.fusion import FusionSpec
+    from harness.pipeline.fuse import fuse_results
+
+    spec = FusionSpec(method=method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth)
+    outcome = fuse_results(list(results), spec, output_dir, name)
+    show_outcome(outcome, as_json)
+
+
+@cli.command()
+@click.argument("first", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("second", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--metric", "metrics", multiple=True, callback=lambda ctx, p, v: [metric_callback(ctx, p, m) for m in v],
+              help="Metric to compare (repeatable) [default: every metric both results have].")
+@click.option("--rounds", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Randomization-test rounds.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Randomization-test seed.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="Significance level for the * mark.")
+@click.option("--json", "as_json", is_flag=True, help="Print the tests as JSON.")
+def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: int, alpha: float,
+            as_json: bool) -> None:
+    """Paired significance of SECOND against FIRST, per metric.
+
+    Per-query differences on the same judged queries; paired t-test (scipy) and paired
+    randomization test (sign flipping, fixed seed); mean difference and wins/ties/losses.
+
+    Example:
+
+    \b
+        beir-harness compare results/scifact/bm25/test.json results/scifact/sentence-transformers__all-MiniLM-L6-v2/test.json
+        beir-harness compare a.json b.json --metric nDCG@10 --rounds 100000
+    """
+    from dataclasses import asdict
+
+    from harness.reporting.comparison import compare_results, format_compare, load_results
+    from harness.reporting.report import check_same_data
+
+    (a,), (b,) = load_results([first]), load_results([second])
+    check_same_data([a, b])
+    tests = compare_results(a, b, metrics or None, rounds, seed)
+    if as_json:
+        click.echo(json.dumps([{**asdict(t), "difference": t.difference} for t in tests], indent=2))
+    else:
+        click.echo(format_compare(a, b, tests, alpha))
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--worst", type=click.IntRange(min=1), default=10, show_default=True, help="How many queries.")
+@click.option("--metric", default="nDCG@10", show_default=True, callback=metric_callback, help="Metric to rank queries by.")
+@click.option("--depth", type=click.IntRange(min=1), default=5, show_default=True, help="Retrieved documents shown.")
+@click.option("--json", "as_json", is_flag=True, help="Print the queries, judgments, ranks and top documents as JSON.")
+def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_json: bool) -> None:
+    """Show the worst queries of a result, or where two results differ most.
+
+    Each query comes with its text, its judged documents with their grades and the rank at which
+    each result retrieved them (or "not retrieved"), and the top retrieved documents with score,
+    grade and title (read from the dataset folder the result records). A line says how many queries
+    tie at the worst value (or the largest difference).
+
+    Example:
+
+    \b
+        beir-harness inspect results/scifact/bm25/test.json --worst 10
+        beir-harness inspect a/test.json b/test.json --metric Recall@100
+        beir-harness inspect results/scifact/bm25/test.json --json > worst.json
+    """
+    from harness.reporting.comparison import load_results
+    from harness.reporting.inspect import format_inspect, inspect_results
+    from harness.reporting.report import check_same_data
+
+    if len(results) > 2:
+        raise click.UsageError("give one result, or two to compare")
+    data = inspect_results(check_same_data([load_results([r])[0] for r in results]), worst, metric, depth)
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_inspect(data))

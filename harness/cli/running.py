@@ -1,0 +1,317 @@
+"""Commands that run a model over a dataset: demo, evaluate, retrieve, bench, crosscheck."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from harness.cli.group import cli
+from harness.cli.options import Sectioned, k_values_callback, metric_callback, retrieval_options, run_options, \
+    show_outcome
+from harness.errors import HarnessError
+from harness.retrieval.compress import PRECISIONS
+from harness.retrieval.encode import DEFAULT_MODEL
+
+logger = logging.getLogger("harness")
+
+
+@cli.command()
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="sentence-transformers model name or local model folder.")
+@click.pass_context
+def demo(ctx: click.Context, model: str) -> None:
+    """Score the bundled lesson eval set (15 products, 5 queries) with a model.
+
+    Prints, per query, the relevant ids, the top-3 retrieved ids, Recall@3 and the
+    reciprocal rank (RR@10), then the means and nDCG@10.
+
+    Example:
+
+    \b
+        beir-harness demo
+    """
+    from harness.pipeline.demo import run_demo
+
+    outcome = run_demo(model=model, progress=ctx.obj["progress"])
+    click.echo(_format_demo(outcome))
+
+
+def _format_demo(outcome) -> str:
+    result, run, qrels = outcome.result, outcome.run, outcome.qrels
+    lines = [f"demo: lesson eval set, {result.config['n_docs']} documents, {result.n_queries} queries, "
+             f"model {result.model}", ""]
+    rows = [("query", "relevant", "top-3", "Recall@3", "RR@10")]
+    for query_id in qrels:
+        relevant = sorted(qrels.relevant(query_id), key=lambda d: (len(d), d))
+        top = [hit.doc_id for hit in run.get(query_id, ())[:3]]
+        values = result.per_query[query_id]
+        rows.append((query_id, f"[{', '.join(relevant)}]", f"[{', '.join(top)}]",
+                     f"{values['Recall@3']:.2f}", f"{values['MRR@10']:.2f}"))
+    rows.append(("mean", "", "", f"{result.metrics['Recall@3']:.2f}", f"{result.metrics['MRR@10']:.2f}"))
+    from harness.presentation import align
+
+    lines += align(rows, right=[False] * 5)
+    lines += ["", f"mean Recall@3 {result.metrics['Recall@3']:.2f}   MRR@10 {result.metrics['MRR@10']:.2f}   "
+              f"nDCG@10 {result.metrics['nDCG@10']:.4f}"]
+    return "\n".join(lines)
+
+
+def _config(ctx: click.Context, dataset, model: str, options: dict):
+    """An EvaluateConfig from the shared options (consumed from `options`)."""
+    from harness.retrieval.encode import EncoderSpec
+    from harness.retrieval.index import IndexSpec
+    from harness.pipeline.evaluate import EvaluateConfig
+    from harness.engines.ray_engine import RaySpec
+    from harness.retrieval.compress import CompressionSpec
+    from harness.retrieval.endpoint import EndpointSpec
+    from harness.retrieval.rerank import RerankSpec
+
+    similarity, normalize = options.pop("similarity"), options.pop("normalize")
+    if normalize is None:
+        normalize = similarity == "cosine"
+    elif similarity == "cosine" and not normalize:
+        raise click.UsageError("--similarity cosine needs normalized vectors; use --similarity dot with --no-normalize")
+    index = IndexSpec(kind=options.pop("index_kind"), hnsw_m=options.pop("hnsw_m"),
+                      ef_construction=options.pop("ef_construction"), ef_search=options.pop("ef_search"),
+                      nlist=options.pop("nlist"), nprobe=options.pop("nprobe"), pq_m=options.pop("pq_m"),
+                      pq_nbits=options.pop("pq_nbits"))
+    ray_spec = RaySpec(address=options.pop("ray_address"), local_cpus=options.pop("ray_local"),
+                       shards=options.pop("shards"), gpus_per_worker=options.pop("ray_gpus_per_worker"))
+    if options["engine"] != "ray" and ray_spec != RaySpec():
+        raise click.UsageError("--ray-address, --ray-local, --shards and --ray-gpus-per-worker need --engine ray")
+    rerank = RerankSpec(model=options.pop("rerank_model"), depth=options.pop("rerank_depth"),
+                        batch_size=options.pop("rerank_batch_size"), max_length=options.pop("rerank_max_length")) \
+        if options.get("rerank_model") else None
+    for name in ("rerank_model", "rerank_depth", "rerank_batch_size", "rerank_max_length"):
+        options.pop(name, None)
+    options["rerank"] = rerank
+    encoder = EncoderSpec(normalize=normalize, **{name: options.pop(name) for name in (
+        "max_seq_length", "query_prefix", "doc_prefix", "backend", "precision", "batch_size", "trust_remote_code")})
+    compression = CompressionSpec(**{name: options.pop(name) for name in (
+        "truncate_dim", "embedding_precision", "rescore_multiplier")})
+    endpoint = EndpointSpec(url=options.pop("endpoint"), api_key_env=options.pop("api_key_env"),
+                            batch_size=options.pop("endpoint_batch_size"), concurrency=options.pop("concurrency"),
+                            timeout=options.pop("endpoint_timeout"),
+                            price_per_1m_tokens=options.pop("price_per_1m_tokens"))
+    return EvaluateConfig(dataset_path=dataset, model=model, encoder=encoder, index=index, ray=ray_spec,
+                          compression=compression, endpoint=endpoint, cache=options.pop("use_cache"),
+                          progress=ctx.obj["progress"], **options)
+
+
+@cli.command(cls=Sectioned)
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="The first stage: bm25; a sentence-transformers bi-encoder or SparseEncoder (SPLADE), by hub id, "
+                   "short alias (all-MiniLM-L6-v2) or local folder; openai:MODEL (an OpenAI-compatible embedding "
+                   "service, with --endpoint); hash:DIM (a hashing stand-in, no model). A cross-encoder goes to "
+                   "--rerank.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
+@click.option("--run", "run_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Score this TREC run file (qid Q0 docid rank score tag) instead of retrieving.")
+@click.option("--allow-unknown-docs", is_flag=True,
+              help="With --run: score documents that are not in the corpus as non-relevant instead of refusing "
+                   "the run.")
+@run_options
+@click.pass_context
+def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_path: Path | None,
+             allow_unknown_docs: bool, **options) -> None:
+    """Evaluate a model, or an external run, on a BEIR folder or dataset.
+
+    DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv, or a
+    BEIR dataset name (see `beir-harness datasets list`; cqadupstack/<forum> for CQADupStack),
+    which is downloaded into the data dir when missing.
+    Documents are encoded as (title + " " + text).strip() with normalized embeddings (cached:
+    a rerun encodes nothing), searched with FAISS (exact by default) and scored with trec_eval's
+    rules. --model bm25 runs the BM25 baseline instead.
+
+    Example:
+
+    \b
+        beir-harness evaluate scifact
+        beir-harness evaluate scifact --no-download
+        beir-harness evaluate nfcorpus --k 1,10,100 --json
+        beir-harness evaluate scifact --run my_system.trec
+        beir-harness evaluate scifact --index hnsw --hnsw-m 32 --ef-search 128
+        beir-harness evaluate scifact --model bm25
+        beir-harness evaluate fiqa --model intfloat/e5-small-v2 --query-prefix "query: " --doc-prefix "passage: "
+        beir-harness evaluate scifact --engine ray --ray-local 2
+        beir-harness evaluate hotpotqa --engine ray --ray-address auto --shards 64
+    """
+    from harness.pipeline.evaluate import evaluate_dataset
+
+    if allow_unknown_docs and run_path is None:
+        raise click.UsageError("--allow-unknown-docs applies to --run only")
+    config = _config(ctx, dataset, model, {**options, "run_path": run_path, "allow_unknown_docs": allow_unknown_docs})
+    outcome = evaluate_dataset(config)
+    show_outcome(outcome, as_json)
+
+
+@cli.command(cls=Sectioned)
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
+              help="The TREC run file to write (atomically).")
+@click.option("--queries", "queries_path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="Search these queries (a BEIR queries.jsonl) instead of the dataset's own.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="sentence-transformers model name or local folder (bi-encoder or sparse encoder), or bm25.")
+@retrieval_options
+@click.pass_context
+def retrieve(ctx: click.Context, dataset: Path, out: Path, queries_path: Path | None, model: str, **options) -> None:
+    """Search a corpus for every query and write a TREC run; no judgments needed, nothing scored.
+
+    The same stages, settings, embedding cache and self-hit policy as `evaluate`; --top-k documents
+    per query (default 100). Score the run later with `evaluate DATASET --run FILE`.
+
+    Example:
+
+    \b
+        beir-harness retrieve scifact --model bm25 --out bm25.trec
+        beir-harness retrieve ./my-corpus --queries new-queries.jsonl --out run.trec --top-k 1000
+    """
+    from harness.pipeline.retrieve import retrieve as run_retrieval
+
+    config = _config(ctx, dataset, model, {**options, "output_dir": None, "k_values": (1,)})
+    run = run_retrieval(config, out, queries_path)
+    click.echo(f"{out}: {len(run)} queries, up to {max((run.depth(q) for q in run), default=0)} documents each "
+               f"({run.name})")
+
+
+def _comma_list(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items:
+        raise click.BadParameter("give at least one name, comma-separated")
+    return list(dict.fromkeys(items))
+
+
+def _int_list(param: click.Parameter, value: str | None) -> list[int]:
+    """A comma-separated list of integers ("384,256"), or a usage error naming the option."""
+    items = [item.strip() for item in (value or "").split(",") if item.strip()]
+    bad = [item for item in items if not item.lstrip("-").isdigit()]
+    if bad:
+        raise click.BadParameter(f"{bad[0]!r} is not an integer (e.g. 384,256,128)", param=param)
+    return [int(item) for item in items]
+
+
+def _precisions(param: click.Parameter, value: str | None) -> list[str]:
+    items = list(dict.fromkeys(item.strip() for item in (value or "").split(",") if item.strip()))
+    bad = [item for item in items if item not in PRECISIONS]
+    if bad:
+        raise click.BadParameter(f"unknown precision {bad[0]!r}; use {', '.join(PRECISIONS)}", param=param)
+    return items
+
+
+def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    from harness.pipeline.systems import parse_systems, split_systems
+
+    try:
+        items = split_systems(value)
+        parse_systems(items)  # labels (LABEL=SYSTEM) checked here, so a bad one is a usage error (exit 2)
+    except HarnessError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if not items:
+        raise click.BadParameter("give at least one system, comma-separated")
+    return items
+
+
+@cli.command(cls=Sectioned)
+@click.option("--models", "--systems", "models", required=True, callback=_systems,
+              help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
+                   "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
+                   "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf; "
+                   "each optionally labelled LABEL=SYSTEM (e.g. 'hybrid=rrf(bm25, e5)'), its name in every table.")
+@click.option("--datasets", "dataset_names", required=True, callback=_comma_list,
+              help="Comma-separated datasets: registry names or BEIR folders.")
+@click.option("--metric", default="nDCG@10", show_default=True, callback=lambda ctx, param, value: metric_callback(ctx, param,
+              value), help="Metric of the summary table.")
+@click.option("--force", is_flag=True, help="Redo cells whose result already exists with the same settings.")
+@click.option("--truncate-dims", callback=lambda ctx, param, value: _int_list(param, value), default=None,
+              metavar="D,...", help="An axis of the grid: each dense system at each of these dimensions.")
+@click.option("--embedding-precisions", callback=lambda ctx, param, value: _precisions(param, value), default=None,
+              metavar="P,...",
+              help="An axis of the grid: each dense system stored in each of these precisions (float32, int8, uint8, "
+                   "binary, ubinary).")
+@click.option("--rescore-multipliers", callback=lambda ctx, param, value: _int_list(param, value), default=None,
+              metavar="M,...", help="An axis of the grid for compressed precisions, e.g. 0,2 (raw and rescored).")
+@run_options
+@click.pass_context
+def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metric: str, force: bool,
+          truncate_dims: list[int], embedding_precisions: list[str], rescore_multipliers: list[int],
+          **options) -> None:
+    """Evaluate a grid of models × datasets; resumable.
+
+    Each cell writes its result as `evaluate` does. A cell whose result already exists with the
+    same settings (config hash) is skipped unless --force; a failing cell is reported and the
+    rest go on (exit code 1 at the end). A fusion's systems are evaluated too, then their saved runs
+    fused as `fuse` does. Prints a summary table and rewrites
+    <output-dir>/results.csv, one row per dataset × model × split × metric.
+
+    Example:
+
+    \b
+        beir-harness bench --models all-MiniLM-L6-v2,bm25 --datasets scifact,nfcorpus
+        beir-harness bench --models bm25 --datasets scifact,./my-eval-set --metric Recall@100
+        beir-harness bench --systems "bm25, all-MiniLM-L6-v2, rrf(bm25, all-MiniLM-L6-v2)" --datasets scifact
+        beir-harness bench --systems "bm25, e5=intfloat/e5-small-v2, hybrid=wsum(bm25, intfloat/e5-small-v2, \
+            weights=0.3:0.7)" --datasets scifact
+        beir-harness bench --models all-MiniLM-L6-v2 --datasets scifact --truncate-dims 384,256,128,64 \
+            --embedding-precisions float32,int8,binary --rescore-multipliers 0,2
+    """
+    from harness.pipeline.bench import run_bench
+    from harness.retrieval.compress import compression_grid
+
+    from harness.pipeline.systems import parse_system
+
+    base = _config(ctx, None, parse_system(models[0]).spec, options)
+    axes = truncate_dims or embedding_precisions or rescore_multipliers
+    compressions = compression_grid(base.compression, truncate_dims or (), embedding_precisions or (),
+                                    rescore_multipliers or ()) if axes else []
+    report = run_bench(models, dataset_names, base, force=force, compressions=compressions)
+    click.echo(report.format_table(metric))
+    if report.csv_path:
+        logger.info("wrote %s", report.csv_path)
+    if report.failed:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("dataset")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="sentence-transformers model name or local folder.")
+@click.option("--split", default="test", show_default=True, help="Qrels split.")
+@click.option("--k", "k_values", default="1,3,5,10,100", show_default=True, callback=k_values_callback,
+              help="Comma-separated cutoffs.")
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1),
+              help="Texts per forward pass (both pipelines).")
+@click.option("--tolerance", type=float, default=1e-4, show_default=True,
+              help="Largest |ours - BEIR| called agreement; exit 1 above it.")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
+@click.option("--cache/--no-cache", "use_cache", default=True, show_default=True,
+              help="Let our side reuse cached embeddings (BEIR's side always encodes).")
+@click.option("--device", default=None, metavar="DEVICE",
+              help="Where both sides run: auto, cpu, cuda, cuda:N, mps [default: $BEIR_HARNESS_DEVICE, else auto].")
+@click.pass_context
+def crosscheck(ctx: click.Context, dataset: str, model: str, split: str, k_values: tuple[int, ...], batch_size: int,
+               tolerance: float, data_dir: Path | None, use_cache: bool, device: str | None) -> None:
+    """Run BEIR's own pipeline beside ours and print both metric sets and their differences.
+
+    BEIR's side: GenericDataLoader, SentenceBERT, DenseRetrievalExactSearch (cosine),
+    EvaluateRetrieval. Self-hits are dropped on both sides, as BEIR's search always does.
+    Exit 1 if any metric differs by more than --tolerance.
+
+    Example:
+
+    \b
+        beir-harness crosscheck scifact
+        beir-harness crosscheck nfcorpus --model all-MiniLM-L6-v2 --k 10,100
+    """
+    from harness.pipeline.crosscheck import crosscheck as run
+
+    result = run(dataset, model, split, k_values, batch_size, data_dir, cache=use_cache, progress=ctx.obj["progress"],
+                 device=device)
+    click.echo(result.format_text(tolerance))
+    if result.largest() > tolerance:
+        sys.exit(1)

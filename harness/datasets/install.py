@@ -1,0 +1,89 @@
+"""The install primitives every way into the data dir uses (`harness.datasets.catalog`: BEIR's zips and folders;
+`harness.datasets.nanobeir`: NanoBEIR's parquet files): where the data dir and the mirror are, the stamp that
+marks a folder installed, the per-dataset lock, the record of an install, the clock the stamp records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/"
+STAMP = ".beir-harness.json"
+
+
+def data_dir(option: str | Path | None = None) -> Path:
+    """The data dir: the option, else ``$BEIR_HARNESS_DATA_DIR``, else ``./datasets``."""
+    return Path(option or os.environ.get("BEIR_HARNESS_DATA_DIR") or "datasets")
+
+
+def base_url(option: str | None = None) -> str:
+    """The download base URL: the option, else ``$BEIR_HARNESS_MIRROR``, else BEIR's server."""
+    url = option or os.environ.get("BEIR_HARNESS_MIRROR") or DEFAULT_BASE_URL
+    return url if url.endswith("/") else url + "/"
+
+
+def read_stamp(folder: Path) -> dict[str, Any] | None:
+    """The stamp of an installed dataset folder, or None when it is not (completely) installed."""
+    try:
+        return json.loads((folder / STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def locked(root: Path, name: str) -> Iterator[None]:
+    """Hold ``<root>/.locks/<name>.lock`` exclusively; the file (and an empty ``.locks``) is removed on release.
+
+    Removing a lock file is safe only with a check: a process that waited on the file just removed holds a
+    lock nobody else can see, so after locking it verifies that the path still names its file, else retries.
+    """
+    locks = root / ".locks"
+    path = locks / f"{name}.lock"
+    while True:
+        locks.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("%s: another process is working on it; waiting", name)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(handle.fileno()).st_ino:
+            break
+        handle.close()  # the holder before us removed this file: lock the one at the path now
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+        with contextlib.suppress(OSError):
+            locks.rmdir()  # only when empty
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A dataset folder in the data dir and its stamp."""
+
+    name: str
+    path: Path
+    stamp: dict[str, Any]
+
+
+def now() -> str:
+    """The time an install is stamped with: UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

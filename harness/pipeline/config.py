@@ -1,0 +1,141 @@
+"""What one evaluation is asked to do (`EvaluateConfig`), and what follows from it alone: the depth, the
+recorded model name, the device and the loaded model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.io.cache import cache_dir
+from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_MODEL, Encoder, EncoderSpec
+from harness.retrieval.devices import DeviceSpec
+from harness.retrieval.rerank import RerankSpec
+from harness.retrieval.compress import CompressionSpec
+from harness.retrieval.endpoint import ENDPOINT_PREFIX, EndpointSpec
+from harness.retrieval.index import IndexSpec
+from harness.engines.ray_engine import RaySpec
+from harness.retrieval import onnx_backend  # noqa: F401 - registers the onnx runtimes that `load_model` may ask for
+
+DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
+# Every result stores every metric family at these cutoffs (up to its depth), whatever was asked to
+# be shown, so that results of one dataset stay comparable and a table never loses a column.
+STANDARD_K = (1, 3, 5, 10, 20, 100, 1000)
+BM25_MODEL = "bm25"  # --model bm25 selects the lexical baseline instead of a dense model
+DEFAULT_DEPTH = 100
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """What to evaluate and how.
+
+    Attributes:
+        dataset_path: A BEIR folder, or a registry name (``scifact``, ``cqadupstack/android``)
+            resolved in `data_dir` and downloaded when missing (unless `download` is False).
+        split: The qrels split to score.
+        model: sentence-transformers name or local folder (ignored with `run_path`).
+        k_values: Cutoffs shown; every metric family is stored at each of them and at every
+            `STANDARD_K` cutoff up to the depth.
+        top_k: Documents retrieved and kept per query; None means max(100, largest k).
+        encoder: How the model turns texts into vectors (`harness.retrieval.encode.EncoderSpec`: truncation,
+            normalization, prefixes, backend, precision, batch size).
+        ignore_identical_ids: The self-hit policy: True drops a retrieved document whose id
+            equals the query id; None takes the registry's policy for a known BEIR dataset
+            name and False otherwise.
+        run_path: Score this TREC run instead of retrieving.
+        output_dir: Where result files go; None writes nothing.
+        dataset_name: Name recorded in the result; None means the folder or registry name.
+        progress: Show progress bars on stderr.
+        data_dir: Where registry datasets live (see `harness.datasets.catalog.data_dir`).
+        download: Download a registry dataset that is not installed.
+        base_url: Download mirror (see `harness.datasets.catalog.base_url`).
+        cache: Reuse and store embeddings in the content-addressed cache (`harness.io.cache`).
+        cache_dir: The cache root; None means `harness.io.cache.cache_dir`'s default (one per user).
+        threads: torch and faiss threads; None leaves their defaults (all cores).
+        index: Which FAISS index to search (`harness.retrieval.index.IndexSpec`); flat (exact) by default.
+        compression: Matryoshka truncation and the stored precision (int8, binary...) derived from the float32
+            vectors (`harness.retrieval.compress.CompressionSpec`); none by default.
+        endpoint: The embedding service of an ``openai:MODEL`` model (`harness.retrieval.endpoint.EndpointSpec`).
+        chunk_size: Documents encoded (and cached) per chunk.
+        checkpoint_seconds: Inside a chunk, store what is encoded whenever this much encoding time
+            has passed since the last write, so a killed run loses at most about this much work.
+        token_budget: Batch documents by tokens (texts × longest text's tokens ≤ budget) instead
+            of `batch_size` texts (`harness.retrieval.encode.plan_batches`); None: by count.
+        engine: ``local`` encodes in this process; ``ray`` fans the corpus out over a Ray cluster
+            (`harness.engines.ray_engine`; needs the ``[ray]`` extra and the cache on a shared filesystem).
+        ray: Which cluster and how many shards, for the ``ray`` engine.
+        device: ``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``cuda:all``, ``mps`` or a comma-separated
+            list (one worker process per device); None means ``$BEIR_HARNESS_DEVICE`` or ``auto``
+            (`harness.retrieval.devices`). Not part of the configuration: devices change vectors by float
+            rounding only.
+        rerank: Rerank the first stage's top documents with a cross-encoder (`harness.retrieval.rerank`);
+            the result then holds `rerank.depth` documents per query.
+        name: The label the result carries in every report, table and plot; None means the model
+            name, followed by the variant's tokens for a non-default configuration.
+        allow_unknown_docs: Score an external run that names documents absent from the corpus
+            (as non-relevant, noted in the result) instead of refusing it.
+    """
+
+    dataset_path: Path | str
+    split: str = "test"
+    model: str = DEFAULT_MODEL
+    k_values: tuple[int, ...] = DEFAULT_K_VALUES
+    top_k: int | None = None
+    encoder: EncoderSpec = field(default_factory=EncoderSpec)
+    ignore_identical_ids: bool | None = None
+    run_path: Path | None = None
+    output_dir: Path | None = Path("results")
+    dataset_name: str | None = None
+    progress: bool = True
+    data_dir: Path | None = None
+    download: bool = True
+    base_url: str | None = None
+    cache: bool = True
+    cache_dir: Path | None = None
+    threads: int | None = None
+    index: IndexSpec = field(default_factory=IndexSpec)
+    compression: CompressionSpec = field(default_factory=CompressionSpec)
+    endpoint: EndpointSpec = field(default_factory=EndpointSpec)
+    chunk_size: int = 16384
+    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
+    token_budget: int | None = None
+    engine: str = "local"
+    ray: RaySpec = field(default_factory=RaySpec)
+    device: str | None = None
+    rerank: RerankSpec | None = None
+    name: str | None = None
+    allow_unknown_docs: bool = False
+
+
+def retrieval_depth(config: EvaluateConfig) -> int:
+    """Documents kept per query: the rerank depth when reranking, else `top_k`, else the larger of 100
+    and the largest cutoff asked for."""
+    if config.rerank is not None:
+        return config.rerank.depth
+    return config.top_k if config.top_k is not None else max(DEFAULT_DEPTH, max(config.k_values, default=0))
+
+
+def run_model_name(config: EvaluateConfig) -> str:
+    """The model name a result of `config` is recorded under, known before anything loads."""
+    from harness.retrieval.encode import canonical_model_name
+
+    if config.run_path is not None:
+        return f"run:{Path(config.run_path).name}"
+    return BM25_MODEL if config.model.lower() == BM25_MODEL else canonical_model_name(config.model)
+
+
+def first_device(config: EvaluateConfig) -> str:
+    """The device a model of `config` loads on: the first of its devices, ``auto`` resolved now."""
+    device = (config.device or "cpu").split(",")[0]
+    return DeviceSpec(device, config.encoder.precision).resolve()[0] if device == "auto" else device
+
+
+def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
+    """Load `config.model` with `config.encoder`'s settings, on `device` (default: `first_device`); an
+    ``openai:MODEL`` is its service (`harness.retrieval.endpoint`), which remembers its identity in the cache."""
+    if config.model.startswith(ENDPOINT_PREFIX):
+        from harness.retrieval.endpoint import EndpointEncoder
+
+        spec = config.encoder
+        return EndpointEncoder(config.model, config.endpoint, spec.normalize, spec.query_prefix, spec.doc_prefix,
+                               cache_dir(config.cache_dir) / "models" if config.cache else None)
+    return config.encoder.load(config.model, device or first_device(config), cache_dir(config.cache_dir))

@@ -1,0 +1,400 @@
+"""The dense first stage: a bi-encoder's corpus vectors from the embedding cache or encoded (here, on Ray, or on
+several devices), the vector index (built, or loaded from the cache), the query vectors, the search.
+
+The conductor (`harness.pipeline.evaluate`) calls `dense_stage`; everything else here is its inside."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
+from harness.retrieval.encode import Encoder, encode_corpus, resolve_model_source
+from harness.errors import HarnessError, OutputError
+from harness.io.formats import content_digest
+from harness.retrieval.compress import CompressionSpec
+from harness.retrieval.endpoint import ENDPOINT_PREFIX
+from harness.retrieval.index import IndexSpec
+from harness.records import Doc, Query, Run
+from harness.pipeline.config import EvaluateConfig, load_model
+from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
+    checked_corpus
+
+logger = logging.getLogger(__name__)
+
+
+def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
+    """The model, or — when its fingerprint is remembered — a stand-in that loads it only if needed.
+
+    The fingerprint (a hash of the weights) needs the loaded model; it is remembered under a cheap
+    key of the model's files and the settings, so a rerun whose embeddings are all cached loads
+    nothing.
+    """
+    from harness.io.cache import model_files_key, recall_fingerprint, remember_fingerprint
+    from harness.retrieval.encode import LazyEncoder
+
+    if not config.cache or config.model.startswith(ENDPOINT_PREFIX):
+        return load_model(config)  # a service remembers its own identity (no weights to hash)
+    root = cache_dir(config.cache_dir)
+    settings = {"model": config.model, **config.encoder.to_config()}
+    if config.encoder.backend == "onnx-int8":
+        from harness.host import local_kernel_class
+
+        settings["int8_kernels"] = local_kernel_class()  # int8 vectors differ by CPU kernel class
+    key = model_files_key(source, settings)
+    remembered = recall_fingerprint(root, key) if key else None
+    if remembered is not None and "fingerprint" in remembered:
+        return LazyEncoder(remembered["fingerprint"], lambda: load_model(config), remembered.get("dimension"),
+                           remembered.get("device"))
+    encoder = load_model(config)
+    fingerprint = encoder.fingerprint()
+    if key is not None and fingerprint is not None:
+        remember_fingerprint(root, key, {"fingerprint": fingerprint, "dimension": encoder.dimension,
+                                         "device": _device_used(encoder, config)})
+    return encoder
+
+
+def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None, depth: int, top_k: int,
+           clock: Clock) -> FirstStage:
+    """A bi-encoder: load (or not, when the cache holds everything), encode, index, search."""
+    with clock.stage("load"):
+        # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
+        corpus_sha256, corpus_lines = content_digest(inputs.folder.corpus, check_ids=True)
+        corpus = inputs.corpus_state(corpus_sha256)
+        model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
+        if encoder is None:
+            encoder = _model_or_lazy(config, model_source)
+        config.index.check(encoder.dimension)  # before encoding, so a bad --pq-m costs nothing
+        config.compression.check(encoder.dimension)
+        config = replace(config, compression=config.compression.effective(encoder.dimension))
+    chunk_size = config.chunk_size
+    if config.engine == "ray" and config.ray.shards is not None:
+        from harness.engines.ray_engine import shard_size
+
+        chunk_size = shard_size(corpus_lines, config.ray.shards)
+    run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
+                             config, clock, corpus, chunk_size)
+    check_corpus(inputs.folder, corpus)
+    record = dict(
+        model_source=model_source,
+        **(config.index.to_config() | ({"nlist": int(quality["nlist"])} if "nlist" in quality else {})),
+        similarity="cosine" if encoder.normalize else "dot",
+        **encoder.settings(),
+        batch_size=config.encoder.batch_size,
+        doc_text=DOC_TEXT_RULE,
+        embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
+        threads=config.threads,
+        engine=config.engine,
+        device=_device_used(encoder, config),
+        **({"shard_size": chunk_size} if config.engine == "ray" else {}),
+    ) | _compression_record(config.compression, quality, encoder.dimension)  # the stored dimension wins
+    recalls = {n: v for n, v in quality.items() if n.startswith("recall")}
+    if recalls:
+        logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in recalls.items()))
+    return FirstStage(run, corpus, encoder.name, record, quality, config)
+
+
+def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimension: int) -> dict[str, object]:
+    """What the result records of the stored vectors: their dimension and size per document (the index's
+    serialized size / documents), and for a compressed index the settings, how it searched and what its int8
+    ranges were computed on."""
+    record: dict[str, object] = {"dimension": spec.truncate_dim or dimension}
+    if "bytes_per_doc" in quality:
+        record["bytes_per_doc"] = round(quality["bytes_per_doc"], 2)
+    if spec.truncate_dim is not None:
+        record["truncate_dim"] = spec.truncate_dim
+    if not spec.compressed:
+        return record
+    record.update(embedding_precision=spec.embedding_precision, rescore_multiplier=spec.rescore_multiplier,
+                  compressed_index="IndexBinaryFlat (Hamming)" if spec.binary else
+                  f"IndexScalarQuantizer (QT_8bit_direct{'_signed' if spec.embedding_precision == 'int8' else ''},"
+                  " exact inner product of the codes)",
+                  rescore="float32 query · float32 document vectors" if spec.rescore_multiplier else "none")
+    if "calibration_docs" in quality:
+        record["calibration"] = f"per-dimension min/max over all {int(quality['calibration_docs'])} corpus vectors"
+    return record
+
+
+def _device_used(encoder: Encoder, config: EvaluateConfig) -> str:
+    """Where the model ran, for the result: its actual device; for a model not loaded (every vector
+    cached), the device it ran on when it made them, as remembered with its fingerprint."""
+    device = encoder.device
+    return device if device is not None and config.engine == "local" and "," not in str(config.device) \
+        else str(config.device)
+
+
+class _IndexBuilder:
+    """The vector index of one dense evaluation, fed chunk by chunk.
+
+    With a cached approximate index for these embeddings, the chunks are only kept (memory-mapped,
+    for exact search) until that index loads; otherwise they go into a new index, built at the end
+    and cached when it is approximate.
+    """
+
+    def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool,
+                 compression: tuple[CompressionSpec, bool] = (CompressionSpec(), True),
+                 calibration_file: Path | None = None):
+        from harness.retrieval.index import DocIds
+
+        self.spec, self.index_file, self.use_cached = spec, index_file, usable
+        self.compression, self.calibration_file = compression, calibration_file
+        self.index = None
+        self.loaded_ids, self.loaded_vectors = DocIds(), []
+        self.seconds = 0.0
+
+    def add(self, doc_ids: list[str], vectors) -> None:
+        from harness.retrieval.compress import CompressedIndex
+        from harness.retrieval.index import VectorIndex
+
+        added = time.perf_counter()
+        compression, normalize = self.compression
+        vectors = compression.prepare(vectors, normalize)  # a Matryoshka truncation: sliced, renormalized
+        if self.use_cached:
+            self.loaded_ids.extend(doc_ids)
+            self.loaded_vectors.append(vectors)
+        else:
+            if self.index is None:
+                self.index = CompressedIndex(vectors.shape[1], compression, self.calibration_file) \
+                    if compression.compressed else VectorIndex(vectors.shape[1], self.spec)
+            self.index.add(doc_ids, vectors)
+        self.seconds += time.perf_counter() - added
+
+    def reset(self) -> None:
+        """Forget everything added (the cache entry being read turned out damaged)."""
+        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file)
+
+    def finish(self, writable: bool):
+        """The built (or cached) index, or None when no vector was added."""
+        built = time.perf_counter()
+        if self.use_cached and self.loaded_vectors:
+            self.index = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors, writable)
+            self.loaded_vectors.clear()
+        elif self.index is not None:
+            self.index.build()
+            if self.index_file is not None and writable:
+                try:
+                    self.index.save(self.index_file)
+                except OutputError as exc:
+                    logger.warning("could not cache the index (%s); continuing", exc)
+        self.seconds += time.perf_counter() - built
+        return self.index
+
+
+def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth: int, top_k: int,
+              config: EvaluateConfig, clock: Clock, corpus: CorpusState,
+              chunk_size: int) -> tuple[Run, dict[str, float]]:
+    """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search."""
+    started = time.perf_counter()
+    fingerprint = encoder.fingerprint() if config.cache else None
+    cache_root = cache_dir(config.cache_dir) if fingerprint is not None else None
+    compression = (config.compression, encoder.normalize)
+    entry, builder = None, _IndexBuilder(config.index, None, False, compression)
+    if cache_root is not None:
+        logger.info("embedding cache: %s", cache_root)
+        entry = embedding_entry(cache_root, {"kind": "corpus", "model": fingerprint, "text_rule": DOC_TEXT_RULE,
+                                             "dtype": "float32", "corpus_sha256": corpus.sha256},
+                                {"dataset": corpus.dataset})
+        builder = _IndexBuilder(config.index, *_cached_index_file(cache_root, entry, config.index,
+                                                                   config.compression), compression,
+                                _calibration_file(cache_root, entry, config.compression))
+        _from_cache(entry, builder, corpus)
+    encode_seconds = 0.0 if corpus.cached else _encode_missing(encoder, docs, config, entry, builder, fingerprint,
+                                                               chunk_size)
+    index = builder.finish(entry is not None and entry.writable)
+    # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
+    corpus_seconds = time.perf_counter() - started
+    clock.add("encode", encode_seconds)
+    clock.add("index", builder.seconds)
+    clock.add("load", corpus_seconds - encode_seconds - builder.seconds)
+    if index is None:
+        return Run.from_scores({}), {}
+    with clock.stage("encode"):
+        query_vectors = config.compression.prepare(
+            _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset), encoder.normalize)
+    return _search(index, encoder.name, queries, query_vectors, depth, top_k,
+                   config.index.kind != "flat" or config.compression.compressed, clock)
+
+
+def _cached_index_file(cache_root: Path, entry, spec: IndexSpec,
+                       compression: CompressionSpec) -> tuple[Path | None, bool]:
+    """Where an approximate index over this entry (truncated as `compression` says) is cached, and whether it
+    can be used now."""
+    if spec.kind == "flat":
+        return None, False
+    import faiss
+
+    truncation = {"truncate_dim": compression.truncate_dim} if compression.truncate_dim is not None else {}
+    path = cache_root / "indexes" / (content_key(
+        {"embeddings": entry.key, "index": asdict(spec), "faiss": faiss.__version__, **truncation}) + ".faiss")
+    return path, entry.complete and path.is_file()
+
+
+def _calibration_file(cache_root: Path, entry, compression: CompressionSpec) -> Path | None:
+    """Where the int8/uint8 ranges of this entry's corpus vectors (truncated as `compression` says) are kept."""
+    if compression.embedding_precision not in ("int8", "uint8"):
+        return None
+    return cache_root / "indexes" / (content_key({"embeddings": entry.key, "calibration": "minmax",
+                                                  "truncate_dim": compression.truncate_dim}) + ".ranges.npz")
+
+
+def _from_cache(entry, builder: _IndexBuilder, corpus: CorpusState) -> None:
+    """Feed a complete entry's chunks to the index (memory-mapped); a damaged entry is dropped and forgotten."""
+    if not entry.complete:
+        return
+    try:
+        for doc_ids, vectors in entry.chunks(mmap=True):
+            corpus.tick(doc_ids)
+            builder.add(doc_ids, vectors)
+        corpus.cached = True
+        logger.info("corpus embeddings from the cache (%s)", entry.root)
+    except CacheCorrupt as exc:
+        logger.warning("damaged cache entry, recomputing: %s", exc)
+        entry.drop()
+        builder.reset()
+        corpus.n_docs, corpus.cached, corpus.unseen = 0, False, set(corpus.judged)
+
+
+def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfig, entry, builder: _IndexBuilder,
+                    fingerprint, chunk_size: int) -> float:
+    """Encode what the cache lacks — here, or on Ray / several devices — into the entry and the index.
+
+    Returns:
+        Seconds spent encoding (or waiting for the workers).
+    """
+    from harness.retrieval.index import TRAINED
+
+    devices = (config.device or "cpu").split(",")
+    seconds = 0.0
+    n_chunks = 0
+    if config.engine == "ray" or len(devices) > 1:
+        if entry is None:
+            raise HarnessError(f"{'the ray engine' if config.engine == 'ray' else 'several devices'} need a model "
+                               "with a weight fingerprint, for the embedding cache the workers write into")
+        resumable = entry.resumable(chunk_size)
+        entry.start(chunk_size)
+        chunks = _fan_out(config, fingerprint, docs, entry, chunk_size, devices,
+                          cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids)
+    else:
+        if entry is not None:
+            done = entry.done_chunks(chunk_size)
+            entry.start(chunk_size)  # drops a partial entry of another chunk size: its pieces cannot fit
+            if done:
+                logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done, chunk_size)
+        chunks = encode_corpus(encoder, docs, chunk_size=chunk_size, batch_size=config.encoder.batch_size,
+                               progress=config.progress, store=entry, checkpoint_seconds=config.checkpoint_seconds,
+                               token_budget=config.token_budget)
+    # A trained index keeps every vector until it is built (and for exact search after): memory maps of
+    # the cache's chunk files then, so that memory does not grow with the corpus.
+    keep_mapped = config.index.kind in TRAINED or config.compression.compressed
+    local = config.engine != "ray" and len(devices) == 1
+    for n_chunks, (doc_ids, vectors, spent) in enumerate(chunks, start=1):
+        seconds += spent
+        # Fanned-out chunks are in the cache already; a local chunk with spent == 0 came whole from it.
+        if local and entry is not None and (spent or not entry.has_chunk(n_chunks - 1)):
+            entry.write_chunk(n_chunks - 1, doc_ids, vectors)
+            if keep_mapped and entry.writable:
+                vectors = _mapped(entry, n_chunks - 1, vectors)
+        builder.add(doc_ids, vectors)
+    if entry is not None and builder.index is not None:
+        entry.finish(n_chunks, len(builder.index), builder.index.dimension)
+    return seconds
+
+
+def _search(index, name: str, queries: list[Query], query_vectors, depth: int, top_k: int, approximate: bool,
+            clock: Clock) -> tuple[Run, dict[str, float]]:
+    """Search the index; an approximate one is also measured against exact search on the same vectors."""
+    from harness.retrieval.index import recall_of_exact
+
+    query_ids = [query.query_id for query in queries]
+    with clock.stage("search"):
+        run = index.search(query_ids, query_vectors, depth, name=name)
+    quality: dict[str, float] = index.facts()
+    if approximate:
+        with clock.stage("exact_search"):
+            cut = min(top_k, len(index))
+            reference = index.exact_search(query_ids, query_vectors, depth)
+            for k in sorted({min(10, cut), cut}):
+                quality[f"recall_of_exact@{k}"] = recall_of_exact(run, reference, k)
+    return run, quality
+
+
+def _fan_out(config: EvaluateConfig, fingerprint, docs: Iterator[Doc], entry, chunk_size: int, devices: list[str],
+             cached) -> Iterator:
+    """The engines that encode chunks in other processes: Ray actors, or one local worker per device."""
+    from functools import partial
+
+    from harness.engines.shards import EncodeJob
+
+    job = EncodeJob(partial(load_model, config), fingerprint, entry, chunk_size, config.encoder.batch_size,
+                    config.checkpoint_seconds, config.token_budget)
+    if config.engine == "ray":
+        from harness.engines.ray_engine import encode_corpus_ray
+
+        return encode_corpus_ray(job, docs, config.ray, progress=config.progress, cached=cached)
+    from harness.engines.multi_device import encode_corpus_devices
+
+    return encode_corpus_devices(job, docs, devices, progress=config.progress, cached=cached)
+
+
+def _mapped(entry, index: int, vectors):
+    """The chunk just written, memory-mapped from the cache (or the in-memory vectors if unreadable)."""
+    try:
+        _, mapped = entry.read_chunk(index, mmap=True)
+    except CacheCorrupt:
+        return vectors
+    return mapped if mapped.shape == vectors.shape else vectors
+
+
+def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bool = True):
+    """The cached approximate index over these chunks, or (damaged) one rebuilt from them and stored in its place."""
+    from harness.retrieval.index import TRAINED, VectorIndex
+
+    dimension = chunks[0].shape[1]
+    try:
+        index = VectorIndex.load(path, dimension, spec, doc_ids)
+        if spec.kind in TRAINED:
+            index.attach_vectors(chunks)  # for exact search
+        logger.info("%s index from the cache (%s)", spec.kind, path)
+        return index
+    except ValueError as exc:
+        logger.warning("damaged cached index, rebuilding: %s", exc)
+        rebuilt = VectorIndex(dimension, spec)
+        start = 0
+        for vectors in chunks:
+            rebuilt.add(doc_ids[start:start + len(vectors)], vectors)
+            start += len(vectors)
+        rebuilt.build()
+        if writable:  # replace the damaged file, or every later run rebuilds (and warns) again
+            try:
+                rebuilt.save(path)
+            except OutputError as save_error:
+                logger.warning("could not cache the rebuilt index (%s); continuing", save_error)
+        return rebuilt
+
+
+def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str):
+    """Encode the queries, or load them from the cache (keyed by the exact ids and texts)."""
+    texts = [query.text for query in queries]
+    if cache_root is None:
+        return encoder.encode_queries(texts)
+    texts_sha = hashlib.sha256(json.dumps([[q.query_id, q.text] for q in queries]).encode()).hexdigest()
+    entry = embedding_entry(cache_root, {"kind": "queries", "model": fingerprint, "dtype": "float32",
+                                         "queries_sha256": texts_sha}, {"dataset": dataset})
+    if entry.complete:
+        try:
+            (ids, vectors), = list(entry.chunks())
+            if ids == [query.query_id for query in queries]:
+                return vectors
+        except (CacheCorrupt, ValueError) as exc:
+            logger.warning("damaged cache entry, recomputing: %s", exc)
+        entry.drop()
+    vectors = encoder.encode_queries(texts)
+    entry.start(len(texts))
+    entry.write_chunk(0, [query.query_id for query in queries], vectors)
+    entry.finish(1, len(texts), vectors.shape[1])
+    return vectors

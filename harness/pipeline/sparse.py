@@ -1,0 +1,114 @@
+"""The sparse first stages: BM25, and learned sparse encoders (rows cached per chunk, exact search).
+
+The conductor (`harness.pipeline.evaluate`) calls `bm25_stage` or `learned_sparse_stage`; `is_sparse_model` tells
+which models take the second."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from harness.io.cache import cache_dir, embedding_entry
+from harness.retrieval.encode import HASH_PREFIX, model_folder, resolve_model_source
+from harness.errors import HarnessError
+from harness.io.formats import BeirFolder, content_digest
+from harness.retrieval.endpoint import ENDPOINT_PREFIX
+from harness.records import Query, Run, doc_text
+from harness.pipeline.config import BM25_MODEL, EvaluateConfig, first_device, run_model_name
+from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
+    checked_corpus
+
+logger = logging.getLogger(__name__)
+
+
+SPARSE_CHUNK = 1024  # sparse rows are cached per chunk; a small chunk bounds what a kill loses
+
+
+def is_sparse_model(config: EvaluateConfig) -> bool:
+    """Whether `config.model` is a learned sparse encoder (a SparseEncoder folder), which `learned_sparse_stage` runs."""
+    from harness.retrieval.rerank import model_kind
+
+    return config.run_path is None and config.model.lower() != BM25_MODEL and \
+        not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX)) and \
+        model_kind(model_folder(config.model)) == "sparse-encoder"
+
+
+def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, queries: list[Query],
+                     depth: int) -> tuple[Run, dict]:
+    """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search."""
+    from harness.io.cache import CacheCorrupt as Corrupt
+    from harness.retrieval.encode import chunked
+    from harness.retrieval.learned_sparse import SparseIndex, SparseModel
+
+    spec = config.encoder
+    if spec.backend != "torch":
+        raise HarnessError(f"backend {spec.backend} is for dense models; a sparse encoder runs with torch")
+    source = resolve_model_source(config.model)
+    model = SparseModel(run_model_name(config), source, spec.batch_size, first_device(config), spec.precision,
+                        spec.max_seq_length)
+    index = SparseIndex()
+    entry = embedding_entry(cache_dir(config.cache_dir), {
+        "kind": "sparse-corpus", "model": model.fingerprint(), "text_rule": DOC_TEXT_RULE, "dtype": "float32",
+        "corpus_sha256": corpus.sha256}, {"dataset": corpus.dataset}, sparse=True) if config.cache else None
+    if entry is not None and entry.complete:
+        try:
+            for doc_ids, rows in entry.chunks():
+                corpus.tick(doc_ids)
+                index.add(doc_ids, rows)
+            corpus.cached = True
+        except Corrupt as exc:
+            logger.warning("damaged cache entry, recomputing: %s", exc)
+            entry.drop()
+            index, corpus.n_docs, corpus.unseen = SparseIndex(), 0, set(corpus.judged)
+    if not corpus.cached:
+        chunk_size = min(config.chunk_size, SPARSE_CHUNK)
+        if entry is not None:
+            entry.start(chunk_size)
+        n_chunks = 0
+        for n_chunks, chunk in enumerate(chunked(checked_corpus(folder, corpus), chunk_size), start=1):
+            doc_ids = [doc.doc_id for doc in chunk]
+            rows = None
+            if entry is not None and entry.chunk_ids(n_chunks - 1) == doc_ids:
+                try:
+                    rows = entry.read_chunk(n_chunks - 1)[1]  # a killed run's finished chunk
+                except Corrupt:
+                    rows = None
+            if rows is None:
+                rows = model.encode_docs([doc_text(doc) for doc in chunk])
+                if entry is not None:
+                    entry.write_chunk(n_chunks - 1, doc_ids, rows)
+            index.add(doc_ids, rows)
+        if entry is not None and len(index):
+            entry.finish(n_chunks, len(index), index.dimension)
+    query_rows = model.encode_queries([query.text for query in queries])
+    run = index.search([query.query_id for query in queries], query_rows, depth, name=model.name)
+    return run, {"model_source": source, "retriever": "learned-sparse", **index.stats(query_rows),
+                 "dimension": index.dimension, "batch_size": spec.batch_size, "doc_text": DOC_TEXT_RULE,
+                 "embedding_cache": "hit" if corpus.cached else ("stored" if config.cache else "off"),
+                 "device": config.device, "precision": spec.precision}
+
+
+def bm25_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock) -> FirstStage:
+    """The lexical baseline: index the corpus in one pass, then search."""
+    from harness.retrieval.bm25 import BM25Retriever, BM25Spec
+
+    retriever = BM25Retriever(BM25Spec())
+    corpus = inputs.corpus_state()
+    digest = hashlib.sha256()
+    with clock.stage("index"):
+        retriever.index(checked_corpus(inputs.folder, corpus, digest), progress=config.progress)
+        corpus.sha256 = digest.hexdigest()
+        check_corpus(inputs.folder, corpus)
+    with clock.stage("search"):
+        run = retriever.search(inputs.queries, depth)
+    return FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config())
+
+
+def learned_sparse_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock) -> FirstStage:
+    """A SparseEncoder: rows from the cache or encoded, exact search (`_retrieve_sparse`)."""
+    with clock.stage("load"):
+        corpus = inputs.corpus_state(content_digest(inputs.folder.corpus, check_ids=True)[0])
+    with clock.stage("encode"):
+        run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth)
+        check_corpus(inputs.folder, corpus)
+    return FirstStage(run, corpus, run_model_name(config), record)

@@ -1,0 +1,111 @@
+"""What the stages of an evaluation share: the inputs they read, what the corpus pass learns, what a first
+stage returns, the clock they report to, and the corpus checks every first stage makes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from harness.errors import DatasetError
+from harness.io.formats import BeirFolder, iter_corpus
+from harness.records import Doc, Qrels, Query, Run
+from harness.pipeline.config import EvaluateConfig
+
+DOC_TEXT_RULE = "(title + ' ' + text).strip()"
+
+
+@dataclass
+class CorpusState:
+    """What the corpus pass learns: its hash, size, and which judged documents it has seen."""
+
+    sha256: str
+    dataset: str
+    judged: set[str]
+    unseen: set[str]
+    n_docs: int = 0
+    cached: bool = False
+    unseen_run: set[str] = field(default_factory=set)  # an external run's doc_ids not met yet
+
+    def tick(self, doc_ids) -> None:
+        self.n_docs += len(doc_ids)
+        self.unseen.difference_update(doc_ids)
+        if self.unseen_run:
+            self.unseen_run.difference_update(doc_ids)
+
+
+@dataclass
+class Clock:
+    """Seconds per stage of one evaluation: ``with clock.stage("encode"): ...``.
+
+    Stages: load, encode, index, search, score (always present), and rerank / exact_search when they
+    happen; `total` is the wall time since the clock started.
+    """
+
+    def __init__(self):
+        self.seconds: dict[str, float] = dict.fromkeys(("load", "encode", "index", "search", "score"), 0.0)
+        self._started = time.perf_counter()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - started)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def rounded(self) -> dict[str, float]:
+        """The stages and the total, to 0.1 ms (what a result records)."""
+        return {name: round(seconds, 4) for name, seconds in
+                {**self.seconds, "total": time.perf_counter() - self._started}.items()}
+
+
+def checked_corpus(folder: BeirFolder, corpus: CorpusState, digest=None) -> Iterator[Doc]:
+    """Stream the corpus, ticking off judged doc_ids as they pass (ids with whitespace are refused)."""
+    for doc in iter_corpus(folder.corpus, digest, check_ids=True):
+        corpus.tick((doc.doc_id,))
+        yield doc
+
+
+def check_corpus(folder: BeirFolder, corpus: CorpusState) -> None:
+    """Refuse an empty corpus, and judged documents the corpus pass did not meet."""
+    if corpus.n_docs == 0:
+        raise DatasetError(f"{folder.corpus}: the corpus is empty")
+    if corpus.unseen:
+        example = sorted(corpus.unseen)[0]
+        raise DatasetError(
+            f"{folder.qrels}: {len(corpus.unseen)} judged document id(s) are not in {folder.corpus} "
+            f"(e.g. {example!r}); fix the qrels or the corpus"
+        )
+
+
+@dataclass
+class Inputs:
+    """What every stage reads: the folder, the judged queries and qrels, their digests, the notes so far."""
+
+    folder: BeirFolder
+    dataset: str
+    digests: dict[str, object]
+    qrels: Qrels | None = None
+    queries: list[Query] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def corpus_state(self, sha256: str = "") -> CorpusState:
+        judged = self.qrels.doc_ids()
+        return CorpusState(sha256, self.dataset, judged, set(judged))
+
+
+@dataclass
+class FirstStage:
+    """What a first stage produced: its run, what it learned of the corpus, and what the result records."""
+
+    run: Run
+    corpus: CorpusState
+    model_name: str
+    record: dict[str, object] = field(default_factory=dict)
+    index_quality: dict[str, float] = field(default_factory=dict)
+    config: EvaluateConfig | None = None  # the settings as applied, when the stage resolved one (a full-size truncation)
