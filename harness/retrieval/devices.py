@@ -105,6 +105,19 @@ class DeviceSpec:
         return devices
 
 
+def device_scope(device: Any) -> Any:
+    """A context under which torch's CUDA calls go to `device` (its current stream, its allocator, its
+    pinned-memory context), not to the process's current device (``cuda:0`` unless set); a no-op
+    context for a CPU or MPS device. Entered around each CUDA step, never held across a ``yield``."""
+    import contextlib
+
+    if getattr(device, "type", str(device).split(":")[0]) != "cuda":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.cuda.device(torch.device(device))
+
+
 def torch_dtype(precision: str) -> Any:
     """The torch dtype of a precision name."""
     import torch
