@@ -263,3 +263,42 @@ def test_a_multi_device_worker_sets_its_device_before_loading(monkeypatch):
 class SimpleWorker:
     def __init__(self, build):
         self.encoder, self.host = build(), "here"
+
+
+# Finite vectors only (issue 29, point 3).
+
+class NaNInBatch:
+    """Hashing vectors, with a NaN in one row of the `at`-th batch (1-based) it is given."""
+
+    name, max_seq_length, normalize, dimension, device, precision = "nan", None, True, 16, "cuda:0", "fp16"
+
+    def __init__(self, at: int):
+        from harness.retrieval.encode import load_encoder
+
+        self.inner, self.at, self.batches = load_encoder("hash:16"), at, 0
+
+    def encode_docs(self, texts):
+        self.batches += 1
+        vectors = self.inner.encode_docs(texts)
+        if self.batches == self.at:
+            vectors[1, 3] = np.nan
+        return vectors
+
+
+def test_a_batch_with_a_nan_is_an_error_naming_it_and_nothing_of_it_is_cached(tmp_path):
+    from harness.io.cache import embedding_entry
+    from harness.retrieval.encode import NonFiniteVectors
+
+    docs = corpus(23)
+    entry = embedding_entry(tmp_path, {"kind": "corpus"})
+    entry.start(100)
+    # Batches of 4, longest text first (independently: sort by length, then cut).
+    order = sorted(range(len(docs)), key=lambda i: -len(docs[i].text))
+    third = [docs[i].doc_id for i in order[8:12]]
+    with pytest.raises(NonFiniteVectors, match=rf"batch 3 of 6, chunk 0 \(first document '{third[0]}'\).*"
+                                               r"use --precision bf16"):
+        list(encode_corpus(NaNInBatch(3), iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry,
+                           checkpoint_seconds=0))
+    stored_ids, vectors = entry.stored(0, [doc.doc_id for doc in docs])
+    assert sorted(stored_ids) == sorted(docs[i].doc_id for i in order[:8])  # the two batches before it
+    assert not set(third) & set(stored_ids) and np.isfinite(vectors).all()

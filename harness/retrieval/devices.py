@@ -102,7 +102,22 @@ class DeviceSpec:
         if self.precision == "fp16" and "cpu" in devices:
             raise DeviceError("precision fp16 on a CPU is not supported (slow half-float kernels); use bf16 or fp32 "
                               "there, or a GPU")
+        if self.precision == "bf16":
+            for device in devices:
+                if device.startswith("cuda") and not bf16_native(torch, int(device.partition(":")[2] or 0)):
+                    raise DeviceError(f"precision bf16 on {device}: this GPU has no native bf16 (compute capability "
+                                      "8.0 or newer needed); use fp16 or fp32 there")
         return devices
+
+
+def bf16_native(torch: Any, index: int) -> bool:
+    """Whether CUDA device `index` computes in bf16 natively (compute capability 8.0+); emulation, which
+    older torch builds report as support, does not count."""
+    with torch.cuda.device(index):
+        try:
+            return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        except TypeError:  # torch < 2.3 has no emulation switch and reports native support only
+            return bool(torch.cuda.is_bf16_supported())
 
 
 def device_scope(device: Any) -> Any:

@@ -834,6 +834,7 @@ def _encode_chunk(encoder: Encoder, index: int, doc_ids: list[str], texts: list[
                 started = time.perf_counter()
                 block = next(fresh)
                 seconds += time.perf_counter() - started
+                _check_finite(block, index, number, len(batches), doc_ids[batch[0]], encoder)
                 pending.append(number)
                 progress.advance(len(batch))
             if vectors is None:
@@ -856,6 +857,26 @@ def _encode_chunk(encoder: Encoder, index: int, doc_ids: list[str], texts: list[
                 + (f" or token_budget (--token-budget {max(1, token_budget // 2)})" if token_budget else "")) from None
         raise
     return vectors, seconds
+
+
+class NonFiniteVectors(HarnessError):
+    """An encoder returned NaN or infinite values (an fp16 overflow, typically); nothing of it is stored."""
+
+
+def _check_finite(block: np.ndarray, chunk: int, batch: int, batches: int, first_doc_id: str,
+                  encoder: Encoder) -> None:
+    """Refuse a batch with a NaN or an infinity before it can reach the cache."""
+    import numpy as np
+
+    if np.isfinite(block).all():
+        return
+    bad = int(block.shape[0] - np.isfinite(block).all(axis=1).sum())
+    precision = getattr(encoder, "precision", None)
+    hint = ("fp16 overflows easily: use --precision bf16 (same range as fp32) or fp32" if precision == "fp16"
+            else "use --precision fp32 (or bf16)")
+    raise NonFiniteVectors(f"the model returned non-finite vectors (NaN or inf) for {bad} of {len(block)} texts in "
+                           f"batch {batch + 1} of {batches}, chunk {chunk} (first document {first_doc_id!r}); that "
+                           f"batch is not stored; {hint}")
 
 
 def chunked(docs: Iterator[Doc], size: int) -> Iterator[list[Doc]]:
