@@ -180,9 +180,9 @@ class FakeModel:
     """A sentence-transformers model on `device`, as far as the encoder uses one; its forward pass checks
     that its inputs were copied to its device and that it runs under that device."""
 
-    def __init__(self, cuda: FakeCuda, device: str, vectors=features_of):
-        self.cuda, self.device, self.vectors = cuda, torch.device(device), vectors
-        self.prompts, self.max_seq_length = {}, 128
+    def __init__(self, cuda: FakeCuda, device: str, vectors=features_of, fail: tuple[int, Exception] | None = None):
+        self.cuda, self.device, self.vectors, self.fail = cuda, torch.device(device), vectors, fail
+        self.prompts, self.max_seq_length, self.forwards = {}, 128, 0
 
     def eval(self):
         return self
@@ -195,6 +195,9 @@ class FakeModel:
 
     def __call__(self, features):
         self.cuda.touch("forward", self.cuda.current())
+        self.forwards += 1
+        if self.fail is not None and self.forwards == self.fail[0]:
+            raise self.fail[1]
         for name, tensor in features.items():
             if getattr(tensor, "_fake_device", None) != _index(self.device):
                 self.cuda.fail(f"forward on {self.device} got {name} that was not copied there")
@@ -302,3 +305,100 @@ def test_a_batch_with_a_nan_is_an_error_naming_it_and_nothing_of_it_is_cached(tm
     stored_ids, vectors = entry.stored(0, [doc.doc_id for doc in docs])
     assert sorted(stored_ids) == sorted(docs[i].doc_id for i in order[:8])  # the two batches before it
     assert not set(third) & set(stored_ids) and np.isfinite(vectors).all()
+
+
+# Out of device memory, in every form torch raises it, in every engine (issue 29, point 4).
+
+OUT_OF_MEMORY = {
+    "OutOfMemoryError": lambda: torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+    "cuBLAS": lambda: RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+    "cuDNN": lambda: RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
+    "allocator": lambda: RuntimeError("CUDA error: out of memory"),
+}
+
+
+class OutOfMemoryAt:
+    """Hashing vectors; raises out-of-memory error `kind` on the `at`-th batch (1-based)."""
+
+    name, max_seq_length, normalize, dimension, device = "oom", None, True, 16, "cpu"
+
+    def __init__(self, kind: str, at: int):
+        from harness.retrieval.encode import load_encoder
+
+        self.inner, self.kind, self.at, self.batches = load_encoder("hash:16"), kind, at, 0
+
+    def fingerprint(self):
+        return {"name": "oom"}
+
+    def encode_docs(self, texts):
+        self.batches += 1
+        if self.batches == self.at:
+            raise OUT_OF_MEMORY[self.kind]()
+        return self.inner.encode_docs(texts)
+
+
+def out_of_memory_loader(kind: str, at: int, device: str) -> OutOfMemoryAt:
+    """The several-devices engine's loader (module level: a spawned worker imports it)."""
+    return OutOfMemoryAt(kind, at)
+
+
+def _entry(tmp_path):
+    from harness.io.cache import embedding_entry
+
+    entry = embedding_entry(tmp_path, {"kind": "corpus"})
+    entry.start(100)
+    return entry
+
+
+@pytest.mark.parametrize("kind", sorted(OUT_OF_MEMORY))
+def test_out_of_memory_in_any_form_keeps_finished_batches_and_says_what_fits(tmp_path, kind):
+    from harness.errors import HarnessError
+
+    docs, entry = corpus(23), _entry(tmp_path)
+    with pytest.raises(HarnessError, match=r"^the device ran out of memory on a batch of 4 texts \(chunk 0\); 8 "
+                                           r"documents are stored .*\(--batch-size 2\)$"):
+        list(encode_corpus(OutOfMemoryAt(kind, 3), iter(docs), chunk_size=100, batch_size=4, progress=False,
+                           store=entry, checkpoint_seconds=3600))
+    assert len(entry.stored(0, [doc.doc_id for doc in docs])[0]) == 8
+
+
+def test_a_runtime_error_that_is_not_out_of_memory_is_not_called_one(tmp_path):
+    class Broken(OutOfMemoryAt):
+        def encode_docs(self, texts):
+            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        list(encode_corpus(Broken("cuBLAS", 1), iter(corpus()), batch_size=4, progress=False))
+
+
+@pytest.mark.parametrize("kind", ["OutOfMemoryError", "cuBLAS"])
+def test_out_of_memory_in_the_pipelined_path_names_the_batch_that_failed(monkeypatch, tmp_path, kind):
+    """The pipelined encoder runs one batch ahead: the failure is the batch being launched (the last, of 3
+    texts), not the one the caller waits for (4 texts); the batch before it is yielded and stored first."""
+    from harness.errors import HarnessError
+
+    cuda = FakeCuda(given=1).install(monkeypatch)
+    model = FakeModel(cuda, "cuda:1", fail=(6, OUT_OF_MEMORY[kind]()))
+    encoder = SentenceTransformerEncoder("fake", model, normalize=False, _pipelined=True)
+    docs, entry = corpus(23), _entry(tmp_path)
+    with pytest.raises(HarnessError, match=r"ran out of memory on a batch of 3 texts \(chunk 0\); 20 documents are "
+                                           r"stored .*\(--batch-size 1\)"):
+        list(encode_corpus(encoder, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry,
+                           checkpoint_seconds=3600))
+    assert cuda.failures == [] and len(entry.stored(0, [doc.doc_id for doc in docs])[0]) == 20
+
+
+def test_out_of_memory_on_a_device_worker_is_the_one_line_error_not_a_runtime_error(tmp_path):
+    from functools import partial
+
+    from harness.engines.multi_device import encode_corpus_devices
+    from harness.engines.shards import EncodeJob
+    from harness.errors import HarnessError
+
+    docs, entry = corpus(23), _entry(tmp_path)
+    job = EncodeJob(partial(out_of_memory_loader, "cuBLAS", 2), {"name": "oom"}, entry, chunk_size=100,
+                    batch_size=4, checkpoint_seconds=3600)
+    with pytest.raises(HarnessError, match=r"^chunk 0 \(documents 1-23\) failed: the device ran out of memory on a "
+                                           r"batch of 4 texts \(chunk 0\); 4 documents are stored .*--batch-size 2"):
+        list(encode_corpus_devices(job, iter(docs), ["cpu"], progress=False))
+    assert len(entry.stored(0, [doc.doc_id for doc in docs])[0]) == 4
