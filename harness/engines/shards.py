@@ -53,10 +53,12 @@ class ShardEncoder:
             self.problem = exc
 
     def ready(self) -> str:
-        """This worker's host name (and the GPUs Ray assigned it); raises what went wrong in the constructor."""
+        """This worker's host name, the GPUs Ray assigned it and the device its model runs on (``host gpus [1]
+        cuda:0``); raises what went wrong in the constructor."""
         if self.problem is not None:
             raise self.problem
-        return self.host + _ray_gpus()
+        device = getattr(self.encoder, "device", None)
+        return self.host + _ray_gpus() + (f" {device}" if device else "")
 
     def encode(self, index: int, docs: list[Doc], batch_size: int,
                checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,

@@ -36,10 +36,13 @@ class DeviceSpec:
         device: The option as given (``auto``, ``cpu``, ``cuda:1``, ``cuda:0,cuda:1``, ...);
             None means ``$BEIR_HARNESS_DEVICE``, else ``auto``.
         precision: ``fp32``, ``fp16`` or ``bf16``.
+        queries_only: This process encodes only the queries (Ray GPU actors encode the documents and check
+            their own devices): fp16 on its CPU is then allowed, slow kernels on a few texts costing little.
     """
 
     device: str | None = None
     precision: str = "fp32"
+    queries_only: bool = False
 
     @property
     def option(self) -> str:
@@ -99,7 +102,7 @@ class DeviceSpec:
                 raise DeviceError(f"device mps: torch sees no MPS (Apple GPU) device; devices here: {seen}")
             else:
                 devices.append(part)
-        if self.precision == "fp16" and "cpu" in devices:
+        if self.precision == "fp16" and "cpu" in devices and not self.queries_only:
             raise DeviceError("precision fp16 on a CPU is not supported (slow half-float kernels); use bf16 or fp32 "
                               "there, or a GPU")
         if self.precision == "bf16":
