@@ -355,6 +355,11 @@ class SentenceTransformerEncoder:
         """Encode chunks with `encode_doc_batches` (on accelerators, where the model waits for the CPU)."""
         return self._pipelined if self._pipelined is not None else str(self.model.device).split(":")[0] != "cpu"
 
+    @pipelined.setter
+    def pipelined(self, value: bool | None) -> None:
+        """Force the pipelined path on (True) or off (False) whatever the device; None: on accelerators only."""
+        self._pipelined = value
+
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Tokens per document text as the model will see it (prefix or prompt, special tokens, truncation)."""
         prefix = self.doc_prefix or (getattr(self.model, "prompts", None) or {}).get(self.doc_prompt_name or "", "")
