@@ -66,19 +66,34 @@ def bare_copy(target: Path) -> dict[str, str]:
     return env | {"PYTHONPATH": str(blocker), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def test_smoke_runs_on_a_bare_copy_of_the_tree_with_only_what_travels(gpu_script, tmp_path):
+def _run_bare(gpu_script, tmp_path, mode: str, timeout: int):
     import subprocess
     import sys
 
     tree = tmp_path / "tree"
     env = bare_copy(tree)
     gpu_script.prepare_model(tree / ".gpu-model")  # here (the packaged model); the copy then carries it
-    done = subprocess.run([sys.executable, "benchmarks/gpu.py", "--smoke"], cwd=tree, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([sys.executable, "benchmarks/gpu.py", mode], cwd=tree, env=env, capture_output=True,
+                          text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return tree, env, done
+
+
+def test_smoke_runs_on_a_bare_copy_of_the_tree_with_only_what_travels(gpu_script, tmp_path):
+    import subprocess
+    import sys
+
+    tree, env, done = _run_bare(gpu_script, tmp_path, "--smoke", 600)
     assert "checks: 2 of 2 ok; skipped cells: none" in done.stdout
     probe = subprocess.run([sys.executable, "-c", "import pytrec_eval"], cwd=tree, env=env, capture_output=True)
     assert probe.returncode != 0  # the blocker works
+
+
+@pytest.mark.slow
+def test_the_cpu_mode_passes_on_a_bare_copy(gpu_script, tmp_path):
+    """`--cpu`: every cell and check of the GPU run, small (minutes on two cores)."""
+    _, _, done = _run_bare(gpu_script, tmp_path, "--cpu", 3000)
+    assert "checks: 5 of 5 ok; skipped cells: none" in done.stdout
 
 
 def test_the_pack_is_small_and_complete():
