@@ -56,6 +56,9 @@ def test_actors_ask_for_gpus_and_each_gets_its_own(gpu_cluster, tmp_path, caplog
     assert sorted(re.findall(r"gpus \[(\d+)\]", line)) == ["0", "1"]  # one logical GPU each
     local = evaluate_dataset(replace(base, cache_dir=tmp_path / "local-cache"))
     assert on_gpus.result.metrics == local.result.metrics
+    # The result records each actor's own device (here the CPU fallback), not the driver's option.
+    recorded = on_gpus.result.config["device"]
+    assert sorted(re.findall(r"gpus \[(\d+)\] (\w+)", recorded)) == [("0", "cpu"), ("1", "cpu")], recorded
 
 
 def test_fractional_gpus_pack_workers(gpu_cluster, tmp_path, caplog):

@@ -197,6 +197,7 @@ def _start_actors(ray, job: EncodeJob, spec: RaySpec, actors: list[Any]) -> None
         hosts = ray.get([actor.ready.remote() for actor in actors])
     except Exception as exc:  # noqa: BLE001 - the actor's constructor failed on a worker
         raise HarnessError(f"a Ray worker could not start: {_failure(ray, exc)}") from None
+    job.workers.extend(sorted(hosts))  # each actor's host, Ray GPUs and device: what the result records
     logger.info("Ray engine: %d workers on %s", len(actors), ", ".join(sorted(set(hosts))))
 
 
