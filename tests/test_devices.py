@@ -3,6 +3,7 @@ loads, precision in the cache key and the configuration."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from types import SimpleNamespace
 
@@ -16,10 +17,23 @@ from harness.cli import cli
 from harness.retrieval.devices import DeviceError, DeviceSpec
 
 
-def fake_torch(cuda: int = 0, mps: bool = False, cuda_build: bool = True):
-    """A stand-in for torch's device queries: `cuda` GPUs, MPS or not."""
+def fake_torch(cuda: int = 0, mps: bool = False, cuda_build: bool = True, bf16: tuple[int, ...] | None = None):
+    """A stand-in for torch's device queries: `cuda` GPUs (those in `bf16` with native bf16; default all), MPS
+    or not."""
+    current = [0]
+
+    @contextlib.contextmanager
+    def device(index):
+        before, current[0] = current[0], index
+        yield
+        current[0] = before
+
+    def is_bf16_supported(including_emulation=True):
+        return including_emulation or bf16 is None or current[0] in bf16
+
     return SimpleNamespace(
-        cuda=SimpleNamespace(is_available=lambda: cuda > 0, device_count=lambda: cuda),
+        cuda=SimpleNamespace(is_available=lambda: cuda > 0, device_count=lambda: cuda, device=device,
+                             is_bf16_supported=is_bf16_supported),
         backends=SimpleNamespace(mps=SimpleNamespace(is_available=lambda: mps)),
         version=SimpleNamespace(cuda="12.4" if cuda_build else None),
     )
@@ -62,6 +76,30 @@ def test_fp16_on_a_cpu_is_refused_and_bf16_allowed():
         DeviceSpec("cpu", "fp16").resolve(fake_torch())
     assert DeviceSpec("cpu", "bf16").resolve(fake_torch()) == ["cpu"]
     assert DeviceSpec("cuda", "fp16").resolve(fake_torch(cuda=1)) == ["cuda:0"]
+
+
+def test_bf16_on_a_gpu_without_native_bf16_is_refused_naming_the_gpu():
+    # cuda:1 lacks bf16 (a V100 next to an A100); emulated support, which torch also reports, does not count.
+    torch = fake_torch(cuda=2, bf16=(0,))
+    assert DeviceSpec("cuda:0", "bf16").resolve(torch) == ["cuda:0"]
+    with pytest.raises(DeviceError, match=r"^precision bf16 on cuda:1: this GPU has no native bf16 .*use fp16 or fp32"):
+        DeviceSpec("cuda:0,cuda:1", "bf16").resolve(torch)
+    assert DeviceSpec("cuda:1", "fp16").resolve(torch) == ["cuda:1"]
+
+
+def test_bf16_without_support_is_refused_before_the_model_loads(monkeypatch):
+    import torch
+
+    from harness.retrieval.encode import load_encoder
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    monkeypatch.setattr("sentence_transformers.SentenceTransformer",
+                        lambda *a, **k: pytest.fail("the model was loaded before bf16 was checked"))
+    with pytest.raises(DeviceError, match="precision bf16 on cuda:0: this GPU has no native bf16"):
+        load_encoder(device="cuda:0", precision="bf16")
 
 
 def test_the_environment_variable_is_the_default(monkeypatch):

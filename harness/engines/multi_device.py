@@ -35,11 +35,17 @@ logger = logging.getLogger(__name__)
 _WORKER: ShardEncoder | None = None
 
 
-def _start_worker(load: Callable[[str], Encoder], entry: EmbeddingEntry, fingerprint: dict[str, Any],
+def start_worker(load: Callable[[str], Encoder], entry: EmbeddingEntry, fingerprint: dict[str, Any],
                   devices: Any) -> None:
     """Process initializer: take a device from the queue and load the model there."""
     global _WORKER
     device = devices.get()
+    if device.startswith("cuda"):
+        import torch
+
+        # Before anything touches CUDA: this process's current device is its own GPU, not cuda:0, so no
+        # call that names no device (a stream, pinned memory, a context) lands on another worker's GPU.
+        torch.cuda.set_device(torch.device(device))
     _WORKER = ShardEncoder(lambda: load(device), entry, fingerprint)
     _WORKER.host = f"{_WORKER.host} ({device})"
 
@@ -48,6 +54,16 @@ def _encode_shard(index: int, docs: list[Doc], batch_size: int, checkpoint_secon
                   token_budget: int | None) -> tuple[int, float]:
     _WORKER.ready()  # raises what went wrong when the worker started
     return _WORKER.encode(index, docs, batch_size, checkpoint_seconds, token_budget)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a worker failed a chunk, in one line (a worker's out-of-memory is already a HarnessError)."""
+    if isinstance(exc, BrokenProcessPool):
+        return "a worker process died"
+    if isinstance(exc, HarnessError):
+        return str(exc)
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
 
 
 def encode_corpus_devices(job: EncodeJob, docs: Iterator[Doc], devices: list[str], progress: bool = True,
@@ -82,7 +98,7 @@ def encode_corpus_devices(job: EncodeJob, docs: Iterator[Doc], devices: list[str
         queue.put(device)
     bar = tqdm(desc=f"encoding corpus ({len(devices)} devices)", unit="doc", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
-    pool = ProcessPoolExecutor(max_workers=len(devices), mp_context=context, initializer=_start_worker,
+    pool = ProcessPoolExecutor(max_workers=len(devices), mp_context=context, initializer=start_worker,
                                initargs=(job.load, job.entry, job.fingerprint, queue))
     in_flight: dict[Future, tuple[int, list[str]]] = {}
     fan = FanOut(job.entry, job.chunk_size, bar)
@@ -95,9 +111,8 @@ def encode_corpus_devices(job: EncodeJob, docs: Iterator[Doc], devices: list[str
             index, doc_ids = in_flight.pop(future)
             try:
                 rows, _ = future.result()
-            except (HarnessError, BrokenProcessPool, OSError) as exc:
-                raise fan.failed(index, len(doc_ids), "a worker process died" if isinstance(exc, BrokenProcessPool)
-                                 else str(exc)) from None
+            except (HarnessError, BrokenProcessPool, OSError, RuntimeError) as exc:
+                raise fan.failed(index, len(doc_ids), _reason(exc)) from None
             fan.done(index, doc_ids, rows)
 
     def submit(index: int, chunk: list[Doc], doc_ids: list[str]) -> None:

@@ -80,6 +80,11 @@ class RaySpec:
             raise HarnessError(f"{setting('shards')} must be positive, got {self.shards}")
         if self.gpus_per_worker is not None and not 0 < self.gpus_per_worker <= 64:
             raise HarnessError(f"ray_gpus_per_worker must be in (0, 64], got {self.gpus_per_worker}")
+        if self.gpus_per_worker is not None and self.gpus_per_worker > 1:
+            # Refused rather than half used: an actor's model runs on one GPU, the rest would idle reserved.
+            raise HarnessError(f"ray_gpus_per_worker {self.gpus_per_worker:g}: an actor encodes on one GPU, so the "
+                               "others would sit reserved and idle; use 1 (one actor per GPU: the same GPUs, all "
+                               "busy) or a fraction such as 0.5 (several actors per GPU)")
 
 
 def _ray() -> Any:
@@ -157,9 +162,11 @@ def _loopback_cluster_env(ray: Any) -> Iterator[dict[str, str]]:
 def start_local_cluster(ray: Any, cpus: int, **options: Any) -> None:
     """Start a new private Ray cluster on this machine bound to 127.0.0.1, with no usage statistics and
     no cloud probes (LOCAL_CLUSTER_ENV): nothing it starts leaves the loopback interface."""
+    runtime_env = dict(options.pop("runtime_env", None) or {})  # the caller's, plus the user's own environment
     with _loopback_cluster_env(ray) as user_env:
+        runtime_env["env_vars"] = {**user_env, **runtime_env.get("env_vars", {})}
         ray.init(address="local", num_cpus=cpus, _node_ip_address=LOOPBACK, dashboard_host=LOOPBACK,
-                 runtime_env={"env_vars": user_env}, **options)
+                 runtime_env=runtime_env, **options)
 
 
 def connect(spec: RaySpec) -> bool:
@@ -202,14 +209,22 @@ def _actor_count(resources: dict[str, float], gpus_per_worker: float | None) -> 
     return max(1, min(int(gpus // gpus_per_worker), cpus)), {"num_cpus": 1, "num_gpus": gpus_per_worker}
 
 
-def _on_assigned_device(load: Callable[..., Encoder]) -> Encoder:
-    """Inside an actor: load the model on the GPU Ray assigned (``cuda:0`` in the actor's view)."""
+def _on_assigned_device(load: Callable[..., Encoder], precision: str) -> Encoder:
+    """Inside an actor: check the device and the precision here, where the model runs (not on the driver,
+    which may have no GPU), then load the model on the GPU Ray assigned (``cuda:0`` in the actor's view:
+    Ray sets ``CUDA_VISIBLE_DEVICES`` to it)."""
     import torch
 
+    from harness.retrieval.devices import DeviceSpec
+
+    gpus = list(_ray().get_gpu_ids())
     device = "cuda:0" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
-        logger.warning("Ray assigned GPU(s) %s but torch sees no CUDA device here; encoding on the CPU",
-                       _ray().get_gpu_ids())
+        logger.warning("Ray assigned GPU(s) %s but torch sees no CUDA device here; encoding on the CPU", gpus)
+    try:
+        DeviceSpec(device, precision).resolve(torch)
+    except HarnessError as exc:
+        raise HarnessError(f"on Ray worker {socket.gethostname()} (Ray GPU(s) {gpus}, {device}): {exc}") from None
     return load(device)
 
 
@@ -230,12 +245,15 @@ def _start_actors(ray, job: EncodeJob, spec: RaySpec, actors: list[Any]) -> None
     so the caller kills them all) and wait until each has loaded the model."""
     count, resources = _actor_count(ray.cluster_resources(), spec.gpus_per_worker)
     remote = ray.remote(max_restarts=0, **resources)(ShardEncoder)
-    on_worker = partial(_on_assigned_device, job.load) if spec.gpus_per_worker else job.load
+    # A non-default precision is part of the fingerprint's settings (fp32 is left out of it).
+    precision = (job.fingerprint or {}).get("precision", "fp32")
+    on_worker = partial(_on_assigned_device, job.load, precision) if spec.gpus_per_worker else job.load
     actors.extend(remote.remote(on_worker, job.entry, job.fingerprint) for _ in range(count))
     try:
         hosts = ray.get([actor.ready.remote() for actor in actors])
     except Exception as exc:  # noqa: BLE001 - the actor's constructor failed on a worker
         raise HarnessError(f"a Ray worker could not start: {_failure(ray, exc)}") from None
+    job.workers.extend(sorted(hosts))  # each actor's host, Ray GPUs and device: what the result records
     logger.info("Ray engine: %d workers on %s", len(actors), ", ".join(sorted(set(hosts))))
 
 

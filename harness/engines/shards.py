@@ -13,7 +13,7 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.io.cache import CacheCorrupt, EmbeddingEntry
@@ -53,10 +53,12 @@ class ShardEncoder:
             self.problem = exc
 
     def ready(self) -> str:
-        """This worker's host name (and the GPUs Ray assigned it); raises what went wrong in the constructor."""
+        """This worker's host name, the GPUs Ray assigned it and the device its model runs on (``host gpus [1]
+        cuda:0``); raises what went wrong in the constructor."""
         if self.problem is not None:
             raise self.problem
-        return self.host + _ray_gpus()
+        device = getattr(self.encoder, "device", None)
+        return self.host + _ray_gpus() + (f" {device}" if device else "")
 
     def encode(self, index: int, docs: list[Doc], batch_size: int,
                checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
@@ -121,6 +123,8 @@ class EncodeJob:
         batch_size: Texts per forward pass.
         checkpoint_seconds: Workers store the part of a chunk encoded so far this often.
         token_budget: Batch by tokens (`harness.retrieval.encode.plan_batches`).
+        workers: Filled by the engine once its workers started: where each encodes (the Ray engine:
+            ``HOST gpus [0] cuda:0`` per actor), for the result to record.
     """
 
     load: Callable[..., Encoder]
@@ -130,6 +134,7 @@ class EncodeJob:
     batch_size: int
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
     token_budget: int | None = None
+    workers: list[str] = field(default_factory=list, compare=False)
 
 
 class FanOut:

@@ -90,7 +90,7 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
         threads=config.threads,
         engine=config.engine,
-        device=_device_used(encoder, config),
+        device=_device_used(encoder, config, corpus.workers),
         **({"shard_size": chunk_size} if config.engine == "ray" else {}),
     ) | _compression_record(config.compression, quality, encoder.dimension)  # the stored dimension wins
     recalls = {n: v for n, v in quality.items() if n.startswith("recall")}
@@ -120,9 +120,12 @@ def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimens
     return record
 
 
-def _device_used(encoder: Encoder, config: EvaluateConfig) -> str:
+def _device_used(encoder: Encoder, config: EvaluateConfig, workers: list[str] = ()) -> str:
     """Where the model ran, for the result: its actual device; for a model not loaded (every vector
-    cached), the device it ran on when it made them, as remembered with its fingerprint."""
+    cached), the device it ran on when it made them, as remembered with its fingerprint; on Ray, each
+    actor's own (``HOST gpus [0] cuda:0, ...``), not the driver's."""
+    if config.engine == "ray" and workers:
+        return ", ".join(workers)
     device = encoder.device
     return device if device is not None and config.engine == "local" and "," not in str(config.device) \
         else str(config.device)
@@ -204,7 +207,7 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
                                 _calibration_file(cache_root, entry, config.compression))
         _from_cache(entry, builder, corpus)
     encode_seconds = 0.0 if corpus.cached else _encode_missing(encoder, docs, config, entry, builder, fingerprint,
-                                                               chunk_size)
+                                                               chunk_size, corpus.workers)
     index = builder.finish(entry is not None and entry.writable)
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
@@ -260,7 +263,7 @@ def _from_cache(entry, builder: _IndexBuilder, corpus: CorpusState) -> None:
 
 
 def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfig, entry, builder: _IndexBuilder,
-                    fingerprint, chunk_size: int) -> float:
+                    fingerprint, chunk_size: int, workers: list[str] | None = None) -> float:
     """Encode what the cache lacks — here, or on Ray / several devices — into the entry and the index.
 
     Returns:
@@ -278,7 +281,7 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
         resumable = entry.resumable(chunk_size)
         entry.start(chunk_size)
         chunks = _fan_out(config, fingerprint, docs, entry, chunk_size, devices,
-                          cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids)
+                          cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids, workers=workers)
     else:
         if entry is not None:
             done = entry.done_chunks(chunk_size)
@@ -324,14 +327,14 @@ def _search(index, name: str, queries: list[Query], query_vectors, depth: int, t
 
 
 def _fan_out(config: EvaluateConfig, fingerprint, docs: Iterator[Doc], entry, chunk_size: int, devices: list[str],
-             cached) -> Iterator:
+             cached, workers: list[str] | None = None) -> Iterator:
     """The engines that encode chunks in other processes: Ray actors, or one local worker per device."""
     from functools import partial
 
     from harness.engines.shards import EncodeJob
 
     job = EncodeJob(partial(load_model, config), fingerprint, entry, chunk_size, config.encoder.batch_size,
-                    config.checkpoint_seconds, config.token_budget)
+                    config.checkpoint_seconds, config.token_budget, workers if workers is not None else [])
     if config.engine == "ray":
         from harness.engines.ray_engine import encode_corpus_ray
 

@@ -153,7 +153,8 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
     backends run on the CPU.
     """
     encoder = config.encoder
-    spec = DeviceSpec(config.device, encoder.precision)
+    spec = DeviceSpec(config.device, encoder.precision,
+                      queries_only=config.engine == "ray" and bool(config.ray.gpus_per_worker))
     spec.check_syntax()
     needs_torch = config.run_path is None and config.model.lower() != BM25_MODEL and \
         not config.model.startswith(HASH_PREFIX)

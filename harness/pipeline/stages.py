@@ -27,6 +27,7 @@ class CorpusState:
     n_docs: int = 0
     cached: bool = False
     unseen_run: set[str] = field(default_factory=set)  # an external run's doc_ids not met yet
+    workers: list[str] = field(default_factory=list)  # where Ray actors encoded (their own devices)
 
     def tick(self, doc_ids) -> None:
         self.n_docs += len(doc_ids)

@@ -36,10 +36,13 @@ class DeviceSpec:
         device: The option as given (``auto``, ``cpu``, ``cuda:1``, ``cuda:0,cuda:1``, ...);
             None means ``$BEIR_HARNESS_DEVICE``, else ``auto``.
         precision: ``fp32``, ``fp16`` or ``bf16``.
+        queries_only: This process encodes only the queries (Ray GPU actors encode the documents and check
+            their own devices): fp16 on its CPU is then allowed, slow kernels on a few texts costing little.
     """
 
     device: str | None = None
     precision: str = "fp32"
+    queries_only: bool = False
 
     @property
     def option(self) -> str:
@@ -99,10 +102,38 @@ class DeviceSpec:
                 raise DeviceError(f"device mps: torch sees no MPS (Apple GPU) device; devices here: {seen}")
             else:
                 devices.append(part)
-        if self.precision == "fp16" and "cpu" in devices:
+        if self.precision == "fp16" and "cpu" in devices and not self.queries_only:
             raise DeviceError("precision fp16 on a CPU is not supported (slow half-float kernels); use bf16 or fp32 "
                               "there, or a GPU")
+        if self.precision == "bf16":
+            for device in devices:
+                if device.startswith("cuda") and not bf16_native(torch, int(device.partition(":")[2] or 0)):
+                    raise DeviceError(f"precision bf16 on {device}: this GPU has no native bf16 (compute capability "
+                                      "8.0 or newer needed); use fp16 or fp32 there")
         return devices
+
+
+def bf16_native(torch: Any, index: int) -> bool:
+    """Whether CUDA device `index` computes in bf16 natively (compute capability 8.0+); emulation, which
+    older torch builds report as support, does not count."""
+    with torch.cuda.device(index):
+        try:
+            return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        except TypeError:  # torch < 2.3 has no emulation switch and reports native support only
+            return bool(torch.cuda.is_bf16_supported())
+
+
+def device_scope(device: Any) -> Any:
+    """A context under which torch's CUDA calls go to `device` (its current stream, its allocator, its
+    pinned-memory context), not to the process's current device (``cuda:0`` unless set); a no-op
+    context for a CPU or MPS device. Entered around each CUDA step, never held across a ``yield``."""
+    import contextlib
+
+    if getattr(device, "type", str(device).split(":")[0]) != "cuda":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.cuda.device(torch.device(device))
 
 
 def torch_dtype(precision: str) -> Any:

@@ -326,15 +326,18 @@ class SentenceTransformerEncoder:
     def _encode(self, texts: Sequence[str], prefix: str, prompt_name: str | None) -> np.ndarray:
         import numpy as np
 
+        from harness.retrieval.devices import device_scope
+
         extra = {"prompt_name": prompt_name} if prompt_name else {}
-        vectors = self.model.encode(
-            [prefix + text for text in texts] if prefix else list(texts),
-            batch_size=self.batch_size,
-            show_progress_bar=False,
-            convert_to_numpy=True,
-            normalize_embeddings=self.normalize,
-            **extra,
-        )
+        with device_scope(self.model.device):  # its current stream and allocator, not cuda:0's
+            vectors = self.model.encode(
+                [prefix + text for text in texts] if prefix else list(texts),
+                batch_size=self.batch_size,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+                normalize_embeddings=self.normalize,
+                **extra,
+            )
         return np.asarray(vectors, dtype=np.float32)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
@@ -350,6 +353,11 @@ class SentenceTransformerEncoder:
         """Encode chunks with `encode_doc_batches` (on accelerators, where the model waits for the CPU)."""
         return self._pipelined if self._pipelined is not None else str(self.model.device).split(":")[0] != "cpu"
 
+    @pipelined.setter
+    def pipelined(self, value: bool | None) -> None:
+        """Force the pipelined path on (True) or off (False) whatever the device; None: on accelerators only."""
+        self._pipelined = value
+
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Tokens per document text as the model will see it (prefix or prompt, special tokens, truncation)."""
         prefix = self.doc_prefix or (getattr(self.model, "prompts", None) or {}).get(self.doc_prompt_name or "", "")
@@ -358,59 +366,111 @@ class SentenceTransformerEncoder:
         return [len(ids) for ids in encoded]
 
     def encode_doc_batches(self, batches: Sequence[Sequence[str]], prefetch: int = 2) -> Iterator[np.ndarray]:
-        """Encode batches of document texts in order, keeping the device busy.
+        """Encode batches of document texts in order, on the model's device and no other.
 
         A thread tokenizes (and, on CUDA, pins) the next `prefetch` batches while the model runs the
-        current one; inputs go to the device without blocking; a batch's vectors are copied back to
-        the host while the next batch computes. The vectors equal `encode_docs`' on the same batches
-        (the same sentence-transformers preprocessing and forward pass).
+        current one; inputs are copied to the device without blocking, from pinned memory; a batch's
+        vectors are copied back into pinned host memory without blocking, an event is recorded on the
+        device's own stream right after that copy, and the host buffer is read only once that event
+        has completed — by then the next batch is queued, so the device is not idle while the caller
+        handles this one. Every CUDA call runs under the model's device (`device_scope`), so a model on
+        ``cuda:1`` uses ``cuda:1``'s stream and never opens a context on ``cuda:0``. The vectors equal
+        `encode_docs`' on the same batches (the same sentence-transformers preprocessing and forward pass).
 
         Yields:
             One (len(batch), dim) float32 array per batch.
+
+        Raises:
+            DeviceOutOfMemory: The device ran out of memory on a batch (its size named); the batches
+                before it were yielded first.
         """
-        import torch
-        from sentence_transformers.util import batch_to_device
+        from harness.retrieval.devices import device_scope
 
         model, device = self.model, self.model.device
         prompt = self.doc_prefix or (getattr(model, "prompts", None) or {}).get(self.doc_prompt_name or "", "")
         pin = device.type == "cuda"
 
         def prepare(texts: Sequence[str]) -> dict[str, Any]:
+            import torch
+
             if hasattr(model, "preprocess"):  # sentence-transformers >= 6 (prompt lengths included)
                 features = model.preprocess(list(texts), prompt=prompt or None)
             else:
                 features = model.tokenize([prompt + text for text in texts])
-            return {k: v.pin_memory() if pin and isinstance(v, torch.Tensor) else v for k, v in features.items()}
-
-        def finish(embeddings):
-            if self.normalize:
-                embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
-            return embeddings.float().to("cpu", non_blocking=pin)
+            # This thread's current device is cuda:0 until told: pinning registers memory with a context.
+            with device_scope(device):
+                return {k: v.pin_memory() if pin and isinstance(v, torch.Tensor) else v for k, v in features.items()}
 
         model.eval()
-        waiting = None  # the previous batch's vectors, on their way to the host
+        waiting = None  # the previous batch: (host buffer, its event), on its way to the host
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize") as pool:
             ahead = deque(pool.submit(prepare, texts) for texts in batches[:prefetch])
             for number in range(len(batches)):
                 features = ahead.popleft().result()
                 if number + prefetch < len(batches):
                     ahead.append(pool.submit(prepare, batches[number + prefetch]))
-                with torch.inference_mode():  # not around the yields: the caller's code is not ours to switch
-                    computed = finish(model(batch_to_device(features, device))["sentence_embedding"])
+                try:
+                    launched = self._launch(features, device, pin)
+                except Exception as exc:  # noqa: BLE001 - sorted by `is_out_of_memory`
+                    if not is_out_of_memory(exc):
+                        raise
+                    if waiting is not None:
+                        yield _landed(*waiting)  # the batch before the failing one is done: keep it
+                    raise DeviceOutOfMemory(len(batches[number])) from exc
                 if waiting is not None:
-                    yield _host(waiting, pin)
-                waiting = computed
+                    yield _landed(*waiting)
+                waiting = launched
             if waiting is not None:
-                yield _host(waiting, pin)
+                yield _landed(*waiting)
+
+    def _launch(self, features: dict[str, Any], device: Any, pin: bool) -> tuple[Any, Any]:
+        """Queue one batch on `device`: inputs in, forward pass, vectors out to pinned host memory; returns
+        (host buffer, the event recorded after its copy; None off CUDA). Not around the caller's code: the
+        device scope and inference mode end before anything is yielded."""
+        import torch
+
+        from harness.retrieval.devices import device_scope
+
+        with device_scope(device), torch.inference_mode():
+            inputs = {k: v.to(device, non_blocking=pin) if isinstance(v, torch.Tensor) else v
+                      for k, v in features.items()}  # not sentence-transformers' batch_to_device: it blocks
+            embeddings = self.model(inputs)["sentence_embedding"]
+            if self.normalize:
+                embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
+            host = embeddings.float().to("cpu", non_blocking=pin)  # pinned: a device-to-host copy, not blocking
+            if not pin:
+                return host, None
+            landed = torch.cuda.Event()
+            landed.record(torch.cuda.current_stream(device))
+            return host, landed
 
 
-def _host(embeddings, synchronize: bool):
+def _landed(host, event) -> np.ndarray:
+    """The host buffer's vectors, once the copy into it has completed (its event; None: already there)."""
     import numpy as np
-    import torch
 
-    if synchronize:
-        torch.cuda.current_stream().synchronize()  # the non-blocking copy has landed
-    return np.asarray(embeddings.numpy(), dtype=np.float32)
+    if event is not None:
+        event.synchronize()  # this copy only: not the whole stream, which holds the next batch's work
+    return np.asarray(host.numpy(), dtype=np.float32)
+
+
+OUT_OF_MEMORY_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is a device out of memory, in any of the forms torch raises it: its OutOfMemoryError,
+    or a RuntimeError from cuBLAS/cuDNN (``CUBLAS_STATUS_ALLOC_FAILED``) or the allocator (``out of memory``)."""
+    if isinstance(exc, DeviceOutOfMemory) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in OUT_OF_MEMORY_MARKERS)
+
+
+class DeviceOutOfMemory(HarnessError):
+    """The device ran out of memory on a batch of `texts` texts (raised where the failing batch is known)."""
+
+    def __init__(self, texts: int):
+        super().__init__(f"the device ran out of memory on a batch of {texts} texts")
+        self.texts = texts
 
 
 HASH_PREFIX = "hash:"
@@ -581,10 +641,15 @@ def load_encoder(
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:  # pragma: no cover - a core dependency
         raise MissingDependencyError("sentence-transformers is not installed (pip install sentence-transformers)") from exc
+    from harness.retrieval.devices import DeviceSpec, device_scope, torch_dtype
+
+    if device.startswith("cuda"):
+        DeviceSpec(device, precision).resolve()  # where the model runs: the GPU exists, bf16 is native on it
     source = resolve_model_source(name)
     logger.info("loading model %s from %s", name, source)
     try:
-        model = SentenceTransformer(source, device=device, trust_remote_code=trust_remote_code)
+        with device_scope(device):
+            model = SentenceTransformer(source, device=device, trust_remote_code=trust_remote_code)
     except Exception as exc:  # noqa: BLE001 - hub, IO and config errors have no common base
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(
@@ -593,10 +658,9 @@ def load_encoder(
         ) from exc
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
-    from harness.retrieval.devices import torch_dtype
-
     # Always cast: a model stored in fp16 would otherwise run in fp16 when fp32 was asked for.
-    model.to(torch_dtype(precision))
+    with device_scope(device):
+        model.to(torch_dtype(precision))
     prompts = getattr(model, "prompts", None) or {}
     # sentence-transformers lists empty prompts for models that define none; those change nothing.
     query_prompt = "query" if prompts.get("query") and not query_prefix else None
@@ -773,6 +837,7 @@ def _encode_chunk(encoder: Encoder, index: int, doc_ids: list[str], texts: list[
                 started = time.perf_counter()
                 block = next(fresh)
                 seconds += time.perf_counter() - started
+                _check_finite(block, index, number, len(batches), doc_ids[batch[0]], encoder)
                 pending.append(number)
                 progress.advance(len(batch))
             if vectors is None:
@@ -784,15 +849,37 @@ def _encode_chunk(encoder: Encoder, index: int, doc_ids: list[str], texts: list[
     except BaseException as exc:
         if store is not None and pending and vectors is not None:
             checkpoint()  # keep what this chunk already encoded
-        if type(exc).__name__ == "OutOfMemoryError":
-            batch = batches[number]
+        if is_out_of_memory(exc):
+            # A pipelined encoder knows which batch failed (it runs one ahead); otherwise it is this one.
+            size = exc.texts if isinstance(exc, DeviceOutOfMemory) else len(batches[number])
+            stored_docs = progress.stored + progress.in_chunk
             raise HarnessError(
-                f"the device ran out of memory on a batch of {len(batch)} texts (chunk {index}); "
-                f"{progress.stored + progress.in_chunk} documents are stored and a rerun resumes from them; "
-                f"retry with a smaller batch_size (--batch-size {max(1, len(batch) // 2)})"
-                + (f" or token_budget (--token-budget {token_budget // 2})" if token_budget else "")) from None
+                f"the device ran out of memory on a batch of {size} texts (chunk {index}); "
+                f"{stored_docs} documents are stored and a rerun resumes from them; "
+                f"retry with a smaller batch_size (--batch-size {max(1, size // 2)})"
+                + (f" or token_budget (--token-budget {max(1, token_budget // 2)})" if token_budget else "")) from None
         raise
     return vectors, seconds
+
+
+class NonFiniteVectors(HarnessError):
+    """An encoder returned NaN or infinite values (an fp16 overflow, typically); nothing of it is stored."""
+
+
+def _check_finite(block: np.ndarray, chunk: int, batch: int, batches: int, first_doc_id: str,
+                  encoder: Encoder) -> None:
+    """Refuse a batch with a NaN or an infinity before it can reach the cache."""
+    import numpy as np
+
+    if np.isfinite(block).all():
+        return
+    bad = int(block.shape[0] - np.isfinite(block).all(axis=1).sum())
+    precision = getattr(encoder, "precision", None)
+    hint = ("fp16 overflows easily: use --precision bf16 (same range as fp32) or fp32" if precision == "fp16"
+            else "use --precision fp32 (or bf16)")
+    raise NonFiniteVectors(f"the model returned non-finite vectors (NaN or inf) for {bad} of {len(block)} texts in "
+                           f"batch {batch + 1} of {batches}, chunk {chunk} (first document {first_doc_id!r}); that "
+                           f"batch is not stored; {hint}")
 
 
 def chunked(docs: Iterator[Doc], size: int) -> Iterator[list[Doc]]:
