@@ -220,12 +220,13 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
     # in name order and is filled in place (no second dict per query).
     zeros = dict.fromkeys(names, 0.0)
     per_query = {query_id: zeros.copy() for query_id in qrels}
+    judgments = qrels.to_dict()  # plain dicts: what pytrec_eval takes, and C-level lookups below
     trec = [spec for spec in metrics if families[spec.name].trec_eval]
     if judged_scores and trec:
-        _trec_eval(qrels, judged_scores, trec, per_query)
+        _trec_eval(judgments, judged_scores, trec, per_query)
     judged = [spec for spec in metrics if spec.name == "Judged"]
     if judged:
-        _judged(qrels, judged_scores, judged, per_query)
+        _judged(judgments, judged_scores, judged, per_query)
 
     n = len(qrels)
     rows = list(per_query.values())
@@ -235,11 +236,11 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
         per_query=per_query,
         n_queries=n,
         n_missing=sum(1 for query_id in qrels if not judged_scores.get(query_id)),
-        n_unjudged=sum(1 for query_id in run if query_id not in qrels),
+        n_unjudged=sum(1 for query_id in run if query_id not in per_query),  # a dict: C-level lookups
     )
 
 
-def _trec_eval(qrels: Qrels, scores: dict[str, dict[str, float]], metrics: Sequence[MetricSpec],
+def _trec_eval(qrels: dict[str, dict[str, int]], scores: dict[str, dict[str, float]], metrics: Sequence[MetricSpec],
                evaluated: dict[str, dict[str, float]]) -> None:
     """The metrics trec_eval computes, into `evaluated` (query_id → name → value)."""
     import pytrec_eval
@@ -251,7 +252,7 @@ def _trec_eval(qrels: Qrels, scores: dict[str, dict[str, float]], metrics: Seque
     uncut = {measure for measure, specs in by_measure.items() if measure in _UNCUT or not specs[0].k}
     measure_strings = {m if m in uncut else f"{m}." + ",".join(str(s.k) for s in specs)
                        for m, specs in by_measure.items()}
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels.to_dict(), measure_strings)
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, measure_strings)
     # One C-level lookup per query: trec_eval's key for each name, in name order.
     names = [str(spec) for spec in metrics]
     keys = [families[spec.name].trec_eval if families[spec.name].trec_eval in uncut
@@ -268,7 +269,7 @@ def _trec_eval(qrels: Qrels, scores: dict[str, dict[str, float]], metrics: Seque
                     row[name] = 0.0
 
 
-def _judged(qrels: Qrels, scores: dict[str, dict[str, float]], metrics: Sequence[MetricSpec],
+def _judged(qrels: dict[str, dict[str, int]], scores: dict[str, dict[str, float]], metrics: Sequence[MetricSpec],
             evaluated: dict[str, dict[str, float]]) -> None:
     """Judged@k at every k, into `evaluated`: the judged share of the top k (of those retrieved), in
     trec_eval's order.
