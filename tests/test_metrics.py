@@ -222,6 +222,13 @@ def _ir_measures_judged(qrels_dict: dict, run_dict: dict, k_values: list[int]) -
         [ir_measures.ScoredDoc(q, d, s) for q, docs in run_dict.items() for d, s in docs.items()])}
 
 
+def _our_judged(qrels_dict: dict, run_dict: dict, k_values: list[int]) -> list:
+    """Judged@k alone (computed from the run) and with the other metrics (from trec_eval's P@k where every
+    judgment of a query is relevant): both must agree with the reference."""
+    qrels, run = Qrels(qrels_dict), Run.from_scores(run_dict)
+    return [evaluate(qrels, run, [MetricSpec("Judged", k) for k in k_values]), evaluate(qrels, run, standard_metrics(k_values))]
+
+
 # Grades below 1 are judged too; the doc_id pool is larger than any query's judgments, so most runs
 # retrieve unjudged documents.
 any_grade_judgments = st.dictionaries(query_ids, st.dictionaries(doc_ids, st.integers(-1, 3), min_size=1),
@@ -236,12 +243,12 @@ distinct_scores = st.dictionaries(doc_ids, st.floats(-5, 5, allow_nan=False)).fi
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(any_grade_judgments, st.dictionaries(query_ids, distinct_scores), ks)
 def test_judged_agrees_with_ir_measures(qrels_dict, run_dict, k_values):
-    ours = evaluate(Qrels(qrels_dict), Run.from_scores(run_dict), [MetricSpec("Judged", k) for k in k_values])
     theirs = _ir_measures_judged(qrels_dict, run_dict, k_values)
-    for query_id in qrels_dict:
-        for k in k_values:
-            expected = theirs.get((query_id, f"Judged@{k}"), 0.0)
-            assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
+    for ours in _our_judged(qrels_dict, run_dict, k_values):
+        for query_id in qrels_dict:
+            for k in k_values:
+                expected = theirs.get((query_id, f"Judged@{k}"), 0.0)
+                assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -253,14 +260,14 @@ def test_judged_with_ties_agrees_with_ir_measures_on_trec_eval_order(qrels_dict,
     ordered = {q: {d: -i for i, (_, d) in enumerate(sorted(((s, d) for d, s in docs.items()), reverse=True))}
                for q, docs in run_dict.items()}
     theirs = _ir_measures_judged(qrels_dict, ordered, k_values)
-    ours = evaluate(Qrels(qrels_dict), Run.from_scores(run_dict), [MetricSpec("Judged", k) for k in k_values])
-    for query_id in qrels_dict:
+    for ours in _our_judged(qrels_dict, run_dict, k_values):
+        for query_id in qrels_dict:
+            for k in k_values:
+                expected = theirs.get((query_id, f"Judged@{k}"), 0.0)
+                assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
         for k in k_values:
-            expected = theirs.get((query_id, f"Judged@{k}"), 0.0)
-            assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
-    for k in k_values:
-        expected_mean = sum(theirs.get((q, f"Judged@{k}"), 0.0) for q in qrels_dict) / len(qrels_dict)
-        assert ours.means[f"Judged@{k}"] == pytest.approx(expected_mean, abs=1e-12)
+            expected_mean = sum(theirs.get((q, f"Judged@{k}"), 0.0) for q in qrels_dict) / len(qrels_dict)
+            assert ours.means[f"Judged@{k}"] == pytest.approx(expected_mean, abs=1e-12)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
