@@ -198,7 +198,8 @@ def main() -> int:
         "",
         f"ours / pytrec_eval = {scoring['ours']['seconds'] / scoring['pytrec_eval']['seconds']:.2f} (target ≤ 1.3); "
         f"ours / BEIR = {scoring['ours']['seconds'] / scoring['beir']['seconds']:.2f}. Ours computes the same 26 trec_eval "
-        "measures plus MRR@k and Judged@k at 5 cutoffs, keeps per-query values, and scores every judged query.",
+        "measures plus MRR@k and Judged@k at 5 cutoffs, keeps per-query values, and scores every judged "
+        "query.",
     ]
     text = "\n".join(lines)
     print(text)

@@ -226,7 +226,8 @@ def _our_judged(qrels_dict: dict, run_dict: dict, k_values: list[int]) -> list:
     """Judged@k alone (computed from the run) and with the other metrics (from trec_eval's P@k where every
     judgment of a query is relevant): both must agree with the reference."""
     qrels, run = Qrels(qrels_dict), Run.from_scores(run_dict)
-    return [evaluate(qrels, run, [MetricSpec("Judged", k) for k in k_values]), evaluate(qrels, run, standard_metrics(k_values))]
+    return [evaluate(qrels, run, [MetricSpec("Judged", k) for k in k_values]),
+            evaluate(qrels, run, standard_metrics(k_values))]
 
 
 # Grades below 1 are judged too; the doc_id pool is larger than any query's judgments, so most runs

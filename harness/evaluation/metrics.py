@@ -114,6 +114,10 @@ _WITH_CUTOFF = re.compile(r"^(?P<name>[a-z][a-z_\-]*?)(?:@|_at_|\.|_)(?P<k>[^@._
 _UNCUT = {"recip_rank"}
 
 
+_Grades = dict[str, dict[str, int]]  # query_id → doc_id → grade, plain dicts
+_Values = dict[str, dict[str, float]]  # query_id → a name (doc_id, metric, trec_eval key) → value
+
+
 def _first_relevant_rank(reciprocal_rank: float) -> float:
     """The rank r of the first relevant document from trec_eval's 1/r (infinite when none is retrieved)."""
     return round(1 / reciprocal_rank) if reciprocal_rank > 0 else math.inf
@@ -223,9 +227,10 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
     judgments = qrels.to_dict()  # plain dicts: what pytrec_eval takes, and C-level lookups below
     trec = [spec for spec in metrics if families[spec.name].trec_eval]
     judged = [spec for spec in metrics if spec.name == "Judged"]
-    trec_values = {}
+    trec_values: _Values = {}
     if judged_scores and trec:  # P at Judged's cutoffs too: P@k·k counts the relevant in trec_eval's top k
-        trec_values = _trec_eval(judgments, judged_scores, trec, per_query, also=[MetricSpec("P", s.k) for s in judged])
+        counts = [MetricSpec("P", spec.k) for spec in judged]
+        trec_values = _trec_eval(judgments, judged_scores, trec, per_query, also=counts)
     if judged:
         _judged(judgments, judged_scores, judged, per_query, trec_values)
 
@@ -241,8 +246,8 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
     )
 
 
-def _trec_eval(qrels: dict[str, dict[str, int]], scores: dict[str, dict[str, float]], metrics: Sequence[MetricSpec],
-               evaluated: dict[str, dict[str, float]], also: Sequence[MetricSpec] = ()) -> dict[str, dict[str, float]]:
+def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values,
+               also: Sequence[MetricSpec] = ()) -> _Values:
     """The metrics trec_eval computes, into `evaluated` (query_id → name → value).
 
     Returns trec_eval's own values (query_id → trec_eval key → value), those of `also` included: computed
@@ -276,8 +281,8 @@ def _trec_eval(qrels: dict[str, dict[str, int]], scores: dict[str, dict[str, flo
     return results
 
 
-def _judged(qrels: dict[str, dict[str, int]], scores: dict[str, dict[str, float]], metrics: Sequence[MetricSpec],
-            evaluated: dict[str, dict[str, float]], trec_values: dict[str, dict[str, float]]) -> None:
+def _judged(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values,
+            trec_values: _Values) -> None:
     """Judged@k at every k, into `evaluated`: the judged share of the top k (of those retrieved), in
     trec_eval's order.
 
