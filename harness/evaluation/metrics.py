@@ -331,4 +331,5 @@ def _tie_rank(scores: dict[str, float], doc_id: str, score: float, tied: int) ->
     """The 1-based place of `doc_id` among the `tied` documents scoring `score` (doc_id descending)."""
     if tied == 1:
         return 1
-    return 1 + sum(1 for other, value in scores.items() if value == score and other > doc_id)
+    tied_ids = [other for other, value in scores.items() if value == score]
+    return 1 + sum(map(doc_id.__lt__, tied_ids))  # the tied doc_ids above this one
