@@ -73,6 +73,14 @@ def test_ties_break_by_doc_id_descending_for_every_metric():
     assert [_one(judged, scores, f"Judged@{k}") for k in (1, 2, 3, 4, 10)] == [0.0, 0.0, 1 / 3, 1 / 2, 1 / 2]
 
 
+def test_judged_ranks_the_scores_as_given_not_as_pytrec_eval_float32():
+    # pytrec_eval compares scores as float32: 1e-50 ties with 0.0 there and z (doc_id descending) would
+    # come first. Judged@k ranks the float64 scores, as ir_measures does, alone or beside trec_eval's metrics.
+    qrels, run = Qrels({"q": {"a": 1}}), Run.from_scores({"q": {"a": 1e-50, "z": 0.0}})
+    assert evaluate(qrels, run, [parse_metric("Judged@1")]).means["Judged@1"] == 1.0
+    assert evaluate(qrels, run, standard_metrics([1])).means["Judged@1"] == 1.0
+
+
 def test_every_judged_query_counts_and_a_missing_one_scores_zero():
     qrels = Qrels({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}})
     run = Run.from_scores({"q1": {"a": 1.0}, "q9": {"a": 1.0}})  # q2, q3 missing; q9 unjudged
@@ -223,8 +231,7 @@ def _ir_measures_judged(qrels_dict: dict, run_dict: dict, k_values: list[int]) -
 
 
 def _our_judged(qrels_dict: dict, run_dict: dict, k_values: list[int]) -> list:
-    """Judged@k alone (computed from the run) and with the other metrics (from trec_eval's P@k where every
-    judgment of a query is relevant): both must agree with the reference."""
+    """Judged@k alone and beside every other metric (pytrec_eval then runs too): both agree with the reference."""
     qrels, run = Qrels(qrels_dict), Run.from_scores(run_dict)
     return [evaluate(qrels, run, [MetricSpec("Judged", k) for k in k_values]),
             evaluate(qrels, run, standard_metrics(k_values))]

@@ -227,12 +227,10 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
     judgments = qrels.to_dict()  # plain dicts: what pytrec_eval takes, and C-level lookups below
     trec = [spec for spec in metrics if families[spec.name].trec_eval]
     judged = [spec for spec in metrics if spec.name == "Judged"]
-    trec_values: _Values = {}
-    if judged_scores and trec:  # P at Judged's cutoffs too: P@k·k counts the relevant in trec_eval's top k
-        counts = [MetricSpec("P", spec.k) for spec in judged]
-        trec_values = _trec_eval(judgments, judged_scores, trec, per_query, also=counts)
+    if judged_scores and trec:
+        _trec_eval(judgments, judged_scores, trec, per_query)
     if judged:
-        _judged(judgments, judged_scores, judged, per_query, trec_values)
+        _judged(judgments, judged_scores, judged, per_query)
 
     n = len(qrels)
     rows = list(per_query.values())
@@ -246,22 +244,17 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
     )
 
 
-def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values,
-               also: Sequence[MetricSpec] = ()) -> _Values:
-    """The metrics trec_eval computes, into `evaluated` (query_id → name → value).
-
-    Returns trec_eval's own values (query_id → trec_eval key → value), those of `also` included: computed
-    in the same pass, not stored.
-    """
+def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values) -> None:
+    """The metrics trec_eval computes, into `evaluated` (query_id → name → value)."""
     import pytrec_eval
 
     families = metric_families()
-    by_measure: dict[str, set[int]] = {}
-    for spec in (*metrics, *also):
-        by_measure.setdefault(families[spec.name].trec_eval, set()).add(spec.k)
-    uncut = {measure for measure, cutoffs in by_measure.items() if measure in _UNCUT or 0 in cutoffs}
-    measure_strings = {m if m in uncut else f"{m}." + ",".join(map(str, sorted(cutoffs)))
-                       for m, cutoffs in by_measure.items()}
+    by_measure: dict[str, list[MetricSpec]] = {}
+    for spec in metrics:
+        by_measure.setdefault(families[spec.name].trec_eval, []).append(spec)
+    uncut = {measure for measure, specs in by_measure.items() if measure in _UNCUT or not specs[0].k}
+    measure_strings = {m if m in uncut else f"{m}." + ",".join(str(s.k) for s in specs)
+                       for m, specs in by_measure.items()}
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, measure_strings)
     # One C-level lookup per query: trec_eval's key for each name, in name order.
     names = [str(spec) for spec in metrics]
@@ -269,8 +262,7 @@ def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], e
             else f"{families[spec.name].trec_eval}_{spec.k}" for spec in metrics]
     take = operator.itemgetter(*keys) if len(keys) > 1 else (lambda values: (values[keys[0]],))
     cut = [(str(spec), spec.k) for spec in metrics if families[spec.name].trec_eval in _UNCUT]
-    results = evaluator.evaluate(scores)
-    for query_id, values in results.items():
+    for query_id, values in evaluator.evaluate(scores).items():
         row = evaluated[query_id]
         row.update(zip(names, take(values)))
         if cut:
@@ -278,35 +270,29 @@ def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], e
             for name, k in cut:
                 if rank > k:
                     row[name] = 0.0
-    return results
 
 
-def _judged(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values,
-            trec_values: _Values) -> None:
+def _judged(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values) -> None:
     """Judged@k at every k, into `evaluated`: the judged share of the top k (of those retrieved), in
-    trec_eval's order.
+    trec_eval's order on the scores as given (float64, as ir_measures compares them).
 
-    Nothing is ranked (ranking 1M documents to look at a few took 4x trec_eval's time). Where every
-    judgment of a query is relevant (most BEIR qrels), its judged documents are its relevant ones, and
-    trec_eval's P@k (in `trec_values`, when it ran) times k counts them in the top k. Otherwise only the
-    ranks of the query's retrieved judged documents are computed, and only when some k is below the depth.
+    Nothing is ranked (ranking 1M documents to look at a few took 4x trec_eval's time): only the ranks of
+    the query's retrieved judged documents are computed, and only when some k is below the depth.
+    trec_eval's own P@k cannot stand in even where every judgment is relevant: pytrec_eval compares
+    scores as float32, so 1e-50 and 0.0 tie there.
     """
-    cutoffs = [(str(spec), spec.k, f"P_{spec.k}") for spec in metrics]
-    none_judged = dict.fromkeys([name for name, _, _ in cutoffs], 0.0)
-    smallest = min(k for _, k, _ in cutoffs)
+    cutoffs = [(str(spec), spec.k) for spec in metrics]
+    none_judged = dict.fromkeys([name for name, _ in cutoffs], 0.0)
+    smallest = min(k for _, k in cutoffs)
     for query_id, query_scores in scores.items():
-        row, judged, n = evaluated[query_id], qrels[query_id], len(query_scores)
-        counted = trec_values.get(query_id)
-        if counted is not None and n and min(judged.values(), default=0) >= 1:
-            for name, k, key in cutoffs:
-                row[name] = round(counted[key] * k) / (k if k < n else n)  # P@k = count / k, exactly
-            continue
-        hits = query_scores.keys() & judged.keys()  # C-level; empty when nothing is retrieved
+        row = evaluated[query_id]
+        hits = query_scores.keys() & qrels[query_id].keys()  # C-level; empty when nothing is retrieved
         if not hits:
             row.update(none_judged)
             continue
+        n = len(query_scores)
         ranks = _ranks(query_scores, hits) if smallest < n else []
-        for name, k, _ in cutoffs:
+        for name, k in cutoffs:
             row[name] = len(hits) / n if k >= n else bisect.bisect_right(ranks, k) / k
 
 
