@@ -115,7 +115,7 @@ _UNCUT = {"recip_rank"}
 
 
 _Grades = dict[str, dict[str, int]]  # query_id → doc_id → grade, plain dicts
-_Values = dict[str, dict[str, float]]  # query_id → a name (doc_id, metric, trec_eval key) → value
+_Values = dict[str, dict[str, float]]  # query_id → doc_id or metric name → value
 
 
 def _first_relevant_rank(reciprocal_rank: float) -> float:
