@@ -68,6 +68,17 @@ def test_ties_break_by_doc_id_descending_for_every_metric():
     assert _one({"b": 1}, scores, "nDCG@10") == pytest.approx(1 / 2)  # 1/log2(4)
     assert _one({"b": 1}, scores, "P@2") == 0.0
     assert _one({"b": 1}, scores, "P@3") == pytest.approx(1 / 3)
+    # Judged counts any grade (a's 0 too) and divides by min(k, retrieved): d, c unjudged, then b, a.
+    judged = {"b": 1, "a": 0}
+    assert [_one(judged, scores, f"Judged@{k}") for k in (1, 2, 3, 4, 10)] == [0.0, 0.0, 1 / 3, 1 / 2, 1 / 2]
+
+
+def test_judged_ranks_the_scores_as_given_not_as_pytrec_eval_float32():
+    # pytrec_eval compares scores as float32: 1e-50 ties with 0.0 there and z (doc_id descending) would
+    # come first. Judged@k ranks the float64 scores, as ir_measures does, alone or beside trec_eval's metrics.
+    qrels, run = Qrels({"q": {"a": 1}}), Run.from_scores({"q": {"a": 1e-50, "z": 0.0}})
+    assert evaluate(qrels, run, [parse_metric("Judged@1")]).means["Judged@1"] == 1.0
+    assert evaluate(qrels, run, standard_metrics([1])).means["Judged@1"] == 1.0
 
 
 def test_every_judged_query_counts_and_a_missing_one_scores_zero():
@@ -211,24 +222,60 @@ def test_agrees_with_pytrec_eval_and_the_reference(qrels_dict, run_dict, k_value
         assert mean == pytest.approx(sum(row[name] for row in evaluation.per_query.values()) / len(qrels_dict))
 
 
+def _ir_measures_judged(qrels_dict: dict, run_dict: dict, k_values: list[int]) -> dict:
+    ir_measures = pytest.importorskip("ir_measures")
+    return {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(
+        [ir_measures.Judged @ k for k in k_values],
+        [ir_measures.Qrel(q, d, g) for q, docs in qrels_dict.items() for d, g in docs.items()],
+        [ir_measures.ScoredDoc(q, d, s) for q, docs in run_dict.items() for d, s in docs.items()])}
+
+
+def _our_judged(qrels_dict: dict, run_dict: dict, k_values: list[int]) -> list:
+    """Judged@k alone and beside every other metric (pytrec_eval then runs too): both agree with the reference."""
+    qrels, run = Qrels(qrels_dict), Run.from_scores(run_dict)
+    return [evaluate(qrels, run, [MetricSpec("Judged", k) for k in k_values]),
+            evaluate(qrels, run, standard_metrics(k_values))]
+
+
+# Grades below 1 are judged too; the doc_id pool is larger than any query's judgments, so most runs
+# retrieve unjudged documents.
+any_grade_judgments = st.dictionaries(query_ids, st.dictionaries(doc_ids, st.integers(-1, 3), min_size=1),
+                                      min_size=1)
+
+
 # Distinct scores: ir_measures breaks ties its own way; with none, every order agrees.
 distinct_scores = st.dictionaries(doc_ids, st.floats(-5, 5, allow_nan=False)).filter(
     lambda d: len(set(d.values())) == len(d))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(judgments, st.dictionaries(query_ids, distinct_scores), ks)
+@given(any_grade_judgments, st.dictionaries(query_ids, distinct_scores), ks)
 def test_judged_agrees_with_ir_measures(qrels_dict, run_dict, k_values):
-    ir_measures = pytest.importorskip("ir_measures")
-    ours = evaluate(Qrels(qrels_dict), Run.from_scores(run_dict), [MetricSpec("Judged", k) for k in k_values])
-    measures = [ir_measures.Judged @ k for k in k_values]
-    theirs = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(
-        measures, [ir_measures.Qrel(q, d, g) for q, docs in qrels_dict.items() for d, g in docs.items()],
-        [ir_measures.ScoredDoc(q, d, s) for q, docs in run_dict.items() for d, s in docs.items()])}
-    for query_id in qrels_dict:
+    theirs = _ir_measures_judged(qrels_dict, run_dict, k_values)
+    for ours in _our_judged(qrels_dict, run_dict, k_values):
+        for query_id in qrels_dict:
+            for k in k_values:
+                expected = theirs.get((query_id, f"Judged@{k}"), 0.0)
+                assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_grade_judgments, runs, ks)
+def test_judged_with_ties_agrees_with_ir_measures_on_trec_eval_order(qrels_dict, run_dict, k_values):
+    # Scores from a few values tie often, across every cutoff. ir_measures breaks ties by doc_id
+    # ascending, trec_eval (and we) descending: it is given the trec_eval order, sorted here by brute
+    # force, as distinct scores, so its Judged@k is computed on our order.
+    ordered = {q: {d: -i for i, (_, d) in enumerate(sorted(((s, d) for d, s in docs.items()), reverse=True))}
+               for q, docs in run_dict.items()}
+    theirs = _ir_measures_judged(qrels_dict, ordered, k_values)
+    for ours in _our_judged(qrels_dict, run_dict, k_values):
+        for query_id in qrels_dict:
+            for k in k_values:
+                expected = theirs.get((query_id, f"Judged@{k}"), 0.0)
+                assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
         for k in k_values:
-            expected = theirs.get((query_id, f"Judged@{k}"), 0.0)
-            assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
+            expected_mean = sum(theirs.get((q, f"Judged@{k}"), 0.0) for q in qrels_dict) / len(qrels_dict)
+            assert ours.means[f"Judged@{k}"] == pytest.approx(expected_mean, abs=1e-12)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

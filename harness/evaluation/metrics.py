@@ -44,6 +44,7 @@ Each metric but Judged is 0 for a query with no relevant document.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import difflib
 import functools
@@ -51,7 +52,7 @@ import importlib.resources
 import math
 import operator
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from harness.errors import UnknownMetricError
@@ -113,8 +114,13 @@ _WITH_CUTOFF = re.compile(r"^(?P<name>[a-z][a-z_\-]*?)(?:@|_at_|\.|_)(?P<k>[^@._
 _UNCUT = {"recip_rank"}
 
 
-def _cut_reciprocal_rank(value: float, k: int) -> float:
-    return value if value > 0 and round(1 / value) <= k else 0.0
+_Grades = dict[str, dict[str, int]]  # query_id → doc_id → grade, plain dicts
+_Values = dict[str, dict[str, float]]  # query_id → doc_id or metric name → value
+
+
+def _first_relevant_rank(reciprocal_rank: float) -> float:
+    """The rank r of the first relevant document from trec_eval's 1/r (infinite when none is retrieved)."""
+    return round(1 / reciprocal_rank) if reciprocal_rank > 0 else math.inf
 
 
 def parse_metric(text: str) -> MetricSpec:
@@ -214,17 +220,18 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
             raise UnknownMetricError(f"unknown metric {spec}")
     names = [str(spec) for spec in metrics]
     judged_scores = run.trec_eval_input(qrels)
-    evaluated: dict[str, dict[str, float]] = {query_id: {} for query_id in judged_scores}
-    trec = [spec for spec in metrics if families[spec.name].trec_eval]
-    if judged_scores and trec:
-        _trec_eval(qrels, judged_scores, trec, evaluated)
-    for spec in metrics:
-        if spec.name == "Judged":
-            _judged(qrels, run, spec, evaluated)
-
-    # Every judged query counts: one without results scores 0 on every metric.
+    # Every judged query counts: one without results scores 0 on every metric. Each row starts as zeros
+    # in name order and is filled in place (no second dict per query).
     zeros = dict.fromkeys(names, 0.0)
-    per_query = {query_id: {**zeros, **evaluated.get(query_id, {})} for query_id in qrels}
+    per_query = {query_id: zeros.copy() for query_id in qrels}
+    judgments = qrels.to_dict()  # plain dicts: what pytrec_eval takes, and C-level lookups below
+    trec = [spec for spec in metrics if families[spec.name].trec_eval]
+    judged = [spec for spec in metrics if spec.name == "Judged"]
+    if judged_scores and trec:
+        _trec_eval(judgments, judged_scores, trec, per_query)
+    if judged:
+        _judged(judgments, judged_scores, judged, per_query)
+
     n = len(qrels)
     rows = list(per_query.values())
     means = {name: (math.fsum(map(operator.itemgetter(name), rows)) / n if n else 0.0) for name in names}
@@ -233,12 +240,11 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
         per_query=per_query,
         n_queries=n,
         n_missing=sum(1 for query_id in qrels if not judged_scores.get(query_id)),
-        n_unjudged=sum(1 for query_id in run if query_id not in qrels),
+        n_unjudged=sum(1 for query_id in run if query_id not in per_query),  # a dict: C-level lookups
     )
 
 
-def _trec_eval(qrels: Qrels, scores: dict[str, dict[str, float]], metrics: Sequence[MetricSpec],
-               evaluated: dict[str, dict[str, float]]) -> None:
+def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values) -> None:
     """The metrics trec_eval computes, into `evaluated` (query_id → name → value)."""
     import pytrec_eval
 
@@ -249,7 +255,7 @@ def _trec_eval(qrels: Qrels, scores: dict[str, dict[str, float]], metrics: Seque
     uncut = {measure for measure, specs in by_measure.items() if measure in _UNCUT or not specs[0].k}
     measure_strings = {m if m in uncut else f"{m}." + ",".join(str(s.k) for s in specs)
                        for m, specs in by_measure.items()}
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels.to_dict(), measure_strings)
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, measure_strings)
     # One C-level lookup per query: trec_eval's key for each name, in name order.
     names = [str(spec) for spec in metrics]
     keys = [families[spec.name].trec_eval if families[spec.name].trec_eval in uncut
@@ -257,18 +263,59 @@ def _trec_eval(qrels: Qrels, scores: dict[str, dict[str, float]], metrics: Seque
     take = operator.itemgetter(*keys) if len(keys) > 1 else (lambda values: (values[keys[0]],))
     cut = [(str(spec), spec.k) for spec in metrics if families[spec.name].trec_eval in _UNCUT]
     for query_id, values in evaluator.evaluate(scores).items():
-        row = evaluated.setdefault(query_id, {})
+        row = evaluated[query_id]
         row.update(zip(names, take(values)))
-        for name, k in cut:
-            row[name] = _cut_reciprocal_rank(row[name], k)
+        if cut:
+            rank = _first_relevant_rank(values["recip_rank"])
+            for name, k in cut:
+                if rank > k:
+                    row[name] = 0.0
 
 
-def _judged(qrels: Qrels, run: Run, spec: MetricSpec, evaluated: dict[str, dict[str, float]]) -> None:
-    """Judged@k: the judged share of the top k (of those retrieved), in trec_eval's order."""
-    for query_id in qrels:
-        if query_id not in run:
+def _judged(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values) -> None:
+    """Judged@k at every k, into `evaluated`: the judged share of the top k (of those retrieved), in
+    trec_eval's order on the scores as given (float64, as ir_measures compares them).
+
+    Nothing is ranked (ranking 1M documents to look at a few took 4x trec_eval's time): only the ranks of
+    the query's retrieved judged documents are computed, and only when some k is below the depth.
+    trec_eval's own P@k cannot stand in even where every judgment is relevant: pytrec_eval compares
+    scores as float32, so 1e-50 and 0.0 tie there.
+    """
+    cutoffs = [(str(spec), spec.k) for spec in metrics]
+    none_judged = dict.fromkeys([name for name, _ in cutoffs], 0.0)
+    smallest = min(k for _, k in cutoffs)
+    for query_id, query_scores in scores.items():
+        row = evaluated[query_id]
+        hits = query_scores.keys() & qrels[query_id].keys()  # C-level; empty when nothing is retrieved
+        if not hits:
+            row.update(none_judged)
             continue
-        top = run[query_id][:spec.k]
-        judged = qrels[query_id]
-        evaluated.setdefault(query_id, {})[str(spec)] = (
-            sum(hit.doc_id in judged for hit in top) / len(top) if top else 0.0)
+        n = len(query_scores)
+        ranks = _ranks(query_scores, hits) if smallest < n else []
+        for name, k in cutoffs:
+            row[name] = len(hits) / n if k >= n else bisect.bisect_right(ranks, k) / k
+
+
+def _ranks(scores: dict[str, float], doc_ids: Collection[str]) -> list[int]:
+    """The 1-based ranks of `doc_ids` in trec_eval's order (score, then doc_id, descending), ascending."""
+    if len(doc_ids) == 1:  # the common case: one pass over the scores beats sorting them
+        (doc_id,) = doc_ids
+        score = scores[doc_id]
+        at_least = [other for other in scores.values() if other >= score]
+        tied = at_least.count(score)
+        return [len(at_least) - tied + _tie_rank(scores, doc_id, score, tied)]
+    ascending = sorted(scores.values())
+    ranks = []
+    for doc_id in doc_ids:
+        score = scores[doc_id]
+        low, high = bisect.bisect_left(ascending, score), bisect.bisect_right(ascending, score)
+        ranks.append(len(ascending) - high + _tie_rank(scores, doc_id, score, high - low))
+    return sorted(ranks)
+
+
+def _tie_rank(scores: dict[str, float], doc_id: str, score: float, tied: int) -> int:
+    """The 1-based place of `doc_id` among the `tied` documents scoring `score` (doc_id descending)."""
+    if tied == 1:
+        return 1
+    tied_ids = [other for other, value in scores.items() if value == score]
+    return 1 + sum(map(doc_id.__lt__, tied_ids))  # the tied doc_ids above this one
