@@ -18,7 +18,7 @@ import pytest
 import pytrec_eval
 
 from harness.evaluation.metrics import evaluate, standard_metrics
-from harness.pipeline.evaluate import DEFAULT_DEPTH, DEFAULT_K_VALUES, STANDARD_K
+from harness.pipeline.config import DEFAULT_DEPTH, DEFAULT_K_VALUES, STANDARD_K
 from harness.records import Qrels, Run
 
 N_QUERIES, DEPTH, MISSING = 1000, 100, 10  # about 100k run lines
