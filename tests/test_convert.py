@@ -211,6 +211,8 @@ BAD_INPUTS = [
     ("missing-input-file", {}, ["--corpus", "nope.csv", "--queries", "queries.csv", "--qrels", "qrels.csv"],
      "nope.csv: no such file"),
     ("empty-file", {"docs.csv": ""}, TABLES, "docs.csv:1: empty file: no header row"),
+    # found by the atheris fuzz test: the delimiter sniffer raised csv.Error on a bare carriage return
+    ("bare-carriage-return-in-header", {"docs.csv": "\x0b=\r="}, TABLES, "docs.csv:1: malformed CSV"),
     ("no-id-column", {"docs.csv": "name,text\nd1,x\n"}, TABLES, "no document id column (looked for _id, id"),
     ("ambiguous-column", {"docs.csv": "id,doc_id,text\n1,2,x\n"}, TABLES,
      "ambiguous document id column: 'id' and 'doc_id' both match (pick one with --corpus-id-column"),

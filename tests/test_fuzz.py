@@ -87,7 +87,7 @@ def test_the_atheris_harness_runs_every_target_on_seeds():
             target(seed)
 
 
-def test_the_atheris_harness_fuzzes_briefly_when_atheris_is_installed():
+def test_the_atheris_harness_fuzzes_briefly_when_atheris_is_installed(tmp_path):
     import subprocess
     import sys
     from pathlib import Path
@@ -97,6 +97,8 @@ def test_the_atheris_harness_fuzzes_briefly_when_atheris_is_installed():
     pytest.importorskip("atheris")
     script = Path(__file__).with_name("fuzz_atheris.py")
     for name in ("corpus", "qrels", "csv", "eval-json"):
-        proc = subprocess.run([sys.executable, str(script), name, "-atheris_runs=300", "-timeout=10"],
+        # a crash's input goes to the test's folder, not the repository (the message shows it in base64)
+        proc = subprocess.run([sys.executable, str(script), name, "-atheris_runs=300", "-timeout=10",
+                               f"-artifact_prefix={tmp_path}/"],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-3000:]

@@ -160,9 +160,18 @@ DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
 
 def sniff_delimiter(header: str) -> str:
     """The delimiter that splits a CSV header row into the most fields (quotes respected); ``,`` if none does."""
-    counts = {d: len(next(csv.reader([header], delimiter=d), [])) for d in DELIMITERS}
+    counts = {d: _field_count(header, d) for d in DELIMITERS}
     best = max(counts, key=counts.get)
     return best if counts[best] > 1 else ","
+
+
+def _field_count(header: str, delimiter: str) -> int:
+    """Fields of one header row split by `delimiter`; 0 for a row the csv module refuses (a bare carriage
+    return inside it: the reader then names the line)."""
+    try:
+        return len(next(csv.reader([header], delimiter=delimiter), []))
+    except csv.Error:
+        return 0
 
 
 @contextlib.contextmanager
