@@ -11,6 +11,7 @@ this file, not from the encoder.
 
 from __future__ import annotations
 
+import json
 import contextlib
 import threading
 
@@ -402,3 +403,41 @@ def test_out_of_memory_on_a_device_worker_is_the_one_line_error_not_a_runtime_er
                                            r"batch of 4 texts \(chunk 0\); 4 documents are stored .*--batch-size 2"):
         list(encode_corpus_devices(job, iter(docs), ["cpu"], progress=False))
     assert len(entry.stored(0, [doc.doc_id for doc in docs])[0]) == 4
+
+
+class NaNQueries:
+    """Hashing vectors for the documents; a NaN in the second query's vector."""
+
+    name, max_seq_length, normalize, dimension, device, precision = "nan-queries", None, True, 16, "cpu", "fp16"
+
+    def __init__(self):
+        from harness.retrieval.encode import load_encoder
+
+        self.inner = load_encoder("hash:16")
+
+    def fingerprint(self):
+        return {"name": self.name, "scheme": "test"}
+
+    def settings(self):
+        return {"normalize": True}
+
+    def encode_docs(self, texts):
+        return self.inner.encode_docs(texts)
+
+    def encode_queries(self, texts):
+        vectors = self.inner.encode_queries(texts)
+        vectors[1, 0] = np.inf
+        return vectors
+
+
+def test_a_query_vector_with_a_nan_is_an_error_and_is_not_cached(tmp_path, tiny_beir):
+    from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+    from harness.retrieval.encode import NonFiniteVectors
+
+    cache = tmp_path / "cache"
+    config = EvaluateConfig(dataset_path=tiny_beir, model="nan-queries", output_dir=None, progress=False,
+                            cache_dir=cache, k_values=(1, 10))
+    with pytest.raises(NonFiniteVectors, match=r"for 1 of 3 queries \(first 'q2'\); none is stored; fp16 overflows"):
+        evaluate_dataset(config, encoder=NaNQueries())
+    kinds = [json.loads(key.read_text())["inputs"]["kind"] for key in cache.glob("embeddings/*/key.json")]
+    assert kinds == ["corpus"]  # the documents' vectors are kept; no entry for the queries

@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
-from harness.retrieval.encode import Encoder, encode_corpus, resolve_model_source
+from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpus, resolve_model_source
 from harness.errors import HarnessError, OutputError
 from harness.io.formats import content_digest
 from harness.retrieval.compress import CompressionSpec
@@ -384,7 +384,9 @@ def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | No
     """Encode the queries, or load them from the cache (keyed by the exact ids and texts)."""
     texts = [query.text for query in queries]
     if cache_root is None:
-        return encoder.encode_queries(texts)
+        vectors = encoder.encode_queries(texts)
+        check_finite_queries(vectors, [query.query_id for query in queries], encoder)
+        return vectors
     texts_sha = hashlib.sha256(json.dumps([[q.query_id, q.text] for q in queries]).encode()).hexdigest()
     entry = embedding_entry(cache_root, {"kind": "queries", "model": fingerprint, "dtype": "float32",
                                          "queries_sha256": texts_sha}, {"dataset": dataset})
@@ -397,6 +399,7 @@ def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | No
             logger.warning("damaged cache entry, recomputing: %s", exc)
         entry.drop()
     vectors = encoder.encode_queries(texts)
+    check_finite_queries(vectors, [query.query_id for query in queries], encoder)
     entry.start(len(texts))
     entry.write_chunk(0, [query.query_id for query in queries], vectors)
     entry.finish(1, len(texts), vectors.shape[1])

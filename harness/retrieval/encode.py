@@ -874,12 +874,31 @@ def _check_finite(block: np.ndarray, chunk: int, batch: int, batches: int, first
     if np.isfinite(block).all():
         return
     bad = int(block.shape[0] - np.isfinite(block).all(axis=1).sum())
-    precision = getattr(encoder, "precision", None)
-    hint = ("fp16 overflows easily: use --precision bf16 (same range as fp32) or fp32" if precision == "fp16"
-            else "use --precision fp32 (or bf16)")
     raise NonFiniteVectors(f"the model returned non-finite vectors (NaN or inf) for {bad} of {len(block)} texts in "
                            f"batch {batch + 1} of {batches}, chunk {chunk} (first document {first_doc_id!r}); that "
-                           f"batch is not stored; {hint}")
+                           f"batch is not stored; {_precision_hint(encoder)}")
+
+
+def check_finite_queries(vectors: np.ndarray, query_ids: list[str], encoder: Encoder) -> None:
+    """Refuse query vectors with a NaN or an infinity before they are searched with or cached.
+
+    Raises:
+        NonFiniteVectors: Naming how many queries, the first of them, and the precision to use instead.
+    """
+    import numpy as np
+
+    finite = np.isfinite(vectors).all(axis=1)
+    if finite.all():
+        return
+    bad = [query_id for query_id, ok in zip(query_ids, finite.tolist()) if not ok]
+    raise NonFiniteVectors(f"the model returned non-finite vectors (NaN or inf) for {len(bad)} of {len(query_ids)} "
+                           f"queries (first {bad[0]!r}); none is stored; {_precision_hint(encoder)}")
+
+
+def _precision_hint(encoder: Encoder) -> str:
+    if getattr(encoder, "precision", None) == "fp16":
+        return "fp16 overflows easily: use --precision bf16 (same range as fp32) or fp32"
+    return "use --precision fp32 (or bf16)"
 
 
 def chunked(docs: Iterator[Doc], size: int) -> Iterator[list[Doc]]:
