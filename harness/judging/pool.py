@@ -128,7 +128,7 @@ def pool_runs(runs: Sequence[Run], depth: int, judged: Mapping[str, Iterable[str
         order = list(range(len(runs)))
         random.Random(f"{seed}:{query_id}").shuffle(order)
         chosen: dict[str, None] = {}
-        for rank in range(depth):
+        for rank in range(max(map(len, ranked), default=0)):
             for system in order:
                 if rank < len(ranked[system]) and ranked[system][rank] not in seen:
                     chosen.setdefault(ranked[system][rank])
