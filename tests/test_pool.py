@@ -181,12 +181,12 @@ def _bad(tmp_path, case: str):
     return _pool([folder, *args, "--out", tmp_path / "pool"])
 
 
-@pytest.mark.parametrize(("case", "message"), [
+@pytest.mark.parametrize(("case", "message"), [pytest.param(case, message, id=case) for case, message in [
     ("system-without-run", "system 'delta': no run among the run files (alpha (alpha.trec)); add its run file"),
     ("depth-zero", "pool depth 0: pool at least the top 1 document of each system"),
     ("add-unknown-query", "add.tsv:2: unknown query id 'q99'"),
     ("add-unknown-doc", "add.tsv:1: unknown document id 'nope'"),
-])
+]])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, case, message):
     result = _bad(tmp_path, case)
     assert result.exit_code == 1, result.output
