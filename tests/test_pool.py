@@ -204,3 +204,19 @@ def test_an_existing_pool_is_never_overwritten(tmp_path):
     result = _pool([folder, "--runs", runs[0], "--out", out])
     assert result.exit_code == 1 and "already exists" in result.output
     assert (out / "judgments.csv").read_text() == "precious\n"
+
+
+def test_a_result_file_pools_the_run_it_was_scored_on(tiny_beir, tmp_path):
+    results = tmp_path / "results"
+    evaluated = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--top-k", "5", "--k", "5",
+                                         "--output-dir", str(results)])
+    assert evaluated.exit_code == 0, evaluated.output
+    (result_file,) = results.rglob("*.json")
+    (run_file,) = results.rglob("*.run.trec")
+    out = tmp_path / "pool"
+    result = _pool([tiny_beir, "--runs", result_file, "--depth", 3, "--out", out])
+    assert result.exit_code == 0, result.output
+    judged = {tuple(line.split("\t")[:2]) for path in (tiny_beir / "qrels").glob("*.tsv")
+              for line in path.read_text().splitlines()[1:] if line.strip()}
+    assert _pool_pairs(out) == _expected([run_file], 3, judged) != set()
+    assert json.loads((out / "manifest.json").read_text())["systems"][0]["name"].startswith("bm25")

@@ -42,7 +42,7 @@ from harness.io.formats import (
     write_run,
 )
 from harness.records import Run
-from harness.reporting.report import model_slug
+from harness.reporting.report import model_slug, read_result, result_label
 
 logger = logging.getLogger(__name__)
 
@@ -208,13 +208,28 @@ def check_run(run: Run, source: str, queries: Mapping[str, str], corpus_ids: set
                                "corpus.jsonl (was this run made on another dataset?)")
 
 
+def load_run(path: Path) -> tuple[Path, Run]:
+    """A run file, or a beir-harness result file (its scored run beside it, named by the result's label).
+
+    Raises:
+        HarnessError: A result file whose run file is missing; a run file that cannot be read.
+    """
+    result = read_result(path) if path.suffix == ".json" else None
+    if result is None:
+        return path, read_run(path)
+    if not result.run_path.is_file():
+        raise HarnessError(f"{path}: its run file {result.run_path.name} is missing; rerun the evaluation, "
+                           "or give a run file")
+    return path, read_run(result.run_path).renamed(result_label(result))
+
+
 def pick_runs(systems: Sequence[str], run_files: Sequence[Path]) -> list[tuple[str, Run]]:
-    """(name, run) of each saved run; with `systems`, only the runs whose tag or file name each system names.
+    """(name, run) of each saved run or result file (`load_run`); with `systems`, only the runs whose tag or file name each system names.
 
     Raises:
         HarnessError: A named system has no run among the files (naming the runs there are).
     """
-    runs = [(path, read_run(path)) for path in run_files]
+    runs = [load_run(path) for path in run_files]
     if not systems:
         return [(run.name, run) for _, run in runs]
     found = []
