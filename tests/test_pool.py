@@ -220,3 +220,22 @@ def test_a_result_file_pools_the_run_it_was_scored_on(tiny_beir, tmp_path):
               for line in path.read_text().splitlines()[1:] if line.strip()}
     assert _pool_pairs(out) == _expected([run_file], 3, judged) != set()
     assert json.loads((out / "manifest.json").read_text())["systems"][0]["name"].startswith("bm25")
+
+
+def test_guidelines_bring_their_scale_and_text_to_the_manifest_and_page(tmp_path):
+    folder = _write_folder(tmp_path / "set", None)
+    runs = _write_runs(tmp_path)
+    scale = [{"grade": 0, "label": "No", "definition": "off topic"}, {"grade": 1, "label": "Partly", "definition": ""},
+             {"grade": 2, "label": "Yes", "definition": "answers it"}]
+    (tmp_path / "g.json").write_text(json.dumps({"scale": scale, "guidelines": "Be strict."}))
+    (tmp_path / "g.txt").write_text("Judge by the first paragraph.\n")
+    for name, want_scale, want_text in (("g.json", scale, "Be strict."), ("g.txt", None, "Judge by the first paragraph.")):
+        out = tmp_path / f"pool-{name}"
+        result = _pool([folder, "--runs", runs[0], "--guidelines", tmp_path / name, "--out", out])
+        assert result.exit_code == 0, result.output
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["guidelines"] == want_text
+        assert [s["grade"] for s in manifest["grade_scale"]] == ([0, 1, 2] if want_scale else [0, 1, 2, 3])
+        if want_scale:
+            assert manifest["grade_scale"] == scale
+        assert json.dumps(want_text)[1:-1] in (out / "judge.html").read_text()

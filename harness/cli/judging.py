@@ -45,7 +45,8 @@ def _guidelines(path: Path | None) -> dict:
               help="Systems to pool, comma-separated: models retrieved now (bm25, all-MiniLM-L6-v2, ...), or with "
                    "--runs the runs to take (by tag or file name).")
 @click.option("--runs", "run_files", multiple=True, type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              metavar="FILE", help="Saved runs to pool (TREC, MS MARCO or JSON, as `evaluate --run`). Repeatable.")
+              metavar="FILE", help="Saved runs to pool (TREC, MS MARCO or JSON, as `evaluate --run`), or result files "
+                   "(their scored run). Repeatable.")
 @click.option("--depth", type=int, default=10, show_default=True, help="Top documents pooled from each system.")
 @click.option("--max-per-query", type=int, default=None, metavar="N",
               help="At most N documents per query: round-robin by rank across systems (systems in a seeded order).")
