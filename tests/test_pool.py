@@ -174,7 +174,14 @@ def _bad(tmp_path, case: str):
     runs = _write_runs(tmp_path)
     add = tmp_path / "add.tsv"
     add.write_text({"add-unknown-query": "q0\td01\nq99\td01\n", "add-unknown-doc": "q0\tnope\n"}.get(case, ""))
+    (tmp_path / "g.json").write_text({"guidelines-not-json": "{scale: [",
+                                      "scale-repeats-a-grade": '{"scale": [{"grade": 1, "label": "a"}, '
+                                                               '{"grade": 1, "label": "b"}]}'}.get(case, "{}"))
+    (tmp_path / "other.trec").write_text("q0 Q0 d01 1 2.0 other\nq0 Q0 x99 2 1.0 other\n")
     args = {"system-without-run": ["--runs", runs[0], "--systems", "alpha,delta"],
+            "guidelines-not-json": ["--runs", runs[0], "--guidelines", tmp_path / "g.json"],
+            "scale-repeats-a-grade": ["--runs", runs[0], "--guidelines", tmp_path / "g.json"],
+            "run-of-another-corpus": ["--runs", tmp_path / "other.trec"],
             "depth-zero": ["--runs", runs[0], "--depth", 0],
             "add-unknown-query": ["--runs", runs[0], "--add", add],
             "add-unknown-doc": ["--runs", runs[0], "--add", add]}[case]
@@ -186,6 +193,9 @@ def _bad(tmp_path, case: str):
     ("depth-zero", "pool depth 0: pool at least the top 1 document of each system"),
     ("add-unknown-query", "add.tsv:2: unknown query id 'q99'"),
     ("add-unknown-doc", "add.tsv:1: unknown document id 'nope'"),
+    ("guidelines-not-json", "g.json: not a guidelines file: "),
+    ("scale-repeats-a-grade", "g.json: grade scale [1, 1]: grades must be distinct integers 0-9 (one key each)"),
+    ("run-of-another-corpus", "other.trec: document 'x99' (query 'q0') is not in the folder's corpus.jsonl"),
 ]])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, case, message):
     result = _bad(tmp_path, case)

@@ -35,6 +35,14 @@ def _guidelines(path: Path | None) -> dict:
         raise FormatError(path, f"not a guidelines file: {exc}",
                           hint='write {"scale": [{"grade": 0, "label": "...", "definition": "..."}], '
                                '"guidelines": "..."}') from exc
+    if scale:
+        from harness.errors import HarnessError
+        from harness.judging.pool import PoolSpec, check_spec
+
+        try:
+            check_spec(PoolSpec(scale=scale))
+        except HarnessError as exc:
+            raise FormatError(path, str(exc)) from None
     return {**({"scale": scale} if scale else {}), **({"guidelines": str(data["guidelines"])}
                                                      if data.get("guidelines") else {})}
 

@@ -302,7 +302,7 @@ def build_pool(dataset: str | Path, sources: PoolSources, out: str | Path, spec:
         runs = pick_runs(sources.systems, sources.run_files) if sources.run_files else \
             retrieve_runs(root, sources.systems, spec.depth, work, progress)
         for name, run in runs:
-            check_run(run, name, queries, corpus_ids)
+            check_run(run, str(run.metadata.get("source", name)), queries, corpus_ids)
         pool = pool_runs([run for _, run in runs], spec.depth, judged, spec.max_per_query, spec.seed, extra)
         fingerprints = {"corpus": content_sha256(folder.corpus), "queries": content_sha256(folder.queries),
                         "qrels": qrels_fingerprints}
