@@ -149,3 +149,30 @@ def test_planted_markup_in_a_document_is_shown_as_text_and_never_runs(tmp_path):
         assert not [p for p in browser.problems if "request" in p], browser.problems
     finally:
         browser.close()
+
+
+@pytest.mark.browser
+def test_a_team_scale_takes_only_its_own_keys(tmp_path):
+    folder, run = tmp_path / "set", tmp_path / "r.trec"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{d}", "text": f"t{d}"}) + "\n" for d in range(3)))
+    (folder / "queries.jsonl").write_text('{"_id": "q0", "text": "query"}\n')
+    run.write_text("".join(f"q0 Q0 d{d} {d + 1} {9 - d} r\n" for d in range(3)))
+    (tmp_path / "g.json").write_text(json.dumps({"scale": [{"grade": 0, "label": "No"}, {"grade": 1, "label": "Yes"}],
+                                                 "guidelines": "Yes if it answers."}))
+    result = CliRunner().invoke(cli, ["pool", str(folder), "--runs", str(run), "--guidelines", str(tmp_path / "g.json"),
+                                      "--out", str(tmp_path / "pool")])
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "pool" / "judge.html"
+    items = _items(path)
+    browser = Browser(path, tmp_path)
+    try:
+        assert browser.page.locator("#grades button").all_inner_texts() == ["0 No", "1 Yes"]
+        assert "Yes if it answers." in browser.page.inner_text("#guidelines")
+        browser.keys("3", "2", "1", "0")  # 3 and 2 are not grades here: nothing happens
+        browser.page.fill("#annotator", "Bo")
+        rows = list(csv.DictReader(io.StringIO(browser.export("#export-csv"))))
+        assert {(r["query_id"], r["doc_id"]): r["grade"] for r in rows} == {tuple(items[0]): "1", tuple(items[1]): "0"}
+        assert not browser.problems, browser.problems
+    finally:
+        browser.close()
