@@ -94,7 +94,8 @@ def test_keys_grade_a_reload_keeps_the_work_and_the_export_is_what_was_typed(tmp
     try:
         browser.page.fill("#annotator", "Ada L.")
         browser.keys("2", "0", "s", "3", "b", "1", "ArrowLeft", "ArrowLeft", "ArrowLeft", "3")
-        # typed: pair 1 → 2, pair 2 → 0, pair 3 skipped, pair 4 → 3; back to pair 4 → 1; back ×3 to pair 2 → 3
+        # typed: pair 1 → 2, pair 2 → 0, pair 3 skipped, pair 4 → 3; back to pair 4 → 1;
+        # back ×3 to pair 2 → 3
         expected = {tuple(items[0]): 2, tuple(items[1]): 3, tuple(items[3]): 1}
         assert browser.page.inner_text("#progress").startswith("3 of 24 judged, 1 skipped; pair 3 of 24")
         browser.open(path)  # closing and reopening the file
@@ -155,7 +156,8 @@ def test_planted_markup_in_a_document_is_shown_as_text_and_never_runs(tmp_path):
 def test_a_team_scale_takes_only_its_own_keys(tmp_path):
     folder, run = tmp_path / "set", tmp_path / "r.trec"
     folder.mkdir()
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{d}", "text": f"t{d}"}) + "\n" for d in range(3)))
+    docs = (json.dumps({"_id": f"d{d}", "text": f"t{d}"}) + "\n" for d in range(3))
+    (folder / "corpus.jsonl").write_text("".join(docs))
     (folder / "queries.jsonl").write_text('{"_id": "q0", "text": "query"}\n')
     run.write_text("".join(f"q0 Q0 d{d} {d + 1} {9 - d} r\n" for d in range(3)))
     (tmp_path / "g.json").write_text(json.dumps({"scale": [{"grade": 0, "label": "No"}, {"grade": 1, "label": "Yes"}],

@@ -239,7 +239,8 @@ def test_guidelines_bring_their_scale_and_text_to_the_manifest_and_page(tmp_path
              {"grade": 2, "label": "Yes", "definition": "answers it"}]
     (tmp_path / "g.json").write_text(json.dumps({"scale": scale, "guidelines": "Be strict."}))
     (tmp_path / "g.txt").write_text("Judge by the first paragraph.\n")
-    for name, want_scale, want_text in (("g.json", scale, "Be strict."), ("g.txt", None, "Judge by the first paragraph.")):
+    cases = (("g.json", scale, "Be strict."), ("g.txt", None, "Judge by the first paragraph."))
+    for name, want_scale, want_text in cases:
         out = tmp_path / f"pool-{name}"
         result = _pool([folder, "--runs", runs[0], "--guidelines", tmp_path / name, "--out", out])
         assert result.exit_code == 0, result.output

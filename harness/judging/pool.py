@@ -189,9 +189,11 @@ def read_pairs(path: Path, queries: Mapping[str, str], corpus_ids: set[str]) -> 
             raise FormatError(path, "expected query id and document id, tab- or comma-separated", line_no)
         query_id, doc_id = columns[:2]
         if query_id not in queries:
-            raise FormatError(path, f"unknown query id {query_id!r}", line_no, "use an _id of the folder's queries.jsonl")
+            raise FormatError(path, f"unknown query id {query_id!r}", line_no,
+                              "use an _id of the folder's queries.jsonl")
         if doc_id not in corpus_ids:
-            raise FormatError(path, f"unknown document id {doc_id!r}", line_no, "use an _id of the folder's corpus.jsonl")
+            raise FormatError(path, f"unknown document id {doc_id!r}", line_no,
+                              "use an _id of the folder's corpus.jsonl")
         pairs.append((query_id, doc_id))
     return pairs
 
@@ -224,7 +226,8 @@ def load_run(path: Path) -> tuple[Path, Run]:
 
 
 def pick_runs(systems: Sequence[str], run_files: Sequence[Path]) -> list[tuple[str, Run]]:
-    """(name, run) of each saved run or result file (`load_run`); with `systems`, only the runs whose tag or file name each system names.
+    """(name, run) of each saved run or result file (`load_run`); with `systems`, only the runs whose tag or
+    file name each system names.
 
     Raises:
         HarnessError: A named system has no run among the files (naming the runs there are).
