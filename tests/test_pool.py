@@ -99,6 +99,15 @@ def test_the_pool_is_the_union_of_each_top_depth_minus_the_judged_pairs(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["set", "pool", *(p.name for p in runs)])
 
 
+def test_a_header_only_qrels_file_judges_nothing(tmp_path):
+    folder = _write_folder(tmp_path / "set", {})
+    runs = _write_runs(tmp_path)
+    assert (folder / "qrels" / "test.tsv").read_text().strip() == "query-id\tcorpus-id\tscore"
+    result = _pool([folder, "--runs", runs[0], "--depth", 4, "--out", tmp_path / "pool"])
+    assert result.exit_code == 0, result.output
+    assert _pool_pairs(tmp_path / "pool") == _expected([runs[0]], 4, set())
+
+
 def test_systems_pick_runs_by_tag_and_the_split_limits_what_counts_as_judged(tmp_path):
     folder = _write_folder(tmp_path / "set", PARTIAL)
     runs = _write_runs(tmp_path)

@@ -37,7 +37,7 @@ from harness.io.formats import (
     iter_queries,
     locate_corpus_and_queries,
     private_dir,
-    read_qrels,
+    iter_qrels,
     read_run,
     write_run,
 )
@@ -165,8 +165,9 @@ def judged_pairs(folder: BeirFolder, split: str | None) -> tuple[dict[str, set[s
     judged: dict[str, set[str]] = {}
     fingerprints = {}
     for path in files:
-        for query_id, docs in read_qrels(path).items():
-            judged.setdefault(query_id, set()).update(docs)
+        # Every line, not read_qrels: a header-only file (a team that has judged nothing yet) is no error here.
+        for _, query_id, doc_id, _ in iter_qrels(path):
+            judged.setdefault(query_id, set()).add(doc_id)
         fingerprints[path.name.split(".")[0]] = content_sha256(path)
     return judged, fingerprints
 
