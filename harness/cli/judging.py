@@ -1,0 +1,96 @@
+"""Commands that build an eval set: pool (the documents to judge, and the blind judging page)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from harness.cli.group import cli
+
+
+def _systems(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
+    items = [item.strip() for item in (value or "").split(",") if item.strip()]
+    return tuple(dict.fromkeys(items))
+
+
+def _guidelines(path: Path | None) -> dict:
+    """The scale and guidelines of a --guidelines file: JSON ({"scale": [...], "guidelines": "..."}) or plain text."""
+    from harness.errors import FormatError
+
+    if path is None:
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FormatError(path, f"cannot read: {exc}") from exc
+    if path.suffix.lower() != ".json":
+        return {"guidelines": text.strip()}
+    try:
+        data = json.loads(text)
+        scale = tuple({"grade": e["grade"], "label": str(e["label"]), "definition": str(e.get("definition", ""))}
+                      for e in data.get("scale", ()))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise FormatError(path, f"not a guidelines file: {exc}",
+                          hint='write {"scale": [{"grade": 0, "label": "...", "definition": "..."}], '
+                               '"guidelines": "..."}') from exc
+    if scale:
+        from harness.errors import HarnessError
+        from harness.judging.pool import PoolSpec, check_spec
+
+        try:
+            check_spec(PoolSpec(scale=scale))
+        except HarnessError as exc:
+            raise FormatError(path, str(exc)) from None
+    return {**({"scale": scale} if scale else {}), **({"guidelines": str(data["guidelines"])}
+                                                     if data.get("guidelines") else {})}
+
+
+@cli.command()
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--systems", callback=_systems, default=None, metavar="NAME,...",
+              help="Systems to pool, comma-separated: models retrieved now (bm25, all-MiniLM-L6-v2, ...), or with "
+                   "--runs the runs to take (by tag or file name).")
+@click.option("--runs", "run_files", multiple=True, type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              metavar="FILE", help="Saved runs to pool (TREC, MS MARCO or JSON, as `evaluate --run`), or result files "
+                   "(their scored run). Repeatable.")
+@click.option("--depth", type=int, default=10, show_default=True, help="Top documents pooled from each system.")
+@click.option("--max-per-query", type=int, default=None, metavar="N",
+              help="At most N documents per query: round-robin by rank across systems (systems in a seeded order).")
+@click.option("--add", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None, metavar="FILE",
+              help="Extra (query id, document id) pairs to judge, one a line, tab- or comma-separated.")
+@click.option("--split", default=None, help="Only this qrels split counts as judged [default: every split].")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the cap and the judging page's order.")
+@click.option("--guidelines", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              metavar="FILE", help='Guidelines for the judges: a text file, or JSON {"scale": [{"grade", "label", '
+                                   '"definition"}, ...], "guidelines": "..."} [default: 0-3, UMBRELA style].')
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="The pool folder to create (never overwritten).")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+def pool(dataset: Path, systems: tuple[str, ...], run_files: tuple[Path, ...], depth: int, max_per_query: int | None,
+         add: Path | None, split: str | None, seed: int, guidelines: Path | None, out: Path, as_json: bool) -> None:
+    """Pool the documents to judge (TREC depth-k) and write them with a blind judging page.
+
+    For every query of DATASET (a BEIR folder; qrels optional), the union of each system's top --depth
+    documents, minus the pairs already judged. OUT gets pool.csv, pool.jsonl, manifest.json, the runs and
+    judge.html: open it in a browser to judge, one query and document at a time.
+
+    Example:
+
+    \b
+        beir-harness pool ./my-set --systems "bm25, all-MiniLM-L6-v2" --depth 10 --out pool/
+        beir-harness pool ./my-set --runs a.trec --runs b.trec --depth 20 --max-per-query 30 --out pool/
+    """
+    from harness.judging.pool import PoolSources, PoolSpec, build_pool
+
+    spec = PoolSpec(depth=depth, max_per_query=max_per_query, seed=seed, add=add, split=split,
+                    **_guidelines(guidelines))
+    manifest = build_pool(dataset, PoolSources(systems, run_files), out, spec)
+    if as_json:
+        click.echo(json.dumps(manifest, indent=2))
+        return
+    counts = manifest["counts"]
+    click.echo(f"{out}: {counts['pairs']} pairs to judge over {counts['queries_pooled']} of {counts['queries']} "
+               f"queries ({len(manifest['systems'])} systems, depth {depth}; {counts['already_judged']} already "
+               f"judged, {counts['capped_out']} over the cap, {counts['added']} added); open {out / 'judge.html'}")

@@ -1,0 +1,66 @@
+"""The judging page: one self-contained HTML file (no network: CSP ``default-src 'none'``) that shows one
+query and one document at a time, blind, and keeps the judge's work in the browser.
+
+The page holds the queries, the documents and the pairs in a seeded random order (queries shuffled, and the
+documents of each query shuffled), never which system retrieved a document or at which rank. The data sits
+in a ``<script type="application/json">`` block with ``<``, ``>`` and ``&`` escaped, so no text can end the
+block, and the page's script puts every text on the page with ``textContent``: markup in a document is shown,
+never run. Grades autosave in ``localStorage`` under the pool's id; exports (CSV, TREC qrels) carry the
+annotator's name.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from importlib import resources
+from typing import Any, Mapping, Sequence
+
+
+def blind_order(pairs: Sequence[tuple[str, str]], seed: int) -> list[tuple[str, str]]:
+    """`pairs` grouped by query, the queries and each query's documents in an order drawn from `seed` alone
+    (so it follows neither rank nor system, and the same pool always gives the same order)."""
+    by_query: dict[str, list[str]] = {}
+    for query_id, doc_id in pairs:
+        by_query.setdefault(query_id, []).append(doc_id)
+    rng = random.Random(f"judge:{seed}")
+    query_ids = sorted(by_query)
+    rng.shuffle(query_ids)
+    ordered = []
+    for query_id in query_ids:
+        doc_ids = sorted(by_query[query_id])
+        rng.shuffle(doc_ids)
+        ordered += [(query_id, doc_id) for doc_id in doc_ids]
+    return ordered
+
+
+def embedded_json(data: Any) -> str:
+    """JSON that can sit inside ``<script type="application/json">``: ``<``, ``>``, ``&`` and the JavaScript line
+    separators as escapes, so no text (``</script>``, ``<!--``) can end or change the block."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def page_data(manifest: Mapping[str, Any], rows: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+    """What the page embeds: the pool's id, scale, guidelines, texts and blind order (no system, no rank)."""
+    items = blind_order([(row["query_id"], row["doc_id"]) for row in rows], manifest["seed"])
+    counts = manifest["counts"]
+    return {
+        "pool_id": manifest["pool_id"],
+        "title": f"Judging {manifest['dataset'].rstrip('/').split('/')[-1]}: {counts['pairs']} pairs, "
+                 f"{counts['queries_pooled']} queries",
+        "scale": manifest["grade_scale"], "guidelines": manifest["guidelines"],
+        "queries": {row["query_id"]: row["query"] for row in rows},
+        "docs": {row["doc_id"]: [row["title"], row["text"]] for row in rows},
+        "items": [list(item) for item in items],
+    }
+
+
+def render_judge_page(manifest: Mapping[str, Any], rows: Sequence[Mapping[str, str]]) -> str:
+    """The judging page of a pool (`harness.judging.pool`): its manifest and its rows."""
+    template = resources.files("harness").joinpath("data/judge-page.html").read_text(encoding="utf-8")
+    data = page_data(manifest, rows)
+    title = re.sub(r"[<>&\"']", "", data["title"])
+    return template.replace("{{TITLE}}", title).replace("{{DATA}}", embedded_json(data))
