@@ -312,9 +312,9 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
     if not k_values:
         raise HarnessError(f"no cutoffs given in {setting('k_values')} (e.g. 1,3,10)")
     if config.rerank is not None:
-        if config.top_k is not None:
+        if config.top_k is not None and config.top_k != config.rerank.depth:  # the same depth twice is no conflict
             raise HarnessError(f"with a reranker the depth is the rerank depth; set {setting('rerank_depth')}, "
-                               f"not {setting('top_k')}")
+                               f"not {setting('top_k')} (or give both the same value)")
         config.rerank.check(k_values[-1])
     top_k = retrieval_depth(config)
     stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
