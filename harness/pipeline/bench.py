@@ -258,9 +258,10 @@ class _Grid:
         system_name, label = self._names(system, compression)
         # The registry's prompts before anything reads the configuration: the stored result's hash and the
         # model loaded here must both see them.
-        config = with_model_prompts(system_config(replace(base, dataset_path=dataset, name=label), system))
-        logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system_name)
         name = _display_name(dataset)
+        with naming_cell(f"{name} × {system_name}"):
+            config = with_model_prompts(system_config(replace(base, dataset_path=dataset, name=label), system))
+        logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system_name)
         stored = self._stored(config, name) if base.output_dir is not None and not self.force else None
         if stored is not None and not stored[2]:
             logger.info("skipping %s × %s: done with the same settings and data (--force to redo)", dataset,

@@ -42,6 +42,7 @@ from harness.pipeline.config import (
     load_model,  # noqa: F401 - the config's names are importable from here too (bench, tests)
     retrieval_depth,
     run_model_name,
+    with_model_prompts,
 )
 from harness.pipeline.dense import dense_stage
 from harness.pipeline.sparse import bm25_stage, is_sparse_model, learned_sparse_stage
@@ -295,6 +296,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     config_record = {"k_values": list(k_values), "top_k": top_k, "ignore_identical_ids": ignore_identical_ids,
                      "self_hit_policy_source": policy_source, "dataset_path": str(Path(folder_path).resolve()),
                      "n_docs": stage.corpus.n_docs, **stage.record}
+    if config.encoder.prompt_source:
+        config_record["prompts"] = f"from the {config.encoder.prompt_source}"
     mismatch = registry.count_mismatch(dataset, config.split, stage.corpus.n_docs, len(inputs.qrels))
     if mismatch:
         config_record["registry_mismatch"] = mismatch
@@ -326,6 +329,8 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
         raise HarnessError(f"checkpoint_seconds must be 0 or more, got {config.checkpoint_seconds}")
     if config.chunk_size <= 0:
         raise HarnessError(f"chunk_size must be positive, got {config.chunk_size}")
+    if not loaded:  # a loaded encoder has its prefixes already (bench resolves them before loading)
+        config = with_model_prompts(config)
     config.encoder.check()
     config.index.check()  # before any encoding, so a typo costs nothing
     config.compression.check()

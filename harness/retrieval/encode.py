@@ -89,6 +89,9 @@ class EncoderSpec:
         precision: ``fp32``, ``fp16`` or ``bf16`` weights and activations (also the reranker's).
         batch_size: Texts per forward pass (not decisive).
         trust_remote_code: Let the model run code from its repository (not decisive).
+        prompt_source: Where the prefixes came from, as the result records it (``""``: given by hand or none;
+            ``model registry``: `harness.datasets.prompts`). Not decisive: a registry prompt is the same
+            configuration as the same prefix given by hand.
     """
 
     max_seq_length: int | None = None
@@ -99,6 +102,7 @@ class EncoderSpec:
     precision: str = "fp32"
     batch_size: int = field(default=32, metadata={"decisive": False})
     trust_remote_code: bool = field(default=False, metadata={"decisive": False})
+    prompt_source: str = field(default="", metadata={"decisive": False})
 
     def check(self) -> None:
         """Refuse impossible settings before anything loads.
