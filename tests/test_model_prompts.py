@@ -62,7 +62,7 @@ def test_registry_agrees_with_mteb_model_metadata():
      "model-prompts.csv:2: unknown source 'blog'"),
     ("model,query_prompt,doc_prompt,max_tokens,normalize,source,note\n,q: ,,,true,mteb,\n",
      "model-prompts.csv:2: empty model name"),
-])
+], ids=["unknown-column", "repeated-model", "unknown-source", "empty-model"])
 def test_bad_registry_rows_are_one_line(text, message):
     with pytest.raises(HarnessError) as caught:
         parse_prompts(text)
@@ -130,6 +130,16 @@ def test_registry_prompts_are_the_prefixes_given_by_hand(plain_model, registry_n
     # ...and not the ones without them (random weights: the prompt tokens move every vector).
     bare, _ = _evaluate(tiny_beir, tmp_path / "c", "--model", str(plain_model), "--query-prefix", "q ")
     assert bare["config_hash"] != auto["config_hash"] and "prompts" not in bare["config"]
+
+
+def test_an_empty_prefix_given_turns_the_registry_off(plain_model, registry_naming, tiny_beir, tmp_path):
+    registry_naming(plain_model)
+    none, log = _evaluate(tiny_beir, tmp_path / "a", "--model", str(plain_model), "--query-prefix", "")
+    assert "prompts from the model registry" not in log and "prompts" not in none["config"]
+    assert none["config"]["query_prefix"] == none["config"]["doc_prefix"] == ""
+    from harness.pipeline.evaluate import EvaluateConfig, configuration
+
+    assert none["config_hash"] == configuration(EvaluateConfig(tiny_beir, model=str(plain_model)), "tiny").config_hash
 
 
 def test_a_model_with_its_own_prompts_keeps_them(prompted_model, registry_naming, tiny_beir, tmp_path):

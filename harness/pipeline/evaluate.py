@@ -37,6 +37,7 @@ from harness.pipeline.config import (
     BM25_MODEL,
     DEFAULT_DEPTH,
     STANDARD_K,
+    REGISTRY_PROMPTS,
     EvaluateConfig,
     first_device,
     load_model,  # noqa: F401 - the config's names are importable from here too (bench, tests)
@@ -296,8 +297,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     config_record = {"k_values": list(k_values), "top_k": top_k, "ignore_identical_ids": ignore_identical_ids,
                      "self_hit_policy_source": policy_source, "dataset_path": str(Path(folder_path).resolve()),
                      "n_docs": stage.corpus.n_docs, **stage.record}
-    if config.encoder.prompt_source:
-        config_record["prompts"] = f"from the {config.encoder.prompt_source}"
+    if config.encoder.prompt_source == REGISTRY_PROMPTS:
+        config_record["prompts"] = f"from the {REGISTRY_PROMPTS}"
     mismatch = registry.count_mismatch(dataset, config.split, stage.corpus.n_docs, len(inputs.qrels))
     if mismatch:
         config_record["registry_mismatch"] = mismatch
