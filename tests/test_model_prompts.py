@@ -102,8 +102,8 @@ def prompted_model(tmp_path_factory) -> Path:
 @pytest.fixture
 def registry_naming(monkeypatch):
     """Point the registry at a table naming the given local models (with query: / passage: prompts)."""
-    def use(*models: Path) -> None:
-        lines = [",".join(FIELDS), *(f'{model},"query: ","passage: ",32,true,mteb,' for model in models)]
+    def use(*models: Path, normalize: str = "true") -> None:
+        lines = [",".join(FIELDS), *(f'{model},"query: ","passage: ",32,{normalize},mteb,' for model in models)]
         rows = parse_prompts("\n".join(lines) + "\n")
         monkeypatch.setattr(harness.datasets.prompts, "model_prompts", lambda: rows)
     return use
@@ -161,3 +161,11 @@ def test_bench_applies_registry_prompts_and_skips_the_done_cell(plain_model, reg
     assert stored["config"]["prompts"] == "from the model registry" and stored["config"]["query_prefix"] == "query: "
     again = CliRunner().invoke(cli, args)
     assert again.exit_code == 0 and "1 cells: 0 done, 1 skipped" in again.stdout, again.output
+
+
+def test_another_similarity_than_the_published_one_is_said_once(plain_model, registry_naming, tiny_beir, tmp_path):
+    registry_naming(plain_model, normalize="false")
+    _, log = _evaluate(tiny_beir, tmp_path / "a", "--model", str(plain_model))
+    assert log.count("its published scores use raw dot products") == 1, log
+    _, log = _evaluate(tiny_beir, tmp_path / "b", "--model", str(plain_model), "--similarity", "dot")
+    assert "its published scores use" not in log
