@@ -261,3 +261,14 @@ def test_split_systems_keeps_commas_inside_parentheses():
 
     assert split_systems("bm25, rrf(bm25, e5, k=10) ,bm25 >> ce@50,bm25") == [
         "bm25", "rrf(bm25, e5, k=10)", "bm25 >> ce@50"]
+
+
+def test_warnings_name_their_cell(grid):
+    datasets, out = grid
+    result = CliRunner().invoke(cli, ["-q", "bench", "--models", "bm25", "--datasets", ",".join(datasets),
+                                      "--output-dir", str(out), "--k", "1,10", "--no-cache"])
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "judged queries have no results" in line]
+    # One per cell, each saying which: the same warning without its cell would not tell the two apart.
+    assert [line.split(": ", 1)[0] for line in warnings] == ["WARNING tiny × bm25", "WARNING tiny2 × bm25"], warnings
+    assert all(line.count("×") == 1 for line in warnings)

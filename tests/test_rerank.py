@@ -149,3 +149,15 @@ def test_bench_takes_reranking_systems(tiny_cross_encoder, tiny_beir, tmp_path):
     bad = CliRunner().invoke(cli, ["-q", "bench", "--models", "bm25 >> x@ten", "--datasets", str(tiny_beir),
                                    "--output-dir", str(tmp_path / "grid2")])
     assert bad.exit_code == 1 and "write FIRST >> CROSS_ENCODER@DEPTH" in bad.output
+
+
+def test_top_k_equal_to_the_rerank_depth_is_accepted(tiny_cross_encoder, tiny_beir, tmp_path):
+    options = ("--model", "bm25", "--rerank", str(tiny_cross_encoder), "--rerank-depth", "5", "--k", "5")
+    agreed = _evaluate(tiny_beir, tmp_path / "r", *options, "--top-k", "5")
+    assert agreed.exit_code == 0, agreed.output
+    alone = _evaluate(tiny_beir, tmp_path / "r", *options)
+    assert json.loads(agreed.stdout)["config"]["top_k"] == 5
+    assert json.loads(agreed.stdout)["config_hash"] == json.loads(alone.stdout)["config_hash"]  # one configuration
+    differing = _evaluate(tiny_beir, tmp_path / "s", *options, "--top-k", "6")
+    assert differing.exit_code == 1 and "set --rerank-depth, not --top-k" in differing.stderr
+    assert not (tmp_path / "s").exists()

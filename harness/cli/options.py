@@ -92,8 +92,10 @@ _RUN_OPTIONS = [
     click.option("--ignore-identical-ids/--keep-identical-ids", default=None,
                  help="Drop retrieved documents whose id equals the query id [default: the registry's "
                       "policy for a known BEIR dataset (e.g. arguana, quora), else keep]."),
-    click.option("--query-prefix", default="", help="Text prepended to each query, e.g. 'query: ' for E5 models."),
-    click.option("--doc-prefix", default="", help="Text prepended to each document, e.g. 'passage: '."),
+    click.option("--query-prefix", default=None,
+                 help="Text prepended to each query, e.g. 'query: ' for E5 models [default: the model's own "
+                      "prompts, else the model registry's; either flag, even '', turns the registry off]."),
+    click.option("--doc-prefix", default=None, help="Text prepended to each document, e.g. 'passage: '."),
     click.option("--similarity", type=click.Choice(["cosine", "dot"]), default="cosine", show_default=True,
                  help="cosine (normalized vectors) or dot (raw vectors); inner-product index either way."),
     click.option("--normalize/--no-normalize", default=None,

@@ -13,7 +13,7 @@ from harness.cli.options import Sectioned, k_values_callback, metric_callback, r
     show_outcome
 from harness.errors import HarnessError
 from harness.retrieval.compress import PRECISIONS
-from harness.retrieval.encode import DEFAULT_MODEL
+from harness.retrieval.encode import DEFAULT_MODEL, PROMPTS_GIVEN
 
 logger = logging.getLogger("harness")
 
@@ -88,8 +88,11 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
     for name in ("rerank_model", "rerank_depth", "rerank_batch_size", "rerank_max_length"):
         options.pop(name, None)
     options["rerank"] = rerank
-    encoder = EncoderSpec(normalize=normalize, **{name: options.pop(name) for name in (
-        "max_seq_length", "query_prefix", "doc_prefix", "backend", "precision", "batch_size", "trust_remote_code")})
+    prefixes = {name: options.pop(name) for name in ("query_prefix", "doc_prefix")}
+    given = any(value is not None for value in prefixes.values())  # even '' is a choice: no registry prompts
+    encoder = EncoderSpec(normalize=normalize, **{name: value or "" for name, value in prefixes.items()},
+                          prompt_source=PROMPTS_GIVEN if given else "", **{name: options.pop(name) for name in (
+                              "max_seq_length", "backend", "precision", "batch_size", "trust_remote_code")})
     compression = CompressionSpec(**{name: options.pop(name) for name in (
         "truncate_dim", "embedding_precision", "rescore_multiplier")})
     endpoint = EndpointSpec(url=options.pop("endpoint"), api_key_env=options.pop("api_key_env"),

@@ -8,7 +8,8 @@ fusion of systems (`harness.pipeline.systems`); each cell is an `evaluate_datase
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from harness.pipeline.evaluate import (
     configuration,
     evaluate_dataset,
     load_model,
+    with_model_prompts,
 )
 from harness.pipeline.fuse import fuse_results
 from harness.pipeline.sparse import is_sparse_model
@@ -198,6 +200,37 @@ def _changed_data(config: EvaluateConfig, stored) -> list[str]:
     return changed
 
 
+class _CellPrefix(logging.Filter):
+    """Starts each warning logged during one bench cell with the cell's name (``scifact × bm25: ...``)."""
+
+    def __init__(self, cell: str):
+        super().__init__()
+        self.cell = cell
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # Once per record: several handlers may run this filter on the same record.
+        if record.levelno >= logging.WARNING and not getattr(record, "bench_cell", None):
+            message = record.getMessage()
+            if not message.startswith(self.cell):
+                record.msg, record.args = f"{self.cell}: {message}", ()
+            record.bench_cell = self.cell
+        return True
+
+
+@contextmanager
+def naming_cell(cell: str) -> Iterator[None]:
+    """While inside, warnings reaching the harness's (and the root logger's) handlers name `cell`."""
+    prefix = _CellPrefix(cell)
+    handlers = [*logging.getLogger("harness").handlers, *logging.getLogger().handlers]
+    for handler in handlers:
+        handler.addFilter(prefix)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(prefix)
+
+
 class _Grid:
     """The cells of one bench run, and the models loaded for them (once each)."""
 
@@ -223,9 +256,12 @@ class _Grid:
         """Evaluate (or skip) one cell; returns the path of its result file, None when it failed."""
         base = self.base if compression is None else replace(self.base, compression=compression)
         system_name, label = self._names(system, compression)
-        config = system_config(replace(base, dataset_path=dataset, name=label), system)
-        logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system_name)
+        # The registry's prompts before anything reads the configuration: the stored result's hash and the
+        # model loaded here must both see them.
         name = _display_name(dataset)
+        with naming_cell(f"{name} × {system_name}"):
+            config = with_model_prompts(system_config(replace(base, dataset_path=dataset, name=label), system))
+        logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system_name)
         stored = self._stored(config, name) if base.output_dir is not None and not self.force else None
         if stored is not None and not stored[2]:
             logger.info("skipping %s × %s: done with the same settings and data (--force to redo)", dataset,
@@ -236,12 +272,13 @@ class _Grid:
         if why:
             logger.warning("%s × %s: %s; evaluating it again", dataset, system_name, why)
         try:
-            encoder = None
-            if config.model.lower() != BM25_MODEL and not is_sparse_model(config):
-                if config.model not in self.encoders:
-                    self.encoders[config.model] = load_model(config)
-                encoder = self.encoders[config.model]
-            outcome = evaluate_dataset(config, encoder=encoder)
+            with naming_cell(f"{name} × {system_name}"):
+                encoder = None
+                if config.model.lower() != BM25_MODEL and not is_sparse_model(config):
+                    if config.model not in self.encoders:
+                        self.encoders[config.model] = load_model(config)
+                    encoder = self.encoders[config.model]
+                outcome = evaluate_dataset(config, encoder=encoder)
         except HarnessError as exc:
             logger.error("%s × %s failed: %s", dataset, system, exc)
             self.cells.append(Cell(name, system_name, "failed", error=str(exc)))

@@ -3,7 +3,10 @@ recorded model name, the device and the loaded model."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+import json
+import logging
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.io.cache import cache_dir
@@ -15,6 +18,8 @@ from harness.retrieval.endpoint import ENDPOINT_PREFIX, EndpointSpec
 from harness.retrieval.index import IndexSpec
 from harness.engines.ray_engine import RaySpec
 from harness.retrieval import onnx_backend  # noqa: F401 - registers the onnx runtimes that `load_model` may ask for
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
 # Every result stores every metric family at these cutoffs (up to its depth), whatever was asked to
@@ -139,3 +144,60 @@ def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
         return EndpointEncoder(config.model, config.endpoint, spec.normalize, spec.query_prefix, spec.doc_prefix,
                                cache_dir(config.cache_dir) / "models" if config.cache else None)
     return config.encoder.load(config.model, device or first_device(config), cache_dir(config.cache_dir))
+
+
+REGISTRY_PROMPTS = "model registry"  # EncoderSpec.prompt_source of prefixes taken from `harness.datasets.prompts`
+
+
+def with_model_prompts(config: EvaluateConfig) -> EvaluateConfig:
+    """`config` with the model registry's prompts as its prefixes (`harness.datasets.prompts`), when the model
+    has a row with prompts, neither prefix is given and the model's own sentence-transformers configuration
+    defines no prompts of its own (those win, as in MTEB); otherwise `config` itself.
+
+    The prompts become ``query_prefix``/``doc_prefix``, so the configuration hash is the one the same prefixes
+    given by hand have; ``prompt_source`` says where they came from."""
+    from harness.datasets.prompts import FILE, prompts_for
+    from harness.retrieval.encode import HASH_PREFIX, model_folder
+
+    spec = config.encoder
+    if config.run_path is not None or config.model.lower() == BM25_MODEL \
+            or config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX)):
+        return config
+    row = prompts_for(config.model)
+    if row is None:
+        return config
+    if row.normalize != spec.normalize:
+        _note_similarity(config.model, row.normalize, spec.normalize)
+    if not row.prompted or spec.query_prefix or spec.doc_prefix or spec.prompt_source:
+        return config
+    own = _own_prompts(model_folder(config.model))
+    if own:
+        logger.info("%s: prompts from its own sentence-transformers config (%s)", config.model, ", ".join(own))
+        return config
+    # A warning, so that it shows without -v: the texts encoded are not the ones given.
+    logger.warning("%s: prompts from the model registry (%s): query %r, document %r; --query-prefix/--doc-prefix "
+                   "override them", config.model, FILE, row.query_prompt, row.doc_prompt)
+    return replace(config, encoder=replace(spec, query_prefix=row.query_prompt, doc_prefix=row.doc_prompt,
+                                           prompt_source=REGISTRY_PROMPTS))
+
+
+@functools.lru_cache(maxsize=None)
+def _note_similarity(model: str, published: bool, used: bool) -> None:
+    """Say once per process that `model` is scored with another similarity than its published numbers."""
+    from harness.datasets.prompts import FILE
+
+    def name(normalized: bool) -> str:
+        return "normalized vectors (cosine)" if normalized else "raw dot products"
+
+    logger.warning("%s: its published scores use %s (%s); this run uses %s (--similarity/--normalize)", model,
+                   name(published), FILE, name(used))
+
+
+def _own_prompts(folder: str) -> list[str]:
+    """The names of the non-empty prompts a local model folder's sentence-transformers config defines."""
+    try:
+        declared = json.loads((Path(folder) / "config_sentence_transformers.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    prompts = declared.get("prompts") if isinstance(declared, dict) else None
+    return [name for name, text in prompts.items() if text] if isinstance(prompts, dict) else []

@@ -37,11 +37,13 @@ from harness.pipeline.config import (
     BM25_MODEL,
     DEFAULT_DEPTH,
     STANDARD_K,
+    REGISTRY_PROMPTS,
     EvaluateConfig,
     first_device,
     load_model,  # noqa: F401 - the config's names are importable from here too (bench, tests)
     retrieval_depth,
     run_model_name,
+    with_model_prompts,
 )
 from harness.pipeline.dense import dense_stage
 from harness.pipeline.sparse import bm25_stage, is_sparse_model, learned_sparse_stage
@@ -295,6 +297,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     config_record = {"k_values": list(k_values), "top_k": top_k, "ignore_identical_ids": ignore_identical_ids,
                      "self_hit_policy_source": policy_source, "dataset_path": str(Path(folder_path).resolve()),
                      "n_docs": stage.corpus.n_docs, **stage.record}
+    if config.encoder.prompt_source == REGISTRY_PROMPTS:
+        config_record["prompts"] = f"from the {REGISTRY_PROMPTS}"
     mismatch = registry.count_mismatch(dataset, config.split, stage.corpus.n_docs, len(inputs.qrels))
     if mismatch:
         config_record["registry_mismatch"] = mismatch
@@ -312,9 +316,9 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
     if not k_values:
         raise HarnessError(f"no cutoffs given in {setting('k_values')} (e.g. 1,3,10)")
     if config.rerank is not None:
-        if config.top_k is not None:
+        if config.top_k is not None and config.top_k != config.rerank.depth:  # the same depth twice is no conflict
             raise HarnessError(f"with a reranker the depth is the rerank depth; set {setting('rerank_depth')}, "
-                               f"not {setting('top_k')}")
+                               f"not {setting('top_k')} (or give both the same value)")
         config.rerank.check(k_values[-1])
     top_k = retrieval_depth(config)
     stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
@@ -326,6 +330,8 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
         raise HarnessError(f"checkpoint_seconds must be 0 or more, got {config.checkpoint_seconds}")
     if config.chunk_size <= 0:
         raise HarnessError(f"chunk_size must be positive, got {config.chunk_size}")
+    if not loaded:  # a loaded encoder has its prefixes already (bench resolves them before loading)
+        config = with_model_prompts(config)
     config.encoder.check()
     config.index.check()  # before any encoding, so a typo costs nothing
     config.compression.check()

@@ -71,6 +71,9 @@ class Encoder(Protocol):
 
 
 
+PROMPTS_GIVEN = "given"  # EncoderSpec.prompt_source: the caller chose the prefixes (even empty ones)
+
+
 @dataclass(frozen=True)
 class EncoderSpec:
     """How a model turns texts into vectors: what loading, the cache key and a result's identity read.
@@ -89,6 +92,10 @@ class EncoderSpec:
         precision: ``fp32``, ``fp16`` or ``bf16`` weights and activations (also the reranker's).
         batch_size: Texts per forward pass (not decisive).
         trust_remote_code: Let the model run code from its repository (not decisive).
+        prompt_source: Where the prefixes came from: ``""`` (not decided: the model registry's prompts apply when
+            both prefixes are empty), `PROMPTS_GIVEN` (the caller's, even empty ones), ``model registry``
+            (`harness.datasets.prompts`, recorded in the result). Not decisive: a registry prompt is the same
+            configuration as the same prefix given by hand.
     """
 
     max_seq_length: int | None = None
@@ -99,6 +106,7 @@ class EncoderSpec:
     precision: str = "fp32"
     batch_size: int = field(default=32, metadata={"decisive": False})
     trust_remote_code: bool = field(default=False, metadata={"decisive": False})
+    prompt_source: str = field(default="", metadata={"decisive": False})
 
     def check(self) -> None:
         """Refuse impossible settings before anything loads.
