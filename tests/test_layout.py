@@ -17,6 +17,7 @@ LAYERS = [
     ("evaluation",),
     ("reporting",),
     ("pipeline",),
+    ("judging",),
     ("cli", "__main__", "api"),
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
