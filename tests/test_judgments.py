@@ -206,3 +206,28 @@ def test_strict_refuses_every_conflict_and_lists_them(tmp_path):
     lines = output.splitlines()
     assert lines[0].startswith("Error: 2 pairs with disagreeing grades")
     assert "(q1, d1): a=3, b=1" in lines[1] and "(q2, d2): a=2, qrels:test=1" in lines[2]
+
+
+# --- coverage: validate --run ------------------------------------------------------------------------------------
+
+def test_validate_run_shows_judged_at_k_and_unjudged_count(tmp_path):
+    import ir_measures
+
+    root = _folder(tmp_path, "q1\td1\t2\nq1\td2\t0\nq2\td3\t1\n")
+    lines = ["q1 Q0 d1 1 0.9 s", "q1 Q0 d3 2 0.8 s", "q1 Q0 d2 3 0.7 s", "q1 Q0 d4 4 0.6 s",
+             "q2 Q0 d4 1 0.9 s", "q2 Q0 d1 2 0.8 s", "q2 Q0 d3 3 0.7 s"]
+    run = _write(tmp_path, "run.trec", "\n".join(lines) + "\n")
+    result = CliRunner().invoke(cli, ["validate", str(root), "--run", str(run), "--k", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    (coverage,) = json.loads(result.output)["coverage"]
+    qrels = [ir_measures.Qrel("q1", "d1", 2), ir_measures.Qrel("q1", "d2", 0), ir_measures.Qrel("q2", "d3", 1)]
+    scored = [ir_measures.ScoredDoc(q, d, float(s)) for q, _, d, _, s, _ in (line.split() for line in lines)]
+    expected = ir_measures.calc_aggregate([ir_measures.Judged @ 2], qrels, scored)[ir_measures.Judged @ 2]
+    assert coverage["Judged@2"] == pytest.approx(expected)
+    judged = {("q1", "d1"), ("q1", "d2"), ("q2", "d3")}
+    # by hand: q1's top 2 is d1 (judged), d3 (not); q2's is d4, d1 (neither): 3 unjudged.
+    assert coverage["unjudged_in_top_k"] == sum(
+        1 for q in ("q1", "q2") for d in [d for qq, _, d, *_ in map(str.split, lines) if qq == q][:2]
+        if (q, d) not in judged) == 3
+    text = CliRunner().invoke(cli, ["validate", str(root), "--run", str(run), "--k", "2"]).output
+    assert f"{run}: Judged@2 {expected:.3f}, 3 unjudged documents in the top 2 of 2 judged queries" in text
