@@ -215,7 +215,7 @@ def test_validate_run_shows_judged_at_k_and_unjudged_count(tmp_path):
 
     root = _folder(tmp_path, "q1\td1\t2\nq1\td2\t0\nq2\td3\t1\n")
     lines = ["q1 Q0 d1 1 0.9 s", "q1 Q0 d3 2 0.8 s", "q1 Q0 d2 3 0.7 s", "q1 Q0 d4 4 0.6 s",
-             "q2 Q0 d4 1 0.9 s", "q2 Q0 d1 2 0.8 s", "q2 Q0 d3 3 0.7 s"]
+             "q2 Q0 d4 1 0.9 s", "q2 Q0 d1 2 0.8 s", "q2 Q0 d2 3 0.7 s"]
     run = _write(tmp_path, "run.trec", "\n".join(lines) + "\n")
     result = CliRunner().invoke(cli, ["validate", str(root), "--run", str(run), "--k", "2", "--json"])
     assert result.exit_code == 0, result.output
