@@ -231,3 +231,16 @@ def test_validate_run_shows_judged_at_k_and_unjudged_count(tmp_path):
         if (q, d) not in judged) == 3
     text = CliRunner().invoke(cli, ["validate", str(root), "--run", str(run), "--k", "2"]).output
     assert f"{run}: Judged@2 {expected:.3f}, 3 unjudged documents in the top 2 of 2 judged queries" in text
+
+
+def test_report_tabulates_each_systems_judged_at_10(tmp_path):
+    from harness.records import Run
+    from harness.reporting.report import Result, write_result
+
+    for model, judged in (("bm25", 0.9), ("dense", 0.4)):
+        result = Result("d", "test", model, {"nDCG@10": 0.5, "Judged@10": judged}, {"q": {"Judged@10": judged}}, 1,
+                        {"top_k": 10}, {"qrels": "x"}, {}, {}, "2026-12-01T00:00:00+00:00")
+        write_result(result, Run.from_scores({"q": {"a": 1.0}}), tmp_path)
+    out = CliRunner().invoke(cli, ["report", str(tmp_path), "--metric", "Judged@10", "--format", "csv"])
+    assert out.exit_code == 0, out.output
+    assert "0.9" in out.output and "0.4" in out.output and "bm25" in out.output and "dense" in out.output
