@@ -111,7 +111,8 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
 @click.option("--run", "runs", multiple=True, type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="A run (TREC or JSON) whose coverage to show: Judged@k and unjudged top-k documents (repeatable).")
 @click.option("--split", default="test", show_default=True, help="The split --run is measured on.")
-@click.option("--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="The depth --run is measured at.")
+@click.option("--k", "k", type=click.IntRange(min=1), default=10, show_default=True,
+              help="The depth --run is measured at.")
 def validate(folder: Path, as_json: bool, runs: tuple[Path, ...], split: str, k: int) -> None:
     """Check a BEIR folder and summarise it; exit 1 if it has errors.
 

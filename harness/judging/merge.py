@@ -274,8 +274,8 @@ def merge_judgments(root: str | Path, files: Iterable[str | Path], split: str = 
     votes = _votes(grades, annotations, fresh, split)
     conflicts = [(q, d, dict(v)) for (q, d), v in sorted(votes.items()) if len(set(v.values())) > 1]
     if policy == "strict" and conflicts:
-        raise _refusal(f"{len(conflicts)} pairs with disagreeing grades under --resolve strict (pick majority, "
-                       "mean or max, or settle them; nothing written):",
+        raise _refusal(f"{len(conflicts)} pairs with disagreeing grades under the strict policy (resolve by "
+                       "majority, mean or max, or settle them; nothing written):",
                        [f"({q}, {d}): " + ", ".join(f"{a}={g}" for a, g in sorted(v.items())) for q, d, v in conflicts])
     resolved = {pair: resolve(list(v.values()), policy) for pair, v in votes.items()}
     changed = [(q, d, grades[q, d], g) for (q, d), g in sorted(resolved.items()) if (q, d) in grades and
