@@ -147,11 +147,18 @@ def test_agreement_command_prints_kappa_and_confusion(tmp_path):
                    "".join(f"q{i},d{i},{g},alice\n" for i, g in enumerate(a)))
     bob = _write(tmp_path, "b.csv", "query_id,doc_id,grade,annotator\n" +
                  "".join(f"q{i},d{i},{g},bob\n" for i, g in enumerate(b)))
-    result = CliRunner().invoke(cli, ["judgments", "agreement", str(alice), str(bob), "--weights", "quadratic"])
+    c = [1, 1, 2, 3, 2, 2, 0, 1]  # carol graded the first 8 only
+    carol = _write(tmp_path, "c.csv", "query_id,doc_id,grade,annotator\n" +
+                   "".join(f"q{i},d{i},{g},carol\n" for i, g in enumerate(c)))
+    result = CliRunner().invoke(cli, ["judgments", "agreement", str(alice), str(bob), str(carol),
+                                      "--weights", "quadratic"])
     assert result.exit_code == 0, result.output
     kappa = cohen_kappa_score(a, b, labels=[0, 1, 2, 3], weights="quadratic")
-    row = next(line for line in result.output.splitlines() if line.strip().startswith("alice"))
+    row = next(line for line in result.output.splitlines() if line.strip().startswith("alice") and "bob" in line)
     assert row.split()[-1] == f"{kappa:.3f}" and row.split()[2] == "10"
+    alpha = krippendorff.alpha(reliability_data=[a, b, c + [np.nan, np.nan]], level_of_measurement="ordinal",
+                               value_domain=[0, 1, 2, 3])
+    assert f"over 10 pairs graded by two or more: {alpha:.3f}" in result.output
     confusion = result.output.split("(columns):\n")[1].splitlines()
     assert confusion[3].split() == ["2", "0", "1", "2", "1"]  # alice gave 2 four times: bob 1, 2, 2, 3
 
@@ -244,3 +251,10 @@ def test_report_tabulates_each_systems_judged_at_10(tmp_path):
     out = CliRunner().invoke(cli, ["report", str(tmp_path), "--metric", "Judged@10", "--format", "csv"])
     assert out.exit_code == 0, out.output
     assert "0.9" in out.output and "0.4" in out.output and "bm25" in out.output and "dense" in out.output
+
+
+def test_agreement_of_a_folder_without_annotations_is_refused(tmp_path):
+    root = _folder(tmp_path, "q1\td1\t1\n")
+    result = CliRunner().invoke(cli, ["judgments", "agreement", str(root)])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert "test.annotations.jsonl: no annotations" in result.output and "judgments merge" in result.output
