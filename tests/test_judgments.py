@@ -257,4 +257,4 @@ def test_agreement_of_a_folder_without_annotations_is_refused(tmp_path):
     root = _folder(tmp_path, "q1\td1\t1\n")
     result = CliRunner().invoke(cli, ["judgments", "agreement", str(root)])
     assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
-    assert "test.annotations.jsonl: no annotations" in result.output and "judgments merge" in result.output
+    assert "test.annotations.jsonl: no annotations" in result.output and "--split" in result.output

@@ -309,8 +309,8 @@ def judgment_votes(sources: Iterable[str | Path], split: str = "test", annotator
     read: list[Judgment] = []
     for source in map(Path, sources):
         if source.is_dir() and not annotations_path(source, split).is_file():
-            raise DatasetError(f"{annotations_path(source, split)}: no annotations (record who judged what with "
-                               f"`judgments merge {source} FILE...`, or pick the split with {setting('split')})")
+            raise DatasetError(f"{annotations_path(source, split)}: no annotations (merge judgments into "
+                               f"this split first, or pick another with {setting('split')})")
         read += read_annotations(source, split)[0] if source.is_dir() else read_judgments(source, annotator)
     _check_scale(read, scale)
     votes: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
