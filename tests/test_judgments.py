@@ -140,6 +140,27 @@ def test_merge_keeps_existing_grades_as_a_vote_and_lists_changes(tmp_path):
     assert len((root / "qrels" / "test.annotations.jsonl").read_text().splitlines()) == 3
 
 
+def test_a_merge_killed_between_its_two_renames_completes_on_rerun(tmp_path):
+    root = _folder(tmp_path, "q1\td1\t0\n")
+    before = (root / "qrels" / "test.tsv").read_bytes()
+    grades = _write(tmp_path, "g.csv", "query_id,doc_id,grade,annotator\nq1,d1,2,a\nq1,d1,2,b\nq1,d2,1,a\n")
+    assert _merge(root, grades).exit_code == 0
+    complete = (root / "qrels" / "test.tsv").read_bytes()
+    (root / "qrels" / "test.tsv").write_bytes(before)  # as if killed after the annotations' rename
+    assert _merge(root, grades).exit_code == 0
+    assert (root / "qrels" / "test.tsv").read_bytes() == complete
+    assert _qrels_by_hand(root / "qrels" / "test.tsv") == {("q1", "d1"): 2, ("q1", "d2"): 1}
+
+
+def test_a_hand_edited_grade_after_a_merge_still_votes(tmp_path):
+    root = _folder(tmp_path)
+    grades = _write(tmp_path, "g.csv", "query_id,doc_id,grade,annotator\nq1,d1,2,a\n")
+    assert _merge(root, grades).exit_code == 0
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t0\n")  # edited by hand
+    output = _refused(tmp_path, root, grades, "--resolve", "strict")
+    assert "(q1, d1): a=2, qrels:test=0" in output
+
+
 def test_agreement_command_prints_kappa_and_confusion(tmp_path):
     a = [0, 1, 2, 3, 3, 2, 1, 0, 2, 2]
     b = [0, 1, 1, 3, 2, 2, 0, 0, 3, 2]

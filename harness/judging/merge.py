@@ -6,8 +6,9 @@ qrels hold one grade per pair, resolved from every annotator's grade by the poli
 most common grade; a tie goes to the lowest of the tied grades), ``mean`` (rounded, halves up), ``max``, or
 ``strict`` (refuse any disagreement). A grade already in the qrels that no annotation explains counts as the
 vote of annotator ``qrels:<split>``, so a differing new grade is a conflict like any other: never a silent
-change. The annotations file is replaced first and the qrels second, each atomically; a run that fails
-writes neither.
+change. The annotations file is replaced first and the qrels second, each atomically; a refused merge
+writes neither, and one killed between the two renames leaves annotations that the rerun of the same merge
+turns into the same qrels.
 """
 
 from __future__ import annotations
