@@ -42,16 +42,14 @@ def cohen_kappa(first: Sequence[int], second: Sequence[int], scale: Sequence[int
         κ, or NaN when it is undefined (no items, or chance agreement is already perfect).
     """
     n = len(first)
-    if n == 0 or n != len(second):
-        return float("nan") if n == 0 else _mismatch(n, len(second))
+    if n != len(second):
+        raise ValueError(f"{n} grades against {len(second)}: both annotators must grade the same items")
+    if n == 0:
+        return float("nan")
     rows, cols, both = Counter(first), Counter(second), Counter(zip(first, second))
     observed = sum(count * _weight(a, b, weights) for (a, b), count in both.items())
     expected = sum(rows[a] * cols[b] * _weight(a, b, weights) for a in scale for b in scale) / n
     return float("nan") if expected == 0 else 1.0 - observed / expected
-
-
-def _mismatch(n: int, m: int) -> float:
-    raise ValueError(f"{n} grades against {m}: both annotators must grade the same items")
 
 
 def _ordinal_distance(c: int, k: int, totals: Mapping[int, float], scale: Sequence[int]) -> float:
