@@ -108,25 +108,41 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
 @cli.command()
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def validate(folder: Path, as_json: bool) -> None:
+@click.option("--run", "runs", multiple=True, type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="A run (TREC or JSON) whose coverage to show: Judged@k and unjudged top-k documents (repeatable).")
+@click.option("--split", default="test", show_default=True, help="The split --run is measured on.")
+@click.option("--k", "k", type=click.IntRange(min=1), default=10, show_default=True,
+              help="The depth --run is measured at.")
+def validate(folder: Path, as_json: bool, runs: tuple[Path, ...], split: str, k: int) -> None:
     """Check a BEIR folder and summarise it; exit 1 if it has errors.
 
     Checks every line of corpus.jsonl, queries.jsonl and qrels/*.tsv (plain or .gz): JSON
     records with _id and text, unique ids, BEIR's qrels header, three columns, integer grades,
     no conflicting duplicates, and judgments that name existing queries and documents. Empty
     texts are warnings and CRLF line endings a note. Prints counts per split, the grade
-    histogram, judged documents per query and mean document length.
+    histogram, judged documents per query and mean document length. With --run, each run's Judged@k on
+    --split and the number of unjudged documents in its top k (what is left to judge).
 
     Example:
 
     \b
         beir-harness validate datasets/helpdesk
         beir-harness validate ./my-eval-set --json
+        beir-harness validate ./my-eval-set --run bm25.trec --run dense.trec --k 10
     """
     from harness.datasets.validate import validate_folder
 
     report = validate_folder(folder)
-    click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.format_text())
+    coverage = []
+    if runs and report.ok:
+        from harness.judging.coverage import run_coverage
+
+        coverage = [run_coverage(folder, split, run, k) for run in runs]
+    if as_json:
+        click.echo(json.dumps({**report.to_json(), **({"coverage": [c.to_json() for c in coverage]} if runs else {})},
+                              indent=2))
+    else:
+        click.echo("\n".join([report.format_text(), *(c.format_text() for c in coverage)]))
     if not report.ok:
         sys.exit(1)
 

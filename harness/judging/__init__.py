@@ -1,4 +1,5 @@
-"""Building an eval set: judgment pools from several systems (`pool`) and the blind judging page (`page`).
+"""Building an eval set: judgment pools from several systems (`pool`), the blind judging page (`page`),
+merging the judgments made (`merge`), their agreement (`agreement`) and coverage (`coverage`).
 
 Sits above `harness.pipeline` (a pool's runs come from `harness.pipeline.retrieve`) and below the CLI.
 """

@@ -1,0 +1,91 @@
+"""Commands on judgments: merge annotators' grades into a split, and their agreement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.cli.group import cli
+
+_WEIGHTS = click.Choice(["none", "linear", "quadratic"])
+
+
+def _scale(ctx, param, value: str) -> tuple[int, int]:
+    from harness.judging.merge import parse_scale
+
+    try:
+        return parse_scale(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@cli.group()
+def judgments() -> None:
+    """Merge judgments into a BEIR folder and measure how far annotators agree.
+
+    Example:
+
+    \b
+        beir-harness judgments merge ./my-eval-set alice.csv bob.qrels
+        beir-harness judgments agreement ./my-eval-set
+    """
+
+
+@judgments.command()
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
+@click.option("--split", default="test", show_default=True, help="The qrels split to add to (created if absent).")
+@click.option("--resolve", "policy", type=click.Choice(["majority", "mean", "max", "strict"]), default="majority",
+              show_default=True, help="How disagreeing grades become one; strict refuses any disagreement.")
+@click.option("--scale", default="0-3", show_default=True, callback=_scale, metavar="LOW-HIGH",
+              help="The grade scale; a grade off it, or a split on another scale, is refused.")
+@click.option("--weights", type=_WEIGHTS, default="linear", show_default=True, help="Cohen's κ weighting.")
+def merge(folder: Path, files: tuple[Path, ...], annotator: str | None, split: str, policy: str,
+          scale: tuple[int, int], weights: str) -> None:
+    """Add judgment files (CSV query_id,doc_id,grade[,annotator] or TREC qrels) to a split.
+
+    Who judged what goes to qrels/SPLIT.annotations.jsonl; the qrels get one grade per pair, resolved by
+    --resolve. A grade already in the split is one more vote, so nothing judged changes silently: changed
+    pairs are listed. Unknown queries or documents, grades off the scale, an annotator grading a pair two
+    ways, or (strict) any disagreement: exit 1, nothing written.
+
+    Example:
+
+    \b
+        beir-harness judgments merge ./my-eval-set alice.csv bob.csv --resolve strict
+        beir-harness judgments merge ./my-eval-set carol.qrels --annotator carol --split dev
+    """
+    from harness.judging.merge import merge_judgments
+
+    report = merge_judgments(folder, files, split, annotator, policy, scale, weights)
+    click.echo(report.format_text())
+
+
+@judgments.command("agreement")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@click.option("--split", default="test", show_default=True, help="A folder's split whose annotations are read.")
+@click.option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
+@click.option("--scale", default="0-3", show_default=True, callback=_scale, metavar="LOW-HIGH",
+              help="The grade scale (κ's distances and the confusion counts' rows).")
+@click.option("--weights", type=_WEIGHTS, default="linear", show_default=True, help="Cohen's κ weighting.")
+@click.option("--level", type=click.Choice(["ordinal", "interval", "nominal"]), default="ordinal",
+              show_default=True, help="Krippendorff's α level of measurement.")
+def agreement_command(sources: tuple[Path, ...], split: str, annotator: str | None, scale: tuple[int, int],
+                      weights: str, level: str) -> None:
+    """Agreement of annotators on the pairs they both graded: κ per pair, α overall, confusion counts.
+
+    SOURCES are BEIR folders (their qrels/SPLIT.annotations.jsonl) or judgment files.
+
+    Example:
+
+    \b
+        beir-harness judgments agreement ./my-eval-set
+        beir-harness judgments agreement alice.csv bob.csv --weights quadratic
+    """
+    from harness.judging.agreement import agreement
+    from harness.judging.merge import judgment_votes
+
+    votes = judgment_votes(sources, split, annotator, scale)
+    click.echo(agreement(votes, range(scale[0], scale[1] + 1), weights, level).format_text(confusion=True))
