@@ -6,10 +6,10 @@ on stderr and exit code 1; anything else is a bug and keeps its traceback.
 The group, its error translation and logging live in `harness.cli.group`; the shared options in
 `harness.cli.options`; each command family in a module of its own, which registers its commands on `cli`
 when imported here: `running` (demo, evaluate, retrieve, bench, crosscheck), `data` (convert, validate,
-datasets), `results` (report, export, fuse, compare, inspect), `machine` (cache, env).
+datasets), `results` (report, export, fuse, compare, inspect), `machine` (cache, env), `scoring` (score).
 """
 
 from harness.cli.group import cli, main
-from harness.cli import data, machine, results, running  # noqa: F401 - each registers its commands on `cli`
+from harness.cli import data, machine, results, running, scoring  # noqa: F401 - each registers its commands on `cli`
 
 __all__ = ["cli", "main"]
