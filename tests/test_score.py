@@ -51,6 +51,7 @@ def test_score_prints_trec_eval_s_values_on_its_own_test_files(qrels, run, expec
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     ours, theirs = _our_output(result.stdout), _trec_eval_output(expected)
+    assert f"TREC run '{theirs[('runid', 'all')]}'" in result.stdout  # the sixth column, words after it ignored
     query_ids = sorted({q for _, q in theirs if q != "all"})
     assert len(query_ids) == 3 and {q for _, q in ours} == {*query_ids, "all"}
     for measure in measures:
@@ -85,12 +86,13 @@ def test_uncut_metrics_say_the_depth_they_read(tmp_path):
             "map, recip_rank)") in result.stdout
     # A query retrieved 3,000 deep, its one relevant document at rank 2,501: the whole run is read.
     run = tmp_path / "deep.trec"
-    run.write_text("".join(f"q Q0 d{i} {i + 1} {5000 - i} deep\n" for i in range(3000)))
+    run.write_text("".join(f"q Q0 d{i} {i + 1} {5000 - i} deep\n" for i in range(3000)) + "q2 Q0 d1 1 1 deep\n")
     qrels = tmp_path / "deep.qrels"
-    qrels.write_text("q 0 d2500 1\n")
+    qrels.write_text("q 0 d2500 1\nq2 0 d7 1\n")
     evaluation = score(qrels, run, ["recip_rank", "map", "MRR@1000"])
-    assert evaluation.means["MRR"] == evaluation.means["MAP"] == 1 / 2501 and evaluation.means["MRR@1000"] == 0
-    assert evaluation.depth == 3000
+    assert evaluation.per_query["q"]["MRR"] == evaluation.per_query["q"]["MAP"] == 1 / 2501
+    assert evaluation.per_query["q"]["MRR@1000"] == 0
+    assert evaluation.depth == 3000  # the deepest query's, not q2's one document
 
 
 def test_the_same_judgments_as_trec_beir_and_json_give_the_same_scores(tmp_path):
