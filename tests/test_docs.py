@@ -20,7 +20,8 @@ DOCS = ROOT / "docs"
 PAGES = {"demo": "evaluate.md", "evaluate": "evaluate.md", "retrieve": "evaluate.md", "bench": "bench.md",
          "report": "reports.md", "compare": "reports.md", "inspect": "reports.md", "export": "reports.md",
          "fuse": "fuse.md", "crosscheck": "fuse.md", "cache": "cache-and-env.md", "env": "cache-and-env.md",
-         "datasets": "datasets.md", "convert": "datasets.md", "validate": "datasets.md"}
+         "datasets": "datasets.md", "convert": "datasets.md", "validate": "datasets.md",
+         "score": "score.md"}
 
 
 def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
