@@ -164,3 +164,11 @@ def test_bad_input_is_one_line_and_prints_no_scores(tmp_path, qrels_text, run_te
     assert result.exit_code == code
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert result.stdout == ""
+
+
+def test_a_metric_without_its_cutoff_is_refused_where_results_are_read(tmp_path):
+    """Result files store MAP, nDCG, MRR at cutoffs: `report --metric map` says so instead of finding nothing."""
+    result = CliRunner().invoke(cli, ["report", str(tmp_path), "--metric", "map"])
+    assert result.exit_code == 2
+    assert ("metric 'map' has no cutoff, and results store MAP at cutoffs: write e.g. MAP@10 (beir-harness score "
+            "computes MAP over a whole run)") in result.stderr
