@@ -426,7 +426,7 @@ def _trec_qrels(path: Path, digest: Any | None, on_error: ErrorHandler | None) -
 
 def _json_qrels(path: Path, digest: Any | None, on_error: ErrorHandler | None) -> _Judgments:
     """``{query_id: {doc_id: grade}}``, as ranx and ir_measures take qrels from Python."""
-    data = _json_document(path, digest, "a JSON qrels file is one object {query_id: {doc_id: grade}}")
+    data = _json_document(path, digest, "qrels", "a JSON qrels file is one object {query_id: {doc_id: grade}}")
     if not isinstance(data, dict) or not all(isinstance(docs, dict) for docs in data.values()):
         raise FormatError(path, "a JSON qrels file must map each query_id to {doc_id: grade}")
     for query_id, docs in data.items():
@@ -469,7 +469,8 @@ def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandl
         first_line.setdefault((query_id, doc_id), line_no)
         docs[doc_id] = grade
     if not judgments:
-        _report(FormatError(path, "no judgments", hint="a BEIR qrels file needs a header and at least one line; TREC qrels one line 'query_id 0 doc_id grade'"), on_error)
+        _report(FormatError(path, "no judgments", hint="a BEIR qrels file needs a header and at least one line; "
+                            "TREC qrels one line 'query_id 0 doc_id grade'"), on_error)
     return Qrels(judgments)
 
 
@@ -587,7 +588,7 @@ def _looks_like_json(path: Path) -> bool:
         return False
 
 
-def _json_document(path: Path, digest: Any | None, hint: str) -> Any:
+def _json_document(path: Path, digest: Any | None, what: str, hint: str) -> Any:
     """A whole JSON file parsed; a JSON Lines file is named as such (a corpus or queries file given by mistake)."""
     with _open_binary(path) as handle:
         try:
@@ -601,14 +602,14 @@ def _json_document(path: Path, digest: Any | None, hint: str) -> Any:
     except (ValueError, UnicodeDecodeError) as exc:
         lines = raw.strip().splitlines()
         jsonl = len(lines) > 1 and lines[0].strip().startswith(b"{") and lines[0].strip().endswith(b"}")
-        what = "a run" if "run" in hint else "qrels"
-        raise FormatError(path, f"not {what}: {'one JSON object per line (JSON Lines: a corpus or queries file?)' if jsonl else f'not valid JSON ({exc})'}",
-                          hint=hint) from None
+        problem = "one JSON object per line (JSON Lines: a corpus or queries file?)" if jsonl else \
+            f"not valid JSON ({exc})"
+        raise FormatError(path, f"not {what}: {problem}", hint=hint) from None
     return data
 
 
 def _read_json_run(path: Path, digest: Any | None) -> Run:
-    data = _json_document(path, digest, "a JSON run is one object {query_id: {doc_id: score}}")
+    data = _json_document(path, digest, "a run", "a JSON run is one object {query_id: {doc_id: score}}")
     if not isinstance(data, dict) or not all(isinstance(docs, dict) for docs in data.values()):
         raise FormatError(path, "a JSON run must map each query_id to {doc_id: score}")
     scores: dict[str, dict[str, float]] = {}
