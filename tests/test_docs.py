@@ -22,7 +22,8 @@ PAGES = {"demo": "evaluate.md", "evaluate": "evaluate.md", "retrieve": "evaluate
          "fuse": "fuse.md", "crosscheck": "fuse.md", "cache": "cache-and-env.md", "env": "cache-and-env.md",
          "datasets": "datasets.md", "convert": "datasets.md", "validate": "datasets.md",
          "pool": "build-an-eval-set.md",
-         "judgments": "judgments.md"}
+         "judgments": "judgments.md",
+         "score": "score.md"}
 
 
 def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:

@@ -141,7 +141,7 @@ def test_read_run_orders_by_score_not_rank(tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("q1 Q0 a 1 0.5\n", "expected 6 or 3 columns, found 5"),
+        ("q1 Q0 a 1 0.5\n", r"run.trec:1: the run tag \(sixth column\) is missing: found 5 columns"),
         ("q1 Q0 a 1 high tag\n", "score 'high' is not a number"),
         ("q1 Q0 a 1 nan tag\n", "not finite"),
         ("q1 Q0 a 1 1 t\nq1 Q0 a 2 0.5 t\n", "listed twice"),

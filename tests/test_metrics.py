@@ -109,7 +109,7 @@ def test_parse_metric_and_canonical_names():
     assert [str(m) for m in standard_metrics([10, 1])] == [
         "nDCG@1", "nDCG@10", "MAP@1", "MAP@10", "Recall@1", "Recall@10", "P@1", "P@10", "MRR@1", "MRR@10",
         "Success@1", "Success@10", "R-Prec", "Judged@1", "Judged@10"]
-    for bad in ("nDCG", "nDCG@0", "nDCG@x", "BLEU@10", "", "@10", "R-Prec@10", "recip_rank"):
+    for bad in ("ndcg_cut", "P", "nDCG@0", "nDCG@x", "BLEU@10", "", "@10", "R-Prec@10", "Judged"):
         with pytest.raises(UnknownMetricError):
             parse_metric(bad)
 
@@ -127,6 +127,7 @@ def test_metric_table_is_valid():
     for family in families.values():
         assert family.description and family.aliases
         assert family.trec_eval is None or family.trec_eval in pytrec_eval.supported_measures
+        assert family.uncut is None or family.uncut in pytrec_eval.supported_measures
     assert [f.name for f in families.values() if f.trec_eval is None] == ["Judged"]  # computed here
 
 
@@ -137,6 +138,8 @@ def test_metric_table_is_valid():
     ("Success@10", "Success@10"), ("Judged@10", "Judged@10"),  # ir_measures
     ("ndcg_at_10", "nDCG@10"), ("recall_at_100", "Recall@100"), ("mrr_at_10", "MRR@10"),
     ("hit_rate_at_10", "Success@10"), ("map_at_100", "MAP@100"), ("precision_at_10", "P@10"),  # MTEB
+    ("map", "MAP"), ("recip_rank", "MRR"), ("ndcg", "nDCG"),  # trec_eval's, over the whole run
+    ("AP", "MAP"), ("RR", "MRR"), ("nDCG", "nDCG"),  # ir_measures', likewise
 ])
 def test_other_tools_names_are_accepted(alias, canonical):
     assert str(parse_metric(alias)) == canonical
@@ -144,7 +147,8 @@ def test_other_tools_names_are_accepted(alias, canonical):
 
 @pytest.mark.parametrize("text, message", [
     ("nDGC@10", "did you mean nDCG@10?"), ("MRR@1O", "metric 'MRR@1O': cutoff '1O' is not a positive integer"),
-    ("recip_rank", "needs a cutoff, e.g. MRR@10"), ("R-Prec@5", "R-Prec has no cutoff"),
+    ("P", "needs a cutoff, e.g. P@10"), ("map_cut", "needs a cutoff, e.g. MAP@10 (or MAP: the whole run)"),
+    ("R-Prec@5", "R-Prec has no cutoff"), ("nDCG@1k", "cutoff '1k' is not a positive integer"),
     ("bleu@4", "use one of nDCG@k, MAP@k"),
 ])
 def test_a_wrong_metric_name_gets_a_suggestion(text, message):

@@ -7,10 +7,11 @@ The group, its error translation and logging live in `harness.cli.group`; the sh
 `harness.cli.options`; each command family in a module of its own, which registers its commands on `cli`
 when imported here: `running` (demo, evaluate, retrieve, bench, crosscheck), `data` (convert, validate,
 datasets), `results` (report, export, fuse, compare, inspect), `machine` (cache, env), `judging` (pool),
-`judgments` (merge, agreement).
+`judgments` (merge, agreement), `scoring` (score).
 """
 
 from harness.cli.group import cli, main
-from harness.cli import data, judging, judgments, machine, results, running  # noqa: F401 - each registers its commands on `cli`
+# each family registers its commands on `cli` when imported
+from harness.cli import data, judging, judgments, machine, results, running, scoring  # noqa: F401
 
 __all__ = ["cli", "main"]

@@ -67,6 +67,8 @@ class _UsageError(click.UsageError):
 
 
 GLOBAL_FLAGS = ("-q", "--quiet", "-v", "--verbose", "-vv", "-vvv")
+# Commands whose own -q is another tool's convention: `score -q` is trec_eval's per-query flag (--quiet stays global).
+OWN_Q = ("score",)
 
 
 def _globals_first(args: list[str]) -> list[str]:
@@ -74,8 +76,10 @@ def _globals_first(args: list[str]) -> list[str]:
     if "--" in args:
         cut = args.index("--")
         return _globals_first(args[:cut]) + args[cut:]
-    flags = [arg for arg in args if arg in GLOBAL_FLAGS]
-    return flags + [arg for arg in args if arg not in GLOBAL_FLAGS]
+    command = next((i for i, arg in enumerate(args) if not arg.startswith("-")), len(args))
+    keep = {"-q"} if command < len(args) and args[command] in OWN_Q else set()
+    moved = [i for i, arg in enumerate(args) if arg in GLOBAL_FLAGS and not (i > command and arg in keep)]
+    return [args[i] for i in moved] + [arg for i, arg in enumerate(args) if i not in set(moved)]
 
 
 class _Group(click.Group):

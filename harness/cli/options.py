@@ -221,10 +221,14 @@ def label_callback(ctx: click.Context, param: click.Parameter, value: str | None
 
 
 def metric_callback(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """A metric name (``nDCG@10``), checked and in its canonical spelling."""
-    from harness.evaluation.metrics import parse_metric
+    """A metric name (``nDCG@10``) of a saved result, checked and in its canonical spelling."""
+    from harness.evaluation.metrics import metric_families, parse_metric
 
     try:
-        return str(parse_metric(value))
+        spec = parse_metric(value)
     except HarnessError as exc:
         raise click.BadParameter(str(exc)) from None
+    if not spec.k and metric_families()[spec.name].cutoff:  # `map`, `ndcg`: results store them at cutoffs
+        raise click.BadParameter(f"metric {value!r} has no cutoff, and results store {spec.name} at cutoffs: write "
+                                 f"e.g. {spec.name}@10 (beir-harness score computes {spec.name} over a whole run)")
+    return str(spec)

@@ -1,7 +1,10 @@
 """Retrieval metrics that agree exactly with trec_eval (pytrec_eval), as BEIR and MTEB use it.
 
 Canonical names are ``<family>@<k>``: ``nDCG@10``, ``MAP@10``, ``Recall@100``, ``P@5``,
-``MRR@10``, ``Success@10``, ``Judged@10``, and ``R-Prec`` (no cutoff). The families are a data table
+``MRR@10``, ``Success@10``, ``Judged@10``, and ``R-Prec`` (no cutoff). ``nDCG``, ``MAP`` and ``MRR``
+without a cutoff read the whole run as retrieved, as trec_eval's ``ndcg``, ``map`` and ``recip_rank`` do
+(``AP``, ``RR``, ``recip_rank``, ``map``, ``ndcg`` name them too); the table's ``uncut`` column names
+that trec_eval measure. The families are a data table
 (``harness/data/metrics.csv``) mapping each to the trec_eval measure that computes it (pytrec_eval),
 with the names other tools use for it: trec_eval's (``ndcg_cut_10``, ``ndcg_cut.10``, ``recall_100``,
 ``map_cut_100``, ``P_10``, ``success_10``, ``Rprec``), ir_measures' (``R@100``, ``RR@10``, ``AP@100``,
@@ -18,7 +21,8 @@ Evaluation rules (pinned by tests):
   non-relevant too.
 * **Ranking.** Documents are ordered by score descending, ties by doc_id descending
   (trec_eval's order, see `harness.records`); the rank column of a run file is ignored.
-* **Cutoff.** Only the first k documents of that order are looked at.
+* **Cutoff.** Only the first k documents of that order are looked at; a metric without a cutoff
+  (``nDCG``, ``MAP``, ``MRR``, ``R-Prec``) looks at every document the run has for the query.
 
 Formulas, for one query with judged grades ``rel(d)``, ranked list ``d_1, d_2, ...``, and
 ``R = {d : rel(d) ≥ 1}``:
@@ -68,12 +72,13 @@ class MetricFamily:
     description: str
     cutoff: bool = True
     aliases: tuple[str, ...] = ()
+    uncut: str | None = None  # the trec_eval measure over the whole run, when the family has one
 
 
 @dataclass(frozen=True, order=True)
 class MetricSpec:
-    """A metric at a cutoff, e.g. ``nDCG@10``; ``str()`` gives the canonical name (``R-Prec`` has no
-    cutoff: k is 0)."""
+    """A metric at a cutoff, e.g. ``nDCG@10``; ``str()`` gives the canonical name. k is 0 for a metric
+    over the whole run: ``R-Prec``, and ``nDCG``, ``MAP``, ``MRR`` written without a cutoff."""
 
     name: str
     k: int
@@ -91,7 +96,8 @@ def metric_families() -> dict[str, MetricFamily]:
         if row["name"] in families:
             raise ValueError(f"metrics.csv: duplicate metric {row['name']!r}")
         families[row["name"]] = MetricFamily(row["name"], row["trec_eval"] or None, row["description"],
-                                             row["cutoff"] == "yes", tuple(row["aliases"].split(";")))
+                                             row["cutoff"] == "yes", tuple(row["aliases"].split(";")),
+                                             row["uncut"] or None)
     return families
 
 
@@ -135,9 +141,12 @@ def parse_metric(text: str) -> MetricSpec:
     aliases = _aliases()
     if lowered in aliases:
         family = metric_families()[aliases[lowered]]
-        if not family.cutoff:
+        # ndcg_cut and map_cut are trec_eval's cut measures: bare, they mean its default cutoffs, not the run.
+        names_cut_measure = lowered == (family.trec_eval or "").lower() and family.trec_eval != family.uncut
+        if not family.cutoff or (family.uncut and not names_cut_measure):
             return MetricSpec(family.name, 0)
-        raise UnknownMetricError(f"metric {raw!r} needs a cutoff, e.g. {family.name}@10")
+        whole = f" (or {family.name}: the whole run)" if family.uncut else ""
+        raise UnknownMetricError(f"metric {raw!r} needs a cutoff, e.g. {family.name}@10{whole}")
     match = _WITH_CUTOFF.match(lowered)
     name = aliases.get(match["name"]) if match else None
     if name is None:
@@ -194,6 +203,8 @@ class Evaluation:
         n_queries: Number of judged queries (the denominator of every mean).
         n_missing: Judged queries absent from the run (scored 0).
         n_unjudged: Run queries absent from the qrels (ignored).
+        depth: When nDCG, MAP or MRR was asked for without a cutoff: the most documents the run has for
+            one judged query, the depth those whole-run values read; None otherwise.
     """
 
     means: dict[str, float]
@@ -201,6 +212,7 @@ class Evaluation:
     n_queries: int
     n_missing: int
     n_unjudged: int
+    depth: int | None = None
 
 
 def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluation:
@@ -216,7 +228,8 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
     """
     families = metric_families()
     for spec in metrics:
-        if spec.name not in families:
+        family = families.get(spec.name)
+        if family is None or (spec.k and not family.cutoff) or (not spec.k and family.cutoff and not family.uncut):
             raise UnknownMetricError(f"unknown metric {spec}")
     names = [str(spec) for spec in metrics]
     judged_scores = run.trec_eval_input(qrels)
@@ -232,6 +245,7 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
     if judged:
         _judged(judgments, judged_scores, judged, per_query)
 
+    whole_run = any(not spec.k and families[spec.name].cutoff for spec in metrics)
     n = len(qrels)
     rows = list(per_query.values())
     means = {name: (math.fsum(map(operator.itemgetter(name), rows)) / n if n else 0.0) for name in names}
@@ -241,6 +255,7 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
         n_queries=n,
         n_missing=sum(1 for query_id in qrels if not judged_scores.get(query_id)),
         n_unjudged=sum(1 for query_id in run if query_id not in per_query),  # a dict: C-level lookups
+        depth=max(map(len, judged_scores.values()), default=0) if whole_run else None,
     )
 
 
@@ -248,20 +263,20 @@ def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], e
     """The metrics trec_eval computes, into `evaluated` (query_id → name → value)."""
     import pytrec_eval
 
-    families = metric_families()
+    measures = [_measure(spec) for spec in metrics]
     by_measure: dict[str, list[MetricSpec]] = {}
-    for spec in metrics:
-        by_measure.setdefault(families[spec.name].trec_eval, []).append(spec)
+    for spec, measure in zip(metrics, measures):
+        by_measure.setdefault(measure, []).append(spec)
     uncut = {measure for measure, specs in by_measure.items() if measure in _UNCUT or not specs[0].k}
     measure_strings = {m if m in uncut else f"{m}." + ",".join(str(s.k) for s in specs)
                        for m, specs in by_measure.items()}
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, measure_strings)
     # One C-level lookup per query: trec_eval's key for each name, in name order.
     names = [str(spec) for spec in metrics]
-    keys = [families[spec.name].trec_eval if families[spec.name].trec_eval in uncut
-            else f"{families[spec.name].trec_eval}_{spec.k}" for spec in metrics]
+    keys = [measure if measure in uncut else f"{measure}_{spec.k}" for spec, measure in zip(metrics, measures)]
     take = operator.itemgetter(*keys) if len(keys) > 1 else (lambda values: (values[keys[0]],))
-    cut = [(str(spec), spec.k) for spec in metrics if families[spec.name].trec_eval in _UNCUT]
+    # MRR@k from recip_rank; MRR without a cutoff (k = 0) is recip_rank itself.
+    cut = [(str(spec), spec.k) for spec, measure in zip(metrics, measures) if measure in _UNCUT and spec.k]
     for query_id, values in evaluator.evaluate(scores).items():
         row = evaluated[query_id]
         row.update(zip(names, take(values)))
@@ -270,6 +285,12 @@ def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], e
             for name, k in cut:
                 if rank > k:
                     row[name] = 0.0
+
+
+def _measure(spec: MetricSpec) -> str:
+    """The trec_eval measure computing `spec`: the family's cut one, or its whole-run one when k is 0."""
+    family = metric_families()[spec.name]
+    return family.uncut if not spec.k and family.uncut else family.trec_eval
 
 
 def _judged(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values) -> None:

@@ -5,6 +5,7 @@ This is the only module that knows BEIR's spellings:
 * ``corpus.jsonl`` — one JSON object a line: ``{"_id", "title", "text", "metadata"?}``
 * ``queries.jsonl`` — one JSON object a line: ``{"_id", "text", "metadata"?}``
 * ``qrels/<split>.tsv`` — a header ``query-id<TAB>corpus-id<TAB>score`` then one judgment a line
+  (`read_qrels` also reads TREC qrels, ``query_id 0 doc_id grade``, and JSON ``{query_id: {doc_id: grade}}``)
 
 Any of them may be gzip-compressed (``.gz`` added to the name). Lines may end in CRLF (BEIR's
 own qrels do). Readers stream: the corpus is never held in memory. Every reader can feed a
@@ -339,20 +340,55 @@ def _decode(path: Path, line_no: int, line: bytes) -> str:
         raise FormatError(path, f"not UTF-8: {exc}", line_no, "save the file as UTF-8") from exc
 
 
-def iter_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
-               check_ids: bool = False) -> Iterator[tuple[int, str, str, int]]:
-    """Stream the judgments of a BEIR qrels file as (line_no, query_id, doc_id, grade).
+QRELS_FORMATS = ("beir", "trec", "json")
 
-    Checks the header (``query-id<TAB>corpus-id<TAB>score``), the column count and that grades
-    are integers; duplicates are `read_qrels`'s business.
+
+def qrels_format(path: str | Path) -> str:
+    """Which of `QRELS_FORMATS` a judgments file is, from its name and first line: ``json`` for a ``.json``
+    name or a file starting with ``{``; ``beir`` when the first line has three tab-separated columns (BEIR's
+    header, or a BEIR file missing it); else ``trec`` (``query_id iteration doc_id grade``)."""
+    path = Path(path)
+    if _looks_like_json(path):
+        return "json"
+    try:
+        first = next((line for _, line in _iter_lines(path, None)), b"")
+    except FormatError:
+        return "beir"  # unreadable: the BEIR reader says why, naming the file
+    return "beir" if first.count(b"\t") == 2 else "trec"
+
+
+def iter_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
+               check_ids: bool = False) -> Iterator[tuple[int | None, str, str, int]]:
+    """Stream the judgments of a qrels file as (line_no, query_id, doc_id, grade), in the format
+    `qrels_format` finds: BEIR TSV, TREC qrels or JSON (whose judgments have no line: line_no is None).
+
+    Checks BEIR's header (``query-id<TAB>corpus-id<TAB>score``), the column count (TREC's four, as
+    trec_eval reads them, ``#`` comment lines skipped as it skips them) and that grades are integers;
+    duplicates are `read_qrels`'s business.
 
     Args:
-        path: The qrels ``.tsv`` (or ``.tsv.gz``).
+        path: The qrels file (plain or ``.gz``).
         digest: Optional hashlib object updated with the file's uncompressed bytes.
         on_error: As for `iter_corpus`: collect problems and skip the bad lines.
         check_ids: Also refuse ids that contain whitespace (trec_eval's qrels cannot hold them).
     """
     path = Path(path)
+    readers = {"beir": _beir_qrels, "trec": _trec_qrels, "json": _json_qrels}
+    for line_no, query_id, doc_id, grade in readers[qrels_format(path)](path, digest, on_error):
+        try:
+            if check_ids:
+                check_trec_id(path, line_no, "query", query_id)
+                check_trec_id(path, line_no, "document", doc_id)
+        except FormatError as exc:
+            _report(exc, on_error)
+            continue
+        yield line_no, query_id, doc_id, grade
+
+
+_Judgments = Iterator[tuple[int | None, str, str, int]]
+
+
+def _beir_qrels(path: Path, digest: Any | None, on_error: ErrorHandler | None) -> _Judgments:
     header_seen = False
     for line_no, line in _iter_lines(path, digest):
         try:
@@ -362,33 +398,61 @@ def iter_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandl
                 if tuple(c.strip() for c in columns) != QRELS_HEADER:
                     raise FormatError(
                         path, f"wrong header {line.decode('utf-8', 'replace')!r}", line_no,
-                        "the first line must be 'query-id<TAB>corpus-id<TAB>score'",
+                        "the first line must be 'query-id<TAB>corpus-id<TAB>score' (BEIR); a TREC qrels line "
+                        "has four columns, 'query_id 0 doc_id grade'",
                     )
                 continue
-            query_id, doc_id, grade = _qrels_line(path, line_no, columns)
-            if check_ids:
-                check_trec_id(path, line_no, "query", query_id)
-                check_trec_id(path, line_no, "document", doc_id)
-            yield line_no, query_id, doc_id, grade
+            yield (line_no, *_qrels_line(path, line_no, columns))
         except FormatError as exc:
             _report(exc, on_error)
 
 
+def _trec_qrels(path: Path, digest: Any | None, on_error: ErrorHandler | None) -> _Judgments:
+    """trec_eval's qrels: ``query_id iteration doc_id grade``, whitespace-separated, the iteration ignored."""
+    for line_no, line in _iter_lines(path, digest):
+        try:
+            columns = _decode(path, line_no, line).split()
+            if not columns or columns[0].startswith("#"):
+                continue  # trec_eval skips comment lines (and str.split's whitespace is wider than bytes')
+            if len(columns) != 4:
+                raise FormatError(path, f"expected 4 columns (TREC qrels), found {len(columns)}", line_no,
+                                  "a TREC qrels line is 'query_id 0 doc_id grade'; a BEIR qrels file starts "
+                                  "with the header query-id<TAB>corpus-id<TAB>score")
+            query_id, _, doc_id, grade_text = columns
+            yield line_no, query_id, doc_id, _grade(path, line_no, grade_text, "grade")
+        except FormatError as exc:
+            _report(exc, on_error)
+
+
+def _json_qrels(path: Path, digest: Any | None, on_error: ErrorHandler | None) -> _Judgments:
+    """``{query_id: {doc_id: grade}}``, as ranx and ir_measures take qrels from Python."""
+    data = _json_document(path, digest, "qrels", "a JSON qrels file is one object {query_id: {doc_id: grade}}")
+    if not isinstance(data, dict) or not all(isinstance(docs, dict) for docs in data.values()):
+        raise FormatError(path, "a JSON qrels file must map each query_id to {doc_id: grade}")
+    for query_id, docs in data.items():
+        for doc_id, grade in docs.items():
+            if isinstance(grade, bool) or not isinstance(grade, int):
+                _report(FormatError(path, f"grade {grade!r} of {query_id!r}/{doc_id!r} is not an integer",
+                                    hint="relevance grades are integers such as 0, 1, 2 (is this a run?)"), on_error)
+                continue
+            yield None, str(query_id), str(doc_id), grade
+
+
 def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
                check_ids: bool = False) -> Qrels:
-    """Read a BEIR qrels file into `Qrels`.
+    """Read a qrels file into `Qrels`: BEIR TSV, TREC qrels or JSON, told apart by `qrels_format`.
 
     A (query, document) pair written twice with the same grade is accepted once; with two
     different grades it is an error, since either choice would silently change the scores.
 
     Args:
-        path: The qrels ``.tsv`` (or ``.tsv.gz``).
+        path: The qrels file (plain or ``.gz``).
         digest: Optional hashlib object updated with the file's uncompressed bytes.
         on_error: As for `iter_corpus`: collect problems and skip the bad lines.
         check_ids: As for `iter_qrels`.
 
     Raises:
-        FormatError: Wrong header, wrong column count, a non-integer grade, a conflicting
+        FormatError: A wrong BEIR header, a wrong column count, a non-integer grade, a conflicting
             duplicate, or no judgments at all.
     """
     path = Path(path)
@@ -405,7 +469,8 @@ def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandl
         first_line.setdefault((query_id, doc_id), line_no)
         docs[doc_id] = grade
     if not judgments:
-        _report(FormatError(path, "no judgments", hint="a qrels file needs a header and at least one line"), on_error)
+        _report(FormatError(path, "no judgments", hint="a BEIR qrels file needs a header and at least one line; "
+                            "TREC qrels one line 'query_id 0 doc_id grade'"), on_error)
     return Qrels(judgments)
 
 
@@ -418,10 +483,15 @@ def _qrels_line(path: Path, line_no: int, columns: list[str]) -> tuple[str, str,
     query_id, doc_id, grade_text = (c.strip() for c in columns)
     if not query_id or not doc_id:
         raise FormatError(path, "empty query-id or corpus-id", line_no)
+    return query_id, doc_id, _grade(path, line_no, grade_text, "score")
+
+
+def _grade(path: Path, line_no: int, text: str, column: str) -> int:
+    """An integer grade; ``1.5`` or ``high`` is refused (trec_eval's atol would read 1.5 as 1, silently)."""
     try:
-        return query_id, doc_id, int(grade_text)
+        return int(text)
     except ValueError:
-        raise FormatError(path, f"score {grade_text!r} is not an integer", line_no,
+        raise FormatError(path, f"{column} {text!r} is not an integer", line_no,
                           "relevance grades are integers such as 0, 1, 2") from None
 
 
@@ -431,7 +501,8 @@ RUN_FORMATS = ("trec", "msmarco", "json")
 def read_run(path: str | Path, digest: Any | None = None, run_format: str = "auto") -> Run:
     """Read a run file in one of the formats people have; the run's ``metadata["format"]`` says which.
 
-    * ``trec``: ``query_id Q0 doc_id rank score tag``, whitespace-separated;
+    * ``trec``: ``query_id Q0 doc_id rank score tag``, whitespace-separated; as trec_eval reads it, words
+      after the tag are ignored and lines starting with ``#`` are comments;
     * ``msmarco``: ``query_id doc_id rank`` (MS MARCO's three columns; the score is ``-rank``, so the
       ranking is the file's);
     * ``json``: ``{query_id: {doc_id: score}}``, as ranx and BEIR write runs.
@@ -459,14 +530,12 @@ def read_run(path: str | Path, digest: Any | None = None, run_format: str = "aut
     detected = None if run_format == "auto" else run_format
     for line_no, line in _iter_lines(path, digest):
         columns = _decode(path, line_no, line).split()
-        detected = detected or {6: "trec", 3: "msmarco"}.get(len(columns))
-        expected = {"trec": 6, "msmarco": 3}.get(detected)
-        if len(columns) != expected:
-            raise FormatError(path, f"expected {expected or '6 or 3'} columns, found {len(columns)}", line_no,
-                              "a TREC run line is 'query_id Q0 doc_id rank score tag'; an MS MARCO one "
-                              "'query_id doc_id rank'; a JSON run is {query_id: {doc_id: score}}")
+        if not columns or (columns[0].startswith("#") and detected != "msmarco"):
+            continue  # trec_eval skips comment lines
+        detected = detected or ("trec" if len(columns) >= 6 else {3: "msmarco"}.get(len(columns)))
+        _check_run_columns(path, line_no, columns, detected)
         if detected == "trec":
-            query_id, _, doc_id, _, score_text, tag = columns
+            query_id, _, doc_id, _, score_text, tag = columns[:6]  # trec_eval ignores the rest of the line
             tags.add(tag)
         else:
             query_id, doc_id, rank_text = columns
@@ -476,6 +545,20 @@ def read_run(path: str | Path, digest: Any | None = None, run_format: str = "aut
         raise FormatError(path, "the run is empty")
     name = tags.pop() if len(tags) == 1 else path.name
     return Run.from_scores(scores, name=name, metadata={"source": str(path), "format": detected})
+
+
+def _check_run_columns(path: Path, line_no: int, columns: list[str], detected: str | None) -> None:
+    """Refuse a line that fits no run format; five columns of a TREC line are a missing run tag."""
+    fits = len(columns) >= 6 if detected == "trec" else len(columns) == 3 and detected == "msmarco"
+    if fits:
+        return
+    if len(columns) == 5 and detected in ("trec", None):
+        raise FormatError(path, "the run tag (sixth column) is missing: found 5 columns", line_no,
+                          "a TREC run line is 'query_id Q0 doc_id rank score tag'; add a name for the run "
+                          "as the sixth column")
+    raise FormatError(path, f"expected {'6' if detected == 'trec' else '3' if detected else '6 or 3'} columns, "
+                      f"found {len(columns)}", line_no, "a TREC run line is 'query_id Q0 doc_id rank score tag'; "
+                      "an MS MARCO one 'query_id doc_id rank'; a JSON run is {query_id: {doc_id: score}}")
 
 
 def _add_score(scores: dict[str, dict[str, float]], path: Path, line_no: int, query_id: str, doc_id: str,
@@ -505,7 +588,8 @@ def _looks_like_json(path: Path) -> bool:
         return False
 
 
-def _read_json_run(path: Path, digest: Any | None) -> Run:
+def _json_document(path: Path, digest: Any | None, what: str, hint: str) -> Any:
+    """A whole JSON file parsed; a JSON Lines file is named as such (a corpus or queries file given by mistake)."""
     with _open_binary(path) as handle:
         try:
             raw = handle.read()
@@ -518,8 +602,14 @@ def _read_json_run(path: Path, digest: Any | None) -> Run:
     except (ValueError, UnicodeDecodeError) as exc:
         lines = raw.strip().splitlines()
         jsonl = len(lines) > 1 and lines[0].strip().startswith(b"{") and lines[0].strip().endswith(b"}")
-        raise FormatError(path, f"not a run: {'one JSON object per line (JSON Lines: a corpus or queries file?)' if jsonl else f'not valid JSON ({exc})'}",
-                          hint="a JSON run is one object {query_id: {doc_id: score}}") from None
+        problem = "one JSON object per line (JSON Lines: a corpus or queries file?)" if jsonl else \
+            f"not valid JSON ({exc})"
+        raise FormatError(path, f"not {what}: {problem}", hint=hint) from None
+    return data
+
+
+def _read_json_run(path: Path, digest: Any | None) -> Run:
+    data = _json_document(path, digest, "a run", "a JSON run is one object {query_id: {doc_id: score}}")
     if not isinstance(data, dict) or not all(isinstance(docs, dict) for docs in data.values()):
         raise FormatError(path, "a JSON run must map each query_id to {doc_id: score}")
     scores: dict[str, dict[str, float]] = {}
