@@ -160,7 +160,7 @@ def test_import_under_a_registry_name_checks_the_registry_counts(tiny_beir, tmp_
     assert result.stderr.strip() == (
         "Error: scifact: the folder has 5 documents and 3 judged test queries, the registry expects 5,183 and 300; "
         "not scifact: import it under another name (--name scifact-custom), which makes it a custom dataset")
-    assert not (data / "scifact").exists()
+    assert not data.exists()  # not even an empty data folder is left behind
     again = _invoke("datasets", "import", folder, "--data-dir", data, "--name", "scifact-custom")
     assert again.exit_code == 0, again.stderr
     listed = {row["name"]: row for row in json.loads(_invoke("datasets", "list", "--data-dir", data, "--json").stdout)}

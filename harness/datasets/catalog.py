@@ -25,7 +25,7 @@ from harness.datasets import registry
 from harness.io.download import RetryPolicy, fetch, md5_file, safe_extract
 from harness.errors import ChecksumMismatchError, DatasetError, setting
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries, write_json
-from harness.datasets.install import STAMP, Installed, base_url, data_dir, locked, now, read_stamp
+from harness.datasets.install import STAMP, Installed, base_url, data_dir, data_root, locked, now, read_stamp
 from harness.datasets.published import counts_by_dataset
 from harness.datasets.registry import DatasetSpec
 
@@ -163,8 +163,7 @@ def download_dataset(
         return _download_nanobeir(name, root, url, policy, progress, force)
     spec = _public_spec(_safe_name(name))
     root = data_dir(root)
-    root.mkdir(parents=True, exist_ok=True)
-    with locked(root, name):
+    with data_root(root), locked(root, name):
         target = root / name
         if not force and read_stamp(target) is not None:
             logger.info("%s: already installed at %s", name, target)
@@ -223,9 +222,8 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
     named = name is not None
     name = _safe_name(name or source.name.removesuffix(".zip"))
     root = data_dir(root)
-    root.mkdir(parents=True, exist_ok=True)
     spec = registry.lookup(name)
-    with locked(root, name):
+    with data_root(root), locked(root, name):
         target = root / name
         if read_stamp(target) is not None and not force:
             raise DatasetError(f"{target}: {name} is already installed; pass {setting('force')} to replace it")

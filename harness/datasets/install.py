@@ -42,6 +42,23 @@ def read_stamp(folder: Path) -> dict[str, Any] | None:
 
 
 @contextlib.contextmanager
+def data_root(root: Path) -> Iterator[Path]:
+    """Make the data dir (and its missing parents); when what runs inside fails, remove those of them that it
+    made and left empty, so a failed download or import leaves no empty folder behind."""
+    made = [folder for folder in (root, *root.parents) if not folder.exists()]
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        yield root
+    except BaseException:
+        for folder in made:  # deepest first
+            try:
+                folder.rmdir()  # only when empty
+            except OSError:
+                break
+        raise
+
+
+@contextlib.contextmanager
 def locked(root: Path, name: str) -> Iterator[None]:
     """Hold ``<root>/.locks/<name>.lock`` exclusively; the file (and an empty ``.locks``) is removed on release.
 
