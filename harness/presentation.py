@@ -111,3 +111,11 @@ def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def json_text(data: Any) -> str:
     """Indented UTF-8 JSON."""
     return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def embedded_json(data: Any) -> str:
+    """JSON that can sit inside ``<script type="application/json">`` of a page: ``<``, ``>``, ``&`` and the
+    JavaScript line separators as escapes, so no text (``</script>``, ``<!--``) can end or change the block."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")

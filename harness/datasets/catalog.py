@@ -82,18 +82,6 @@ def _check_counts(folder: Path, spec: DatasetSpec, what: str = "the archive", hi
     return {"n_docs": n_docs, "n_queries": n_queries}
 
 
-def _folder_counts(folder: Path) -> dict[str, Any]:
-    """A custom folder's documents, queries and judged queries per split, for its stamp and `datasets list`."""
-    from harness.io.formats import find_file, iter_qrels
-
-    counts: dict[str, Any] = {"n_docs": _count_lines(find_file(folder / "corpus.jsonl")),
-                              "n_queries_file": _count_lines(find_file(folder / "queries.jsonl")), "splits": {}}
-    for qrels in sorted((folder / "qrels").glob("*.tsv*")):
-        split = qrels.name.split(".")[0]
-        counts["splits"][split] = len({query_id for _, query_id, _, _ in iter_qrels(qrels)})
-    return counts
-
-
 def _beir_root(extracted: Path, name: str) -> Path:
     """BEIR's archives hold one top folder (``nfcorpus/...``); accept a flat archive too."""
     entries = [p for p in extracted.iterdir() if not p.name.startswith(("__MACOSX", "."))]
@@ -114,8 +102,7 @@ def _install_archive(archive: Path, root: Path, name: str, spec: DatasetSpec | N
         if spec is not None:
             stamp.update(_check_counts(folder, spec))
         else:
-            _require_valid(folder)
-            stamp.update(_folder_counts(folder))
+            stamp.update(_require_valid(folder))
         write_json({"name": name, **stamp, "installed_at": now(), "harness_version": __version__}, folder / STAMP)
         default_permissions(folder, folder=True)
         if target.exists():
@@ -126,7 +113,9 @@ def _install_archive(archive: Path, root: Path, name: str, spec: DatasetSpec | N
     return target
 
 
-def _require_valid(folder: Path) -> None:
+def _require_valid(folder: Path) -> dict[str, Any]:
+    """Validate a folder; returns its counts for the stamp (documents, queries, judged queries per split), which
+    `custom_datasets` lists."""
     from harness.datasets.validate import validate_folder
 
     report = validate_folder(folder)
@@ -134,6 +123,8 @@ def _require_valid(folder: Path) -> None:
         first = next(p for p in report.problems if p.severity == "error")
         raise DatasetError(f"{folder}: not a valid BEIR folder ({report.count('error')} error(s), first: {first}); "
                            "run `beir-harness validate` on it for the list")
+    return {"n_docs": report.n_docs, "n_queries_file": report.n_queries,
+            "splits": {summary.split: summary.judged_queries for summary in report.splits}}
 
 
 def download_dataset(
@@ -243,12 +234,12 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
 
 def _install_folder(source: Path, root: Path, name: str, stamp: dict[str, Any], spec: DatasetSpec | None) -> Path:
     """Copy a valid folder in; under a registry name it must have the registry's counts, else it is custom."""
-    _require_valid(source)
+    counts = _require_valid(source)
     if spec is not None:
         stamp.update(_check_counts(source, spec, "the folder", f"not {name}: import it under another name "
                                    f"({setting('name')} {name}-custom), which makes it a custom dataset"))
     else:
-        stamp.update(_folder_counts(source))
+        stamp.update(counts)
     remove_stale_temporaries(root, f".{name}.")
     staging = private_dir(root, f".{name}.import")
     try:

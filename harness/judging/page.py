@@ -11,11 +11,12 @@ annotator's name.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from importlib import resources
 from typing import Any, Mapping, Sequence
+
+from harness.presentation import embedded_json
 
 
 def blind_order(pairs: Sequence[tuple[str, str]], seed: int) -> list[tuple[str, str]]:
@@ -33,14 +34,6 @@ def blind_order(pairs: Sequence[tuple[str, str]], seed: int) -> list[tuple[str, 
         rng.shuffle(doc_ids)
         ordered += [(query_id, doc_id) for doc_id in doc_ids]
     return ordered
-
-
-def embedded_json(data: Any) -> str:
-    """JSON that can sit inside ``<script type="application/json">``: ``<``, ``>``, ``&`` and the JavaScript line
-    separators as escapes, so no text (``</script>``, ``<!--``) can end or change the block."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def page_data(manifest: Mapping[str, Any], rows: Sequence[Mapping[str, str]]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ markup, and the JSON is escaped so that no ``</script>`` inside a text can end i
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from typing import Any
 from harness import __version__
 from harness.errors import HarnessError
 from harness.evaluation.significance import bootstrap_ci
-from harness.presentation import metric_text
+from harness.presentation import embedded_json, metric_text
 from harness.reporting.comparison import Comparison, build_comparison, labelled_results, results_of_split
 from harness.reporting.page_data import PageOptions, drilldowns, provenance
 from harness.reporting.report import Result
@@ -114,19 +113,11 @@ def build_page(results: Sequence[Result], options: PageOptions = PageOptions()) 
     }
 
 
-def _embedded_json(data: Any) -> str:
-    """JSON that can sit inside ``<script type="application/json">``: ``<``, ``>`` and ``&`` as escapes, so no
-    text (``</script>``, ``<!--``) can end or change the block."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
 def render_page(data: dict[str, Any]) -> str:
     """The self-contained HTML page for `build_page`'s data."""
     template = resources.files("harness").joinpath("data/report-page.html").read_text(encoding="utf-8")
     title = re.sub(r"[<>&\"']", "", data["title"])
-    return template.replace("{{TITLE}}", title).replace("{{DATA}}", _embedded_json(data))
+    return template.replace("{{TITLE}}", title).replace("{{DATA}}", embedded_json(data))
 
 
 def write_page(results: Sequence[Result], path: str | Path, options: PageOptions = PageOptions()) -> int:
