@@ -104,6 +104,8 @@ class _Group(click.Group):
         except click.UsageError as exc:
             raise _UsageError(exc.format_message(), exc.ctx) from None
         except HarnessError as exc:
+            if getattr(exc, "usage", False):  # an option's value found wrong only once the data was seen
+                raise _UsageError(as_flags(str(exc)), ctx) from None
             raise click.ClickException(as_flags(str(exc))) from None
         except KeyboardInterrupt:
             click.echo("interrupted: finished work is kept (cached embedding chunks, verified downloads, complete "

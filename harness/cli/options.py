@@ -38,7 +38,7 @@ _SECTIONS = {
                             "pq_nbits", "truncate_dim", "embedding_precision", "rescore_multiplier", "truncate_dims",
                             "embedding_precisions", "rescore_multipliers"),
     "Engine": ("engine", "ray_address", "ray_local", "shards", "ray_gpus_per_worker", "threads", "use_cache",
-               "cache_dir", "chunk_size", "checkpoint_seconds", "token_budget"),
+               "cache_dir", "chunk_size", "checkpoint_seconds", "token_budget", "memory_budget"),
     "Output": ("k_values", "output_dir", "name", "as_json", "out", "metric", "force"),
 }
 
@@ -175,7 +175,26 @@ _RUN_OPTIONS = [
                       "encodes on the GPU Ray assigned it."),
     click.option("--chunk-size", type=click.IntRange(min=1), default=16384, hidden=True,
                  help="Documents encoded and cached per chunk."),
+    click.option("--memory-budget", callback=lambda ctx, param, value: _size(param, value), default=None,
+                 metavar="SIZE", help="Memory this run may hold (e.g. 3GB); a flat index that would not fit is "
+                                      "searched streamed from the embedding cache, with the same results "
+                                      "[default: half of the memory available]."),
 ]
+
+
+def _size(param: click.Parameter, value: str | None) -> int | None:
+    """--memory-budget's bytes."""
+    from harness.retrieval.streamed import parse_size
+
+    if value is None:
+        return None
+    try:
+        size = parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param=param) from None
+    if size <= 0:
+        raise click.BadParameter(f"{value!r} must be positive", param=param)
+    return size
 
 
 def run_options(command):

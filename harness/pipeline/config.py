@@ -78,6 +78,9 @@ class EvaluateConfig:
             name, followed by the variant's tokens for a non-default configuration.
         allow_unknown_docs: Score an external run that names documents absent from the corpus
             (as non-relevant, noted in the result) instead of refusing it.
+        memory_budget: Bytes this process may hold; a flat index whose vectors would not fit is searched
+            streamed from the embedding cache instead (`harness.retrieval.streamed`: the same run). None means
+            half of the memory available when the search is planned. Not part of the configuration.
     """
 
     dataset_path: Path | str
@@ -109,6 +112,7 @@ class EvaluateConfig:
     rerank: RerankSpec | None = None
     name: str | None = None
     allow_unknown_docs: bool = False
+    memory_budget: int | None = None
 
 
 def retrieval_depth(config: EvaluateConfig) -> int:

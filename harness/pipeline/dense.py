@@ -10,16 +10,17 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
 from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpus, resolve_model_source
-from harness.errors import HarnessError, OutputError
+from harness.errors import HarnessError, OutputError, setting
 from harness.io.formats import content_digest
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
+from harness.retrieval.streamed import format_size
 from harness.records import Doc, Query, Run
 from harness.pipeline.config import EvaluateConfig, load_model
 from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
@@ -77,8 +78,13 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         from harness.engines.ray_engine import shard_size
 
         chunk_size = shard_size(corpus_lines, config.ray.shards)
+    path = _search_path(config, corpus_lines, encoder.dimension, len(inputs.queries), depth)
+    if path.streamed:
+        inputs.notes.append(f"streamed exact search: the corpus vectors ({format_size(path.needed)} in memory) "
+                            f"exceed the memory budget ({format_size(path.budget)})")
+        logger.info(inputs.notes[-1])
     run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
-                             config, clock, corpus, chunk_size)
+                             config, clock, corpus, chunk_size, path)
     check_corpus(inputs.folder, corpus)
     record = dict(
         model_source=model_source,
@@ -92,11 +98,51 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         engine=config.engine,
         device=_device_used(encoder, config, corpus.workers),
         **({"shard_size": chunk_size} if config.engine == "ray" else {}),
+        **path.record(),
     ) | _compression_record(config.compression, quality, encoder.dimension)  # the stored dimension wins
     recalls = {n: v for n, v in quality.items() if n.startswith("recall")}
     if recalls:
         logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in recalls.items()))
     return FirstStage(run, corpus, encoder.name, record, quality, config)
+
+
+@dataclass(frozen=True)
+class SearchPath:
+    """In memory or streamed (`harness.retrieval.streamed`), decided from the memory budget before encoding.
+
+    Attributes:
+        streamed: Search the cache's chunks instead of an in-memory flat index.
+        budget: Bytes the process may hold (None: unknown, no limit); `given` when the option set it.
+        needed: Bytes the in-memory flat search would hold (the process now, the vectors, ids and results).
+    """
+
+    streamed: bool = False
+    budget: int | None = None
+    given: bool = False
+    needed: int = 0
+
+    def record(self) -> dict[str, object]:
+        """What the result's config records (not its hash: both paths rank the same)."""
+        if self.budget is None and not self.streamed:
+            return {}
+        return {"search": "streamed" if self.streamed else "in-memory", "memory_budget": self.budget}
+
+
+def _search_path(config: EvaluateConfig, n_docs: int, dimension: int, n_queries: int, depth: int) -> SearchPath:
+    """Stream when a plain flat index of `n_docs` vectors would not fit the memory budget (the option, or half
+    the memory available); other indexes and compressed vectors are always in memory."""
+    from harness.retrieval.streamed import default_budget, in_memory_bytes, resident_bytes
+
+    if config.index.kind != "flat" or config.compression.compressed or config.compression.truncate_dim is not None:
+        return SearchPath()
+    budget = config.memory_budget if config.memory_budget is not None else default_budget()
+    needed = resident_bytes() + in_memory_bytes(n_docs, dimension, n_queries, depth)
+    streamed = budget is not None and needed > budget
+    if streamed and not config.cache:
+        raise HarnessError(f"the corpus vectors need {format_size(needed)} in memory, more than the memory budget "
+                           f"{format_size(budget)}; a streamed search reads them from the embedding cache, which is off: "
+                           f"turn {setting('cache')} on or raise {setting('memory_budget')}")
+    return SearchPath(streamed, budget, config.memory_budget is not None, needed)
 
 
 def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimension: int) -> dict[str, object]:
@@ -141,13 +187,15 @@ class _IndexBuilder:
 
     def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool,
                  compression: tuple[CompressionSpec, bool] = (CompressionSpec(), True),
-                 calibration_file: Path | None = None):
+                 calibration_file: Path | None = None, streamed=None):
         from harness.retrieval.index import DocIds
 
         self.spec, self.index_file, self.use_cached = spec, index_file, usable
         self.compression, self.calibration_file = compression, calibration_file
+        self.streamed = streamed  # (entry, budget, given) of a streamed search: only the ids are kept
         self.index = None
         self.loaded_ids, self.loaded_vectors = DocIds(), []
+        self.rows, self.dimension, self.chunk_rows = 0, 0, 0
         self.seconds = 0.0
 
     def add(self, doc_ids: list[str], vectors) -> None:
@@ -157,7 +205,11 @@ class _IndexBuilder:
         added = time.perf_counter()
         compression, normalize = self.compression
         vectors = compression.prepare(vectors, normalize)  # a Matryoshka truncation: sliced, renormalized
-        if self.use_cached:
+        self.rows, self.dimension = self.rows + len(doc_ids), vectors.shape[1]
+        self.chunk_rows = max(self.chunk_rows, len(doc_ids))
+        if self.streamed is not None:
+            self.loaded_ids.extend(doc_ids)  # the vectors are the cache's chunk files, read again by the search
+        elif self.use_cached:
             self.loaded_ids.extend(doc_ids)
             self.loaded_vectors.append(vectors)
         else:
@@ -169,12 +221,15 @@ class _IndexBuilder:
 
     def reset(self) -> None:
         """Forget everything added (the cache entry being read turned out damaged)."""
-        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file)
+        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file, self.streamed)
 
     def finish(self, writable: bool):
         """The built (or cached) index, or None when no vector was added."""
         built = time.perf_counter()
-        if self.use_cached and self.loaded_vectors:
+        if self.streamed is not None:
+            self.index = _streamed_index(*self.streamed, self.loaded_ids, self.dimension, self.chunk_rows) \
+                if self.rows else None
+        elif self.use_cached and self.loaded_vectors:
             self.index = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors, writable)
             self.loaded_vectors.clear()
         elif self.index is not None:
@@ -188,9 +243,30 @@ class _IndexBuilder:
         return self.index
 
 
+def _streamed_index(entry, budget: int | None, given: bool, doc_ids, dimension: int, chunk_rows: int):
+    """A `harness.retrieval.streamed.StreamedIndex` over a complete cache entry, each pass verified chunk by chunk
+    against the manifest: a chunk damaged since it was written stops the search, naming it (never skipped)."""
+    from harness.retrieval.streamed import StreamedIndex
+
+    if not entry.complete:
+        raise HarnessError(f"the embedding cache {entry.root} could not be written, and a streamed search reads the "
+                           f"corpus vectors from it: free disk space there or raise {setting('memory_budget')}")
+
+    def chunks():
+        try:
+            for _, vectors in entry.chunks(mmap=True):
+                yield vectors
+        except CacheCorrupt as exc:
+            entry.drop()
+            raise HarnessError(f"{exc}: a chunk of the embedding cache changed during the streamed search; "
+                               "the entry was removed (nothing was scored): rerun to recompute it") from None
+
+    return StreamedIndex(chunks, doc_ids, dimension, budget, chunk_rows, strict=given)
+
+
 def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth: int, top_k: int,
               config: EvaluateConfig, clock: Clock, corpus: CorpusState,
-              chunk_size: int) -> tuple[Run, dict[str, float]]:
+              chunk_size: int, path: SearchPath = SearchPath()) -> tuple[Run, dict[str, float]]:
     """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search."""
     started = time.perf_counter()
     fingerprint = encoder.fingerprint() if config.cache else None
@@ -204,8 +280,13 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
                                 {"dataset": corpus.dataset})
         builder = _IndexBuilder(config.index, *_cached_index_file(cache_root, entry, config.index,
                                                                    config.compression), compression,
-                                _calibration_file(cache_root, entry, config.compression))
+                                _calibration_file(cache_root, entry, config.compression),
+                                (entry, path.budget, path.given) if path.streamed else None)
         _from_cache(entry, builder, corpus)
+    if path.streamed and entry is None:
+        raise HarnessError(f"the corpus vectors need {format_size(path.needed)} in memory, more than the memory "
+                           f"budget {format_size(path.budget)}, and a streamed search reads them from the embedding "
+                           f"cache, which this model cannot use (no weight fingerprint): raise {setting('memory_budget')}")
     encode_seconds = 0.0 if corpus.cached else _encode_missing(encoder, docs, config, entry, builder, fingerprint,
                                                                chunk_size, corpus.workers)
     index = builder.finish(entry is not None and entry.writable)
@@ -303,8 +384,8 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
             if keep_mapped and entry.writable:
                 vectors = _mapped(entry, n_chunks - 1, vectors)
         builder.add(doc_ids, vectors)
-    if entry is not None and builder.index is not None:
-        entry.finish(n_chunks, len(builder.index), builder.index.dimension)
+    if entry is not None and builder.rows:
+        entry.finish(n_chunks, builder.rows, builder.dimension)
     return seconds
 
 

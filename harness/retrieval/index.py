@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -281,13 +281,12 @@ class VectorIndex(RowIndex):
             return Run.from_scores({query_id: {} for query_id in query_ids}, name=name)
         if self.spec.kind == "hnsw" and self._index.hnsw.efSearch < depth:
             self._index.hnsw.efSearch = depth  # HNSW cannot return more than efSearch results
-        scores, rows = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
-        doc_ids = self._doc_ids
-        results = {}
-        for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist()):
-            # FAISS pads with row -1 when it has fewer than `depth` results.
-            results[query_id] = {doc_ids[row]: score for row, score in zip(query_rows, query_scores) if row >= 0}
-        return Run.adopt(results, name=name)
+        queries = np.ascontiguousarray(vectors, dtype=np.float32)
+        if self.spec.kind == "flat":
+            scores, rows = exact_top(self._index.search, queries, depth, len(self), self._doc_ids)
+        else:
+            scores, rows = self._index.search(queries, depth)
+        return run_of_rows(query_ids, scores, rows, self._doc_ids, name)
 
 
     def exact_search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int) -> Run:
@@ -352,6 +351,52 @@ class VectorIndex(RowIndex):
         if spec.kind in ("ivf", "ivfpq"):
             index.nlist = faiss_index.nlist
         return index
+
+
+def run_of_rows(query_ids: Sequence[str], scores: np.ndarray, rows: np.ndarray, doc_ids: Sequence[str],
+                name: str = "run") -> Run:
+    """A Run from search results: row r of query i scored scores[i, j] (rows of -1, FAISS's padding, are dropped)."""
+    results = {}
+    for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist()):
+        results[query_id] = {doc_ids[row]: score for row, score in zip(query_rows, query_scores) if row >= 0}
+    return Run.adopt(results, name=name)
+
+
+TopSearch = Callable[["np.ndarray", int], "tuple[np.ndarray, np.ndarray]"]
+
+
+def exact_top(search: TopSearch, queries: np.ndarray, depth: int, n: int,
+              doc_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top-`depth` (scores, rows) of each query, with one tie rule at the cut, whatever `search` does.
+
+    `search(queries, k)` returns the k best (scores, rows) of each query in any order among equal scores
+    (FAISS's heap and reservoir keep an arbitrary subset of the documents tied at the k-th score). Asking
+    for one more than `depth` shows which queries have a tie straddling the cut; only those are searched
+    again, deeper (×4 each time) until the deepest score is below the cut's, so that every tied document
+    is known, and the cut then keeps those ranked first by trec_eval's order (score, then doc_id
+    descending). The result is the top `depth` of the full corpus ranked by trec_eval, for the in-memory
+    and the streamed search alike (`harness.retrieval.streamed`).
+    """
+    import numpy as np
+
+    k = min(n, depth + 1)
+    scores, rows = search(queries, k)
+    if k <= depth:  # every document is returned: no cut
+        return scores, rows
+    top_scores, top_rows = scores[:, :depth].copy(), rows[:, :depth].copy()
+    tied = np.flatnonzero(scores[:, depth - 1] == scores[:, k - 1])
+    while len(tied):
+        k = min(n, k * 4)
+        deeper_scores, deeper_rows = search(np.ascontiguousarray(queries[tied]), k)
+        known = (deeper_scores[:, depth - 1] > deeper_scores[:, k - 1]) | (k == n)
+        for position in np.flatnonzero(known):
+            ranked = sorted(((score, doc_ids[row], row) for score, row in
+                             zip(deeper_scores[position].tolist(), deeper_rows[position].tolist()) if row >= 0),
+                            reverse=True)[:depth]
+            top_scores[tied[position]] = [score for score, _, _ in ranked]
+            top_rows[tied[position]] = [row for _, _, row in ranked]
+        tied = tied[~known]
+    return top_scores, top_rows
 
 
 def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:

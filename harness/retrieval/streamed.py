@@ -1,0 +1,301 @@
+"""Exact search in bounded memory: the corpus vectors streamed from the embedding cache, block by block.
+
+A flat index holds every corpus vector (n × dim × 4 bytes: 13.6 GB for MS MARCO at 384 dimensions,
+27 GB at 768). When that does not fit the memory budget, `StreamedIndex` searches the cache's chunk
+files instead: each chunk is memory-mapped (and unmapped after it, so its pages leave this process),
+searched against the queries one query block at a time with FAISS's own exact kernel (`faiss.knn`,
+the sgemm that `IndexFlatIP` runs, hence the same float32 scores), and each block's top-k merged into
+the running top-k (`merge_topk`). The cut at `depth` follows the same tie rule as the in-memory flat
+search (`harness.retrieval.index.exact_top`), so both paths return the same run.
+
+`search_blocks` and `merge_topk` are the reusable parts: any holder of some of the vectors (a Ray
+worker with its shards) can search its blocks and hand its partial top-k to `merge_topk`.
+
+Memory: the budget counts the whole process (its resident set when the search is planned), the
+running top-k of every query, the run being built, two mapped chunks (the next is mapped before the
+last is released) and the working set of one query block; `plan_search` picks the largest query
+block that fits and refuses a budget below the minimum.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from harness.errors import HarnessError, setting
+from harness.records import Run
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BUDGET_FRACTION = 0.5  # of MemAvailable when no budget is given: room for the OS and other processes
+MIN_QUERY_BLOCK = 20  # FAISS's sgemm threshold: smaller blocks take another kernel (other float rounding)
+RUN_BYTES_PER_HIT = 160  # a scored document in the Run's dicts: key str, float, dict slot
+SLACK_BYTES = 48 << 20  # allocator fragmentation, numpy temporaries, Python objects of the merge
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+
+
+class MemoryBudgetError(HarnessError):
+    """The memory budget cannot hold even one query block against one chunk."""
+
+    usage = True  # a command-line mistake found late: exit code 2, as for a bad option
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``3GB``, ``500M``, ``1.5GiB``, ``2048`` (K/M/G/T are powers of 1024).
+
+    Raises:
+        ValueError: Not a size.
+    """
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a size (e.g. 3GB, 500MB, 1.5GiB or a number of bytes)")
+    unit = (match.group(2) or "").lower()[:1]
+    return int(float(match.group(1)) * 1024 ** " kmgt".index(unit or " "))
+
+
+def format_size(n_bytes: float) -> str:
+    """``1.23 GB`` style (powers of 1024), for messages and records."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n_bytes) < 1024 or unit == "GB":
+            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.2f} {unit}"
+        n_bytes /= 1024
+    return f"{n_bytes:.2f} GB"  # pragma: no cover
+
+
+def _meminfo(field: str) -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def default_budget() -> int | None:
+    """Half of the memory available now (Linux's MemAvailable; else half of physical memory), or None."""
+    available = _meminfo("MemAvailable")
+    if available is None:
+        try:
+            available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    return int(available * DEFAULT_BUDGET_FRACTION)
+
+
+def resident_bytes() -> int:
+    """This process's resident set now (VmRSS), or its peak where /proc is missing."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def in_memory_bytes(n_docs: int, dimension: int, n_queries: int, depth: int) -> int:
+    """What the in-memory flat search adds to the process: the vectors, the doc ids, the results, the run."""
+    return n_docs * (dimension * 4 + 24) + n_queries * (depth + 1) * 12 + n_queries * depth * RUN_BYTES_PER_HIT
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """How a streamed search fits its budget: the query block, and the bytes it counted."""
+
+    budget: int
+    query_block: int
+    minimum: int
+
+
+def plan_search(budget: int, base: int, n_queries: int, dimension: int, depth: int, chunk_rows: int) -> SearchPlan:
+    """The largest query block whose working set, with the mapped chunks, fits `budget`.
+
+    Args:
+        budget: Bytes the whole process may hold.
+        base: Bytes held already (the resident set: interpreter, libraries, doc ids, query vectors).
+        n_queries, dimension, depth: The search.
+        chunk_rows: Rows of the largest chunk (mapped whole while it is searched).
+
+    Raises:
+        MemoryBudgetError: `budget` is below the minimum (named in the message).
+    """
+    k = depth + 1  # one more than the depth shows a tie across the cut (`exact_top`)
+    # Two chunks mapped: the next one is mapped before the last one's map is released.
+    fixed = base + n_queries * k * 12 + n_queries * depth * RUN_BYTES_PER_HIT + 2 * chunk_rows * dimension * 4 \
+        + SLACK_BYTES
+    # FAISS's scores and rows, the concatenation with the running top-k, its argsort, the kept part;
+    # and the block of the sgemm's score matrix (FAISS tiles documents by 1,024).
+    per_query = k * 64 + min(chunk_rows, 1024) * 4 + dimension * 4
+    smallest = min(n_queries, MIN_QUERY_BLOCK) or 1
+    minimum = fixed + smallest * per_query
+    if budget < minimum:
+        raise MemoryBudgetError(
+            f"{setting('memory_budget')} {format_size(budget)} is too small for a streamed search: one block of "
+            f"{smallest} queries against one {chunk_rows}-document chunk needs at least {format_size(minimum)} "
+            f"({format_size(base)} of it held already by this process); raise it to {format_size(minimum)} or more")
+    block = min(n_queries, max(smallest, (budget - fixed) // per_query))
+    return SearchPlan(budget, int(block), minimum)
+
+
+def query_blocks(n_queries: int, block: int) -> list[slice]:
+    """Slices of at most `block` queries (a tail under `MIN_QUERY_BLOCK` joins the block before it, so that every
+    block takes FAISS's sgemm kernel as one search of all queries does)."""
+    block = max(1, block)
+    starts = list(range(0, n_queries, block))
+    if len(starts) > 1 and n_queries - starts[-1] < MIN_QUERY_BLOCK:
+        starts.pop()
+    return [slice(start, end) for start, end in zip(starts, starts[1:] + [n_queries])]
+
+
+def merge_topk(partials: Iterable[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best (scores, rows) per query over partial results (each (n_queries, k_i) arrays, rows global).
+
+    The scores kept are the exact top-k scores; which of several documents tied at the k-th score are
+    kept is not decided here (the earlier partial's first, stably) — `harness.retrieval.index.exact_top`
+    settles the cut. Rows of -1 (FAISS's padding) sort last.
+    """
+    import numpy as np
+
+    parts = list(partials)
+    scores = np.hstack([part[0] for part in parts])
+    rows = np.hstack([part[1] for part in parts])
+    scores = np.where(rows < 0, -np.inf, scores).astype(np.float32, copy=False)
+    keep = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(scores, keep, axis=1), np.take_along_axis(rows, keep, axis=1)
+
+
+def search_blocks(query_vectors: np.ndarray, blocks: Iterable[np.ndarray], k: int, query_block: int = 1024,
+                  start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Exact inner-product top-k of every query over document blocks met one at a time.
+
+    Args:
+        query_vectors: float32 (n_queries, dim).
+        blocks: float32 (rows, dim) arrays (memory maps welcome), in row order; each is searched
+            against every query block, then released.
+        k: Results per query.
+        query_block: Queries searched together against a block.
+        start: The global row of the first block's first vector.
+
+    Returns:
+        (scores, rows): (n_queries, k) float32 and int64, rows global, best first (-1 padding when
+        the blocks hold fewer than k vectors).
+    """
+    import faiss
+    import numpy as np
+
+    queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
+    n = len(queries)
+    best_scores = np.full((n, k), -np.inf, dtype=np.float32)
+    best_rows = np.full((n, k), -1, dtype=np.int64)
+    slices = query_blocks(n, query_block)
+    for block in blocks:
+        block = np.ascontiguousarray(block, dtype=np.float32)  # a view of a mapped chunk: no copy
+        if len(block):
+            for part in slices:
+                scores, rows = faiss.knn(queries[part], block, min(k, len(block)), metric=faiss.METRIC_INNER_PRODUCT)
+                best_scores[part], best_rows[part] = merge_topk(
+                    [(best_scores[part], best_rows[part]), (scores, rows + start)], k)
+        start += len(block)
+    return best_scores, best_rows
+
+
+def reblock(chunks: Iterable[np.ndarray], rows: int | None) -> Iterator[np.ndarray]:
+    """The chunks cut into blocks of at most `rows` rows (views; None keeps the chunks whole)."""
+    for chunk in chunks:
+        if rows is None:
+            yield chunk
+            continue
+        for begin in range(0, len(chunk), rows):
+            yield chunk[begin:begin + rows]
+
+
+class StreamedIndex:
+    """An exact inner-product index whose vectors stay on disk, searched chunk by chunk (`search_blocks`).
+
+    Args:
+        chunks: Called once per pass over the corpus; yields its chunks' vectors in row order
+            (`harness.io.cache.EmbeddingEntry.chunks` with ``mmap=True``, verified against the manifest).
+        doc_ids: The doc_ids in row order.
+        dimension: The vectors' dimension.
+        budget: Bytes the process may hold; None: `default_budget`.
+        strict: Refuse a budget below the minimum (one given by the user); otherwise (the default budget)
+            search at the minimum, with a warning.
+        chunk_rows: Rows of the largest chunk.
+        doc_block: Rows searched at once inside a chunk (None: the whole chunk); for tests.
+        query_block: Fix the query block instead of planning it from the budget; for tests.
+    """
+
+    spec_kind = "flat"
+    nlist = None
+
+    def __init__(self, chunks: Callable[[], Iterable[np.ndarray]], doc_ids: Sequence[str], dimension: int,
+                 budget: int | None, chunk_rows: int, doc_block: int | None = None, query_block: int | None = None,
+                 strict: bool = True):
+        self._chunks, self._doc_ids, self.dimension = chunks, doc_ids, dimension
+        self.budget, self.chunk_rows, self.strict = budget, chunk_rows, strict
+        self.doc_block, self.query_block = doc_block, query_block
+        self.plan: SearchPlan | None = None
+
+    def __len__(self) -> int:
+        return len(self._doc_ids)
+
+    @property
+    def doc_ids(self) -> Sequence[str]:
+        return self._doc_ids
+
+    def build(self) -> None:
+        """Nothing to build: the vectors are the cache's."""
+
+    def facts(self) -> dict[str, float]:
+        """The bytes per document a flat index of these vectors would serialize to (as `VectorIndex.facts`)."""
+        import faiss
+
+        from harness.retrieval.index import serialized_size
+
+        header = serialized_size(faiss.IndexFlatIP(self.dimension))
+        return {"bytes_per_doc": (header + len(self) * self.dimension * 4) / max(1, len(self))}
+
+    def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        block = self.query_block
+        if block is None:
+            budget = self.budget if self.budget is not None else default_budget()
+            base = resident_bytes()
+            try:
+                self.plan = plan_search(budget, base, len(queries), self.dimension, k - 1, self.chunk_rows)
+            except MemoryBudgetError as exc:
+                if self.strict:
+                    raise
+                logger.warning("%s; searching with the smallest blocks", exc)
+                budget = plan_search(1 << 62, base, len(queries), self.dimension, k - 1, self.chunk_rows).minimum
+                self.plan = plan_search(budget, base, len(queries), self.dimension, k - 1, self.chunk_rows)
+            block = self.plan.query_block
+            logger.info("streamed exact search: %d queries a block, budget %s", block, format_size(budget))
+        return search_blocks(queries, reblock(self._chunks(), self.doc_block), k, block)
+
+    def search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int, name: str = "run") -> Run:
+        """The `depth` best documents of each query, exactly as `harness.retrieval.index.VectorIndex.search`
+        ranks them for a flat index."""
+        import numpy as np
+
+        from harness.retrieval.index import exact_top, run_of_rows
+
+        depth = min(depth, len(self))
+        if depth <= 0 or len(query_ids) == 0:
+            return Run.from_scores({query_id: {} for query_id in query_ids}, name=name)
+        queries = np.ascontiguousarray(vectors, dtype=np.float32)
+        scores, rows = exact_top(self._search, queries, depth, len(self), self._doc_ids)
+        return run_of_rows(query_ids, scores, rows, self._doc_ids, name)
