@@ -114,12 +114,14 @@ class SearchPath:
         streamed: Search the cache's chunks instead of an in-memory flat index.
         budget: Bytes the process may hold (None: unknown, no limit); `given` when the option set it.
         needed: Bytes the in-memory flat search would hold (the process now, the vectors, ids and results).
+        n_docs: The corpus's documents (an in-memory flat index reserves their storage at once).
     """
 
     streamed: bool = False
     budget: int | None = None
     given: bool = False
     needed: int = 0
+    n_docs: int = 0
 
     def record(self) -> dict[str, object]:
         """What the result's config records (not its hash: both paths rank the same)."""
@@ -134,15 +136,15 @@ def _search_path(config: EvaluateConfig, n_docs: int, dimension: int, n_queries:
     from harness.retrieval.streamed import default_budget, in_memory_bytes, resident_bytes
 
     if config.index.kind != "flat" or config.compression.compressed or config.compression.truncate_dim is not None:
-        return SearchPath()
+        return SearchPath(n_docs=n_docs)
     budget = config.memory_budget if config.memory_budget is not None else default_budget()
-    needed = resident_bytes() + in_memory_bytes(n_docs, dimension, n_queries, depth)
+    needed = resident_bytes() + in_memory_bytes(n_docs, dimension, n_queries, depth, config.chunk_size)
     streamed = budget is not None and needed > budget
     if streamed and not config.cache:
         raise HarnessError(f"the corpus vectors need {format_size(needed)} in memory, more than the memory budget "
                            f"{format_size(budget)}; a streamed search reads them from the embedding cache, which is off: "
                            f"turn {setting('cache')} on or raise {setting('memory_budget')}")
-    return SearchPath(streamed, budget, config.memory_budget is not None, needed)
+    return SearchPath(streamed, budget, config.memory_budget is not None, needed, n_docs)
 
 
 def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimension: int) -> dict[str, object]:
@@ -187,12 +189,13 @@ class _IndexBuilder:
 
     def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool,
                  compression: tuple[CompressionSpec, bool] = (CompressionSpec(), True),
-                 calibration_file: Path | None = None, streamed=None):
+                 calibration_file: Path | None = None, streamed=None, expected_rows: int = 0):
         from harness.retrieval.index import DocIds
 
         self.spec, self.index_file, self.use_cached = spec, index_file, usable
         self.compression, self.calibration_file = compression, calibration_file
         self.streamed = streamed  # (entry, budget, given) of a streamed search: only the ids are kept
+        self.expected_rows = expected_rows  # a flat index reserves them at once (no 2x peak as FAISS grows)
         self.index = None
         self.loaded_ids, self.loaded_vectors = DocIds(), []
         self.rows, self.dimension, self.chunk_rows = 0, 0, 0
@@ -216,12 +219,15 @@ class _IndexBuilder:
             if self.index is None:
                 self.index = CompressedIndex(vectors.shape[1], compression, self.calibration_file) \
                     if compression.compressed else VectorIndex(vectors.shape[1], self.spec)
+                if isinstance(self.index, VectorIndex):
+                    self.index.reserve(self.expected_rows)
             self.index.add(doc_ids, vectors)
         self.seconds += time.perf_counter() - added
 
     def reset(self) -> None:
         """Forget everything added (the cache entry being read turned out damaged)."""
-        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file, self.streamed)
+        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file, self.streamed,
+                      self.expected_rows)
 
     def finish(self, writable: bool):
         """The built (or cached) index, or None when no vector was added."""
@@ -272,7 +278,7 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
     fingerprint = encoder.fingerprint() if config.cache else None
     cache_root = cache_dir(config.cache_dir) if fingerprint is not None else None
     compression = (config.compression, encoder.normalize)
-    entry, builder = None, _IndexBuilder(config.index, None, False, compression)
+    entry, builder = None, _IndexBuilder(config.index, None, False, compression, expected_rows=path.n_docs)
     if cache_root is not None:
         logger.info("embedding cache: %s", cache_root)
         entry = embedding_entry(cache_root, {"kind": "corpus", "model": fingerprint, "text_rule": DOC_TEXT_RULE,
@@ -281,7 +287,7 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
         builder = _IndexBuilder(config.index, *_cached_index_file(cache_root, entry, config.index,
                                                                    config.compression), compression,
                                 _calibration_file(cache_root, entry, config.compression),
-                                (entry, path.budget, path.given) if path.streamed else None)
+                                (entry, path.budget, path.given) if path.streamed else None, path.n_docs)
         _from_cache(entry, builder, corpus)
     if path.streamed and entry is None:
         raise HarnessError(f"the corpus vectors need {format_size(path.needed)} in memory, more than the memory "

@@ -207,6 +207,18 @@ class VectorIndex(RowIndex):
             self._index.hnsw.efConstruction = spec.ef_construction
             self._index.hnsw.efSearch = spec.ef_search
 
+    def reserve(self, rows: int) -> None:
+        """Allocate a flat index's storage for `rows` vectors at once (a no-op for other kinds).
+
+        FAISS grows its storage as chunks arrive, and each reallocation holds the old copy and the new
+        one: up to twice the vectors' bytes at the last one. Reserved up front, the peak is the vectors.
+        """
+        if self.spec.kind != "flat" or rows <= self._index.ntotal:
+            return
+        codes, size = self._index.codes, self._index.codes.size()
+        codes.resize(rows * self.dimension * 4)  # std::vector: the capacity stays when it shrinks back
+        codes.resize(size)
+
     def add(self, doc_ids: Sequence[str], vectors: np.ndarray) -> None:
         """Add one chunk of vectors (float32, shape (len(doc_ids), dimension))."""
         import numpy as np

@@ -107,9 +107,11 @@ def resident_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
-def in_memory_bytes(n_docs: int, dimension: int, n_queries: int, depth: int) -> int:
-    """What the in-memory flat search adds to the process: the vectors, the doc ids, the results, the run."""
-    return n_docs * (dimension * 4 + 24) + n_queries * (depth + 1) * 12 + n_queries * depth * RUN_BYTES_PER_HIT
+def in_memory_bytes(n_docs: int, dimension: int, n_queries: int, depth: int, chunk_rows: int = 16384) -> int:
+    """What the in-memory flat search adds to the process: the vectors (their storage reserved at once,
+    `harness.retrieval.index.VectorIndex.reserve`), the doc ids, one chunk being encoded, the results, the run."""
+    return n_docs * (dimension * 4 + 24) + 2 * chunk_rows * dimension * 4 + n_queries * (depth + 1) * 12 \
+        + n_queries * depth * RUN_BYTES_PER_HIT
 
 
 @dataclass(frozen=True)
