@@ -124,10 +124,12 @@ class SearchPath:
     n_docs: int = 0
 
     def record(self) -> dict[str, object]:
-        """What the result's config records (not its hash: both paths rank the same)."""
+        """What the result's config records (not its hash: both paths rank the same); the budget when it decided
+        (streamed) or was given — a default one moves with the memory free, and would make reruns differ."""
         if self.budget is None and not self.streamed:
             return {}
-        return {"search": "streamed" if self.streamed else "in-memory", "memory_budget": self.budget}
+        budget = {"memory_budget": self.budget} if self.streamed or self.given else {}
+        return {"search": "streamed" if self.streamed else "in-memory", **budget}
 
 
 def _search_path(config: EvaluateConfig, n_docs: int, dimension: int, n_queries: int, depth: int) -> SearchPath:
