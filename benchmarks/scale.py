@@ -165,15 +165,15 @@ def print_rates(rates: dict[str, float]) -> None:
 
 
 def smoke(args) -> int:
-    """Every mode on tiny inputs, in a temporary folder: 1,000 documents in memory (flat, ivf), 20,000 1,024-d
-    vectors (78 MB, chunks of 1,000) streamed under a budget of 130 MB above the process's start, then the
+    """Every mode on tiny inputs, in a temporary folder: 1,000 documents in memory (flat, ivf), 40,000 1,024-d
+    vectors (156 MB, chunks of 1,000) streamed under a budget of 130 MB above the process's start, then the
     encoder rates."""
     print(_smoke.NOTICE)
     work = _smoke.scratch("scale")
     try:
         args.docs, args.indexes, args.workdir, args.queries = "1000", "flat,ivf", str(work), 200
         status = measure(args)
-        args.docs, args.indexes, args.dim, args.budgets, args.chunk_size = "20000", "flat", 1024, "+130MB", 1000
+        args.docs, args.indexes, args.dim, args.budgets, args.chunk_size = "40000", "flat", 1024, "+130MB", 1000
         status = status or measure(args)
         print_rates(encoder_rates(_smoke.DEMO, 15, str(_smoke.tiny_model(work))))
         print("\n".join(sweep(24.0)[-3:]))

@@ -46,7 +46,7 @@ RESULT_LINES = {
     "onnx_backend.py": [r"^  fused graph, signed, per channel +\d", r"^onnx-int8: .* by operator type",
                         rf"^  onnx-int8 +{NUMBER} +{NUMBER}x torch", rf"^  demo +{NUMBER} "],
     "rerank.py": [rf"^depth +10: +\d+ pairs"],
-    "scale.py": [rf"^ +1,000 +384 +200 ivf +ivf +- +{NUMBER}", rf"^ +20,000 +1024 +200 flat +streamed +\d+ +{NUMBER}",
+    "scale.py": [rf"^ +1,000 +384 +200 ivf +ivf +- +{NUMBER}", rf"^ +40,000 +1024 +200 flat +streamed +\d+ +{NUMBER}",
                  rf"^onnx-int8 +{NUMBER} docs/s", r"^\| nfcorpus \| 3,633 \| 323 \| 0\.01 GiB → in memory"],
     "scifact_reproduction.py": [rf"^nDCG@10 +{NUMBER}", r"^encode throughput: "],
     "search_scale.py": [rf"^projected for MS MARCO .*: {NUMBER} s"],

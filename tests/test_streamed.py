@@ -217,12 +217,13 @@ RESERVE = textwrap.dedent("""
     import json, resource, sys
     import numpy as np
     from harness.retrieval.index import VectorIndex
+    from harness.retrieval.streamed import resident_bytes
     rows, chunk, dimension = int(sys.argv[1]), 16384, 128
+    vectors = np.ones((chunk, dimension), np.float32)
     index = VectorIndex(dimension)
+    base = resident_bytes()  # before the storage is reserved: the reserve counts
     if sys.argv[2] == "reserve":
         index.reserve(rows)
-    vectors = np.ones((chunk, dimension), np.float32)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     for start in range(0, rows, chunk):
         index.add([str(i) for i in range(start, start + chunk)], vectors)
     print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base, len(index))))

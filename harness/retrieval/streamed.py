@@ -277,14 +277,16 @@ class StreamedIndex:
             budget = self.budget if self.budget is not None else default_budget()
             base = resident_bytes()
             try:
-                self.plan = plan_search(budget, base, len(queries), self.dimension, k - 1, self.chunk_rows)
+                plan = plan_search(budget, base, len(queries), self.dimension, k - 1, self.chunk_rows)
             except MemoryBudgetError as exc:
-                if self.strict:
+                # A deeper pass (`exact_top`: ties across the cut) holds k results of a few queries; the budget
+                # was checked on the first pass, so the smallest blocks go on rather than lose the search.
+                if self.strict and self.plan is None:
                     raise
-                logger.warning("%s; searching with the smallest blocks", exc)
-                budget = plan_search(1 << 62, base, len(queries), self.dimension, k - 1, self.chunk_rows).minimum
-                self.plan = plan_search(budget, base, len(queries), self.dimension, k - 1, self.chunk_rows)
-            block = self.plan.query_block
+                logger.warning("%s; searching %d queries in the smallest blocks", exc, len(queries))
+                plan = SearchPlan(budget, min(len(queries), MIN_QUERY_BLOCK), 0)
+            self.plan = self.plan or plan  # the first pass's plan: what the search was sized by
+            block = plan.query_block
             logger.info("streamed exact search: %d queries a block, budget %s", block, format_size(budget))
         return search_blocks(queries, reblock(self._chunks(), self.doc_block), k, block)
 
@@ -299,5 +301,6 @@ class StreamedIndex:
         if depth <= 0 or len(query_ids) == 0:
             return Run.from_scores({query_id: {} for query_id in query_ids}, name=name)
         queries = np.ascontiguousarray(vectors, dtype=np.float32)
+        self.plan = None
         scores, rows = exact_top(self._search, queries, depth, len(self), self._doc_ids)
         return run_of_rows(query_ids, scores, rows, self._doc_ids, name)
