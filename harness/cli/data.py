@@ -80,19 +80,15 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
         beir-harness convert --corpus docs.csv --queries q.csv --qrels j.csv --out datasets/x --delimiter semicolon
         beir-harness convert --corpus docs.csv --queries q.csv --qrels pairs.csv --out datasets/x --default-grade 1
     """
-    from harness.datasets.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables
+    from harness.api import convert as run_convert
 
-    options = ConvertOptions(split=split, force=force, drop_empty=drop_empty, allow_negative=allow_negative,
-                             columns=ColumnMap(**columns), default_grade=default_grade,
-                             delimiter={"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}.get(delimiter))
-    if eval_set is not None:
-        if corpus or queries or qrels:
-            raise click.UsageError("give either --eval-set or --corpus/--queries/--qrels, not both")
-        summary = convert_eval_set(eval_set, out, options)
-    elif qrels is None:
+    if eval_set is not None and (corpus or queries or qrels):
+        raise click.UsageError("give either --eval-set or --corpus/--queries/--qrels, not both")
+    if eval_set is None and qrels is None:
         raise click.UsageError("give --corpus, --queries and --qrels (or --eval-set)")
-    else:
-        summary = convert_tables(corpus, queries, qrels, out, options)
+    summary = run_convert(out, corpus, queries, qrels, eval_set=eval_set, columns=columns, split=split, force=force,
+                          drop_empty=drop_empty, allow_negative=allow_negative, default_grade=default_grade,
+                          delimiter=delimiter)
     if as_json:
         click.echo(json.dumps(summary.to_json(), indent=2))
         return

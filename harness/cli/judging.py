@@ -82,11 +82,10 @@ def pool(dataset: Path, systems: tuple[str, ...], run_files: tuple[Path, ...], d
         beir-harness pool ./my-set --systems "bm25, all-MiniLM-L6-v2" --depth 10 --out pool/
         beir-harness pool ./my-set --runs a.trec --runs b.trec --depth 20 --max-per-query 30 --out pool/
     """
-    from harness.judging.pool import PoolSources, PoolSpec, build_pool
+    from harness.api import pool as run_pool
 
-    spec = PoolSpec(depth=depth, max_per_query=max_per_query, seed=seed, add=add, split=split,
-                    **_guidelines(guidelines))
-    manifest = build_pool(dataset, PoolSources(systems, run_files), out, spec)
+    manifest = run_pool(dataset, out, systems, run_files, depth=depth, max_per_query=max_per_query, add=add,
+                        split=split, seed=seed, **_guidelines(guidelines))
     if as_json:
         click.echo(json.dumps(manifest, indent=2))
         return

@@ -86,13 +86,11 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         beir-harness report results/ --format html --out results.html --published --significance bm25
     """
     from harness.reporting.comparison import (
-        build_comparison,
         check_exit_code,
         check_published as run_checks,
         format_checks,
         load_results,
         plot_comparison,
-        render,
     )
 
     results = load_results(paths or (Path("results"),), allow_mixed_data)
@@ -110,9 +108,12 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         if code:
             sys.exit(code)
         return
-    comparison = build_comparison(results, metric, split, with_published, baseline, alpha, correction, rounds,
-                                  published_systems, published_from)
-    _emit(render(comparison, fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
+    from harness.api import report as build_report
+
+    comparison = build_report(results, metric, split=split, published=with_published, published_systems=published_systems,
+                              published_from=published_from, significance=baseline, alpha=alpha, correction=correction,
+                              rounds=rounds)
+    _emit(comparison.render(fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
 
 
 def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
@@ -131,16 +132,13 @@ def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
 
 def _report_page(results, out: Path | None, metric: str, split: str | None, with_published: bool,
                  baseline: str | None, alpha: float, correction: str, rounds: int, worst: int, digits: int) -> None:
-    from harness.reporting.html import PageOptions, build_page, render_page
-    from harness.io.formats import write_text
+    from harness.api import report_page
 
-    options = PageOptions(metric=metric, split=split, published=with_published, baseline=baseline, alpha=alpha,
-                          correction=correction, rounds=rounds, worst=worst, digits=digits)
-    page = render_page(build_page(results, options))
+    page = report_page(results, out, metric=metric, split=split, published=with_published, baseline=baseline,
+                       alpha=alpha, correction=correction, rounds=rounds, worst=worst, digits=digits)
     if out is None:
         click.echo(page)
         return
-    write_text(page, out)
     logger.info("wrote %s (%.1f KB)", out, len(page.encode("utf-8")) / 1024)
 
 
@@ -176,24 +174,18 @@ def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[st
         beir-harness export results/ --format csv --out per-query.csv
         beir-harness export results/scifact --format trec --out runs/
     """
-    from harness.reporting.comparison import load_results, results_of_split
-    from harness.io.formats import write_text
-    from harness.reporting.export import export_mteb, export_trec, per_query_csv
+    from harness.api import export as run_export
 
-    results = results_of_split(load_results(paths or (Path("results"),)), split)
-    if fmt == "csv":
-        text = per_query_csv(results, metrics)
-        if out is None:
-            click.echo(text, nl=False)
-        else:
-            write_text(text, out)
-            logger.info("wrote %s", out)
-        return
-    if out is None:
+    if fmt != "csv" and out is None:
         raise click.UsageError(f"--format {fmt} writes a folder: give --out DIR")
-    written = export_mteb(results, out) if fmt == "mteb" else export_trec(results, out)
-    for path in written:
-        click.echo(str(path))
+    written = run_export(paths or (Path("results"),), fmt, out, metrics=metrics, split=split)
+    if isinstance(written, str):
+        click.echo(written, nl=False)
+    elif fmt == "csv":
+        logger.info("wrote %s", out)
+    else:
+        for path in written:
+            click.echo(str(path))
 
 
 def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
@@ -271,12 +263,11 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
     """
     from dataclasses import asdict
 
-    from harness.reporting.comparison import compare_results, format_compare, load_results
-    from harness.reporting.report import check_same_data
+    from harness.api import compare as run_compare
+    from harness.reporting.comparison import format_compare, load_results
 
     (a,), (b,) = load_results([first]), load_results([second])
-    check_same_data([a, b])
-    tests = compare_results(a, b, metrics or None, rounds, seed)
+    tests = run_compare(a, b, metrics or None, rounds, seed)
     if as_json:
         click.echo(json.dumps([{**asdict(t), "difference": t.difference} for t in tests], indent=2))
     else:

@@ -262,16 +262,13 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
         beir-harness bench --models all-MiniLM-L6-v2 --datasets scifact --truncate-dims 384,256,128,64 \
             --embedding-precisions float32,int8,binary --rescore-multipliers 0,2
     """
-    from harness.pipeline.bench import run_bench
-    from harness.retrieval.compress import compression_grid
-
+    from harness.api import bench as run_bench
     from harness.pipeline.systems import parse_system
 
     base = _config(ctx, None, parse_system(models[0]).spec, options)
-    axes = truncate_dims or embedding_precisions or rescore_multipliers
-    compressions = compression_grid(base.compression, truncate_dims or (), embedding_precisions or (),
-                                    rescore_multipliers or ()) if axes else []
-    report = run_bench(models, dataset_names, base, force=force, compressions=compressions)
+    report = run_bench(models, dataset_names, force=force, truncate_dims=truncate_dims or (),
+                       embedding_precisions=embedding_precisions or (), rescore_multipliers=rescore_multipliers or (),
+                       config=base)
     click.echo(report.format_table(metric))
     if report.csv_path:
         logger.info("wrote %s", report.csv_path)
