@@ -508,12 +508,12 @@ def inspect_results(results: Iterable[Result | str | Path] | str | Path, worst: 
     return run_inspect(check_same_data(chosen), worst, _result_metric(metric), depth)
 
 
-def retrieve(dataset: str | Path, out: str | Path, model: str | None = None, *, queries: str | Path | None = None,
-             **settings: Any) -> Run:
+def retrieve(dataset: str | Path | EvaluateConfig, out: str | Path, model: str | None = None, *,
+             queries: str | Path | None = None, **settings: Any) -> Run:
     """Search a corpus for every query and write a TREC run; nothing scored (the `retrieve` command).
 
     Args:
-        dataset: A BEIR folder or registry name (qrels not needed).
+        dataset: A BEIR folder or registry name (qrels not needed), or a whole `EvaluateConfig`.
         out: The TREC run file to write (atomically).
         model: ``bm25`` or a sentence-transformers model; default `EvaluateConfig`'s.
         queries: Search these queries (a BEIR queries.jsonl) instead of the dataset's own.
@@ -527,7 +527,12 @@ def retrieve(dataset: str | Path, out: str | Path, model: str | None = None, *, 
     """
     from harness.pipeline.retrieve import retrieve as run_retrieval
 
-    config = _evaluate_config(dataset, model, {"output_dir": None, "k_values": (1,), **settings})
+    if isinstance(dataset, EvaluateConfig):
+        if model is not None or settings:
+            raise HarnessError("give either an EvaluateConfig or a dataset with settings, not both")
+        config = dataset
+    else:
+        config = _evaluate_config(dataset, model, {"output_dir": None, "k_values": (1,), **settings})
     with third_party_bars(config.progress):
         return run_retrieval(config, out, queries)
 

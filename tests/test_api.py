@@ -86,7 +86,7 @@ def test_the_python_api_page_runs(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr()
     assert "3 2 3\nTrue\n" in out.out and "| demo | **0.7226** |" in out.out  # bm25's 0.7226: as the README's
     assert "3 pairs to judge" in out.out and "3 pairs added; 1 changed" in out.out and "['shop']" in out.out
-    assert out.err == ""  # nothing printed on stderr either: no bar, no log line
+    assert "%|" not in out.err and "Loading weights" not in out.err  # no progress bar, ours or Hugging Face's
     assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!doctype html>")
     assert not (tmp_path / "results" / "demo" / "fusion").exists()  # fuse without output_dir wrote nothing
 
@@ -269,6 +269,15 @@ def test_bench_from_python_scores_as_pytrec_eval(tiny_beir, tmp_path, monkeypatc
     (["judgments", "merge", ".", "a.csv"], "merge_judgments"),
     (["judgments", "agreement", "."], "agreement"),
     (["bench", "--models", "bm25", "--datasets", "x"], "bench"),
+    (["retrieve", "x", "--out", "r.trec", "--model", "bm25"], "retrieve"),
+    (["validate", "x"], "validate"),
+    (["inspect", "a.json"], "inspect_results"),
+    (["demo", "--model", "bm25"], "demo"),
+    (["crosscheck", "x"], "crosscheck"),
+    (["datasets", "list"], "list_datasets"),
+    (["datasets", "download", "x"], "download_dataset"),
+    (["datasets", "import", "x"], "import_dataset"),
+    (["datasets", "remove", "x"], "remove_dataset"),
 ])
 def test_the_commands_call_the_api(argv, function, monkeypatch, tmp_path):
     from click.testing import CliRunner
@@ -283,8 +292,8 @@ def test_the_commands_call_the_api(argv, function, monkeypatch, tmp_path):
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(harness.api, function, spy)
-    if function.startswith("report"):  # report reads the results before the table is built
-        monkeypatch.setattr("harness.reporting.comparison.load_results", lambda *a, **k: [])
+    if function.startswith("report") or function == "inspect_results":  # these read the results first
+        monkeypatch.setattr("harness.reporting.comparison.load_results", lambda *a, **k: [None])
     result = CliRunner().invoke(cli, argv)
     assert isinstance(result.exception, Called), result.output
 
@@ -318,3 +327,22 @@ def test_evaluate_draws_no_loading_weights_bar_unless_asked(tiny_beir, tmp_path,
     assert transformers_logging.is_progress_bar_enabled()  # the caller's own setting, back after the call
     harness.evaluate(tiny_beir, model=model, output_dir=None, cache=False, progress=True)
     assert "Loading weights" in capfd.readouterr().err  # the test can see the bar when it is drawn
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda d: harness.convert(d / "out", qrels=d / "j.csv", delimeter="pipe"),
+     "unknown setting `delimeter`; convert takes "),
+    (lambda d: harness.convert(d / "out", qrels=d / "j.csv", columns={"doc_id": "sku"}),
+     "unknown column role 'doc_id'; use corpus_id, corpus_text"),
+    (lambda d: harness.bench(["bm25"], [d], k=3), "unknown setting `k`; EvaluateConfig has"),
+    (lambda d: harness.report_page(d, metrc="nDCG@10"), "unknown setting `metrc`; the page takes alpha"),
+    (lambda d: harness.export(d, "xlsx"), "unknown export format 'xlsx'; use mteb, csv or trec"),
+    (lambda d: harness.agreement([d], scale="3-0"), "scale"),
+], ids=["convert-keyword", "convert-column-role", "bench-keyword", "report-page-keyword", "export-format",
+        "agreement-scale"])
+def test_a_wrong_argument_is_one_line_naming_it_and_writes_nothing(call, message, tmp_path):
+    (tmp_path / "j.csv").write_text("qid,doc,grade\nq1,d1,1\n", encoding="utf-8")
+    with pytest.raises(HarnessError) as caught:
+        call(tmp_path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.csv"]

@@ -126,14 +126,10 @@ def validate(folder: Path, as_json: bool, runs: tuple[Path, ...], split: str, k:
         beir-harness validate ./my-eval-set --json
         beir-harness validate ./my-eval-set --run bm25.trec --run dense.trec --k 10
     """
-    from harness.datasets.validate import validate_folder
+    from harness.api import coverage as run_coverage, validate as validate_folder
 
     report = validate_folder(folder)
-    coverage = []
-    if runs and report.ok:
-        from harness.judging.coverage import run_coverage
-
-        coverage = [run_coverage(folder, split, run, k) for run in runs]
+    coverage = [run_coverage(folder, run, split, k) for run in runs] if runs and report.ok else []
     if as_json:
         click.echo(json.dumps({**report.to_json(), **({"coverage": [c.to_json() for c in coverage]} if runs else {})},
                               indent=2))
@@ -176,7 +172,7 @@ def datasets_list(data_dir: Path | None, as_json: bool) -> None:
         beir-harness datasets list
         beir-harness datasets list --data-dir /data/beir --json
     """
-    from harness.datasets.catalog import list_datasets
+    from harness.api import list_datasets
 
     rows = list_datasets(data_dir)
     if as_json:
@@ -217,10 +213,10 @@ def datasets_download(ctx: click.Context, names: tuple[str, ...], data_dir: Path
         beir-harness datasets download scifact nfcorpus
         beir-harness datasets download fiqa --base-url https://mirror.example.org/beir/
     """
-    from harness.datasets.catalog import download_dataset
+    from harness.api import download_dataset
 
     for name in names:
-        installed = download_dataset(name, data_dir, base_url, progress=ctx.obj["progress"], force=force)
+        installed = download_dataset(name, data_dir, base_url=base_url, progress=ctx.obj["progress"], force=force)
         click.echo(f"{name}: {installed.path}")
 
 
@@ -243,9 +239,9 @@ def datasets_import(source: Path, data_dir: Path | None, name: str | None, force
         beir-harness datasets import ~/Downloads/nfcorpus.zip
         beir-harness datasets import datasets-in-progress/helpdesk --name helpdesk
     """
-    from harness.datasets.catalog import import_dataset
+    from harness.api import import_dataset
 
-    installed = import_dataset(source, data_dir, name, force=force)
+    installed = import_dataset(source, data_dir, name=name, force=force)
     click.echo(f"{installed.name}: {installed.path}")
 
 
@@ -260,7 +256,7 @@ def datasets_remove(name: str, data_dir: Path | None) -> None:
     \b
         beir-harness datasets remove nfcorpus
     """
-    from harness.datasets.catalog import remove_dataset
+    from harness.api import remove_dataset
 
     for path in remove_dataset(name, data_dir):
         click.echo(f"removed {path}")

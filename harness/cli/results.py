@@ -295,11 +295,11 @@ def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_j
         beir-harness inspect a/test.json b/test.json --metric Recall@100
         beir-harness inspect results/scifact/bm25/test.json --json > worst.json
     """
+    from harness.api import inspect_results
     from harness.reporting.comparison import load_results
-    from harness.reporting.inspect import format_inspect, inspect_results
-    from harness.reporting.report import check_same_data
+    from harness.reporting.inspect import format_inspect
 
     if len(results) > 2:
         raise click.UsageError("give one result, or two to compare")
-    data = inspect_results(check_same_data([load_results([r])[0] for r in results]), worst, metric, depth)
+    data = inspect_results([load_results([r])[0] for r in results], worst, metric, depth)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_inspect(data))
