@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 # A library never configures logging for its user; the CLI does (see harness.cli).
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_API = ("EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "read_qrels", "read_run", "score")
+_API = ("EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "pool_status", "read_qrels", "read_run", "score")
 
 
 def __getattr__(name: str):

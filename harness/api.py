@@ -23,7 +23,7 @@ from harness.reporting.report import Result
 
 DEFAULT_METRICS = ("nDCG@10", "MAP@100", "Recall@100", "P@10", "MRR@10")
 
-__all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "read_qrels", "read_run", "score"]
+__all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "pool_status", "read_qrels", "read_run", "score"]
 
 
 def evaluate(dataset: str | Path | EvaluateConfig, model: str | None = None, **settings: Any) -> Result:
@@ -93,6 +93,23 @@ def score(qrels: Qrels | Mapping[str, Mapping[str, int]] | str | Path,
     if judged_only:
         qrels = Qrels({query_id: qrels[query_id] for query_id in qrels if query_id in retrieved})
     return _score(qrels, run, specs)
+
+
+def pool_status(pool: str | Path, dataset: str | Path | None = None, judgments: Iterable[str | Path] = ()):
+    """How much of a pool (``beir-harness pool --out``) is judged: `harness.judging.status.pool_status`.
+
+    Args:
+        pool: The pool folder.
+        dataset: The dataset it was made on; default: the one its manifest names.
+        judgments: More judgments files (the judging page's exports) besides those in the pool folder.
+
+    Returns:
+        A `harness.judging.status.PoolStatus`: ``n_judged`` of ``n_pairs``, ``queries_by_state()``,
+        ``annotators``, ``stale`` (the dataset files changed since pooling), ``to_json()``.
+    """
+    from harness.judging.status import pool_status as status  # lazy: judging loads the merge machinery
+
+    return status(pool, dataset, judgments)
 
 
 def _examples(ids: Iterable[str], n: int = 3) -> str:
