@@ -130,6 +130,14 @@ def test_a_fresh_pool_is_unjudged_and_a_merged_one_complete(pool, tmp_path):
     assert after["annotators"] == {"eve": len(pairs)}
 
 
+def test_a_trec_file_without_annotators_is_judged_by_its_file_name(pool, tmp_path):
+    _, pool_dir, _ = pool
+    q, d = sorted(_pool_pairs(pool_dir))[0]
+    (tmp_path / "erin.qrels").write_text(f"{q} 0 {d} 2\n")
+    status = json.loads(_invoke("pool", "--status", pool_dir, "--judgments", tmp_path / "erin.qrels", "--json").stdout)
+    assert (status["judged"], status["annotators"]) == (1, {"erin": 1})
+
+
 def test_a_pool_of_changed_data_is_stale(pool):
     folder, pool_dir, _ = pool
     with open(folder / "corpus.jsonl", "a") as handle:

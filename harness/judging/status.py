@@ -153,8 +153,8 @@ def file_votes(path: Path, pool_id: str, pairs: dict[str, set[str]]) -> list[tup
     if match and match[1] != pool_id:
         raise DatasetError(f"{path}: exported from pool {match[1]}, not this pool ({pool_id}); judge this pool's "
                            "judge.html, or give the file to the status of its own pool")
-    # The page's TREC export names no annotator: its file name does (judgments-POOLID-NAME.qrels).
-    name = match[2] if match else None
+    # A TREC file names no annotator: its file name does (judgments-POOLID-NAME.qrels; else the name's stem).
+    name = match[2] if match else path.name.split(".")[0]
     votes = [(str(path), j.query_id, j.doc_id, j.annotator) for j in read_judgments(path, annotator=name)]
     if not any(d in pairs.get(q, ()) for _, q, d, _ in votes):
         raise DatasetError(f"{path}: none of its {len(votes)} judgments is a pair of this pool (is it the "
