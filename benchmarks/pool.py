@@ -92,7 +92,8 @@ def page_of(pool: Path, pairs: int, out: Path) -> tuple[Path, int]:
     with open(pool / "pool.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(line) for _, line in zip(range(pairs), handle)]
     manifest = json.loads((pool / "manifest.json").read_text(encoding="utf-8"))
-    manifest["counts"] = {**manifest["counts"], "pairs": len(rows), "queries_pooled": len({r["query_id"] for r in rows})}
+    manifest["counts"] = {**manifest["counts"], "pairs": len(rows),
+                          "queries_pooled": len({row["query_id"] for row in rows})}
     out.write_text(render_judge_page(manifest, rows), encoding="utf-8")
     return out, len(rows)
 
@@ -147,7 +148,8 @@ def main() -> int:
         print(f"pooling the 3 saved runs (best of {args.rounds}):")
         pools, pool_sizes = {}, {}
         for depth in depths:
-            manifest, seconds, pools[depth] = pool_at(folder, [path for _, path, _ in systems], depth, work, args.rounds)
+            runs = [path for _, path, _ in systems]
+            manifest, seconds, pools[depth] = pool_at(folder, runs, depth, work, args.rounds)
             counts = manifest["counts"]
             pool_sizes[depth] = counts["pairs"]
             size = sum(p.stat().st_size for p in pools[depth].rglob("*") if p.is_file()) / 1e6
@@ -164,7 +166,8 @@ def main() -> int:
         if times is None:
             print("  no Chromium (/usr/bin/chromium with Playwright): load time not measured")
         else:
-            print(f"  load in headless Chromium: best {min(times):.3f} s, rounds {', '.join(f'{t:.3f}' for t in times)}")
+            rounds = ", ".join(f"{t:.3f}" for t in times)
+            print(f"  load in headless Chromium: best {min(times):.3f} s, rounds {rounds}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -112,7 +112,8 @@ def test_status_counts_every_source_as_a_loop_over_the_files_does(pool, tmp_path
     assert status["stale"] == []
 
     text = _invoke("pool", "--status", pool_dir, "--judgments", bob_file).stdout
-    assert text.startswith(f"{pool_dir}: {len(judged)} of {len(pairs)} pairs judged ({100 * len(judged) / len(pairs):.1f}"
+    share = 100 * len(judged) / len(pairs)
+    assert text.startswith(f"{pool_dir}: {len(judged)} of {len(pairs)} pairs judged ({share:.1f}"
                            f"%); {len(per_query)} queries: {states['full']} fully judged, {states['partial']} partly, "
                            f"{states['none']} not at all\n")
     assert f"  annotator alice: {status['annotators']['alice']} pairs\n" in text

@@ -162,7 +162,8 @@ def file_votes(path: Path, pool_id: str, pairs: dict[str, set[str]]) -> list[tup
     return votes
 
 
-def pool_status(pool: str | Path, dataset: str | Path | None = None, judgments: Iterable[str | Path] = ()) -> PoolStatus:
+def pool_status(pool: str | Path, dataset: str | Path | None = None,
+                judgments: Iterable[str | Path] = ()) -> PoolStatus:
     """How much of the pool in `pool` is judged (see the module's docstring).
 
     Args:
