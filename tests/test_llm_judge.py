@@ -41,6 +41,7 @@ class _Service:
         self.always_prose: set[int] = set()  # documents whose every answer is prose
         self.requests: list[dict] = []
         self.times: list[float] = []  # when each request arrived
+        self.auth: set[str | None] = set()  # Authorization headers seen
         self.latency = 0.0
         self.url = ""
         self.lock = threading.Lock()
@@ -78,6 +79,7 @@ def service():
             with state.lock:
                 state.requests.append(body)
                 state.times.append(time.monotonic())
+                state.auth.add(self.headers.get("Authorization"))
                 behaviour = state.behaviours.pop(0) if state.behaviours else "normal"
             time.sleep(state.latency)
             kind, _, arg = behaviour.partition(":")
@@ -172,6 +174,35 @@ def test_grades_are_the_servers_its_own_annotator_and_a_rerun_sends_no_request(s
     assert len(service.requests) == len(pairs), "the rerun sent requests"
     assert (pool_dir / f"judgments-llm_{MODEL}.csv").read_bytes() == before
     assert f"{len(pairs)} from the cache" in again.output and "service: requests 0, tokens 0" in again.output
+
+
+def test_the_key_is_sent_never_written_and_a_damaged_cache_entry_is_asked_again(service, pool_dir, tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-judge-secret-987")
+    judge_pool(pool_dir, _spec(service, tmp_path))
+    assert service.auth == {"Bearer sk-judge-secret-987"}
+    entries = sorted((tmp_path / "cache" / "llm-judgments").rglob("*.json"))
+    assert len(entries) == len(_pool_pairs(pool_dir))
+    text = "".join(p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file())
+    assert "sk-judge-secret-987" not in text
+    entries[0].write_text('{"inputs": {"kind": "something else"}, "value": {"grade": 3}}')
+    entries[1].write_text("{not json")
+    sent = len(service.requests)
+    report = judge_pool(pool_dir, _spec(service, tmp_path))
+    assert len(service.requests) == sent + 2 and report.cached == len(entries) - 2
+    assert report.grades == _expected(_pool_pairs(pool_dir))
+
+
+def test_the_llm_file_merges_into_its_own_split_only_when_asked(service, pool_dir, tmp_path):
+    assert _judge(service, pool_dir, tmp_path).exit_code == 0
+    dataset = pool_dir.parent / "set"
+    result = CliRunner().invoke(cli, ["judgments", "merge", str(dataset), str(pool_dir / f"judgments-llm_{MODEL}.csv"),
+                                      "--split", "llm"])
+    assert result.exit_code == 0, result.output
+    lines = (dataset / "qrels" / "llm.tsv").read_text().splitlines()[1:]
+    assert {(q, d): int(g) for q, d, g in map(str.split, lines)} == _expected(_pool_pairs(pool_dir))
+    annotations = [json.loads(line) for line in (dataset / "qrels" / "llm.annotations.jsonl").read_text().splitlines()]
+    assert {a["annotator"] for a in annotations} == {ANNOTATOR} and not (dataset / "qrels" / "test.tsv").exists()
 
 
 def test_braces_and_placeholders_in_texts_are_sent_as_they_are(service, pool_dir, tmp_path):

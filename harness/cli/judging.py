@@ -124,7 +124,7 @@ def judge(pool_dir: Path, model: str, endpoint: str | None, api_key_env: str, co
     """Pre-judge a pool with an LLM, as its own annotator llm:MODEL, to be measured before it is trusted.
 
     Every pair of POOL_DIR (made by `beir-harness pool`) is graded 0-3 with the UMBRELA prompt; grades go
-    to POOL_DIR/judgments-llm-MODEL.csv (never into a qrels file: merge it with `judgments merge` only if
+    to POOL_DIR/judgments-llm_MODEL.csv (never into a qrels file: merge it with `judgments merge` only if
     you choose to) and a summary beside it. Grades are cached by model, prompt version, query and
     document: a rerun asks nothing already graded. Malformed answers are counted and asked again, never
     guessed; a pair still malformed is left ungraded and listed.
@@ -133,7 +133,7 @@ def judge(pool_dir: Path, model: str, endpoint: str | None, api_key_env: str, co
 
     \b
         beir-harness judge pool/ --llm openai:gpt-4o-mini --endpoint https://api.openai.com/v1
-        beir-harness judgments agreement pool/judgments-llm-gpt-4o-mini.csv alice.csv
+        beir-harness judgments agreement pool/judgments-llm_gpt-4o-mini.csv alice.csv
     """
     from harness.io.service import EndpointSpec
     from harness.judging.llm import JudgeSpec, judge_pool

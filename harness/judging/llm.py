@@ -15,9 +15,9 @@ an OpenAI-compatible ``/chat/completions`` endpoint, with the UMBRELA prompt of
 * **The cache** (``<cache_dir>/llm-judgments/``, `harness.io.cache.remember_record`, written atomically)
   keeps each grade under (model, prompt version, prompt sha256, query text, document title and text): a
   rerun sends no request for a pair already graded, and an ungraded pair is asked again.
-* **Grades are their own annotator** ``llm:MODEL``: ``judgments-llm-<model>.csv`` in the pool folder
+* **Grades are their own annotator** ``llm:MODEL``: ``judgments-llm_<model>.csv`` in the pool folder
   (``query_id,doc_id,grade,annotator``: the format ``judgments merge`` and ``judgments agreement`` read)
-  and a summary ``judgments-llm-<model>.json`` (prompt, counts, malformed answers, usage, ungraded pairs).
+  and a summary ``judgments-llm_<model>.json`` (prompt, counts, malformed answers, usage, ungraded pairs).
   Nothing goes into a qrels file unless the user merges the file.
 """
 
@@ -253,7 +253,7 @@ def read_pool(pool_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     return manifest, rows
 
 
-class _Grader:
+class Grader:
     """Asks the service for one pair's grade, again while answers are malformed (thread-safe counts)."""
 
     def __init__(self, spec: JudgeSpec, prompt: JudgePrompt):
@@ -299,32 +299,24 @@ def cache_inputs(spec: JudgeSpec, prompt: JudgePrompt, row: Mapping[str, str]) -
             "prompt_sha256": prompt.sha256, "query": row["query"], "title": row["title"], "text": row["text"]}
 
 
-def judge_pool(pool_dir: str | Path, spec: JudgeSpec, prompt: JudgePrompt | None = None) -> JudgeReport:
-    """Grade every pair of a pool folder with an LLM (see the module docstring) and write its judgments file.
-
-    Returns:
-        The `JudgeReport` (also written as ``judgments-llm-<model>.json``).
-
-    Raises:
-        HarnessError: A bad model name or setting, not a pool folder, a pool not on 0-3, a refusing or failing
-            service (401, 404, still 429 after every retry...); the judgments file is then not written.
-    """
-    spec.check()
-    pool_dir, prompt = Path(pool_dir), prompt or load_prompt()
-    _, rows = read_pool(pool_dir)
-    root = default_cache_dir(spec.cache_dir)
-    grader = _Grader(spec, prompt)
-    grades: dict[tuple[str, str], int] = {}
-    todo = []
+def cached_grades(spec: JudgeSpec, prompt: JudgePrompt, rows: Sequence[Mapping[str, str]],
+                  root: Path) -> tuple[dict[tuple[str, str], int], list[Mapping[str, str]]]:
+    """(query, doc) → the grade the cache holds, and the rows it holds none for (all of them without cache)."""
+    grades, todo = {}, []
     for row in rows:
         known = recall_record(root, CACHE_KIND, cache_inputs(spec, prompt, row)) if spec.use_cache else None
-        if known is not None and known.get("grade") in SCALE:
-            grades[row["query_id"], row["doc_id"]] = known["grade"]
+        grade = known.get("grade") if known else None
+        if isinstance(grade, int) and not isinstance(grade, bool) and grade in SCALE:
+            grades[row["query_id"], row["doc_id"]] = grade
         else:
             todo.append(row)
-    cached = len(grades)
+    return grades, todo
 
-    stop = threading.Event()  # set by the first refusal (401, 429 after every retry): ask no more pairs
+
+def ask_all(grader: Grader, rows: Sequence[Mapping[str, str]], root: Path) -> list[tuple[int | None, str]]:
+    """Each row's (grade, answer) or (None, problem), `EndpointSpec.concurrency` at a time; each grade is cached
+    as soon as it is had. The first refusal (401, 429 after every retry) stops the run: no more pairs asked."""
+    spec, stop = grader.spec, threading.Event()
 
     def ask(row: Mapping[str, str]) -> tuple[int | None, str]:
         if stop.is_set():
@@ -335,18 +327,38 @@ def judge_pool(pool_dir: str | Path, spec: JudgeSpec, prompt: JudgePrompt | None
             stop.set()
             raise
         if grade is not None and spec.use_cache:  # only a grade is kept: a malformed answer is asked again
-            remember_record(root, CACHE_KIND, cache_inputs(spec, prompt, row), {"grade": grade, "answer": answer[:500]})
+            remember_record(root, CACHE_KIND, cache_inputs(spec, grader.prompt, row),
+                            {"grade": grade, "answer": answer[:500]})
         return grade, answer
 
     with ThreadPoolExecutor(max_workers=spec.endpoint.concurrency) as workers:
-        futures = [workers.submit(ask, row) for row in todo]
+        futures = [workers.submit(ask, row) for row in rows]
         try:
-            answers = [future.result() for future in futures]
+            return [future.result() for future in futures]
         except BaseException:  # the refusal, or Ctrl-C: the grades already had are in the cache
             stop.set()
             raise
+
+
+def judge_pool(pool_dir: str | Path, spec: JudgeSpec, prompt: JudgePrompt | None = None) -> JudgeReport:
+    """Grade every pair of a pool folder with an LLM (see the module docstring) and write its judgments file.
+
+    Returns:
+        The `JudgeReport` (also written as ``judgments-llm_<model>.json``).
+
+    Raises:
+        HarnessError: A bad model name or setting, not a pool folder, a pool not on 0-3, a refusing or failing
+            service (401, 404, still 429 after every retry...); the judgments file is then not written.
+    """
+    spec.check()
+    pool_dir, prompt = Path(pool_dir), prompt or load_prompt()
+    _, rows = read_pool(pool_dir)
+    root = default_cache_dir(spec.cache_dir)
+    grader = Grader(spec, prompt)
+    grades, todo = cached_grades(spec, prompt, rows, root)
+    cached = len(grades)
     ungraded = []
-    for row, (grade, answer) in zip(todo, answers):
+    for row, (grade, answer) in zip(todo, ask_all(grader, todo, root)):
         if grade is None:
             ungraded.append((row["query_id"], row["doc_id"], answer))
         else:
