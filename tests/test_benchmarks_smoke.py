@@ -42,6 +42,7 @@ RESULT_LINES = {
     "fusion.py": [rf"^  dbsf\(bm25, hash:64\) +nDCG@10 {NUMBER}", rf"^  dbsf +fuse +{NUMBER} s +score"],
     "gpu.py": [r"^no GPU: smoke on CPU", rf"^scifact +fp32 +12 .* {NUMBER}", r"^checks: (\d+) of \1 ok; skipped cells: none"],
     "index_choices.py": [rf"^synthetic ivfpq .* {NUMBER}", rf"^synthetic sq8 +{NUMBER}"],
+    "llm_judge.py": [rf"^  concurrency 16: +{NUMBER} pairs/s", r"^  rerun from the cache: .* 0 requests$"],
     "nanobeir_projection.py": [rf"^  long \(whole\) +{NUMBER} docs/s"],
     "onnx_backend.py": [r"^  fused graph, signed, per channel +\d", r"^onnx-int8: .* by operator type",
                         rf"^  onnx-int8 +{NUMBER} +{NUMBER}x torch", rf"^  demo +{NUMBER} "],

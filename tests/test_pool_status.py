@@ -139,6 +139,16 @@ def test_a_trec_file_without_annotators_is_judged_by_its_file_name(pool, tmp_pat
     assert (status["judged"], status["annotators"]) == (1, {"erin": 1})
 
 
+def test_an_llms_grades_count_only_when_given(pool):
+    _, pool_dir, _ = pool
+    q, d = sorted(_pool_pairs(pool_dir))[0]
+    llm = _write_csv(pool_dir / "judgments-llm_tiny.csv", "llm:tiny", [(q, d, 3)])
+    status = json.loads(_invoke("pool", "--status", pool_dir, "--json").stdout)
+    assert (status["judged"], status["annotators"], status["not_counted"]) == (0, {}, [str(llm)])
+    status = json.loads(_invoke("pool", "--status", pool_dir, "--judgments", llm, "--json").stdout)
+    assert (status["judged"], status["annotators"], status["not_counted"]) == (1, {"llm:tiny": 1}, [])
+
+
 def test_a_pool_of_changed_data_is_stale(pool):
     folder, pool_dir, _ = pool
     with open(folder / "corpus.jsonl", "a") as handle:

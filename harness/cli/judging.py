@@ -1,4 +1,5 @@
-"""Commands that build an eval set: pool (the documents to judge, and the blind judging page)."""
+"""Commands that build an eval set: pool (the documents to judge, and the blind judging page) and judge (LLM
+pre-judgments of a pool, as their own annotator)."""
 
 from __future__ import annotations
 
@@ -127,3 +128,51 @@ def _status(ctx: click.Context, dataset: Path | None, pool_dir: Path, judgment_f
                                "--status POOL_DIR (which takes DATASET, --judgments and --json)")
     status = pool_status(pool_dir, dataset, judgment_files)
     click.echo(json.dumps(status.to_json(), indent=2) if as_json else status.format_text())
+
+
+@cli.command()
+@click.argument("pool_dir", metavar="POOL_DIR", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--llm", "model", required=True, metavar="openai:MODEL",
+              help="The chat model that grades, behind an OpenAI-compatible /chat/completions endpoint.")
+@click.option("--endpoint", default=None, metavar="URL",
+              help="The service, e.g. https://api.openai.com/v1 or http://localhost:8000/v1 "
+                   "[default: $BEIR_HARNESS_ENDPOINT].")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="NAME",
+              help="The environment variable holding the API key (never written anywhere).")
+@click.option("--concurrency", type=int, default=4, show_default=True, help="Requests in flight.")
+@click.option("--endpoint-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for one answer (then retried).")
+@click.option("--answer-attempts", type=int, default=3, show_default=True,
+              help="Questions per pair while its answers are malformed; then it is left ungraded.")
+@click.option("--price-per-1m-tokens", type=float, default=None, metavar="PRICE",
+              help="Record the cost of the tokens the service reports.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="The cache folder [default: $BEIR_HARNESS_CACHE_DIR, else the user cache].")
+@click.option("--no-cache", "use_cache", is_flag=True, default=True, flag_value=False,
+              help="Ask every pair; store nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def judge(pool_dir: Path, model: str, endpoint: str | None, api_key_env: str, concurrency: int,
+          endpoint_timeout: float, answer_attempts: int, price_per_1m_tokens: float | None, cache_dir: Path | None,
+          use_cache: bool, as_json: bool) -> None:
+    """Pre-judge a pool with an LLM, as its own annotator llm:MODEL, to be measured before it is trusted.
+
+    Every pair of POOL_DIR (made by `beir-harness pool`) is graded 0-3 with the UMBRELA prompt; grades go
+    to POOL_DIR/judgments-llm_MODEL.csv (never into a qrels file: merge it with `judgments merge` only if
+    you choose to) and a summary beside it. Grades are cached by model, prompt version, query and
+    document: a rerun asks nothing already graded. Malformed answers are counted and asked again, never
+    guessed; a pair still malformed is left ungraded and listed.
+
+    Example:
+
+    \b
+        beir-harness judge pool/ --llm openai:gpt-4o-mini --endpoint https://api.openai.com/v1
+        beir-harness judgments agreement pool/judgments-llm_gpt-4o-mini.csv alice.csv
+    """
+    from harness.io.service import EndpointSpec
+    from harness.judging.llm import JudgeSpec, judge_pool
+
+    spec = JudgeSpec(model, EndpointSpec(url=endpoint, api_key_env=api_key_env, concurrency=concurrency,
+                                         timeout=endpoint_timeout, price_per_1m_tokens=price_per_1m_tokens),
+                     answer_attempts=answer_attempts, cache_dir=cache_dir, use_cache=use_cache)
+    report = judge_pool(pool_dir, spec)
+    click.echo(json.dumps(report.summary(), indent=2) if as_json else report.format_text())

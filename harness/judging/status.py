@@ -3,8 +3,9 @@
 A pool pair counts as judged when any source grades it: a qrels split of the dataset (every split, or the
 one the pool was made against), whose annotators come from ``qrels/<split>.annotations.jsonl`` (a grade no
 annotation explains counts as annotator ``qrels:<split>``, as `harness.judging.merge` counts it), the
-judging page's exports lying in the pool folder (``judgments-*.csv``, ``judgments-*.qrels``), and any
-further judgments file given. Before counting, the dataset's corpus and queries are checked against the
+judging page's exports lying in the pool folder (``judgments-POOLID-NAME.csv`` or ``.qrels``), and any
+further judgments file given. An LLM's grades in the pool folder (``judgments-llm_MODEL.csv``, from
+``beir-harness judge``) are pre-judgments: listed as not counted unless given. Before counting, the dataset's corpus and queries are checked against the
 fingerprints in the pool's manifest: a pool made on other data is stale, and said so.
 """
 
@@ -41,6 +42,7 @@ class PoolStatus:
     annotators: dict[str, int]  # annotator → pool pairs graded
     sources: list[dict[str, Any]] = field(default_factory=list)  # each source: name, pairs graded, outside the pool
     stale: list[str] = field(default_factory=list)  # the dataset's files that changed since the pool was made
+    not_counted: list[str] = field(default_factory=list)  # LLM pre-judgments in the pool folder, not given
 
     @property
     def n_pairs(self) -> int:
@@ -67,7 +69,8 @@ class PoolStatus:
                 "queries": {state: len(ids) for state, ids in groups.items()},
                 "per_query": {q: {"pairs": len(docs), "judged": len(self.judged.get(q, ()))}
                               for q, docs in sorted(self.pairs.items())},
-                "annotators": dict(sorted(self.annotators.items())), "sources": self.sources, "stale": self.stale}
+                "annotators": dict(sorted(self.annotators.items())), "sources": self.sources, "stale": self.stale,
+                "not_counted": self.not_counted}
 
     def format_text(self) -> str:
         """A few lines: pairs judged, queries fully/partly/not judged, per annotator, per source."""
@@ -85,6 +88,8 @@ class PoolStatus:
         lines += [f"  source {s['source']}: {s['pool_pairs']} pool pairs" +
                   (f", {s['outside_pool']} outside the pool (not counted)" if s["outside_pool"] else "")
                   for s in self.sources]
+        lines += [f"  not counted: {path} (LLM pre-judgments; give it with --judgments to count it)"
+                  for path in self.not_counted]
         return "\n".join(lines)
 
 
@@ -184,6 +189,9 @@ def pool_status(pool: str | Path, dataset: str | Path | None = None,
                        "its pairs may name documents or queries that are gone or changed; pool again",
                        pool, " and ".join(stale))
     files = [*sorted(p for p in pool.iterdir() if EXPORT_NAME.search(p.name)), *map(Path, judgments)]
+    # `beir-harness judge` writes an LLM's grades beside the pool: pre-judgments, counted only when asked.
+    given = {path.resolve() for path in files}
+    not_counted = [str(p) for p in sorted(pool.glob("judgments-llm_*.csv")) if p.resolve() not in given]
     votes = qrels_votes(root, manifest.get("split"))
     for path in dict.fromkeys(files):
         votes += file_votes(path, manifest["pool_id"], pairs)
@@ -202,4 +210,4 @@ def pool_status(pool: str | Path, dataset: str | Path | None = None,
     sources = [{"source": s, "pool_pairs": len(found), "outside_pool": outside[0]}
                for s, (found, outside) in by_source.items()]
     return PoolStatus(pool, manifest["pool_id"], pairs, dict(judged),
-                      {a: len(p) for a, p in by_annotator.items()}, sources, stale)
+                      {a: len(p) for a, p in by_annotator.items()}, sources, stale, not_counted)
