@@ -1,10 +1,10 @@
 """The Python API: what ``from harness import ...`` gives (loaded lazily by `harness.__getattr__`).
 
-    from harness import evaluate, score, read_qrels, read_run, Qrels, Run, EvaluateConfig
+    from harness import evaluate, score, judge, read_qrels, read_run, Qrels, Run, EvaluateConfig
 
 `evaluate` runs the pipeline on a dataset and returns its `Result`; `score` scores any run against any
-qrels with the evaluation rules of `harness.evaluation.metrics` (trec_eval exact). The command line
-is a thin layer over the same functions.
+qrels with the evaluation rules of `harness.evaluation.metrics` (trec_eval exact); `judge` grades a pool
+with an LLM (`harness.judging.llm`). The command line is a thin layer over the same functions.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import DatasetError, HarnessError, setting
 from harness.evaluation.metrics import Evaluation, evaluate as _score, parse_metric
 from harness.io.formats import read_qrels, read_run
+from harness.io.service import EndpointSpec
+from harness.judging.llm import JudgeReport, JudgeSpec, judge_pool
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 from harness.records import Qrels, Run
 from harness.reporting.comparison import Comparison
@@ -36,7 +38,8 @@ if TYPE_CHECKING:
 
 DEFAULT_METRICS = ("nDCG@10", "MAP@100", "Recall@100", "P@10", "MRR@10")
 
-__all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "read_qrels", "read_run", "score"]
+__all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_status", "read_qrels", "read_run",
+           "score"]
 # The other commands (issue 33): see the block below `score`.
 __all__ += ["Comparison", "agreement", "bench", "compare", "convert", "coverage", "crosscheck", "demo",
             "download_dataset", "export", "fuse", "import_dataset", "inspect_results", "list_datasets",
@@ -110,6 +113,47 @@ def score(qrels: Qrels | Mapping[str, Mapping[str, int]] | str | Path,
     if judged_only:
         qrels = Qrels({query_id: qrels[query_id] for query_id in qrels if query_id in retrieved})
     return _score(qrels, run, specs)
+
+
+def pool_status(pool: str | Path, dataset: str | Path | None = None, judgments: Iterable[str | Path] = ()):
+    """How much of a pool (``beir-harness pool --out``) is judged: `harness.judging.status.pool_status`.
+
+    Args:
+        pool: The pool folder.
+        dataset: The dataset it was made on; default: the one its manifest names.
+        judgments: More judgments files (the judging page's exports) besides those in the pool folder.
+
+    Returns:
+        A `harness.judging.status.PoolStatus`: ``n_judged`` of ``n_pairs``, ``queries_by_state()``,
+        ``annotators``, ``stale`` (the dataset files changed since pooling), ``to_json()``.
+    """
+    from harness.judging.status import pool_status as status  # lazy: judging loads the merge machinery
+
+    return status(pool, dataset, judgments)
+
+
+def judge(pool: str | Path, model: str, endpoint: str | EndpointSpec | None = None, **settings: Any) -> JudgeReport:
+    """Grade every pair of a pool folder (``beir-harness pool``) with an LLM, as annotator ``llm:MODEL``.
+
+    Args:
+        pool: The pool folder; the grades go to its ``judgments-llm_<model>.csv`` (and a JSON summary).
+        model: The chat model, ``openai:MODEL``, behind an OpenAI-compatible ``/chat/completions`` endpoint.
+        endpoint: Its base URL (``http://localhost:8000/v1``) or a whole `EndpointSpec` (concurrency,
+            timeout, retries, price); None: ``$BEIR_HARNESS_ENDPOINT``.
+        **settings: Any other `JudgeSpec` field (``answer_attempts``, ``cache_dir``, ``use_cache``).
+
+    Returns:
+        The `JudgeReport`: grades, pairs from the cache, malformed answers by kind, ungraded pairs, usage.
+
+    Raises:
+        HarnessError: A bad setting, not a pool folder, a pool not on 0-3, a refusing or failing service.
+    """
+    known = {spec.name for spec in fields(JudgeSpec)} - {"model", "endpoint"}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise HarnessError(f"unknown setting {setting(unknown[0])}; judge takes {', '.join(sorted(known))}")
+    spec = endpoint if isinstance(endpoint, EndpointSpec) else EndpointSpec(url=endpoint)
+    return judge_pool(pool, JudgeSpec(model, spec, **settings))
 
 
 def _examples(ids: Iterable[str], n: int = 3) -> str:
