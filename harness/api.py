@@ -41,7 +41,8 @@ DEFAULT_METRICS = ("nDCG@10", "MAP@100", "Recall@100", "P@10", "MRR@10")
 __all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_status", "read_qrels", "read_run",
            "score"]
 # The other commands (issue 33): see the block below `score`.
-__all__ += ["Comparison", "agreement", "bench", "compare", "convert", "coverage", "crosscheck", "demo",
+__all__ += ["Comparison", "agreement", "bench", "check_published", "compare", "compression", "convert", "coverage",
+            "crosscheck", "demo",
             "download_dataset", "export", "fuse", "import_dataset", "inspect_results", "list_datasets",
             "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
             "third_party_bars", "validate"]
@@ -402,6 +403,49 @@ def report(results: Iterable[Result | str | Path] | str | Path = ("results",), m
 
     return build_comparison(_results(results, allow_mixed_data), _result_metric(metric), split, published,
                             significance, alpha, correction, rounds, list(published_systems), list(published_from))
+
+
+def check_published(results: Iterable[Result | str | Path] | str | Path = ("results",), metric: str = "nDCG@10", *,
+                    tolerance: float | None = None, split: str | None = None) -> list:
+    """Each result against the published score it should reproduce (``report --check-published``).
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        metric: The metric compared.
+        tolerance: Largest |ours - published| called OK; default the metric's (0.003 for nDCG@10).
+        split: The split; default each dataset's evaluation split.
+
+    Returns:
+        One `harness.reporting.comparison.Check` per result: ours, published, difference, ``status``
+        (OK, OFF, or none without a published counterpart).
+
+    Raises:
+        HarnessError: No results, or an unknown metric.
+    """
+    from harness.reporting.comparison import check_published as run_checks
+
+    return run_checks(_results(results), _result_metric(metric), tolerance, split)
+
+
+def compression(results: Iterable[Result | str | Path] | str | Path = ("results",), metric: str = "nDCG@10", *,
+                split: str | None = None) -> list:
+    """Quality against storage (``report --compression``): each dimension and precision of a model.
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        metric: The metric set against bytes per document.
+        split: The split; default each dataset's evaluation split.
+
+    Returns:
+        One `harness.reporting.compression.CompressionRow` per result: bytes per document and the share of
+        the float32 full-dimension score kept.
+
+    Raises:
+        HarnessError: No dense flat-index result that records its bytes per document, or the metric missing.
+    """
+    from harness.reporting.compression import compression_rows
+
+    return compression_rows(_results(results), _result_metric(metric), split)
 
 
 def report_page(results: Iterable[Result | str | Path] | str | Path = ("results",), out: str | Path | None = None,

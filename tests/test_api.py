@@ -264,6 +264,8 @@ def test_bench_from_python_scores_as_pytrec_eval(tiny_beir, tmp_path, monkeypatc
     (["convert", "--qrels", "q.csv", "--out", "o"], "convert"),
     (["report", "r"], "report"),
     (["report", "r", "--format", "html"], "report_page"),
+    (["report", "r", "--check-published"], "check_published"),
+    (["report", "r", "--compression"], "compression"),
     (["export", "r", "--format", "csv"], "export"),
     (["pool", "d", "--systems", "bm25", "--out", "p"], "pool"),
     (["judgments", "merge", ".", "a.csv"], "merge_judgments"),
@@ -292,7 +294,7 @@ def test_the_commands_call_the_api(argv, function, monkeypatch, tmp_path):
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(harness.api, function, spy)
-    if function.startswith("report") or function == "inspect_results":  # these read the results first
+    if function in ("report", "report_page", "check_published", "compression", "inspect_results"):  # read first
         monkeypatch.setattr("harness.reporting.comparison.load_results", lambda *a, **k: [None])
     result = CliRunner().invoke(cli, argv)
     assert isinstance(result.exception, Called), result.output
@@ -346,3 +348,14 @@ def test_a_wrong_argument_is_one_line_naming_it_and_writes_nothing(call, message
         call(tmp_path)
     assert message in str(caught.value) and "\n" not in str(caught.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j.csv"]
+
+
+def test_check_published_sets_the_stored_score_against_the_registrys(tiny_beir, tmp_path, monkeypatch):
+    monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    harness.evaluate(tiny_beir, model="bm25", output_dir=tmp_path / "results", dataset_name="scifact")
+    (stored,) = _stored(tmp_path / "results").values()
+    (check,) = harness.check_published(tmp_path / "results", "ndcg_cut_10")
+    # 0.6789: BM25 on SciFact in Pyserini's BEIR table (harness/data), the tiny set's score far from it
+    assert (check.ours, check.published, check.status) == (stored["metrics"]["nDCG@10"], 0.6789, "OFF")
+    with pytest.raises(HarnessError, match="no result records its bytes per document"):
+        harness.compression(tmp_path / "results")

@@ -85,13 +85,8 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         beir-harness report --compression --plot compression.png
         beir-harness report results/ --format html --out results.html --published --significance bm25
     """
-    from harness.reporting.comparison import (
-        check_exit_code,
-        check_published as run_checks,
-        format_checks,
-        load_results,
-        plot_comparison,
-    )
+    from harness.api import check_published as run_checks
+    from harness.reporting.comparison import check_exit_code, format_checks, load_results, plot_comparison
 
     results = load_results(paths or (Path("results"),), allow_mixed_data)
     if fmt == "html":
@@ -102,7 +97,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         _report_compression(results, metric, fmt, digits, split, out, plot)
         return
     if check_published:
-        checks = run_checks(results, metric, tolerance, split)
+        checks = run_checks(results, metric, tolerance=tolerance, split=split)
         click.echo(format_checks(checks, metric, digits))
         code = check_exit_code(checks)
         if code:
@@ -144,9 +139,10 @@ def _report_page(results, out: Path | None, metric: str, split: str | None, with
 
 def _report_compression(results, metric: str, fmt: str, digits: int, split: str | None, out: Path | None,
                         plot: Path | None) -> None:
-    from harness.reporting.compression import compression_rows, plot_compression, render_compression
+    from harness.api import compression
+    from harness.reporting.compression import plot_compression, render_compression
 
-    rows = compression_rows(results, metric, split)
+    rows = compression(results, metric, split=split)
     _emit(render_compression(rows, metric, fmt, digits), out, plot, lambda: plot_compression(rows, plot, metric))
 
 
