@@ -318,17 +318,27 @@ def _tiny_bi_encoder(folder: Path) -> Path:
     return folder / "model"
 
 
-def test_evaluate_draws_no_loading_weights_bar_unless_asked(tiny_beir, tmp_path, capfd):
+def test_evaluate_draws_no_loading_weights_bar_unless_asked(tiny_beir, tmp_path, capfd, monkeypatch):
+    import importlib
+
     import transformers.utils.logging as transformers_logging
 
-    model = str(_tiny_bi_encoder(tmp_path))
-    capfd.readouterr()
-    assert transformers_logging.is_progress_bar_enabled()
-    quiet = harness.evaluate(tiny_beir, model=model, output_dir=None, cache=False)
-    assert "Loading weights" not in capfd.readouterr().err and quiet.metrics
-    assert transformers_logging.is_progress_bar_enabled()  # the caller's own setting, back after the call
-    harness.evaluate(tiny_beir, model=model, output_dir=None, cache=False, progress=True)
-    assert "Loading weights" in capfd.readouterr().err  # the test can see the bar when it is drawn
+    # The CLI's tests set HF_HUB_DISABLE_PROGRESS_BARS in this process (as `beir-harness` does): undo it here.
+    hub_tqdm = importlib.import_module("huggingface_hub.utils.tqdm")
+    monkeypatch.setattr(hub_tqdm, "HF_HUB_DISABLE_PROGRESS_BARS", None)
+    monkeypatch.setattr(hub_tqdm, "progress_bar_states", {})
+    was = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.enable_progress_bar()  # a user who never touched the bars
+    try:
+        model = str(_tiny_bi_encoder(tmp_path))
+        capfd.readouterr()
+        quiet = harness.evaluate(tiny_beir, model=model, output_dir=None, cache=False)
+        assert "Loading weights" not in capfd.readouterr().err and quiet.metrics
+        assert transformers_logging.is_progress_bar_enabled()  # the caller's own setting, back after the call
+        harness.evaluate(tiny_beir, model=model, output_dir=None, cache=False, progress=True)
+        assert "Loading weights" in capfd.readouterr().err  # the test can see the bar when it is drawn
+    finally:
+        (transformers_logging.enable_progress_bar if was else transformers_logging.disable_progress_bar)()
 
 
 @pytest.mark.parametrize(("call", "message"), [
