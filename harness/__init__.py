@@ -17,8 +17,8 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 _API = ("EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_status", "read_qrels", "read_run",
         "score")
 # Every other command as a function (issue 33); `harness.api.__all__` lists the same names.
-_API += ("Comparison", "agreement", "bench", "check_published", "compare", "compression", "convert", "coverage",
-         "crosscheck", "demo",
+_API += ("Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
+         "compression", "convert", "coverage", "crosscheck", "demo", "environment",
          "download_dataset", "export", "fuse", "import_dataset", "inspect_results", "list_datasets",
          "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
          "third_party_bars", "validate")

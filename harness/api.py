@@ -41,8 +41,8 @@ DEFAULT_METRICS = ("nDCG@10", "MAP@100", "Recall@100", "P@10", "MRR@10")
 __all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_status", "read_qrels", "read_run",
            "score"]
 # The other commands (issue 33): see the block below `score`.
-__all__ += ["Comparison", "agreement", "bench", "check_published", "compare", "compression", "convert", "coverage",
-            "crosscheck", "demo",
+__all__ += ["Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
+            "compression", "convert", "coverage", "crosscheck", "demo", "environment",
             "download_dataset", "export", "fuse", "import_dataset", "inspect_results", "list_datasets",
             "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
             "third_party_bars", "validate"]
@@ -836,3 +836,62 @@ def remove_dataset(name: str, data_dir: str | Path | None = None) -> list[Path]:
     from harness.datasets.catalog import remove_dataset as remove
 
     return remove(name, data_dir)
+
+
+def environment(data_dir: str | Path | None = None, cache_dir: str | Path | None = None,
+                output_dir: str | Path = "results", *, bench: bool = False, **bench_options: Any) -> dict[str, Any]:
+    """Versions, the host, torch's devices and the folders in use (the `env` command).
+
+    Args:
+        data_dir: The data dir; default ``$BEIR_HARNESS_DATA_DIR`` or ``./datasets``.
+        cache_dir: The cache dir; default ``$BEIR_HARNESS_CACHE_DIR`` or the user cache folder.
+        output_dir: The results folder.
+        bench: Also encode a sample with each available backend (``env --bench``, about 30 s).
+        **bench_options: With `bench`: ``model``, ``texts``, ``dataset``.
+
+    Returns:
+        What ``env --json`` prints: ``versions``, ``host``, the folders, and with `bench` ``backends``.
+    """
+    from harness.pipeline.environment import bench_backends, describe
+
+    info = describe(data_dir, cache_dir, output_dir)
+    if bench:
+        with third_party_bars(False):
+            info["backends"] = bench_backends(cache=cache_dir, **bench_options)
+    return info
+
+
+def cache_entries(cache_dir: str | Path | None = None) -> list[dict[str, Any]]:
+    """The cached embeddings (``cache list``).
+
+    Args:
+        cache_dir: The cache dir; default ``$BEIR_HARNESS_CACHE_DIR`` or the user cache folder.
+
+    Returns:
+        One dict per entry: ``key``, ``model``, ``dataset``, ``kind``, ``rows``, ``bytes``, ``complete``.
+    """
+    from harness.io.cache import cache_dir as resolve, list_entries
+
+    return list_entries(resolve(cache_dir))
+
+
+def clear_cache(cache_dir: str | Path | None = None, *, model: str | None = None, dataset: str | None = None,
+                dry_run: bool = False) -> list[dict[str, Any]]:
+    """Delete cached embeddings, all or those of one model and/or dataset (``cache clear``; it never asks).
+
+    Args:
+        cache_dir: The cache dir; default ``$BEIR_HARNESS_CACHE_DIR`` or the user cache folder.
+        model: Only entries of this model (any name `evaluate` accepts).
+        dataset: Only entries of this dataset.
+        dry_run: Return what would go; delete nothing.
+
+    Returns:
+        The entries removed (or, with `dry_run`, that would be).
+
+    Raises:
+        HarnessError: A filter that matches nothing (naming the models and datasets that have entries).
+    """
+    from harness.io.cache import cache_dir as resolve, clear_entries
+    from harness.retrieval.encode import canonical_model_name
+
+    return clear_entries(resolve(cache_dir), canonical_model_name(model) if model else None, dataset, dry_run=dry_run)

@@ -280,6 +280,9 @@ def test_bench_from_python_scores_as_pytrec_eval(tiny_beir, tmp_path, monkeypatc
     (["datasets", "download", "x"], "download_dataset"),
     (["datasets", "import", "x"], "import_dataset"),
     (["datasets", "remove", "x"], "remove_dataset"),
+    (["cache", "list"], "cache_entries"),
+    (["cache", "clear", "--dry-run"], "clear_cache"),
+    (["env"], "environment"),
 ])
 def test_the_commands_call_the_api(argv, function, monkeypatch, tmp_path):
     from click.testing import CliRunner
@@ -369,3 +372,18 @@ def test_check_published_sets_the_stored_score_against_the_registrys(tiny_beir, 
     assert (check.ours, check.published, check.status) == (stored["metrics"]["nDCG@10"], 0.6789, "OFF")
     with pytest.raises(HarnessError, match="no result records its bytes per document"):
         harness.compression(tmp_path / "results")
+
+
+def test_cache_entries_and_clear_cache_see_the_files_on_disk(tiny_beir, tmp_path):
+    import platform
+
+    harness.evaluate(tiny_beir, model="hash:64", output_dir=None, cache_dir=tmp_path / "cache")
+    on_disk = sorted(p.name for p in (tmp_path / "cache" / "embeddings").iterdir())
+    entries = harness.cache_entries(tmp_path / "cache")
+    assert sorted(e["key"] for e in entries) == on_disk and {e["kind"] for e in entries} == {"corpus", "queries"}
+    with pytest.raises(HarnessError, match="tiny"):  # a filter matching nothing names what the cache holds
+        harness.clear_cache(tmp_path / "cache", dataset="nfcorpus")
+    assert len(harness.clear_cache(tmp_path / "cache", model="hash:64", dry_run=True)) == 2 and len(on_disk) == 2
+    assert len(harness.clear_cache(tmp_path / "cache", dataset="tiny")) == 2
+    assert not list((tmp_path / "cache" / "embeddings").iterdir())
+    assert harness.environment(cache_dir=tmp_path / "cache")["host"]["machine"] == platform.machine()
