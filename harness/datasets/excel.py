@@ -1,0 +1,203 @@
+"""Excel workbooks (``.xlsx``) as input tables, read through openpyxl (the ``excel`` extra).
+
+A sheet is read as Excel shows it: the first non-empty row names the columns, positions are Excel's
+own row numbers, and a formula counts as the value Excel saved with it (openpyxl's ``data_only``
+mode; openpyxl computes no formula, so a formula saved without its value is an error naming the
+cell). Merged header cells are refused, naming their range. Workbooks are read in openpyxl's
+read-only (streaming) mode, so a large corpus sheet is never held in memory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+from harness.errors import FormatError, MissingDependencyError
+
+EXCEL_SUFFIXES = (".xlsx", ".xlsm")
+_MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+_REL = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+_PACKAGE_REL = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+_NO_VALUE_HINT = ("openpyxl reads the values Excel saves with its formulas and computes none: open the workbook "
+                  "in Excel or LibreOffice and save it, or paste the cells as values")
+
+
+def _load(path: Path, data_only: bool) -> Any:
+    try:
+        import openpyxl
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "reading .xlsx needs openpyxl: pip install 'beir-harness[excel]' (or save the sheets as .csv)") from exc
+    try:
+        return openpyxl.load_workbook(path, read_only=True, data_only=data_only)
+    except Exception as exc:  # noqa: BLE001 - zipfile, XML and openpyxl raise several unrelated types
+        raise FormatError(path, f"not a readable .xlsx workbook: {exc}",
+                          hint="save it from Excel as 'Excel Workbook (.xlsx)'") from None
+
+
+def suggestion(wanted: str, names: list[str]) -> str:
+    """``did you mean 'ArticleNo'? `` for the names close to `wanted` (case ignored; a name inside the
+    other first, then the spellings difflib finds close), or ``""``."""
+    wanted = wanted.strip().lower()
+    by_lower = {name.lower(): name for name in names}
+    close = [name for lower, name in by_lower.items() if wanted and (wanted in lower or lower in wanted)]
+    close += [by_lower[c] for c in difflib.get_close_matches(wanted, list(by_lower), n=3, cutoff=0.7)]
+    close = list(dict.fromkeys(close))[:3]
+    return f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+
+
+def column_letter(index: int) -> str:
+    """Excel's name of the 1-based column `index`: 1 → A, 27 → AA."""
+    letters = ""
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(ord("A") + rest) + letters
+    return letters
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+class Workbook:
+    """An open workbook: its sheet names, each sheet's header, and a stream of each sheet's rows."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FormatError(self.path, "no such file")
+        self.book = _load(self.path, data_only=True)
+        self.sheet_names: list[str] = list(self.book.sheetnames)
+
+    def close(self) -> None:
+        self.book.close()
+
+    def __enter__(self) -> Workbook:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def where(self, sheet: str) -> str:
+        """How messages name a sheet: ``book.xlsx, sheet 'Judgments'``."""
+        return f"{self.path}, sheet {sheet!r}"
+
+    def find_sheet(self, name: str, option: str) -> str:
+        """The sheet called `name` (case and surrounding spaces ignored).
+
+        Raises:
+            FormatError: No such sheet; the message lists the sheets and the closest names.
+        """
+        by_lower = {sheet.strip().lower(): sheet for sheet in self.sheet_names}
+        found = by_lower.get(name.strip().lower())
+        if found is not None:
+            return found
+        raise FormatError(self.path, f"no sheet {name!r} (from {option})",
+                          hint=f"{suggestion(name, self.sheet_names)}sheets: {', '.join(map(repr, self.sheet_names))}")
+
+    def _rows(self, sheet: str, data_only: bool = True) -> Iterator[tuple[Any, ...]]:
+        book = self.book if data_only else _load(self.path, data_only=False)
+        worksheet = book[sheet]
+        if not hasattr(worksheet, "reset_dimensions"):
+            raise FormatError(self.where(sheet), "is a chart sheet, not a table", hint="choose a sheet of cells")
+        # A file's recorded dimensions can be wrong (some writers put A1); read every row there is.
+        worksheet.reset_dimensions()
+        try:
+            yield from worksheet.iter_rows(values_only=True)
+        finally:
+            if not data_only:
+                book.close()
+
+    def header(self, sheet: str) -> tuple[int, list[str]] | None:
+        """The header row's number and its column names (an empty cell is named by its letter:
+        ``column C``), or None for an empty sheet.
+
+        Raises:
+            FormatError: Duplicate column names.
+        """
+        for row_no, values in enumerate(self._rows(sheet), start=1):
+            if all(_is_empty(v) for v in values):
+                continue
+            cells = list(values)
+            while cells and _is_empty(cells[-1]):
+                cells.pop()
+            names = [str(v).strip() if not _is_empty(v) else f"column {column_letter(i)}"
+                     for i, v in enumerate(cells, start=1)]
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise FormatError(self.where(sheet), f"duplicate column name(s) {', '.join(map(repr, duplicates))} "
+                                                     "in the header", row_no, unit="row")
+            return row_no, names
+        return None
+
+    def open_sheet(self, sheet: str, skip: Callable[[FormatError], None]) -> tuple[list[str], Iterator[tuple[int, dict]]]:
+        """The columns of `sheet` and a stream of (row number, record) for its non-empty rows after the
+        header. A row that cannot be read (a formula without a saved value, a value under no column
+        name) is passed to `skip` (which raises it, or keeps it so that one run reports all of them).
+
+        Raises:
+            FormatError: An empty sheet, or merged cells in the header row.
+        """
+        where = self.where(sheet)
+        found = self.header(sheet)
+        if found is None:
+            raise FormatError(where, "empty sheet: no header row",
+                              hint="put the column names in its first row, or choose another sheet with --sheet")
+        header_row, columns = found
+        merged = [cells for cells in self.merged_ranges(sheet) if cells[1] <= header_row <= cells[2]]
+        if merged:
+            raise FormatError(where, f"merged header cells {', '.join(cells[0] for cells in merged)}", header_row,
+                              "unmerge them and give each column its own name in its own cell", unit="row")
+        return columns, self._records(sheet, header_row, columns, skip)
+
+    def _records(self, sheet: str, header_row: int, columns: list[str],
+                 skip: Callable[[FormatError], None]) -> Iterator[tuple[int, dict]]:
+        where = self.where(sheet)
+        width = len(columns)
+        formulas = self._rows(sheet, data_only=False)  # the same rows with formulas as text: "=SUM(A1:A3)"
+        for row_no, (values, written) in enumerate(zip(self._rows(sheet), formulas), start=1):
+            if row_no <= header_row or all(_is_empty(v) for v in values):
+                continue
+            beyond = [i for i, v in enumerate(values[width:], start=width + 1) if not _is_empty(v)]
+            if beyond:
+                cell = f"{column_letter(beyond[0])}{row_no}"
+                skip(FormatError(where, f"cell {cell} holds a value under no column name", row_no,
+                                            "name its column in the header row, or clear the cell", unit="row"))
+                continue
+            uncached = [f"{column_letter(i)}{row_no} ({formula})"
+                        for i, (value, formula) in enumerate(zip(values, written), start=1)
+                        if value is None and isinstance(formula, str) and formula.startswith("=")]
+            if uncached:
+                skip(FormatError(where, f"formula without a saved value in cell {uncached[0]}", row_no,
+                                            _NO_VALUE_HINT, unit="row"))
+                continue
+            cells = list(values[:width]) + [None] * (width - len(values))
+            yield row_no, dict(zip(columns, cells))
+
+    def merged_ranges(self, sheet: str) -> list[tuple[str, int, int]]:
+        """Each merged range of `sheet` as (``A1:B1``, first row, last row), read from the sheet's XML
+        (openpyxl's streaming mode does not keep them)."""
+        ranges = []
+        with zipfile.ZipFile(self.path) as archive, archive.open(self._sheet_member(archive, sheet)) as xml:
+            for _, element in ElementTree.iterparse(xml):
+                if element.tag == f"{_MAIN}mergeCell":
+                    ref = element.get("ref", "")
+                    rows = [int("".join(ch for ch in part if ch.isdigit()) or 0) for part in ref.split(":")]
+                    ranges.append((ref, min(rows), max(rows)))
+                element.clear()
+        return ranges
+
+    def _sheet_member(self, archive: zipfile.ZipFile, sheet: str) -> str:
+        """The zip member holding `sheet`: workbook.xml names its relationship, the relationships its file."""
+        workbook = "xl/workbook.xml"
+        rel_id = next(node.get(f"{_REL}id") for node in ElementTree.fromstring(archive.read(workbook)).iter(
+            f"{_MAIN}sheet") if node.get("name") == sheet)
+        rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
+        target = next(node.get("Target") for node in rels.iter(f"{_PACKAGE_REL}Relationship")
+                      if node.get("Id") == rel_id)
+        return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join("xl", target))
