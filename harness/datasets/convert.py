@@ -495,7 +495,8 @@ def _columns_of(table: Table, kind: str, options: ConvertOptions) -> dict[str, s
     return resolved
 
 
-def _check_columns(sources: list[tuple[str, Path]], options: ConvertOptions) -> None:
+def _check_columns(sources: list[tuple[str, Path]], options: ConvertOptions,
+                   books: dict[Path, Workbook] | None = None) -> None:
     """Read each table's header and resolve its columns before anything is converted, so that a run
     reports every column problem of all the tables at once (a user otherwise learns them one run at a time).
 
@@ -506,7 +507,7 @@ def _check_columns(sources: list[tuple[str, Path]], options: ConvertOptions) -> 
     problems: list[FormatError] = []
     for kind, path in sources:
         try:
-            with _open_any(path, kind, options) as table:
+            with _open_any(path, kind, options, books) as table:
                 problems += _resolve_roles(table, kind, options)[1]
         except FormatError as exc:
             problems.append(exc)
@@ -732,12 +733,18 @@ def _trec_qrels_table(path: Path) -> Iterator[Table]:
 
 
 @contextlib.contextmanager
-def _open_any(path: Path, kind: str, options: ConvertOptions) -> Iterator[Table]:
+def _open_any(path: Path, kind: str, options: ConvertOptions,
+              books: dict[Path, Workbook] | None = None) -> Iterator[Table]:
     """Any input table of `kind`; judgments may also be whitespace-separated text (.qrels/.txt), and a
-    workbook's sheet is chosen by `_choose_sheet`."""
+    workbook's sheet is chosen by `_choose_sheet`. Workbooks opened are kept in `books` (the caller closes
+    them): one workbook holding three tables is loaded once."""
     if kind == "qrels" and path.name.lower().removesuffix(".gz").endswith(TREC_QRELS_SUFFIXES):
         with _trec_qrels_table(path) as table:
             yield table
+    elif path.name.lower().endswith(EXCEL_SUFFIXES) and books is not None:
+        if path not in books:
+            books[path] = Workbook(path)
+        yield excel_table(books[path], *_choose_sheet(books[path], kind, options))
     elif path.name.lower().endswith(EXCEL_SUFFIXES):
         with Workbook(path) as book:
             yield excel_table(book, *_choose_sheet(book, kind, options))
@@ -782,9 +789,10 @@ def _header_fits(book: Workbook, sheet: str, kind: str, options: ConvertOptions)
     return header is not None and not _resolve_roles(Table(book.path, header[1], iter(()), "row"), kind, options)[1]
 
 
-def _read_qrels_table(path: Path, options: ConvertOptions, problems: Problems) -> _Judgments:
+def _read_qrels_table(path: Path, options: ConvertOptions, problems: Problems,
+                      books: dict[Path, Workbook] | None = None) -> _Judgments:
     """Every judgment of the table; rows that cannot be read go to `problems` (all of them, not the first)."""
-    with _open_any(path, "qrels", options) as table:
+    with _open_any(path, "qrels", options, books) as table:
         table.sink = problems
         columns = _columns_of(table, "qrels", options)
         score_col = columns["score"]
@@ -823,8 +831,9 @@ class _RecordWriter:
         self.description = ""
         self.source = ""  # how messages name the table: the file, or the workbook and sheet
 
-    def write_table(self, path: Path, handle: IO[str], options: ConvertOptions) -> None:
-        with _open_any(path, "corpus" if self.kind == "document" else "queries", options) as table:
+    def write_table(self, path: Path, handle: IO[str], options: ConvertOptions,
+                    books: dict[Path, Workbook] | None = None) -> None:
+        with _open_any(path, "corpus" if self.kind == "document" else "queries", options, books) as table:
             table.sink = self.problems
             self.description, self.source = table.description, str(table.path)
             columns = _columns_of(table, "corpus" if self.kind == "document" else "queries", options)
@@ -992,11 +1001,11 @@ def convert_tables(
     mode = _plan(out, options.split, options.force)
     if mode != "add-split" and (corpus is None or queries is None):
         raise HarnessError(f"{setting('corpus')} and {setting('queries')} are required unless {setting('split')} adds a split to an existing folder")
-    _check_columns([(kind, Path(path)) for kind, path in (("corpus", corpus), ("queries", queries), ("qrels", qrels))
-                    if path is not None], options)
-    problems = Problems()
+    problems, books = Problems(), {}
     try:
-        return _convert(corpus, queries, Path(qrels), out, options, mode, problems)
+        _check_columns([(kind, Path(path)) for kind, path in (("corpus", corpus), ("queries", queries),
+                                                              ("qrels", qrels)) if path is not None], options, books)
+        return _convert(corpus, queries, Path(qrels), out, options, mode, problems, books)
     except ColumnProblems:
         raise
     except FormatError as exc:
@@ -1007,6 +1016,9 @@ def convert_tables(
         problems.add(exc)
         problems.raise_any()
         raise
+    finally:
+        for book in books.values():
+            book.close()
 
 
 def _check_options(options: ConvertOptions) -> None:
@@ -1020,8 +1032,8 @@ def _check_options(options: ConvertOptions) -> None:
 
 
 def _convert(corpus: str | Path | None, queries: str | Path | None, qrels: Path, out: Path,
-             options: ConvertOptions, mode: str, problems: Problems) -> ConversionSummary:
-    judgments = _read_qrels_table(qrels, options, problems)
+             options: ConvertOptions, mode: str, problems: Problems, books: dict[Path, Workbook]) -> ConversionSummary:
+    judgments = _read_qrels_table(qrels, options, problems, books)
     summary = ConversionSummary(str(out), options.split, mode)
     if judgments.description:
         summary.formats[str(judgments.path)] = judgments.description
@@ -1038,7 +1050,7 @@ def _convert(corpus: str | Path | None, queries: str | Path | None, qrels: Path,
                 writer.source = str(existing[kind])
                 continue
             with open(staging.root / name, "w", encoding="utf-8", newline="\n") as handle:
-                writer.write_table(Path(source), handle, options)
+                writer.write_table(Path(source), handle, options, books)
             if writer.description:
                 summary.formats[writer.source] = writer.description
             if existing is not None and not problems.count:

@@ -27,14 +27,14 @@ _NO_VALUE_HINT = ("openpyxl reads the values Excel saves with its formulas and c
                   "in Excel or LibreOffice and save it, or paste the cells as values")
 
 
-def _load(path: Path, data_only: bool) -> Any:
+def _load(path: Path) -> Any:
     try:
         import openpyxl
     except ImportError as exc:
         raise MissingDependencyError(
             "reading .xlsx needs openpyxl: pip install 'beir-harness[excel]' (or save the sheets as .csv)") from exc
     try:
-        return openpyxl.load_workbook(path, read_only=True, data_only=data_only)
+        return openpyxl.load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:  # noqa: BLE001 - zipfile, XML and openpyxl raise several unrelated types
         raise FormatError(path, f"not a readable .xlsx workbook: {exc}",
                           hint="save it from Excel as 'Excel Workbook (.xlsx)'") from None
@@ -60,6 +60,11 @@ def column_letter(index: int) -> str:
     return letters
 
 
+def _row_of(ref: str) -> int:
+    """The row number of a cell reference: ``C12`` → 12."""
+    return int("".join(ch for ch in ref if ch.isdigit()) or 0)
+
+
 def _is_empty(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
@@ -71,8 +76,9 @@ class Workbook:
         self.path = Path(path)
         if not self.path.is_file():
             raise FormatError(self.path, "no such file")
-        self.book = _load(self.path, data_only=True)
+        self.book = _load(self.path)
         self.sheet_names: list[str] = list(self.book.sheetnames)
+        self.scans: dict[str, tuple[list[tuple[str, int, int]], dict[int, str]]] = {}
 
     def close(self) -> None:
         self.book.close()
@@ -100,18 +106,13 @@ class Workbook:
         raise FormatError(self.path, f"no sheet {name!r} (from {option})",
                           hint=f"{suggestion(name, self.sheet_names)}sheets: {', '.join(map(repr, self.sheet_names))}")
 
-    def _rows(self, sheet: str, data_only: bool = True) -> Iterator[tuple[Any, ...]]:
-        book = self.book if data_only else _load(self.path, data_only=False)
-        worksheet = book[sheet]
+    def _rows(self, sheet: str) -> Iterator[tuple[Any, ...]]:
+        worksheet = self.book[sheet]
         if not hasattr(worksheet, "reset_dimensions"):
             raise FormatError(self.where(sheet), "is a chart sheet, not a table", hint="choose a sheet of cells")
         # A file's recorded dimensions can be wrong (some writers put A1); read every row there is.
         worksheet.reset_dimensions()
-        try:
-            yield from worksheet.iter_rows(values_only=True)
-        finally:
-            if not data_only:
-                book.close()
+        yield from worksheet.iter_rows(values_only=True)
 
     def header(self, sheet: str) -> tuple[int, list[str]] | None:
         """The header row's number and its column names (an empty cell is named by its letter:
@@ -149,7 +150,7 @@ class Workbook:
             raise FormatError(where, "empty sheet: no header row",
                               hint="put the column names in its first row, or choose another sheet with --sheet")
         header_row, columns = found
-        merged = [cells for cells in self.merged_ranges(sheet) if cells[1] <= header_row <= cells[2]]
+        merged = [cells for cells in self.scan(sheet)[0] if cells[1] <= header_row <= cells[2]]
         if merged:
             raise FormatError(where, f"merged header cells {', '.join(cells[0] for cells in merged)}", header_row,
                               "unmerge them and give each column its own name in its own cell", unit="row")
@@ -159,8 +160,12 @@ class Workbook:
                  skip: Callable[[FormatError], None]) -> Iterator[tuple[int, dict]]:
         where = self.where(sheet)
         width = len(columns)
-        formulas = self._rows(sheet, data_only=False)  # the same rows with formulas as text: "=SUM(A1:A3)"
-        for row_no, (values, written) in enumerate(zip(self._rows(sheet), formulas), start=1):
+        uncached = self.scan(sheet)[1]
+        for row_no, values in enumerate(self._rows(sheet), start=1):
+            if row_no in uncached:
+                skip(FormatError(where, f"formula without a saved value in cell {uncached[row_no]}", row_no,
+                                 _NO_VALUE_HINT, unit="row"))
+                continue
             if row_no <= header_row or all(_is_empty(v) for v in values):
                 continue
             beyond = [i for i, v in enumerate(values[width:], start=width + 1) if not _is_empty(v)]
@@ -169,28 +174,31 @@ class Workbook:
                 skip(FormatError(where, f"cell {cell} holds a value under no column name", row_no,
                                             "name its column in the header row, or clear the cell", unit="row"))
                 continue
-            uncached = [f"{column_letter(i)}{row_no} ({formula})"
-                        for i, (value, formula) in enumerate(zip(values, written), start=1)
-                        if value is None and isinstance(formula, str) and formula.startswith("=")]
-            if uncached:
-                skip(FormatError(where, f"formula without a saved value in cell {uncached[0]}", row_no,
-                                            _NO_VALUE_HINT, unit="row"))
-                continue
             cells = list(values[:width]) + [None] * (width - len(values))
             yield row_no, dict(zip(columns, cells))
 
-    def merged_ranges(self, sheet: str) -> list[tuple[str, int, int]]:
-        """Each merged range of `sheet` as (``A1:B1``, first row, last row), read from the sheet's XML
-        (openpyxl's streaming mode does not keep them)."""
-        ranges = []
-        with zipfile.ZipFile(self.path) as archive, archive.open(self._sheet_member(archive, sheet)) as xml:
-            for _, element in ElementTree.iterparse(xml):
-                if element.tag == f"{_MAIN}mergeCell":
-                    ref = element.get("ref", "")
-                    rows = [int("".join(ch for ch in part if ch.isdigit()) or 0) for part in ref.split(":")]
-                    ranges.append((ref, min(rows), max(rows)))
-                element.clear()
-        return ranges
+    def scan(self, sheet: str) -> tuple[list[tuple[str, int, int]], dict[int, str]]:
+        """What openpyxl's streaming mode does not say, from one pass over the sheet's XML: each merged
+        range as (``A1:B1``, first row, last row), and each row holding a formula saved without its
+        value → its first such cell (``C2 (=1+1)``)."""
+        if sheet not in self.scans:
+            merged, uncached = [], {}
+            with zipfile.ZipFile(self.path) as archive, archive.open(self._sheet_member(archive, sheet)) as xml:
+                for _, element in ElementTree.iterparse(xml):
+                    if element.tag == f"{_MAIN}c":
+                        formula, value = element.find(f"{_MAIN}f"), element.find(f"{_MAIN}v")
+                        if formula is not None and (value is None or not (value.text or "").strip()):
+                            ref = element.get("r", "")
+                            row = _row_of(ref)
+                            uncached.setdefault(row, f"{ref} (={formula.text or 'a shared formula'})")
+                    elif element.tag == f"{_MAIN}mergeCell":
+                        ref = element.get("ref", "")
+                        rows = [_row_of(part) for part in ref.split(":")]
+                        merged.append((ref, min(rows), max(rows)))
+                    if element.tag != f"{_MAIN}f" and element.tag != f"{_MAIN}v":
+                        element.clear()  # keep memory flat; a cell's f and v are read at the cell's end
+            self.scans[sheet] = merged, uncached
+        return self.scans[sheet]
 
     def _sheet_member(self, archive: zipfile.ZipFile, sheet: str) -> str:
         """The zip member holding `sheet`: workbook.xml names its relationship, the relationships its file."""
