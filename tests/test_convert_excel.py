@@ -67,6 +67,36 @@ def _save_cached_values(path: Path, values: dict[tuple[str, str], object]) -> No
             archive.writestr(name, data)
 
 
+def _with_shared_strings(path: Path) -> None:
+    """Store the text cells as Excel does, in one shared-strings table (``<c t="s"><v>3</v></c>``), where
+    openpyxl writes each string inline."""
+    with zipfile.ZipFile(path) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    strings: list[str] = []
+
+    def shared(match: re.Match) -> str:
+        strings.append(match.group(3))
+        return f'<c r="{match.group(1)}"{match.group(2)} t="s"><v>{len(strings) - 1}</v></c>'
+
+    for name in [n for n in members if n.startswith("xl/worksheets/sheet")]:
+        xml, count = re.subn(r'<c r="([A-Z]+\d+)"([^>]*?) t="inlineStr"><is><t(?: [^>]*)?>(.*?)</t></is></c>', shared,
+                             members[name].decode())
+        members[name] = xml.encode()
+    assert "inlineStr" not in b"".join(members.values()).decode(errors="replace")
+    main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+    members["xl/sharedStrings.xml"] = (f'<sst xmlns="{main}" count="{len(strings)}" uniqueCount="{len(strings)}">'
+                                       + "".join(f"<si><t>{text}</t></si>" for text in strings) + "</sst>").encode()
+    members["[Content_Types].xml"] = members["[Content_Types].xml"].replace(b"</Types>", (
+        b'<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+        b'spreadsheetml.sharedStrings+xml"/></Types>'))
+    members["xl/_rels/workbook.xml.rels"] = members["xl/_rels/workbook.xml.rels"].replace(b"</Relationships>", (
+        b'<Relationship Id="rIdShared" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+        b'sharedStrings" Target="sharedStrings.xml"/></Relationships>'))
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
 def _brute_force(path: Path) -> dict[str, list[list]]:
     """Each sheet's non-empty rows as Excel shows them, read cell by cell, the header dropped."""
     book = openpyxl.load_workbook(path, data_only=True)
@@ -86,6 +116,7 @@ def _jsonl(path: Path) -> list[dict]:
 def workbook(tmp_path: Path) -> Path:
     path = _book(tmp_path / "eval.xlsx", SHEETS)
     _save_cached_values(path, CACHED)
+    _with_shared_strings(path)
     return path
 
 
@@ -139,10 +170,18 @@ def test_sheets_are_found_by_their_header_or_chosen(tmp_path):
 def test_one_workbook_per_table_reads_its_only_sheet(tmp_path):
     docs = _book(tmp_path / "docs.xlsx", {"Blatt1": [["id", "text"], ["d1", "alpha"]]})
     queries = _book(tmp_path / "queries.xlsx", {"Blatt1": [["id", "text"], ["q1", "alpha?"]]})
-    qrels = _book(tmp_path / "qrels.xlsx", {"Blatt1": [["qid", "docid", "relevance"], ["q1", "d1", 2]]})
+    qrels = _book(tmp_path / "qrels.xlsx", {"Blatt1": [["qid", "docid", "relevance"], ["q1", "d1", 2], ["q1", 12, 1]]})
+    _book(docs, {"Blatt1": [["id", "text"], ["d1", "alpha"], [12, "twelve"]]})
+    with zipfile.ZipFile(docs) as archive:  # a writer that stores the number 12 as 12.0 (Excel shows 12)
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    assert members["xl/worksheets/sheet1.xml"].count(b"<v>12</v>") == 1
+    members["xl/worksheets/sheet1.xml"] = members["xl/worksheets/sheet1.xml"].replace(b"<v>12</v>", b"<v>12.0</v>")
+    with zipfile.ZipFile(docs, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
     summary = convert_tables(docs, queries, qrels, tmp_path / "out")
     assert summary.formats[f"{qrels}, sheet 'Blatt1'"] == "an Excel sheet (its only sheet)"
-    assert read_qrels(tmp_path / "out" / "qrels" / "test.tsv").to_dict() == {"q1": {"d1": 2}}
+    assert read_qrels(tmp_path / "out" / "qrels" / "test.tsv").to_dict() == {"q1": {"d1": 2, "12": 1}}
 
 
 @pytest.mark.parametrize("value, decimal_comma, grade", [("3,0", True, 3), ("0,0", True, 0), ("2", True, 2),
@@ -312,6 +351,10 @@ BAD_EXCEL_INPUTS = [
     ("column-override-matching-two-cases", _csv("QID,qid,docid,score\nq1,q1,d1,1\n"),
      CSV + ["--qrels-query-column", "Qid"], "qrels.csv: 'QID' and 'qid' all match 'Qid' (from --qrels-query-column) "
                                             "but for case (give the exact name"),
+    ("eval-set-grade-outside-the-scale", lambda folder: (folder / "eval.json").write_text(
+        '{"documents": ["a"], "queries": [{"text": "q", "relevant": {"0": 4}}]}'), ["--eval-set", "eval.json",
+                                                                                 "--grade-scale", "0-3"],
+     "eval.json: query 1: relevant '0': grade 4 is outside the scale 0-3 (correct it, or widen --grade-scale)"),
     ("unknown-query-and-unknown-document", _csv("qid,docid,score\nq7,d1,1\nq1,d9,1\n"), CSV,
      "2 problems in the input rows (nothing written): qrels.csv: 1 judgment(s) name unknown queries: line 2 'q7' "
      "(every id must be in queries.csv) qrels.csv: 1 judgment(s) name unknown documents: line 3 'd9'"),

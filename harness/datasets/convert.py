@@ -632,16 +632,22 @@ def parse_grade_scale(text: str) -> tuple[int, int]:
 
 def _grade(table: Table, position: int, record: dict[str, Any], column: str, options: ConvertOptions) -> int:
     """The grade of a judgments row, checked against the scale when one is given."""
-    scale = options.grade_scale
     try:
-        grade = parse_grade(record.get(column), options.allow_negative or bool(scale and scale[0] < 0),
-                            table.decimal_comma or options.decimal_comma)
+        grade = _scaled_grade(record.get(column), options, table.decimal_comma)
     except ValueError as exc:
         raise table.error(f"{exc} in column {column!r}", position) from None
+    scale = options.grade_scale
     if scale and not scale[0] <= grade <= scale[1]:
         raise table.error(f"grade {grade} is outside the scale {scale[0]}-{scale[1]} in column {column!r}", position,
                           f"correct it, or widen {setting('grade_scale')}")
     return grade
+
+
+def _scaled_grade(value: Any, options: ConvertOptions, decimal_comma: bool = False) -> int:
+    """`parse_grade` under the options: negative grades allowed when the scale starts below 0."""
+    scale = options.grade_scale
+    return parse_grade(value, options.allow_negative or bool(scale and scale[0] < 0),
+                       decimal_comma or options.decimal_comma)
 
 
 def _metadata(record: dict[str, Any], used: set[str]) -> dict[str, Any]:
@@ -1216,11 +1222,16 @@ def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions 
                 elif isinstance(relevant, dict):
                     grades = {}
                     for doc_id, grade in relevant.items():
+                        key = _eval_set_id(path, f"{where} relevant", doc_id)
                         try:
-                            grades[_eval_set_id(path, f"{where} relevant", doc_id)] = parse_grade(
-                                grade, options.allow_negative)
+                            given = grades[key] = _scaled_grade(grade, options)
                         except ValueError as exc:
                             raise FormatError(path, f"{where}: relevant {doc_id!r}: {exc}") from None
+                        scale = options.grade_scale
+                        if scale and not scale[0] <= given <= scale[1]:
+                            raise FormatError(path, f"{where}: relevant {doc_id!r}: grade {given} is outside the "
+                                                    f"scale {scale[0]}-{scale[1]}",
+                                              hint=f"correct it, or widen {setting('grade_scale')}")
                 elif relevant is None:
                     grades = {}
                 else:

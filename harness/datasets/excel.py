@@ -20,9 +20,6 @@ from xml.etree import ElementTree
 from harness.errors import FormatError, MissingDependencyError
 
 EXCEL_SUFFIXES = (".xlsx", ".xlsm")
-_MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
-_REL = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
-_PACKAGE_REL = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _NO_VALUE_HINT = ("openpyxl reads the values Excel saves with its formulas and computes none: open the workbook "
                   "in Excel or LibreOffice and save it, or paste the cells as values")
 
@@ -174,38 +171,64 @@ class Workbook:
                 skip(FormatError(where, f"cell {cell} holds a value under no column name", row_no,
                                             "name its column in the header row, or clear the cell", unit="row"))
                 continue
-            cells = list(values[:width]) + [None] * (width - len(values))
-            yield row_no, dict(zip(columns, cells))
+            # A number shows as Excel's General format shows it: 12.0 is 12 (an id "12", not "12.0").
+            cells = [int(v) if isinstance(v, float) and v.is_integer() else v for v in values[:width]]
+            yield row_no, dict(zip(columns, cells + [None] * (width - len(cells))))
 
     def scan(self, sheet: str) -> tuple[list[tuple[str, int, int]], dict[int, str]]:
         """What openpyxl's streaming mode does not say, from one pass over the sheet's XML: each merged
         range as (``A1:B1``, first row, last row), and each row holding a formula saved without its
         value → its first such cell (``C2 (=1+1)``)."""
         if sheet not in self.scans:
-            merged, uncached = [], {}
-            with zipfile.ZipFile(self.path) as archive, archive.open(self._sheet_member(archive, sheet)) as xml:
-                for _, element in ElementTree.iterparse(xml):
-                    if element.tag == f"{_MAIN}c":
-                        formula, value = element.find(f"{_MAIN}f"), element.find(f"{_MAIN}v")
-                        if formula is not None and (value is None or not (value.text or "").strip()):
-                            ref = element.get("r", "")
-                            row = _row_of(ref)
-                            uncached.setdefault(row, f"{ref} (={formula.text or 'a shared formula'})")
-                    elif element.tag == f"{_MAIN}mergeCell":
-                        ref = element.get("ref", "")
-                        rows = [_row_of(part) for part in ref.split(":")]
-                        merged.append((ref, min(rows), max(rows)))
-                    if element.tag != f"{_MAIN}f" and element.tag != f"{_MAIN}v":
-                        element.clear()  # keep memory flat; a cell's f and v are read at the cell's end
-            self.scans[sheet] = merged, uncached
+            try:
+                self.scans[sheet] = self._scan(sheet)
+            except (KeyError, StopIteration, ElementTree.ParseError, zipfile.BadZipFile, OSError) as exc:
+                raise FormatError(self.where(sheet), f"cannot read the sheet's XML: {exc!r}",
+                                  hint="save the workbook again from Excel or LibreOffice as .xlsx") from None
         return self.scans[sheet]
 
-    def _sheet_member(self, archive: zipfile.ZipFile, sheet: str) -> str:
-        """The zip member holding `sheet`: workbook.xml names its relationship, the relationships its file."""
-        workbook = "xl/workbook.xml"
-        rel_id = next(node.get(f"{_REL}id") for node in ElementTree.fromstring(archive.read(workbook)).iter(
-            f"{_MAIN}sheet") if node.get("name") == sheet)
-        rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
-        target = next(node.get("Target") for node in rels.iter(f"{_PACKAGE_REL}Relationship")
-                      if node.get("Id") == rel_id)
-        return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join("xl", target))
+    def _scan(self, sheet: str) -> tuple[list[tuple[str, int, int]], dict[int, str]]:
+        merged, uncached, rows = [], {}, None
+        with zipfile.ZipFile(self.path) as archive, archive.open(self._sheet_member(archive, sheet)) as xml:
+            for event, element in ElementTree.iterparse(xml, events=("start", "end")):
+                tag = _local(element.tag)
+                if event == "start":
+                    rows = element if tag == "sheetData" else rows
+                    continue
+                if tag == "row" and rows is not None:
+                    rows.clear()  # the rows read so far: memory stays flat however long the sheet
+                elif tag == "c":
+                    formula = next((child for child in element if _local(child.tag) == "f"), None)
+                    value = next((child for child in element if _local(child.tag) == "v"), None)
+                    if formula is not None and (value is None or not (value.text or "").strip()):
+                        ref = element.get("r", "")
+                        uncached.setdefault(_row_of(ref), f"{ref} (={formula.text or 'a shared formula'})")
+                elif tag == "mergeCell":
+                    ref = element.get("ref", "")
+                    rows_of = [_row_of(part) for part in ref.split(":")]
+                    merged.append((ref, min(rows_of), max(rows_of)))
+        return merged, uncached
+
+    @staticmethod
+    def _sheet_member(archive: zipfile.ZipFile, sheet: str) -> str:
+        """The zip member holding `sheet`: the package names the workbook part, the workbook the sheet's
+        relationship, and the workbook's relationships the sheet's file."""
+        package = ElementTree.fromstring(archive.read("_rels/.rels"))
+        workbook = next(_part("", node.get("Target", "")) for node in package
+                        if node.get("Type", "").endswith("/officeDocument"))
+        rel_id = next(value for node in ElementTree.fromstring(archive.read(workbook)).iter()
+                      if _local(node.tag) == "sheet" and node.get("name") == sheet
+                      for key, value in node.attrib.items() if key.endswith("}id"))
+        folder, name = posixpath.split(workbook)
+        rels = ElementTree.fromstring(archive.read(posixpath.join(folder, "_rels", f"{name}.rels")))
+        return next(_part(folder, node.get("Target", "")) for node in rels if node.get("Id") == rel_id)
+
+
+def _local(tag: str) -> str:
+    """An XML tag without its namespace (transitional and strict OOXML name them differently)."""
+    return tag.rsplit("}", 1)[-1]
+
+
+def _part(folder: str, target: str) -> str:
+    """A relationship's target as a zip member name: absolute (``/xl/...``) or relative to `folder`."""
+    return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
