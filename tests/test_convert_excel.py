@@ -371,3 +371,21 @@ def test_bad_excel_and_locale_input_writes_nothing(tmp_path, monkeypatch, case, 
     assert message in " ".join(result.stderr.split()), result.stderr
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no folder, no temporary leftovers
+
+
+def test_a_workbook_with_any_part_cut_short_is_a_one_line_error(workbook, tmp_path):
+    from harness.errors import HarnessError
+
+    with zipfile.ZipFile(workbook) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    for name in sorted(members):
+        for cut in (members[name][: len(members[name]) // 2], members[name].replace(b'r="', b'r="Z', 1)):
+            damaged = tmp_path / "damaged.xlsx"
+            with zipfile.ZipFile(damaged, "w") as archive:
+                for other, data in members.items():
+                    archive.writestr(other, cut if other == name else data)
+            try:
+                convert_tables(damaged, damaged, damaged, tmp_path / "damaged-out", ConvertOptions(force=True))
+            except HarnessError as exc:
+                assert "\n" not in str(exc) or str(exc).startswith(tuple("0123456789")), (name, str(exc))
+            assert not [p for p in tmp_path.iterdir() if p.name.startswith(".damaged-out")], name

@@ -10,7 +10,9 @@ read-only (streaming) mode, so a large corpus sheet is never held in memory.
 from __future__ import annotations
 
 import difflib
+import itertools
 import posixpath
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,7 +33,10 @@ def _load(path: Path) -> Any:
         raise MissingDependencyError(
             "reading .xlsx needs openpyxl: pip install 'beir-harness[excel]' (or save the sheets as .csv)") from exc
     try:
-        return openpyxl.load_workbook(path, read_only=True, data_only=True)
+        # openpyxl warns about parts it drops (data validation extensions, print settings): nothing a table needs.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return openpyxl.load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:  # noqa: BLE001 - zipfile, XML and openpyxl raise several unrelated types
         raise FormatError(path, f"not a readable .xlsx workbook: {exc}",
                           hint="save it from Excel as 'Excel Workbook (.xlsx)'") from None
@@ -109,7 +114,16 @@ class Workbook:
             raise FormatError(self.where(sheet), "is a chart sheet, not a table", hint="choose a sheet of cells")
         # A file's recorded dimensions can be wrong (some writers put A1); read every row there is.
         worksheet.reset_dimensions()
-        yield from worksheet.iter_rows(values_only=True)
+        rows = worksheet.iter_rows(values_only=True)
+        for row_no in itertools.count(1):
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            except Exception as exc:  # noqa: BLE001 - a damaged sheet raises XML, zip and value errors alike
+                raise FormatError(self.where(sheet), f"cannot read the sheet: {exc!r}", row_no,
+                                  "the workbook is damaged; save it again from Excel or LibreOffice", unit="row") from None
+            yield row
 
     def header(self, sheet: str) -> tuple[int, list[str]] | None:
         """The header row's number and its column names (an empty cell is named by its letter:
