@@ -351,6 +351,9 @@ BAD_EXCEL_INPUTS = [
     ("column-override-matching-two-cases", _csv("QID,qid,docid,score\nq1,q1,d1,1\n"),
      CSV + ["--qrels-query-column", "Qid"], "qrels.csv: 'QID' and 'qid' all match 'Qid' (from --qrels-query-column) "
                                             "but for case (give the exact name"),
+    ("sheet-for-a-csv-input", _good(), ["--corpus", "eval.xlsx", "--queries", "eval.xlsx", "--qrels", "q.csv",
+                                        "--sheet", "qrels=Judgments"],
+     "--sheet qrels=Judgments: the qrels input is not an .xlsx workbook"),
     ("eval-set-grade-outside-the-scale", lambda folder: (folder / "eval.json").write_text(
         '{"documents": ["a"], "queries": [{"text": "q", "relevant": {"0": 4}}]}'), ["--eval-set", "eval.json",
                                                                                  "--grade-scale", "0-3"],

@@ -1003,7 +1003,7 @@ def convert_tables(
         OutputError: The folder exists (without ``force``) or cannot be written.
     """
     out = Path(out)
-    _check_options(options)
+    _check_options(options, {"corpus": corpus, "queries": queries, "qrels": qrels})
     mode = _plan(out, options.split, options.force)
     if mode != "add-split" and (corpus is None or queries is None):
         raise HarnessError(f"{setting('corpus')} and {setting('queries')} are required unless {setting('split')} adds a split to an existing folder")
@@ -1027,7 +1027,14 @@ def convert_tables(
             book.close()
 
 
-def _check_options(options: ConvertOptions) -> None:
+def _check_options(options: ConvertOptions, inputs: dict[str, str | Path | None]) -> None:
+    """Refuse settings that contradict each other or the inputs, before any file is read."""
+    workbooks = {kind for kind, path in inputs.items() if path is not None and str(path).lower().endswith(EXCEL_SUFFIXES)}
+    for kind in options.sheets:
+        if kind not in workbooks and (kind != "*" or not workbooks):
+            which = "no input is" if kind == "*" else f"the {kind} input is not"
+            raise HarnessError(f"{setting('sheets')} {'' if kind == '*' else kind + '='}{options.sheets[kind]}: "
+                               f"{which} an .xlsx workbook")
     grade, scale = options.default_grade, options.grade_scale
     if grade is not None and grade < 0 and not options.allow_negative and not (scale and scale[0] <= grade):
         raise HarnessError(f"{setting('default_grade')} {grade} is negative (pass "
