@@ -274,7 +274,9 @@ def convert(out: str | Path, corpus: str | Path | None = None, queries: str | Pa
         columns: Explicit column names by role (``corpus_id``, ``corpus_text``, ``qrels_score``, ... as
             `harness.datasets.convert.ColumnMap`); the others are detected.
         **options: Any `ConvertOptions` field (``split``, ``force``, ``drop_empty``, ``allow_negative``,
-            ``default_grade``, ``delimiter`` — a character or comma/semicolon/tab/pipe —, ...).
+            ``default_grade``, ``delimiter`` — a character or comma/semicolon/tab/pipe —, ``decimal_comma``,
+            ``grade_scale`` — ``(0, 3)`` or ``"0-3"`` —, ``sheets`` — ``{"corpus": "Docs"}``, ``"*"`` for any
+            table —).
 
     Returns:
         The `ConversionSummary`: counts, grades, how each file was read.
@@ -294,6 +296,10 @@ def convert(out: str | Path, corpus: str | Path | None = None, queries: str | Pa
         raise HarnessError(f"unknown column role {bad_roles[0]!r}; use {', '.join(sorted(roles))}")
     if options.get("delimiter") in _DELIMITERS:
         options["delimiter"] = _DELIMITERS[options["delimiter"]]
+    if isinstance(options.get("grade_scale"), str):
+        from harness.datasets.convert import parse_grade_scale
+
+        options["grade_scale"] = parse_grade_scale(options["grade_scale"])
     settings = ConvertOptions(columns=ColumnMap(**(columns or {})), **options)
     if eval_set is not None:
         if corpus or queries or qrels:

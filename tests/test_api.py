@@ -387,3 +387,16 @@ def test_cache_entries_and_clear_cache_see_the_files_on_disk(tiny_beir, tmp_path
     assert len(harness.clear_cache(tmp_path / "cache", dataset="tiny")) == 2
     assert not list((tmp_path / "cache" / "embeddings").iterdir())
     assert harness.environment(cache_dir=tmp_path / "cache")["host"]["machine"] == platform.machine()
+
+
+def test_convert_takes_the_excel_helpers_options_from_python(tmp_path):
+    (tmp_path / "d.csv").write_text("id;text\nA;red shoes\nB;blue coat\n", encoding="utf-8")
+    (tmp_path / "q.csv").write_text("id;text\nq1;red shoes\n", encoding="utf-8")
+    (tmp_path / "j.csv").write_text("qid;doc_id;grade\nq1;A;2,0\nq1;B;7\n", encoding="utf-8")
+    tables = [tmp_path / name for name in ("d.csv", "q.csv", "j.csv")]
+    with pytest.raises(HarnessError, match=r"j\.csv.*:3.*7"):  # 7 off the 0-3 scale, named by its line
+        harness.convert(tmp_path / "set", *tables, grade_scale="0-3")
+    assert not (tmp_path / "set").exists()
+    summary = harness.convert(tmp_path / "set", *tables, grade_scale=(0, 7), decimal_comma=True)
+    written = (tmp_path / "set" / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()
+    assert written[1:] == ["q1\tA\t2", "q1\tB\t7"] and summary.n_judgments == 2

@@ -32,7 +32,7 @@ def _column_options(command):
 
 @cli.command()
 @click.option("--corpus", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz.")
+              help="Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz, or an .xlsx sheet.")
 @click.option("--queries", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Queries, same formats.")
 @click.option("--qrels", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -49,11 +49,20 @@ def _column_options(command):
 @click.option("--allow-negative", is_flag=True, help="Accept negative grades (TREC-COVID-style -1).")
 @click.option("--default-grade", type=int, default=None, metavar="N",
               help="Judgments without a grade column (query id, document id pairs): every pair has grade N.")
+@click.option("--sheet", "sheets", multiple=True, metavar="[TABLE=]NAME",
+              help="The sheet of an .xlsx input to read: NAME for every workbook, or corpus=NAME, queries=NAME, "
+                   "qrels=NAME (repeatable) [default: the only sheet, or the one named or headed like the table].")
+@click.option("--decimal-comma", is_flag=True,
+              help="Grades are written 3,0 (always so in a ;-separated CSV).")
+@click.option("--grade-scale", default=None, metavar="LOW-HIGH",
+              help="The grades allowed, e.g. 0-3: a grade outside is refused [default: any; the summary states "
+                   "the range found].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_column_options
 def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_set: Path | None, out: Path,
             split: str, force: bool, drop_empty: bool, delimiter: str | None, allow_negative: bool,
-            default_grade: int | None, as_json: bool, **columns: str | None) -> None:
+            default_grade: int | None, sheets: tuple[str, ...], decimal_comma: bool, grade_scale: str | None,
+            as_json: bool, **columns: str | None) -> None:
     """Convert your own eval set into a BEIR folder, checking it first.
 
     Columns are detected from common names: document id from
@@ -65,6 +74,12 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
     Every column problem of the three tables is reported in one run. Judgments may also be
     TREC qrels (.qrels/.txt: query_id 0 doc_id grade, or query_id doc_id [grade]); a list of
     relevant pairs without grades needs --default-grade 1.
+
+    An .xlsx workbook holds one table per sheet: each table's sheet is the one given with --sheet, the
+    only sheet, the sheet named like the table (Corpus/Documents, Queries, Judgments/Qrels) or the
+    one whose header has the table's columns. Formulas count as the values Excel saved with them;
+    merged header cells are refused. Column names match whatever their case. Every row problem is
+    reported in one run (the first 20, then a count).
 
     Ids are kept as text ("007" stays "007"); grades must be integers (0 is kept). Nothing is
     written unless every check passes; an existing folder is refused without --force, except
@@ -79,6 +94,7 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
         beir-harness convert --eval-set eval.json --out datasets/products
         beir-harness convert --corpus docs.csv --queries q.csv --qrels j.csv --out datasets/x --delimiter semicolon
         beir-harness convert --corpus docs.csv --queries q.csv --qrels pairs.csv --out datasets/x --default-grade 1
+        beir-harness convert --corpus eval.xlsx --queries eval.xlsx --qrels eval.xlsx --out datasets/x --grade-scale 0-3
     """
     from harness.api import convert as run_convert
 
@@ -88,7 +104,8 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
         raise click.UsageError("give --corpus, --queries and --qrels (or --eval-set)")
     summary = run_convert(out, corpus, queries, qrels, eval_set=eval_set, columns=columns, split=split, force=force,
                           drop_empty=drop_empty, allow_negative=allow_negative, default_grade=default_grade,
-                          delimiter=delimiter)
+                          delimiter=delimiter, decimal_comma=decimal_comma, sheets=_sheet_choices(sheets),
+                          grade_scale=grade_scale)
     if as_json:
         click.echo(json.dumps(summary.to_json(), indent=2))
         return
@@ -99,6 +116,20 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
                f"queries (grades {{{grades}}})")
     for source, how in summary.formats.items():
         click.echo(as_flags(f"read {source} as {how}"))
+    if summary.grade_scale:
+        click.echo(as_flags(f"grade scale {summary.grade_scale}"))
+
+
+def _sheet_choices(values: tuple[str, ...]) -> dict[str, str]:
+    """--sheet NAME (any table) and --sheet TABLE=NAME as {table or '*': sheet name}."""
+    choices: dict[str, str] = {}
+    for value in values:
+        table, equals, name = value.partition("=")
+        if equals and table.strip().lower() in ("corpus", "queries", "qrels"):
+            choices[table.strip().lower()] = name.strip()
+        else:
+            choices["*"] = value.strip()
+    return choices
 
 
 @cli.command()
