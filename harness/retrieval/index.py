@@ -271,7 +271,8 @@ class VectorIndex(RowIndex):
         """Retrieve the `depth` highest-scoring documents for each query.
 
         Returns:
-            A Run ranked by score, ties by doc_id descending (trec_eval's order).
+            A Run ranked by score, ties by doc_id descending (trec_eval's order). A flat index keeps, at
+            the cut, the same rule: among equal scores the greater doc_ids (`exact_top`).
         """
         import numpy as np
 
@@ -281,8 +282,12 @@ class VectorIndex(RowIndex):
             return Run.from_scores({query_id: {} for query_id in query_ids}, name=name)
         if self.spec.kind == "hnsw" and self._index.hnsw.efSearch < depth:
             self._index.hnsw.efSearch = depth  # HNSW cannot return more than efSearch results
-        scores, rows = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
+        queries = np.ascontiguousarray(vectors, dtype=np.float32)
         doc_ids = self._doc_ids
+        if self.spec.kind == "flat":  # exact: the same documents at the cut however the corpus is ordered
+            scores, rows = exact_top(self._index.search, queries, len(self), depth, doc_ids.__getitem__)
+        else:
+            scores, rows = self._index.search(queries, depth)
         results = {}
         for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist()):
             # FAISS pads with row -1 when it has fewer than `depth` results.
@@ -374,6 +379,72 @@ def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> 
         best_rows = np.take_along_axis(best_rows, keep, axis=1)
         start += len(chunk)
     return best_scores, best_rows
+
+
+# FAISS scores fewer queries than this with its own loop and more with BLAS, which may round differently;
+# a re-search of one query is padded to it, so it takes the path the whole query set took.
+FAISS_BLAS_THRESHOLD = 20
+
+
+def _ranked(scores, rows, doc_id, depth: int) -> tuple[list[float], list[int]]:
+    """One query's candidates in the run's order (score, then doc_id, descending), the first `depth`."""
+    best = sorted(zip(scores.tolist(), (doc_id(row) for row in rows.tolist()), rows.tolist()), reverse=True)[:depth]
+    return [score for score, _, _ in best], [row for _, _, row in best]
+
+
+def exact_top(search, queries: np.ndarray, n: int, depth: int, doc_id) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top `depth` of every query over `n` vectors, with one rule at the cut: among documents of
+    equal score, those with the greater doc_id (the run's own tie order, trec_eval's), so the result is the
+    first `depth` of the complete ranking whatever the order of the vectors (FAISS alone keeps whichever tie
+    its heap met first, which depends on that order).
+
+    Args:
+        search: FAISS search over the vectors, ``(queries, k) -> (scores, rows)``.
+        queries: float32 query vectors.
+        n: How many vectors `search` searches.
+        depth: Documents kept per query.
+        doc_id: row → doc_id (asked only for queries whose cut falls inside a run of equal scores).
+
+    Returns:
+        (scores, rows), (queries, min(depth, n)); rows in no particular order within a query.
+    """
+    import numpy as np
+
+    k = min(depth + 1, n)  # one more than kept shows whether equal scores straddle the cut
+    scores, rows = search(queries, k)
+    if k <= depth:
+        return scores, rows
+    scores, rows, boundary = scores[:, :depth].copy(), rows[:, :depth].copy(), scores[:, depth]
+    pad = FAISS_BLAS_THRESHOLD if len(queries) >= FAISS_BLAS_THRESHOLD else 1
+    for i in np.flatnonzero(boundary == scores[:, depth - 1]):
+        wide = k
+        while True:  # widen until every document scoring the boundary score is in
+            wide = min(2 * wide, n)
+            found_scores, found_rows = search(np.repeat(queries[i:i + 1], pad, axis=0), wide)
+            if wide == n or found_scores[0, -1] < boundary[i]:
+                break
+        scores[i], rows[i] = _ranked(found_scores[0], found_rows[0], doc_id, depth)
+    return scores, rows
+
+
+def merge_top(parts: Sequence[tuple[np.ndarray, np.ndarray]], depth: int, doc_id) -> tuple[np.ndarray, np.ndarray]:
+    """Merge per-query tops over disjoint sets of rows, each `exact_top` of its set, into the top `depth` of
+    their union by the same rule (score descending, then doc_id descending at the cut)."""
+    import numpy as np
+
+    scores = np.concatenate([part[0] for part in parts], axis=1)
+    rows = np.concatenate([part[1] for part in parts], axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    scores, rows = np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
+    if scores.shape[1] <= depth:
+        return scores, rows
+    tied = np.flatnonzero(scores[:, depth] == scores[:, depth - 1])
+    scores, rows = scores[:, :depth].copy(), rows[:, :depth].copy()
+    for i in tied:  # every candidate of this query, ranked by the full rule
+        all_scores = np.concatenate([part[0][i] for part in parts])
+        all_rows = np.concatenate([part[1][i] for part in parts])
+        scores[i], rows[i] = _ranked(all_scores, all_rows, doc_id, depth)
+    return scores, rows
 
 
 def serialized_size(index: Any) -> int:
