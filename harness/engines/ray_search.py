@@ -227,9 +227,10 @@ def search_sharded(entry: EmbeddingEntry, chunk_rows: Sequence[int], doc_ids: Se
             except Exception as exc:  # noqa: BLE001 - RayTaskError, WorkerCrashedError and their kin
                 for other in pending:
                     ray.cancel(other, force=True)
+                tries = f" on each of its {retries + 1} tries" if retries else " on its only try"
                 raise HarnessError(f"{shard.describe(len(plan))} failed during sharded search: {_lost(ray, exc)}"
-                                   f"{f' (searched {retries + 1} times)' if _is_lost(ray, exc) else ''}; rerun, "
-                                   f"or search on the driver ({setting('ray_search')} driver)") from None
+                                   f"{tries if _is_lost(ray, exc) else ''}; rerun, or search on the driver "
+                                   f"({setting('ray_search')} driver)") from None
             hosts.add(host)
             best = (scores, rows) if best is None else merge_top([best, (scores, rows)], depth, doc_ids.__getitem__)
     finally:

@@ -1,0 +1,126 @@
+"""Sharded exact search on Ray workers vs one in-memory flat index on the driver (issue 34).
+
+Usage (from the repository root):
+
+    python benchmarks/ray_search.py [--docs 200000] [--dim 384] [--queries 1000] [--depth 100] [--cpus 2]
+    python benchmarks/ray_search.py --smoke     # seconds: 2,000 documents, 50 queries
+
+Random unit vectors are written into an embedding cache entry (chunks of `--chunk` vectors, as an
+encoding run leaves them) under a temporary folder. Then, alternated `--rounds` times (A, B, A, B; best
+of the rounds is printed, as the machine may be loaded by other work):
+
+* local: what ``--ray-search driver`` does — a FAISS ``IndexFlatIP`` built from the cached chunks,
+  searched for the top `--depth` of every query (build and search timed apart);
+* ray-sharded: `harness.engines.ray_search.search_sharded` on a private local cluster of `--cpus`
+  CPUs (127.0.0.1, no usage statistics): one task per CPU reads its shard of chunks and searches it,
+  the driver merges. Cluster start-up and one warm-up search of one query (workers importing FAISS
+  and harness) are not timed: they happen once per run, not per search.
+
+The two runs are compared document for document and score for score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import _smoke
+
+
+def _write_entry(root: Path, docs: int, dim: int, chunk: int):
+    """A complete corpus cache entry of `docs` random unit vectors; returns it, the chunk sizes and doc_ids."""
+    import numpy as np
+
+    from harness.io.cache import embedding_entry
+
+    entry = embedding_entry(root, {"kind": "corpus", "benchmark": "ray_search", "docs": docs, "dim": dim})
+    entry.start(chunk)
+    rng = np.random.default_rng(0)
+    rows, doc_ids = [], []
+    for index, start in enumerate(range(0, docs, chunk)):
+        block = rng.standard_normal((min(chunk, docs - start), dim), dtype=np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        ids = [f"doc{start + i}" for i in range(len(block))]
+        entry.write_chunk(index, ids, block)
+        rows.append(len(block))
+        doc_ids += ids
+    entry.finish(len(rows), docs, dim)
+    return entry, rows, doc_ids
+
+
+def _local(entry, doc_ids, query_ids, queries, depth: int):
+    """(run, build seconds, search seconds) of one flat index on this process, fed from the cache."""
+    from harness.retrieval.index import VectorIndex
+
+    started = time.perf_counter()
+    index = None
+    for ids, vectors in entry.chunks(mmap=True):
+        index = index or VectorIndex(vectors.shape[1])
+        index.add(ids, vectors)
+    built = time.perf_counter()
+    run = index.search(query_ids, queries, depth)
+    return run, built - started, time.perf_counter() - built
+
+
+def main() -> int:
+    import numpy as np
+
+    from harness.engines.ray_engine import RaySpec, connect
+    from harness.engines.ray_search import search_sharded
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=200_000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--chunk", type=int, default=16_384)
+    parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="seconds, 2,000 documents: proves the script runs")
+    args = parser.parse_args()
+    print(_smoke.host_line())
+    if args.smoke:
+        print(_smoke.NOTICE)
+        args.docs, args.queries, args.chunk, args.rounds = 2000, 50, 300, 1
+    root = Path(tempfile.mkdtemp(prefix="beir-harness-ray-search-"))
+    try:
+        entry, rows, doc_ids = _write_entry(root, args.docs, args.dim, args.chunk)
+        rng = np.random.default_rng(1)
+        queries = rng.standard_normal((args.queries, args.dim), dtype=np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        query_ids = [f"q{i}" for i in range(args.queries)]
+        import ray
+
+        started = connect(RaySpec(local_cpus=args.cpus))
+        local_build, local_search, sharded, identical, shards = [], [], [], True, 0
+        try:
+            search_sharded(entry, rows, doc_ids, query_ids[:1], queries[:1], args.depth)  # warm-up, not timed
+            for _ in range(args.rounds):  # alternated, so a load spike hits both
+                local_run, build_s, search_s = _local(entry, doc_ids, query_ids, queries, args.depth)
+                local_build.append(build_s)
+                local_search.append(search_s)
+                began = time.perf_counter()
+                sharded_run, facts = search_sharded(entry, rows, doc_ids, query_ids, queries, args.depth)
+                sharded.append(time.perf_counter() - began)
+                identical &= sharded_run == local_run
+                shards = facts["search_shards"]
+        finally:
+            if started:
+                ray.shutdown()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    local_best = min(b + s for b, s in zip(local_build, local_search))
+    print(f"{args.docs:,} docs x {args.dim} dims ({len(rows)} chunks), {args.queries:,} queries, top {args.depth}, "
+          f"best of {args.rounds} alternated rounds:")
+    print(f"  local flat (driver): build {min(local_build):.2f} s + search {min(local_search):.2f} s = "
+          f"{local_best:.2f} s")
+    print(f"  ray-sharded ({shards} shards, {args.cpus}-CPU local cluster): {min(sharded):.2f} s")
+    print(f"sharded / local = {min(sharded) / local_best:.2f}; identical runs: {identical}")
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
