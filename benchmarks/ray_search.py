@@ -22,6 +22,7 @@ The two runs are compared document for document and score for score.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -86,6 +87,7 @@ def main() -> int:
         print(_smoke.NOTICE)
         args.docs, args.queries, args.chunk, args.rounds = 2000, 50, 300, 1
     root = Path(tempfile.mkdtemp(prefix="beir-harness-ray-search-"))
+    ray_tmp = None
     try:
         entry, rows, doc_ids = _write_entry(root, args.docs, args.dim, args.chunk)
         rng = np.random.default_rng(1)
@@ -94,6 +96,8 @@ def main() -> int:
         query_ids = [f"q{i}" for i in range(args.queries)]
         import ray
 
+        if len(tempfile.gettempdir()) > 40 and "RAY_TMPDIR" not in os.environ:  # socket paths: <= 107 bytes
+            ray_tmp = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rs-", dir="/tmp")
         started = connect(RaySpec(local_cpus=args.cpus))
         local_build, local_search, sharded, identical, shards = [], [], [], True, 0
         try:
@@ -112,6 +116,8 @@ def main() -> int:
                 ray.shutdown()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        if ray_tmp is not None:
+            shutil.rmtree(ray_tmp, ignore_errors=True)
     local_best = min(b + s for b, s in zip(local_build, local_search))
     print(f"{args.docs:,} docs x {args.dim} dims ({len(rows)} chunks), {args.queries:,} queries, top {args.depth}, "
           f"best of {args.rounds} alternated rounds:")
