@@ -77,7 +77,7 @@ def _tied_chunks(rng, sizes=UNEVEN, dimension=6):
     return [rng.integers(-1, 2, size=(n, dimension)).astype(np.float32) for n in sizes]
 
 
-@pytest.mark.parametrize("n_queries", [45, 7])  # FAISS's BLAS path (>= 20 queries) and its own loop
+@pytest.mark.parametrize("n_queries", [45, 7])  # FAISS scores >= 20 queries with BLAS, fewer with its own loop
 def test_sharded_search_equals_local_flat_search_with_many_ties(cluster, tmp_path, n_queries):
     rng = np.random.default_rng(n_queries)
     chunks = _tied_chunks(rng)
@@ -95,19 +95,21 @@ def test_sharded_search_equals_local_flat_search_with_many_ties(cluster, tmp_pat
 
 
 def test_sharded_search_equals_local_flat_search_on_float_vectors(cluster, tmp_path):
+    # One thread per Ray task, all cores locally: FAISS's own float32 scores differ in the last bits
+    # between the two (and between a shard and the whole corpus); the recomputed ones must not.
     rng = np.random.default_rng(7)
-    chunks = [rng.standard_normal((n, 32)).astype(np.float32) for n in (900, 37, 1500, 64)]
+    chunks = [rng.standard_normal((n, 384)).astype(np.float32) for n in (9000, 37, 15000, 640)]
     chunks[2][:40] = chunks[0][:40]  # duplicated documents: exact ties across shards
     entry, doc_ids = _entry(tmp_path, chunks, seed=3)
-    queries = rng.standard_normal((60, 32)).astype(np.float32)
+    queries = rng.standard_normal((300, 384)).astype(np.float32)
     local = _local_flat(chunks, doc_ids, queries, 50)
-    run, _ = search_sharded(entry, [len(c) for c in chunks], doc_ids, [f"q{i}" for i in range(60)], queries, 50,
+    run, _ = search_sharded(entry, [len(c) for c in chunks], doc_ids, [f"q{i}" for i in range(300)], queries, 50,
                             shards=4)
-    assert run == local  # the same FAISS kernels: the same float32 scores, bit for bit
+    assert run == local  # bit for bit
     reference = queries.astype(np.float64) @ np.concatenate(chunks).astype(np.float64).T
     for i, hits in enumerate(run.to_dict().values()):
-        top = np.sort(reference[i])[::-1][:50]
-        np.testing.assert_allclose(sorted(hits.values(), reverse=True), top, rtol=1e-5, atol=1e-5)
+        top = np.sort(reference[i])[::-1][:50].astype(np.float32)
+        assert sorted(hits.values(), reverse=True) == top.tolist()  # float64 dot products rounded to float32
 
 
 def test_shards_are_whole_chunks_in_order_and_cover_all_of_them():

@@ -7,12 +7,13 @@ its chunks, scores every query against them by exact inner product (FAISS ``knn`
 chunk, so a task holds one chunk's pages and one block's heaps) and returns, per query, its shard's
 top ``depth`` (scores, global row numbers). The driver merges the shards' tops as they arrive.
 
-Identical to the local flat index (`harness.retrieval.index.VectorIndex`, ``IndexFlatIP``): the
-same FAISS kernels compute the same scores (query blocks never fall under FAISS's BLAS threshold
-when the whole set would not), and the same documents are kept at the cut: among equal scores the
-greater doc_ids (`harness.retrieval.index.exact_top`, which the flat index uses too: FAISS alone keeps
-whichever tie its heap met first, which depends on the order of the vectors). Every document of the
-global top ``depth`` is in its own shard's top ``depth`` under that rule, so merging the shards' tops
+Identical to the local flat index (`harness.retrieval.index.VectorIndex`, ``IndexFlatIP``): both
+take their tops from `harness.retrieval.index.exact_top`, which lets FAISS find the candidates and
+then recomputes their scores one way (FAISS's own float32 scores differ in the last bits with the
+thread count — one per Ray task, all cores locally — and the shape of the search), and keeps at the
+cut, among equal scores, the greater doc_ids (FAISS alone keeps whichever tie its heap met first,
+which depends on the order of the vectors). Every document of the global top ``depth`` is in its own
+shard's top ``depth`` under that rule, so merging the shards' tops
 (`harness.retrieval.index.merge_top`) loses nothing.
 
 A worker lost mid-search (its process killed, its node gone): Ray runs the shard's task again on
@@ -35,7 +36,7 @@ from harness.engines.ray_engine import RaySpec, connect
 from harness.errors import HarnessError, MissingDependencyError, setting
 from harness.io.cache import CacheCorrupt, EmbeddingEntry
 from harness.records import Run
-from harness.retrieval.index import FAISS_BLAS_THRESHOLD, DocIds, exact_top, merge_top
+from harness.retrieval.index import DocIds, exact_top, merge_top
 
 if TYPE_CHECKING:
     import numpy as np
@@ -91,10 +92,8 @@ def plan_shards(chunk_rows: Sequence[int], shards: int) -> list[SearchShard]:
 
 
 def query_blocks(n_queries: int, block: int = QUERY_BLOCK) -> list[tuple[int, int]]:
-    """[start, stop) blocks of about `block` queries; the remainder joins the last block, so no block
-    is smaller than FAISS's BLAS threshold unless the whole set is (each block takes the path the whole
-    set takes in the local flat index)."""
-    block = max(block, FAISS_BLAS_THRESHOLD)
+    """[start, stop) blocks of about `block` queries (the remainder joins the last block)."""
+    block = max(1, block)
     starts = list(range(0, n_queries, block))
     if len(starts) > 1 and n_queries - starts[-1] < block:
         starts.pop()
@@ -141,12 +140,17 @@ def search_shard(entry: EmbeddingEntry, shard: SearchShard, queries: np.ndarray,
         shard_ids.extend(doc_ids)
         search = partial(_knn, vectors, start)
         for number, (low, high) in enumerate(blocks):
-            part = exact_top(search, queries[low:high], expected, depth, doc_id)
+            part = exact_top(search, queries[low:high], expected, depth, doc_id, partial(_rows_of, vectors, start))
             best[number] = part if best[number] is None else merge_top([best[number], part], depth, doc_id)
         start += expected
     scores = np.concatenate([part[0] for part in best])
     rows = np.concatenate([part[1] for part in best])
     return scores, rows, socket.gethostname()
+
+
+def _rows_of(vectors: np.ndarray, start: int, rows: np.ndarray) -> np.ndarray:
+    """The vectors of global `rows` of a chunk whose first row is `start`."""
+    return vectors[rows - start]
 
 
 def _knn(vectors: np.ndarray, start: int, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -272,7 +272,8 @@ class VectorIndex(RowIndex):
 
         Returns:
             A Run ranked by score, ties by doc_id descending (trec_eval's order). A flat index keeps, at
-            the cut, the same rule: among equal scores the greater doc_ids (`exact_top`).
+            the cut, the same rule (among equal scores the greater doc_ids), and scores as `exact_top`
+            computes them: the same bits on any machine, thread count or sharding.
         """
         import numpy as np
 
@@ -284,8 +285,11 @@ class VectorIndex(RowIndex):
             self._index.hnsw.efSearch = depth  # HNSW cannot return more than efSearch results
         queries = np.ascontiguousarray(vectors, dtype=np.float32)
         doc_ids = self._doc_ids
-        if self.spec.kind == "flat":  # exact: the same documents at the cut however the corpus is ordered
-            scores, rows = exact_top(self._index.search, queries, len(self), depth, doc_ids.__getitem__)
+        if self.spec.kind == "flat":  # the same bits however the corpus is ordered or sharded (`exact_top`)
+            stored = _faiss().rev_swig_ptr(self._index.get_xb(), len(self) * self.dimension)
+            stored = stored.reshape(len(self), self.dimension)  # a view of FAISS's own copy, nothing copied
+            scores, rows = exact_top(self._index.search, queries, len(self), depth, doc_ids.__getitem__,
+                                     stored.__getitem__)
         else:
             scores, rows = self._index.search(queries, depth)
         results = {}
@@ -381,50 +385,65 @@ def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> 
     return best_scores, best_rows
 
 
-# FAISS scores fewer queries than this with its own loop and more with BLAS, which may round differently;
-# a re-search of one query is padded to it, so it takes the path the whole query set took.
-FAISS_BLAS_THRESHOLD = 20
+# FAISS finds the candidates; a document it scores within this fraction of the cut (relative to the cut's and the
+# top score's size) may still belong in the top once scores are recomputed (its float32 scores differ from the
+# exact ones by ~1e-7 on unit vectors, and by kernel and thread count), so it is a candidate.
+RESCORE_MARGIN = 1e-5
 
 
 def _ranked(scores, rows, doc_id, depth: int) -> tuple[list[float], list[int]]:
     """One query's candidates in the run's order (score, then doc_id, descending), the first `depth`."""
+    import numpy as np
+
+    order = np.argsort(-scores, kind="stable")
+    if len(order) <= depth or scores[order[depth]] != scores[order[depth - 1]]:
+        return scores[order[:depth]].tolist(), rows[order[:depth]].tolist()  # the cut falls between two scores
     best = sorted(zip(scores.tolist(), (doc_id(row) for row in rows.tolist()), rows.tolist()), reverse=True)[:depth]
     return [score for score, _, _ in best], [row for _, _, row in best]
 
 
-def exact_top(search, queries: np.ndarray, n: int, depth: int, doc_id) -> tuple[np.ndarray, np.ndarray]:
-    """The exact top `depth` of every query over `n` vectors, with one rule at the cut: among documents of
-    equal score, those with the greater doc_id (the run's own tie order, trec_eval's), so the result is the
-    first `depth` of the complete ranking whatever the order of the vectors (FAISS alone keeps whichever tie
-    its heap met first, which depends on that order).
+def exact_top(search, queries: np.ndarray, n: int, depth: int, doc_id, vectors) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top `depth` of every query over `n` vectors, the same bits wherever it runs.
+
+    FAISS finds the candidates: every document it scores above the cut or within `RESCORE_MARGIN` of it
+    (searching deeper until none is left out). Their scores are then recomputed one way — float64 dot
+    products rounded to float32 — since FAISS's own float32 scores change in the last bits with its
+    kernels, the thread count and the shape of the search (a shard vs the whole corpus). At the cut,
+    among equal scores, the greater doc_ids are kept (the run's own tie order, trec_eval's), so the
+    result is the first `depth` of the complete ranking whatever the order of the vectors (FAISS alone
+    keeps whichever tie its heap met first).
 
     Args:
         search: FAISS search over the vectors, ``(queries, k) -> (scores, rows)``.
         queries: float32 query vectors.
         n: How many vectors `search` searches.
         depth: Documents kept per query.
-        doc_id: row → doc_id (asked only for queries whose cut falls inside a run of equal scores).
+        doc_id: row → doc_id (asked only where equal scores straddle the cut).
+        vectors: rows (an int64 array) → their float32 vectors.
 
     Returns:
         (scores, rows), (queries, min(depth, n)); rows in no particular order within a query.
     """
     import numpy as np
 
-    k = min(depth + 1, n)  # one more than kept shows whether equal scores straddle the cut
+    depth = min(depth, n)
+    k = min(depth + 1 + depth // 8, n)  # a little deeper than kept: few queries need a second search
     scores, rows = search(queries, k)
-    if k <= depth:
-        return scores, rows
-    scores, rows, boundary = scores[:, :depth].copy(), rows[:, :depth].copy(), scores[:, depth]
-    pad = FAISS_BLAS_THRESHOLD if len(queries) >= FAISS_BLAS_THRESHOLD else 1
-    for i in np.flatnonzero(boundary == scores[:, depth - 1]):
+    top_scores = np.empty((len(queries), depth), dtype=np.float32)
+    top_rows = np.empty((len(queries), depth), dtype=np.int64)
+    for i, query in enumerate(queries):
+        found_scores, found_rows = scores[i], rows[i]
+        cut, best = float(found_scores[depth - 1]), float(found_scores[0])
+        floor = cut - RESCORE_MARGIN * (abs(cut) + abs(best))
         wide = k
-        while True:  # widen until every document scoring the boundary score is in
+        while wide < n and found_scores[-1] >= floor:  # a candidate may lie deeper than FAISS returned
             wide = min(2 * wide, n)
-            found_scores, found_rows = search(np.repeat(queries[i:i + 1], pad, axis=0), wide)
-            if wide == n or found_scores[0, -1] < boundary[i]:
-                break
-        scores[i], rows[i] = _ranked(found_scores[0], found_rows[0], doc_id, depth)
-    return scores, rows
+            deeper = search(query[None, :], wide)
+            found_scores, found_rows = deeper[0][0], deeper[1][0]
+        candidates = found_rows[found_scores >= floor]
+        exact = (np.asarray(vectors(candidates), dtype=np.float64) @ query.astype(np.float64)).astype(np.float32)
+        top_scores[i], top_rows[i] = _ranked(exact, candidates, doc_id, depth)
+    return top_scores, top_rows
 
 
 def merge_top(parts: Sequence[tuple[np.ndarray, np.ndarray]], depth: int, doc_id) -> tuple[np.ndarray, np.ndarray]:
