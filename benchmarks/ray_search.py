@@ -6,11 +6,13 @@ Usage (from the repository root):
     python benchmarks/ray_search.py --smoke     # seconds: 2,000 documents, 50 queries
 
 Random unit vectors are written into an embedding cache entry (chunks of `--chunk` vectors, as an
-encoding run leaves them) under a temporary folder. Then, alternated `--rounds` times (A, B, A, B; best
+encoding run leaves them) under a temporary folder. Then, alternated `--rounds` times (A, B, C, A, B, C; best
 of the rounds is printed, as the machine may be loaded by other work):
 
 * local: what ``--ray-search driver`` does — a FAISS ``IndexFlatIP`` built from the cached chunks,
   searched for the top `--depth` of every query (build and search timed apart);
+* local on one thread: the same search with FAISS on one thread (what each Ray task runs), to tell
+  the cost of the cluster from that of FAISS's threading on a loaded machine;
 * ray-sharded: `harness.engines.ray_search.search_sharded` on a private local cluster of `--cpus`
   CPUs (127.0.0.1, no usage statistics): one task per CPU reads its shard of chunks and searches it,
   the driver merges. Cluster start-up and one warm-up search of one query (workers importing FAISS
@@ -52,8 +54,11 @@ def _write_entry(root: Path, docs: int, dim: int, chunk: int):
     return entry, rows, doc_ids
 
 
-def _local(entry, doc_ids, query_ids, queries, depth: int):
-    """(run, build seconds, search seconds) of one flat index on this process, fed from the cache."""
+def _local(entry, doc_ids, query_ids, queries, depth: int, threads: int | None = None):
+    """(run, build seconds, search seconds) of one flat index on this process, fed from the cache; FAISS on
+    `threads` threads (None: its default, every core)."""
+    import faiss
+
     from harness.retrieval.index import VectorIndex
 
     started = time.perf_counter()
@@ -62,7 +67,12 @@ def _local(entry, doc_ids, query_ids, queries, depth: int):
         index = index or VectorIndex(vectors.shape[1])
         index.add(ids, vectors)
     built = time.perf_counter()
-    run = index.search(query_ids, queries, depth)
+    default = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(threads or default)
+    try:
+        run = index.search(query_ids, queries, depth)
+    finally:
+        faiss.omp_set_num_threads(default)
     return run, built - started, time.perf_counter() - built
 
 
@@ -99,7 +109,7 @@ def main() -> int:
         if len(tempfile.gettempdir()) > 40 and "RAY_TMPDIR" not in os.environ:  # socket paths: <= 107 bytes
             ray_tmp = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rs-", dir="/tmp")
         started = connect(RaySpec(local_cpus=args.cpus))
-        local_build, local_search, sharded, identical, shards = [], [], [], True, 0
+        local_build, local_search, one_thread, sharded, identical, shards = [], [], [], [], True, 0
         try:
             search_sharded(entry, rows, doc_ids, query_ids[:1], queries[:1], args.depth)  # warm-up, not timed
             for _ in range(args.rounds):  # alternated, so a load spike hits both
@@ -109,7 +119,9 @@ def main() -> int:
                 began = time.perf_counter()
                 sharded_run, facts = search_sharded(entry, rows, doc_ids, query_ids, queries, args.depth)
                 sharded.append(time.perf_counter() - began)
-                identical &= sharded_run == local_run
+                one_run, _, one_s = _local(entry, doc_ids, query_ids, queries, args.depth, threads=1)
+                one_thread.append(one_s)
+                identical &= sharded_run == local_run == one_run
                 shards = facts["search_shards"]
         finally:
             if started:
@@ -123,6 +135,7 @@ def main() -> int:
           f"best of {args.rounds} alternated rounds:")
     print(f"  local flat (driver): build {min(local_build):.2f} s + search {min(local_search):.2f} s = "
           f"{local_best:.2f} s")
+    print(f"  local flat, FAISS on 1 thread: search {min(one_thread):.2f} s")
     print(f"  ray-sharded ({shards} shards, {args.cpus}-CPU local cluster): {min(sharded):.2f} s")
     print(f"sharded / local = {min(sharded) / local_best:.2f}; identical runs: {identical}")
     return 0 if identical else 1
