@@ -199,3 +199,19 @@ def test_a_worker_killed_from_outside_mid_search_loses_nothing(cluster, tmp_path
     killer.join()
     assert killed, "no searching worker was found to kill"
     assert run == _local_flat(chunks, doc_ids, queries, 20)
+
+
+def test_cli_ray_search_needs_the_ray_engine_and_is_recorded(cluster, tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    folder = _corpus(tmp_path / "data", 12)
+    common = [str(folder), "--model", "hash:64", "--cache-dir", str(tmp_path / "cache"), "-q"]
+    refused = CliRunner().invoke(cli, ["evaluate", *common, "--ray-search", "driver"])
+    assert refused.exit_code == 2 and "--ray-search need --engine ray" in refused.output
+    ran = CliRunner().invoke(cli, ["evaluate", *common, "--engine", "ray", "--shards", "4", "--output-dir",
+                                   str(tmp_path / "out"), "--json"])
+    assert ran.exit_code == 0, ran.output
+    config = json.loads(next((tmp_path / "out").rglob("test*.json")).read_text())["config"]
+    assert config["search_path"] == "ray-sharded" and config["search_shards"] == 2

@@ -198,6 +198,18 @@ def connect(spec: RaySpec) -> bool:
     return True
 
 
+@contextmanager
+def session(spec: RaySpec) -> Iterator[None]:
+    """The cluster `spec` names, joined (or started) for the whole block and left (shut down) after it, so
+    the steps of one run inside it share one session."""
+    started = connect(spec)
+    try:
+        yield
+    finally:
+        if started:
+            _ray().shutdown()
+
+
 def _actor_count(resources: dict[str, float], gpus_per_worker: float | None) -> tuple[int, dict[str, float]]:
     """How many actors the cluster can run at once, and what each asks for.
 

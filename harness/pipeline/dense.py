@@ -77,8 +77,9 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         from harness.engines.ray_engine import shard_size
 
         chunk_size = shard_size(corpus_lines, config.ray.shards)
-    run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
-                             config, clock, corpus, chunk_size)
+    with _one_ray_session(config):
+        run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
+                                 config, clock, corpus, chunk_size)
     check_corpus(inputs.folder, corpus)
     record = dict(
         model_source=model_source,
@@ -226,6 +227,18 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
             _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset), encoder.normalize)
     return _search(index, encoder.name, queries, query_vectors, depth, top_k,
                    config.index.kind != "flat" or config.compression.compressed, clock)
+
+
+def _one_ray_session(config: EvaluateConfig):
+    """With sharded search, one Ray session for the encoding and the search (a ``--ray-local`` cluster starts
+    once, not twice); otherwise nothing (the encoding joins Ray only if something is left to encode)."""
+    from contextlib import nullcontext
+
+    if _sharded(config, None) is None:
+        return nullcontext()
+    from harness.engines.ray_engine import session
+
+    return session(config.ray)
 
 
 def _sharded(config: EvaluateConfig, entry):
