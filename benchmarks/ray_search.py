@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/ray_search.py [--docs 200000] [--dim 384] [--queries 1000] [--depth 100] [--cpus 2]
+    python benchmarks/ray_search.py --memory    # also the driver's peak RSS each way
     python benchmarks/ray_search.py --smoke     # seconds: 2,000 documents, 50 queries
 
 Random unit vectors are written into an embedding cache entry (chunks of `--chunk` vectors, as an
@@ -18,7 +19,9 @@ of the rounds is printed, as the machine may be loaded by other work):
   the driver merges. Cluster start-up and one warm-up search of one query (workers importing FAISS
   and harness) are not timed: they happen once per run, not per search.
 
-The two runs are compared document for document and score for score.
+The runs are compared document for document and score for score. With `--memory`, the driver's peak
+RSS is measured each way in a fresh process (the local flat index holds every vector; the sharded
+driver holds doc_ids, queries and the merged tops).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +44,7 @@ def _write_entry(root: Path, docs: int, dim: int, chunk: int):
 
     from harness.io.cache import embedding_entry
 
-    entry = embedding_entry(root, {"kind": "corpus", "benchmark": "ray_search", "docs": docs, "dim": dim})
+    entry = embedding_entry(root, _inputs(docs, dim))
     entry.start(chunk)
     rng = np.random.default_rng(0)
     rows, doc_ids = [], []
@@ -76,6 +81,44 @@ def _local(entry, doc_ids, query_ids, queries, depth: int, threads: int | None =
     return run, built - started, time.perf_counter() - built
 
 
+def _inputs(docs: int, dim: int) -> dict:
+    return {"kind": "corpus", "benchmark": "ray_search", "docs": docs, "dim": dim}
+
+
+def _peak_rss(mode: str, root: Path, args) -> int:
+    """In a fresh process (`--measure`): search the entry under `root` as `mode` does; its peak RSS in MiB."""
+    command = [sys.executable, __file__, "--measure", mode, "--entry", str(root), "--docs", str(args.docs),
+               "--dim", str(args.dim), "--queries", str(args.queries), "--depth", str(args.depth),
+               "--cpus", str(args.cpus)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1])
+
+
+def _measure(args) -> int:
+    """The `--measure` child: one search, then its own peak RSS (MiB) as the last word printed."""
+    import numpy as np
+
+    from harness.engines.ray_engine import RaySpec, session
+    from harness.engines.ray_search import search_sharded
+    from harness.io.cache import embedding_entry
+
+    entry = embedding_entry(Path(args.entry), _inputs(args.docs, args.dim))
+    chunk_ids = [ids for ids, _ in entry.chunks(mmap=True)]
+    doc_ids = [doc_id for ids in chunk_ids for doc_id in ids]
+    queries = np.random.default_rng(1).standard_normal((args.queries, args.dim), dtype=np.float32)
+    query_ids = [f"q{i}" for i in range(args.queries)]
+    if args.measure == "driver":
+        _local(entry, doc_ids, query_ids, queries, args.depth)
+    else:
+        with session(RaySpec(local_cpus=args.cpus)):
+            search_sharded(entry, [len(ids) for ids in chunk_ids], doc_ids, query_ids, queries, args.depth)
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork and exec.
+    peak_kb = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                   if line.startswith("VmHWM:"))
+    print(peak_kb // 1024)
+    return 0
+
+
 def main() -> int:
     import numpy as np
 
@@ -91,7 +134,13 @@ def main() -> int:
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--smoke", action="store_true", help="seconds, 2,000 documents: proves the script runs")
+    parser.add_argument("--memory", action="store_true",
+                        help="also the driver's peak RSS, each way, in a fresh process (vectors left in the cache)")
+    parser.add_argument("--measure", choices=["driver", "sharded"], help=argparse.SUPPRESS)
+    parser.add_argument("--entry", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure:
+        return _measure(args)
     print(_smoke.host_line())
     if args.smoke:
         print(_smoke.NOTICE)
@@ -126,17 +175,23 @@ def main() -> int:
         finally:
             if started:
                 ray.shutdown()
+        if args.memory:
+            peaks = {mode: _peak_rss(mode, root, args) for mode in ("driver", "sharded")}
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if ray_tmp is not None:
             shutil.rmtree(ray_tmp, ignore_errors=True)
-    local_best = min(b + s for b, s in zip(local_build, local_search))
+    best_build, best_search = min(zip(local_build, local_search), key=sum)  # the best round, both parts of it
+    local_best = best_build + best_search
     print(f"{args.docs:,} docs x {args.dim} dims ({len(rows)} chunks), {args.queries:,} queries, top {args.depth}, "
           f"best of {args.rounds} alternated rounds:")
-    print(f"  local flat (driver): build {min(local_build):.2f} s + search {min(local_search):.2f} s = "
+    print(f"  local flat (driver): build {best_build:.2f} s + search {best_search:.2f} s = "
           f"{local_best:.2f} s")
     print(f"  local flat, FAISS on 1 thread: search {min(one_thread):.2f} s")
     print(f"  ray-sharded ({shards} shards, {args.cpus}-CPU local cluster): {min(sharded):.2f} s")
+    if args.memory:
+        print(f"driver peak RSS: local flat {peaks['driver']} MiB, ray-sharded {peaks['sharded']} MiB "
+              f"(the vectors: {args.docs * args.dim * 4 / 2**20:.0f} MiB)")
     print(f"sharded / local = {min(sharded) / local_best:.2f}; identical runs: {identical}")
     return 0 if identical else 1
 
