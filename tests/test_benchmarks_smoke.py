@@ -47,6 +47,8 @@ RESULT_LINES = {
     "onnx_backend.py": [r"^  fused graph, signed, per channel +\d", r"^onnx-int8: .* by operator type",
                         rf"^  onnx-int8 +{NUMBER} +{NUMBER}x torch", rf"^  demo +{NUMBER} "],
     "pool.py": [r"^depth +10: \d+ pairs to judge over \d+ queries", r"^judging page: \d+ pairs .* MB$"],
+    "ray_search.py": [rf"^  ray-sharded \(\d+ shards, 2-CPU local cluster\): {NUMBER} s",
+                      r"^sharded / local = .*identical runs: True$"],
     "rerank.py": [rf"^depth +10: +\d+ pairs"],
     "scale.py": [rf"^ +1,000 +\d+ ivf +{NUMBER}", rf"^onnx-int8 +{NUMBER} docs/s"],
     "scifact_reproduction.py": [rf"^nDCG@10 +{NUMBER}", r"^encode throughput: "],

@@ -79,9 +79,11 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
                       nlist=options.pop("nlist"), nprobe=options.pop("nprobe"), pq_m=options.pop("pq_m"),
                       pq_nbits=options.pop("pq_nbits"))
     ray_spec = RaySpec(address=options.pop("ray_address"), local_cpus=options.pop("ray_local"),
-                       shards=options.pop("shards"), gpus_per_worker=options.pop("ray_gpus_per_worker"))
+                       shards=options.pop("shards"), gpus_per_worker=options.pop("ray_gpus_per_worker"),
+                       search=options.pop("ray_search"))
     if options["engine"] != "ray" and ray_spec != RaySpec():
-        raise click.UsageError("--ray-address, --ray-local, --shards and --ray-gpus-per-worker need --engine ray")
+        raise click.UsageError("--ray-address, --ray-local, --shards, --ray-gpus-per-worker and --ray-search need "
+                               "--engine ray")
     rerank = RerankSpec(model=options.pop("rerank_model"), depth=options.pop("rerank_depth"),
                         batch_size=options.pop("rerank_batch_size"), max_length=options.pop("rerank_max_length")) \
         if options.get("rerank_model") else None

@@ -77,8 +77,9 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         from harness.engines.ray_engine import shard_size
 
         chunk_size = shard_size(corpus_lines, config.ray.shards)
-    run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
-                             config, clock, corpus, chunk_size)
+    with _one_ray_session(config):
+        run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
+                                 config, clock, corpus, chunk_size)
     check_corpus(inputs.folder, corpus)
     record = dict(
         model_source=model_source,
@@ -91,7 +92,9 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         threads=config.threads,
         engine=config.engine,
         device=_device_used(encoder, config, corpus.workers),
-        **({"shard_size": chunk_size} if config.engine == "ray" else {}),
+        **({"shard_size": chunk_size, "search_path": quality.get("search_path", "driver")} if config.engine == "ray"
+           else {}),
+        **({"search_shards": int(quality["search_shards"])} if "search_shards" in quality else {}),
     ) | _compression_record(config.compression, quality, encoder.dimension)  # the stored dimension wins
     recalls = {n: v for n, v in quality.items() if n.startswith("recall")}
     if recalls:
@@ -141,11 +144,12 @@ class _IndexBuilder:
 
     def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool,
                  compression: tuple[CompressionSpec, bool] = (CompressionSpec(), True),
-                 calibration_file: Path | None = None):
+                 calibration_file: Path | None = None, sharded=None):
         from harness.retrieval.index import DocIds
 
         self.spec, self.index_file, self.use_cached = spec, index_file, usable
         self.compression, self.calibration_file = compression, calibration_file
+        self.sharded = sharded  # dimension → the ray engine's sharded "index" (`harness.engines.ray_search`)
         self.index = None
         self.loaded_ids, self.loaded_vectors = DocIds(), []
         self.seconds = 0.0
@@ -161,7 +165,9 @@ class _IndexBuilder:
             self.loaded_ids.extend(doc_ids)
             self.loaded_vectors.append(vectors)
         else:
-            if self.index is None:
+            if self.index is None and self.sharded is not None:
+                self.index = self.sharded(vectors.shape[1])
+            elif self.index is None:
                 self.index = CompressedIndex(vectors.shape[1], compression, self.calibration_file) \
                     if compression.compressed else VectorIndex(vectors.shape[1], self.spec)
             self.index.add(doc_ids, vectors)
@@ -169,7 +175,7 @@ class _IndexBuilder:
 
     def reset(self) -> None:
         """Forget everything added (the cache entry being read turned out damaged)."""
-        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file)
+        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file, self.sharded)
 
     def finish(self, writable: bool):
         """The built (or cached) index, or None when no vector was added."""
@@ -204,7 +210,7 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
                                 {"dataset": corpus.dataset})
         builder = _IndexBuilder(config.index, *_cached_index_file(cache_root, entry, config.index,
                                                                    config.compression), compression,
-                                _calibration_file(cache_root, entry, config.compression))
+                                _calibration_file(cache_root, entry, config.compression), _sharded(config, entry))
         _from_cache(entry, builder, corpus)
     encode_seconds = 0.0 if corpus.cached else _encode_missing(encoder, docs, config, entry, builder, fingerprint,
                                                                chunk_size, corpus.workers)
@@ -221,6 +227,32 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
             _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset), encoder.normalize)
     return _search(index, encoder.name, queries, query_vectors, depth, top_k,
                    config.index.kind != "flat" or config.compression.compressed, clock)
+
+
+def _one_ray_session(config: EvaluateConfig):
+    """With sharded search, one Ray session for the encoding and the search (a ``--ray-local`` cluster starts
+    once, not twice); otherwise nothing (the encoding joins Ray only if something is left to encode)."""
+    from contextlib import nullcontext
+
+    if _sharded(config, None) is None:
+        return nullcontext()
+    from harness.engines.ray_engine import session
+
+    return session(config.ray)
+
+
+def _sharded(config: EvaluateConfig, entry):
+    """How the ray engine's sharded search stands in for the flat index (dimension → `ShardedCorpus`), or None
+    where search stays on the driver: another engine, ``ray_search driver``, an approximate index, or vectors the
+    index does not take as cached (compressed, truncated)."""
+    if config.engine != "ray" or config.ray.search != "sharded" or config.index.kind != "flat" \
+            or config.compression.compressed or config.compression.truncate_dim is not None:
+        return None
+    from functools import partial
+
+    from harness.engines.ray_search import ShardedCorpus
+
+    return partial(ShardedCorpus, entry=entry, spec=config.ray)
 
 
 def _cached_index_file(cache_root: Path, entry, spec: IndexSpec,

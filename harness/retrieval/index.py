@@ -271,7 +271,9 @@ class VectorIndex(RowIndex):
         """Retrieve the `depth` highest-scoring documents for each query.
 
         Returns:
-            A Run ranked by score, ties by doc_id descending (trec_eval's order).
+            A Run ranked by score, ties by doc_id descending (trec_eval's order). A flat index keeps, at
+            the cut, the same rule (among equal scores the greater doc_ids), and scores as `exact_top`
+            computes them: the same bits on any machine, thread count or sharding.
         """
         import numpy as np
 
@@ -281,8 +283,15 @@ class VectorIndex(RowIndex):
             return Run.from_scores({query_id: {} for query_id in query_ids}, name=name)
         if self.spec.kind == "hnsw" and self._index.hnsw.efSearch < depth:
             self._index.hnsw.efSearch = depth  # HNSW cannot return more than efSearch results
-        scores, rows = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
+        queries = np.ascontiguousarray(vectors, dtype=np.float32)
         doc_ids = self._doc_ids
+        if self.spec.kind == "flat":  # the same bits however the corpus is ordered or sharded (`exact_top`)
+            stored = _faiss().rev_swig_ptr(self._index.get_xb(), len(self) * self.dimension)
+            stored = stored.reshape(len(self), self.dimension)  # a view of FAISS's own copy, nothing copied
+            scores, rows = exact_top(self._index.search, queries, len(self), depth, doc_ids.__getitem__,
+                                     stored.__getitem__)
+        else:
+            scores, rows = self._index.search(queries, depth)
         results = {}
         for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist()):
             # FAISS pads with row -1 when it has fewer than `depth` results.
@@ -374,6 +383,87 @@ def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> 
         best_rows = np.take_along_axis(best_rows, keep, axis=1)
         start += len(chunk)
     return best_scores, best_rows
+
+
+# FAISS finds the candidates; a document it scores within this fraction of the cut (relative to the cut's and the
+# top score's size) may still belong in the top once scores are recomputed (its float32 scores differ from the
+# exact ones by ~1e-7 on unit vectors, and by kernel and thread count), so it is a candidate.
+RESCORE_MARGIN = 1e-5
+
+
+def _ranked(scores, rows, doc_id, depth: int) -> tuple[list[float], list[int]]:
+    """One query's candidates in the run's order (score, then doc_id, descending), the first `depth`."""
+    import numpy as np
+
+    order = np.argsort(-scores, kind="stable")
+    if len(order) <= depth or scores[order[depth]] != scores[order[depth - 1]]:
+        return scores[order[:depth]].tolist(), rows[order[:depth]].tolist()  # the cut falls between two scores
+    best = sorted(zip(scores.tolist(), (doc_id(row) for row in rows.tolist()), rows.tolist()), reverse=True)[:depth]
+    return [score for score, _, _ in best], [row for _, _, row in best]
+
+
+def exact_top(search, queries: np.ndarray, n: int, depth: int, doc_id, vectors) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top `depth` of every query over `n` vectors, the same bits wherever it runs.
+
+    FAISS finds the candidates: every document it scores above the cut or within `RESCORE_MARGIN` of it
+    (searching deeper until none is left out). Their scores are then recomputed one way — float64 dot
+    products rounded to float32 — since FAISS's own float32 scores change in the last bits with its
+    kernels, the thread count and the shape of the search (a shard vs the whole corpus). At the cut,
+    among equal scores, the greater doc_ids are kept (the run's own tie order, trec_eval's), so the
+    result is the first `depth` of the complete ranking whatever the order of the vectors (FAISS alone
+    keeps whichever tie its heap met first).
+
+    Args:
+        search: FAISS search over the vectors, ``(queries, k) -> (scores, rows)``.
+        queries: float32 query vectors.
+        n: How many vectors `search` searches.
+        depth: Documents kept per query.
+        doc_id: row → doc_id (asked only where equal scores straddle the cut).
+        vectors: rows (an int64 array) → their float32 vectors.
+
+    Returns:
+        (scores, rows), (queries, min(depth, n)); rows in no particular order within a query.
+    """
+    import numpy as np
+
+    depth = min(depth, n)
+    k = min(depth + 1 + depth // 8, n)  # a little deeper than kept: few queries need a second search
+    scores, rows = search(queries, k)
+    top_scores = np.empty((len(queries), depth), dtype=np.float32)
+    top_rows = np.empty((len(queries), depth), dtype=np.int64)
+    for i, query in enumerate(queries):
+        found_scores, found_rows = scores[i], rows[i]
+        cut, best = float(found_scores[depth - 1]), float(found_scores[0])
+        floor = cut - RESCORE_MARGIN * (abs(cut) + abs(best))
+        wide = k
+        while wide < n and found_scores[-1] >= floor:  # a candidate may lie deeper than FAISS returned
+            wide = min(2 * wide, n)
+            deeper = search(query[None, :], wide)
+            found_scores, found_rows = deeper[0][0], deeper[1][0]
+        candidates = found_rows[found_scores >= floor]
+        exact = (np.asarray(vectors(candidates), dtype=np.float64) @ query.astype(np.float64)).astype(np.float32)
+        top_scores[i], top_rows[i] = _ranked(exact, candidates, doc_id, depth)
+    return top_scores, top_rows
+
+
+def merge_top(parts: Sequence[tuple[np.ndarray, np.ndarray]], depth: int, doc_id) -> tuple[np.ndarray, np.ndarray]:
+    """Merge per-query tops over disjoint sets of rows, each `exact_top` of its set, into the top `depth` of
+    their union by the same rule (score descending, then doc_id descending at the cut)."""
+    import numpy as np
+
+    scores = np.concatenate([part[0] for part in parts], axis=1)
+    rows = np.concatenate([part[1] for part in parts], axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    scores, rows = np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
+    if scores.shape[1] <= depth:
+        return scores, rows
+    tied = np.flatnonzero(scores[:, depth] == scores[:, depth - 1])
+    scores, rows = scores[:, :depth].copy(), rows[:, :depth].copy()
+    for i in tied:  # every candidate of this query, ranked by the full rule
+        all_scores = np.concatenate([part[0][i] for part in parts])
+        all_rows = np.concatenate([part[1][i] for part in parts])
+        scores[i], rows[i] = _ranked(all_scores, all_rows, doc_id, depth)
+    return scores, rows
 
 
 def serialized_size(index: Any) -> int:
