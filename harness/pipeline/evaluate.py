@@ -55,6 +55,7 @@ from harness.pipeline.stages import (
     Inputs,
     check_corpus,
     checked_corpus,
+    cost_record,
 )
 
 logger = logging.getLogger(__name__)
@@ -286,6 +287,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     if config.rerank is not None:
         with clock.stage("rerank"):
             scored_run, stage.record["rerank"] = rerank_stage(config, scored_run, inputs.queries, folder)
+        if 0 < stage.record["rerank"]["pairs"] == stage.record["rerank"]["cached_pairs"]:
+            clock.mark_cached("rerank")  # every pair's score read from the score cache
     with clock.stage("score"):
         evaluation = evaluate(inputs.qrels, scored_run, standard_metrics(stored_k))
     if evaluation.n_unjudged:
@@ -440,6 +443,7 @@ def _result(config: EvaluateConfig, inputs: Inputs, stage: FirstStage, evaluatio
         fingerprints={"corpus": stage.corpus.sha256,
                       **{name: digest.hexdigest() for name, digest in inputs.digests.items()}},
         timings=clock.rounded(),
+        cost=cost_record(clock, stage, evaluation.n_queries),
         versions=versions(),
         host=host_info(config.threads),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 from harness.io.cache import cache_dir, embedding_entry
 from harness.retrieval.encode import HASH_PREFIX, model_folder, resolve_model_source
 from harness.errors import HarnessError
 from harness.io.formats import BeirFolder, content_digest
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
+from harness.metering import latency_record, search_latencies, tree_bytes
 from harness.records import Query, Run, doc_text
 from harness.pipeline.config import BM25_MODEL, EvaluateConfig, first_device, run_model_name
 from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
@@ -34,8 +36,9 @@ def is_sparse_model(config: EvaluateConfig) -> bool:
 
 
 def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, queries: list[Query],
-                     depth: int) -> tuple[Run, dict]:
-    """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search."""
+                     depth: int, clock: Clock, cost: dict[str, object]) -> tuple[Run, dict]:
+    """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search; the
+    phases on `clock`, what else it cost into `cost`."""
     from harness.io.cache import CacheCorrupt as Corrupt
     from harness.retrieval.encode import chunked
     from harness.retrieval.learned_sparse import SparseIndex, SparseModel
@@ -44,9 +47,11 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusS
     if spec.backend != "torch":
         raise HarnessError(f"backend {spec.backend} is for dense models; a sparse encoder runs with torch")
     source = resolve_model_source(config.model)
-    model = SparseModel(run_model_name(config), source, spec.batch_size, first_device(config), spec.precision,
-                        spec.max_seq_length)
+    with clock.stage("load"):
+        model = SparseModel(run_model_name(config), source, spec.batch_size, first_device(config), spec.precision,
+                            spec.max_seq_length)
     index = SparseIndex()
+    started = time.perf_counter()
     entry = embedding_entry(cache_dir(config.cache_dir), {
         "kind": "sparse-corpus", "model": model.fingerprint(), "text_rule": DOC_TEXT_RULE, "dtype": "float32",
         "corpus_sha256": corpus.sha256}, {"dataset": corpus.dataset}, sparse=True) if config.cache else None
@@ -60,7 +65,9 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusS
             logger.warning("damaged cache entry, recomputing: %s", exc)
             entry.drop()
             index, corpus.n_docs, corpus.unseen = SparseIndex(), 0, set(corpus.judged)
-    if not corpus.cached:
+    if corpus.cached:
+        clock.mark_cached("encode_corpus")
+    else:
         chunk_size = min(config.chunk_size, SPARSE_CHUNK)
         if entry is not None:
             entry.start(chunk_size)
@@ -80,8 +87,17 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusS
             index.add(doc_ids, rows)
         if entry is not None and len(index):
             entry.finish(n_chunks, len(index), index.dimension)
-    query_rows = model.encode_queries([query.text for query in queries])
-    run = index.search([query.query_id for query in queries], query_rows, depth, name=model.name)
+    clock.add("encode_corpus", time.perf_counter() - started)  # reading, encoding and adding rows interleave
+    with clock.stage("encode_queries"):
+        query_rows = model.encode_queries([query.text for query in queries])
+    query_ids = [query.query_id for query in queries]
+    with clock.stage("search"):
+        run = index.search(query_ids, query_rows, depth, name=model.name)
+    with clock.stage("latency_probe"):
+        seconds = search_latencies(lambda i: index.search(query_ids[i:i + 1], query_rows[i:i + 1], depth),
+                                   len(query_ids), clock.seconds["search"])
+    cost["search_latency"] = latency_record(seconds, len(query_ids))
+    cost["cache_bytes"] = tree_bytes([entry.root]) if entry is not None else None
     return run, {"model_source": source, "retriever": "learned-sparse", **index.stats(query_rows),
                  "dimension": index.dimension, "batch_size": spec.batch_size, "doc_text": DOC_TEXT_RULE,
                  "embedding_cache": "hit" if corpus.cached else ("stored" if config.cache else "off"),
@@ -101,14 +117,18 @@ def bm25_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock)
         check_corpus(inputs.folder, corpus)
     with clock.stage("search"):
         run = retriever.search(inputs.queries, depth)
-    return FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config())
+    with clock.stage("latency_probe"):
+        seconds = search_latencies(lambda i: retriever.search(inputs.queries[i:i + 1], depth), len(inputs.queries),
+                                   clock.seconds["search"])
+    cost = {"search_latency": latency_record(seconds, len(inputs.queries))}
+    return FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config(), cost=cost)
 
 
 def learned_sparse_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock) -> FirstStage:
     """A SparseEncoder: rows from the cache or encoded, exact search (`_retrieve_sparse`)."""
     with clock.stage("load"):
         corpus = inputs.corpus_state(content_digest(inputs.folder.corpus, check_ids=True)[0])
-    with clock.stage("encode"):
-        run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth)
-        check_corpus(inputs.folder, corpus)
-    return FirstStage(run, corpus, run_model_name(config), record)
+    cost: dict[str, object] = {}
+    run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth, clock, cost)
+    check_corpus(inputs.folder, corpus)
+    return FirstStage(run, corpus, run_model_name(config), record, cost=cost)
