@@ -7,8 +7,8 @@ return in its cost record (`harness.reporting.report.Result.cost`; the fields ar
 throughput a batch evaluation gets, the ``search`` phase): afterwards a fixed sample of at most
 `LATENCY_SAMPLE` queries, evenly spaced over the judged queries in file order, is searched again **one query
 at a time**, and each query's wall time is one latency (`LATENCY_DEFINITION`). The probe stops early once it
-has spent `LATENCY_BUDGET` times the batch search's time (at least `LATENCY_FLOOR_SECONDS`), so it never costs
-much more than the search did; the number of queries measured is recorded with the percentiles.
+has spent `LATENCY_BUDGET` times the batch search's time (at least `LATENCY_FLOOR_SECONDS`), so it adds at most
+about that; the number of queries measured is recorded with the percentiles.
 """
 
 from __future__ import annotations
