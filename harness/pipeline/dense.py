@@ -20,11 +20,11 @@ from harness.io.formats import content_digest
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
-from harness.metering import latency_record, search_latencies, tree_bytes
+from harness.metering import tree_bytes
 from harness.records import Doc, Query, Run
 from harness.pipeline.config import EvaluateConfig, load_model
 from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
-    checked_corpus
+    checked_corpus, probe_latency
 
 logger = logging.getLogger(__name__)
 
@@ -335,10 +335,8 @@ def _search(index, name: str, queries: list[Query], query_vectors, depth: int, t
     query_ids = [query.query_id for query in queries]
     with clock.stage("search"):
         run = index.search(query_ids, query_vectors, depth, name=name)
-    with clock.stage("latency_probe"):
-        seconds = search_latencies(lambda i: index.search(query_ids[i:i + 1], query_vectors[i:i + 1], depth),
-                                   len(query_ids), clock.seconds["search"])
-    cost["search_latency"] = latency_record(seconds, len(query_ids))
+    probe_latency(clock, cost, lambda i: index.search(query_ids[i:i + 1], query_vectors[i:i + 1], depth),
+                  len(query_ids))
     quality: dict[str, float] = index.facts()
     if approximate:
         with clock.stage("exact_search"):

@@ -14,11 +14,11 @@ from harness.retrieval.encode import HASH_PREFIX, model_folder, resolve_model_so
 from harness.errors import HarnessError
 from harness.io.formats import BeirFolder, content_digest
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
-from harness.metering import latency_record, search_latencies, tree_bytes
+from harness.metering import tree_bytes
 from harness.records import Query, Run, doc_text
 from harness.pipeline.config import BM25_MODEL, EvaluateConfig, first_device, run_model_name
 from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
-    checked_corpus
+    checked_corpus, probe_latency
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +35,52 @@ def is_sparse_model(config: EvaluateConfig) -> bool:
         model_kind(model_folder(config.model)) == "sparse-encoder"
 
 
+def _sparse_rows(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, model, entry):
+    """The sparse index of the corpus: its rows from a complete cache entry, or encoded chunk by chunk (reusing
+    the chunks a killed run finished) and stored."""
+    from harness.io.cache import CacheCorrupt as Corrupt
+    from harness.retrieval.encode import chunked
+    from harness.retrieval.learned_sparse import SparseIndex
+
+    index = SparseIndex()
+    if entry is not None and entry.complete:
+        try:
+            for doc_ids, rows in entry.chunks():
+                corpus.tick(doc_ids)
+                index.add(doc_ids, rows)
+            corpus.cached = True
+            return index
+        except Corrupt as exc:
+            logger.warning("damaged cache entry, recomputing: %s", exc)
+            entry.drop()
+            index, corpus.n_docs, corpus.unseen = SparseIndex(), 0, set(corpus.judged)
+    chunk_size = min(config.chunk_size, SPARSE_CHUNK)
+    if entry is not None:
+        entry.start(chunk_size)
+    n_chunks = 0
+    for n_chunks, chunk in enumerate(chunked(checked_corpus(folder, corpus), chunk_size), start=1):
+        doc_ids = [doc.doc_id for doc in chunk]
+        rows = None
+        if entry is not None and entry.chunk_ids(n_chunks - 1) == doc_ids:
+            try:
+                rows = entry.read_chunk(n_chunks - 1)[1]  # a killed run's finished chunk
+            except Corrupt:
+                rows = None
+        if rows is None:
+            rows = model.encode_docs([doc_text(doc) for doc in chunk])
+            if entry is not None:
+                entry.write_chunk(n_chunks - 1, doc_ids, rows)
+        index.add(doc_ids, rows)
+    if entry is not None and len(index):
+        entry.finish(n_chunks, len(index), index.dimension)
+    return index
+
+
 def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, queries: list[Query],
                      depth: int, clock: Clock, cost: dict[str, object]) -> tuple[Run, dict]:
     """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search; the
     phases on `clock`, what else it cost into `cost`."""
-    from harness.io.cache import CacheCorrupt as Corrupt
-    from harness.retrieval.encode import chunked
-    from harness.retrieval.learned_sparse import SparseIndex, SparseModel
+    from harness.retrieval.learned_sparse import SparseModel
 
     spec = config.encoder
     if spec.backend != "torch":
@@ -50,53 +89,22 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusS
     with clock.stage("load"):
         model = SparseModel(run_model_name(config), source, spec.batch_size, first_device(config), spec.precision,
                             spec.max_seq_length)
-    index = SparseIndex()
     started = time.perf_counter()
     entry = embedding_entry(cache_dir(config.cache_dir), {
         "kind": "sparse-corpus", "model": model.fingerprint(), "text_rule": DOC_TEXT_RULE, "dtype": "float32",
         "corpus_sha256": corpus.sha256}, {"dataset": corpus.dataset}, sparse=True) if config.cache else None
-    if entry is not None and entry.complete:
-        try:
-            for doc_ids, rows in entry.chunks():
-                corpus.tick(doc_ids)
-                index.add(doc_ids, rows)
-            corpus.cached = True
-        except Corrupt as exc:
-            logger.warning("damaged cache entry, recomputing: %s", exc)
-            entry.drop()
-            index, corpus.n_docs, corpus.unseen = SparseIndex(), 0, set(corpus.judged)
+    index = _sparse_rows(config, folder, corpus, model, entry)
+    # Reading cached rows is loading; otherwise reading, encoding and adding rows interleave.
+    clock.add("load" if corpus.cached else "encode_corpus", time.perf_counter() - started)
     if corpus.cached:
         clock.mark_cached("encode_corpus")
-    else:
-        chunk_size = min(config.chunk_size, SPARSE_CHUNK)
-        if entry is not None:
-            entry.start(chunk_size)
-        n_chunks = 0
-        for n_chunks, chunk in enumerate(chunked(checked_corpus(folder, corpus), chunk_size), start=1):
-            doc_ids = [doc.doc_id for doc in chunk]
-            rows = None
-            if entry is not None and entry.chunk_ids(n_chunks - 1) == doc_ids:
-                try:
-                    rows = entry.read_chunk(n_chunks - 1)[1]  # a killed run's finished chunk
-                except Corrupt:
-                    rows = None
-            if rows is None:
-                rows = model.encode_docs([doc_text(doc) for doc in chunk])
-                if entry is not None:
-                    entry.write_chunk(n_chunks - 1, doc_ids, rows)
-            index.add(doc_ids, rows)
-        if entry is not None and len(index):
-            entry.finish(n_chunks, len(index), index.dimension)
-    clock.add("encode_corpus", time.perf_counter() - started)  # reading, encoding and adding rows interleave
     with clock.stage("encode_queries"):
         query_rows = model.encode_queries([query.text for query in queries])
     query_ids = [query.query_id for query in queries]
     with clock.stage("search"):
         run = index.search(query_ids, query_rows, depth, name=model.name)
-    with clock.stage("latency_probe"):
-        seconds = search_latencies(lambda i: index.search(query_ids[i:i + 1], query_rows[i:i + 1], depth),
-                                   len(query_ids), clock.seconds["search"])
-    cost["search_latency"] = latency_record(seconds, len(query_ids))
+    probe_latency(clock, cost, lambda i: index.search(query_ids[i:i + 1], query_rows[i:i + 1], depth),
+                  len(query_ids))
     cost["cache_bytes"] = tree_bytes([entry.root]) if entry is not None else None
     return run, {"model_source": source, "retriever": "learned-sparse", **index.stats(query_rows),
                  "dimension": index.dimension, "batch_size": spec.batch_size, "doc_text": DOC_TEXT_RULE,
@@ -117,10 +125,8 @@ def bm25_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock)
         check_corpus(inputs.folder, corpus)
     with clock.stage("search"):
         run = retriever.search(inputs.queries, depth)
-    with clock.stage("latency_probe"):
-        seconds = search_latencies(lambda i: retriever.search(inputs.queries[i:i + 1], depth), len(inputs.queries),
-                                   clock.seconds["search"])
-    cost = {"search_latency": latency_record(seconds, len(inputs.queries))}
+    cost: dict[str, object] = {}
+    probe_latency(clock, cost, lambda i: retriever.search(inputs.queries[i:i + 1], depth), len(inputs.queries))
     return FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config(), cost=cost)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from harness.errors import DatasetError
 from harness.io.formats import BeirFolder, iter_corpus
-from harness.metering import peak_rss, per_second
+from harness.metering import latency_record, peak_rss, per_second, search_latencies
 from harness.records import Doc, Qrels, Query, Run
 from harness.pipeline.config import EvaluateConfig
 
@@ -74,6 +74,14 @@ class Clock:
         encode = self.seconds["encode_corpus"] + self.seconds["encode_queries"]
         return {name: round(seconds, 4) for name, seconds in
                 {**self.seconds, "encode": encode, "total": time.perf_counter() - self._started}.items()}
+
+
+def probe_latency(clock: Clock, cost: dict[str, object], search_one, n_queries: int) -> None:
+    """After the batch search: search a sample of the queries one at a time (`search_one(position)`) and put
+    their latency into `cost` (`harness.metering.search_latencies`); the probe's time is its own phase."""
+    with clock.stage("latency_probe"):
+        seconds = search_latencies(search_one, n_queries, clock.seconds["search"])
+    cost["search_latency"] = latency_record(seconds, n_queries)
 
 
 def checked_corpus(folder: BeirFolder, corpus: CorpusState, digest=None) -> Iterator[Doc]:
