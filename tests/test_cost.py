@@ -172,3 +172,14 @@ def test_the_html_page_carries_the_cost_table(tiny_beir, tmp_path):
     cost = page["cost"]
     assert cost["header"][:4] == ["dataset", "system", "nDCG@3", "wall s"] and len(cost["rows"]) == 1
     assert cost["rows"][0][:2] == ["tiny", "bm25"] and cost["notes"]
+
+
+def test_evaluate_logs_one_cost_line(tiny_beir, tmp_path):
+    args = ["-v", "evaluate", str(tiny_beir), "--model", "hash:64", "--cache-dir", str(tmp_path / "cache"),
+            "--output-dir", str(tmp_path / "results")]
+    CliRunner().invoke(cli, args)
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.stderr.splitlines() if "cost: " in line]
+    assert " s wall · load " in line and "encode corpus cached · encode queries cached" in line
+    assert "search latency p50/p95/p99 " in line and "peak RSS " in line and "MiB" in line

@@ -159,3 +159,22 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
     if fmt == "latex":
         return latex_table(header, body)
     return markdown_table(header, body, COST_NOTES)
+
+
+def cost_summary(result: Result) -> str | None:
+    """One line of what a run cost, for `evaluate`'s log (None for a result without a cost record)."""
+    if not result.cost:
+        return None
+    row = _row(result, result.label or result.model, "")
+    cells = _cells(row, 4)
+    phases = " · ".join(f"{label[:-2]} {cells[phase]}{'' if cells[phase] == 'cached' else ' s'}"
+                        for phase, label in PHASES if row.phases.get(phase) is not None)
+    parts = [f"{cells['wall']} s wall", phases]
+    if row.docs_per_s is not None:
+        parts.append(f"{cells['docs_per_s']} docs/s")
+    if row.latency_ms.get("p50") is not None:
+        parts.append(f"search latency p50/p95/p99 {cells['p50']}/{cells['p95']}/{cells['p99']} ms")
+    parts.append(f"peak RSS {cells['peak_rss']}")
+    if row.tokens is not None:
+        parts.append(f"{cells['tokens']} tokens" + (f", price {cells['price']}" if row.price is not None else ""))
+    return "cost: " + " · ".join(parts)
