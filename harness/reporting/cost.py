@@ -25,8 +25,8 @@ PHASES = (("load", "load s"), ("encode_corpus", "encode corpus s"), ("encode_que
           ("index", "index s"), ("search", "search s"), ("rerank", "rerank s"), ("score", "score s"))
 OPTIONAL = ("rerank", "tokens", "price")  # columns shown only when some row has a value
 COST_NOTES = (
-    "phase seconds and wall time are the result's `timings`; cached: read from the embedding, index or score cache "
-    "(0 s of work); docs/s: corpus documents / seconds of the phase that turned them into vectors (encode corpus; "
+    "phase seconds and wall time are the result's timings; cached: read from the embedding, index or score cache "
+    "(no work done); docs/s: corpus documents / seconds of the phase that made them searchable (encode corpus; "
     "BM25: index); search latency: the wall time of searching one query alone, on an evenly spaced sample of at "
     "most 100 judged queries (query encoding excluded; the per-query values are in the result file); peak RSS: the "
     "evaluating process's peak resident memory when the run ended (bench evaluates in one process: its peak so "
