@@ -133,6 +133,10 @@ class Comparison:
     def columns(self) -> list[str]:
         return [*self.models, *self.published_columns, *self.delta_columns]
 
+    def render(self, fmt: str = "markdown", digits: int = 4, by: str = "dataset") -> str:
+        """The table as text: ``markdown``, ``latex``, ``csv`` or ``json`` (module-level `render`)."""
+        return render(self, fmt, digits, by)
+
     def value(self, dataset: str, column: str) -> float | None:
         if column in self.delta_columns:
             label, published_column = self.delta_columns[column]
