@@ -139,6 +139,10 @@ def test_report_cost_shows_quality_beside_cost_in_every_format(tiny_beir, tmp_pa
     assert "\\begin{tabular}" in _cost_report(root, "latex")
     data = json.loads(_cost_report(root, "json"))
     assert {row["system"] for row in data["rows"]} == {"bm25", "hash:64"} and data["notes"]
+    import harness
+
+    api_rows = harness.cost(root, "nDCG@3")  # the Python API gives the rows the CLI renders
+    assert [row.to_json() for row in api_rows] == data["rows"]
 
 
 def test_results_without_a_cost_record_show_a_dash_and_do_not_break(tiny_beir, tmp_path):

@@ -101,9 +101,10 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         _report_compression(results, metric, fmt, digits, split, out, plot)
         return
     if with_cost:
-        from harness.reporting.cost import cost_rows, render_cost
+        from harness.api import cost
+        from harness.reporting.cost import render_cost
 
-        _emit(render_cost(cost_rows(results, metric, split), metric, fmt, digits), out, None, None)
+        _emit(render_cost(cost(results, metric, split=split), metric, fmt, digits), out, None, None)
         return
     if check_published:
         checks = run_checks(results, metric, tolerance=tolerance, split=split)
