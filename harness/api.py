@@ -42,7 +42,7 @@ __all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "poo
            "score"]
 # The other commands (issue 33): see the block below `score`.
 __all__ += ["Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
-            "compression", "convert", "coverage", "crosscheck", "demo", "environment",
+            "compression", "convert", "cost", "coverage", "crosscheck", "demo", "environment",
             "download_dataset", "export", "fuse", "import_dataset", "inspect_results", "list_datasets",
             "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
             "third_party_bars", "validate"]
@@ -452,6 +452,28 @@ def compression(results: Iterable[Result | str | Path] | str | Path = ("results"
     from harness.reporting.compression import compression_rows
 
     return compression_rows(_results(results), _result_metric(metric), split)
+
+
+def cost(results: Iterable[Result | str | Path] | str | Path = ("results",), metric: str = "nDCG@10", *,
+         split: str | None = None) -> list:
+    """Quality beside cost (``report --cost``): per result the metric and what the run cost.
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        metric: The quality column.
+        split: The split; default each dataset's evaluation split.
+
+    Returns:
+        One `harness.reporting.cost.CostRow` per result: seconds per phase and which were cached, wall time,
+        documents/s, search latency p50/p95/p99, peak RSS, index and cache bytes, an endpoint's tokens and price
+        (None where the result recorded none: results written before cost records).
+
+    Raises:
+        HarnessError: No result of that split.
+    """
+    from harness.reporting.cost import cost_rows
+
+    return cost_rows(_results(results), _result_metric(metric), split)
 
 
 def report_page(results: Iterable[Result | str | Path] | str | Path = ("results",), out: str | Path | None = None,

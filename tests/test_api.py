@@ -266,6 +266,7 @@ def test_bench_from_python_scores_as_pytrec_eval(tiny_beir, tmp_path, monkeypatc
     (["report", "r", "--format", "html"], "report_page"),
     (["report", "r", "--check-published"], "check_published"),
     (["report", "r", "--compression"], "compression"),
+    (["report", "r", "--cost"], "cost"),
     (["export", "r", "--format", "csv"], "export"),
     (["pool", "d", "--systems", "bm25", "--out", "p"], "pool"),
     (["judgments", "merge", ".", "a.csv"], "merge_judgments"),
@@ -297,7 +298,7 @@ def test_the_commands_call_the_api(argv, function, monkeypatch, tmp_path):
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(harness.api, function, spy)
-    if function in ("report", "report_page", "check_published", "compression", "inspect_results"):  # read first
+    if function in ("report", "report_page", "check_published", "compression", "cost", "inspect_results"):
         monkeypatch.setattr("harness.reporting.comparison.load_results", lambda *a, **k: [None])
     result = CliRunner().invoke(cli, argv)
     assert isinstance(result.exception, Called), result.output

@@ -351,3 +351,21 @@ def test_the_chart_uses_its_width_and_the_dataset_column_stays_in_view(tmp_path)
     finally:
         browser.close()
         manager.stop()
+
+
+@pytest.mark.browser
+def test_the_cost_table_is_drawn_beside_the_quality_in_chromium(results_dir, tmp_path):
+    sync_api = _chromium()
+    path = tmp_path / "page.html"
+    path.write_text(render_page(build_page(load_results([results_dir]), PageOptions(metric="nDCG@3"))),
+                    encoding="utf-8")
+    manager, browser, page, problems = _open(sync_api, path)
+    try:
+        header = page.eval_on_selector_all("#cost-table thead th", "cells => cells.map(c => c.textContent)")
+        assert header[:4] == ["dataset", "system", "nDCG@3", "wall s"] and "p99 ms" in header and "peak RSS" in header
+        rows = page.eval_on_selector_all("#cost-table tbody tr", "rows => rows.map(r => r.children[1].textContent)")
+        assert sorted(rows) == ["bm25", "bm25", "hash:64", "hash:64"]
+        assert "MiB" in page.text_content("#cost-table tbody") and problems == []
+    finally:
+        browser.close()
+        manager.stop()

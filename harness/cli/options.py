@@ -209,6 +209,11 @@ def show_outcome(outcome, as_json: bool) -> None:
         click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
     else:
         click.echo(format_metrics_table(outcome.result))
+    from harness.reporting.cost import cost_summary
+
+    summary = cost_summary(outcome.result)
+    if summary:
+        logger.info(summary)
     if outcome.paths:
         logger.info("wrote %s and %s", *outcome.paths)
 

@@ -59,6 +59,9 @@ logger = logging.getLogger("harness")
 @click.option("--compression", is_flag=True,
               help="Quality against storage: each dimension and precision of a model with its bytes per document and "
                    "the % of its float32 full-dimension score retained.")
+@click.option("--cost", "with_cost", is_flag=True,
+              help="Quality beside cost: per result the metric, seconds per phase (or 'cached'), wall time, docs/s, "
+                   "search latency p50/p95/p99, peak RSS, index and cache size, an endpoint's tokens and price.")
 @click.option("--allow-mixed-data", is_flag=True,
               help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
                    "of their own, 'scifact [data 1a2b3c4d]', instead of an error.")
@@ -66,7 +69,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
            with_published: bool, published_systems: list[str], published_from: tuple[Path, ...],
            check_published: bool, tolerance: float | None,
            baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None,
-           worst: int, compression: bool, allow_mixed_data: bool) -> None:
+           worst: int, compression: bool, with_cost: bool, allow_mixed_data: bool) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
     PATHS are result files or folders searched recursively (default: results/). Reads result
@@ -83,6 +86,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         beir-harness report --check-published
         beir-harness report --significance bm25 --plot comparison.png
         beir-harness report --compression --plot compression.png
+        beir-harness report --cost --format latex --out cost.tex
         beir-harness report results/ --format html --out results.html --published --significance bm25
     """
     from harness.api import check_published as run_checks
@@ -95,6 +99,12 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         return
     if compression:
         _report_compression(results, metric, fmt, digits, split, out, plot)
+        return
+    if with_cost:
+        from harness.api import cost
+        from harness.reporting.cost import render_cost
+
+        _emit(render_cost(cost(results, metric, split=split), metric, fmt, digits), out, None, None)
         return
     if check_published:
         checks = run_checks(results, metric, tolerance=tolerance, split=split)

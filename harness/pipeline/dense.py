@@ -20,10 +20,11 @@ from harness.io.formats import content_digest
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
+from harness.metering import tree_bytes
 from harness.records import Doc, Query, Run
 from harness.pipeline.config import EvaluateConfig, load_model
 from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
-    checked_corpus
+    checked_corpus, probe_latency
 
 logger = logging.getLogger(__name__)
 
@@ -77,9 +78,10 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         from harness.engines.ray_engine import shard_size
 
         chunk_size = shard_size(corpus_lines, config.ray.shards)
+    cost: dict[str, object] = {}
     with _one_ray_session(config):
         run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
-                                 config, clock, corpus, chunk_size)
+                                 config, clock, corpus, chunk_size, cost)
     check_corpus(inputs.folder, corpus)
     record = dict(
         model_source=model_source,
@@ -99,7 +101,9 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
     recalls = {n: v for n, v in quality.items() if n.startswith("recall")}
     if recalls:
         logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in recalls.items()))
-    return FirstStage(run, corpus, encoder.name, record, quality, config)
+    if "endpoint_usage" in record:
+        cost["endpoint"] = dict(record["endpoint_usage"])  # requests, tokens, retries (and cost, with a price)
+    return FirstStage(run, corpus, encoder.name, record, quality, config, cost)
 
 
 def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimension: int) -> dict[str, object]:
@@ -153,6 +157,7 @@ class _IndexBuilder:
         self.index = None
         self.loaded_ids, self.loaded_vectors = DocIds(), []
         self.seconds = 0.0
+        self.from_cache = False  # the index was read from the cache, not built
 
     def add(self, doc_ids: list[str], vectors) -> None:
         from harness.retrieval.compress import CompressedIndex
@@ -181,7 +186,8 @@ class _IndexBuilder:
         """The built (or cached) index, or None when no vector was added."""
         built = time.perf_counter()
         if self.use_cached and self.loaded_vectors:
-            self.index = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors, writable)
+            self.index, self.from_cache = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors,
+                                                      writable)
             self.loaded_vectors.clear()
         elif self.index is not None:
             self.index.build()
@@ -196,8 +202,9 @@ class _IndexBuilder:
 
 def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth: int, top_k: int,
               config: EvaluateConfig, clock: Clock, corpus: CorpusState,
-              chunk_size: int) -> tuple[Run, dict[str, float]]:
-    """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search."""
+              chunk_size: int, cost: dict[str, object]) -> tuple[Run, dict[str, float]]:
+    """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search;
+    what it cost beyond the clock's phases goes into `cost`."""
     started = time.perf_counter()
     fingerprint = encoder.fingerprint() if config.cache else None
     cache_root = cache_dir(config.cache_dir) if fingerprint is not None else None
@@ -217,16 +224,27 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
     index = builder.finish(entry is not None and entry.writable)
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
-    clock.add("encode", encode_seconds)
+    clock.add("encode_corpus", encode_seconds)
     clock.add("index", builder.seconds)
     clock.add("load", corpus_seconds - encode_seconds - builder.seconds)
+    if corpus.cached:
+        clock.mark_cached("encode_corpus")
+    if builder.from_cache:
+        clock.mark_cached("index")
     if index is None:
         return Run.from_scores({}), {}
-    with clock.stage("encode"):
-        query_vectors = config.compression.prepare(
-            _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset), encoder.normalize)
-    return _search(index, encoder.name, queries, query_vectors, depth, top_k,
-                   config.index.kind != "flat" or config.compression.compressed, clock)
+    with clock.stage("encode_queries"):
+        vectors, queries_cached, queries_entry = _query_vectors(encoder, queries, cache_root, fingerprint,
+                                                                corpus.dataset)
+        query_vectors = config.compression.prepare(vectors, encoder.normalize)
+    if queries_cached:
+        clock.mark_cached("encode_queries")
+    run, quality = _search(index, encoder.name, queries, query_vectors, depth, top_k,
+                           config.index.kind != "flat" or config.compression.compressed, clock, cost)
+    cost["index_bytes"] = int(quality.pop("index_bytes", 0)) or None
+    if cache_root is not None:
+        cost["cache_bytes"] = tree_bytes([entry.root, queries_entry, builder.index_file, builder.calibration_file])
+    return run, quality
 
 
 def _one_ray_session(config: EvaluateConfig):
@@ -341,13 +359,16 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
 
 
 def _search(index, name: str, queries: list[Query], query_vectors, depth: int, top_k: int, approximate: bool,
-            clock: Clock) -> tuple[Run, dict[str, float]]:
-    """Search the index; an approximate one is also measured against exact search on the same vectors."""
+            clock: Clock, cost: dict[str, object]) -> tuple[Run, dict[str, float]]:
+    """Search the index (then a sample of queries alone, for their latency, into `cost`); an approximate one is
+    also measured against exact search on the same vectors."""
     from harness.retrieval.index import recall_of_exact
 
     query_ids = [query.query_id for query in queries]
     with clock.stage("search"):
         run = index.search(query_ids, query_vectors, depth, name=name)
+    probe_latency(clock, cost, lambda i: index.search(query_ids[i:i + 1], query_vectors[i:i + 1], depth),
+                  len(query_ids))
     quality: dict[str, float] = index.facts()
     if approximate:
         with clock.stage("exact_search"):
@@ -386,7 +407,8 @@ def _mapped(entry, index: int, vectors):
 
 
 def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bool = True):
-    """The cached approximate index over these chunks, or (damaged) one rebuilt from them and stored in its place."""
+    """(The cached approximate index over these chunks, True), or (damaged) (one rebuilt from them and stored in
+    its place, False)."""
     from harness.retrieval.index import TRAINED, VectorIndex
 
     dimension = chunks[0].shape[1]
@@ -395,7 +417,7 @@ def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bo
         if spec.kind in TRAINED:
             index.attach_vectors(chunks)  # for exact search
         logger.info("%s index from the cache (%s)", spec.kind, path)
-        return index
+        return index, True
     except ValueError as exc:
         logger.warning("damaged cached index, rebuilding: %s", exc)
         rebuilt = VectorIndex(dimension, spec)
@@ -409,16 +431,17 @@ def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bo
                 rebuilt.save(path)
             except OutputError as save_error:
                 logger.warning("could not cache the rebuilt index (%s); continuing", save_error)
-        return rebuilt
+        return rebuilt, False
 
 
 def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str):
-    """Encode the queries, or load them from the cache (keyed by the exact ids and texts)."""
+    """(The query vectors, whether they came from the cache, their cache folder or None): encoded, or loaded
+    from the cache (keyed by the exact ids and texts)."""
     texts = [query.text for query in queries]
     if cache_root is None:
         vectors = encoder.encode_queries(texts)
         check_finite_queries(vectors, [query.query_id for query in queries], encoder)
-        return vectors
+        return vectors, False, None
     texts_sha = hashlib.sha256(json.dumps([[q.query_id, q.text] for q in queries]).encode()).hexdigest()
     entry = embedding_entry(cache_root, {"kind": "queries", "model": fingerprint, "dtype": "float32",
                                          "queries_sha256": texts_sha}, {"dataset": dataset})
@@ -426,7 +449,7 @@ def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | No
         try:
             (ids, vectors), = list(entry.chunks())
             if ids == [query.query_id for query in queries]:
-                return vectors
+                return vectors, True, entry.root
         except (CacheCorrupt, ValueError) as exc:
             logger.warning("damaged cache entry, recomputing: %s", exc)
         entry.drop()
@@ -435,4 +458,4 @@ def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | No
     entry.start(len(texts))
     entry.write_chunk(0, [query.query_id for query in queries], vectors)
     entry.finish(1, len(texts), vectors.shape[1])
-    return vectors
+    return vectors, False, entry.root

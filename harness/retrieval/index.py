@@ -172,10 +172,11 @@ class RowIndex:
         return self._doc_ids
 
     def facts(self) -> dict[str, float]:
-        """What a result records of the built index: its bytes per document (serialized size / documents) and
+        """What a result records of the built index: its serialized size and bytes per document (size / documents) and
         the parameters it resolved itself (IVF's cell count, the int8 calibration's documents)."""
         self.build()
-        facts = {"bytes_per_doc": serialized_size(self._index) / max(1, len(self))}
+        size = serialized_size(self._index)
+        facts = {"bytes_per_doc": size / max(1, len(self)), "index_bytes": size}
         if self.nlist is not None:
             facts["nlist"] = self.nlist  # the cell count actually used (the default depends on n)
         return facts
