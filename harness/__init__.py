@@ -1,6 +1,6 @@
 """beir-harness: honest retrieval evaluation on BEIR-format data.
 
-    from harness import evaluate, score, read_qrels, read_run, Qrels, Run, EvaluateConfig
+    from harness import evaluate, score, judge, read_qrels, read_run, Qrels, Run, EvaluateConfig
 
 Importing the package is cheap: those names load on first use (`harness.api`), and nothing here loads
 torch, faiss, sentence-transformers or pandas. The heavy libraries are imported inside the functions
@@ -14,7 +14,14 @@ __version__ = "0.1.0"
 # A library never configures logging for its user; the CLI does (see harness.cli).
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_API = ("EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "read_qrels", "read_run", "score")
+_API = ("EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_status", "read_qrels", "read_run",
+        "score")
+# Every other command as a function (issue 33); `harness.api.__all__` lists the same names.
+_API += ("Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
+         "compression", "convert", "cost", "coverage", "crosscheck", "demo", "environment",
+         "download_dataset", "export", "fuse", "import_dataset", "inspect_results", "list_datasets",
+         "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
+         "third_party_bars", "validate")
 
 
 def __getattr__(name: str):

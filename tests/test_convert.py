@@ -206,8 +206,8 @@ TABLES = ["--corpus", "docs.csv", "--queries", "queries.csv", "--qrels", "qrels.
 LATIN1 = "id,text\nd1,caf\xe9\n".encode("latin-1")
 
 BAD_INPUTS = [
-    ("unsupported-extension", {"docs.xlsx": "x"}, ["--corpus", "docs.xlsx", "--queries", "queries.csv", "--qrels",
-                                                    "qrels.csv"], "unsupported file type"),
+    ("unsupported-extension", {"docs.ods": "x"}, ["--corpus", "docs.ods", "--queries", "queries.csv", "--qrels",
+                                                   "qrels.csv"], "unsupported file type"),
     ("missing-input-file", {}, ["--corpus", "nope.csv", "--queries", "queries.csv", "--qrels", "qrels.csv"],
      "nope.csv: no such file"),
     ("empty-file", {"docs.csv": ""}, TABLES, "docs.csv:1: empty file: no header row"),

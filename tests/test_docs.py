@@ -21,7 +21,7 @@ PAGES = {"demo": "evaluate.md", "evaluate": "evaluate.md", "retrieve": "evaluate
          "report": "reports.md", "compare": "reports.md", "inspect": "reports.md", "export": "reports.md",
          "fuse": "fuse.md", "crosscheck": "fuse.md", "cache": "cache-and-env.md", "env": "cache-and-env.md",
          "datasets": "datasets.md", "convert": "datasets.md", "validate": "datasets.md",
-         "pool": "build-an-eval-set.md",
+         "pool": "build-an-eval-set.md", "judge": "build-an-eval-set.md",
          "judgments": "judgments.md",
          "score": "score.md"}
 

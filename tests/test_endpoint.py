@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import threading
 import time
@@ -146,6 +148,24 @@ def test_the_key_is_sent_never_written_and_a_missing_key_is_one_line(tiny_beir, 
     assert KEY not in result.output
     written = "".join(p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file())
     assert KEY not in written and '"cost":' in written
+    recorded = json.loads(next((tmp_path / "out").rglob("test*.json")).read_text())
+    assert recorded["config"]["endpoint_usage"]["cost"] == recorded["cost"]["endpoint"]["cost"]
+
+
+def test_the_cost_record_and_report_cost_carry_the_tokens_and_their_price(tiny_beir, service, tmp_path):
+    spec = _spec(service, batch_size=2, concurrency=2, price_per_1m_tokens=0.02)
+    result = evaluate_dataset(EvaluateConfig(tiny_beir, model="openai:hash-64", output_dir=tmp_path / "out",
+                                             progress=False, cache_dir=tmp_path / "cache", endpoint=spec,
+                                             k_values=(1, 3))).result
+    usage = result.cost["endpoint"]
+    assert usage == result.config["endpoint_usage"] and usage["requests"] == len(service.requests)
+    assert usage["tokens"] > 0 and usage["cost"] == round(usage["tokens"] * 0.02 / 1e6, 6)  # to the micro-unit
+    shown = CliRunner().invoke(cli, ["report", str(tmp_path / "out"), "--cost", "--format", "csv", "--metric", "nDCG@3"])
+    assert shown.exit_code == 0, shown.output
+    row = next(csv.DictReader(io.StringIO(shown.output)))
+    assert int(row["tokens"]) == usage["tokens"] and float(row["price"]) == usage["cost"]
+    markdown = CliRunner().invoke(cli, ["report", str(tmp_path / "out"), "--cost", "--metric", "nDCG@3"]).output
+    assert "| tokens | price |" in markdown.splitlines()[0]
 
 
 def test_retries_honour_retry_after_and_survive_500s_drops_and_slow_answers(tiny_beir, service, tmp_path):

@@ -289,3 +289,83 @@ def test_the_page_shows_the_labels_and_digits_of_the_tables(tmp_path):
     finally:
         browser.close()
         manager.stop()
+
+
+# --------------------------------------------------------------------------- layout at 1,400 and 800 px (issue 33)
+
+
+def _two_by_three(out: Path) -> Path:
+    """Two datasets × three systems, each with a published score: a leaderboard wider than the page."""
+    from harness.records import Run
+    from harness.reporting.report import Result, write_result
+
+    models = [("bm25", 0.4), ("sentence-transformers/all-MiniLM-L6-v2", 0.6), ("intfloat/e5-base-v2", 0.7)]
+    for d, dataset in enumerate(("scifact", "nfcorpus")):
+        for m, (model, score) in enumerate(models):
+            value = score - 0.1 * d
+            per_query = {"q1": {"nDCG@10": value}, "q2": {"nDCG@10": value}}
+            write_result(Result(dataset, "test", model, {"nDCG@10": value}, per_query, 2, {}, {}, {},
+                                {"beir-harness": "test"}, "2026-12-01T00:00:00+00:00", label=model,
+                                config_hash=f"{m:016x}"), Run.from_scores({"q1": {"d1": 1.0}, "q2": {"d1": 1.0}}), out)
+    return out
+
+
+def _layout(page) -> dict:
+    return page.evaluate("""() => {
+        const chart = document.getElementById("chart"), board = document.querySelector("#leaderboard").parentElement;
+        const first = document.querySelector("#leaderboard tbody tr th"), last = document.querySelector(
+            "#leaderboard tbody tr td:last-child");
+        return {chart: chart.querySelector("svg").getBoundingClientRect().width, column: chart.clientWidth,
+                first: first.getBoundingClientRect().left, last: last.getBoundingClientRect().left,
+                scrollable: board.scrollWidth - board.clientWidth, background: getComputedStyle(first).backgroundColor,
+                top: document.elementFromPoint(first.getBoundingClientRect().left + 5,
+                                               first.getBoundingClientRect().top + 5) === first};
+    }""")
+
+
+@pytest.mark.browser
+def test_the_chart_uses_its_width_and_the_dataset_column_stays_in_view(tmp_path):
+    sync_api = _chromium()
+    path = tmp_path / "page.html"
+    path.write_text(render_page(build_page(load_results([_two_by_three(tmp_path / "results")]),
+                                           PageOptions(published=True))), encoding="utf-8")
+    manager, browser, page, problems = _open(sync_api, path)
+    try:
+        loaded = _layout(page)  # as first drawn (1,366 px), then redrawn as the window changes
+        assert 0.8 * loaded["column"] <= loaded["chart"] <= loaded["column"], loaded
+        for width in (1400, 800):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            before = _layout(page)
+            assert before["chart"] >= 0.8 * before["column"], (width, before)  # was ~180 px of 1,192 at 1,400
+            assert before["chart"] <= before["column"], (width, before)  # fits: no scrollbar for a small grid
+            assert before["scrollable"] > 100, before  # the published and Δ columns need the scrollbar
+            page.eval_on_selector("#leaderboard", "table => table.parentElement.scrollLeft = 400")
+            after = _layout(page)
+            assert after["last"] < before["last"] - 300  # the table did scroll...
+            assert after["first"] == before["first"] and after["top"]  # ...and the dataset column stayed, on top
+            assert after["background"] not in ("rgba(0, 0, 0, 0)", "transparent")  # covering what passes under
+            page.screenshot(path=str(tmp_path / f"page-{width}.png"))
+            page.eval_on_selector("#leaderboard", "table => table.parentElement.scrollLeft = 0")
+        assert problems == []
+    finally:
+        browser.close()
+        manager.stop()
+
+
+@pytest.mark.browser
+def test_the_cost_table_is_drawn_beside_the_quality_in_chromium(results_dir, tmp_path):
+    sync_api = _chromium()
+    path = tmp_path / "page.html"
+    path.write_text(render_page(build_page(load_results([results_dir]), PageOptions(metric="nDCG@3"))),
+                    encoding="utf-8")
+    manager, browser, page, problems = _open(sync_api, path)
+    try:
+        header = page.eval_on_selector_all("#cost-table thead th", "cells => cells.map(c => c.textContent)")
+        assert header[:4] == ["dataset", "system", "nDCG@3", "wall s"] and "p99 ms" in header and "peak RSS" in header
+        rows = page.eval_on_selector_all("#cost-table tbody tr", "rows => rows.map(r => r.children[1].textContent)")
+        assert sorted(rows) == ["bm25", "bm25", "hash:64", "hash:64"]
+        assert "MiB" in page.text_content("#cost-table tbody") and problems == []
+    finally:
+        browser.close()
+        manager.stop()

@@ -122,3 +122,29 @@ def test_exact_search_of_any_kind_equals_flat(spec):
         assert [h.doc_id for h in exact[query_id]] == [h.doc_id for h in reference[query_id]]
         np.testing.assert_allclose([h.score for h in exact[query_id]], [h.score for h in reference[query_id]],
                                    rtol=1e-5)
+
+
+def test_flat_search_is_the_same_bits_on_any_thread_count_and_corpus_order():
+    import faiss
+
+    rng = np.random.default_rng(11)
+    docs = rng.standard_normal((30_000, 384)).astype(np.float32)
+    docs[20_000:20_050] = docs[:50]  # duplicates: ties at many cuts
+    doc_ids = [f"d{i}" for i in range(len(docs))]
+    queries = rng.standard_normal((600, 384)).astype(np.float32)
+    query_ids = [f"q{i}" for i in range(len(queries))]
+    runs = []
+    threads = faiss.omp_get_max_threads()
+    for count, order in ((threads, np.arange(len(docs))), (1, rng.permutation(len(docs)))):
+        index = VectorIndex(384)
+        index.add([doc_ids[i] for i in order], docs[order])
+        faiss.omp_set_num_threads(count)  # FAISS's own float32 scores change in the last bits with it
+        try:
+            runs.append(index.search(query_ids, queries, 30))
+        finally:
+            faiss.omp_set_num_threads(threads)
+    assert runs[0] == runs[1]
+    reference = queries.astype(np.float64) @ docs.astype(np.float64).T  # a loop of our own: score, then doc_id
+    for i, query_id in enumerate(query_ids):
+        ranked = sorted(zip(reference[i].astype(np.float32).tolist(), doc_ids), reverse=True)[:30]
+        assert [(h.score, h.doc_id) for h in runs[0][query_id]] == ranked

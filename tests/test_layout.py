@@ -9,7 +9,7 @@ import harness
 
 # Lowest first. A module may import its own layer and the layers below it, never one above.
 LAYERS = [
-    ("errors", "records", "host", "presentation"),
+    ("errors", "records", "host", "presentation", "metering"),
     ("io",),
     ("datasets",),
     ("retrieval",),

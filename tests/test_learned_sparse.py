@@ -97,3 +97,14 @@ def test_sparse_rows_are_cached_without_pickle_and_reused(tiny_sparse_encoder, t
 def test_a_sparse_encoder_is_not_a_reranker(tiny_sparse_encoder, tiny_beir, tmp_path):
     result = _evaluate(tiny_beir, tmp_path, "bm25", "--rerank", str(tiny_sparse_encoder))
     assert result.exit_code == 1 and "is a sparse-encoder" in result.stderr
+
+
+def test_a_sparse_encoders_cost_record_says_its_rows_came_from_the_cache(tiny_sparse_encoder, tiny_beir, tmp_path):
+    first = json.loads(_evaluate(tiny_beir, tmp_path, tiny_sparse_encoder).stdout)
+    second = json.loads(_evaluate(tiny_beir, tmp_path, tiny_sparse_encoder).stdout)
+    assert first["cost"]["cached"] == [] and first["timings"]["encode_corpus"] > 0 and first["cost"]["docs_per_s"]
+    assert second["cost"]["cached"] == ["encode_corpus"] and second["timings"]["encode_corpus"] == 0
+    assert second["cost"]["cache_bytes"] == sum(p.stat().st_size for p in (tmp_path / "cache" / "embeddings").rglob("*")
+                                                if p.is_file())
+    latency = second["cost"]["search_latency"]
+    assert latency["queries"] == 3 and latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]

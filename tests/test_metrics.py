@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pytest
 import pytrec_eval
 from hypothesis import HealthCheck, given, settings
@@ -71,14 +72,6 @@ def test_ties_break_by_doc_id_descending_for_every_metric():
     # Judged counts any grade (a's 0 too) and divides by min(k, retrieved): d, c unjudged, then b, a.
     judged = {"b": 1, "a": 0}
     assert [_one(judged, scores, f"Judged@{k}") for k in (1, 2, 3, 4, 10)] == [0.0, 0.0, 1 / 3, 1 / 2, 1 / 2]
-
-
-def test_judged_ranks_the_scores_as_given_not_as_pytrec_eval_float32():
-    # pytrec_eval compares scores as float32: 1e-50 ties with 0.0 there and z (doc_id descending) would
-    # come first. Judged@k ranks the float64 scores, as ir_measures does, alone or beside trec_eval's metrics.
-    qrels, run = Qrels({"q": {"a": 1}}), Run.from_scores({"q": {"a": 1e-50, "z": 0.0}})
-    assert evaluate(qrels, run, [parse_metric("Judged@1")]).means["Judged@1"] == 1.0
-    assert evaluate(qrels, run, standard_metrics([1])).means["Judged@1"] == 1.0
 
 
 def test_every_judged_query_counts_and_a_missing_one_scores_zero():
@@ -247,8 +240,48 @@ any_grade_judgments = st.dictionaries(query_ids, st.dictionaries(doc_ids, st.int
                                       min_size=1)
 
 
-# Distinct scores: ir_measures breaks ties its own way; with none, every order agrees.
-distinct_scores = st.dictionaries(doc_ids, st.floats(-5, 5, allow_nan=False)).filter(
+def test_judged_ranks_as_pytrec_eval_does_so_its_top_k_is_the_one_ndcg_read():
+    # pytrec_eval compares scores as float32: 1e-50 ties with 0.0 there and z (doc_id descending) comes
+    # first, so nDCG@1 is 0. Judged@1 reads the same top 1 (z, unjudged): 0, alone or beside the others,
+    # where every judgment is relevant (read from P@1) and where one is not (b's 0: ranked here).
+    run = Run.from_scores({"q": {"a": 1e-50, "z": 0.0, "b": -1.0}})
+    for judgments in ({"q": {"a": 1}}, {"q": {"a": 1, "b": 0}}):
+        qrels = Qrels(judgments)
+        assert evaluate(qrels, run, [parse_metric("Judged@1")]).means["Judged@1"] == 0.0
+        both = evaluate(qrels, run, standard_metrics([1]))
+        assert both.means["Judged@1"] == 0.0 and both.means["nDCG@1"] == 0.0
+        assert evaluate(qrels, run, [parse_metric("Judged@2")]).means["Judged@2"] == 0.5
+    # Scores apart in float32 keep their order: a first.
+    close = Run.from_scores({"q": {"a": 1.0000001, "z": 1.0}})
+    assert evaluate(Qrels({"q": {"a": 1, "b": 0}}), close, [parse_metric("Judged@1")]).means["Judged@1"] == 1.0
+
+
+def _float32_judged(judged: dict, scores: dict, k: int) -> float:
+    """Brute force: the judged share of the top min(k, n), ranked as pytrec_eval ranks (float32, doc_id desc)."""
+    ranked = sorted(scores, key=lambda d: (float(np.float32(scores[d])), d), reverse=True)[:k]
+    return sum(d in judged for d in ranked) / min(k, len(scores)) if scores else 0.0
+
+
+# Values that are distinct as float64 but tie as float32 (0.0 and 1e-50, 1.0 and 1 + 1e-8), with exact ones.
+float32_colliding = st.dictionaries(doc_ids, st.sampled_from([0.0, 1e-50, -1e-46, 1.0, 1.00000001, 1.0000001, 0.25]))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_grade_judgments, st.dictionaries(query_ids, float32_colliding), ks)
+def test_judged_agrees_with_a_float32_brute_force(qrels_dict, run_dict, k_values):
+    for ours in _our_judged(qrels_dict, run_dict, k_values):
+        for query_id, judged in qrels_dict.items():
+            for k in k_values:
+                expected = _float32_judged(judged, run_dict.get(query_id, {}), k)
+                assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
+        for k in k_values:
+            expected_mean = sum(_float32_judged(j, run_dict.get(q, {}), k) for q, j in qrels_dict.items()) / len(qrels_dict)
+            assert ours.means[f"Judged@{k}"] == pytest.approx(expected_mean, abs=1e-12)
+
+
+# Distinct scores: ir_measures breaks ties its own way; with none, every order agrees. Float32 values, so
+# pytrec_eval's float32 order (which Judged@k reads) is ir_measures' float64 order too.
+distinct_scores = st.dictionaries(doc_ids, st.floats(-5, 5, allow_nan=False, width=32)).filter(
     lambda d: len(set(d.values())) == len(d))
 
 

@@ -41,7 +41,8 @@ def test_dense_evaluation_writes_a_complete_result(tiny_beir, tmp_path, fake_enc
     assert data["config"]["self_hit_policy_source"] == "default"
     assert data["config"]["top_k"] == 100 and data["config"]["index"] == "flat"
     assert data["config"]["n_docs"] == 5
-    assert set(data["timings"]) == {"load", "encode", "index", "search", "score", "total"}
+    assert set(data["timings"]) == {"load", "encode_corpus", "encode_queries", "encode", "index", "search",
+                                    "latency_probe", "score", "total"}
     assert {"python", "beir-harness", "torch", "faiss-cpu", "pytrec-eval-terrier"} <= set(data["versions"])
     for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
         key = name.split(".")[0].split("/")[0]

@@ -32,7 +32,7 @@ def test_table_lists_every_metric():
     table = format_metrics_table(result)
     assert "d [test] · m · 3 judged queries" in table
     assert "nDCG@10     0.1235" in table and "Recall@100  1.0000" in table
-    assert result.to_json()["schema_version"] == 2
+    assert result.to_json()["schema_version"] == 3
 
 
 def test_a_result_reads_back_typed_and_equal(tmp_path):

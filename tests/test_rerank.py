@@ -161,3 +161,15 @@ def test_top_k_equal_to_the_rerank_depth_is_accepted(tiny_cross_encoder, tiny_be
     differing = _evaluate(tiny_beir, tmp_path / "s", *options, "--top-k", "6")
     assert differing.exit_code == 1 and "set --rerank-depth, not --top-k" in differing.stderr
     assert not (tmp_path / "s").exists()
+
+
+def test_a_rerun_whose_pairs_are_all_cached_records_rerank_as_cached(tiny_cross_encoder, tiny_beir, tmp_path):
+    args = ["--model", "hash:64", "--rerank", str(tiny_cross_encoder), "--rerank-depth", "2", "--k", "1,2",
+            "--cache-dir", str(tmp_path / "cache")]
+    first, again = (json.loads(_evaluate(tiny_beir, tmp_path / "r", *args).stdout) for _ in range(2))
+    assert "rerank" not in first["cost"]["cached"] and first["timings"]["rerank"] > 0
+    assert "rerank" in again["cost"]["cached"]
+    shown = CliRunner().invoke(cli, ["report", str(tmp_path / "r"), "--cost", "--metric", "nDCG@1"])
+    assert shown.exit_code == 0, shown.output
+    header, _, row = shown.output.splitlines()[:3]
+    assert dict(zip(header.split("|"), row.split("|")))[" rerank s "].strip() == "cached"

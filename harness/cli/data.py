@@ -32,7 +32,7 @@ def _column_options(command):
 
 @cli.command()
 @click.option("--corpus", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz.")
+              help="Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz, or an .xlsx sheet.")
 @click.option("--queries", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Queries, same formats.")
 @click.option("--qrels", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -49,11 +49,20 @@ def _column_options(command):
 @click.option("--allow-negative", is_flag=True, help="Accept negative grades (TREC-COVID-style -1).")
 @click.option("--default-grade", type=int, default=None, metavar="N",
               help="Judgments without a grade column (query id, document id pairs): every pair has grade N.")
+@click.option("--sheet", "sheets", multiple=True, metavar="[TABLE=]NAME",
+              help="The sheet of an .xlsx input to read: NAME for every workbook, or corpus=NAME, queries=NAME, "
+                   "qrels=NAME (repeatable) [default: the only sheet, or the one named or headed like the table].")
+@click.option("--decimal-comma", is_flag=True,
+              help="Grades are written 3,0 (always so in a ;-separated CSV).")
+@click.option("--grade-scale", default=None, metavar="LOW-HIGH",
+              help="The grades allowed, e.g. 0-3: a grade outside is refused [default: any; the summary states "
+                   "the range found].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_column_options
 def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_set: Path | None, out: Path,
             split: str, force: bool, drop_empty: bool, delimiter: str | None, allow_negative: bool,
-            default_grade: int | None, as_json: bool, **columns: str | None) -> None:
+            default_grade: int | None, sheets: tuple[str, ...], decimal_comma: bool, grade_scale: str | None,
+            as_json: bool, **columns: str | None) -> None:
     """Convert your own eval set into a BEIR folder, checking it first.
 
     Columns are detected from common names: document id from
@@ -65,6 +74,12 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
     Every column problem of the three tables is reported in one run. Judgments may also be
     TREC qrels (.qrels/.txt: query_id 0 doc_id grade, or query_id doc_id [grade]); a list of
     relevant pairs without grades needs --default-grade 1.
+
+    An .xlsx workbook holds one table per sheet: each table's sheet is the one given with --sheet, the
+    only sheet, the sheet named like the table (Corpus/Documents, Queries, Judgments/Qrels) or the
+    one whose header has the table's columns. Formulas count as the values Excel saved with them;
+    merged header cells are refused. Column names match whatever their case. Every row problem is
+    reported in one run (the first 20, then a count).
 
     Ids are kept as text ("007" stays "007"); grades must be integers (0 is kept). Nothing is
     written unless every check passes; an existing folder is refused without --force, except
@@ -79,20 +94,18 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
         beir-harness convert --eval-set eval.json --out datasets/products
         beir-harness convert --corpus docs.csv --queries q.csv --qrels j.csv --out datasets/x --delimiter semicolon
         beir-harness convert --corpus docs.csv --queries q.csv --qrels pairs.csv --out datasets/x --default-grade 1
+        beir-harness convert --corpus eval.xlsx --queries eval.xlsx --qrels eval.xlsx --out datasets/x --grade-scale 0-3
     """
-    from harness.datasets.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables
+    from harness.api import convert as run_convert
 
-    options = ConvertOptions(split=split, force=force, drop_empty=drop_empty, allow_negative=allow_negative,
-                             columns=ColumnMap(**columns), default_grade=default_grade,
-                             delimiter={"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}.get(delimiter))
-    if eval_set is not None:
-        if corpus or queries or qrels:
-            raise click.UsageError("give either --eval-set or --corpus/--queries/--qrels, not both")
-        summary = convert_eval_set(eval_set, out, options)
-    elif qrels is None:
+    if eval_set is not None and (corpus or queries or qrels):
+        raise click.UsageError("give either --eval-set or --corpus/--queries/--qrels, not both")
+    if eval_set is None and qrels is None:
         raise click.UsageError("give --corpus, --queries and --qrels (or --eval-set)")
-    else:
-        summary = convert_tables(corpus, queries, qrels, out, options)
+    summary = run_convert(out, corpus, queries, qrels, eval_set=eval_set, columns=columns, split=split, force=force,
+                          drop_empty=drop_empty, allow_negative=allow_negative, default_grade=default_grade,
+                          delimiter=delimiter, decimal_comma=decimal_comma, sheets=_sheet_choices(sheets),
+                          grade_scale=grade_scale)
     if as_json:
         click.echo(json.dumps(summary.to_json(), indent=2))
         return
@@ -103,6 +116,20 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
                f"queries (grades {{{grades}}})")
     for source, how in summary.formats.items():
         click.echo(as_flags(f"read {source} as {how}"))
+    if summary.grade_scale:
+        click.echo(as_flags(f"grade scale {summary.grade_scale}"))
+
+
+def _sheet_choices(values: tuple[str, ...]) -> dict[str, str]:
+    """--sheet NAME (any table) and --sheet TABLE=NAME as {table or '*': sheet name}."""
+    choices: dict[str, str] = {}
+    for value in values:
+        table, equals, name = value.partition("=")
+        if equals and table.strip().lower() in ("corpus", "queries", "qrels"):
+            choices[table.strip().lower()] = name.strip()
+        else:
+            choices["*"] = value.strip()
+    return choices
 
 
 @cli.command()
@@ -130,14 +157,10 @@ def validate(folder: Path, as_json: bool, runs: tuple[Path, ...], split: str, k:
         beir-harness validate ./my-eval-set --json
         beir-harness validate ./my-eval-set --run bm25.trec --run dense.trec --k 10
     """
-    from harness.datasets.validate import validate_folder
+    from harness.api import coverage as run_coverage, validate as validate_folder
 
     report = validate_folder(folder)
-    coverage = []
-    if runs and report.ok:
-        from harness.judging.coverage import run_coverage
-
-        coverage = [run_coverage(folder, split, run, k) for run in runs]
+    coverage = [run_coverage(folder, run, split, k) for run in runs] if runs and report.ok else []
     if as_json:
         click.echo(json.dumps({**report.to_json(), **({"coverage": [c.to_json() for c in coverage]} if runs else {})},
                               indent=2))
@@ -180,7 +203,7 @@ def datasets_list(data_dir: Path | None, as_json: bool) -> None:
         beir-harness datasets list
         beir-harness datasets list --data-dir /data/beir --json
     """
-    from harness.datasets.catalog import list_datasets
+    from harness.api import list_datasets
 
     rows = list_datasets(data_dir)
     if as_json:
@@ -221,10 +244,10 @@ def datasets_download(ctx: click.Context, names: tuple[str, ...], data_dir: Path
         beir-harness datasets download scifact nfcorpus
         beir-harness datasets download fiqa --base-url https://mirror.example.org/beir/
     """
-    from harness.datasets.catalog import download_dataset
+    from harness.api import download_dataset
 
     for name in names:
-        installed = download_dataset(name, data_dir, base_url, progress=ctx.obj["progress"], force=force)
+        installed = download_dataset(name, data_dir, base_url=base_url, progress=ctx.obj["progress"], force=force)
         click.echo(f"{name}: {installed.path}")
 
 
@@ -247,9 +270,9 @@ def datasets_import(source: Path, data_dir: Path | None, name: str | None, force
         beir-harness datasets import ~/Downloads/nfcorpus.zip
         beir-harness datasets import datasets-in-progress/helpdesk --name helpdesk
     """
-    from harness.datasets.catalog import import_dataset
+    from harness.api import import_dataset
 
-    installed = import_dataset(source, data_dir, name, force=force)
+    installed = import_dataset(source, data_dir, name=name, force=force)
     click.echo(f"{installed.name}: {installed.path}")
 
 
@@ -264,7 +287,7 @@ def datasets_remove(name: str, data_dir: Path | None) -> None:
     \b
         beir-harness datasets remove nfcorpus
     """
-    from harness.datasets.catalog import remove_dataset
+    from harness.api import remove_dataset
 
     for path in remove_dataset(name, data_dir):
         click.echo(f"removed {path}")

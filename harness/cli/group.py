@@ -49,7 +49,7 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
 # Settings whose option is not named after them (`harness.errors.setting` names → flags).
 _FLAG_OF = {"run_path": "--run", "rerank_model": "--rerank", "cache": "--cache/--no-cache", "local_cpus": "--ray-local", "address": "--ray-address",
             "gpus_per_worker": "--ray-gpus-per-worker", "rerank_depth": "--rerank-depth", "base_url": "--base-url",
-            "out": "--out", "kind": "--index", "rounds": "--rounds"}
+            "out": "--out", "kind": "--index", "rounds": "--rounds", "sheets": "--sheet"}
 
 
 def as_flags(message: str) -> str:

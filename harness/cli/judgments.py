@@ -57,9 +57,9 @@ def merge(folder: Path, files: tuple[Path, ...], annotator: str | None, split: s
         beir-harness judgments merge ./my-eval-set alice.csv bob.csv --resolve strict
         beir-harness judgments merge ./my-eval-set carol.qrels --annotator carol --split dev
     """
-    from harness.judging.merge import merge_judgments
+    from harness.api import merge_judgments
 
-    report = merge_judgments(folder, files, split, annotator, policy, scale, weights)
+    report = merge_judgments(folder, files, split, annotator=annotator, resolve=policy, scale=scale, weights=weights)
     click.echo(report.format_text())
 
 
@@ -84,8 +84,7 @@ def agreement_command(sources: tuple[Path, ...], split: str, annotator: str | No
         beir-harness judgments agreement ./my-eval-set
         beir-harness judgments agreement alice.csv bob.csv --weights quadratic
     """
-    from harness.judging.agreement import agreement
-    from harness.judging.merge import judgment_votes
+    from harness.api import agreement
 
-    votes = judgment_votes(sources, split, annotator, scale)
-    click.echo(agreement(votes, range(scale[0], scale[1] + 1), weights, level).format_text(confusion=True))
+    measured = agreement(sources, split, annotator=annotator, scale=scale, weights=weights, level=level)
+    click.echo(measured.format_text(confusion=True))

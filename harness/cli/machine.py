@@ -44,10 +44,11 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
     \b
         beir-harness cache list
     """
-    from harness.io.cache import cache_dir as resolve, list_entries
+    from harness.api import cache_entries
+    from harness.io.cache import cache_dir as resolve
 
     root = resolve(cache_dir)
-    entries = list_entries(root)
+    entries = cache_entries(root)
     if as_json:
         click.echo(json.dumps(entries, indent=2))
         return
@@ -84,12 +85,11 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
         beir-harness cache clear --model all-MiniLM-L6-v2 --dataset scifact
         beir-harness cache clear --yes
     """
-    from harness.io.cache import cache_dir as resolve, clear_entries
-    from harness.retrieval.encode import canonical_model_name
+    from harness.api import clear_cache
+    from harness.io.cache import cache_dir as resolve
 
     root = resolve(cache_dir)
-    model = canonical_model_name(model) if model else None
-    chosen = clear_entries(root, model, dataset, dry_run=True)
+    chosen = clear_cache(root, model=model, dataset=dataset, dry_run=True)
     freed = sum(e["bytes"] for e in chosen) / 2**20
     count = f"{len(chosen)} entr{'y' if len(chosen) == 1 else 'ies'} ({freed:.1f} MB)"
     if dry_run:
@@ -98,7 +98,7 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
         return
     if model is None and dataset is None and chosen and not yes:
         click.confirm(f"remove all {count} from {root}?", abort=True, err=True)
-    removed = clear_entries(root, model, dataset)
+    removed = clear_cache(root, model=model, dataset=dataset)
     freed = sum(e["bytes"] for e in removed) / 2**20
     click.echo(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} ({freed:.1f} MB) from {root}")
 
@@ -136,11 +136,11 @@ def env(data_dir: Path | None, cache_dir: Path | None, output_dir: Path, as_json
         beir-harness env --bench
         beir-harness env --bench --bench-dataset ./my-eval-set --bench-texts 300
     """
-    from harness.pipeline.environment import bench_backends, describe, format_bench, format_environment
+    from harness.api import environment
+    from harness.pipeline.environment import format_bench, format_environment
 
-    info = describe(data_dir, cache_dir, output_dir)
-    if bench:
-        info["backends"] = bench_backends(model, bench_texts, bench_dataset, cache_dir)
+    info = environment(data_dir, cache_dir, output_dir, bench=bench,
+                       **({"model": model, "texts": bench_texts, "dataset": bench_dataset} if bench else {}))
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return

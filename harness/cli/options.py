@@ -37,8 +37,9 @@ _SECTIONS = {
     "Retrieval and index": ("top_k", "index_kind", "hnsw_m", "ef_construction", "ef_search", "nlist", "nprobe", "pq_m",
                             "pq_nbits", "truncate_dim", "embedding_precision", "rescore_multiplier", "truncate_dims",
                             "embedding_precisions", "rescore_multipliers"),
-    "Engine": ("engine", "ray_address", "ray_local", "shards", "ray_gpus_per_worker", "threads", "use_cache",
-               "cache_dir", "chunk_size", "checkpoint_seconds", "token_budget", "memory_budget"),
+    "Engine": ("engine", "ray_address", "ray_local", "shards", "ray_gpus_per_worker", "ray_search", "threads", "use_cache",
+               "cache_dir", "chunk_size", "checkpoint_seconds", "token_budget",
+               "memory_budget"),
     "Output": ("k_values", "output_dir", "name", "as_json", "out", "metric", "force"),
 }
 
@@ -154,6 +155,9 @@ _RUN_OPTIONS = [
     click.option("--shards", type=click.IntRange(min=1), default=None,
                  help="With --engine ray: cut the corpus into about this many shards [default: one per "
                       "16,384 documents]."),
+    click.option("--ray-search", type=click.Choice(["sharded", "driver"]), default="sharded", show_default=True,
+                 help="With --engine ray and a flat index: search on the workers, each over a shard of the cached "
+                      "vectors, merged here (the driver never holds the corpus vectors), or in one index here."),
     click.option("--token-budget", type=click.IntRange(min=1), default=None, metavar="TOKENS",
                  help="Batch documents by tokens (texts x longest text's tokens <= TOKENS: long texts in small "
                       "batches, short ones in large) instead of --batch-size texts; for GPUs."),
@@ -225,6 +229,11 @@ def show_outcome(outcome, as_json: bool) -> None:
         click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
     else:
         click.echo(format_metrics_table(outcome.result))
+    from harness.reporting.cost import cost_summary
+
+    summary = cost_summary(outcome.result)
+    if summary:
+        logger.info(summary)
     if outcome.paths:
         logger.info("wrote %s and %s", *outcome.paths)
 

@@ -59,6 +59,9 @@ logger = logging.getLogger("harness")
 @click.option("--compression", is_flag=True,
               help="Quality against storage: each dimension and precision of a model with its bytes per document and "
                    "the % of its float32 full-dimension score retained.")
+@click.option("--cost", "with_cost", is_flag=True,
+              help="Quality beside cost: per result the metric, seconds per phase (or 'cached'), wall time, docs/s, "
+                   "search latency p50/p95/p99, peak RSS, index and cache size, an endpoint's tokens and price.")
 @click.option("--allow-mixed-data", is_flag=True,
               help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
                    "of their own, 'scifact [data 1a2b3c4d]', instead of an error.")
@@ -66,7 +69,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
            with_published: bool, published_systems: list[str], published_from: tuple[Path, ...],
            check_published: bool, tolerance: float | None,
            baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None,
-           worst: int, compression: bool, allow_mixed_data: bool) -> None:
+           worst: int, compression: bool, with_cost: bool, allow_mixed_data: bool) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
     PATHS are result files or folders searched recursively (default: results/). Reads result
@@ -83,17 +86,11 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         beir-harness report --check-published
         beir-harness report --significance bm25 --plot comparison.png
         beir-harness report --compression --plot compression.png
+        beir-harness report --cost --format latex --out cost.tex
         beir-harness report results/ --format html --out results.html --published --significance bm25
     """
-    from harness.reporting.comparison import (
-        build_comparison,
-        check_exit_code,
-        check_published as run_checks,
-        format_checks,
-        load_results,
-        plot_comparison,
-        render,
-    )
+    from harness.api import check_published as run_checks
+    from harness.reporting.comparison import check_exit_code, format_checks, load_results, plot_comparison
 
     results = load_results(paths or (Path("results"),), allow_mixed_data)
     if fmt == "html":
@@ -103,16 +100,25 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
     if compression:
         _report_compression(results, metric, fmt, digits, split, out, plot)
         return
+    if with_cost:
+        from harness.api import cost
+        from harness.reporting.cost import render_cost
+
+        _emit(render_cost(cost(results, metric, split=split), metric, fmt, digits), out, None, None)
+        return
     if check_published:
-        checks = run_checks(results, metric, tolerance, split)
+        checks = run_checks(results, metric, tolerance=tolerance, split=split)
         click.echo(format_checks(checks, metric, digits))
         code = check_exit_code(checks)
         if code:
             sys.exit(code)
         return
-    comparison = build_comparison(results, metric, split, with_published, baseline, alpha, correction, rounds,
-                                  published_systems, published_from)
-    _emit(render(comparison, fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
+    from harness.api import report as build_report
+
+    comparison = build_report(results, metric, split=split, published=with_published, published_systems=published_systems,
+                              published_from=published_from, significance=baseline, alpha=alpha, correction=correction,
+                              rounds=rounds)
+    _emit(comparison.render(fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
 
 
 def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
@@ -131,24 +137,22 @@ def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
 
 def _report_page(results, out: Path | None, metric: str, split: str | None, with_published: bool,
                  baseline: str | None, alpha: float, correction: str, rounds: int, worst: int, digits: int) -> None:
-    from harness.reporting.html import PageOptions, build_page, render_page
-    from harness.io.formats import write_text
+    from harness.api import report_page
 
-    options = PageOptions(metric=metric, split=split, published=with_published, baseline=baseline, alpha=alpha,
-                          correction=correction, rounds=rounds, worst=worst, digits=digits)
-    page = render_page(build_page(results, options))
+    page = report_page(results, out, metric=metric, split=split, published=with_published, baseline=baseline,
+                       alpha=alpha, correction=correction, rounds=rounds, worst=worst, digits=digits)
     if out is None:
         click.echo(page)
         return
-    write_text(page, out)
     logger.info("wrote %s (%.1f KB)", out, len(page.encode("utf-8")) / 1024)
 
 
 def _report_compression(results, metric: str, fmt: str, digits: int, split: str | None, out: Path | None,
                         plot: Path | None) -> None:
-    from harness.reporting.compression import compression_rows, plot_compression, render_compression
+    from harness.api import compression
+    from harness.reporting.compression import plot_compression, render_compression
 
-    rows = compression_rows(results, metric, split)
+    rows = compression(results, metric, split=split)
     _emit(render_compression(rows, metric, fmt, digits), out, plot, lambda: plot_compression(rows, plot, metric))
 
 
@@ -176,24 +180,18 @@ def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[st
         beir-harness export results/ --format csv --out per-query.csv
         beir-harness export results/scifact --format trec --out runs/
     """
-    from harness.reporting.comparison import load_results, results_of_split
-    from harness.io.formats import write_text
-    from harness.reporting.export import export_mteb, export_trec, per_query_csv
+    from harness.api import export as run_export
 
-    results = results_of_split(load_results(paths or (Path("results"),)), split)
-    if fmt == "csv":
-        text = per_query_csv(results, metrics)
-        if out is None:
-            click.echo(text, nl=False)
-        else:
-            write_text(text, out)
-            logger.info("wrote %s", out)
-        return
-    if out is None:
+    if fmt != "csv" and out is None:
         raise click.UsageError(f"--format {fmt} writes a folder: give --out DIR")
-    written = export_mteb(results, out) if fmt == "mteb" else export_trec(results, out)
-    for path in written:
-        click.echo(str(path))
+    written = run_export(paths or (Path("results"),), fmt, out, metrics=metrics, split=split)
+    if isinstance(written, str):
+        click.echo(written, nl=False)
+    elif fmt == "csv":
+        logger.info("wrote %s", out)
+    else:
+        for path in written:
+            click.echo(str(path))
 
 
 def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
@@ -271,12 +269,11 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
     """
     from dataclasses import asdict
 
-    from harness.reporting.comparison import compare_results, format_compare, load_results
-    from harness.reporting.report import check_same_data
+    from harness.api import compare as run_compare
+    from harness.reporting.comparison import format_compare, load_results
 
     (a,), (b,) = load_results([first]), load_results([second])
-    check_same_data([a, b])
-    tests = compare_results(a, b, metrics or None, rounds, seed)
+    tests = run_compare(a, b, metrics or None, rounds, seed)
     if as_json:
         click.echo(json.dumps([{**asdict(t), "difference": t.difference} for t in tests], indent=2))
     else:
@@ -304,11 +301,11 @@ def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_j
         beir-harness inspect a/test.json b/test.json --metric Recall@100
         beir-harness inspect results/scifact/bm25/test.json --json > worst.json
     """
+    from harness.api import inspect_results
     from harness.reporting.comparison import load_results
-    from harness.reporting.inspect import format_inspect, inspect_results
-    from harness.reporting.report import check_same_data
+    from harness.reporting.inspect import format_inspect
 
     if len(results) > 2:
         raise click.UsageError("give one result, or two to compare")
-    data = inspect_results(check_same_data([load_results([r])[0] for r in results]), worst, metric, depth)
+    data = inspect_results([load_results([r])[0] for r in results], worst, metric, depth)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_inspect(data))

@@ -33,9 +33,9 @@ def demo(ctx: click.Context, model: str) -> None:
     \b
         beir-harness demo
     """
-    from harness.pipeline.demo import run_demo
+    from harness.api import demo as run_demo
 
-    outcome = run_demo(model=model, progress=ctx.obj["progress"])
+    outcome = run_demo(model, progress=ctx.obj["progress"])
     click.echo(_format_demo(outcome))
 
 
@@ -79,9 +79,11 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
                       nlist=options.pop("nlist"), nprobe=options.pop("nprobe"), pq_m=options.pop("pq_m"),
                       pq_nbits=options.pop("pq_nbits"))
     ray_spec = RaySpec(address=options.pop("ray_address"), local_cpus=options.pop("ray_local"),
-                       shards=options.pop("shards"), gpus_per_worker=options.pop("ray_gpus_per_worker"))
+                       shards=options.pop("shards"), gpus_per_worker=options.pop("ray_gpus_per_worker"),
+                       search=options.pop("ray_search"))
     if options["engine"] != "ray" and ray_spec != RaySpec():
-        raise click.UsageError("--ray-address, --ray-local, --shards and --ray-gpus-per-worker need --engine ray")
+        raise click.UsageError("--ray-address, --ray-local, --shards, --ray-gpus-per-worker and --ray-search need "
+                               "--engine ray")
     rerank = RerankSpec(model=options.pop("rerank_model"), depth=options.pop("rerank_depth"),
                         batch_size=options.pop("rerank_batch_size"), max_length=options.pop("rerank_max_length")) \
         if options.get("rerank_model") else None
@@ -174,10 +176,10 @@ def retrieve(ctx: click.Context, dataset: Path, out: Path, queries_path: Path | 
         beir-harness retrieve scifact --model bm25 --out bm25.trec
         beir-harness retrieve ./my-corpus --queries new-queries.jsonl --out run.trec --top-k 1000
     """
-    from harness.pipeline.retrieve import retrieve as run_retrieval
+    from harness.api import retrieve as run_retrieval
 
     config = _config(ctx, dataset, model, {**options, "output_dir": None, "k_values": (1,)})
-    run = run_retrieval(config, out, queries_path)
+    run = run_retrieval(config, out, queries=queries_path)
     click.echo(f"{out}: {len(run)} queries, up to {max((run.depth(q) for q in run), default=0)} documents each "
                f"({run.name})")
 
@@ -262,16 +264,13 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
         beir-harness bench --models all-MiniLM-L6-v2 --datasets scifact --truncate-dims 384,256,128,64 \
             --embedding-precisions float32,int8,binary --rescore-multipliers 0,2
     """
-    from harness.pipeline.bench import run_bench
-    from harness.retrieval.compress import compression_grid
-
+    from harness.api import bench as run_bench
     from harness.pipeline.systems import parse_system
 
     base = _config(ctx, None, parse_system(models[0]).spec, options)
-    axes = truncate_dims or embedding_precisions or rescore_multipliers
-    compressions = compression_grid(base.compression, truncate_dims or (), embedding_precisions or (),
-                                    rescore_multipliers or ()) if axes else []
-    report = run_bench(models, dataset_names, base, force=force, compressions=compressions)
+    report = run_bench(models, dataset_names, force=force, truncate_dims=truncate_dims or (),
+                       embedding_precisions=embedding_precisions or (), rescore_multipliers=rescore_multipliers or (),
+                       config=base)
     click.echo(report.format_table(metric))
     if report.csv_path:
         logger.info("wrote %s", report.csv_path)
@@ -311,10 +310,10 @@ def crosscheck(ctx: click.Context, dataset: str, model: str, split: str, k_value
         beir-harness crosscheck scifact
         beir-harness crosscheck nfcorpus --model all-MiniLM-L6-v2 --k 10,100
     """
-    from harness.pipeline.crosscheck import crosscheck as run
+    from harness.api import crosscheck as run
 
-    result = run(dataset, model, split, k_values, batch_size, data_dir, cache=use_cache, progress=ctx.obj["progress"],
-                 device=device)
+    result = run(dataset, model, split=split, k_values=k_values, batch_size=batch_size, data_dir=data_dir,
+                 cache=use_cache, progress=ctx.obj["progress"], device=device)
     click.echo(result.format_text(tolerance))
     if result.largest() > tolerance:
         sys.exit(1)

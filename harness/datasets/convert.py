@@ -1,7 +1,8 @@
 """Convert a team's own eval set (tables or one eval-set file) into a verified BEIR folder.
 
 Inputs, chosen by extension, each optionally ``.gz``: ``.csv``, ``.tsv``, ``.jsonl``, ``.json`` (a
-list of objects) and ``.parquet``; or one eval-set file (``.json``/``.yaml``/``.yml``) holding
+list of objects) and ``.parquet``; Excel workbooks (``.xlsx``, a sheet per table, see `harness.datasets.excel`);
+or one eval-set file (``.json``/``.yaml``/``.yml``) holding
 ``documents`` and ``queries`` with their relevant ids. Columns are found by common names (see
 `CORPUS_ID` and friends) unless named explicitly by a `ColumnMap`.
 
@@ -10,7 +11,10 @@ Rules:
 * Ids are text: a spreadsheet id ``007`` stays ``"007"``; surrounding whitespace is stripped and an
   id with whitespace inside is refused (TREC run files cannot hold it).
 * Grades are integers and kept as given, 0 included; ``1.0`` counts as 1, ``1.5`` is an error;
-  negative grades only with ``allow_negative``.
+  negative grades only with ``allow_negative``. A ``;``-separated CSV (or ``decimal_comma``) writes
+  ``3,0`` for 3. Grades outside ``grade_scale`` are refused; without one the summary states the range.
+* Every row problem is reported in one run (up to `PROBLEM_LIMIT`, then a count), each naming its
+  file and line: a judgments file naming an unknown query and an unknown document reports both.
 * Every check runs before anything becomes visible: the folder is built in a temporary sibling
   and renamed into place when complete. An existing folder is refused unless ``force``, except
   that a new split may be added to it when its ids resolve against the folder's corpus and queries.
@@ -27,6 +31,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 from collections import Counter
@@ -35,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from harness.datasets.excel import EXCEL_SUFFIXES, Workbook, suggestion
 from harness.errors import FormatError, HarnessError, MissingDependencyError, OutputError, setting
 from harness.io.formats import (
     corpus_line,
@@ -60,8 +66,15 @@ QRELS_QUERY = ("query-id", "query_id", "qid")
 QRELS_DOC = ("corpus-id", "corpus_id", "doc_id", "docid")
 QRELS_SCORE = ("score", "relevance", "grade", "label", "rel")
 
-TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet", *EXCEL_SUFFIXES)
 _SHOWN = 5  # how many offending lines an error lists before "and N more"
+PROBLEM_LIMIT = 20  # how many row problems one run lists before "and N more"
+# Sheet names that say which table a sheet of a workbook holds (compared in lower case).
+SHEET_NAMES = {
+    "corpus": ("corpus", "documents", "docs", "passages", "articles", "collection"),
+    "queries": ("queries", "questions", "topics"),
+    "qrels": ("qrels", "judgments", "judgements", "relevance", "labels", "assessments"),
+}
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,11 @@ class ConvertOptions:
             ``\t`` ``|``: Excel writes ``;`` where the decimal mark is a comma).
         default_grade: The grade of every pair of a judgments table without a grade column (a list of
             relevant pairs); None requires a grade column.
+        decimal_comma: Read ``3,0`` as 3 in every table (always so in a ``;``-separated CSV).
+        grade_scale: The (lowest, highest) grade allowed, e.g. ``(0, 3)``; a grade outside it is refused.
+            None accepts any and states the range found in the summary.
+        sheets: The sheet of an ``.xlsx`` input to read, by table (``corpus``, ``queries``, ``qrels``;
+            ``*`` for any); a table without one is found by the sheet's name, or its header.
     """
 
     split: str = "test"
@@ -101,6 +119,9 @@ class ConvertOptions:
     columns: ColumnMap = field(default_factory=ColumnMap)
     delimiter: str | None = None
     default_grade: int | None = None
+    decimal_comma: bool = False
+    grade_scale: tuple[int, int] | None = None
+    sheets: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -120,6 +141,7 @@ class ConversionSummary:
     unjudged_queries: int = 0
     warnings: list[str] = field(default_factory=list)
     formats: dict[str, str] = field(default_factory=dict)  # input file → how it was read
+    grade_scale: str = ""  # e.g. "0-3 (given)" or "0-2 (the grades found; not checked)"
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -139,9 +161,19 @@ class Table:
     rows: Iterator[tuple[int, dict[str, Any]]]
     unit: str  # what a position counts: "line", "item" or "row"
     description: str = ""  # how it was read, e.g. "CSV, ';'-separated (detected)"
+    decimal_comma: bool = False  # numbers are written 3,5 (a ';'-separated CSV)
+    # Given a sink, a row the reader cannot read is added to it and skipped (so that a run reports every
+    # one); without, it is raised.
+    sink: Problems | None = None
 
     def error(self, reason: str, position: int | None = None, hint: str | None = None) -> FormatError:
         return FormatError(self.path, reason, position, hint, unit=self.unit)
+
+    def skip(self, problem: FormatError) -> None:
+        """A row the reader cannot read: raised, or added to the `sink`."""
+        if self.sink is None:
+            raise problem
+        self.sink.add(problem)
 
 
 def _kind(path: Path) -> tuple[str, bool]:
@@ -151,7 +183,12 @@ def _kind(path: Path) -> tuple[str, bool]:
         name = name[:-3]
     for suffix in TABLE_SUFFIXES:
         if name.endswith(suffix):
+            if gz and suffix in EXCEL_SUFFIXES:
+                raise FormatError(path, "a compressed workbook", hint="an .xlsx file is compressed already; unpack it")
             return suffix, gz
+    if name.endswith(".xls"):
+        raise FormatError(path, "the old Excel format (.xls) is not read",
+                          hint="open it in Excel or LibreOffice and save it as .xlsx, or as .csv")
     raise FormatError(path, "unsupported file type", hint=f"use one of {', '.join(TABLE_SUFFIXES)}, optionally .gz")
 
 
@@ -175,11 +212,12 @@ def _field_count(header: str, delimiter: str) -> int:
 
 
 @contextlib.contextmanager
-def open_table(path: str | Path, delimiter: str | None = None) -> Iterator[Table]:
+def open_table(path: str | Path, delimiter: str | None = None, sheet: str | None = None) -> Iterator[Table]:
     """Open an input table by its extension and stream its records.
 
     CSV/TSV values are read as text (so ``007`` stays ``007``); JSON values keep their JSON type. A
     ``.csv`` file's delimiter is sniffed from its header row unless `delimiter` is given; ``.tsv`` is tab.
+    An ``.xlsx`` workbook is read from `sheet` (by name, case ignored), or from its only sheet.
 
     Raises:
         FormatError: Unsupported extension, unreadable file, bad header or malformed records.
@@ -189,7 +227,14 @@ def open_table(path: str | Path, delimiter: str | None = None) -> Iterator[Table
     if not path.is_file():
         raise FormatError(path, "no such file")
     with contextlib.ExitStack() as stack:
-        if kind in (".csv", ".tsv"):
+        if kind in EXCEL_SUFFIXES:
+            book = stack.enter_context(Workbook(path))
+            if sheet is None and len(book.sheet_names) > 1:
+                raise FormatError(path, f"{len(book.sheet_names)} sheets: {', '.join(map(repr, book.sheet_names))}",
+                                  hint=f"choose one with {setting('sheets')}")
+            name = book.find_sheet(sheet, setting("sheets")) if sheet else book.sheet_names[0]
+            yield excel_table(book, name, "chosen" if sheet else "its only sheet")
+        elif kind in (".csv", ".tsv"):
             handle = stack.enter_context(gzip.open(path, "rb") if gz else open(path, "rb"))
             lines = _decoded_lines(path, handle)
             how = "given"
@@ -201,6 +246,8 @@ def open_table(path: str | Path, delimiter: str | None = None) -> Iterator[Table
                 lines = itertools.chain([first], lines)
             table = _csv_table(path, lines, delimiter)
             table.description = f"{kind[1:].upper()}, {DELIMITERS.get(delimiter, repr(delimiter))}-separated ({how})"
+            # Where Excel writes ';' between fields, the decimal mark is a comma (Excel's own rule).
+            table.decimal_comma = delimiter == ";"
             yield table
         elif kind == ".jsonl":
             handle = stack.enter_context(gzip.open(path, "rb") if gz else open(path, "rb"))
@@ -209,6 +256,13 @@ def open_table(path: str | Path, delimiter: str | None = None) -> Iterator[Table
             yield _json_table(path, gz)
         else:
             yield _parquet_table(path, gz)
+
+
+def excel_table(book: Workbook, sheet: str, how: str) -> Table:
+    """One sheet of an open workbook as a table; positions are Excel's row numbers."""
+    table = Table(Path(book.where(sheet)), [], iter(()), "row", f"an Excel sheet ({how})")
+    table.columns, table.rows = book.open_sheet(sheet, table.skip)
+    return table
 
 
 def _read_errors(path: Path, unit: str = "line"):
@@ -277,13 +331,15 @@ def _csv_table(path: Path, lines: Iterator[str], delimiter: str) -> Table:
             if not any(cell.strip() for cell in fields):
                 continue
             if len(fields) != len(columns):
-                raise FormatError(
+                table.skip(FormatError(
                     path, f"row has {len(fields)} fields, the header has {len(columns)}", line,
                     "quote fields that contain the delimiter or a line break",
-                )
+                ))
+                continue
             yield line, dict(zip(columns, fields))
 
-    return Table(path, columns, rows(), "line")
+    table = Table(path, columns, rows(), "line")
+    return table
 
 
 def _jsonl_table(path: Path, handle: IO[bytes]) -> Table:
@@ -349,7 +405,7 @@ def _parquet_table(path: Path, gz: bool) -> Table:
 
 def resolve_column(table: Table, candidates: tuple[str, ...], explicit: str | None, option: str, role: str,
                    required: bool = True, hint: str | None = None) -> str | None:
-    """Pick the column playing `role`: the explicit name, else the one common name present.
+    """Pick the column playing `role`: the explicit name (case ignored), else the one common name present.
 
     Raises:
         FormatError: The explicit column is absent, several common names are present, or a
@@ -358,9 +414,7 @@ def resolve_column(table: Table, candidates: tuple[str, ...], explicit: str | No
     """
     found = ", ".join(table.columns)
     if explicit is not None:
-        if explicit not in table.columns:
-            raise FormatError(table.path, f"no column {explicit!r} (from {option}); columns found: {found}")
-        return explicit
+        return _explicit_column(table, explicit, option)
     by_lower = {column.lower(): column for column in table.columns}
     matches = list(dict.fromkeys(by_lower[c] for c in candidates if c in by_lower))
     if len(matches) > 1:
@@ -372,6 +426,22 @@ def resolve_column(table: Table, candidates: tuple[str, ...], explicit: str | No
         raise FormatError(table.path, f"no {role} column (looked for {', '.join(candidates)})",
                           hint=f"{hint or f'name it with {option}'}; columns found: {found}")
     return matches[0]
+
+
+def _explicit_column(table: Table, explicit: str, option: str) -> str:
+    """The column named `explicit`: exactly, else the one whose name differs only in case or surrounding
+    spaces (``articleno`` finds ``ArticleNo``); else an error suggesting the closest names."""
+    if explicit in table.columns:
+        return explicit
+    folded = [column for column in table.columns if column.strip().lower() == explicit.strip().lower()]
+    if len(folded) == 1:
+        return folded[0]
+    found = ", ".join(table.columns)
+    if folded:
+        raise FormatError(table.path, f"{' and '.join(map(repr, folded))} all match {explicit!r} (from {option}) "
+                                      "but for case", hint=f"give the exact name; columns found: {found}")
+    raise FormatError(table.path, f"no column {explicit!r} (from {option}); {suggestion(explicit, table.columns)}"
+                                  f"columns found: {found}")
 
 
 @dataclass(frozen=True)
@@ -425,7 +495,8 @@ def _columns_of(table: Table, kind: str, options: ConvertOptions) -> dict[str, s
     return resolved
 
 
-def _check_columns(sources: list[tuple[str, Path]], options: ConvertOptions) -> None:
+def _check_columns(sources: list[tuple[str, Path]], options: ConvertOptions,
+                   books: dict[Path, Workbook] | None = None) -> None:
     """Read each table's header and resolve its columns before anything is converted, so that a run
     reports every column problem of all the tables at once (a user otherwise learns them one run at a time).
 
@@ -436,7 +507,7 @@ def _check_columns(sources: list[tuple[str, Path]], options: ConvertOptions) -> 
     problems: list[FormatError] = []
     for kind, path in sources:
         try:
-            with _open_any(path, kind, options.delimiter) as table:
+            with _open_any(path, kind, options, books) as table:
                 problems += _resolve_roles(table, kind, options)[1]
         except FormatError as exc:
             problems.append(exc)
@@ -449,11 +520,42 @@ def _check_columns(sources: list[tuple[str, Path]], options: ConvertOptions) -> 
 class ColumnProblems(FormatError):
     """Several tables (or several columns of one) cannot be read; each problem on its own line."""
 
-    def __init__(self, problems: list[FormatError]):
+    what = "with the input tables"
+
+    def __init__(self, problems: list[FormatError], count: int | None = None):
         self.problems = problems
-        HarnessError.__init__(self, f"{len(problems)} problems with the input tables (nothing written):\n  "
-                              + "\n  ".join(str(problem) for problem in problems))
+        self.count = len(problems) if count is None else count
+        more = f"\n  and {self.count - len(problems)} more" if self.count > len(problems) else ""
+        HarnessError.__init__(self, f"{self.count} problems {self.what} (nothing written):\n  "
+                              + "\n  ".join(str(problem) for problem in problems) + more)
         self.path, self.reason, self.line_no, self.hint, self.unit = problems[0].path, str(self), None, None, "line"
+
+
+class RowProblems(ColumnProblems):
+    """Several rows of the input tables cannot be converted; the first `PROBLEM_LIMIT`, then a count."""
+
+    what = "in the input rows"
+
+
+class Problems:
+    """The row problems of one conversion: the first `PROBLEM_LIMIT` kept, the rest counted."""
+
+    def __init__(self, limit: int = PROBLEM_LIMIT):
+        self.limit = limit
+        self.shown: list[FormatError] = []
+        self.count = 0
+
+    def add(self, problem: FormatError) -> None:
+        self.count += 1
+        if len(self.shown) < self.limit:
+            self.shown.append(problem)
+
+    def raise_any(self) -> None:
+        """Raises: FormatError: The one problem found. RowProblems: Several, one line each."""
+        if self.count == 1:
+            raise self.shown[0]
+        if self.count:
+            raise RowProblems(self.shown, self.count)
 
 
 def _id(table: Table, position: int, record: dict[str, Any], column: str, what: str) -> str:
@@ -480,8 +582,9 @@ def _text(table: Table, position: int, record: dict[str, Any], column: str | Non
     return value if isinstance(value, str) else str(value)
 
 
-def parse_grade(value: Any, allow_negative: bool) -> int:
-    """An integer relevance grade from a cell: ``2``, ``"2"``, ``2.0`` and ``"2.0"`` give 2.
+def parse_grade(value: Any, allow_negative: bool, decimal_comma: bool = False) -> int:
+    """An integer relevance grade from a cell: ``2``, ``"2"``, ``2.0`` and ``"2.0"`` give 2; with
+    `decimal_comma`, ``"2,0"`` too (``"2,5"`` is not an integer).
 
     Raises:
         ValueError: Missing, non-integer or (unless `allow_negative`) negative; the message says which.
@@ -492,19 +595,59 @@ def parse_grade(value: Any, allow_negative: bool) -> int:
         grade = value
     else:
         text = str(value).strip()
+        number_text = text.replace(",", ".") if decimal_comma and text.count(",") == 1 and "." not in text else text
         try:
             grade = int(text)
         except ValueError:
             try:
-                number = float(text)
+                number = float(number_text)
             except ValueError:
-                raise ValueError(f"grade {text!r} is not an integer") from None
+                comma = f" (a decimal comma? pass {setting('decimal_comma')})" if "," in text and not decimal_comma else ""
+                raise ValueError(f"grade {text!r} is not an integer{comma}") from None
             if not number.is_integer():
                 raise ValueError(f"grade {text!r} is not an integer") from None
             grade = int(number)
     if grade < 0 and not allow_negative:
         raise ValueError(f"negative grade {grade} (pass {setting('allow_negative')} to keep TREC-COVID-style -1)")
     return grade
+
+
+_SCALE = re.compile(r"\s*(-?\d+)\s*(?:-|–|\.\.|:| to )\s*(-?\d+)\s*")
+
+
+def parse_grade_scale(text: str) -> tuple[int, int]:
+    """``"0-3"`` (or ``0..3``, ``-1-2``) as (lowest, highest) grade.
+
+    Raises:
+        HarnessError: Not two integers, or the lowest above the highest.
+    """
+    match = _SCALE.fullmatch(text)
+    if not match:
+        raise HarnessError(f"{setting('grade_scale')} {text!r}: expected LOWEST-HIGHEST, e.g. 0-3")
+    low, high = int(match.group(1)), int(match.group(2))
+    if low > high:
+        raise HarnessError(f"{setting('grade_scale')} {text!r}: the lowest grade is above the highest")
+    return low, high
+
+
+def _grade(table: Table, position: int, record: dict[str, Any], column: str, options: ConvertOptions) -> int:
+    """The grade of a judgments row, checked against the scale when one is given."""
+    try:
+        grade = _scaled_grade(record.get(column), options, table.decimal_comma)
+    except ValueError as exc:
+        raise table.error(f"{exc} in column {column!r}", position) from None
+    scale = options.grade_scale
+    if scale and not scale[0] <= grade <= scale[1]:
+        raise table.error(f"grade {grade} is outside the scale {scale[0]}-{scale[1]} in column {column!r}", position,
+                          f"correct it, or widen {setting('grade_scale')}")
+    return grade
+
+
+def _scaled_grade(value: Any, options: ConvertOptions, decimal_comma: bool = False) -> int:
+    """`parse_grade` under the options: negative grades allowed when the scale starts below 0."""
+    scale = options.grade_scale
+    return parse_grade(value, options.allow_negative or bool(scale and scale[0] < 0),
+                       decimal_comma or options.decimal_comma)
 
 
 def _metadata(record: dict[str, Any], used: set[str]) -> dict[str, Any]:
@@ -529,12 +672,17 @@ class _Judgments:
     unit: str
     by_pair: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     description: str = ""
+    sink: Problems | None = None  # where a conflict goes; None raises it
 
     def add(self, query_id: str, doc_id: str, grade: int, position: int) -> None:
         previous = self.by_pair.get((query_id, doc_id))
         if previous is not None and previous[0] != grade:
-            raise FormatError(self.path, f"({query_id}, {doc_id}) judged {previous[0]} at {self.unit} {previous[1]} "
-                                         f"and {grade} here", position, "keep one judgment per pair", unit=self.unit)
+            problem = FormatError(self.path, f"({query_id}, {doc_id}) judged {previous[0]} at {self.unit} "
+                                             f"{previous[1]} and {grade} here", position, "keep one judgment per pair",
+                                  unit=self.unit)
+            if self.sink is None:
+                raise problem
+            self.sink.add(problem)
         if previous is None:
             self.by_pair[(query_id, doc_id)] = (grade, position)
 
@@ -591,76 +739,131 @@ def _trec_qrels_table(path: Path) -> Iterator[Table]:
 
 
 @contextlib.contextmanager
-def _open_any(path: Path, kind: str, delimiter: str | None) -> Iterator[Table]:
-    """Any input table; judgments may also be whitespace-separated text (.qrels/.txt)."""
+def _open_any(path: Path, kind: str, options: ConvertOptions,
+              books: dict[Path, Workbook] | None = None) -> Iterator[Table]:
+    """Any input table of `kind`; judgments may also be whitespace-separated text (.qrels/.txt), and a
+    workbook's sheet is chosen by `_choose_sheet`. Workbooks opened are kept in `books` (the caller closes
+    them): one workbook holding three tables is loaded once."""
     if kind == "qrels" and path.name.lower().removesuffix(".gz").endswith(TREC_QRELS_SUFFIXES):
         with _trec_qrels_table(path) as table:
             yield table
+    elif path.name.lower().endswith(EXCEL_SUFFIXES) and books is not None:
+        if path not in books:
+            books[path] = Workbook(path)
+        yield excel_table(books[path], *_choose_sheet(books[path], kind, options))
+    elif path.name.lower().endswith(EXCEL_SUFFIXES):
+        with Workbook(path) as book:
+            yield excel_table(book, *_choose_sheet(book, kind, options))
     else:
-        with open_table(path, delimiter) as table:
+        with open_table(path, options.delimiter) as table:
             yield table
 
 
-def _read_qrels_table(path: Path, options: ConvertOptions) -> _Judgments:
-    with _open_any(path, "qrels", options.delimiter) as table:
+_TABLE_NAMES = {"corpus": "documents", "queries": "queries", "qrels": "judgments"}
+
+
+def _choose_sheet(book: Workbook, kind: str, options: ConvertOptions) -> tuple[str, str]:
+    """The sheet holding the `kind` table, and how it was chosen: the one named in `sheets`, the only
+    sheet, the one sheet with a telling name (``Judgments``), or the one whose header has the columns.
+
+    Raises:
+        FormatError: No such sheet, or no sheet (or several) fits; the message lists the sheets.
+    """
+    explicit = options.sheets.get(kind) or options.sheets.get("*")
+    if explicit:
+        return book.find_sheet(explicit, setting("sheets")), f"chosen with {setting('sheets')}"
+    if len(book.sheet_names) == 1:
+        return book.sheet_names[0], "its only sheet"
+    named = [sheet for sheet in book.sheet_names if sheet.strip().lower() in SHEET_NAMES[kind]]
+    if len(named) == 1:
+        return named[0], "found by its name"
+    fitting = [sheet for sheet in named or book.sheet_names if _header_fits(book, sheet, kind, options)]
+    if len(fitting) == 1:
+        return fitting[0], "found by its header"
+    reason = (f"sheets {' and '.join(map(repr, fitting))} all have the columns of the {_TABLE_NAMES[kind]}" if fitting
+              else f"no sheet is named {' or '.join(SHEET_NAMES[kind][:3])} or has the columns of the "
+                   f"{_TABLE_NAMES[kind]}")
+    raise FormatError(book.path, reason, hint=f"choose one with {setting('sheets')} {kind}=NAME; sheets: "
+                                              f"{', '.join(map(repr, book.sheet_names))}")
+
+
+def _header_fits(book: Workbook, sheet: str, kind: str, options: ConvertOptions) -> bool:
+    try:
+        header = book.header(sheet)
+    except FormatError:
+        return False
+    return header is not None and not _resolve_roles(Table(book.path, header[1], iter(()), "row"), kind, options)[1]
+
+
+def _read_qrels_table(path: Path, options: ConvertOptions, problems: Problems,
+                      books: dict[Path, Workbook] | None = None) -> _Judgments:
+    """Every judgment of the table; rows that cannot be read go to `problems` (all of them, not the first)."""
+    with _open_any(path, "qrels", options, books) as table:
+        table.sink = problems
         columns = _columns_of(table, "qrels", options)
         score_col = columns["score"]
         notes = [table.description] if table.description else []
         if score_col is None:
             notes.append(f"no grade column, so every pair has grade {options.default_grade} "
                          f"({setting('default_grade')})")
-        judgments = _Judgments(path, table.unit, description="; ".join(notes))
+        elif table.decimal_comma or options.decimal_comma:
+            notes.append("grades with a decimal comma (3,0 is 3)")
+        judgments = _Judgments(table.path, table.unit, description="; ".join(notes), sink=problems)
         for position, record in table.rows:
-            query_id = _id(table, position, record, columns["query"], "query id")
-            doc_id = _id(table, position, record, columns["doc"], "document id")
-            if score_col is None:
-                grade = options.default_grade
-            else:
-                try:
-                    grade = parse_grade(record.get(score_col), options.allow_negative)
-                except ValueError as exc:
-                    raise table.error(f"{exc} in column {score_col!r}", position) from None
+            try:
+                query_id = _id(table, position, record, columns["query"], "query id")
+                doc_id = _id(table, position, record, columns["doc"], "document id")
+                grade = options.default_grade if score_col is None else _grade(table, position, record, score_col,
+                                                                               options)
+            except FormatError as exc:
+                problems.add(exc)
+                continue
             judgments.add(query_id, doc_id, grade, position)
-    if not judgments.by_pair:
-        raise FormatError(path, "no judgments")
+    if not judgments.by_pair and not problems.count:
+        raise FormatError(judgments.path, "no judgments")
     return judgments
-
-
-def _first_position(path: Path, column: str, wanted: str, delimiter: str | None = None) -> int | None:
-    """Where an id first occurs (only called on the error path, to name both lines)."""
-    with open_table(path, delimiter) as table:
-        for position, record in table.rows:
-            if str(record.get(column, "")).strip() == wanted:
-                return position
-    return None
 
 
 class _RecordWriter:
     """Validates corpus or query rows and streams them into a BEIR .jsonl file."""
 
-    def __init__(self, kind: str, drop_empty: bool):
+    def __init__(self, kind: str, drop_empty: bool, problems: Problems | None = None):
         self.kind = kind
         self.drop_empty = drop_empty
-        self.ids: set[str] = set()
+        self.problems = problems  # where row problems go; None raises the first
+        self.ids: dict[str, int] = {}  # id → its position, to name both lines of a duplicate
         self.dropped: dict[str, str] = {}  # id → position, for records skipped as empty
         self.count = 0
         self.description = ""
+        self.source = ""  # how messages name the table: the file, or the workbook and sheet
 
-    def write_table(self, path: Path, handle: IO[str], options: ConvertOptions) -> None:
-        with open_table(path, options.delimiter) as table:
-            self.description = table.description
+    def write_table(self, path: Path, handle: IO[str], options: ConvertOptions,
+                    books: dict[Path, Workbook] | None = None) -> None:
+        with _open_any(path, "corpus" if self.kind == "document" else "queries", options, books) as table:
+            table.sink = self.problems
+            self.description, self.source = table.description, str(table.path)
             columns = _columns_of(table, "corpus" if self.kind == "document" else "queries", options)
             id_col, title_col, text_col = columns["id"], columns.get("title"), columns["text"]
             used = {c for c in (id_col, title_col, text_col) if c}
             for position, record in table.rows:
-                record_id = _id(table, position, record, id_col, f"{self.kind} id")
-                title = _text(table, position, record, title_col)
-                text = _text(table, position, record, text_col)
-                if record_id in self.ids or record_id in self.dropped:
-                    first = _first_position(path, id_col, record_id, options.delimiter)
-                    raise table.error(f"duplicate {self.kind} id {record_id!r} (first at {table.unit} {first})",
-                                      position, f"{self.kind} ids must be unique")
-                self.add(handle, record_id, title, text, _metadata(record, used), table.error, position)
+                try:
+                    self.write_row(handle, table, position, record, (id_col, title_col, text_col), used)
+                except FormatError as exc:
+                    if self.problems is None:
+                        raise
+                    self.problems.add(exc)
+
+    def write_row(self, handle: IO[str], table: Table, position: int, record: dict[str, Any],
+                  columns: tuple[str, str | None, str], used: set[str]) -> None:
+        id_col, title_col, text_col = columns
+        record_id = _id(table, position, record, id_col, f"{self.kind} id")
+        title = _text(table, position, record, title_col)
+        text = _text(table, position, record, text_col)
+        if record_id in self.ids or record_id in self.dropped:
+            first = self.ids.get(record_id) or self.dropped[record_id]
+            raise table.error(f"duplicate {self.kind} id {record_id!r} (first at {table.unit} {first})",
+                              position, f"{self.kind} ids must be unique")
+        self.add(handle, record_id, title, text, _metadata(record, used), table.error, position)
 
     def add(self, handle: IO[str], record_id: str, title: str, text: str, metadata: dict[str, Any],
             error: Callable[[str, int, str], FormatError], position: int) -> None:
@@ -670,7 +873,7 @@ class _RecordWriter:
                             "fill it in, or pass --drop-empty to skip such records")
             self.dropped[record_id] = str(position)
             return
-        self.ids.add(record_id)
+        self.ids[record_id] = position
         self.count += 1
         if self.kind == "document":
             handle.write(corpus_line(Doc(record_id, title, text), metadata))
@@ -678,11 +881,11 @@ class _RecordWriter:
             handle.write(query_line(Query(record_id, text), metadata))
 
 
-def _unresolved(judgments: _Judgments, query_ids: set[str], doc_ids: set[str], dropped_queries: dict[str, str],
-                dropped_docs: dict[str, str], queries_name: str, corpus_name: str) -> None:
-    """Refuse judgments whose query or document does not exist, listing the first ones."""
-    for index, kind, known, dropped, target in ((0, "queries", query_ids, dropped_queries, queries_name),
-                                                (1, "documents", doc_ids, dropped_docs, corpus_name)):
+def _unresolved(judgments: _Judgments, known_ids: tuple[Any, Any], dropped_ids: tuple[dict[str, str], dict[str, str]],
+                names: tuple[str, str], problems: Problems) -> None:
+    """Judgments whose query or document does not exist, one problem for each kind, listing the first ones."""
+    for index, kind in enumerate(("queries", "documents")):
+        known, dropped = known_ids[index], dropped_ids[index]
         bad = [(pair[index], position) for pair, (_, position) in judgments.by_pair.items() if pair[index] not in known]
         if not bad:
             continue
@@ -690,8 +893,8 @@ def _unresolved(judgments: _Judgments, query_ids: set[str], doc_ids: set[str], d
             f"{judgments.unit} {position} {record_id!r}" + (" (dropped: empty text)" if record_id in dropped else "")
             for record_id, position in bad[:_SHOWN])
         more = f" and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else ""
-        raise FormatError(judgments.path, f"{len(bad)} judgment(s) name unknown {kind}: {shown}{more}",
-                          hint=f"every id must be in {target}")
+        problems.add(FormatError(judgments.path, f"{len(bad)} judgment(s) name unknown {kind}: {shown}{more}",
+                                 hint=f"every id must be in {names[index]}"))
 
 
 # --------------------------------------------------------------------------- output folder
@@ -723,12 +926,14 @@ class _Staging:
             self.discard()
 
     def finish(self, summary: ConversionSummary, judgments: _Judgments, queries: _RecordWriter,
-               docs: _RecordWriter, queries_name: str, corpus_name: str, split: str) -> None:
-        """Check the judgments resolve, write the qrels, summarise, and move the folder into place."""
-        _unresolved(judgments, queries.ids, docs.ids, queries.dropped, docs.dropped, queries_name, corpus_name)
-        summary.n_judgments = write_qrels(judgments.rows(), self.root / "qrels" / f"{split}.tsv")
-        _summarize(summary, judgments, queries, docs)
-        self.commit(summary.mode, split)
+               docs: _RecordWriter, names: tuple[str, str], options: ConvertOptions, problems: Problems) -> None:
+        """Check the judgments resolve, refuse if any row had a problem, write the qrels, summarise, and move
+        the folder into place."""
+        _unresolved(judgments, (queries.ids, docs.ids), (queries.dropped, docs.dropped), names, problems)
+        problems.raise_any()
+        summary.n_judgments = write_qrels(judgments.rows(), self.root / "qrels" / f"{options.split}.tsv")
+        _summarize(summary, judgments, queries, docs, options.grade_scale)
+        self.commit(summary.mode, options.split)
 
     def commit(self, mode: str, split: str) -> None:
         try:
@@ -798,37 +1003,73 @@ def convert_tables(
         OutputError: The folder exists (without ``force``) or cannot be written.
     """
     out = Path(out)
-    if options.default_grade is not None and options.default_grade < 0 and not options.allow_negative:
-        raise HarnessError(f"{setting('default_grade')} {options.default_grade} is negative (pass "
-                           f"{setting('allow_negative')} to allow it)")
+    _check_options(options, {"corpus": corpus, "queries": queries, "qrels": qrels})
     mode = _plan(out, options.split, options.force)
     if mode != "add-split" and (corpus is None or queries is None):
         raise HarnessError(f"{setting('corpus')} and {setting('queries')} are required unless {setting('split')} adds a split to an existing folder")
-    _check_columns([(kind, Path(path)) for kind, path in (("corpus", corpus), ("queries", queries), ("qrels", qrels))
-                    if path is not None], options)
-    judgments = _read_qrels_table(Path(qrels), options)
+    problems, books = Problems(), {}
+    try:
+        _check_columns([(kind, Path(path)) for kind, path in (("corpus", corpus), ("queries", queries),
+                                                              ("qrels", qrels)) if path is not None], options, books)
+        return _convert(corpus, queries, Path(qrels), out, options, mode, problems, books)
+    except ColumnProblems:
+        raise
+    except FormatError as exc:
+        # A table that cannot be read on (broken JSON, bytes that are not UTF-8) ends the run; the rows
+        # already found wrong are reported with it.
+        if not problems.count:
+            raise
+        problems.add(exc)
+        problems.raise_any()
+        raise
+    finally:
+        for book in books.values():
+            book.close()
+
+
+def _check_options(options: ConvertOptions, inputs: dict[str, str | Path | None]) -> None:
+    """Refuse settings that contradict each other or the inputs, before any file is read."""
+    workbooks = {kind for kind, path in inputs.items() if path is not None and str(path).lower().endswith(EXCEL_SUFFIXES)}
+    for kind in options.sheets:
+        if kind not in workbooks and (kind != "*" or not workbooks):
+            which = "no input is" if kind == "*" else f"the {kind} input is not"
+            raise HarnessError(f"{setting('sheets')} {'' if kind == '*' else kind + '='}{options.sheets[kind]}: "
+                               f"{which} an .xlsx workbook")
+    grade, scale = options.default_grade, options.grade_scale
+    if grade is not None and grade < 0 and not options.allow_negative and not (scale and scale[0] <= grade):
+        raise HarnessError(f"{setting('default_grade')} {grade} is negative (pass "
+                           f"{setting('allow_negative')} to allow it)")
+    if grade is not None and scale and not scale[0] <= grade <= scale[1]:
+        raise HarnessError(f"{setting('default_grade')} {grade} is outside {setting('grade_scale')} "
+                           f"{scale[0]}-{scale[1]}")
+
+
+def _convert(corpus: str | Path | None, queries: str | Path | None, qrels: Path, out: Path,
+             options: ConvertOptions, mode: str, problems: Problems, books: dict[Path, Workbook]) -> ConversionSummary:
+    judgments = _read_qrels_table(qrels, options, problems, books)
     summary = ConversionSummary(str(out), options.split, mode)
     if judgments.description:
-        summary.formats[str(qrels)] = judgments.description
+        summary.formats[str(judgments.path)] = judgments.description
     with _Staging(out) as staging:
-        docs = _RecordWriter("document", options.drop_empty)
-        queries_writer = _RecordWriter("query", options.drop_empty)
+        docs = _RecordWriter("document", options.drop_empty, problems)
+        queries_writer = _RecordWriter("query", options.drop_empty, problems)
         existing = _existing_beir_files(out) if mode == "add-split" else None
         for kind, source, writer, name in (("queries", queries, queries_writer, "queries.jsonl"),
                                            ("corpus", corpus, docs, "corpus.jsonl")):
             if source is None:
                 # Adding a split: its ids resolve against the folder's own files.
                 reader = iter_corpus if kind == "corpus" else iter_queries
-                writer.ids = {record[0] for record in reader(existing[kind])}
+                writer.ids = {record[0]: 0 for record in reader(existing[kind])}
+                writer.source = str(existing[kind])
                 continue
             with open(staging.root / name, "w", encoding="utf-8", newline="\n") as handle:
-                writer.write_table(Path(source), handle, options)
+                writer.write_table(Path(source), handle, options, books)
             if writer.description:
-                summary.formats[str(source)] = writer.description
-            if existing is not None:
+                summary.formats[writer.source] = writer.description
+            if existing is not None and not problems.count:
                 _require_same(kind, staging.root / name, existing[kind])
-        staging.finish(summary, judgments, queries_writer, docs, str(queries or existing["queries"]),
-                       str(corpus or existing["corpus"]), options.split)
+        staging.finish(summary, judgments, queries_writer, docs, (queries_writer.source, docs.source), options,
+                       problems)
     return summary
 
 
@@ -845,19 +1086,25 @@ def _require_same(kind: str, staged: Path, existing: Path) -> None:
 
 
 def _summarize(summary: ConversionSummary, judgments: _Judgments, queries: _RecordWriter,
-               docs: _RecordWriter) -> None:
+               docs: _RecordWriter, scale: tuple[int, int] | None) -> None:
     judged = {query_id for query_id, _ in judgments.by_pair}
     summary.n_docs = docs.count or len(docs.ids)
     summary.n_queries = queries.count or len(queries.ids)
     summary.n_judged_queries = len(judged)
     summary.grades = dict(Counter(grade for grade, _ in judgments.by_pair.values()))
+    if scale:
+        summary.grade_scale = f"{scale[0]}-{scale[1]} (given; every grade within it)"
+    else:
+        low, high = min(summary.grades), max(summary.grades)
+        summary.grade_scale = (f"{low}-{high} (the grades found, not checked: pass {setting('grade_scale')} "
+                               f"{low}-{high} or your scale to check them)")
     summary.dropped_docs = len(docs.dropped)
     summary.dropped_queries = len(queries.dropped)
     if docs.dropped or queries.dropped:
         summary.warnings.append(f"dropped {len(docs.dropped)} document(s) and {len(queries.dropped)} "
                                 f"quer(y/ies) with empty text")
     if queries.count:
-        unjudged = sorted(queries.ids - judged)
+        unjudged = sorted(queries.ids.keys() - judged)
         summary.unjudged_queries = len(unjudged)
         if unjudged:
             summary.warnings.append(
@@ -982,11 +1229,16 @@ def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions 
                 elif isinstance(relevant, dict):
                     grades = {}
                     for doc_id, grade in relevant.items():
+                        key = _eval_set_id(path, f"{where} relevant", doc_id)
                         try:
-                            grades[_eval_set_id(path, f"{where} relevant", doc_id)] = parse_grade(
-                                grade, options.allow_negative)
+                            given = grades[key] = _scaled_grade(grade, options)
                         except ValueError as exc:
                             raise FormatError(path, f"{where}: relevant {doc_id!r}: {exc}") from None
+                        scale = options.grade_scale
+                        if scale and not scale[0] <= given <= scale[1]:
+                            raise FormatError(path, f"{where}: relevant {doc_id!r}: grade {given} is outside the "
+                                                    f"scale {scale[0]}-{scale[1]}",
+                                              hint=f"correct it, or widen {setting('grade_scale')}")
                 elif relevant is None:
                     grades = {}
                 else:
@@ -997,5 +1249,5 @@ def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions 
                             query_error, index + 1)
         if not judgments.by_pair:
             raise FormatError(path, "no query has relevant documents", hint="give each query a 'relevant' list")
-        staging.finish(summary, judgments, queries, docs, "the queries", "the documents", options.split)
+        staging.finish(summary, judgments, queries, docs, ("the queries", "the documents"), options, Problems())
     return summary

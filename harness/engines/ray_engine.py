@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ENGINES = ("local", "ray")
+SEARCH_PLACES = ("sharded", "driver")
 PROBE_TIMEOUT_S = 5.0
 
 
@@ -63,12 +64,16 @@ class RaySpec:
         gpus_per_worker: GPUs each actor asks Ray for (fractions pack several actors on one GPU,
             e.g. 0.5); each actor encodes on the GPU Ray assigned it. None: CPU actors. The driver
             needs no GPU.
+        search: Where a flat index is searched: ``sharded`` — on the workers, each over a shard of the
+            cached vectors, merged on the driver (`harness.engines.ray_search`; the driver never holds
+            the corpus vectors); ``driver`` — one in-memory index on the driver.
     """
 
     address: str | None = None
     local_cpus: int | None = None
     shards: int | None = None
     gpus_per_worker: float | None = None
+    search: str = "sharded"
 
     def check(self) -> None:
         """Raise HarnessError for contradictory or out-of-range settings."""
@@ -78,6 +83,8 @@ class RaySpec:
             raise HarnessError(f"{setting('local_cpus')} must be a positive number of CPUs, got {self.local_cpus}")
         if self.shards is not None and self.shards <= 0:
             raise HarnessError(f"{setting('shards')} must be positive, got {self.shards}")
+        if self.search not in SEARCH_PLACES:
+            raise HarnessError(f"{setting('ray_search')} {self.search!r}: use one of {', '.join(SEARCH_PLACES)}")
         if self.gpus_per_worker is not None and not 0 < self.gpus_per_worker <= 64:
             raise HarnessError(f"ray_gpus_per_worker must be in (0, 64], got {self.gpus_per_worker}")
         if self.gpus_per_worker is not None and self.gpus_per_worker > 1:
@@ -189,6 +196,18 @@ def connect(spec: RaySpec) -> bool:
         raise HarnessError(f"cannot join the Ray cluster at {spec.address or 'the default address'} "
                            f"({type(exc).__name__}: {str(exc)[:300]})") from None
     return True
+
+
+@contextmanager
+def session(spec: RaySpec) -> Iterator[None]:
+    """The cluster `spec` names, joined (or started) for the whole block and left (shut down) after it, so
+    the steps of one run inside it share one session."""
+    started = connect(spec)
+    try:
+        yield
+    finally:
+        if started:
+            _ray().shutdown()
 
 
 def _actor_count(resources: dict[str, float], gpus_per_worker: float | None) -> tuple[int, dict[str, float]]:

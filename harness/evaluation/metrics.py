@@ -20,7 +20,9 @@ Evaluation rules (pinned by tests):
 * **Relevant means grade ≥ 1.** Grade 0 is judged non-relevant; negative grades are
   non-relevant too.
 * **Ranking.** Documents are ordered by score descending, ties by doc_id descending
-  (trec_eval's order, see `harness.records`); the rank column of a run file is ignored.
+  (trec_eval's order, see `harness.records`); the rank column of a run file is ignored. Scores are
+  compared as pytrec_eval compares them, as float32 (1e-50 ties 0.0, 1.00000001 ties 1.0), by every
+  metric, Judged@k included: its top k is the one nDCG@k read.
 * **Cutoff.** Only the first k documents of that order are looked at; a metric without a cutoff
   (``nDCG``, ``MAP``, ``MRR``, ``R-Prec``) looks at every document the run has for the query.
 
@@ -39,7 +41,7 @@ Formulas, for one query with judged grades ``rel(d)``, ranked list ``d_1, d_2, .
 * ``Success@k = 1 if {d_i : i≤k} ∩ R ≠ ∅ else 0`` (trec_eval ``success``).
 * ``R-Prec = |{d_i : i≤|R|} ∩ R| / |R|`` (trec_eval ``Rprec``).
 * ``Judged@k = |{d_i : i≤k} ∩ J| / min(k, n)`` with ``J`` every judged document (any grade) and ``n``
-  the number retrieved; 0 when nothing is retrieved (ir_measures ``Judged``). Unjudged documents
+  the number retrieved; 0 when nothing is retrieved (ir_measures ``Judged``, on trec_eval's order). Unjudged documents
   count as non-relevant in every other metric, so a low Judged@10 (TREC-COVID, Touché) says the
   other numbers are lower bounds.
 
@@ -49,6 +51,7 @@ Each metric but Judged is 0 for a query with no relevant document.
 from __future__ import annotations
 
 import bisect
+from array import array
 import csv
 import difflib
 import functools
@@ -231,24 +234,18 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
         family = families.get(spec.name)
         if family is None or (spec.k and not family.cutoff) or (not spec.k and family.cutoff and not family.uncut):
             raise UnknownMetricError(f"unknown metric {spec}")
-    names = [str(spec) for spec in metrics]
     judged_scores = run.trec_eval_input(qrels)
-    # Every judged query counts: one without results scores 0 on every metric. Each row starts as zeros
-    # in name order and is filled in place (no second dict per query).
-    zeros = dict.fromkeys(names, 0.0)
-    per_query = {query_id: zeros.copy() for query_id in qrels}
     judgments = qrels.to_dict()  # plain dicts: what pytrec_eval takes, and C-level lookups below
-    trec = [spec for spec in metrics if families[spec.name].trec_eval]
-    judged = [spec for spec in metrics if spec.name == "Judged"]
-    if judged_scores and trec:
-        _trec_eval(judgments, judged_scores, trec, per_query)
-    if judged:
-        _judged(judgments, judged_scores, judged, per_query)
-
-    whole_run = any(not spec.k and families[spec.name].cutoff for spec in metrics)
+    plan = _Plan(list(dict.fromkeys(metrics)))  # a metric named twice is computed (and kept) once
+    trec = _trec_eval(judgments, judged_scores, plan.measured) if judged_scores and plan.measured else {}
+    judged = _judged(judgments, judged_scores, plan.judged, trec) if plan.judged else {}
+    per_query = plan.rows(qrels, trec, judged)
     n = len(qrels)
-    rows = list(per_query.values())
-    means = {name: (math.fsum(map(operator.itemgetter(name), rows)) / n if n else 0.0) for name in names}
+    # Every row holds its values in name order: the columns are one C-level transposition away.
+    columns = zip(*map(dict.values, per_query.values())) if n else ()
+    means = dict.fromkeys(plan.names, 0.0)
+    means.update((name, math.fsum(column) / n) for name, column in zip(plan.names, columns))
+    whole_run = any(not spec.k and families[spec.name].cutoff for spec in metrics)
     return Evaluation(
         means=means,
         per_query=per_query,
@@ -259,32 +256,73 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluatio
     )
 
 
-def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values) -> None:
-    """The metrics trec_eval computes, into `evaluated` (query_id → name → value)."""
+class _Plan:
+    """How each asked metric is read: from trec_eval's value under a key, from its recip_rank cut at k
+    (MRR@k), or from `_judged` (Judged@k); and how one query's row is put together in the asked order."""
+
+    def __init__(self, metrics: list[MetricSpec]):
+        families = metric_families()
+        self.names = [str(spec) for spec in metrics]
+        self.judged = [spec for spec in metrics if spec.name == "Judged"]
+        trec = [spec for spec in metrics if families[spec.name].trec_eval]
+        self.cut = [spec for spec in trec if _measure(spec) in _UNCUT and spec.k]  # MRR@k
+        direct = [spec for spec in trec if spec not in self.cut]
+        self.keys = [_trec_key(spec) for spec in direct]
+        # What trec_eval is asked: the direct metrics, recip_rank for MRR@k, P@k for Judged@k (see _judged).
+        extra = [MetricSpec("MRR", 0)] * bool(self.cut) + [MetricSpec("P", spec.k) for spec in self.judged]
+        self.measured = list(dict.fromkeys(direct + extra))
+        computed = direct + self.cut + self.judged  # the order a row's values are put together in
+        self.reorder = _getter([computed.index(spec) for spec in metrics])  # computed order → asked order
+
+    def rows(self, qrels: Qrels, trec: dict[str, dict[str, float]],
+             judged: dict[str, tuple[float, ...]]) -> _Values:
+        """query_id → metric name → value for every judged query, each row made once, in the asked order.
+
+        One comprehension, C-level calls only per query: a query trec_eval has no values for reads
+        `blank` (zeros); MRR@k are looked up by the query's recip_rank (few distinct values)."""
+        take, names, reorder = _getter(self.keys), self.names, self.reorder
+        blank = dict.fromkeys([*self.keys, "recip_rank"], 0.0)
+        no_judged = (0.0,) * len(self.judged)
+        if not self.cut:
+            return {query_id: dict(zip(names, reorder(take(trec.get(query_id, blank))
+                                                      + judged.get(query_id, no_judged))))
+                    for query_id in qrels}
+        cut = {value: self._cut(value) for value in {row["recip_rank"] for row in trec.values()} | {0.0}}
+        return {query_id: dict(zip(names, reorder(take(row := trec.get(query_id, blank)) + cut[row["recip_rank"]]
+                                                  + judged.get(query_id, no_judged))))
+                for query_id in qrels}
+
+    def _cut(self, reciprocal_rank: float) -> tuple[float, ...]:
+        """MRR@k for each asked k: trec_eval's recip_rank where the first relevant rank is ≤ k, else 0."""
+        rank = _first_relevant_rank(reciprocal_rank)
+        return tuple(reciprocal_rank if rank <= spec.k else 0.0 for spec in self.cut)
+
+
+def _getter(keys: list):
+    """A function giving the values under `keys` (of a dict or tuple) as a tuple: one C-level call per row."""
+    if not keys:
+        return lambda values: ()
+    if len(keys) == 1:
+        return lambda values: (values[keys[0]],)
+    return operator.itemgetter(*keys)
+
+
+def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec]) -> dict[str, dict[str, float]]:
+    """pytrec_eval's values of `metrics`: query_id → trec_eval's key (`_trec_key`) → value."""
     import pytrec_eval
 
-    measures = [_measure(spec) for spec in metrics]
     by_measure: dict[str, list[MetricSpec]] = {}
-    for spec, measure in zip(metrics, measures):
-        by_measure.setdefault(measure, []).append(spec)
-    uncut = {measure for measure, specs in by_measure.items() if measure in _UNCUT or not specs[0].k}
-    measure_strings = {m if m in uncut else f"{m}." + ",".join(str(s.k) for s in specs)
+    for spec in metrics:
+        by_measure.setdefault(_measure(spec), []).append(spec)
+    measure_strings = {m if m in _UNCUT or not specs[0].k else f"{m}." + ",".join(str(s.k) for s in specs)
                        for m, specs in by_measure.items()}
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels, measure_strings)
-    # One C-level lookup per query: trec_eval's key for each name, in name order.
-    names = [str(spec) for spec in metrics]
-    keys = [measure if measure in uncut else f"{measure}_{spec.k}" for spec, measure in zip(metrics, measures)]
-    take = operator.itemgetter(*keys) if len(keys) > 1 else (lambda values: (values[keys[0]],))
-    # MRR@k from recip_rank; MRR without a cutoff (k = 0) is recip_rank itself.
-    cut = [(str(spec), spec.k) for spec, measure in zip(metrics, measures) if measure in _UNCUT and spec.k]
-    for query_id, values in evaluator.evaluate(scores).items():
-        row = evaluated[query_id]
-        row.update(zip(names, take(values)))
-        if cut:
-            rank = _first_relevant_rank(values["recip_rank"])
-            for name, k in cut:
-                if rank > k:
-                    row[name] = 0.0
+    return pytrec_eval.RelevanceEvaluator(qrels, measure_strings).evaluate(scores)
+
+
+def _trec_key(spec: MetricSpec) -> str:
+    """The key of `spec`'s value in pytrec_eval's results (``ndcg_cut_10``, ``recip_rank``, ``Rprec``)."""
+    measure = _measure(spec)
+    return measure if measure in _UNCUT or not spec.k else f"{measure}_{spec.k}"
 
 
 def _measure(spec: MetricSpec) -> str:
@@ -293,32 +331,44 @@ def _measure(spec: MetricSpec) -> str:
     return family.uncut if not spec.k and family.uncut else family.trec_eval
 
 
-def _judged(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], evaluated: _Values) -> None:
-    """Judged@k at every k, into `evaluated`: the judged share of the top k (of those retrieved), in
-    trec_eval's order on the scores as given (float64, as ir_measures compares them).
+def _judged(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec],
+            trec: dict[str, dict[str, float]]) -> dict[str, tuple[float, ...]]:
+    """Judged@k at every k: query_id → the judged share of its top k (of those retrieved), in `metrics`
+    order, on the ranking every other metric reads: trec_eval's order of the scores as pytrec_eval
+    compares them (float32, so 1e-50 and 0.0 tie, and the top k is the one nDCG@k looked at).
 
-    Nothing is ranked (ranking 1M documents to look at a few took 4x trec_eval's time): only the ranks of
-    the query's retrieved judged documents are computed, and only when some k is below the depth.
-    trec_eval's own P@k cannot stand in even where every judgment is relevant: pytrec_eval compares
-    scores as float32, so 1e-50 and 0.0 tie there.
+    Where every judgment of a query is relevant, its judged documents in the top k are trec_eval's
+    P@k × k (`trec` holds P@k). Otherwise only the ranks of the query's retrieved judged documents are
+    computed, and only when some k is below the depth. A query with none retrieved is left out (0).
     """
-    cutoffs = [(str(spec), spec.k) for spec in metrics]
-    none_judged = dict.fromkeys([name for name, _ in cutoffs], 0.0)
-    smallest = min(k for _, k in cutoffs)
+    cutoffs = [spec.k for spec in metrics]
+    smallest, largest = min(cutoffs), max(cutoffs)
+    precision_at = _getter([f"P_{k}" for k in cutoffs])
+    values = {}
     for query_id, query_scores in scores.items():
-        row = evaluated[query_id]
-        hits = query_scores.keys() & qrels[query_id].keys()  # C-level; empty when nothing is retrieved
-        if not hits:
-            row.update(none_judged)
+        judged = qrels[query_id]
+        n, all_relevant = len(query_scores), min(judged.values(), default=0) >= 1
+        if n >= largest and all_relevant:  # Judged@k = P@k: every k is full, every judgment relevant
+            values[query_id] = precision_at(trec[query_id])
             continue
-        n = len(query_scores)
-        ranks = _ranks(query_scores, hits) if smallest < n else []
-        for name, k in cutoffs:
-            row[name] = len(hits) / n if k >= n else bisect.bisect_right(ranks, k) / k
+        hits = query_scores.keys() & judged.keys()  # C-level; empty when nothing is retrieved
+        if not hits:
+            continue
+        if all_relevant:
+            precision = precision_at(trec[query_id])
+            values[query_id] = tuple(round(p * k) / min(k, n) for p, k in zip(precision, cutoffs))
+            continue
+        as_float32 = dict(zip(query_scores, array("f", query_scores.values())))  # as pytrec_eval has them
+        ranks = _ranks(as_float32, hits) if smallest < n else []
+        values[query_id] = tuple(len(hits) / n if k >= n else bisect.bisect_right(ranks, k) / k
+                                 for k in cutoffs)
+    return values
 
 
 def _ranks(scores: dict[str, float], doc_ids: Collection[str]) -> list[int]:
-    """The 1-based ranks of `doc_ids` in trec_eval's order (score, then doc_id, descending), ascending."""
+    """The 1-based ranks of `doc_ids` in trec_eval's order (score, then doc_id, descending), ascending.
+
+    The scores are compared as given: `_judged` gives them rounded to float32, as pytrec_eval has them."""
     if len(doc_ids) == 1:  # the common case: one pass over the scores beats sorting them
         (doc_id,) = doc_ids
         score = scores[doc_id]

@@ -440,3 +440,33 @@ def remember_fingerprint(root: Path, key: str, fingerprint: Mapping[str, Any]) -
         write_json(dict(fingerprint), root / "models" / f"{key}.json")
     except OutputError as exc:
         logger.debug("cannot remember the model fingerprint: %s", exc)
+
+
+def record_path(root: Path, kind: str, inputs: Mapping[str, Any]) -> Path:
+    """Where a small JSON record keyed by `inputs` lives: ``<root>/<kind>/<key[:2]>/<key>.json``."""
+    key = content_key(inputs)
+    return root / kind / key[:2] / f"{key}.json"
+
+
+def recall_record(root: Path, kind: str, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record stored for `inputs` (`remember_record`), or None: missing, unreadable, or stored for other
+    inputs (its own copy of the inputs must match, so a damaged or foreign file is never taken)."""
+    try:
+        record = json.loads(record_path(root, kind, inputs).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("inputs") != json.loads(json.dumps(dict(inputs))):
+        return None
+    return record.get("value")
+
+
+def remember_record(root: Path, kind: str, inputs: Mapping[str, Any], value: Mapping[str, Any]) -> bool:
+    """Store `value` for `inputs`, atomically (a reader sees the whole record or none); best effort: an
+    unwritable cache logs a warning and returns False."""
+    try:
+        write_json({"format": CACHE_FORMAT, "inputs": dict(inputs), "value": dict(value)},
+                   record_path(root, kind, inputs))
+    except OutputError as exc:
+        logger.warning("cache %s is not writable (%s); continuing without caching", root / kind, exc)
+        return False
+    return True

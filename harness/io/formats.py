@@ -451,6 +451,9 @@ def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandl
         on_error: As for `iter_corpus`: collect problems and skip the bad lines.
         check_ids: As for `iter_qrels`.
 
+    Returns:
+        The `Qrels`: query id → document id → grade.
+
     Raises:
         FormatError: A wrong BEIR header, a wrong column count, a non-integer grade, a conflicting
             duplicate, or no judgments at all.
@@ -515,6 +518,9 @@ def read_run(path: str | Path, digest: Any | None = None, run_format: str = "aut
         path: The run file (plain or ``.gz``).
         digest: Optional hashlib object updated with the file's uncompressed bytes.
         run_format: ``auto`` or one of `RUN_FORMATS`.
+
+    Returns:
+        The `Run`, each query's documents in trec_eval's order.
 
     Raises:
         FormatError: A line that fits no format (naming the formats), a non-numeric or non-finite score,

@@ -20,11 +20,12 @@ from harness.io.formats import content_digest
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
+from harness.metering import tree_bytes
 from harness.retrieval.streamed import format_size
 from harness.records import Doc, Query, Run
 from harness.pipeline.config import EvaluateConfig, load_model
 from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
-    checked_corpus
+    checked_corpus, probe_latency
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +84,10 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         inputs.notes.append(f"streamed exact search: the corpus vectors ({format_size(path.needed)} in memory) "
                             f"exceed the memory budget ({format_size(path.budget)})")
         logger.info(inputs.notes[-1])
-    run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
-                             config, clock, corpus, chunk_size, path)
+    cost: dict[str, object] = {}
+    with _one_ray_session(config):
+        run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
+                                 config, clock, corpus, chunk_size, cost, path)
     check_corpus(inputs.folder, corpus)
     record = dict(
         model_source=model_source,
@@ -97,13 +100,17 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         threads=config.threads,
         engine=config.engine,
         device=_device_used(encoder, config, corpus.workers),
-        **({"shard_size": chunk_size} if config.engine == "ray" else {}),
+        **({"shard_size": chunk_size, "search_path": quality.get("search_path", "driver")} if config.engine == "ray"
+           else {}),
+        **({"search_shards": int(quality["search_shards"])} if "search_shards" in quality else {}),
         **path.record(),
     ) | _compression_record(config.compression, quality, encoder.dimension)  # the stored dimension wins
     recalls = {n: v for n, v in quality.items() if n.startswith("recall")}
     if recalls:
         logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in recalls.items()))
-    return FirstStage(run, corpus, encoder.name, record, quality, config)
+    if "endpoint_usage" in record:
+        cost["endpoint"] = dict(record["endpoint_usage"])  # requests, tokens, retries (and cost, with a price)
+    return FirstStage(run, corpus, encoder.name, record, quality, config, cost)
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,8 @@ def _search_path(config: EvaluateConfig, n_docs: int, dimension: int, n_queries:
     the memory available); other indexes and compressed vectors are always in memory."""
     from harness.retrieval.streamed import default_budget, in_memory_bytes, resident_bytes
 
-    if config.index.kind != "flat" or config.compression.compressed or config.compression.truncate_dim is not None:
+    if config.index.kind != "flat" or config.compression.compressed or config.compression.truncate_dim is not None \
+            or (config.engine == "ray" and config.ray.search == "sharded"):  # the workers hold the shards
         return SearchPath(n_docs=n_docs)
     budget = config.memory_budget if config.memory_budget is not None else default_budget()
     needed = resident_bytes() + in_memory_bytes(n_docs, dimension, n_queries, depth, config.chunk_size)
@@ -191,17 +199,19 @@ class _IndexBuilder:
 
     def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool,
                  compression: tuple[CompressionSpec, bool] = (CompressionSpec(), True),
-                 calibration_file: Path | None = None, streamed=None, expected_rows: int = 0):
+                 calibration_file: Path | None = None, sharded=None, streamed=None, expected_rows: int = 0):
         from harness.retrieval.index import DocIds
 
         self.spec, self.index_file, self.use_cached = spec, index_file, usable
         self.compression, self.calibration_file = compression, calibration_file
+        self.sharded = sharded  # dimension → the ray engine's sharded "index" (`harness.engines.ray_search`)
         self.streamed = streamed  # (entry, budget, given) of a streamed search: only the ids are kept
         self.expected_rows = expected_rows  # a flat index reserves them at once (no 2x peak as FAISS grows)
         self.index = None
         self.loaded_ids, self.loaded_vectors = DocIds(), []
-        self.rows, self.dimension, self.chunk_rows = 0, 0, 0
+        self.rows, self.dimension, self.lengths = 0, 0, []  # rows of each chunk added
         self.seconds = 0.0
+        self.from_cache = False  # the index was read from the cache, not built
 
     def add(self, doc_ids: list[str], vectors) -> None:
         from harness.retrieval.compress import CompressedIndex
@@ -211,14 +221,16 @@ class _IndexBuilder:
         compression, normalize = self.compression
         vectors = compression.prepare(vectors, normalize)  # a Matryoshka truncation: sliced, renormalized
         self.rows, self.dimension = self.rows + len(doc_ids), vectors.shape[1]
-        self.chunk_rows = max(self.chunk_rows, len(doc_ids))
+        self.lengths.append(len(doc_ids))
         if self.streamed is not None:
             self.loaded_ids.extend(doc_ids)  # the vectors are the cache's chunk files, read again by the search
         elif self.use_cached:
             self.loaded_ids.extend(doc_ids)
             self.loaded_vectors.append(vectors)
         else:
-            if self.index is None:
+            if self.index is None and self.sharded is not None:
+                self.index = self.sharded(vectors.shape[1])
+            elif self.index is None:
                 self.index = CompressedIndex(vectors.shape[1], compression, self.calibration_file) \
                     if compression.compressed else VectorIndex(vectors.shape[1], self.spec)
                 if isinstance(self.index, VectorIndex):
@@ -228,17 +240,18 @@ class _IndexBuilder:
 
     def reset(self) -> None:
         """Forget everything added (the cache entry being read turned out damaged)."""
-        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file, self.streamed,
-                      self.expected_rows)
+        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file, self.sharded,
+                      self.streamed, self.expected_rows)
 
     def finish(self, writable: bool):
         """The built (or cached) index, or None when no vector was added."""
         built = time.perf_counter()
         if self.streamed is not None:
-            self.index = _streamed_index(*self.streamed, self.loaded_ids, self.dimension, self.chunk_rows) \
+            self.index = _streamed_index(*self.streamed, self.loaded_ids, self.dimension, self.lengths) \
                 if self.rows else None
         elif self.use_cached and self.loaded_vectors:
-            self.index = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors, writable)
+            self.index, self.from_cache = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors,
+                                                      writable)
             self.loaded_vectors.clear()
         elif self.index is not None:
             self.index.build()
@@ -251,10 +264,10 @@ class _IndexBuilder:
         return self.index
 
 
-def _streamed_index(entry, budget: int | None, given: bool, doc_ids, dimension: int, chunk_rows: int):
+def _streamed_index(entry, budget: int | None, given: bool, doc_ids, dimension: int, lengths: list[int]):
     """A `harness.retrieval.streamed.StreamedIndex` over a complete cache entry, each pass verified chunk by chunk
     against the manifest: a chunk damaged since it was written stops the search, naming it (never skipped)."""
-    from harness.retrieval.streamed import StreamedIndex
+    from harness.retrieval.streamed import StreamedIndex, rows_from_chunks
 
     if not entry.complete:
         raise HarnessError(f"the embedding cache {entry.root} could not be written, and a streamed search reads the "
@@ -269,13 +282,18 @@ def _streamed_index(entry, budget: int | None, given: bool, doc_ids, dimension: 
             raise HarnessError(f"{exc}: a chunk of the embedding cache changed during the streamed search; "
                                "the entry was removed (nothing was scored): rerun to recompute it") from None
 
-    return StreamedIndex(chunks, doc_ids, dimension, budget, chunk_rows, strict=given)
+    def load(index: int):
+        return entry.read_chunk(index, mmap=True)[1]  # verified by the pass that found the candidates
+
+    return StreamedIndex(chunks, rows_from_chunks(load, lengths), doc_ids, dimension, budget, max(lengths),
+                         strict=given)
 
 
 def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth: int, top_k: int,
               config: EvaluateConfig, clock: Clock, corpus: CorpusState,
-              chunk_size: int, path: SearchPath = SearchPath()) -> tuple[Run, dict[str, float]]:
-    """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search."""
+              chunk_size: int, cost: dict[str, object], path: SearchPath = SearchPath()) -> tuple[Run, dict[str, float]]:
+    """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search;
+    what it cost beyond the clock's phases goes into `cost`."""
     started = time.perf_counter()
     fingerprint = encoder.fingerprint() if config.cache else None
     cache_root = cache_dir(config.cache_dir) if fingerprint is not None else None
@@ -288,7 +306,7 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
                                 {"dataset": corpus.dataset})
         builder = _IndexBuilder(config.index, *_cached_index_file(cache_root, entry, config.index,
                                                                    config.compression), compression,
-                                _calibration_file(cache_root, entry, config.compression),
+                                _calibration_file(cache_root, entry, config.compression), _sharded(config, entry),
                                 (entry, path.budget, path.given) if path.streamed else None, path.n_docs)
         _from_cache(entry, builder, corpus)
     if path.streamed and entry is None:
@@ -300,16 +318,53 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
     index = builder.finish(entry is not None and entry.writable)
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
-    clock.add("encode", encode_seconds)
+    clock.add("encode_corpus", encode_seconds)
     clock.add("index", builder.seconds)
     clock.add("load", corpus_seconds - encode_seconds - builder.seconds)
+    if corpus.cached:
+        clock.mark_cached("encode_corpus")
+    if builder.from_cache:
+        clock.mark_cached("index")
     if index is None:
         return Run.from_scores({}), {}
-    with clock.stage("encode"):
-        query_vectors = config.compression.prepare(
-            _query_vectors(encoder, queries, cache_root, fingerprint, corpus.dataset), encoder.normalize)
-    return _search(index, encoder.name, queries, query_vectors, depth, top_k,
-                   config.index.kind != "flat" or config.compression.compressed, clock)
+    with clock.stage("encode_queries"):
+        vectors, queries_cached, queries_entry = _query_vectors(encoder, queries, cache_root, fingerprint,
+                                                                corpus.dataset)
+        query_vectors = config.compression.prepare(vectors, encoder.normalize)
+    if queries_cached:
+        clock.mark_cached("encode_queries")
+    run, quality = _search(index, encoder.name, queries, query_vectors, depth, top_k,
+                           config.index.kind != "flat" or config.compression.compressed, clock, cost)
+    cost["index_bytes"] = int(quality.pop("index_bytes", 0)) or None
+    if cache_root is not None:
+        cost["cache_bytes"] = tree_bytes([entry.root, queries_entry, builder.index_file, builder.calibration_file])
+    return run, quality
+
+
+def _one_ray_session(config: EvaluateConfig):
+    """With sharded search, one Ray session for the encoding and the search (a ``--ray-local`` cluster starts
+    once, not twice); otherwise nothing (the encoding joins Ray only if something is left to encode)."""
+    from contextlib import nullcontext
+
+    if _sharded(config, None) is None:
+        return nullcontext()
+    from harness.engines.ray_engine import session
+
+    return session(config.ray)
+
+
+def _sharded(config: EvaluateConfig, entry):
+    """How the ray engine's sharded search stands in for the flat index (dimension → `ShardedCorpus`), or None
+    where search stays on the driver: another engine, ``ray_search driver``, an approximate index, or vectors the
+    index does not take as cached (compressed, truncated)."""
+    if config.engine != "ray" or config.ray.search != "sharded" or config.index.kind != "flat" \
+            or config.compression.compressed or config.compression.truncate_dim is not None:
+        return None
+    from functools import partial
+
+    from harness.engines.ray_search import ShardedCorpus
+
+    return partial(ShardedCorpus, entry=entry, spec=config.ray)
 
 
 def _cached_index_file(cache_root: Path, entry, spec: IndexSpec,
@@ -398,13 +453,16 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
 
 
 def _search(index, name: str, queries: list[Query], query_vectors, depth: int, top_k: int, approximate: bool,
-            clock: Clock) -> tuple[Run, dict[str, float]]:
-    """Search the index; an approximate one is also measured against exact search on the same vectors."""
+            clock: Clock, cost: dict[str, object]) -> tuple[Run, dict[str, float]]:
+    """Search the index (then a sample of queries alone, for their latency, into `cost`); an approximate one is
+    also measured against exact search on the same vectors."""
     from harness.retrieval.index import recall_of_exact
 
     query_ids = [query.query_id for query in queries]
     with clock.stage("search"):
         run = index.search(query_ids, query_vectors, depth, name=name)
+    probe_latency(clock, cost, lambda i: index.search(query_ids[i:i + 1], query_vectors[i:i + 1], depth),
+                  len(query_ids))
     quality: dict[str, float] = index.facts()
     if approximate:
         with clock.stage("exact_search"):
@@ -443,7 +501,8 @@ def _mapped(entry, index: int, vectors):
 
 
 def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bool = True):
-    """The cached approximate index over these chunks, or (damaged) one rebuilt from them and stored in its place."""
+    """(The cached approximate index over these chunks, True), or (damaged) (one rebuilt from them and stored in
+    its place, False)."""
     from harness.retrieval.index import TRAINED, VectorIndex
 
     dimension = chunks[0].shape[1]
@@ -452,7 +511,7 @@ def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bo
         if spec.kind in TRAINED:
             index.attach_vectors(chunks)  # for exact search
         logger.info("%s index from the cache (%s)", spec.kind, path)
-        return index
+        return index, True
     except ValueError as exc:
         logger.warning("damaged cached index, rebuilding: %s", exc)
         rebuilt = VectorIndex(dimension, spec)
@@ -466,16 +525,17 @@ def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bo
                 rebuilt.save(path)
             except OutputError as save_error:
                 logger.warning("could not cache the rebuilt index (%s); continuing", save_error)
-        return rebuilt
+        return rebuilt, False
 
 
 def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str):
-    """Encode the queries, or load them from the cache (keyed by the exact ids and texts)."""
+    """(The query vectors, whether they came from the cache, their cache folder or None): encoded, or loaded
+    from the cache (keyed by the exact ids and texts)."""
     texts = [query.text for query in queries]
     if cache_root is None:
         vectors = encoder.encode_queries(texts)
         check_finite_queries(vectors, [query.query_id for query in queries], encoder)
-        return vectors
+        return vectors, False, None
     texts_sha = hashlib.sha256(json.dumps([[q.query_id, q.text] for q in queries]).encode()).hexdigest()
     entry = embedding_entry(cache_root, {"kind": "queries", "model": fingerprint, "dtype": "float32",
                                          "queries_sha256": texts_sha}, {"dataset": dataset})
@@ -483,7 +543,7 @@ def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | No
         try:
             (ids, vectors), = list(entry.chunks())
             if ids == [query.query_id for query in queries]:
-                return vectors
+                return vectors, True, entry.root
         except (CacheCorrupt, ValueError) as exc:
             logger.warning("damaged cache entry, recomputing: %s", exc)
         entry.drop()
@@ -492,4 +552,4 @@ def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | No
     entry.start(len(texts))
     entry.write_chunk(0, [query.query_id for query in queries], vectors)
     entry.finish(1, len(texts), vectors.shape[1])
-    return vectors
+    return vectors, False, entry.root

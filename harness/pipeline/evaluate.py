@@ -55,6 +55,7 @@ from harness.pipeline.stages import (
     Inputs,
     check_corpus,
     checked_corpus,
+    cost_record,
 )
 
 logger = logging.getLogger(__name__)
@@ -264,15 +265,16 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
             a model that can't be loaded, an unwritable output folder).
     """
     clock = Clock()
-    config, k_values, top_k, stored_k = checked(config, loaded=encoder is not None)
-    folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
-                                                 config.base_url, config.progress)
-    folder = locate_beir_folder(folder_path, config.split)
-    dataset = config.dataset_name or resolved_name
-    ignore_identical_ids, policy_source = self_hit_policy(config, dataset)
-    inputs = Inputs(folder, dataset, digests={name: hashlib.sha256() for name in ("queries", "qrels")})
-    inputs.qrels = read_qrels(folder.qrels, inputs.digests["qrels"], check_ids=True)
-    inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
+    with clock.stage("load"):  # the settings' checks, the dataset (a download is a load), qrels and queries
+        config, k_values, top_k, stored_k = checked(config, loaded=encoder is not None)
+        folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
+                                                     config.base_url, config.progress)
+        folder = locate_beir_folder(folder_path, config.split)
+        dataset = config.dataset_name or resolved_name
+        ignore_identical_ids, policy_source = self_hit_policy(config, dataset)
+        inputs = Inputs(folder, dataset, digests={name: hashlib.sha256() for name in ("queries", "qrels")})
+        inputs.qrels = read_qrels(folder.qrels, inputs.digests["qrels"], check_ids=True)
+        inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
     logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(inputs.qrels), inputs.qrels.n_judgments)
     if config.threads is not None:
         _set_threads(config.threads)
@@ -286,6 +288,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     if config.rerank is not None:
         with clock.stage("rerank"):
             scored_run, stage.record["rerank"] = rerank_stage(config, scored_run, inputs.queries, folder)
+        if 0 < stage.record["rerank"]["pairs"] == stage.record["rerank"]["cached_pairs"]:
+            clock.mark_cached("rerank")  # every pair's score read from the score cache
     with clock.stage("score"):
         evaluation = evaluate(inputs.qrels, scored_run, standard_metrics(stored_k))
     if evaluation.n_unjudged:
@@ -440,6 +444,7 @@ def _result(config: EvaluateConfig, inputs: Inputs, stage: FirstStage, evaluatio
         fingerprints={"corpus": stage.corpus.sha256,
                       **{name: digest.hexdigest() for name, digest in inputs.digests.items()}},
         timings=clock.rounded(),
+        cost=cost_record(clock, stage, evaluation.n_queries),
         versions=versions(),
         host=host_info(config.threads),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -12,6 +12,7 @@ from harness.errors import HarnessError
 from harness.evaluation.metrics import evaluate, standard_metrics
 from harness.host import host_info, versions
 from harness.io.formats import locate_beir_folder, read_qrels, read_run
+from harness.metering import peak_rss
 from harness.pipeline.evaluate import STANDARD_K, Outcome
 from harness.records import Run
 from harness.reporting.labels import check_label
@@ -85,11 +86,18 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
         fingerprints={key: value for key, value in first.fingerprints.items()
                       if key in ("corpus", "queries", "qrels")},
         timings={"total": round(time.perf_counter() - started, 4)}, versions=versions(), host=host_info(),
+        cost=_peak_memory(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), notes=notes,
         config_hash=identity.config_hash,
     )
     paths_written = write_result(result, fused, output_dir) if output_dir is not None else None
     return Outcome(result, fused, qrels, paths_written)
+
+
+def _peak_memory() -> dict[str, int | None]:
+    """A fusion's cost record: its wall time is in `timings`; nothing is encoded or searched."""
+    rss = peak_rss()
+    return {"peak_rss_bytes": rss["self"], "children_peak_rss_bytes": rss["children"]}
 
 
 def _saved_run(data: Result, notes: list[str]) -> Run:

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 from harness.io.cache import cache_dir, embedding_entry
 from harness.retrieval.encode import HASH_PREFIX, model_folder, resolve_model_source
 from harness.errors import HarnessError
 from harness.io.formats import BeirFolder, content_digest
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
+from harness.metering import tree_bytes
 from harness.records import Query, Run, doc_text
 from harness.pipeline.config import BM25_MODEL, EvaluateConfig, first_device, run_model_name
 from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
-    checked_corpus
+    checked_corpus, probe_latency
 
 logger = logging.getLogger(__name__)
 
@@ -33,55 +35,77 @@ def is_sparse_model(config: EvaluateConfig) -> bool:
         model_kind(model_folder(config.model)) == "sparse-encoder"
 
 
-def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, queries: list[Query],
-                     depth: int) -> tuple[Run, dict]:
-    """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search."""
+def _sparse_rows(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, model, entry):
+    """The sparse index of the corpus: its rows from a complete cache entry, or encoded chunk by chunk (reusing
+    the chunks a killed run finished) and stored."""
     from harness.io.cache import CacheCorrupt as Corrupt
     from harness.retrieval.encode import chunked
-    from harness.retrieval.learned_sparse import SparseIndex, SparseModel
+    from harness.retrieval.learned_sparse import SparseIndex
 
-    spec = config.encoder
-    if spec.backend != "torch":
-        raise HarnessError(f"backend {spec.backend} is for dense models; a sparse encoder runs with torch")
-    source = resolve_model_source(config.model)
-    model = SparseModel(run_model_name(config), source, spec.batch_size, first_device(config), spec.precision,
-                        spec.max_seq_length)
     index = SparseIndex()
-    entry = embedding_entry(cache_dir(config.cache_dir), {
-        "kind": "sparse-corpus", "model": model.fingerprint(), "text_rule": DOC_TEXT_RULE, "dtype": "float32",
-        "corpus_sha256": corpus.sha256}, {"dataset": corpus.dataset}, sparse=True) if config.cache else None
     if entry is not None and entry.complete:
         try:
             for doc_ids, rows in entry.chunks():
                 corpus.tick(doc_ids)
                 index.add(doc_ids, rows)
             corpus.cached = True
+            return index
         except Corrupt as exc:
             logger.warning("damaged cache entry, recomputing: %s", exc)
             entry.drop()
             index, corpus.n_docs, corpus.unseen = SparseIndex(), 0, set(corpus.judged)
-    if not corpus.cached:
-        chunk_size = min(config.chunk_size, SPARSE_CHUNK)
-        if entry is not None:
-            entry.start(chunk_size)
-        n_chunks = 0
-        for n_chunks, chunk in enumerate(chunked(checked_corpus(folder, corpus), chunk_size), start=1):
-            doc_ids = [doc.doc_id for doc in chunk]
-            rows = None
-            if entry is not None and entry.chunk_ids(n_chunks - 1) == doc_ids:
-                try:
-                    rows = entry.read_chunk(n_chunks - 1)[1]  # a killed run's finished chunk
-                except Corrupt:
-                    rows = None
-            if rows is None:
-                rows = model.encode_docs([doc_text(doc) for doc in chunk])
-                if entry is not None:
-                    entry.write_chunk(n_chunks - 1, doc_ids, rows)
-            index.add(doc_ids, rows)
-        if entry is not None and len(index):
-            entry.finish(n_chunks, len(index), index.dimension)
-    query_rows = model.encode_queries([query.text for query in queries])
-    run = index.search([query.query_id for query in queries], query_rows, depth, name=model.name)
+    chunk_size = min(config.chunk_size, SPARSE_CHUNK)
+    if entry is not None:
+        entry.start(chunk_size)
+    n_chunks = 0
+    for n_chunks, chunk in enumerate(chunked(checked_corpus(folder, corpus), chunk_size), start=1):
+        doc_ids = [doc.doc_id for doc in chunk]
+        rows = None
+        if entry is not None and entry.chunk_ids(n_chunks - 1) == doc_ids:
+            try:
+                rows = entry.read_chunk(n_chunks - 1)[1]  # a killed run's finished chunk
+            except Corrupt:
+                rows = None
+        if rows is None:
+            rows = model.encode_docs([doc_text(doc) for doc in chunk])
+            if entry is not None:
+                entry.write_chunk(n_chunks - 1, doc_ids, rows)
+        index.add(doc_ids, rows)
+    if entry is not None and len(index):
+        entry.finish(n_chunks, len(index), index.dimension)
+    return index
+
+
+def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, queries: list[Query],
+                     depth: int, clock: Clock, cost: dict[str, object]) -> tuple[Run, dict]:
+    """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search; the
+    phases on `clock`, what else it cost into `cost`."""
+    from harness.retrieval.learned_sparse import SparseModel
+
+    spec = config.encoder
+    if spec.backend != "torch":
+        raise HarnessError(f"backend {spec.backend} is for dense models; a sparse encoder runs with torch")
+    source = resolve_model_source(config.model)
+    with clock.stage("load"):
+        model = SparseModel(run_model_name(config), source, spec.batch_size, first_device(config), spec.precision,
+                            spec.max_seq_length)
+    started = time.perf_counter()
+    entry = embedding_entry(cache_dir(config.cache_dir), {
+        "kind": "sparse-corpus", "model": model.fingerprint(), "text_rule": DOC_TEXT_RULE, "dtype": "float32",
+        "corpus_sha256": corpus.sha256}, {"dataset": corpus.dataset}, sparse=True) if config.cache else None
+    index = _sparse_rows(config, folder, corpus, model, entry)
+    # Reading cached rows is loading; otherwise reading, encoding and adding rows interleave.
+    clock.add("load" if corpus.cached else "encode_corpus", time.perf_counter() - started)
+    if corpus.cached:
+        clock.mark_cached("encode_corpus")
+    with clock.stage("encode_queries"):
+        query_rows = model.encode_queries([query.text for query in queries])
+    query_ids = [query.query_id for query in queries]
+    with clock.stage("search"):
+        run = index.search(query_ids, query_rows, depth, name=model.name)
+    probe_latency(clock, cost, lambda i: index.search(query_ids[i:i + 1], query_rows[i:i + 1], depth),
+                  len(query_ids))
+    cost["cache_bytes"] = tree_bytes([entry.root]) if entry is not None else None
     return run, {"model_source": source, "retriever": "learned-sparse", **index.stats(query_rows),
                  "dimension": index.dimension, "batch_size": spec.batch_size, "doc_text": DOC_TEXT_RULE,
                  "embedding_cache": "hit" if corpus.cached else ("stored" if config.cache else "off"),
@@ -90,9 +114,10 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusS
 
 def bm25_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock) -> FirstStage:
     """The lexical baseline: index the corpus in one pass, then search."""
-    from harness.retrieval.bm25 import BM25Retriever, BM25Spec
+    with clock.stage("load"):  # the BM25 library's import
+        from harness.retrieval.bm25 import BM25Retriever, BM25Spec
 
-    retriever = BM25Retriever(BM25Spec())
+        retriever = BM25Retriever(BM25Spec())
     corpus = inputs.corpus_state()
     digest = hashlib.sha256()
     with clock.stage("index"):
@@ -101,14 +126,16 @@ def bm25_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock)
         check_corpus(inputs.folder, corpus)
     with clock.stage("search"):
         run = retriever.search(inputs.queries, depth)
-    return FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config())
+    cost: dict[str, object] = {}
+    probe_latency(clock, cost, lambda i: retriever.search(inputs.queries[i:i + 1], depth), len(inputs.queries))
+    return FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config(), cost=cost)
 
 
 def learned_sparse_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock) -> FirstStage:
     """A SparseEncoder: rows from the cache or encoded, exact search (`_retrieve_sparse`)."""
     with clock.stage("load"):
         corpus = inputs.corpus_state(content_digest(inputs.folder.corpus, check_ids=True)[0])
-    with clock.stage("encode"):
-        run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth)
-        check_corpus(inputs.folder, corpus)
-    return FirstStage(run, corpus, run_model_name(config), record)
+    cost: dict[str, object] = {}
+    run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth, clock, cost)
+    check_corpus(inputs.folder, corpus)
+    return FirstStage(run, corpus, run_model_name(config), record, cost=cost)

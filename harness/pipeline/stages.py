@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from harness.errors import DatasetError
 from harness.io.formats import BeirFolder, iter_corpus
+from harness.metering import latency_record, peak_rss, per_second, search_latencies
 from harness.records import Doc, Qrels, Query, Run
 from harness.pipeline.config import EvaluateConfig
 
@@ -36,16 +37,20 @@ class CorpusState:
             self.unseen_run.difference_update(doc_ids)
 
 
-@dataclass
 class Clock:
-    """Seconds per stage of one evaluation: ``with clock.stage("encode"): ...``.
+    """Seconds per phase of one evaluation: ``with clock.stage("encode_corpus"): ...``.
 
-    Stages: load, encode, index, search, score (always present), and rerank / exact_search when they
-    happen; `total` is the wall time since the clock started.
+    Phases: load, encode_corpus, encode_queries, index, search, score (always present), and rerank,
+    exact_search and latency_probe when they happen; a phase served from the cache is marked (`mark_cached`) and
+    takes 0 s. `rounded` adds ``encode`` (corpus + queries, the one encode phase results recorded before cost
+    records) and ``total``, the wall time since the clock started.
     """
 
+    PHASES = ("load", "encode_corpus", "encode_queries", "index", "search", "score")
+
     def __init__(self):
-        self.seconds: dict[str, float] = dict.fromkeys(("load", "encode", "index", "search", "score"), 0.0)
+        self.seconds: dict[str, float] = dict.fromkeys(self.PHASES, 0.0)
+        self.cached: list[str] = []
         self._started = time.perf_counter()
 
     @contextmanager
@@ -59,10 +64,24 @@ class Clock:
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
 
+    def mark_cached(self, phase: str) -> None:
+        """Say that `phase` was served from the cache (its vectors or index were read, not computed)."""
+        if phase not in self.cached:
+            self.cached.append(phase)
+
     def rounded(self) -> dict[str, float]:
-        """The stages and the total, to 0.1 ms (what a result records)."""
+        """The phases, ``encode`` and the total, to 0.1 ms (what a result records)."""
+        encode = self.seconds["encode_corpus"] + self.seconds["encode_queries"]
         return {name: round(seconds, 4) for name, seconds in
-                {**self.seconds, "total": time.perf_counter() - self._started}.items()}
+                {**self.seconds, "encode": encode, "total": time.perf_counter() - self._started}.items()}
+
+
+def probe_latency(clock: Clock, cost: dict[str, object], search_one, n_queries: int) -> None:
+    """After the batch search: search a sample of the queries one at a time (`search_one(position)`) and put
+    their latency into `cost` (`harness.metering.search_latencies`); the probe's time is its own phase."""
+    with clock.stage("latency_probe"):
+        seconds = search_latencies(search_one, n_queries, clock.seconds["search"])
+    cost["search_latency"] = latency_record(seconds, n_queries)
 
 
 def checked_corpus(folder: BeirFolder, corpus: CorpusState, digest=None) -> Iterator[Doc]:
@@ -110,3 +129,25 @@ class FirstStage:
     record: dict[str, object] = field(default_factory=dict)
     index_quality: dict[str, float] = field(default_factory=dict)
     config: EvaluateConfig | None = None  # the settings as applied, when the stage resolved one (a full-size truncation)
+    cost: dict[str, object] = field(default_factory=dict)  # what the stage measured of its cost (`cost_record`)
+
+
+def cost_record(clock: Clock, stage: FirstStage, n_queries: int) -> dict[str, object]:
+    """What the run cost, as the result stores it (`Result.cost`; fields in docs/outputs.md): the phases served
+    from the cache, documents/s of the phase that turned the corpus into something searchable, batch search
+    throughput, what the stage measured (search latency, index and cache bytes, endpoint usage) and peak RSS
+    at the end of the run."""
+    seconds = clock.seconds
+    corpus_phase = "encode_corpus" if seconds["encode_corpus"] > 0 or "encode_corpus" in clock.cached else "index"
+    record: dict[str, object] = {
+        "cached": list(clock.cached),
+        "docs": stage.corpus.n_docs,
+        "docs_per_s": None if corpus_phase in clock.cached else per_second(stage.corpus.n_docs, seconds[corpus_phase]),
+        "docs_per_s_phase": corpus_phase,
+        "queries_per_s": per_second(n_queries, seconds["search"]),
+        "search_latency": None, "index_bytes": None, "cache_bytes": None, "endpoint": None,
+        **stage.cost,
+    }
+    rss = peak_rss()
+    record["peak_rss_bytes"], record["children_peak_rss_bytes"] = rss["self"], rss["children"]
+    return record

@@ -79,7 +79,7 @@ def nanobeir_row() -> str:
     return f"NanoBEIR (mean of {len(registry.get(registry.NANOBEIR).subsets)})"
 
 
-def _dataset_order(names: Iterable[str]) -> list[str]:
+def dataset_order(names: Iterable[str]) -> list[str]:
     """BEIR's datasets in registry order, then NanoBEIR's and their mean row, then the rest by name."""
     known = [*registry.datasets(), *(name for name in registry.nanobeir() if "/" in name), nanobeir_row()]
     names = set(names)
@@ -132,6 +132,10 @@ class Comparison:
     @property
     def columns(self) -> list[str]:
         return [*self.models, *self.published_columns, *self.delta_columns]
+
+    def render(self, fmt: str = "markdown", digits: int = 4, by: str = "dataset") -> str:
+        """The table as text: ``markdown``, ``latex``, ``csv`` or ``json`` (module-level `render`)."""
+        return render(self, fmt, digits, by)
 
     def value(self, dataset: str, column: str) -> float | None:
         if column in self.delta_columns:
@@ -260,7 +264,7 @@ def build_comparison(
     if warning:
         logger.warning(warning)
         notes.append(warning)
-    datasets = _dataset_order(d for d, _ in table)
+    datasets = dataset_order(d for d, _ in table)
     models = sorted({m for _, m in table}, key=lambda m: (stored.get(m, m), m))
     comparison = Comparison(metric, datasets, models, table, label_models=label_models, stored_labels=stored,
                             label_rerankers=label_rerankers, notes=notes)
@@ -363,7 +367,7 @@ def _add_published(comparison: Comparison, split: str | None, systems: Sequence[
             comparison.published_values[(dataset, column)] = row.values[comparison.metric]
         covered.update(rows)
         sources = sorted({row.source_short for row in rows.values()})
-        comparison.notes.append(f"{column}: {'; '.join(sources)} (datasets: {', '.join(_dataset_order(rows))})")
+        comparison.notes.append(f"{column}: {'; '.join(sources)} (datasets: {', '.join(dataset_order(rows))})")
     for label, column in own.items():
         if column in comparison.published_columns:
             comparison.delta_columns[f"Δ {label} vs {column}"] = (label, column)
@@ -390,7 +394,7 @@ def _add_folder_columns(comparison: Comparison, split: str | None, folder: str |
         for dataset, row in found.items():
             comparison.published_values[(dataset, column)] = row.values[comparison.metric]
         comparison.notes.append(f"{column}: {next(iter(found.values())).source_short} (datasets: "
-                                f"{', '.join(_dataset_order(found))})")
+                                f"{', '.join(dataset_order(found))})")
 
 
 def _mark_significance(comparison: Comparison, baseline: str, alpha: float, correction: str, rounds: int) -> None:

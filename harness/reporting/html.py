@@ -5,7 +5,8 @@ The page holds everything as one JSON document inside the file — no request to
 switcher over every stored metric, the average row, published columns with their Δ, significance marks),
 the grouped bar chart with 95% bootstrap intervals (inline SVG), per dataset a drill-down (each system's
 worst queries with their texts, judged documents and grades, and the top retrieved documents with score and
-grade or "unjudged"; a per-query scatter of two systems), and a provenance footer per column.
+grade or "unjudged"; a per-query scatter of two systems), what each run cost beside its quality
+(`harness.reporting.cost`), and a provenance footer per column.
 
 Texts from the data (queries, titles, labels) are only ever inserted as text (``textContent``), never as
 markup, and the JSON is escaped so that no ``</script>`` inside a text can end its block.
@@ -110,7 +111,16 @@ def build_page(results: Sequence[Result], options: PageOptions = PageOptions()) 
         "significance": next((n for n in main.notes if n.startswith("†")), None),
         "drilldowns": drilldowns(by_label, options),
         "provenance": provenance(by_label),
+        "cost": _cost(kept, options),
     }
+
+
+def _cost(results: list[Result], options: PageOptions) -> dict[str, Any]:
+    """The quality-beside-cost table (`harness.reporting.cost`) as the page shows it: header, text rows, notes."""
+    from harness.reporting.cost import COST_NOTES, cost_rows, cost_table
+
+    header, body = cost_table(cost_rows(results, options.metric, options.split), options.metric, options.digits)
+    return {"header": header, "rows": body, "notes": list(COST_NOTES)}
 
 
 def render_page(data: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from harness.records import Run
 
 logger = logging.getLogger(__name__)
 
-RESULT_SCHEMA_VERSION = 2  # 2: label, variant; config_hash from `harness.reporting.variant`
+RESULT_SCHEMA_VERSION = 3  # 2: label, variant; config_hash from `harness.reporting.variant`; 3: cost
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,9 @@ class Result:
         config: How the run was made: k values, depth, index, self-hit policy, batch size...
         fingerprints: sha256 of the uncompressed corpus, queries and qrels (and run) files; the
             written file also holds ``scored_run``, the sha256 of the run file beside it.
-        timings: Seconds per stage: load, encode, index, search, score, total.
+        timings: Seconds per phase: load, encode_corpus, encode_queries, index, search, score, and rerank,
+            exact_search, latency_probe when they ran; encode (corpus + queries) and total (the wall time).
+            Results written before cost records have load, encode, index, search, score, total.
         versions: Versions of python, beir-harness and the libraries that made the numbers.
         created: ISO-8601 UTC time the evaluation finished.
         notes: Warnings about the evaluation (e.g. judged queries missing from a run).
@@ -59,6 +61,10 @@ class Result:
         label: The name shown in tables and plots (``--name``, else model and variant tokens).
         variant: ``""`` for the default configuration, else the part of the file name that
             names the differing settings (e.g. ``hnsw-3f2a9c1d``).
+        cost: What the run cost beyond `timings` (docs/outputs.md defines each field): the phases served from
+            the cache, documents/s, queries/s, search latency p50/p95/p99 with its per-query sample, peak RSS,
+            index and cache bytes, an endpoint's requests, tokens and price. Not part of `config_hash`;
+            ``{}`` for results written before it existed.
     """
 
     dataset: str
@@ -78,6 +84,7 @@ class Result:
     label: str = ""
     variant: str = ""
     host: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)
     path: Path | None = field(default=None, compare=False, repr=False)  # the file it was read from
 
     def to_json(self) -> dict[str, Any]:
@@ -109,7 +116,7 @@ class Result:
         values = {key: value for key, value in data.items() if key in known}
         values.setdefault("label", "")
         values["label"] = values["label"] or data["model"]
-        for key in ("config", "fingerprints", "timings", "versions", "host"):
+        for key in ("config", "fingerprints", "timings", "versions", "host", "cost"):
             values[key] = values.get(key) or {}
         values.setdefault("created", "")
         return cls(**values, path=path)

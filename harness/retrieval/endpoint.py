@@ -15,7 +15,7 @@ through the same normalization. The client is httpx (the ``[endpoint]`` extra).
   and an estimated `EndpointSpec.token_budget` tokens (4 characters a token: the service's tokenizer is
   unknown here), `EndpointSpec.concurrency` requests in flight. 429 and 5xx answers, dropped connections
   and timeouts are retried with exponential backoff (honouring ``Retry-After``); 401, 403 and 404 stop at
-  once with one line naming the endpoint and the model.
+  once with one line naming the endpoint and the model (`harness.io.service`, shared with the LLM judge).
 * **Checks.** Every answer must be JSON with one finite vector per input, all of the probe's dimension;
   anything else (an HTML page, NaN, fewer vectors, a changed dimension) stops the run before the batch is
   stored.
@@ -25,22 +25,20 @@ through the same normalization. The client is httpx (the ``[endpoint]`` extra).
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import json
 import logging
 import math
-import os
-import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from harness.errors import HarnessError, MissingDependencyError, setting
+from harness.errors import HarnessError
+from harness.io.service import EndpointError, EndpointSpec, ServiceClient, usage_summary
+
+__all__ = ["ENDPOINT_PREFIX", "EndpointEncoder", "EndpointError", "EndpointSpec", "embed_texts"]
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,159 +50,30 @@ PROBE_TEXT = "beir-harness probe: a fixed sentence whose vector identifies the m
 CHARS_PER_TOKEN = 4
 
 
-class EndpointError(HarnessError):
-    """The embedding service refused, failed, or answered something that is not embeddings."""
-
-
-@dataclass(frozen=True)
-class EndpointSpec:
-    """Where the embedding service is and how to talk to it.
-
-    Attributes:
-        url: The service's base URL (``https://api.openai.com/v1`` or ``http://localhost:8080/v1``); the
-            request goes to ``<url>/embeddings``. None means ``$BEIR_HARNESS_ENDPOINT``.
-        api_key_env: The environment variable holding the API key (sent as a Bearer token when set).
-        batch_size: Most texts per request.
-        token_budget: Most estimated tokens per request.
-        concurrency: Requests in flight.
-        timeout: Seconds to wait for one answer.
-        attempts: Tries per request (429, 5xx, dropped connections, timeouts).
-        backoff: First wait between tries, in seconds (doubling), unless the service says ``Retry-After``.
-        price_per_1m_tokens: What 1M tokens cost (the result then records the cost); None records none.
-    """
-
-    url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    batch_size: int = 64
-    token_budget: int = 100_000
-    concurrency: int = 4
-    timeout: float = 60.0
-    attempts: int = 6
-    backoff: float = 1.0
-    price_per_1m_tokens: float | None = None
-
-    def resolved_url(self) -> str:
-        """The base URL, checked: http(s), with a host.
-
-        Raises:
-            EndpointError: No URL given, or one that is not http(s).
-        """
-        url = self.url or os.environ.get("BEIR_HARNESS_ENDPOINT")
-        if not url:
-            raise EndpointError(f"an openai: model needs an endpoint: set {setting('endpoint')} (or "
-                                "$BEIR_HARNESS_ENDPOINT), e.g. https://api.openai.com/v1")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise EndpointError(f"{setting('endpoint')} {url!r} is not an http(s) URL (e.g. http://localhost:8080/v1)")
-        return url.rstrip("/")
-
-    def check(self) -> None:
-        """Refuse impossible settings before any request.
-
-        Raises:
-            EndpointError: Naming the setting at fault.
-        """
-        self.resolved_url()
-        for name in ("batch_size", "token_budget", "concurrency", "attempts"):
-            if getattr(self, name) < 1:
-                raise EndpointError(f"{setting(name if name != 'batch_size' else 'endpoint_batch_size')} must be at "
-                                    f"least 1, got {getattr(self, name)}")
-        if self.timeout <= 0 or (self.price_per_1m_tokens is not None and self.price_per_1m_tokens < 0):
-            raise EndpointError(f"{setting('endpoint_timeout')} must be positive and "
-                                f"{setting('price_per_1m_tokens')} 0 or more")
-
-    def where(self) -> str:
-        """Host and path, the endpoint part of the identity (``api.openai.com/v1``)."""
-        parts = urlsplit(self.resolved_url())
-        return parts.netloc + parts.path
-
-
-def _retry_after(value: str | None) -> float | None:
-    """``Retry-After`` in seconds (a number, or an HTTP date), or None."""
-    if not value:
-        return None
+def _vectors(client: ServiceClient, response, expected: int) -> list[list[float]]:
+    """The vectors of an embeddings answer, checked: JSON, one finite vector per input."""
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
+        payload = response.json()
+        items = sorted(payload["data"], key=lambda item: item["index"])
+        vectors = [item["embedding"] for item in items]
+    except (ValueError, KeyError, TypeError):
+        start = response.text[:60].strip().replace("\n", " ")
+        raise EndpointError(f"{client.url}: the answer is not an embeddings response (starts with {start!r}); "
+                            "is this an OpenAI-compatible /v1 endpoint?") from None
+    if len(vectors) != expected:
+        raise EndpointError(f"{client.url}: {len(vectors)} vectors for {expected} inputs (model {client.model})")
+    if any(not isinstance(v, list) or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in v)
+           for v in vectors):
+        raise EndpointError(f"{client.url}: the answer holds a vector with NaN, infinite or non-numeric values "
+                            f"(model {client.model}); nothing of this batch was stored")
+    client.count_tokens(payload.get("usage"))
+    return vectors
 
 
-class _Client:
-    """One service: POSTs batches of texts, with retries, checks and usage counts (thread-safe)."""
-
-    def __init__(self, model: str, spec: EndpointSpec):
-        try:
-            import httpx
-        except ImportError as exc:
-            raise MissingDependencyError("openai: models need httpx (pip install 'beir-harness[endpoint]')") from exc
-        self.httpx, self.model, self.spec = httpx, model, spec
-        self.url = spec.resolved_url() + "/embeddings"
-        key = os.environ.get(spec.api_key_env)
-        self.has_key = bool(key)
-        self.client = httpx.Client(timeout=spec.timeout, headers={"Authorization": f"Bearer {key}"} if key else {})
-        self.lock = threading.Lock()
-        self.requests = self.tokens = self.retries = 0
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """The vectors of `texts`, in order (one request, retried)."""
-        for attempt in range(1, self.spec.attempts + 1):
-            wait = self.spec.backoff * 2 ** (attempt - 1)
-            try:
-                response = self.client.post(self.url, json={"model": self.model, "input": list(texts),
-                                                            "encoding_format": "float"})
-            except (self.httpx.TimeoutException, self.httpx.TransportError) as exc:
-                reason = f"{type(exc).__name__}: {exc}".strip()
-            else:
-                with self.lock:
-                    self.requests += 1
-                if response.status_code == 200:
-                    return self._vectors(response, len(texts))
-                self._refuse(response)
-                reason, wait = f"HTTP {response.status_code}", _retry_after(response.headers.get("Retry-After")) or wait
-            if attempt == self.spec.attempts:
-                raise EndpointError(f"{self.url}: giving up after {attempt} attempts ({reason}) for model {self.model}")
-            with self.lock:
-                self.retries += 1
-            logger.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", self.url, reason, wait, attempt + 1,
-                           self.spec.attempts)
-            time.sleep(wait)
-        raise AssertionError("unreachable")
-
-    def _refuse(self, response) -> None:
-        """Stop at once on answers a retry cannot fix."""
-        status = response.status_code
-        if status in (401, 403):
-            hint = (f"no API key: set ${self.spec.api_key_env}, or name the variable with {setting('api_key_env')}"
-                    if not self.has_key else f"check the key in ${self.spec.api_key_env}")
-            raise EndpointError(f"{self.url}: HTTP {status} for model {self.model} ({hint})")
-        if status == 404:
-            raise EndpointError(f"{self.url}: HTTP 404 for model {self.model}: no such model or path (check "
-                                f"{setting('endpoint')}, which should end before /embeddings, and the model name)")
-        if status != 429 and status < 500:
-            raise EndpointError(f"{self.url}: HTTP {status} for model {self.model}: {response.text[:200].strip()}")
-
-    def _vectors(self, response, expected: int) -> list[list[float]]:
-        try:
-            payload = response.json()
-            items = sorted(payload["data"], key=lambda item: item["index"])
-            vectors = [item["embedding"] for item in items]
-        except (ValueError, KeyError, TypeError):
-            start = response.text[:60].strip().replace("\n", " ")
-            raise EndpointError(f"{self.url}: the answer is not an embeddings response (starts with {start!r}); "
-                                "is this an OpenAI-compatible /v1 endpoint?") from None
-        if len(vectors) != expected:
-            raise EndpointError(f"{self.url}: {len(vectors)} vectors for {expected} inputs (model {self.model})")
-        if any(not isinstance(v, list) or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in v)
-               for v in vectors):
-            raise EndpointError(f"{self.url}: the answer holds a vector with NaN, infinite or non-numeric values "
-                                f"(model {self.model}); nothing of this batch was stored")
-        usage = payload.get("usage") or {}
-        with self.lock:
-            self.tokens += int(usage.get("total_tokens") or usage.get("prompt_tokens") or 0)
-        return vectors
+def embed_texts(client: ServiceClient, texts: Sequence[str]) -> list[list[float]]:
+    """The vectors of `texts`, in order (one request, retried by the client)."""
+    response = client.post({"model": client.model, "input": list(texts), "encoding_format": "float"})
+    return _vectors(client, response, len(texts))
 
 
 def _batches(texts: Sequence[str], size: int, budget: int) -> list[tuple[int, int]]:
@@ -237,12 +106,12 @@ class EndpointEncoder:
             if memory is not None else None
         self._identity = self._recall()
         self._probed = False
-        self._client: _Client | None = None
+        self._client: ServiceClient | None = None
 
     @property
-    def client(self) -> _Client:
+    def client(self) -> ServiceClient:
         if self._client is None:
-            self._client = _Client(self.service_model, self.spec)
+            self._client = ServiceClient(self.service_model, self.spec, "embeddings")
         return self._client
 
     @property
@@ -259,7 +128,7 @@ class EndpointEncoder:
         """Embed the probe text; a probe that differs from the remembered one stops the run (see the module)."""
         import numpy as np
 
-        vector = np.asarray(self.client.embed([PROBE_TEXT])[0], dtype=np.float32)
+        vector = np.asarray(embed_texts(self.client, [PROBE_TEXT])[0], dtype=np.float32)
         identity = {"name": self.name, "endpoint": self.spec.where(), "dimension": int(vector.shape[0]),
                     "probe": hashlib.sha256(np.round(vector.astype(np.float64), 3).tobytes()).hexdigest()[:16],
                     "normalize": self.normalize, "query_prefix": self.query_prefix, "doc_prefix": self.doc_prefix}
@@ -291,11 +160,7 @@ class EndpointEncoder:
 
     def settings(self) -> dict[str, Any]:
         """How texts become vectors, and what the service was asked for (requests, tokens, cost)."""
-        usage: dict[str, Any] = {"requests": 0, "tokens": 0, "retries": 0}
-        if self._client is not None:
-            usage = {"requests": self._client.requests, "tokens": self._client.tokens, "retries": self._client.retries}
-        if self.spec.price_per_1m_tokens is not None:
-            usage["cost"] = round(usage["tokens"] * self.spec.price_per_1m_tokens / 1e6, 6)
+        usage = self._client.usage() if self._client is not None else usage_summary(self.spec)
         return {"backend": "endpoint", "endpoint": self.spec.where(), "dimension": self.dimension,
                 "normalize": self.normalize, "query_prefix": self.query_prefix, "doc_prefix": self.doc_prefix,
                 "endpoint_usage": usage}
@@ -307,7 +172,7 @@ class EndpointEncoder:
             self._probe()  # before anything is stored: is it still the model the cache knows?
         spans = _batches(texts, self.spec.batch_size, self.spec.token_budget)
         with ThreadPoolExecutor(max_workers=self.spec.concurrency) as pool:
-            parts = list(pool.map(lambda span: self.client.embed(texts[span[0]:span[1]]), spans))
+            parts = list(pool.map(lambda span: embed_texts(self.client, texts[span[0]:span[1]]), spans))
         rows = [vector for part in parts for vector in part]
         dimensions = {len(row) for row in rows}
         if dimensions - {self.dimension}:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -172,10 +172,11 @@ class RowIndex:
         return self._doc_ids
 
     def facts(self) -> dict[str, float]:
-        """What a result records of the built index: its bytes per document (serialized size / documents) and
+        """What a result records of the built index: its serialized size and bytes per document (size / documents) and
         the parameters it resolved itself (IVF's cell count, the int8 calibration's documents)."""
         self.build()
-        facts = {"bytes_per_doc": serialized_size(self._index) / max(1, len(self))}
+        size = serialized_size(self._index)
+        facts = {"bytes_per_doc": size / max(1, len(self)), "index_bytes": size}
         if self.nlist is not None:
             facts["nlist"] = self.nlist  # the cell count actually used (the default depends on n)
         return facts
@@ -283,7 +284,9 @@ class VectorIndex(RowIndex):
         """Retrieve the `depth` highest-scoring documents for each query.
 
         Returns:
-            A Run ranked by score, ties by doc_id descending (trec_eval's order).
+            A Run ranked by score, ties by doc_id descending (trec_eval's order). A flat index keeps, at
+            the cut, the same rule (among equal scores the greater doc_ids), and scores as `exact_top`
+            computes them: the same bits on any machine, thread count or sharding.
         """
         import numpy as np
 
@@ -294,11 +297,19 @@ class VectorIndex(RowIndex):
         if self.spec.kind == "hnsw" and self._index.hnsw.efSearch < depth:
             self._index.hnsw.efSearch = depth  # HNSW cannot return more than efSearch results
         queries = np.ascontiguousarray(vectors, dtype=np.float32)
-        if self.spec.kind == "flat":
-            scores, rows = exact_top(self._index.search, queries, depth, len(self), self._doc_ids)
+        doc_ids = self._doc_ids
+        if self.spec.kind == "flat":  # the same bits however the corpus is ordered or sharded (`exact_top`)
+            stored = _faiss().rev_swig_ptr(self._index.get_xb(), len(self) * self.dimension)
+            stored = stored.reshape(len(self), self.dimension)  # a view of FAISS's own copy, nothing copied
+            scores, rows = exact_top(self._index.search, queries, len(self), depth, doc_ids.__getitem__,
+                                     stored.__getitem__)
         else:
             scores, rows = self._index.search(queries, depth)
-        return run_of_rows(query_ids, scores, rows, self._doc_ids, name)
+        results = {}
+        for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist()):
+            # FAISS pads with row -1 when it has fewer than `depth` results.
+            results[query_id] = {doc_ids[row]: score for row, score in zip(query_rows, query_scores) if row >= 0}
+        return Run.adopt(results, name=name)
 
 
     def exact_search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int) -> Run:
@@ -365,52 +376,6 @@ class VectorIndex(RowIndex):
         return index
 
 
-def run_of_rows(query_ids: Sequence[str], scores: np.ndarray, rows: np.ndarray, doc_ids: Sequence[str],
-                name: str = "run") -> Run:
-    """A Run from search results: row r of query i scored scores[i, j] (rows of -1, FAISS's padding, are dropped)."""
-    results = {}
-    for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist()):
-        results[query_id] = {doc_ids[row]: score for row, score in zip(query_rows, query_scores) if row >= 0}
-    return Run.adopt(results, name=name)
-
-
-TopSearch = Callable[["np.ndarray", int], "tuple[np.ndarray, np.ndarray]"]
-
-
-def exact_top(search: TopSearch, queries: np.ndarray, depth: int, n: int,
-              doc_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The exact top-`depth` (scores, rows) of each query, with one tie rule at the cut, whatever `search` does.
-
-    `search(queries, k)` returns the k best (scores, rows) of each query in any order among equal scores
-    (FAISS's heap and reservoir keep an arbitrary subset of the documents tied at the k-th score). Asking
-    for one more than `depth` shows which queries have a tie straddling the cut; only those are searched
-    again, deeper (×4 each time) until the deepest score is below the cut's, so that every tied document
-    is known, and the cut then keeps those ranked first by trec_eval's order (score, then doc_id
-    descending). The result is the top `depth` of the full corpus ranked by trec_eval, for the in-memory
-    and the streamed search alike (`harness.retrieval.streamed`).
-    """
-    import numpy as np
-
-    k = min(n, depth + 1)
-    scores, rows = search(queries, k)
-    if k <= depth:  # every document is returned: no cut
-        return scores, rows
-    top_scores, top_rows = scores[:, :depth].copy(), rows[:, :depth].copy()
-    tied = np.flatnonzero(scores[:, depth - 1] == scores[:, k - 1])
-    while len(tied):
-        k = min(n, k * 4)
-        deeper_scores, deeper_rows = search(np.ascontiguousarray(queries[tied]), k)
-        known = (deeper_scores[:, depth - 1] > deeper_scores[:, k - 1]) | (k == n)
-        for position in np.flatnonzero(known):
-            ranked = sorted(((score, doc_ids[row], row) for score, row in
-                             zip(deeper_scores[position].tolist(), deeper_rows[position].tolist()) if row >= 0),
-                            reverse=True)[:depth]
-            top_scores[tied[position]] = [score for score, _, _ in ranked]
-            top_rows[tied[position]] = [row for _, _, row in ranked]
-        tied = tied[~known]
-    return top_scores, top_rows
-
-
 def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
     """(scores, rows) of the exact inner-product top-`depth` over vectors held in chunks, one chunk at a
     time (no concatenated copy), merging each chunk's top into the running one."""
@@ -431,6 +396,89 @@ def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> 
         best_rows = np.take_along_axis(best_rows, keep, axis=1)
         start += len(chunk)
     return best_scores, best_rows
+
+
+# FAISS finds the candidates; a document it scores within this fraction of the cut (relative to the cut's and the
+# top score's size) may still belong in the top once scores are recomputed (its float32 scores differ from the
+# exact ones by ~1e-7 on unit vectors, and by kernel and thread count), so it is a candidate.
+RESCORE_MARGIN = 1e-5
+
+
+def _ranked(scores, rows, doc_id, depth: int) -> tuple[list[float], list[int]]:
+    """One query's candidates in the run's order (score, then doc_id, descending), the first `depth`."""
+    import numpy as np
+
+    order = np.argsort(-scores, kind="stable")
+    if len(order) <= depth or scores[order[depth]] != scores[order[depth - 1]]:
+        return scores[order[:depth]].tolist(), rows[order[:depth]].tolist()  # the cut falls between two scores
+    best = sorted(zip(scores.tolist(), (doc_id(row) for row in rows.tolist()), rows.tolist()), reverse=True)[:depth]
+    return [score for score, _, _ in best], [row for _, _, row in best]
+
+
+def exact_top(search, queries: np.ndarray, n: int, depth: int, doc_id, vectors) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top `depth` of every query over `n` vectors, the same bits wherever it runs.
+
+    FAISS finds the candidates: every document it scores above the cut or within `RESCORE_MARGIN` of it
+    (searching deeper until none is left out). Their scores are then recomputed one way — float64 dot
+    products rounded to float32 — since FAISS's own float32 scores change in the last bits with its
+    kernels, the thread count and the shape of the search (a shard vs the whole corpus). At the cut,
+    among equal scores, the greater doc_ids are kept (the run's own tie order, trec_eval's), so the
+    result is the first `depth` of the complete ranking whatever the order of the vectors (FAISS alone
+    keeps whichever tie its heap met first).
+
+    Args:
+        search: FAISS search over the vectors, ``(queries, k) -> (scores, rows)``.
+        queries: float32 query vectors.
+        n: How many vectors `search` searches.
+        depth: Documents kept per query.
+        doc_id: row → doc_id (asked only where equal scores straddle the cut).
+        vectors: rows (an int64 array) → their float32 vectors.
+
+    Returns:
+        (scores, rows), (queries, min(depth, n)); rows in no particular order within a query.
+    """
+    import numpy as np
+
+    depth = min(depth, n)
+    k = min(depth + 1 + depth // 8, n)  # a little deeper than kept: few queries need a second search
+    scores, rows = search(queries, k)
+    top_scores = np.empty((len(queries), depth), dtype=np.float32)
+    top_rows = np.empty((len(queries), depth), dtype=np.int64)
+    floors = scores[:, depth - 1] - RESCORE_MARGIN * (np.abs(scores[:, depth - 1]) + np.abs(scores[:, 0]))
+    found = list(zip(scores, rows))
+    wide, deeper = k, [i for i in range(len(queries)) if k < n and scores[i, -1] >= floors[i]]
+    while deeper:  # a candidate may lie deeper than FAISS returned: those queries again, together (one pass of a
+        wide = min(2 * wide, n)  # streamed search, `harness.retrieval.streamed`, for all of them)
+        wider_scores, wider_rows = search(np.ascontiguousarray(queries[deeper]), wide)
+        for position, i in enumerate(deeper):
+            found[i] = (wider_scores[position], wider_rows[position])
+        deeper = [i for position, i in enumerate(deeper) if wide < n and wider_scores[position, -1] >= floors[i]]
+    for i, query in enumerate(queries):
+        found_scores, found_rows = found[i]
+        candidates = found_rows[found_scores >= floors[i]]
+        exact = (np.asarray(vectors(candidates), dtype=np.float64) @ query.astype(np.float64)).astype(np.float32)
+        top_scores[i], top_rows[i] = _ranked(exact, candidates, doc_id, depth)
+    return top_scores, top_rows
+
+
+def merge_top(parts: Sequence[tuple[np.ndarray, np.ndarray]], depth: int, doc_id) -> tuple[np.ndarray, np.ndarray]:
+    """Merge per-query tops over disjoint sets of rows, each `exact_top` of its set, into the top `depth` of
+    their union by the same rule (score descending, then doc_id descending at the cut)."""
+    import numpy as np
+
+    scores = np.concatenate([part[0] for part in parts], axis=1)
+    rows = np.concatenate([part[1] for part in parts], axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    scores, rows = np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
+    if scores.shape[1] <= depth:
+        return scores, rows
+    tied = np.flatnonzero(scores[:, depth] == scores[:, depth - 1])
+    scores, rows = scores[:, :depth].copy(), rows[:, :depth].copy()
+    for i in tied:  # every candidate of this query, ranked by the full rule
+        all_scores = np.concatenate([part[0][i] for part in parts])
+        all_rows = np.concatenate([part[1][i] for part in parts])
+        scores[i], rows[i] = _ranked(all_scores, all_rows, doc_id, depth)
+    return scores, rows
 
 
 def serialized_size(index: Any) -> int:

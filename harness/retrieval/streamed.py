@@ -5,8 +5,10 @@ A flat index holds every corpus vector (n × dim × 4 bytes: 13.6 GB for MS MARC
 files instead: each chunk is memory-mapped (and unmapped after it, so its pages leave this process),
 searched against the queries one query block at a time with FAISS's own exact kernel (`faiss.knn`,
 the sgemm that `IndexFlatIP` runs, hence the same float32 scores), and each block's top-k merged into
-the running top-k (`merge_topk`). The cut at `depth` follows the same tie rule as the in-memory flat
-search (`harness.retrieval.index.exact_top`), so both paths return the same run.
+the running top-k (`merge_topk`). The candidates are then rescored and cut by the same rule as the
+in-memory flat search (`harness.retrieval.index.exact_top`: float64 scores rounded to float32, equal
+scores at the cut by doc_id descending), reading their vectors back from the chunks, so both paths
+return the same run.
 
 `search_blocks` and `merge_topk` are the reusable parts: any holder of some of the vectors (a Ray
 worker with its shards) can search its blocks and hand its partial top-k to `merge_topk`.
@@ -168,7 +170,7 @@ def merge_topk(partials: Iterable[tuple[np.ndarray, np.ndarray]], k: int) -> tup
 
     The scores kept are the exact top-k scores; which of several documents tied at the k-th score are
     kept is not decided here (the earlier partial's first, stably) — `harness.retrieval.index.exact_top`
-    settles the cut. Rows of -1 (FAISS's padding) sort last.
+    rescores the candidates and settles the cut. Rows of -1 (FAISS's padding) sort last.
     """
     import numpy as np
 
@@ -215,6 +217,29 @@ def search_blocks(query_vectors: np.ndarray, blocks: Iterable[np.ndarray], k: in
     return best_scores, best_rows
 
 
+def rows_from_chunks(load: Callable[[int], np.ndarray], lengths: Sequence[int]) -> Callable[[np.ndarray], np.ndarray]:
+    """Global rows → their vectors, read from the chunks that hold them (`load(i)`: chunk i, memory-mapped; each map is
+    released after its rows are copied, so reading candidates back holds only them)."""
+    import numpy as np
+
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+    def rows_of(rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        chunk_of = np.searchsorted(starts, rows, side="right") - 1
+        out = None
+        for chunk in np.unique(chunk_of):
+            picked = chunk_of == chunk
+            vectors = load(int(chunk))
+            if out is None:
+                out = np.empty((len(rows), vectors.shape[1]), dtype=np.float32)
+            out[picked] = vectors[rows[picked] - starts[chunk]]
+            del vectors
+        return out if out is not None else np.empty((0, 0), dtype=np.float32)
+
+    return rows_of
+
+
 def reblock(chunks: Iterable[np.ndarray], rows: int | None) -> Iterator[np.ndarray]:
     """The chunks cut into blocks of at most `rows` rows (views; None keeps the chunks whole)."""
     for chunk in chunks:
@@ -231,6 +256,8 @@ class StreamedIndex:
     Args:
         chunks: Called once per pass over the corpus; yields its chunks' vectors in row order
             (`harness.io.cache.EmbeddingEntry.chunks` with ``mmap=True``, verified against the manifest).
+        rows_of: Global rows (int64 array) → their float32 vectors, for rescoring the candidates
+            (`rows_from_chunks`).
         doc_ids: The doc_ids in row order.
         dimension: The vectors' dimension.
         budget: Bytes the process may hold; None: `default_budget`.
@@ -244,10 +271,11 @@ class StreamedIndex:
     spec_kind = "flat"
     nlist = None
 
-    def __init__(self, chunks: Callable[[], Iterable[np.ndarray]], doc_ids: Sequence[str], dimension: int,
+    def __init__(self, chunks: Callable[[], Iterable[np.ndarray]], rows_of: Callable[[np.ndarray], np.ndarray],
+                 doc_ids: Sequence[str], dimension: int,
                  budget: int | None, chunk_rows: int, doc_block: int | None = None, query_block: int | None = None,
                  strict: bool = True):
-        self._chunks, self._doc_ids, self.dimension = chunks, doc_ids, dimension
+        self._chunks, self._rows_of, self._doc_ids, self.dimension = chunks, rows_of, doc_ids, dimension
         self.budget, self.chunk_rows, self.strict = budget, chunk_rows, strict
         self.doc_block, self.query_block = doc_block, query_block
         self.plan: SearchPlan | None = None
@@ -295,12 +323,15 @@ class StreamedIndex:
         ranks them for a flat index."""
         import numpy as np
 
-        from harness.retrieval.index import exact_top, run_of_rows
+        from harness.retrieval.index import exact_top
 
         depth = min(depth, len(self))
         if depth <= 0 or len(query_ids) == 0:
             return Run.from_scores({query_id: {} for query_id in query_ids}, name=name)
         queries = np.ascontiguousarray(vectors, dtype=np.float32)
         self.plan = None
-        scores, rows = exact_top(self._search, queries, depth, len(self), self._doc_ids)
-        return run_of_rows(query_ids, scores, rows, self._doc_ids, name)
+        scores, rows = exact_top(self._search, queries, len(self), depth, self._doc_ids.__getitem__, self._rows_of)
+        doc_ids = self._doc_ids
+        return Run.adopt({query_id: {doc_ids[row]: score for row, score in zip(query_rows, query_scores)}
+                          for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist())},
+                         name=name)

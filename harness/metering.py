@@ -1,0 +1,116 @@
+"""What a run cost, measured: per-query search latency on a sample, percentiles, peak memory, bytes on disk.
+
+These helpers know nothing of models or indexes; the pipeline calls them and the result stores what they
+return in its cost record (`harness.reporting.report.Result.cost`; the fields are defined in docs/outputs.md).
+
+**Search latency** is measured apart from the search itself, which runs every query in one batch (the
+throughput a batch evaluation gets, the ``search`` phase): afterwards a fixed sample of at most
+`LATENCY_SAMPLE` queries, evenly spaced over the judged queries in file order, is searched again **one query
+at a time**, and each query's wall time is one latency (`LATENCY_DEFINITION`). The probe stops early once it
+has spent `LATENCY_BUDGET` times the batch search's time (at least `LATENCY_FLOOR_SECONDS`), so it adds at most
+about that; the number of queries measured is recorded with the percentiles.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+LATENCY_SAMPLE = 100
+LATENCY_BUDGET = 1.0  # at most this × the batch search's seconds...
+LATENCY_FLOOR_SECONDS = 1.0  # ...or this, whichever is larger
+LATENCY_DEFINITION = ("wall time of searching one query alone (query vector or text in, ranked list out; query "
+                      "encoding excluded), on an evenly spaced sample of the judged queries, after the batch search")
+QUANTILES = (50, 95, 99)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q`-th percentile (0–100) by linear interpolation between closest ranks (numpy's default method).
+
+    Raises:
+        ValueError: No values.
+    """
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def sample_positions(n: int, sample: int = LATENCY_SAMPLE) -> list[int]:
+    """At most `sample` positions in range(n), evenly spaced, the first included (no randomness to seed)."""
+    m = min(n, sample)
+    if m <= 0:
+        return []
+    return [i * n // m for i in range(m)]
+
+
+def search_latencies(search_one: Callable[[int], object], n_queries: int, batch_seconds: float,
+                     sample: int = LATENCY_SAMPLE) -> list[float]:
+    """Seconds of `search_one(position)` for each sampled query position, within the probe's time budget.
+
+    Args:
+        search_one: Searches the query at a position of the query list alone.
+        n_queries: How many queries there are.
+        batch_seconds: What the batch search of all of them took (sets the budget).
+        sample: Most queries measured.
+    """
+    budget = max(LATENCY_FLOOR_SECONDS, LATENCY_BUDGET * batch_seconds)
+    seconds: list[float] = []
+    for position in sample_positions(n_queries, sample):
+        started = time.perf_counter()
+        search_one(position)
+        seconds.append(time.perf_counter() - started)
+        if sum(seconds) > budget:
+            break
+    return seconds
+
+
+def latency_record(seconds: Sequence[float], n_queries: int) -> dict[str, Any]:
+    """What a result stores of the probe: the per-query milliseconds and their p50/p95/p99 (computed from the
+    stored, rounded values, so anyone can recompute them from the file)."""
+    per_query = [round(s * 1000, 4) for s in seconds]
+    record: dict[str, Any] = {"definition": LATENCY_DEFINITION, "queries": len(per_query), "of": n_queries}
+    if per_query:
+        record.update({f"p{q}_ms": round(percentile(per_query, q), 4) for q in QUANTILES})
+        record["mean_ms"] = round(sum(per_query) / len(per_query), 4)
+    record["per_query_ms"] = per_query
+    return record
+
+
+def peak_rss() -> dict[str, int | None]:
+    """Peak resident memory in bytes: of this process since it started (``self``), and of the largest child
+    process it has waited for (``children``: worker processes; 0 when none ran). None where the platform has no
+    `resource` module (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return {"self": None, "children": None}
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    return {"self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
+            "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale}
+
+
+def tree_bytes(paths: Iterable[Path | None]) -> int:
+    """Bytes on disk of these files and folders (folders counted with everything inside; missing ones as 0)."""
+    total = 0
+    for path in {Path(p) for p in paths if p is not None}:
+        if path.is_file():
+            total += path.stat().st_size
+        elif path.is_dir():
+            for folder, _, names in os.walk(path):
+                total += sum((Path(folder) / name).stat().st_size for name in names
+                             if (Path(folder) / name).is_file())
+    return total
+
+
+def per_second(count: int, seconds: float) -> float | None:
+    """`count` / `seconds`, rounded to 0.1, or None when nothing was timed (a cached or skipped phase)."""
+    return round(count / seconds, 1) if seconds > 0 and count else None

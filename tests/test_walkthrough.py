@@ -1,0 +1,89 @@
+"""docs/walkthrough-eval-set.md, executed: every ``$ beir-harness ...`` line of its console blocks runs, in the
+page's order, in one fresh folder, and prints exactly the lines the page shows under it; each file the page
+shows (``<!-- file: PATH -->`` before its block) is written there first. Where headless Chromium is at hand,
+the judges' exports shown are first typed into the pool's judging page with its keys, and what the page
+exports must be the file the page shows (so the exports are the page's, not hand-written)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "walkthrough-eval-set.md"
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d")  # a result's time: the one line that varies
+BLOCK = re.compile(r"(?:<!-- file: (?P<file>\S+) -->\n)?```(?P<lang>\w+)\n(?P<body>.*?)```", re.S)
+
+
+def steps(text: str) -> list[tuple[str, str, list[str]]]:
+    """("file", path, its lines) and ("run", command, the lines shown under it), in the page's order."""
+    found = []
+    for match in BLOCK.finditer(text):
+        if match["file"]:
+            found.append(("file", match["file"], match["body"].splitlines()))
+        elif match["lang"] == "console":
+            for chunk in re.split(r"^\$ ", match["body"], flags=re.M)[1:]:
+                command, *shown = chunk.rstrip("\n").split("\n")
+                found.append(("run", command, shown))
+    return found
+
+
+def run(command: str) -> list[str]:
+    """The lines `command` (a ``beir-harness`` line) prints, stdout and stderr as a terminal shows them."""
+    words = shlex.split(command)
+    assert words[0] == "beir-harness", f"{PAGE.name}: {command!r} is not a beir-harness command"
+    result = CliRunner().invoke(cli, words[1:])
+    assert result.exit_code == 0, f"{command}\n{result.output}"
+    return [line.rstrip() for line in result.output.splitlines()]
+
+
+def typed_export(path: Path, lines: list[str], downloads: Path) -> str | None:
+    """The judging page's CSV export after typing the grades of `lines` (query_id,doc_id,grade,annotator) in
+    its order; None without Chromium."""
+    if not Path("/usr/bin/chromium").exists():
+        return None
+    sync_api = pytest.importorskip("playwright.sync_api")
+    rows = [line.split(",") for line in lines[1:]]
+    with sync_api.sync_playwright() as manager:
+        browser = manager.chromium.launch(executable_path="/usr/bin/chromium", args=[
+            "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND"])
+        page = browser.new_context(accept_downloads=True).new_page()  # a fresh context: a judge of one's own
+        page.goto(path.as_uri())
+        page.wait_for_selector("body[data-ready='1']")
+        page.fill("#annotator", rows[0][3])
+        page.locator("#query").click()
+        for _, _, grade, _ in rows:
+            page.keyboard.press(grade)
+        with page.expect_download() as info:
+            page.click("#export-csv")
+        target = downloads / info.value.suggested_filename
+        info.value.save_as(target)
+        browser.close()
+    return target.read_text(encoding="utf-8")
+
+
+def test_every_command_of_the_walkthrough_prints_what_the_page_shows(tmp_path, monkeypatch):
+    shutil.copy(ROOT / "tests" / "data" / "lesson.json", tmp_path / "lesson.json")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "downloads").mkdir()
+    done = steps(PAGE.read_text(encoding="utf-8"))
+    assert sum(kind == "run" for kind, _, _ in done) >= 8
+    for kind, what, lines in done:
+        if kind == "file":
+            path = tmp_path / what
+            if what.startswith("pool/judgments-"):
+                exported = typed_export(path.parent / "judge.html", lines, tmp_path / "downloads")
+                assert exported in (None, "\n".join(lines) + "\n"), f"the page exports\n{exported}"
+                pool_id = json.loads((tmp_path / "pool" / "manifest.json").read_text())["pool_id"]
+                assert path.name == f"judgments-{pool_id}-{lines[1].split(',')[3]}.csv"  # the page's own name
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        else:
+            assert [TIME.sub("TIME", line) for line in run(what)] == [TIME.sub("TIME", line) for line in lines], what
