@@ -226,3 +226,32 @@ def test_the_model_help_names_every_kind_and_examples_need_no_checkout():
         assert word in " ".join(text.split())
     for name, command in cli.commands.items():
         assert "../shared" not in (command.help or ""), name
+
+
+def _commands(group, path=()):
+    import click
+
+    for name, command in group.commands.items():
+        yield (*path, name)
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*path, name))
+
+
+def test_every_help_example_is_a_command_a_shell_can_take():
+    # A `\` ending a docstring line joins it to the next (Python's line continuation), which printed an
+    # example as `... e5-small-v2,             weights=0.3:0.7)`: each example line is checked as printed.
+    import shlex
+
+    for path in _commands(cli):
+        output = CliRunner().invoke(cli, [*path, "--help"], terminal_width=200).output
+        if "Example" not in output:
+            continue
+        examples = []
+        for line in output.split("Example")[-1].splitlines()[1:]:
+            if line and not line.startswith(" "):
+                break  # the next section (Data:, Options:): the examples are over
+            examples.append(line.strip())
+        for line in filter(None, examples):
+            if not line.startswith(("#", "(")):
+                assert "     " not in line, f"{' '.join(path)} --help: {line}"
+                shlex.split(line.rstrip("\\"))  # balanced quotes on every printed line

@@ -115,7 +115,8 @@ def _config(ctx: click.Context, dataset, model: str, options: dict):
                    "--rerank.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
 @click.option("--run", "run_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Score this TREC run file (qid Q0 docid rank score tag) instead of retrieving.")
+              help="Score this run file instead of retrieving: TREC (qid Q0 docid rank score tag), MS MARCO "
+                   "(qid docid rank) or JSON ({qid: {docid: score}}), told apart by their content.")
 @click.option("--allow-unknown-docs", is_flag=True,
               help="With --run: score documents that are not in the corpus as non-relevant instead of refusing "
                    "the run.")
@@ -259,9 +260,9 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
         beir-harness bench --models all-MiniLM-L6-v2,bm25 --datasets scifact,nfcorpus
         beir-harness bench --models bm25 --datasets scifact,./my-eval-set --metric Recall@100
         beir-harness bench --systems "bm25, all-MiniLM-L6-v2, rrf(bm25, all-MiniLM-L6-v2)" --datasets scifact
-        beir-harness bench --systems "bm25, e5=intfloat/e5-small-v2, hybrid=wsum(bm25, intfloat/e5-small-v2, \
-            weights=0.3:0.7)" --datasets scifact
-        beir-harness bench --models all-MiniLM-L6-v2 --datasets scifact --truncate-dims 384,256,128,64 \
+        beir-harness bench --datasets scifact \\
+            --systems "bm25, e5=intfloat/e5-small-v2, hybrid=wsum(bm25, intfloat/e5-small-v2, weights=0.3:0.7)"
+        beir-harness bench --models all-MiniLM-L6-v2 --datasets scifact --truncate-dims 384,256,128,64 \\
             --embedding-precisions float32,int8,binary --rescore-multipliers 0,2
     """
     from harness.api import bench as run_bench
