@@ -19,13 +19,16 @@ extra: ``pip install 'beir-harness[openvino]'``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
 import random
 import shutil
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,6 +186,24 @@ def _items(tokenizer: Any, texts: Iterable[str], names: set[str], max_length: in
     return items
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """NNCF's progress bars and INFO lines go to stdout, where ``--json`` writes the result: the bars are dropped
+    and its warnings sent to stderr while it quantizes."""
+    handlers = [handler for handler in logging.getLogger("nncf").handlers if isinstance(handler, logging.StreamHandler)]
+    streams = [handler.setStream(sys.stderr) for handler in handlers]
+    nncf_logger = logging.getLogger("nncf")
+    level = nncf_logger.level
+    nncf_logger.setLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        nncf_logger.setLevel(level)
+        for handler, stream in zip(handlers, streams):
+            handler.setStream(stream)
+
+
 def quantize(core: Any, onnx_path: Path, model: Any, calibration: Calibration, folder: Path,
              max_length: int | None) -> Any:
     """The int8 model of `onnx_path`, calibrated on `calibration`, cached (atomically) in `folder`.
@@ -205,14 +226,15 @@ def quantize(core: Any, onnx_path: Path, model: Any, calibration: Calibration, f
     staging = private_dir(folder.parent, f".{folder.name}.quantize")
     try:
         patterns = QUANTIZATION["ignored_patterns"]
-        quantized = nncf.quantize(
-            float_model, nncf.Dataset(items), model_type=nncf.ModelType.TRANSFORMER,
-            preset=nncf.QuantizationPreset(QUANTIZATION["preset"]), subset_size=len(items),
-            fast_bias_correction=QUANTIZATION["bias_correction"] == "fast",
-            ignored_scope=nncf.IgnoredScope(patterns=patterns, validate=False) if patterns else None,
-            advanced_parameters=AdvancedQuantizationParameters(
-                smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=QUANTIZATION["smooth_quant_alpha_matmul"]),
-                disable_bias_correction=QUANTIZATION["bias_correction"] == "off"))
+        with _quiet():
+            quantized = nncf.quantize(
+                float_model, nncf.Dataset(items), model_type=nncf.ModelType.TRANSFORMER,
+                preset=nncf.QuantizationPreset(QUANTIZATION["preset"]), subset_size=len(items),
+                fast_bias_correction=QUANTIZATION["bias_correction"] == "fast",
+                ignored_scope=nncf.IgnoredScope(patterns=patterns, validate=False) if patterns else None,
+                advanced_parameters=AdvancedQuantizationParameters(
+                    smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=QUANTIZATION["smooth_quant_alpha_matmul"]),
+                    disable_bias_correction=QUANTIZATION["bias_correction"] == "off"))
         ov.save_model(quantized, str(staging / "model.xml"), compress_to_fp16=False)
         sums = {name: _sha256(staging / name) for name in ("model.xml", "model.bin")}
         (staging / "manifest.json").write_text(json.dumps({"sha256": sums, "calibration": calibration.identity(),
@@ -237,9 +259,16 @@ def read(core: Any, onnx_path: Path) -> Any:
     try:
         return core.read_model(str(onnx_path))
     except Exception as exc:  # noqa: BLE001 - the ONNX frontend raises its own runtime errors
-        raise HarnessError(f"OpenVINO cannot convert the model's ONNX export {onnx_path} "
-                           f"({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}); "
+        raise HarnessError(f"OpenVINO cannot convert the model's ONNX export {onnx_path} ({_reason(exc)}); "
                            "use --backend torch or onnx") from exc
+
+
+def _reason(exc: Exception) -> str:
+    """OpenVINO's message without its source locations: ``Exception from src/...``, ``Check '...' failed at``."""
+    lines = [line.strip().removeprefix("-- ") for line in str(exc).splitlines()]
+    kept = [line for line in lines if line and not line.startswith(("Exception from ", "Check ", "FrontEnd API failed",
+                                                                    "Summary:"))]
+    return f"{type(exc).__name__}: {' '.join(kept)[:300]}"
 
 
 def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
@@ -277,8 +306,8 @@ def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
     try:
         compiled = core.compile_model(model, "CPU")
     except Exception as exc:  # noqa: BLE001 - the plugin raises its own runtime errors
-        raise HarnessError(f"OpenVINO cannot compile the model for the CPU ({type(exc).__name__}: "
-                           f"{str(exc)[:200]}); use --backend torch or onnx") from exc
+        raise HarnessError(f"OpenVINO cannot compile the model for the CPU ({_reason(exc)}); "
+                           "use --backend torch or onnx") from exc
     precision = _precision_name(compiled)
     logger.info("%s backend: inference precision %s (OpenVINO %s)", backend, precision, ov.__version__)
     return OpenVinoEncoder(
