@@ -224,14 +224,20 @@ def test_a_model_openvino_cannot_convert_is_one_line_and_caches_nothing(backend,
     assert not (tmp_path / "cache" / "openvino").exists() or not list((tmp_path / "cache" / "openvino").iterdir())
 
 
-def test_a_damaged_cached_model_is_quantized_again_with_a_warning(torch_encoder, reference, tmp_path, caplog):
+@pytest.mark.parametrize("damage", ["truncated", "altered"])
+def test_a_damaged_cached_model_is_quantized_again_with_a_warning(damage, torch_encoder, reference, tmp_path, caplog):
     from harness.retrieval.openvino_backend import openvino_encoder
 
     texts, _ = reference
     calibration = _calibration()
     first = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=calibration).encode_docs(texts)
     (weights,) = (tmp_path / "openvino").glob("*/model.bin")
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a half-written copy
+    data = weights.read_bytes()
+    if damage == "truncated":  # a half-written copy: OpenVINO itself would fail to read it
+        weights.write_bytes(data[: len(data) // 2])
+    else:  # the same size, other bytes: OpenVINO would read it and run wrong weights; the sha256 catches it
+        middle = len(data) // 2
+        weights.write_bytes(data[:middle] + bytes(255 - b for b in data[middle:middle + 512]) + data[middle + 512:])
     with caplog.at_level(logging.WARNING, logger="harness"):
         again = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=calibration)
     assert [r for r in caplog.records if "is damaged" in r.getMessage() and "quantizing it again" in r.getMessage()]

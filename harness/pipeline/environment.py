@@ -110,10 +110,11 @@ def _openvino_encoders(torch_encoder: Any, sample: list[str], cache: Path) -> di
         return {}
     from harness.io.cache import content_key
     from harness.records import Doc
-    from harness.retrieval.openvino_backend import corpus_calibration, openvino_encoder
+    from harness.retrieval.openvino_backend import CALIBRATION_TEXTS, corpus_calibration, openvino_encoder
 
     docs = [Doc(str(i), "", text) for i, text in enumerate(sample)]
-    calibration = corpus_calibration(iter(docs), content_key({"bench sample": sample}))
+    calibration = corpus_calibration(iter(docs), content_key({"bench sample": sample}),
+                                     size=min(CALIBRATION_TEXTS, len(sample)))  # a short sample is no fault here
     encoders = {"openvino": openvino_encoder(torch_encoder, "openvino", cache)}
     encoders["openvino-int8"] = openvino_encoder(torch_encoder, "openvino-int8", cache, calibration=calibration)
     logger.info("openvino: inference precision %s here", encoders["openvino"].inference_precision)
