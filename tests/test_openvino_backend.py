@@ -263,3 +263,23 @@ def test_nncf_telemetry_is_declined(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["MagicMock", "None"]  # NNCF's stub; the environment restored after
     assert not (tmp_path / "intel").exists()
+
+
+def test_a_new_quantization_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_beir, tmp_path, monkeypatch):
+    """The remembered fingerprint (which lets a warm run load no model) is keyed by the recipe and the versions
+    too: after a change of `QUANTIZATION` the corpus is quantized and encoded again, and the result says so."""
+    from harness.retrieval import openvino_backend
+
+    def run(out: str) -> dict:
+        result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
+                                          "openvino-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
+                                          "--output-dir", str(tmp_path / out)])
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)["config"]
+
+    first = run("a")
+    monkeypatch.setitem(openvino_backend.QUANTIZATION, "smooth_quant_alpha_matmul", 0.5)
+    second = run("b")
+    assert first["quantization"]["smooth_quant_alpha_matmul"] == 0.95
+    assert second["quantization"]["smooth_quant_alpha_matmul"] == 0.5 and second["embedding_cache"] != "hit"
+    assert len(list((tmp_path / "cache" / "openvino").glob("*/model.xml"))) == 2

@@ -49,6 +49,10 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
         settings["int8_kernels"] = local_kernel_class()  # int8 (and OpenVINO's bf16) vectors differ by CPU class
     if config.calibration is not None:
         settings["calibration"] = config.calibration.identity()  # the model is fitted to this corpus's sample
+    if config.encoder.backend.startswith("openvino"):
+        from harness.retrieval.openvino_backend import runtime_identity
+
+        settings["runtime"] = runtime_identity(config.encoder.backend)  # a new recipe or version: a new model
     key = model_files_key(source, settings)
     remembered = recall_fingerprint(root, key) if key else None
     if remembered is not None and "fingerprint" in remembered:

@@ -55,6 +55,21 @@ QUANTIZATION: dict[str, Any] = {
 EXTRA = "pip install 'beir-harness[openvino]'"
 
 
+def runtime_identity(backend: str) -> dict[str, Any]:
+    """What, besides the weights and settings, decides `backend`'s vectors and can change between runs: the
+    OpenVINO (and NNCF) versions and, for int8, the quantization settings. Read from package metadata, so that
+    remembering a model's fingerprint (`harness.pipeline.dense`) costs no OpenVINO import."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    identity: dict[str, Any] = {}
+    for package in ("openvino", "nncf") if backend == "openvino-int8" else ("openvino",):
+        try:
+            identity[package] = version(package)
+        except PackageNotFoundError:
+            identity[package] = None
+    return identity | ({"quantization": QUANTIZATION} if backend == "openvino-int8" else {})
+
+
 def openvino_module() -> Any:
     """The ``openvino`` module, or one line naming the extra."""
     try:
