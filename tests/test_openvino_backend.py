@@ -69,7 +69,7 @@ def reference(tiny_model):
 
 def _calibration(count: int = 60, seed: int = 2):
     from harness.records import Doc
-    from harness.retrieval.openvino_backend import corpus_calibration
+    from harness.runtimes.openvino_backend import corpus_calibration
 
     docs = [Doc(f"d{i}", "", text) for i, text in enumerate(_texts(count, seed))]
     return corpus_calibration(iter(docs), f"corpus-{count}-{seed}", size=50)
@@ -83,7 +83,7 @@ def _cosines(vectors, reference_vectors):
 def test_openvino_matches_sentence_transformers_and_records_its_precision(torch_encoder, reference, tmp_path):
     import openvino
 
-    from harness.retrieval.openvino_backend import openvino_encoder
+    from harness.runtimes.openvino_backend import openvino_encoder
 
     texts, expected = reference
     encoder = openvino_encoder(torch_encoder, "openvino", tmp_path)
@@ -107,7 +107,7 @@ def test_torch_bf16_on_the_cpu_matches_sentence_transformers(tiny_model, referen
 def test_int8_is_close_and_calibrated_on_the_corpus(torch_encoder, reference, tmp_path, monkeypatch):
     import nncf
 
-    from harness.retrieval.openvino_backend import openvino_encoder
+    from harness.runtimes.openvino_backend import openvino_encoder
 
     texts, expected = reference
     calls = []
@@ -130,7 +130,7 @@ def test_int8_is_close_and_calibrated_on_the_corpus(torch_encoder, reference, tm
 
 def test_the_calibration_sample_is_a_seeded_uniform_subset():
     from harness.records import Doc
-    from harness.retrieval.openvino_backend import corpus_calibration
+    from harness.runtimes.openvino_backend import corpus_calibration
 
     docs = [Doc(f"d{i}", "", f"text {i}") for i in range(1000)]
     first = corpus_calibration(iter(docs), "sha", size=300, seed=0)
@@ -173,7 +173,7 @@ def test_evaluate_records_the_backend_cold_and_warm(tiny_model, tiny_beir, tmp_p
 
 
 def test_missing_extra_is_one_line(monkeypatch, tiny_beir, tmp_path):
-    from harness.retrieval import openvino_backend
+    from harness.runtimes import openvino_backend
 
     monkeypatch.setitem(sys.modules, "openvino", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[openvino\]'"):
@@ -187,7 +187,7 @@ def test_missing_extra_is_one_line(monkeypatch, tiny_beir, tmp_path):
 
 
 def test_missing_nncf_is_one_line(monkeypatch, torch_encoder, tmp_path):
-    from harness.retrieval.openvino_backend import openvino_encoder
+    from harness.runtimes.openvino_backend import openvino_encoder
 
     monkeypatch.setitem(sys.modules, "nncf", None)
     with pytest.raises(MissingDependencyError, match=r"openvino-int8 needs nncf: pip install 'beir-harness\[openvino\]'"):
@@ -212,7 +212,7 @@ def _unconvertible(folder: Path) -> Path:
 @pytest.mark.parametrize("backend", ["openvino", "openvino-int8"])
 def test_a_model_openvino_cannot_convert_is_one_line_and_caches_nothing(backend, torch_encoder, tmp_path,
                                                                          monkeypatch):
-    from harness.retrieval import openvino_backend
+    from harness.runtimes import openvino_backend
 
     monkeypatch.setattr(openvino_backend, "export", lambda model, folder, quantize: _unconvertible(tmp_path / "x"))
     with pytest.raises(HarnessError) as caught:
@@ -226,7 +226,7 @@ def test_a_model_openvino_cannot_convert_is_one_line_and_caches_nothing(backend,
 
 @pytest.mark.parametrize("damage", ["truncated", "altered"])
 def test_a_damaged_cached_model_is_quantized_again_with_a_warning(damage, torch_encoder, reference, tmp_path, caplog):
-    from harness.retrieval.openvino_backend import openvino_encoder
+    from harness.runtimes.openvino_backend import openvino_encoder
 
     texts, _ = reference
     calibration = _calibration()
@@ -246,7 +246,7 @@ def test_a_damaged_cached_model_is_quantized_again_with_a_warning(damage, torch_
 
 
 def test_int8_without_a_corpus_is_refused(torch_encoder, tmp_path):
-    from harness.retrieval.openvino_backend import openvino_encoder
+    from harness.runtimes.openvino_backend import openvino_encoder
 
     with pytest.raises(HarnessError, match="calibrates on the corpus being evaluated"):
         openvino_encoder(torch_encoder, "openvino-int8", tmp_path)
@@ -254,7 +254,7 @@ def test_int8_without_a_corpus_is_refused(torch_encoder, tmp_path):
 
 def test_nncf_telemetry_is_declined(tmp_path):
     """Imported the harness's way, NNCF keeps its telemetry stub and writes no client id under ~/intel."""
-    code = ("from harness.retrieval.openvino_backend import nncf_module; nncf_module(); "
+    code = ("from harness.runtimes.openvino_backend import nncf_module; nncf_module(); "
             "import nncf.telemetry.wrapper as w, os; print(type(w.telemetry).__name__, os.environ.get('CI'))")
     env = {**os.environ, "HOME": str(tmp_path)}
     env.pop("CI", None)
@@ -268,7 +268,7 @@ def test_nncf_telemetry_is_declined(tmp_path):
 def test_a_new_quantization_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_beir, tmp_path, monkeypatch):
     """The remembered fingerprint (which lets a warm run load no model) is keyed by the recipe and the versions
     too: after a change of `QUANTIZATION` the corpus is quantized and encoded again, and the result says so."""
-    from harness.retrieval import openvino_backend
+    from harness.runtimes import openvino_backend
 
     def run(out: str) -> dict:
         result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",

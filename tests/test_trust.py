@@ -321,7 +321,7 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
     assert rows["onnx"]["cosine_min"] > 0.9999 and rows["onnx-int8"]["cosine_mean"] > 0.95
     assert rows["torch bf16"]["cosine_min"] > 0.999
     if openvino:
-        from harness.retrieval.openvino_backend import openvino_encoder
+        from harness.runtimes.openvino_backend import openvino_encoder
 
         own = cosines(openvino_encoder(torch_encoder, "openvino", cache_dir(tmp_path)).encode_docs(texts))
         assert rows["openvino"]["cosine_mean"] == pytest.approx(own.mean(), abs=1e-5)

@@ -18,7 +18,7 @@ from harness.retrieval.endpoint import ENDPOINT_PREFIX, EndpointSpec
 from harness.retrieval.index import IndexSpec
 from harness.engines.ray_engine import RaySpec
 from harness.retrieval import onnx_backend  # noqa: F401 - registers the onnx runtimes that `load_model` may ask for
-from harness.retrieval import openvino_backend  # noqa: F401 - registers the OpenVINO runtimes (openvino imported lazily)
+from harness.runtimes import openvino_backend  # noqa: F401 - registers the OpenVINO runtimes (openvino imported lazily)
 from harness.retrieval.backends import Calibration
 
 logger = logging.getLogger(__name__)

@@ -50,7 +50,7 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
     if config.calibration is not None:
         settings["calibration"] = config.calibration.identity()  # the model is fitted to this corpus's sample
     if config.encoder.backend.startswith("openvino"):
-        from harness.retrieval.openvino_backend import runtime_identity
+        from harness.runtimes.openvino_backend import runtime_identity
 
         settings["runtime"] = runtime_identity(config.encoder.backend)  # a new recipe or version: a new model
     key = model_files_key(source, settings)
@@ -69,7 +69,7 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
 def _calibrated(config: EvaluateConfig, inputs: Inputs, corpus_sha256: str) -> EvaluateConfig:
     """`config` with its calibration sample: a seeded sample of this corpus's texts (one pass over it)."""
     from harness.io.formats import iter_corpus
-    from harness.retrieval.openvino_backend import corpus_calibration
+    from harness.runtimes.openvino_backend import corpus_calibration
 
     return replace(config, calibration=corpus_calibration(iter_corpus(inputs.folder.corpus), corpus_sha256))
 

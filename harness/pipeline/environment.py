@@ -110,7 +110,7 @@ def _openvino_encoders(torch_encoder: Any, sample: list[str], cache: Path) -> di
         return {}
     from harness.io.cache import content_key
     from harness.records import Doc
-    from harness.retrieval.openvino_backend import CALIBRATION_TEXTS, corpus_calibration, openvino_encoder
+    from harness.runtimes.openvino_backend import CALIBRATION_TEXTS, corpus_calibration, openvino_encoder
 
     docs = [Doc(str(i), "", text) for i, text in enumerate(sample)]
     calibration = corpus_calibration(iter(docs), content_key({"bench sample": sample}),

@@ -5,7 +5,7 @@ the encoder that runs its model: ``torch``
 is that encoder itself (`harness.retrieval.encode`); ``onnx`` and ``onnx-int8`` run its exported transformer
 under ONNX Runtime (`harness.retrieval.onnx_backend`, which registers them when imported); ``openvino`` and
 ``openvino-int8`` run the same export under OpenVINO, the second quantized by NNCF on a `Calibration` sample
-of the corpus being evaluated (`harness.retrieval.openvino_backend`). `EncoderSpec.load`
+of the corpus being evaluated (`harness.runtimes.openvino_backend`). `EncoderSpec.load`
 asks the registry, so the torch encoder's file never imports the runtimes built on it; the pipeline, which
 loads every model (`harness.pipeline.config.load_model`), imports each runtime module once.
 """
@@ -71,4 +71,4 @@ def runtime(name: str) -> Callable[..., Any]:
         return _RUNTIMES[name]
     except KeyError:
         raise HarnessError(f"backend {name!r} has no runtime registered; import harness.retrieval.onnx_backend "
-                           "(it registers onnx and onnx-int8) or harness.retrieval.openvino_backend") from None
+                           "(it registers onnx and onnx-int8) or harness.runtimes.openvino_backend") from None

@@ -89,7 +89,7 @@ class EncoderSpec:
         doc_prefix: Text prepended to each document before encoding (e.g. ``"passage: "``).
         backend: ``torch``, or ``onnx`` / ``onnx-int8`` to encode with ONNX Runtime
             (`harness.retrieval.onnx_backend`; needs the ``[onnx]`` extra), or ``openvino`` / ``openvino-int8``
-            with OpenVINO (`harness.retrieval.openvino_backend`; the ``[openvino]`` extra).
+            with OpenVINO (`harness.runtimes.openvino_backend`; the ``[openvino]`` extra).
         precision: ``fp32``, ``fp16`` or ``bf16`` weights and activations (also the reranker's).
         batch_size: Texts per forward pass (not decisive).
         trust_remote_code: Let the model run code from its repository (not decisive).
