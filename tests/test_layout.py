@@ -13,6 +13,7 @@ LAYERS = [
     ("io",),
     ("datasets",),
     ("retrieval",),
+    ("runtimes",),
     ("engines",),
     ("evaluation",),
     ("reporting",),

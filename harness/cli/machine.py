@@ -111,8 +111,8 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
               help="Results folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the block as JSON.")
 @click.option("--bench", is_flag=True,
-              help="Also encode one sample with each available backend (torch, onnx, onnx-int8): docs/s here and "
-                   "cosine to torch fp32 (about 30 s).")
+              help="Also encode one sample with each available backend (torch fp32 and bf16, onnx, onnx-int8, "
+                   "openvino, openvino-int8): docs/s here and cosine to torch fp32 (about a minute).")
 @click.option("--bench-texts", type=click.IntRange(min=1), default=256, show_default=True,
               help="With --bench: how many texts to encode.")
 @click.option("--bench-dataset", type=click.Path(path_type=Path, file_okay=False), default=None,

@@ -101,8 +101,11 @@ _RUN_OPTIONS = [
                  help="cosine (normalized vectors) or dot (raw vectors); inner-product index either way."),
     click.option("--normalize/--no-normalize", default=None,
                  help="L2-normalize embeddings [default: yes for cosine, no for dot]."),
-    click.option("--backend", type=click.Choice(["torch", "onnx", "onnx-int8"]), default="torch", show_default=True,
-                 help="Encoder runtime: torch, or ONNX Runtime fp32 / int8 (pip install 'beir-harness[onnx]')."),
+    click.option("--backend", type=click.Choice(["torch", "onnx", "onnx-int8", "openvino", "openvino-int8"]),
+                 default="torch", show_default=True,
+                 help="Encoder runtime: torch, ONNX Runtime fp32 / int8 (pip install 'beir-harness[onnx]'), or "
+                      "OpenVINO at the CPU's default precision / static int8 calibrated on the corpus "
+                      "(pip install 'beir-harness[openvino]')."),
     click.option("--device", default=None, metavar="DEVICE",
                  help="auto, cpu, cuda, cuda:N, cuda:all, mps, or a list such as cuda:0,cuda:1 (one worker process "
                       "per device) [default: $BEIR_HARNESS_DEVICE, else auto: CUDA, else MPS, else CPU]."),

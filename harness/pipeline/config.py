@@ -18,6 +18,8 @@ from harness.retrieval.endpoint import ENDPOINT_PREFIX, EndpointSpec
 from harness.retrieval.index import IndexSpec
 from harness.engines.ray_engine import RaySpec
 from harness.retrieval import onnx_backend  # noqa: F401 - registers the onnx runtimes that `load_model` may ask for
+from harness.runtimes import openvino_backend  # noqa: F401 - registers the OpenVINO runtimes (openvino imported lazily)
+from harness.retrieval.backends import Calibration
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +115,9 @@ class EvaluateConfig:
     name: str | None = None
     allow_unknown_docs: bool = False
     memory_budget: int | None = None
+    # Set by the dense stage for a calibrated backend (the corpus's own sample); not a setting of its own: the
+    # sample follows from the corpus, and its hash enters the encoder's fingerprint and the result's record.
+    calibration: Calibration | None = field(default=None, repr=False, compare=False)
 
 
 def retrieval_depth(config: EvaluateConfig) -> int:
@@ -147,7 +152,8 @@ def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
         spec = config.encoder
         return EndpointEncoder(config.model, config.endpoint, spec.normalize, spec.query_prefix, spec.doc_prefix,
                                cache_dir(config.cache_dir) / "models" if config.cache else None)
-    return config.encoder.load(config.model, device or first_device(config), cache_dir(config.cache_dir))
+    return config.encoder.load(config.model, device or first_device(config), cache_dir(config.cache_dir),
+                               calibration=config.calibration)
 
 
 REGISTRY_PROMPTS = "model registry"  # EncoderSpec.prompt_source of prefixes taken from `harness.datasets.prompts`

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
+from harness.retrieval.backends import CALIBRATED_BACKENDS
 from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpus, resolve_model_source
 from harness.errors import HarnessError, OutputError, setting
 from harness.io.formats import content_digest
@@ -44,10 +45,16 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
         return load_model(config)  # a service remembers its own identity (no weights to hash)
     root = cache_dir(config.cache_dir)
     settings = {"model": config.model, **config.encoder.to_config()}
-    if config.encoder.backend == "onnx-int8":
+    if config.encoder.backend in ("onnx-int8", "openvino", "openvino-int8"):
         from harness.host import local_kernel_class
 
-        settings["int8_kernels"] = local_kernel_class()  # int8 vectors differ by CPU kernel class
+        settings["int8_kernels"] = local_kernel_class()  # int8 (and OpenVINO's bf16) vectors differ by CPU class
+    if config.calibration is not None:
+        settings["calibration"] = config.calibration.identity()  # the model is fitted to this corpus's sample
+    if config.encoder.backend.startswith("openvino"):
+        from harness.runtimes.openvino_backend import runtime_identity
+
+        settings["runtime"] = runtime_identity(config.encoder.backend)  # a new recipe or version: a new model
     key = model_files_key(source, settings)
     remembered = recall_fingerprint(root, key) if key else None
     if remembered is not None and "fingerprint" in remembered:
@@ -61,6 +68,14 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
     return encoder
 
 
+def _calibrated(config: EvaluateConfig, inputs: Inputs, corpus_sha256: str) -> EvaluateConfig:
+    """`config` with its calibration sample: a seeded sample of this corpus's texts (one pass over it)."""
+    from harness.io.formats import iter_corpus
+    from harness.runtimes.openvino_backend import corpus_calibration
+
+    return replace(config, calibration=corpus_calibration(iter_corpus(inputs.folder.corpus), corpus_sha256))
+
+
 def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None, depth: int, top_k: int,
            clock: Clock) -> FirstStage:
     """A bi-encoder: load (or not, when the cache holds everything), encode, index, search."""
@@ -69,6 +84,9 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         corpus_sha256, corpus_lines = content_digest(inputs.folder.corpus, check_ids=True)
         corpus = inputs.corpus_state(corpus_sha256)
         model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
+        if config.encoder.backend in CALIBRATED_BACKENDS:
+            config = _calibrated(config, inputs, corpus_sha256)
+            encoder = None  # fitted to this corpus: never another corpus's model
         if encoder is None:
             encoder = _model_or_lazy(config, model_source)
         config.index.check(encoder.dimension)  # before encoding, so a bad --pq-m costs nothing

@@ -102,6 +102,25 @@ def _sample_texts(count: int, dataset: str | Path | None) -> list[str]:
     return list(islice(cycle(texts), count))
 
 
+def _openvino_encoders(torch_encoder: Any, sample: list[str], cache: Path) -> dict[str, Any]:
+    """OpenVINO at its default precision and static int8 (calibrated on the sample itself), when installed."""
+    if importlib.util.find_spec("openvino") is None or importlib.util.find_spec("nncf") is None:
+        logger.info("openvino/nncf are not installed: the openvino backends are not measured "
+                    "(pip install 'beir-harness[openvino]')")
+        return {}
+    from harness.io.cache import content_key
+    from harness.records import Doc
+    from harness.runtimes.openvino_backend import CALIBRATION_TEXTS, corpus_calibration, openvino_encoder
+
+    docs = [Doc(str(i), "", text) for i, text in enumerate(sample)]
+    calibration = corpus_calibration(iter(docs), content_key({"bench sample": sample}),
+                                     size=min(CALIBRATION_TEXTS, len(sample)))  # a short sample is no fault here
+    encoders = {"openvino": openvino_encoder(torch_encoder, "openvino", cache)}
+    encoders["openvino-int8"] = openvino_encoder(torch_encoder, "openvino-int8", cache, calibration=calibration)
+    logger.info("openvino: inference precision %s here", encoders["openvino"].inference_precision)
+    return encoders
+
+
 def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Path | None = None,
                    cache: str | Path | None = None, rounds: int = 2, batch_size: int = 32) -> list[dict[str, Any]]:
     """Encode one sample with every available backend here; docs/s and closeness to torch fp32.
@@ -136,7 +155,9 @@ def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Pa
         for backend in ("onnx", "onnx-int8"):
             encoders[backend] = onnx_encoder(torch_encoder, backend, cache_dir(cache))
     else:
-        logger.info("onnxruntime is not installed: only torch is measured (pip install 'beir-harness[onnx]')")
+        logger.info("onnxruntime is not installed: the onnx backends are not measured (pip install 'beir-harness[onnx]')")
+    encoders.update(_openvino_encoders(torch_encoder, sample, cache_dir(cache)))
+    encoders["torch bf16"] = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size, device="cpu", precision="bf16")
     seconds = dict.fromkeys(encoders, 0.0)
     vectors: dict[str, Any] = {}
     for encoder in encoders.values():

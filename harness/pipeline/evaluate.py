@@ -171,6 +171,10 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
                        config.model.startswith(HASH_PREFIX) else "cpu")
     if encoder.backend != "torch":
         if spec.option not in ("auto", "cpu") or encoder.precision != "fp32":
+            if encoder.backend.startswith("openvino"):
+                raise DeviceError(f"backend {encoder.backend} runs on the CPU at OpenVINO's own precision (bf16 "
+                                  "where the CPU has it, recorded); leave --device and --precision at their defaults, "
+                                  f"or use backend torch for device {spec.option} and precision {encoder.precision}")
             raise DeviceError(f"backend {encoder.backend} runs on the CPU in fp32 only; use backend torch for "
                               f"device {spec.option} and precision {encoder.precision}")
         return replace(config, device="cpu")

@@ -304,7 +304,7 @@ def labelled_results(results: list[Result], notes: list[str]) -> tuple[list[Resu
 
 
 # Backends whose vectors depend on the CPU's kernels (more than by float rounding).
-KERNEL_DEPENDENT_BACKENDS = ("onnx-int8",)
+KERNEL_DEPENDENT_BACKENDS = ("onnx-int8", "openvino", "openvino-int8")  # OpenVINO: bf16 where native
 
 
 def mixed_kernels(results: Sequence[Result]) -> str | None:

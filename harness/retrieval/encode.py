@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.errors import HarnessError, MissingDependencyError, ModelLoadError
-from harness.retrieval.backends import BACKENDS, runtime
+from harness.retrieval.backends import BACKENDS, CALIBRATED_BACKENDS, Calibration, runtime
 from harness.records import Doc, doc_text
 
 if TYPE_CHECKING:
@@ -88,7 +88,8 @@ class EncoderSpec:
         query_prefix: Text prepended to each query before encoding (e.g. ``"query: "``).
         doc_prefix: Text prepended to each document before encoding (e.g. ``"passage: "``).
         backend: ``torch``, or ``onnx`` / ``onnx-int8`` to encode with ONNX Runtime
-            (`harness.retrieval.onnx_backend`; needs the ``[onnx]`` extra).
+            (`harness.retrieval.onnx_backend`; needs the ``[onnx]`` extra), or ``openvino`` / ``openvino-int8``
+            with OpenVINO (`harness.runtimes.openvino_backend`; the ``[openvino]`` extra).
         precision: ``fp32``, ``fp16`` or ``bf16`` weights and activations (also the reranker's).
         batch_size: Texts per forward pass (not decisive).
         trust_remote_code: Let the model run code from its repository (not decisive).
@@ -129,8 +130,10 @@ class EncoderSpec:
         """The decisive settings, by name (the configuration and the model-files key read these)."""
         return {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.metadata.get("decisive", True)}
 
-    def load(self, model: str, device: str, cache_root: Path | None = None) -> Encoder:
-        """Load `model` with these settings on `device` (an ONNX backend exports into `cache_root` once).
+    def load(self, model: str, device: str, cache_root: Path | None = None,
+             calibration: Calibration | None = None) -> Encoder:
+        """Load `model` with these settings on `device` (an ONNX backend exports into `cache_root` once; a
+        calibrated backend, `CALIBRATED_BACKENDS`, quantizes on `calibration`).
 
         Raises:
             MissingDependencyError: sentence-transformers (or, for ONNX, onnxruntime) is not installed.
@@ -143,6 +146,8 @@ class EncoderSpec:
             return encoder
         from harness.io.cache import cache_dir
 
+        if self.backend in CALIBRATED_BACKENDS:
+            return runtime(self.backend)(encoder, self.backend, cache_root or cache_dir(), calibration=calibration)
         return runtime(self.backend)(encoder, self.backend, cache_root or cache_dir())
 
 
@@ -592,7 +597,8 @@ class LazyEncoder:
         return self._fingerprint if self._encoder is None else self._encoder.fingerprint()
 
     def settings(self) -> dict[str, Any]:
-        keys = ("backend", "max_seq_length", "normalize", "query_prefix", "doc_prefix", "query_prompt", "doc_prompt")
+        keys = ("backend", "max_seq_length", "normalize", "query_prefix", "doc_prefix", "query_prompt", "doc_prompt",
+                "inference_precision", "quantization", "calibration")
         source = self._fingerprint if self._encoder is None else self._encoder.settings()
         return {key: source.get(key) for key in keys if key in source}
 

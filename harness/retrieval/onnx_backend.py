@@ -87,7 +87,8 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
     """
     import torch
 
-    _onnxruntime()
+    if quantize:
+        _onnxruntime()  # the fp32 export needs torch only (OpenVINO reads it without ONNX Runtime)
     target = folder / "model.onnx"
     if target.is_file():
         return target

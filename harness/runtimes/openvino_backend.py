@@ -1,0 +1,341 @@
+"""An OpenVINO encoder: the project's ONNX export run by OpenVINO's CPU plugin, optionally static int8.
+
+``--backend openvino`` reads the fp32 ONNX export (`harness.retrieval.onnx_backend.export`) and compiles it for
+the CPU at the plugin's default inference precision: bf16 on CPUs with native bf16 (AVX512-BF16, AMX), fp32
+elsewhere; the precision used is read back from the compiled model and recorded (``inference_precision``).
+
+``--backend openvino-int8`` quantizes weights *and* activations to int8 with NNCF's post-training quantization
+(see ``QUANTIZATION``), its activation ranges measured on a `Calibration`: a seeded sample of the texts of the
+corpus being evaluated (`corpus_calibration`), so no calibration data set is downloaded. The quantized model
+is cached under ``<cache dir>/openvino/<key>/`` (written to a temporary folder, renamed into place when
+complete, its files' sha256 checked on every load: a damaged one is quantized again, with a warning), where
+the key covers the weights, the ONNX opset, the quantization, the calibration sample's hash and the
+OpenVINO and NNCF versions; the same facts enter the embedding cache key and the result's configuration.
+
+Telemetry stays off: OpenVINO's core sends none, and NNCF's (which would report to Google Analytics and write
+a client id under ``~/intel``) is declined before NNCF is imported (`nncf_module`). Needs the ``[openvino]``
+extra: ``pip install 'beir-harness[openvino]'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import os
+import random
+import shutil
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError, MissingDependencyError
+from harness.host import local_kernel_class
+from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
+from harness.records import Doc, doc_text
+from harness.retrieval.backends import Calibration, register
+from harness.retrieval.onnx_backend import OPSET, OnnxEncoder, export
+
+logger = logging.getLogger(__name__)
+
+CALIBRATION_TEXTS = 300  # measured enough for stable ranges on SciFact/NFCorpus (BENCHMARKS.md, issue 32)
+CALIBRATION_SEED = 0
+# NNCF post-training quantization (``nncf.quantize``), measured on full SciFact and NFCorpus against torch fp32
+# (BENCHMARKS.md, issue 32): this recipe ("performance" preset: symmetric int8 activations) moves nDCG@10 by
+# +0.0013 / -0.0040; NNCF's transformer default ("mixed": asymmetric activations) by +0.0042 / -0.0039, and
+# mixed with full bias correction NFCorpus by -0.0041. The 0.002 bound on NFCorpus is not reached yet.
+QUANTIZATION: dict[str, Any] = {
+    "tool": "nncf.quantize", "weights": "int8 per channel", "activations": "int8 static",
+    "model_type": "transformer", "preset": "performance", "smooth_quant_alpha_matmul": 0.95,
+    "bias_correction": "fast", "ignored_patterns": [], "calibration_max_length": None,
+}
+EXTRA = "pip install 'beir-harness[openvino]'"
+
+
+def runtime_identity(backend: str) -> dict[str, Any]:
+    """What, besides the weights and settings, decides `backend`'s vectors and can change between runs: the
+    OpenVINO (and NNCF) versions and, for int8, the quantization settings. Read from package metadata, so that
+    remembering a model's fingerprint (`harness.pipeline.dense`) costs no OpenVINO import."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    identity: dict[str, Any] = {}
+    for package in ("openvino", "nncf") if backend == "openvino-int8" else ("openvino",):
+        try:
+            identity[package] = version(package)
+        except PackageNotFoundError:
+            identity[package] = None
+    return identity | ({"quantization": QUANTIZATION} if backend == "openvino-int8" else {})
+
+
+def openvino_module() -> Any:
+    """The ``openvino`` module, or one line naming the extra."""
+    try:
+        import openvino
+    except ImportError as exc:
+        raise MissingDependencyError(f"--backend openvino needs openvino (and nncf for openvino-int8): {EXTRA}") \
+            from exc
+    return openvino
+
+
+def nncf_module() -> Any:
+    """The ``nncf`` module, imported with its telemetry declined, or one line naming the extra.
+
+    NNCF builds its telemetry client when imported and, without a consent file, counts that as consent; both
+    its CI switch (``NNCF_CI``) and the telemetry package's own CI check (``CI=true``) decline it, so the two
+    are set for the import only (nothing is written under ``~/intel``, nothing is sent).
+    """
+    saved = {name: os.environ.get(name) for name in ("CI", "NNCF_CI")}
+    os.environ.update(CI="true", NNCF_CI="1")
+    try:
+        import nncf
+    except ImportError as exc:
+        raise MissingDependencyError(f"--backend openvino-int8 needs nncf: {EXTRA}") from exc
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return nncf
+
+
+def corpus_calibration(docs: Iterable[Doc], corpus_sha256: str, size: int = CALIBRATION_TEXTS,
+                       seed: int = CALIBRATION_SEED) -> Calibration:
+    """A seeded uniform sample of `size` document texts (reservoir sampling: one pass, no count needed).
+
+    A corpus with fewer documents gives all of them, with a warning: the ranges are then measured on less.
+    """
+    rng = random.Random(seed)
+    chosen: list[tuple[int, str]] = []
+    seen = 0
+    for seen, doc in enumerate(docs, start=1):
+        if len(chosen) < size:
+            chosen.append((seen, doc_text(doc)))
+        else:
+            slot = rng.randrange(seen)
+            if slot < size:
+                chosen[slot] = (seen, doc_text(doc))
+    if seen < size:
+        logger.warning("openvino-int8: the corpus has %d documents, fewer than the %d-text calibration sample; "
+                       "calibrating on all %d", seen, size, seen)
+    return Calibration(tuple(text for _, text in sorted(chosen)), corpus_sha256, size, seed)
+
+
+class CompiledSession:
+    """An OpenVINO compiled model behind the two calls `OnnxEncoder` makes of an ONNX Runtime session."""
+
+    @dataclass(frozen=True)
+    class Input:
+        name: str
+
+    def __init__(self, compiled: Any):
+        self.compiled = compiled
+        self.request = compiled.create_infer_request()
+
+    def get_inputs(self) -> list[Input]:
+        return [self.Input(port.get_any_name()) for port in self.compiled.inputs]
+
+    def run(self, names: list[str], feed: dict[str, Any]) -> list[Any]:
+        outputs = self.request.infer(feed)
+        return [outputs[self.compiled.output(name)] for name in names]
+
+
+@dataclass
+class OpenVinoEncoder(OnnxEncoder):
+    """Encodes with OpenVINO; same tokenization, pooling and normalization as `OnnxEncoder` (and torch)."""
+
+    inference_precision: str = "f32"
+    calibration: dict[str, Any] | None = None
+    versions: dict[str, str] | None = None
+
+    def settings(self) -> dict[str, Any]:
+        quantized = {"quantization": QUANTIZATION, "calibration": self.calibration} if self.calibration else {}
+        return {**super().settings(), "inference_precision": self.inference_precision, **quantized}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The torch model's identity, the settings, the runtime versions and this CPU's kernel class (bf16 and
+        int8 kernels differ by CPU more than by float rounding)."""
+        return {**self.torch_fingerprint, **self.settings(), "onnx_opset": OPSET, **(self.versions or {}),
+                "cpu_kernels": local_kernel_class()}
+
+
+def _precision_name(compiled: Any) -> str:
+    # OpenVINO's element type names: "bf16", "f32", "f16".
+    return compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _cached_model(core: Any, folder: Path) -> Any | None:
+    """The quantized model cached in `folder`, or None; a damaged one is removed, with a warning."""
+    manifest = folder / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        sums = json.loads(manifest.read_text(encoding="utf-8"))["sha256"]
+        if any(_sha256(folder / name) != digest for name, digest in sums.items()):
+            raise ValueError("a file's sha256 differs from the manifest's")
+        return core.read_model(str(folder / "model.xml"))
+    except Exception as exc:  # noqa: BLE001 - a damaged cache entry fails in many ways; all mean "redo it"
+        logger.warning("the cached OpenVINO model %s is damaged (%s); quantizing it again", folder,
+                       f"{type(exc).__name__}: {str(exc)[:120]}")
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+
+
+def _items(tokenizer: Any, texts: Iterable[str], names: set[str], max_length: int | None) -> list[dict[str, Any]]:
+    """One model input per calibration text (batch 1: no padding enters the activation ranges)."""
+    import numpy as np
+
+    items = []
+    for text in texts:
+        batch = tokenizer([text], truncation=True, max_length=max_length, return_tensors="np")
+        items.append({name: value.astype(np.int64) for name, value in batch.items() if name in names})
+    return items
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """NNCF's progress bars and INFO lines go to stdout, where ``--json`` writes the result: the bars are dropped
+    and its warnings sent to stderr while it quantizes."""
+    handlers = [handler for handler in logging.getLogger("nncf").handlers if isinstance(handler, logging.StreamHandler)]
+    streams = [handler.setStream(sys.stderr) for handler in handlers]
+    nncf_logger = logging.getLogger("nncf")
+    level = nncf_logger.level
+    nncf_logger.setLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        nncf_logger.setLevel(level)
+        for handler, stream in zip(handlers, streams):
+            handler.setStream(stream)
+
+
+def quantize(core: Any, onnx_path: Path, model: Any, calibration: Calibration, folder: Path,
+             max_length: int | None) -> Any:
+    """The int8 model of `onnx_path`, calibrated on `calibration`, cached (atomically) in `folder`.
+
+    Raises:
+        HarnessError: OpenVINO could not read the model or NNCF could not quantize it; nothing is cached.
+    """
+    cached = _cached_model(core, folder)
+    if cached is not None:
+        return cached
+    nncf = nncf_module()
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
+
+    ov = openvino_module()
+    float_model = read(core, onnx_path)
+    names = {port.get_any_name() for port in float_model.inputs}
+    items = _items(model.tokenizer, calibration.texts, names, QUANTIZATION["calibration_max_length"] or max_length)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(folder.parent, f".{folder.name}.quantize.")
+    staging = private_dir(folder.parent, f".{folder.name}.quantize")
+    try:
+        patterns = QUANTIZATION["ignored_patterns"]
+        with _quiet():
+            quantized = nncf.quantize(
+                float_model, nncf.Dataset(items), model_type=nncf.ModelType.TRANSFORMER,
+                preset=nncf.QuantizationPreset(QUANTIZATION["preset"]), subset_size=len(items),
+                fast_bias_correction=QUANTIZATION["bias_correction"] == "fast",
+                ignored_scope=nncf.IgnoredScope(patterns=patterns, validate=False) if patterns else None,
+                advanced_parameters=AdvancedQuantizationParameters(
+                    smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=QUANTIZATION["smooth_quant_alpha_matmul"]),
+                    disable_bias_correction=QUANTIZATION["bias_correction"] == "off"))
+        ov.save_model(quantized, str(staging / "model.xml"), compress_to_fp16=False)
+        sums = {name: _sha256(staging / name) for name in ("model.xml", "model.bin")}
+        (staging / "manifest.json").write_text(json.dumps({"sha256": sums, "calibration": calibration.identity(),
+                                                           "quantization": QUANTIZATION}), encoding="utf-8")
+        default_permissions(staging, folder=True)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.rename(staging, folder)
+    except Exception as exc:  # noqa: BLE001 - NNCF and OpenVINO raise many unrelated types
+        shutil.rmtree(staging, ignore_errors=True)
+        raise HarnessError(f"NNCF could not quantize the model ({type(exc).__name__}: {str(exc)[:200]}); "
+                           "use --backend openvino or onnx-int8") from exc
+    return quantized
+
+
+def read(core: Any, onnx_path: Path) -> Any:
+    """OpenVINO's model of the ONNX export.
+
+    Raises:
+        HarnessError: OpenVINO cannot convert it (an operator it lacks, a malformed graph).
+    """
+    try:
+        return core.read_model(str(onnx_path))
+    except Exception as exc:  # noqa: BLE001 - the ONNX frontend raises its own runtime errors
+        raise HarnessError(f"OpenVINO cannot convert the model's ONNX export {onnx_path} ({_reason(exc)}); "
+                           "use --backend torch or onnx") from exc
+
+
+def _reason(exc: Exception) -> str:
+    """OpenVINO's message without its source locations: ``Exception from src/...``, ``Check '...' failed at``."""
+    lines = [line.strip().removeprefix("-- ") for line in str(exc).splitlines()]
+    kept = [line for line in lines if line and not line.startswith(("Exception from ", "Check ", "FrontEnd API failed",
+                                                                    "Summary:"))]
+    return f"{type(exc).__name__}: {' '.join(kept)[:300]}"
+
+
+def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
+                     calibration: Calibration | None = None) -> OpenVinoEncoder:
+    """Wrap a loaded `SentenceTransformerEncoder` into an OpenVINO encoder (exporting and quantizing once).
+
+    Raises:
+        MissingDependencyError: openvino (or, for int8, nncf) is not installed.
+        HarnessError: Unknown backend, no calibration for int8, or a model OpenVINO cannot convert.
+    """
+    if backend not in ("openvino", "openvino-int8"):
+        raise HarnessError(f"unknown OpenVINO backend {backend!r}; use openvino or openvino-int8")
+    if backend == "openvino-int8" and calibration is None:
+        raise HarnessError("--backend openvino-int8 calibrates on the corpus being evaluated, and none was given; "
+                           "use it with evaluate or bench (or --backend openvino)")
+    ov = openvino_module()
+    if backend == "openvino-int8":
+        nncf_module()  # a missing nncf is one line before anything is exported
+    from harness.io.cache import content_key
+
+    fingerprint = torch_encoder.fingerprint()
+    onnx_key = content_key({"weights": fingerprint["weights_sha256"], "opset": OPSET, "backend": "onnx"})
+    onnx_path = export(torch_encoder.model, cache_root / "onnx" / onnx_key, quantize=False)  # shared with onnx
+    core = ov.Core()
+    versions = {"openvino": ov.__version__}
+    identity = None
+    if backend == "openvino-int8":
+        identity = calibration.identity()
+        versions["nncf"] = nncf_module().__version__
+        key = content_key({"onnx": onnx_key, "quantization": QUANTIZATION, "calibration": identity, **versions})
+        model = quantize(core, onnx_path, torch_encoder.model, calibration, cache_root / "openvino" / key,
+                         torch_encoder.max_seq_length)
+    else:
+        model = read(core, onnx_path)
+    try:
+        compiled = core.compile_model(model, "CPU")
+    except Exception as exc:  # noqa: BLE001 - the plugin raises its own runtime errors
+        raise HarnessError(f"OpenVINO cannot compile the model for the CPU ({_reason(exc)}); "
+                           "use --backend torch or onnx") from exc
+    precision = _precision_name(compiled)
+    logger.info("%s backend: inference precision %s (OpenVINO %s)", backend, precision, ov.__version__)
+    return OpenVinoEncoder(
+        torch_encoder.name, torch_encoder.model, batch_size=torch_encoder.batch_size, normalize=torch_encoder.normalize,
+        query_prefix=torch_encoder.query_prefix, doc_prefix=torch_encoder.doc_prefix,
+        query_prompt_name=torch_encoder.query_prompt_name, doc_prompt_name=torch_encoder.doc_prompt_name,
+        session=CompiledSession(compiled), backend=backend,
+        torch_fingerprint={k: v for k, v in fingerprint.items() if k not in torch_encoder.settings()},
+        inference_precision=precision, calibration=identity, versions=versions)
+
+
+register("openvino", openvino_encoder)
+register("openvino-int8", openvino_encoder)

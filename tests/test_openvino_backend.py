@@ -1,0 +1,285 @@
+"""The OpenVINO backends: vectors match sentence-transformers' own, int8 is calibrated on the corpus being
+evaluated and keyed by its sample, telemetry stays off, and each bad input is one clear line.
+
+The model is a tiny BERT bi-encoder with random weights built here (no download, seconds to quantize)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.errors import HarnessError, MissingDependencyError
+
+pytest.importorskip("openvino")
+pytest.importorskip("nncf")
+
+WORDS = ("apple banana cherry date fig grape kiwi lemon mango melon olive peach pear plum fruit stone tree "
+         "sweet sour green red ripe seed juice").split()
+
+
+def _texts(count: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 14)))) for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    """A 2-layer BERT bi-encoder (mean pooling, normalized) with random weights and a word-level vocabulary."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("models")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=64)
+    BertModel(config).save_pretrained(folder / "raw")
+    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder / "raw")
+    transformer = models.Transformer(str(folder / "raw"), max_seq_length=32)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(64, "mean"), models.Normalize()])
+    model.save(str(folder / "bi"))
+    return folder / "bi"
+
+
+@pytest.fixture(scope="module")
+def torch_encoder(tiny_model):
+    from harness.retrieval.encode import load_encoder
+
+    return load_encoder(str(tiny_model), batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model):
+    """sentence-transformers' own vectors of the probe texts (the independent reference)."""
+    from sentence_transformers import SentenceTransformer
+
+    texts = _texts(40, seed=1)
+    return texts, SentenceTransformer(str(tiny_model), device="cpu").encode(texts, normalize_embeddings=True)
+
+
+def _calibration(count: int = 60, seed: int = 2):
+    from harness.records import Doc
+    from harness.runtimes.openvino_backend import corpus_calibration
+
+    docs = [Doc(f"d{i}", "", text) for i, text in enumerate(_texts(count, seed))]
+    return corpus_calibration(iter(docs), f"corpus-{count}-{seed}", size=50)
+
+
+def _cosines(vectors, reference_vectors):
+    vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors * reference_vectors).sum(axis=1)
+
+
+def test_openvino_matches_sentence_transformers_and_records_its_precision(torch_encoder, reference, tmp_path):
+    import openvino
+
+    from harness.runtimes.openvino_backend import openvino_encoder
+
+    texts, expected = reference
+    encoder = openvino_encoder(torch_encoder, "openvino", tmp_path)
+    assert _cosines(encoder.encode_docs(texts), expected).min() >= 0.999
+    assert _cosines(encoder.encode_queries(texts[:3]), expected[:3]).min() >= 0.999
+    # The plugin's default: bf16 where the CPU computes it natively, f32 elsewhere (OpenVINO's own report).
+    native_bf16 = "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    assert encoder.settings()["inference_precision"] == ("bf16" if native_bf16 else "f32")
+    assert encoder.fingerprint()["openvino"] == openvino.__version__
+    assert list((tmp_path / "onnx").glob("*/model.onnx"))  # the project's own export, shared with --backend onnx
+
+
+def test_torch_bf16_on_the_cpu_matches_sentence_transformers(tiny_model, reference):
+    from harness.retrieval.encode import load_encoder
+
+    texts, expected = reference
+    encoder = load_encoder(str(tiny_model), batch_size=8, device="cpu", precision="bf16")
+    assert _cosines(encoder.encode_docs(texts), expected).min() >= 0.999
+
+
+def test_int8_is_close_and_calibrated_on_the_corpus(torch_encoder, reference, tmp_path, monkeypatch):
+    import nncf
+
+    from harness.runtimes.openvino_backend import openvino_encoder
+
+    texts, expected = reference
+    calls = []
+    real = nncf.quantize
+    monkeypatch.setattr(nncf, "quantize", lambda *args, **kwargs: calls.append(len(list(args[1].get_data()))) or
+                        real(*args, **kwargs))
+    calibration = _calibration()
+    encoder = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=calibration)
+    cosines = _cosines(encoder.encode_docs(texts), expected)
+    assert cosines.min() >= 0.99
+    assert calls == [50]  # one quantization, on the 50 sampled corpus texts
+    settings = encoder.settings()
+    assert settings["calibration"] == calibration.identity() and settings["quantization"]["activations"] == "int8 static"
+    again = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=calibration)
+    assert calls == [50] and again.fingerprint() == encoder.fingerprint()  # cached
+    other = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=_calibration(seed=3))
+    assert calls == [50, 50] and other.fingerprint() != encoder.fingerprint()  # another corpus, another model
+    assert len(list((tmp_path / "openvino").glob("*/model.xml"))) == 2
+
+
+def test_the_calibration_sample_is_a_seeded_uniform_subset():
+    from harness.records import Doc
+    from harness.runtimes.openvino_backend import corpus_calibration
+
+    docs = [Doc(f"d{i}", "", f"text {i}") for i in range(1000)]
+    first = corpus_calibration(iter(docs), "sha", size=300, seed=0)
+    assert first == corpus_calibration(iter(docs), "sha", size=300, seed=0)
+    assert first.texts != corpus_calibration(iter(docs), "sha", size=300, seed=1).texts
+    numbers = [int(text.split()[1]) for text in first.texts]
+    assert len(set(numbers)) == 300 and numbers == sorted(numbers)  # distinct, in corpus order
+    assert 350 < np.mean(numbers) < 650  # not the first 300 (mean 149.5): drawn over the whole corpus
+    assert first.identity()["drawn"] == 300 and first.identity()["texts_sha256"] != \
+        corpus_calibration(iter(docs[:-1]), "sha", size=300, seed=1).identity()["texts_sha256"]
+
+
+def test_a_corpus_smaller_than_the_sample_calibrates_on_all_of_it(tiny_model, tiny_beir, tmp_path):
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
+                                      "openvino-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
+                                      "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    assert "the corpus has 5 documents, fewer than the 300-text calibration sample; calibrating on all 5" in \
+        result.stderr
+    config = json.loads(result.stdout)["config"]
+    assert config["calibration"]["drawn"] == 5 and config["calibration"]["requested"] == 300
+
+
+def test_evaluate_records_the_backend_cold_and_warm(tiny_model, tiny_beir, tmp_path):
+    """The result records precision, quantization and calibration; a warm run (vectors cached, no model
+    loaded) records the same, and scores the same."""
+    runs = []
+    for run in range(2):
+        result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
+                                          "openvino-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
+                                          "--output-dir", str(tmp_path / f"out{run}")])
+        assert result.exit_code == 0, result.stderr
+        runs.append(json.loads(result.stdout))
+    cold, warm = runs
+    assert warm["config"]["embedding_cache"] == "hit"
+    for key in ("backend", "inference_precision", "quantization", "calibration"):
+        assert cold["config"][key] == warm["config"][key], key
+    assert cold["metrics"] == warm["metrics"]
+    assert {"openvino", "nncf"} <= set(cold["versions"])
+
+
+def test_missing_extra_is_one_line(monkeypatch, tiny_beir, tmp_path):
+    from harness.runtimes import openvino_backend
+
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[openvino\]'"):
+        openvino_backend.openvino_module()
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--backend", "openvino", "--output-dir",
+                                      str(tmp_path), "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: --backend openvino needs openvino (and nncf for openvino-int8): pip install 'beir-harness[openvino]'")
+    assert not list(tmp_path.glob("**/*.json"))
+
+
+def test_missing_nncf_is_one_line(monkeypatch, torch_encoder, tmp_path):
+    from harness.runtimes.openvino_backend import openvino_encoder
+
+    monkeypatch.setitem(sys.modules, "nncf", None)
+    with pytest.raises(MissingDependencyError, match=r"openvino-int8 needs nncf: pip install 'beir-harness\[openvino\]'"):
+        openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=_calibration())
+
+
+def _unconvertible(folder: Path) -> Path:
+    """An ONNX graph with an operator no frontend knows (a custom domain's op)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Mystery", ["input_ids"], ["last_hidden_state"], domain="com.example.unknown")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 4])],
+                              [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, 4, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.example.unknown", 1)])
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(folder / "model.onnx"))
+    return folder / "model.onnx"
+
+
+@pytest.mark.parametrize("backend", ["openvino", "openvino-int8"])
+def test_a_model_openvino_cannot_convert_is_one_line_and_caches_nothing(backend, torch_encoder, tmp_path,
+                                                                         monkeypatch):
+    from harness.runtimes import openvino_backend
+
+    monkeypatch.setattr(openvino_backend, "export", lambda model, folder, quantize: _unconvertible(tmp_path / "x"))
+    with pytest.raises(HarnessError) as caught:
+        openvino_backend.openvino_encoder(torch_encoder, backend, tmp_path / "cache", calibration=_calibration())
+    message = str(caught.value)
+    assert message.startswith("OpenVINO cannot convert the model's ONNX export")
+    assert "No conversion rule found for operations: com.example.unknown.Mystery" in message
+    assert "use --backend torch or onnx" in message and "\n" not in message
+    assert not (tmp_path / "cache" / "openvino").exists() or not list((tmp_path / "cache" / "openvino").iterdir())
+
+
+@pytest.mark.parametrize("damage", ["truncated", "altered"])
+def test_a_damaged_cached_model_is_quantized_again_with_a_warning(damage, torch_encoder, reference, tmp_path, caplog):
+    from harness.runtimes.openvino_backend import openvino_encoder
+
+    texts, _ = reference
+    calibration = _calibration()
+    first = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=calibration).encode_docs(texts)
+    (weights,) = (tmp_path / "openvino").glob("*/model.bin")
+    data = weights.read_bytes()
+    if damage == "truncated":  # a half-written copy: OpenVINO itself would fail to read it
+        weights.write_bytes(data[: len(data) // 2])
+    else:  # the same size, other bytes: OpenVINO would read it and run wrong weights; the sha256 catches it
+        middle = len(data) // 2
+        weights.write_bytes(data[:middle] + bytes(255 - b for b in data[middle:middle + 512]) + data[middle + 512:])
+    with caplog.at_level(logging.WARNING, logger="harness"):
+        again = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=calibration)
+    assert [r for r in caplog.records if "is damaged" in r.getMessage() and "quantizing it again" in r.getMessage()]
+    np.testing.assert_allclose(again.encode_docs(texts), first, atol=1e-6)  # the same calibration, the same model
+    assert weights.stat().st_size > 0 and len(list((tmp_path / "openvino").iterdir())) == 1
+
+
+def test_int8_without_a_corpus_is_refused(torch_encoder, tmp_path):
+    from harness.runtimes.openvino_backend import openvino_encoder
+
+    with pytest.raises(HarnessError, match="calibrates on the corpus being evaluated"):
+        openvino_encoder(torch_encoder, "openvino-int8", tmp_path)
+
+
+def test_nncf_telemetry_is_declined(tmp_path):
+    """Imported the harness's way, NNCF keeps its telemetry stub and writes no client id under ~/intel."""
+    code = ("from harness.runtimes.openvino_backend import nncf_module; nncf_module(); "
+            "import nncf.telemetry.wrapper as w, os; print(type(w.telemetry).__name__, os.environ.get('CI'))")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("CI", None)
+    env.pop("NNCF_CI", None)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["MagicMock", "None"]  # NNCF's stub; the environment restored after
+    assert not (tmp_path / "intel").exists()
+
+
+def test_a_new_quantization_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_beir, tmp_path, monkeypatch):
+    """The remembered fingerprint (which lets a warm run load no model) is keyed by the recipe and the versions
+    too: after a change of `QUANTIZATION` the corpus is quantized and encoded again, and the result says so."""
+    from harness.runtimes import openvino_backend
+
+    def run(out: str) -> dict:
+        result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
+                                          "openvino-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
+                                          "--output-dir", str(tmp_path / out)])
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)["config"]
+
+    first = run("a")
+    monkeypatch.setitem(openvino_backend.QUANTIZATION, "smooth_quant_alpha_matmul", 0.5)
+    second = run("b")
+    assert first["quantization"]["smooth_quant_alpha_matmul"] == 0.95
+    assert second["quantization"]["smooth_quant_alpha_matmul"] == 0.5 and second["embedding_cache"] != "hit"
+    assert len(list((tmp_path / "cache" / "openvino").glob("*/model.xml"))) == 2
