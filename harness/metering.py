@@ -88,14 +88,33 @@ def latency_record(seconds: Sequence[float], n_queries: int) -> dict[str, Any]:
 def peak_rss() -> dict[str, int | None]:
     """Peak resident memory in bytes: of this process since it started (``self``), and of the largest child
     process it has waited for (``children``: worker processes; 0 when none ran). None where the platform has no
-    `resource` module (Windows)."""
+    `resource` module (Windows).
+
+    ``self`` is the kernel's high-water mark of this process image (``VmHWM``) where ``/proc`` has it: Linux's
+    ``ru_maxrss`` keeps, across ``exec``, the size of the process it was forked from, so a small command
+    started by a 2 GB parent (a test runner, a notebook) would report 2 GB. ``children`` is ``ru_maxrss``'s
+    and may carry the same overcount for a child started by a large process.
+    """
     try:
         import resource
     except ImportError:
         return {"self": None, "children": None}
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    return {"self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
+    own = high_water_bytes()
+    return {"self": own if own is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
             "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale}
+
+
+def high_water_bytes() -> int | None:
+    """This process image's peak resident set (``VmHWM`` of ``/proc/self/status``), or None without ``/proc``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def tree_bytes(paths: Iterable[Path | None]) -> int:

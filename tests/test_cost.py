@@ -96,7 +96,7 @@ import json, resource
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 r = evaluate_dataset(EvaluateConfig({str(tiny_beir)!r}, model="bm25", output_dir=None, progress=False)).result
 print(json.dumps({{"recorded": r.cost["peak_rss_bytes"],
-                   "own": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
+                   "own": int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024}}))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          env={**os.environ, "BEIR_HARNESS_CACHE_DIR": str(tmp_path / "cache")})

@@ -96,6 +96,7 @@ PEAK = textwrap.dedent("""
     import json, resource, sys
     from pathlib import Path
     import numpy as np
+    from harness.metering import high_water_bytes  # VmHWM: ru_maxrss counts the parent's size at fork
     from harness.retrieval.streamed import StreamedIndex, rows_from_chunks
     folder, budget = Path(sys.argv[1]), int(sys.argv[2])
     files = sorted(folder.glob("chunk-*.npy"))
@@ -105,7 +106,7 @@ PEAK = textwrap.dedent("""
                           rows_from_chunks(lambda i: np.load(files[i], mmap_mode="r"), lengths),
                           [f"d{i}" for i in range(sum(lengths))], queries.shape[1], budget, max(lengths))
     run = index.search([f"q{i}" for i in range(len(queries))], queries, 100)
-    print(json.dumps({"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "hits": len(run["q0"]),
+    print(json.dumps({"peak": high_water_bytes(), "hits": len(run["q0"]),
                       "block": index.plan.query_block}))
 """)
 
@@ -218,6 +219,7 @@ RESERVE = textwrap.dedent("""
     import json, resource, sys
     import numpy as np
     from harness.retrieval.index import VectorIndex
+    from harness.metering import high_water_bytes  # VmHWM: ru_maxrss counts the parent's size at fork
     from harness.retrieval.streamed import resident_bytes
     rows, chunk, dimension = int(sys.argv[1]), 16384, 128
     vectors = np.ones((chunk, dimension), np.float32)
@@ -227,7 +229,7 @@ RESERVE = textwrap.dedent("""
         index.reserve(rows)
     for start in range(0, rows, chunk):
         index.add([str(i) for i in range(start, start + chunk)], vectors)
-    print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base, len(index))))
+    print(json.dumps((high_water_bytes() - base, len(index))))
 """)
 
 

@@ -157,13 +157,15 @@ class SearchPath:
         return {"search": "streamed" if self.streamed else "in-memory", **budget}
 
 
-def _search_path(config: EvaluateConfig, n_docs: int, dimension: int, n_queries: int, depth: int) -> SearchPath:
+def _search_path(config: EvaluateConfig, n_docs: int, dimension: int | None, n_queries: int,
+                 depth: int) -> SearchPath:
     """Stream when a plain flat index of `n_docs` vectors would not fit the memory budget (the option, or half
     the memory available); other indexes and compressed vectors are always in memory."""
     from harness.retrieval.streamed import default_budget, in_memory_bytes, resident_bytes
 
     if config.index.kind != "flat" or config.compression.compressed or config.compression.truncate_dim is not None \
-            or (config.engine == "ray" and config.ray.search == "sharded"):  # the workers hold the shards
+            or (config.engine == "ray" and config.ray.search == "sharded") \
+            or dimension is None:  # the workers hold the shards; an endpoint's dimension is known at its first answer
         return SearchPath(n_docs=n_docs)
     budget = config.memory_budget if config.memory_budget is not None else default_budget()
     needed = resident_bytes() + in_memory_bytes(n_docs, dimension, n_queries, depth, config.chunk_size)
