@@ -21,6 +21,7 @@ from harness.datasets import registry
 from harness.io.cache import cache_dir
 from harness.datasets.catalog import resolve_dataset
 from harness.retrieval.encode import HASH_PREFIX, Encoder, EncoderSpec, check_model_available, model_folder
+from harness.retrieval.backends import AUTO_BACKEND
 from harness.retrieval.devices import DeviceError, DeviceSpec
 from harness.errors import DatasetError, HarnessError, setting
 from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
@@ -156,6 +157,11 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
     backends run on the CPU.
     """
     encoder = config.encoder
+    if encoder.backend == AUTO_BACKEND:  # devices as for torch; the probe (`_auto_backend`) resolves the rest
+        if encoder.precision != "fp32":
+            raise HarnessError(f"{setting('backend')} auto picks the precision too; leave {setting('precision')} at "
+                               "fp32, or name the backend")
+        return replace(_resolve_devices(replace(config, encoder=replace(encoder, backend="torch"))), encoder=encoder)
     spec = DeviceSpec(config.device, encoder.precision,
                       queries_only=config.engine == "ray" and bool(config.ray.gpus_per_worker))
     spec.check_syntax()
@@ -279,6 +285,9 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         inputs = Inputs(folder, dataset, digests={name: hashlib.sha256() for name in ("queries", "qrels")})
         inputs.qrels = read_qrels(folder.qrels, inputs.digests["qrels"], check_ids=True)
         inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
+        auto = None
+        if config.encoder.backend == AUTO_BACKEND and config.run_path is None:
+            config, auto = _auto_backend(config, folder, inputs.notes, loaded=encoder is not None)
     logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(inputs.qrels), inputs.qrels.n_judgments)
     if config.threads is not None:
         _set_threads(config.threads)
@@ -305,6 +314,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     config_record = {"k_values": list(k_values), "top_k": top_k, "ignore_identical_ids": ignore_identical_ids,
                      "self_hit_policy_source": policy_source, "dataset_path": str(Path(folder_path).resolve()),
                      "n_docs": stage.corpus.n_docs, **stage.record}
+    if auto is not None:
+        config_record["backend_auto"] = auto
     if config.encoder.prompt_source == REGISTRY_PROMPTS:
         config_record["prompts"] = f"from the {REGISTRY_PROMPTS}"
     mismatch = registry.count_mismatch(dataset, config.split, stage.corpus.n_docs, len(inputs.qrels))
@@ -315,6 +326,39 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     result = _result(config, inputs, stage, evaluation, config_record, clock)
     paths = write_result(result, scored_run, config.output_dir) if config.output_dir is not None else None
     return Outcome(result, scored_run, inputs.qrels, paths)
+
+
+def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
+                  loaded: bool = False) -> tuple[EvaluateConfig, dict]:
+    """`config` with the backend (and precision) that ``--backend auto`` picks here, and what it picked and why.
+
+    The probe (`harness.runtimes.auto.pick_backend`) compares CPU runtimes on the corpus's first texts; a model on a
+    GPU, or one passed in already loaded, runs torch as it is. The configuration is then the picked backend's own,
+    so a run that picks the same backend shares its results and embeddings."""
+    from itertools import islice
+
+    from harness.runtimes.auto import PROBE_TEXTS, pick_backend
+
+    device = first_device(config)
+    if loaded or device != "cpu":
+        choice = {"backend": "torch", "precision": "fp32", "picked": "torch",
+                  "reason": "the encoder was given already loaded" if loaded else
+                  f"the probe compares CPU runtimes; the model runs on {device}, with torch"}
+    else:
+        sample = [doc_text(doc) for doc in islice(iter_corpus(folder.corpus), PROBE_TEXTS)]
+        root = cache_dir(config.cache_dir)
+        torch_encoder = replace(config.encoder, backend="torch").load(config.model, "cpu", root)
+
+        def load(candidate):
+            spec = replace(config.encoder, backend=candidate.backend, precision=candidate.precision)
+            return spec.load(config.model, "cpu", root)
+
+        choice = pick_backend(torch_encoder, sample, load, root if config.cache else None,
+                              batch_size=config.encoder.batch_size)
+    notes.append(f"--backend auto picked {choice['picked']}: {choice['reason']}")
+    logger.info(notes[-1])
+    picked = replace(config, encoder=replace(config.encoder, backend=choice["backend"], precision=choice["precision"]))
+    return _resolve_devices(picked), choice
 
 
 def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfig, tuple[int, ...], int, list[int]]:
