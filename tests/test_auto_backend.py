@@ -184,3 +184,13 @@ def test_auto_where_nothing_meets_the_bound_runs_torch_with_a_note(tiny_model, t
     assert (record["backend"], record["precision"]) == ("torch", "fp32")
     assert any("no candidate met the quality bound" in note for note in result["notes"])
     assert result["config"]["backend"] == "torch"
+
+
+def test_auto_with_a_precision_is_one_line(tiny_beir, tmp_path):
+    """auto picks the precision itself: naming one too is refused before anything loads or is written."""
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--backend", "auto", "--precision", "bf16",
+                                      "--output-dir", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: --backend auto picks the precision too; leave --precision at fp32, or name the backend")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache" / "auto-backend").exists()
