@@ -21,7 +21,7 @@ from harness.datasets import registry
 from harness.io.cache import cache_dir
 from harness.datasets.catalog import resolve_dataset
 from harness.retrieval.encode import HASH_PREFIX, Encoder, EncoderSpec, check_model_available, model_folder
-from harness.retrieval.backends import AUTO_BACKEND
+from harness.retrieval.backends import AUTO_BACKEND, runtime
 from harness.retrieval.devices import DeviceError, DeviceSpec
 from harness.errors import DatasetError, HarnessError, setting
 from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
@@ -350,6 +350,8 @@ def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
         torch_encoder = replace(config.encoder, backend="torch").load(config.model, "cpu", root)
 
         def load(candidate):
+            if candidate.precision == "fp32":  # a runtime wraps the loaded torch model: no second load
+                return runtime(candidate.backend)(torch_encoder, candidate.backend, root)
             spec = replace(config.encoder, backend=candidate.backend, precision=candidate.precision)
             return spec.load(config.model, "cpu", root)
 
