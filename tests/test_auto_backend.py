@@ -194,3 +194,15 @@ def test_auto_with_a_precision_is_one_line(tiny_beir, tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         "Error: --backend auto picks the precision too; leave --precision at fp32, or name the backend")
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache" / "auto-backend").exists()
+
+
+def test_bench_with_auto_probes_per_cell(tiny_model, tiny_beir, tmp_path):
+    """bench does not preload an `auto` model (it would have no runtime): each cell's evaluation probes or recalls."""
+    result = CliRunner().invoke(cli, ["-q", "bench", "--models", str(tiny_model), "--datasets", str(tiny_beir),
+                                      "--backend", "auto", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
+                                      "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    stored = json.loads(next((tmp_path / "out").glob("*/*/*.json")).read_text(encoding="utf-8"))
+    assert stored["config"]["backend_auto"]["picked"] in {row["backend"] for row in
+                                                          stored["config"]["backend_auto"]["candidates"]}
+    assert stored["config"]["backend"] == stored["config"]["backend_auto"]["backend"]
