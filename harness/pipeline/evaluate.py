@@ -345,6 +345,8 @@ def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
                   "reason": "the encoder was given already loaded" if loaded else
                   f"the probe compares CPU runtimes; the model runs on {device}, with torch"}
     else:
+        if config.threads is not None:
+            _set_threads(config.threads)  # the probe measures what the run will have
         sample = [doc_text(doc) for doc in islice(iter_corpus(folder.corpus), PROBE_TEXTS)]
         root = cache_dir(config.cache_dir)
         torch_encoder = replace(config.encoder, backend="torch").load(config.model, "cpu", root)
@@ -356,7 +358,7 @@ def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
             return spec.load(config.model, "cpu", root)
 
         choice = pick_backend(torch_encoder, sample, load, root if config.cache else None,
-                              batch_size=config.encoder.batch_size)
+                              batch_size=config.encoder.batch_size, threads=config.threads)
     notes.append(f"--backend auto picked {choice['picked']}: {choice['reason']}")
     logger.info(notes[-1])
     picked = replace(config, encoder=replace(config.encoder, backend=choice["backend"], precision=choice["precision"]))

@@ -137,9 +137,10 @@ def choose(rows: list[dict[str, Any]], candidates: Sequence[Candidate]) -> dict[
             "excluded": dict(EXCLUDED), "candidates": judged}
 
 
-def probe_key(model_fingerprint: dict[str, Any], candidates: Sequence[Candidate]) -> str:
-    """The cache key of a probe: this host, the model, the runtimes' versions, the candidates and the probe's rules."""
-    host = host_info()
+def probe_key(model_fingerprint: dict[str, Any], candidates: Sequence[Candidate], threads: int | None = None) -> str:
+    """The cache key of a probe: this host (and the threads it may use), the model, the runtimes' versions, the
+    candidates and the probe's rules."""
+    host = host_info(threads)
     return content_key({"probe": PROBE_VERSION, "texts": PROBE_TEXTS, "rounds": PROBE_ROUNDS,
                         "host": {name: host[name] for name in ("cpu", "machine", "os", "cores_used", "cpu_flags")},
                         "model": model_fingerprint, "versions": versions(),
@@ -163,7 +164,7 @@ def _cached(path: Path) -> dict[str, Any] | None:
 
 def pick_backend(torch_encoder: Any, sample: list[str], load: Callable[[Candidate], Any], cache_root: Path | None,
                  candidates: Sequence[Candidate] | None = None, timer: Callable[[], float] = time.perf_counter,
-                 batch_size: int = 32) -> dict[str, Any]:
+                 batch_size: int = 32, threads: int | None = None) -> dict[str, Any]:
     """Probe (or recall) the backend auto picks for `torch_encoder`'s model on this host.
 
     Args:
@@ -173,12 +174,13 @@ def pick_backend(torch_encoder: Any, sample: list[str], load: Callable[[Candidat
         cache_root: Where probe results are kept (None: not cached).
         candidates: Default `installed_candidates()`.
         timer: The clock (tests pass a fake one).
+        threads: The threads the evaluation is limited to (part of the cache key; None: all usable cores).
 
     Returns:
         `choose`'s record, plus ``probe`` (texts, rounds, key, ``cached``).
     """
     candidates = list(candidates or installed_candidates())
-    key = probe_key(torch_encoder.fingerprint(), candidates)
+    key = probe_key(torch_encoder.fingerprint(), candidates, threads)
     path = cache_root / "auto-backend" / f"{key}.json" if cache_root is not None else None
     choice = _cached(path) if path is not None else None
     if choice is not None:
