@@ -72,7 +72,8 @@ def test_fastest_within_the_bound_is_picked_under_a_fake_clock(tmp_path):
         expected[name] = cosine.mean() >= 0.994 and cosine.min() >= 0.98
     assert not expected["openvino"] and expected["onnx-int8"]  # the test's premise
     fastest = min((name for name in costs if expected[name]), key=costs.get)
-    choice = pick_backend(encoders["torch"], sample, lambda c: encoders[c.name], tmp_path, CANDIDATES, timer=clock)
+    choice = pick_backend(encoders["torch"].fingerprint(), sample, lambda c: encoders[c.name], tmp_path, CANDIDATES,
+                          timer=clock)
     assert choice["picked"] == fastest == "onnx-int8"
     assert (choice["backend"], choice["precision"]) == ("onnx-int8", "fp32")
     rows = {row["backend"]: row for row in choice["candidates"]}
@@ -101,7 +102,8 @@ def test_auto_without_a_candidate_within_the_bound_runs_torch_fp32(tmp_path, cap
     costs = {"torch": 0.04, "onnx": 0.01, "openvino": 0.01}
     encoders = _encoders(clock, costs, {"onnx": 0.5, "openvino": 0.5})
     chosen = [Candidate("torch"), Candidate("onnx"), Candidate("openvino")]
-    choice = pick_backend(encoders["torch"], ["x"] * 32, lambda c: encoders[c.name], None, chosen, timer=clock)
+    choice = pick_backend(encoders["torch"].fingerprint(), ["x"] * 32, lambda c: encoders[c.name], None, chosen,
+                          timer=clock)
     assert (choice["backend"], choice["precision"]) == ("torch", "fp32")
     assert choice["reason"].startswith("no candidate met the quality bound")
 
@@ -114,14 +116,14 @@ def test_damaged_probe_cache_is_probed_again(tmp_path, caplog):
     clock = Clock()
     encoders = _encoders(clock, {"torch": 0.04, "onnx": 0.01}, {})
     chosen = [Candidate("torch"), Candidate("onnx")]
-    first = pick_backend(encoders["torch"], ["x"] * 16, lambda c: encoders[c.name], tmp_path, chosen, timer=clock)
+    fingerprint, load = encoders["torch"].fingerprint(), lambda c: encoders[c.name]
+    first = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock)
     path = tmp_path / "auto-backend" / f"{first['probe']['key']}.json"
-    again = pick_backend(encoders["torch"], ["x"] * 16, lambda c: encoders[c.name], tmp_path, chosen, timer=clock)
+    again = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock)
     assert not first["probe"]["cached"] and again["probe"]["cached"] and again["picked"] == "onnx"
     path.write_text('{"backend": "onn', encoding="utf-8")
     with caplog.at_level(logging.WARNING):
-        reprobed = pick_backend(encoders["torch"], ["x"] * 16, lambda c: encoders[c.name], tmp_path, chosen,
-                                timer=clock)
+        reprobed = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock)
     assert not reprobed["probe"]["cached"] and reprobed["picked"] == "onnx"
     assert "damaged --backend auto probe cache" in caplog.text and str(path) in caplog.text
     assert json.loads(path.read_text(encoding="utf-8"))["picked"] == "onnx"
@@ -155,14 +157,21 @@ def _evaluate(tiny_beir, tiny_model, tmp_path, backend: str, out: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_real_probe_is_cached_recorded_and_hashed_as_the_pick(tiny_model, tiny_beir, tmp_path):
+def test_real_probe_is_cached_recorded_and_hashed_as_the_pick(tiny_model, tiny_beir, tmp_path, monkeypatch):
+    """The probe's choice is recorded; a rerun recalls it and loads no model at all (choice and vectors cached); the
+    configuration hash is the picked backend's, named explicitly."""
+    from harness.retrieval import encode
+
     first = _evaluate(tiny_beir, tiny_model, tmp_path, "auto", "a")
     record = first["config"]["backend_auto"]
     assert not record["probe"]["cached"] and record["probe"]["texts"] == 5  # the tiny corpus has 5 documents
     names = {row["backend"] for row in record["candidates"]}
     assert "torch" in names and "openvino-int8" not in names
     assert any(note.startswith(f"--backend auto picked {record['picked']}") for note in first["notes"])
+    real_load = encode.load_encoder
+    monkeypatch.setattr(encode, "load_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
     second = _evaluate(tiny_beir, tiny_model, tmp_path, "auto", "b")
+    monkeypatch.setattr(encode, "load_encoder", real_load)
     assert second["config"]["backend_auto"]["probe"]["cached"] and second["config"]["backend_auto"]["picked"] == \
         record["picked"]
     assert second["config"]["embedding_cache"] == "hit"

@@ -349,20 +349,42 @@ def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
             _set_threads(config.threads)  # the probe measures what the run will have
         sample = [doc_text(doc) for doc in islice(iter_corpus(folder.corpus), PROBE_TEXTS)]
         root = cache_dir(config.cache_dir)
-        torch_encoder = replace(config.encoder, backend="torch").load(config.model, "cpu", root)
+        reference: list = []  # the torch fp32 model, loaded when first needed (a cached choice needs none)
 
         def load(candidate):
+            if not reference:
+                reference.append(replace(config.encoder, backend="torch").load(config.model, "cpu", root))
+            if candidate.backend == "torch" and candidate.precision == "fp32":
+                return reference[0]
             if candidate.precision == "fp32":  # a runtime wraps the loaded torch model: no second load
-                return runtime(candidate.backend)(torch_encoder, candidate.backend, root)
+                return runtime(candidate.backend)(reference[0], candidate.backend, root)
             spec = replace(config.encoder, backend=candidate.backend, precision=candidate.precision)
             return spec.load(config.model, "cpu", root)
 
-        choice = pick_backend(torch_encoder, sample, load, root if config.cache else None,
+        choice = pick_backend(_torch_fingerprint(config, root, load), sample, load, root if config.cache else None,
                               batch_size=config.encoder.batch_size, threads=config.threads)
     notes.append(f"--backend auto picked {choice['picked']}: {choice['reason']}")
     logger.info(notes[-1])
     picked = replace(config, encoder=replace(config.encoder, backend=choice["backend"], precision=choice["precision"]))
     return _resolve_devices(picked), choice
+
+
+def _torch_fingerprint(config: EvaluateConfig, root: Path, load) -> dict:
+    """The torch fp32 model's fingerprint for the auto probe's cache key: remembered under a cheap key of its files
+    (`harness.io.cache.model_files_key`), so a run whose choice is cached loads no model for it."""
+    from harness.io.cache import model_files_key, recall_fingerprint, remember_fingerprint
+    from harness.retrieval.encode import resolve_model_source
+    from harness.runtimes.auto import REFERENCE
+
+    settings = {"model": config.model, **replace(config.encoder, backend="torch").to_config(), "for": "auto probe"}
+    key = model_files_key(resolve_model_source(config.model), settings) if config.cache else None
+    remembered = recall_fingerprint(root, key) if key else None
+    if remembered is not None and isinstance(remembered.get("fingerprint"), dict):
+        return remembered["fingerprint"]
+    fingerprint = load(REFERENCE).fingerprint()
+    if key:
+        remember_fingerprint(root, key, {"fingerprint": fingerprint})
+    return fingerprint
 
 
 def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfig, tuple[int, ...], int, list[int]]:

@@ -162,15 +162,16 @@ def _cached(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def pick_backend(torch_encoder: Any, sample: list[str], load: Callable[[Candidate], Any], cache_root: Path | None,
+def pick_backend(fingerprint: dict[str, Any], sample: list[str], load: Callable[[Candidate], Any],
+                 cache_root: Path | None,
                  candidates: Sequence[Candidate] | None = None, timer: Callable[[], float] = time.perf_counter,
                  batch_size: int = 32, threads: int | None = None) -> dict[str, Any]:
-    """Probe (or recall) the backend auto picks for `torch_encoder`'s model on this host.
+    """Probe (or recall) the backend auto picks for the model of `fingerprint` on this host.
 
     Args:
-        torch_encoder: The loaded torch fp32 encoder (the reference; its fingerprint keys the cache).
+        fingerprint: The torch fp32 model's fingerprint (keys the cache; no model is loaded for a cached choice).
         sample: The probe texts (the corpus's first `PROBE_TEXTS`).
-        load: Loads a non-reference candidate's encoder.
+        load: Loads a candidate's encoder (`REFERENCE` first: torch fp32).
         cache_root: Where probe results are kept (None: not cached).
         candidates: Default `installed_candidates()`.
         timer: The clock (tests pass a fake one).
@@ -180,13 +181,13 @@ def pick_backend(torch_encoder: Any, sample: list[str], load: Callable[[Candidat
         `choose`'s record, plus ``probe`` (texts, rounds, key, ``cached``).
     """
     candidates = list(candidates or installed_candidates())
-    key = probe_key(torch_encoder.fingerprint(), candidates, threads)
+    key = probe_key(fingerprint, candidates, threads)
     path = cache_root / "auto-backend" / f"{key}.json" if cache_root is not None else None
     choice = _cached(path) if path is not None else None
     if choice is not None:
         logger.info("--backend auto: %s (probed earlier on this host: %s)", choice["picked"], path)
         return {**choice, "probe": {**choice.get("probe", {}), "cached": True}}
-    encoders = {candidate.name: torch_encoder if candidate == REFERENCE else load(candidate) for candidate in candidates}
+    encoders = {candidate.name: load(candidate) for candidate in candidates}
     rows = measure(encoders, sample, batch_size=batch_size, timer=timer)
     choice = {**choose(rows, candidates), "probe": {"texts": len(sample), "rounds": PROBE_ROUNDS, "key": key}}
     logger.info("--backend auto: %s (%s)", choice["picked"], choice["reason"])
