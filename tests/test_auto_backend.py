@@ -215,3 +215,18 @@ def test_bench_with_auto_probes_per_cell(tiny_model, tiny_beir, tmp_path):
     assert stored["config"]["backend_auto"]["picked"] in {row["backend"] for row in
                                                           stored["config"]["backend_auto"]["candidates"]}
     assert stored["config"]["backend"] == stored["config"]["backend_auto"]["backend"]
+
+
+@pytest.mark.parametrize("flags", [["avx2"], ["avx2", "avx512_bf16"]])
+def test_env_bench_says_what_auto_would_pick(flags):
+    """The bench table's last line applies auto's rules to its rows: openvino-int8 never, torch bf16 only where
+    native, the fastest row within both cosine bounds."""
+    from harness.pipeline.environment import format_bench
+
+    rows = [{"backend": name, "docs_per_s": rate, "vs_torch": rate / 10, "cosine_mean": mean, "cosine_min": low}
+            for name, rate, mean, low in [("torch", 10, 1, 1), ("onnx-int8", 20, 0.9946, 0.9899),
+                                          ("openvino-int8", 50, 0.9999, 0.999), ("torch bf16", 30, 0.9999, 0.9999),
+                                          ("openvino", 25, 0.993, 0.99)]]
+    host = {"cpu": "test", "kernel_class": "x", "cpu_flags": flags, "cores_used": 2}
+    expected = "torch bf16" if "avx512_bf16" in flags else "onnx-int8"  # openvino: mean cosine under 0.994
+    assert format_bench(rows, host, 8).splitlines()[-1].startswith(f"--backend auto would pick: {expected} (")

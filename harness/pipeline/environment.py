@@ -169,4 +169,15 @@ def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -
     lines += align(table, right=[False, True, True, True])
     fastest = max(rows, key=lambda row: row["docs_per_s"])
     lines.append(f"fastest here: {fastest['backend']}")
+    lines.append(f"--backend auto would pick: {_auto_pick(rows, host)}")
     return "\n".join(lines)
+
+
+def _auto_pick(rows: list[dict[str, Any]], host: dict[str, Any]) -> str:
+    """What `harness.runtimes.auto.choose` makes of these rows: its candidates only (torch bf16 where native)."""
+    from harness.runtimes.auto import EXCLUDED, Candidate, choose, native_bf16
+
+    usable = [row for row in rows if row["backend"] not in EXCLUDED and
+              (row["backend"] != "torch bf16" or native_bf16(host["cpu_flags"]))]
+    choice = choose(usable, [Candidate(*row["backend"].split(" ")) for row in usable])
+    return f"{choice['picked']} ({choice['reason']})"
