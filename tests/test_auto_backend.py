@@ -230,3 +230,13 @@ def test_env_bench_says_what_auto_would_pick(flags):
     host = {"cpu": "test", "kernel_class": "x", "cpu_flags": flags, "cores_used": 2}
     expected = "torch bf16" if "avx512_bf16" in flags else "onnx-int8"  # openvino: mean cosine under 0.994
     assert format_bench(rows, host, 8).splitlines()[-1].startswith(f"--backend auto would pick: {expected} (")
+
+
+@pytest.mark.parametrize("model", ["bm25", "hash:16"])
+def test_auto_with_a_first_stage_without_weights_probes_nothing(model, tiny_beir, tmp_path):
+    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", model, "--backend", "auto",
+                                      "--json", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    assert "backend_auto" not in json.loads(result.stdout)["config"]
+    assert not (tmp_path / "cache" / "auto-backend").exists()

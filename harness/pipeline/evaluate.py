@@ -286,8 +286,10 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         inputs.qrels = read_qrels(folder.qrels, inputs.digests["qrels"], check_ids=True)
         inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
         auto = None
-        if config.encoder.backend == AUTO_BACKEND and config.run_path is None:
+        if config.encoder.backend == AUTO_BACKEND and _probed(config):
             config, auto = _auto_backend(config, folder, inputs.notes, loaded=encoder is not None)
+        elif config.encoder.backend == AUTO_BACKEND:  # nothing to probe: the backend is moot
+            config = replace(config, encoder=replace(config.encoder, backend="torch"))
     logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(inputs.qrels), inputs.qrels.n_judgments)
     if config.threads is not None:
         _set_threads(config.threads)
@@ -326,6 +328,13 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     result = _result(config, inputs, stage, evaluation, config_record, clock)
     paths = write_result(result, scored_run, config.output_dir) if config.output_dir is not None else None
     return Outcome(result, scored_run, inputs.qrels, paths)
+
+
+def _probed(config: EvaluateConfig) -> bool:
+    """Whether ``--backend auto`` has a model to probe: a dense model with weights (not a run, BM25, a sparse
+    encoder, the hashing stand-in or a service, which ignore the backend)."""
+    return config.run_path is None and config.model.lower() != BM25_MODEL and not is_sparse_model(config) and \
+        not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
 
 
 def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
