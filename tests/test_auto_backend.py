@@ -240,3 +240,13 @@ def test_auto_with_a_first_stage_without_weights_probes_nothing(model, tiny_beir
     assert result.exit_code == 0, result.stderr
     assert "backend_auto" not in json.loads(result.stdout)["config"]
     assert not (tmp_path / "cache" / "auto-backend").exists()
+
+
+def test_auto_on_an_empty_corpus_is_the_usual_one_line(tiny_model, tiny_beir, tmp_path):
+    (tiny_beir / "corpus.jsonl").write_text("", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend", "auto",
+                                      "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "the corpus is empty" in result.stderr.strip().splitlines()[-1]
+    assert not list((tmp_path / "out").glob("**/*.json"))

@@ -349,14 +349,16 @@ def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
     from harness.runtimes.auto import PROBE_TEXTS, pick_backend
 
     device = first_device(config)
-    if loaded or device != "cpu":
+    # An empty corpus has nothing to probe: torch, and the dense stage says what is wrong with the corpus.
+    sample = [doc_text(doc) for doc in islice(iter_corpus(folder.corpus), PROBE_TEXTS)] if not loaded else []
+    if loaded or device != "cpu" or not sample:
         choice = {"backend": "torch", "precision": "fp32", "picked": "torch",
                   "reason": "the encoder was given already loaded" if loaded else
-                  f"the probe compares CPU runtimes; the model runs on {device}, with torch"}
+                  f"the probe compares CPU runtimes; the model runs on {device}, with torch" if device != "cpu" else
+                  "the corpus has no documents to probe"}
     else:
         if config.threads is not None:
             _set_threads(config.threads)  # the probe measures what the run will have
-        sample = [doc_text(doc) for doc in islice(iter_corpus(folder.corpus), PROBE_TEXTS)]
         root = cache_dir(config.cache_dir)
         reference: list = []  # the torch fp32 model, loaded when first needed (a cached choice needs none)
 
