@@ -121,12 +121,15 @@ def test_damaged_probe_cache_is_probed_again(tmp_path, caplog):
     path = tmp_path / "auto-backend" / f"{first['probe']['key']}.json"
     again = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock)
     assert not first["probe"]["cached"] and again["probe"]["cached"] and again["picked"] == "onnx"
-    path.write_text('{"backend": "onn', encoding="utf-8")
-    with caplog.at_level(logging.WARNING):
-        reprobed = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock)
-    assert not reprobed["probe"]["cached"] and reprobed["picked"] == "onnx"
-    assert "damaged --backend auto probe cache" in caplog.text and str(path) in caplog.text
-    assert json.loads(path.read_text(encoding="utf-8"))["picked"] == "onnx"
+    foreign = {**again, "backend": "openvino-int8"}  # whole JSON, but not a choice auto could make
+    for damaged in ('{"backend": "onn', json.dumps(foreign)):
+        path.write_text(damaged, encoding="utf-8")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            reprobed = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock)
+        assert not reprobed["probe"]["cached"] and reprobed["picked"] == "onnx"
+        assert "damaged --backend auto probe cache" in caplog.text and str(path) in caplog.text
+        assert json.loads(path.read_text(encoding="utf-8"))["backend"] == "onnx"
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.host import host_info, versions
 from harness.io.cache import content_key
-from harness.retrieval.backends import AUTO_BACKEND
+from harness.retrieval.backends import AUTO_BACKEND, BACKENDS
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ MIN_COSINE_BOUND = 0.98
 PROBE_TEXTS = 96  # the first texts of the corpus: enough for a stable ratio, seconds on a CPU
 PROBE_ROUNDS = 2
 EXCLUDED = {"openvino-int8": "misses the 0.002 nDCG@10 bound on NFCorpus (−0.0040, BENCHMARKS.md issue 32)"}
+PRECISIONS = ("fp32", "bf16")  # the precisions a candidate may have
 PROBE_VERSION = 1  # bump when the probe's rules change: older cached choices are then probed again
 
 
@@ -156,6 +157,8 @@ def _cached(path: Path) -> dict[str, Any] | None:
         choice = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(choice, dict) or not {"backend", "precision", "picked", "candidates"} <= choice.keys():
             raise ValueError("fields missing")
+        if choice["backend"] not in BACKENDS or choice["backend"] in EXCLUDED or choice["precision"] not in PRECISIONS:
+            raise ValueError(f"no such candidate: {choice['backend']!r} {choice['precision']!r}")
         return choice
     except (ValueError, UnicodeDecodeError) as exc:
         logger.warning("%s: damaged --backend auto probe cache (%s); probing again", path, exc)
