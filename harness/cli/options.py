@@ -101,11 +101,12 @@ _RUN_OPTIONS = [
                  help="cosine (normalized vectors) or dot (raw vectors); inner-product index either way."),
     click.option("--normalize/--no-normalize", default=None,
                  help="L2-normalize embeddings [default: yes for cosine, no for dot]."),
-    click.option("--backend", type=click.Choice(["torch", "onnx", "onnx-int8", "openvino", "openvino-int8"]),
+    click.option("--backend", type=click.Choice(["torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "auto"]),
                  default="torch", show_default=True,
                  help="Encoder runtime: torch, ONNX Runtime fp32 / int8 (pip install 'beir-harness[onnx]'), or "
                       "OpenVINO at the CPU's default precision / static int8 calibrated on the corpus "
-                      "(pip install 'beir-harness[openvino]')."),
+                      "(pip install 'beir-harness[openvino]'); auto: a short probe here picks the fastest installed "
+                      "one within a quality bound of torch fp32 (cached per host and model; docs/evaluate.md)."),
     click.option("--device", default=None, metavar="DEVICE",
                  help="auto, cpu, cuda, cuda:N, cuda:all, mps, or a list such as cuda:0,cuda:1 (one worker process "
                       "per device) [default: $BEIR_HARNESS_DEVICE, else auto: CUDA, else MPS, else CPU]."),

@@ -28,7 +28,7 @@ from harness.pipeline.evaluate import (
 from harness.pipeline.fuse import fuse_results
 from harness.pipeline.sparse import is_sparse_model
 from harness.presentation import align, metric_text
-from harness.retrieval.backends import CALIBRATED_BACKENDS
+from harness.retrieval.backends import AUTO_BACKEND, CALIBRATED_BACKENDS
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.encode import Encoder
 from harness.retrieval.rerank import RerankSpec
@@ -275,9 +275,10 @@ class _Grid:
         try:
             with naming_cell(f"{name} × {system_name}"):
                 encoder = None
-                # A calibrated backend's model is fitted to each corpus: the dense stage loads it there.
+                # A calibrated backend's model is fitted to each corpus: the dense stage loads it there; auto's
+                # probe reads each corpus's texts and picks the backend before anything loads.
                 if config.model.lower() != BM25_MODEL and not is_sparse_model(config) and \
-                        config.encoder.backend not in CALIBRATED_BACKENDS:
+                        config.encoder.backend not in (*CALIBRATED_BACKENDS, AUTO_BACKEND):
                     if config.model not in self.encoders:
                         self.encoders[config.model] = load_model(config)
                     encoder = self.encoders[config.model]

@@ -140,10 +140,6 @@ def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Pa
         One row per backend: ``backend``, ``docs_per_s``, ``vs_torch`` (speed ratio),
         ``cosine_mean`` and ``cosine_min`` to torch fp32.
     """
-    import time
-
-    import numpy as np
-
     from harness.retrieval.encode import DEFAULT_MODEL, load_encoder
 
     sample = _sample_texts(texts, dataset)
@@ -158,24 +154,9 @@ def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Pa
         logger.info("onnxruntime is not installed: the onnx backends are not measured (pip install 'beir-harness[onnx]')")
     encoders.update(_openvino_encoders(torch_encoder, sample, cache_dir(cache)))
     encoders["torch bf16"] = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size, device="cpu", precision="bf16")
-    seconds = dict.fromkeys(encoders, 0.0)
-    vectors: dict[str, Any] = {}
-    for encoder in encoders.values():
-        encoder.encode_docs(sample[:batch_size])  # warm-up: first-call allocations, lazy kernels
-    for _ in range(rounds):
-        for name, encoder in encoders.items():
-            started = time.perf_counter()
-            vectors[name] = encoder.encode_docs(sample)
-            seconds[name] += time.perf_counter() - started
-    reference = vectors["torch"] / np.linalg.norm(vectors["torch"], axis=1, keepdims=True)
-    rows = []
-    for name in encoders:
-        own = vectors[name] / np.linalg.norm(vectors[name], axis=1, keepdims=True)
-        cosine = (own * reference).sum(axis=1)
-        rate = rounds * len(sample) / seconds[name]
-        rows.append({"backend": name, "docs_per_s": rate, "vs_torch": seconds["torch"] / seconds[name],
-                     "cosine_mean": float(cosine.mean()), "cosine_min": float(cosine.min())})
-    return rows
+    from harness.runtimes.auto import measure
+
+    return measure(encoders, sample, rounds=rounds, batch_size=batch_size)
 
 
 def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -> str:
@@ -188,4 +169,15 @@ def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -
     lines += align(table, right=[False, True, True, True])
     fastest = max(rows, key=lambda row: row["docs_per_s"])
     lines.append(f"fastest here: {fastest['backend']}")
+    lines.append(f"--backend auto would pick: {_auto_pick(rows, host)}")
     return "\n".join(lines)
+
+
+def _auto_pick(rows: list[dict[str, Any]], host: dict[str, Any]) -> str:
+    """What `harness.runtimes.auto.choose` makes of these rows: its candidates only (torch bf16 where native)."""
+    from harness.runtimes.auto import EXCLUDED, Candidate, choose, native_bf16
+
+    usable = [row for row in rows if row["backend"] not in EXCLUDED and
+              (row["backend"] != "torch bf16" or native_bf16(host["cpu_flags"]))]
+    choice = choose(usable, [Candidate(*row["backend"].split(" ")) for row in usable])
+    return f"{choice['picked']} ({choice['reason']})"

@@ -21,6 +21,7 @@ from harness.datasets import registry
 from harness.io.cache import cache_dir
 from harness.datasets.catalog import resolve_dataset
 from harness.retrieval.encode import HASH_PREFIX, Encoder, EncoderSpec, check_model_available, model_folder
+from harness.retrieval.backends import AUTO_BACKEND, runtime
 from harness.retrieval.devices import DeviceError, DeviceSpec
 from harness.errors import DatasetError, HarnessError, setting
 from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
@@ -156,6 +157,11 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
     backends run on the CPU.
     """
     encoder = config.encoder
+    if encoder.backend == AUTO_BACKEND:  # devices as for torch; the probe (`_auto_backend`) resolves the rest
+        if encoder.precision != "fp32":
+            raise HarnessError(f"{setting('backend')} auto picks the precision too; leave {setting('precision')} at "
+                               "fp32, or name the backend")
+        return replace(_resolve_devices(replace(config, encoder=replace(encoder, backend="torch"))), encoder=encoder)
     spec = DeviceSpec(config.device, encoder.precision,
                       queries_only=config.engine == "ray" and bool(config.ray.gpus_per_worker))
     spec.check_syntax()
@@ -279,6 +285,11 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         inputs = Inputs(folder, dataset, digests={name: hashlib.sha256() for name in ("queries", "qrels")})
         inputs.qrels = read_qrels(folder.qrels, inputs.digests["qrels"], check_ids=True)
         inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
+        auto = None
+        if config.encoder.backend == AUTO_BACKEND and _probed(config):
+            config, auto = _auto_backend(config, folder, inputs.notes, loaded=encoder is not None)
+        elif config.encoder.backend == AUTO_BACKEND:  # nothing to probe: the backend is moot
+            config = replace(config, encoder=replace(config.encoder, backend="torch"))
     logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(inputs.qrels), inputs.qrels.n_judgments)
     if config.threads is not None:
         _set_threads(config.threads)
@@ -305,6 +316,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     config_record = {"k_values": list(k_values), "top_k": top_k, "ignore_identical_ids": ignore_identical_ids,
                      "self_hit_policy_source": policy_source, "dataset_path": str(Path(folder_path).resolve()),
                      "n_docs": stage.corpus.n_docs, **stage.record}
+    if auto is not None:
+        config_record["backend_auto"] = auto
     if config.encoder.prompt_source == REGISTRY_PROMPTS:
         config_record["prompts"] = f"from the {REGISTRY_PROMPTS}"
     mismatch = registry.count_mismatch(dataset, config.split, stage.corpus.n_docs, len(inputs.qrels))
@@ -315,6 +328,74 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     result = _result(config, inputs, stage, evaluation, config_record, clock)
     paths = write_result(result, scored_run, config.output_dir) if config.output_dir is not None else None
     return Outcome(result, scored_run, inputs.qrels, paths)
+
+
+def _probed(config: EvaluateConfig) -> bool:
+    """Whether ``--backend auto`` has a model to probe: a dense model with weights (not a run, BM25, a sparse
+    encoder, the hashing stand-in or a service, which ignore the backend)."""
+    return config.run_path is None and config.model.lower() != BM25_MODEL and not is_sparse_model(config) and \
+        not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
+
+
+def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
+                  loaded: bool = False) -> tuple[EvaluateConfig, dict]:
+    """`config` with the backend (and precision) that ``--backend auto`` picks here, and what it picked and why.
+
+    The probe (`harness.runtimes.auto.pick_backend`) compares CPU runtimes on the corpus's first texts; a model on a
+    GPU, or one passed in already loaded, runs torch as it is. The configuration is then the picked backend's own,
+    so a run that picks the same backend shares its results and embeddings."""
+    from itertools import islice
+
+    from harness.runtimes.auto import PROBE_TEXTS, pick_backend
+
+    device = first_device(config)
+    # An empty corpus has nothing to probe: torch, and the dense stage says what is wrong with the corpus.
+    sample = [doc_text(doc) for doc in islice(iter_corpus(folder.corpus), PROBE_TEXTS)] if not loaded else []
+    if loaded or device != "cpu" or not sample:
+        choice = {"backend": "torch", "precision": "fp32", "picked": "torch",
+                  "reason": "the encoder was given already loaded" if loaded else
+                  f"the probe compares CPU runtimes; the model runs on {device}, with torch" if device != "cpu" else
+                  "the corpus has no documents to probe"}
+    else:
+        if config.threads is not None:
+            _set_threads(config.threads)  # the probe measures what the run will have
+        root = cache_dir(config.cache_dir)
+        reference: list = []  # the torch fp32 model, loaded when first needed (a cached choice needs none)
+
+        def load(candidate):
+            if not reference:
+                reference.append(replace(config.encoder, backend="torch").load(config.model, "cpu", root))
+            if candidate.backend == "torch" and candidate.precision == "fp32":
+                return reference[0]
+            if candidate.precision == "fp32":  # a runtime wraps the loaded torch model: no second load
+                return runtime(candidate.backend)(reference[0], candidate.backend, root)
+            spec = replace(config.encoder, backend=candidate.backend, precision=candidate.precision)
+            return spec.load(config.model, "cpu", root)
+
+        choice = pick_backend(_torch_fingerprint(config, root, load), sample, load, root if config.cache else None,
+                              batch_size=config.encoder.batch_size, threads=config.threads)
+    notes.append(f"--backend auto picked {choice['picked']}: {choice['reason']}")
+    logger.info(notes[-1])
+    picked = replace(config, encoder=replace(config.encoder, backend=choice["backend"], precision=choice["precision"]))
+    return _resolve_devices(picked), choice
+
+
+def _torch_fingerprint(config: EvaluateConfig, root: Path, load) -> dict:
+    """The torch fp32 model's fingerprint for the auto probe's cache key: remembered under a cheap key of its files
+    (`harness.io.cache.model_files_key`), so a run whose choice is cached loads no model for it."""
+    from harness.io.cache import model_files_key, recall_fingerprint, remember_fingerprint
+    from harness.retrieval.encode import resolve_model_source
+    from harness.runtimes.auto import REFERENCE
+
+    settings = {"model": config.model, **replace(config.encoder, backend="torch").to_config(), "for": "auto probe"}
+    key = model_files_key(resolve_model_source(config.model), settings) if config.cache else None
+    remembered = recall_fingerprint(root, key) if key else None
+    if remembered is not None and isinstance(remembered.get("fingerprint"), dict):
+        return remembered["fingerprint"]
+    fingerprint = load(REFERENCE).fingerprint()
+    if key:
+        remember_fingerprint(root, key, {"fingerprint": fingerprint})
+    return fingerprint
 
 
 def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfig, tuple[int, ...], int, list[int]]:

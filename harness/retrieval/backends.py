@@ -20,6 +20,8 @@ from typing import Any
 from harness.errors import HarnessError
 
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
+# Not a runtime: a probe picks one of `BACKENDS` (and a precision) for the machine (`harness.runtimes.auto`).
+AUTO_BACKEND = "auto"
 # The backends whose model is fitted to the corpus being evaluated (static int8: activation ranges measured on
 # a sample of its texts): they load with a `Calibration`.
 CALIBRATED_BACKENDS = ("openvino-int8",)

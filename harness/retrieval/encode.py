@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.errors import HarnessError, MissingDependencyError, ModelLoadError
-from harness.retrieval.backends import BACKENDS, CALIBRATED_BACKENDS, Calibration, runtime
+from harness.retrieval.backends import AUTO_BACKEND, BACKENDS, CALIBRATED_BACKENDS, Calibration, runtime
 from harness.records import Doc, doc_text
 
 if TYPE_CHECKING:
@@ -117,8 +117,8 @@ class EncoderSpec:
         """
         from harness.retrieval.devices import PRECISIONS
 
-        if self.backend not in BACKENDS:
-            raise HarnessError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+        if self.backend not in (*BACKENDS, AUTO_BACKEND):
+            raise HarnessError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)} or {AUTO_BACKEND}")
         if self.precision not in PRECISIONS:
             raise HarnessError(f"unknown precision {self.precision!r}; use one of {', '.join(PRECISIONS)}")
         if self.batch_size <= 0:

@@ -1,0 +1,255 @@
+"""``--backend auto``: the choice logic under a fake clock, and a real probe on a tiny random-weight model
+(cached per host and model, recorded in the result, hashed as the picked backend's configuration)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.runtimes import auto
+from harness.runtimes.auto import Candidate, measure, pick_backend
+
+WORDS = "apple banana cherry date fig grape kiwi lemon mango melon olive peach pear plum".split()
+
+
+class Clock:
+    """A fake timer that the fake encoders advance: speed is exactly what the test says."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Timed:
+    """Encodes to fixed vectors (reference + a tilt) and costs `per_text` fake seconds per text."""
+
+    def __init__(self, clock: Clock, per_text: float, tilt: float, seed: int = 0):
+        self.clock, self.per_text, self.tilt = clock, per_text, tilt
+        self.base = np.random.default_rng(seed).normal(size=(200, 16))
+
+    def encode_docs(self, texts):
+        self.clock.now += self.per_text * len(texts)
+        vectors = self.base[:len(texts)].copy()
+        vectors[:, 0] += self.tilt * np.abs(vectors).sum(axis=1)  # a larger tilt, a smaller cosine to the reference
+        return vectors
+
+    def fingerprint(self):
+        return {"name": "fake", "per_text": self.per_text}
+
+
+CANDIDATES = [Candidate("torch"), Candidate("torch", "bf16"), Candidate("onnx"), Candidate("onnx-int8"),
+              Candidate("openvino")]
+
+
+def _encoders(clock, costs: dict[str, float], tilts: dict[str, float]):
+    return {name: Timed(clock, costs[name], tilts.get(name, 0.0)) for name in costs}
+
+
+def _cosines(reference: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Row cosines by a plain loop (independent of `measure`)."""
+    return np.array([float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))) for a, b in zip(reference, other)])
+
+
+def test_fastest_within_the_bound_is_picked_under_a_fake_clock(tmp_path):
+    """openvino is fastest but tilted out of the bound; onnx-int8 is the fastest that meets it."""
+    clock = Clock()
+    costs = {"torch": 0.04, "torch bf16": 0.02, "onnx": 0.03, "onnx-int8": 0.015, "openvino": 0.01}
+    tilts = {"openvino": 0.5, "onnx-int8": 0.01}
+    encoders = _encoders(clock, costs, tilts)
+    sample = [" ".join(WORDS[: 3 + i % 5]) for i in range(64)]
+    reference = encoders["torch"].encode_docs(sample)
+    expected = {}
+    for name, encoder in encoders.items():
+        cosine = _cosines(reference, encoder.encode_docs(sample))
+        expected[name] = cosine.mean() >= 0.994 and cosine.min() >= 0.98
+    assert not expected["openvino"] and expected["onnx-int8"]  # the test's premise
+    fastest = min((name for name in costs if expected[name]), key=costs.get)
+    choice = pick_backend(encoders["torch"].fingerprint(), sample, lambda c: encoders[c.name], tmp_path, CANDIDATES,
+                          timer=clock)
+    assert choice["picked"] == fastest == "onnx-int8"
+    assert (choice["backend"], choice["precision"]) == ("onnx-int8", "fp32")
+    rows = {row["backend"]: row for row in choice["candidates"]}
+    assert rows["onnx-int8"]["docs_per_s"] == pytest.approx(1 / 0.015)
+    assert rows["openvino"]["vs_torch"] == pytest.approx(4.0)
+    assert not rows["openvino"]["eligible"] and "mean cosine" in rows["openvino"]["why"]
+
+
+def test_measure_alternates_rounds_and_times_each_backend():
+    clock, order = Clock(), []
+
+    class Logged(Timed):
+        def encode_docs(self, texts):
+            order.append(self.per_text)
+            return super().encode_docs(texts)
+
+    encoders = {"torch": Logged(clock, 2.0, 0.0), "onnx": Logged(clock, 1.0, 0.0)}
+    rows = measure(encoders, ["a"] * 10, rounds=2, batch_size=4, timer=clock)
+    assert order == [2.0, 1.0, 2.0, 1.0, 2.0, 1.0]  # warm-up, then A B A B
+    assert [round(row["docs_per_s"], 6) for row in rows] == [0.5, 1.0]
+
+
+def test_auto_without_a_candidate_within_the_bound_runs_torch_fp32(tmp_path, caplog):
+    """Every candidate tilted out of the bound: torch fp32, and the reason says so."""
+    clock = Clock()
+    costs = {"torch": 0.04, "onnx": 0.01, "openvino": 0.01}
+    encoders = _encoders(clock, costs, {"onnx": 0.5, "openvino": 0.5})
+    chosen = [Candidate("torch"), Candidate("onnx"), Candidate("openvino")]
+    choice = pick_backend(encoders["torch"].fingerprint(), ["x"] * 32, lambda c: encoders[c.name], None, chosen,
+                          timer=clock)
+    assert (choice["backend"], choice["precision"]) == ("torch", "fp32")
+    assert choice["reason"].startswith("no candidate met the quality bound")
+
+
+def test_openvino_int8_is_never_a_candidate():
+    assert all(candidate.backend != "openvino-int8" for candidate in auto.installed_candidates(bf16=True))
+
+
+def test_damaged_probe_cache_is_probed_again(tmp_path, caplog):
+    clock = Clock()
+    encoders = _encoders(clock, {"torch": 0.04, "onnx": 0.01}, {})
+    chosen = [Candidate("torch"), Candidate("onnx")]
+    fingerprint, load = encoders["torch"].fingerprint(), lambda c: encoders[c.name]
+    first = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock)
+    path = tmp_path / "auto-backend" / f"{first['probe']['key']}.json"
+    again = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock)
+    assert not first["probe"]["cached"] and again["probe"]["cached"] and again["picked"] == "onnx"
+    foreign = {**again, "backend": "openvino-int8"}  # whole JSON, but not a choice auto could make
+    for damaged in ('{"backend": "onn', json.dumps(foreign)):
+        path.write_text(damaged, encoding="utf-8")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            reprobed = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock)
+        assert not reprobed["probe"]["cached"] and reprobed["picked"] == "onnx"
+        assert "damaged --backend auto probe cache" in caplog.text and str(path) in caplog.text
+        assert json.loads(path.read_text(encoding="utf-8"))["backend"] == "onnx"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    """A 2-layer BERT bi-encoder with random weights (as tests/test_openvino_backend.py builds it)."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("models")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=64)
+    BertModel(config).save_pretrained(folder / "raw")
+    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder / "raw")
+    transformer = models.Transformer(str(folder / "raw"), max_seq_length=32)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(64, "mean"), models.Normalize()])
+    model.save(str(folder / "bi"))
+    return folder / "bi"
+
+
+def _evaluate(tiny_beir, tiny_model, tmp_path, backend: str, out: str) -> dict:
+    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
+                                      backend, "--json", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
+                                      "--output-dir", str(tmp_path / out)])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_real_probe_is_cached_recorded_and_hashed_as_the_pick(tiny_model, tiny_beir, tmp_path, monkeypatch):
+    """The probe's choice is recorded; a rerun recalls it and loads no model at all (choice and vectors cached); the
+    configuration hash is the picked backend's, named explicitly."""
+    from harness.retrieval import encode
+
+    first = _evaluate(tiny_beir, tiny_model, tmp_path, "auto", "a")
+    record = first["config"]["backend_auto"]
+    assert not record["probe"]["cached"] and record["probe"]["texts"] == 5  # the tiny corpus has 5 documents
+    names = {row["backend"] for row in record["candidates"]}
+    assert "torch" in names and "openvino-int8" not in names
+    assert any(note.startswith(f"--backend auto picked {record['picked']}") for note in first["notes"])
+    real_load = encode.load_encoder
+    monkeypatch.setattr(encode, "load_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
+    second = _evaluate(tiny_beir, tiny_model, tmp_path, "auto", "b")
+    monkeypatch.setattr(encode, "load_encoder", real_load)
+    assert second["config"]["backend_auto"]["probe"]["cached"] and second["config"]["backend_auto"]["picked"] == \
+        record["picked"]
+    assert second["config"]["embedding_cache"] == "hit"
+    named = ["--backend", record["backend"]] + (["--precision", record["precision"]]
+                                                if record["precision"] != "fp32" else [])
+    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), *named, "--json",
+                                      "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
+                                      str(tmp_path / "c")])
+    assert result.exit_code == 0, result.stderr
+    explicit = json.loads(result.stdout)
+    assert explicit["config_hash"] == first["config_hash"] == second["config_hash"]
+    assert explicit["config"]["embedding_cache"] == "hit"
+
+
+def test_auto_where_nothing_meets_the_bound_runs_torch_with_a_note(tiny_model, tiny_beir, tmp_path, monkeypatch):
+    monkeypatch.setattr(auto, "MEAN_COSINE_BOUND", 1.5)  # no vector is that close: every candidate fails
+    result = _evaluate(tiny_beir, tiny_model, tmp_path, "auto", "a")
+    record = result["config"]["backend_auto"]
+    assert (record["backend"], record["precision"]) == ("torch", "fp32")
+    assert any("no candidate met the quality bound" in note for note in result["notes"])
+    assert result["config"]["backend"] == "torch"
+
+
+def test_auto_with_a_precision_is_one_line(tiny_beir, tmp_path):
+    """auto picks the precision itself: naming one too is refused before anything loads or is written."""
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--backend", "auto", "--precision", "bf16",
+                                      "--output-dir", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: --backend auto picks the precision too; leave --precision at fp32, or name the backend")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache" / "auto-backend").exists()
+
+
+def test_bench_with_auto_probes_per_cell(tiny_model, tiny_beir, tmp_path):
+    """bench does not preload an `auto` model (it would have no runtime): each cell's evaluation probes or recalls."""
+    result = CliRunner().invoke(cli, ["-q", "bench", "--models", str(tiny_model), "--datasets", str(tiny_beir),
+                                      "--backend", "auto", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
+                                      "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    stored = json.loads(next((tmp_path / "out").glob("*/*/*.json")).read_text(encoding="utf-8"))
+    assert stored["config"]["backend_auto"]["picked"] in {row["backend"] for row in
+                                                          stored["config"]["backend_auto"]["candidates"]}
+    assert stored["config"]["backend"] == stored["config"]["backend_auto"]["backend"]
+
+
+@pytest.mark.parametrize("flags", [["avx2"], ["avx2", "avx512_bf16"]])
+def test_env_bench_says_what_auto_would_pick(flags):
+    """The bench table's last line applies auto's rules to its rows: openvino-int8 never, torch bf16 only where
+    native, the fastest row within both cosine bounds."""
+    from harness.pipeline.environment import format_bench
+
+    rows = [{"backend": name, "docs_per_s": rate, "vs_torch": rate / 10, "cosine_mean": mean, "cosine_min": low}
+            for name, rate, mean, low in [("torch", 10, 1, 1), ("onnx-int8", 20, 0.9946, 0.9899),
+                                          ("openvino-int8", 50, 0.9999, 0.999), ("torch bf16", 30, 0.9999, 0.9999),
+                                          ("openvino", 25, 0.993, 0.99)]]
+    host = {"cpu": "test", "kernel_class": "x", "cpu_flags": flags, "cores_used": 2}
+    expected = "torch bf16" if "avx512_bf16" in flags else "onnx-int8"  # openvino: mean cosine under 0.994
+    assert format_bench(rows, host, 8).splitlines()[-1].startswith(f"--backend auto would pick: {expected} (")
+
+
+@pytest.mark.parametrize("model", ["bm25", "hash:16"])
+def test_auto_with_a_first_stage_without_weights_probes_nothing(model, tiny_beir, tmp_path):
+    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", model, "--backend", "auto",
+                                      "--json", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    assert "backend_auto" not in json.loads(result.stdout)["config"]
+    assert not (tmp_path / "cache" / "auto-backend").exists()
+
+
+def test_auto_on_an_empty_corpus_is_the_usual_one_line(tiny_model, tiny_beir, tmp_path):
+    (tiny_beir / "corpus.jsonl").write_text("", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend", "auto",
+                                      "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "the corpus is empty" in result.stderr.strip().splitlines()[-1]
+    assert not list((tmp_path / "out").glob("**/*.json"))
