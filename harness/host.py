@@ -14,6 +14,8 @@ import importlib.metadata
 import os
 import platform
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -106,3 +108,19 @@ def host_info(threads: int | None = None) -> dict[str, Any]:
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         info["cuda"] = torch.version.cuda
     return info
+
+
+@contextmanager
+def environment_variables(values: Mapping[str, str]) -> Iterator[None]:
+    """`values` set in ``os.environ`` for the block (processes started inside inherit them), then each variable
+    back as it was: restored, or removed where it was unset."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

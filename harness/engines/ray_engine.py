@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.retrieval.encode import Encoder
 from harness.errors import HarnessError, MissingDependencyError, setting
+from harness.host import environment_variables
 from harness.records import Doc
 from harness.engines.shards import EncodeJob, FanOut, ShardEncoder
 
@@ -145,23 +146,17 @@ def _loopback_cluster_env(ray: Any) -> Iterator[dict[str, str]]:
     single-machine mode in this process's Ray, which read it at import. Yields the variables the workers
     must get back (the user's own proxy settings)."""
     user = {name: os.environ.get(name) or os.environ.get(name.upper()) or "" for name in ("http_proxy", "no_proxy")}
-    saved = {name: os.environ.get(name) for name in LOCAL_CLUSTER_ENV}
     constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
     single_machine = getattr(constants, "ENABLE_RAY_CLUSTER", None)
-    os.environ.update(LOCAL_CLUSTER_ENV)
     if single_machine is None:  # a Ray without the switch: its node address may be the machine's own
         logger.warning("this Ray version has no single-machine switch; the local cluster may use this "
                        "machine's network address rather than 127.0.0.1")
     else:
         constants.ENABLE_RAY_CLUSTER = False
     try:
-        yield user
+        with environment_variables(LOCAL_CLUSTER_ENV):
+            yield user
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         if single_machine is not None:
             constants.ENABLE_RAY_CLUSTER = single_machine
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, MissingDependencyError
-from harness.host import local_kernel_class
+from harness.host import environment_variables, local_kernel_class
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
 from harness.records import Doc, doc_text
 from harness.retrieval.backends import Calibration, register
@@ -88,18 +88,11 @@ def nncf_module() -> Any:
     its CI switch (``NNCF_CI``) and the telemetry package's own CI check (``CI=true``) decline it, so the two
     are set for the import only (nothing is written under ``~/intel``, nothing is sent).
     """
-    saved = {name: os.environ.get(name) for name in ("CI", "NNCF_CI")}
-    os.environ.update(CI="true", NNCF_CI="1")
     try:
-        import nncf
+        with environment_variables({"CI": "true", "NNCF_CI": "1"}):
+            import nncf
     except ImportError as exc:
         raise MissingDependencyError(f"--backend openvino-int8 needs nncf: {EXTRA}") from exc
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     return nncf
 
 
