@@ -16,8 +16,9 @@ then ``--queries`` queries of 2-8 words are searched at depth 100. ``--variant s
 harness did before issue 34 (every term kept as a str, bm25s given the lists of str), for the
 before/after comparison. Learned sparse (``--kind learned``): SPLADE-like rows (``sparse_scale.rows``:
 ~120 active dimensions of 30,522 a document, ~40 a query) added to `SparseIndex` in chunks of 1,024
-rows as `evaluate` adds them, the posting lists built, then the queries searched at depth 100. No
-model runs: the rows are what an encoder would give, so the figures are the harness's index alone.
+rows as `evaluate` adds them, the posting lists built, then the queries searched at depth 100;
+``--variant stacked`` builds the posting lists as before issue 34 (stack the chunks, then transpose:
+two copies). No model runs: the rows are what an encoder would give, so the figures are the harness's index alone.
 The "index" phase includes generating the corpus; the generator alone is timed on the smallest size.
 A size whose fit (from the sizes already run) predicts more than ``--max-rss-gb`` is skipped, not run.
 """
@@ -48,7 +49,7 @@ if kind == "generate":
     print(json.dumps({"generate_s": time.perf_counter() - started, "chars": total}))
     sys.exit(0)
 index_s, search_s, after_index, extra = bench.run_bm25(n, n_queries, variant) if kind == "bm25" \
-    else bench.run_learned(n, n_queries)
+    else bench.run_learned(n, n_queries, variant)
 print(json.dumps({"index_s": index_s, "search_s": search_s, "rss_index": after_index, "rss_peak": rss(), **extra}))
 """
 
@@ -143,7 +144,7 @@ def run_bm25(n: int, n_queries: int, variant: str):
                                             "hits": sum(len(run[q.query_id]) for q in queries)}
 
 
-def run_learned(n: int, n_queries: int):
+def run_learned(n: int, n_queries: int, variant: str):
     """SPLADE-like rows into `SparseIndex` in 1,024-row chunks, posting lists built, queries searched."""
     import resource
     import time
@@ -161,6 +162,12 @@ def run_learned(n: int, n_queries: int):
     for start in range(0, n, 1024):
         count = min(1024, n - start)
         index.add([f"d{start + i}" for i in range(count)], rows(rng, count, 120, 30522))
+    if variant == "stacked":  # the build before issue 34: stack the chunks, then transpose (two copies)
+        import scipy.sparse
+
+        index._postings = scipy.sparse.vstack(index._chunks, format="csr")
+        index._chunks = []
+        index._postings = index._postings.T.tocsr()
     postings = int(index._matrix().nnz)
     index_s = time.perf_counter() - started
     after_index = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -192,7 +199,8 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=["bm25", "learned"], default="bm25")
-    parser.add_argument("--variant", choices=["ids", "strings"], default="ids", help="bm25: strings = pre-issue-34")
+    parser.add_argument("--variant", choices=["ids", "strings", "in-place", "stacked"], default=None,
+                        help="bm25: ids (default) or strings (pre-issue-34); learned: in-place (default) or stacked")
     parser.add_argument("--sizes", default="250000,500000,1000000")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--max-rss-gb", type=float, default=8.0, help="skip a size the fit puts above this")
@@ -200,11 +208,11 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="seconds, 3,000 documents: proves the script runs")
     args = parser.parse_args()
     print(_smoke.host_line())
-    kinds = [(args.kind, args.variant)]
+    kinds = [(args.kind, args.variant or ("ids" if args.kind == "bm25" else "in-place"))]
     if args.smoke:
         print(_smoke.NOTICE)
         args.sizes, args.queries = "1500,3000", 20
-        kinds = [("bm25", "strings"), ("bm25", "ids"), ("learned", "-")]
+        kinds = [("bm25", "strings"), ("bm25", "ids"), ("learned", "stacked"), ("learned", "in-place")]
     sizes = [int(size) for size in args.sizes.split(",")]
     if any(kind == "bm25" for kind, _ in kinds):
         generated = child("generate", "-", sizes[0], 0)
@@ -217,7 +225,7 @@ def main() -> int:
 
 def measure(kind: str, variant: str, sizes: list[int], args) -> None:
     """Run each size of one kind, print its row, then the fitted per-document cost at `args.target`."""
-    label = f"{kind} ({variant})" if kind == "bm25" else kind
+    label = f"{kind} ({variant})"
     print(f"{label}: {'docs':>10} {'postings':>12} {'index s':>8} {'search s':>9} {'ms/query':>9} "
           f"{'start GB':>9} {'RSS index GB':>13} {'peak RSS GB':>12}")
     rss, index_times, search_times = [], [], []
