@@ -92,10 +92,10 @@ class BM25Retriever:
         """Analyze and index every document of the stream."""
         from tqdm.auto import tqdm
 
-        # Each document's terms are kept as 4-byte vocabulary ids (an array, not a list of str objects):
-        # about 4 bytes a token instead of ~90 (a str per token, then bm25s's list of int ids beside it),
-        # which is what bounds the corpus one machine can index. The scores are bm25s's own: it is
-        # given the same terms, numbered in first-seen order rather than in its set's order.
+        # Each document's terms are kept as 4-byte vocabulary ids (an array, not a list of str objects,
+        # which bm25s then doubled with its own lists of int ids): peak memory 1.8 KB a document instead
+        # of 4.0 KB (BENCHMARKS.md, issue 34), what bounds the corpus one machine can index. The scores
+        # are bm25s's own: it is given the same terms, numbered in first-seen order, not its set's order.
         vocabulary: dict[str, int] = {}
         ids: list[array] = []
         for doc in tqdm(docs, desc="indexing BM25", unit="doc", disable=not progress, file=sys.stderr):
