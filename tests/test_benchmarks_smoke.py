@@ -55,6 +55,11 @@ RESULT_LINES = {
     "scifact_reproduction.py": [rf"^nDCG@10 +{NUMBER}", r"^encode throughput: "],
     "search_scale.py": [rf"^projected for MS MARCO .*: {NUMBER} s"],
     "sparse_scale.py": [rf"^ +2,000 +{NUMBER} +{NUMBER}"],
+    "sparse_index_scale.py": [rf"^bm25 \(strings\): +3,000 +[\d,]+ +{NUMBER}",
+                              rf"^bm25 \(ids\): +3,000 +[\d,]+ +{NUMBER}",
+                              rf"^learned \(stacked\): +3,000 +[\d,]+ +{NUMBER}",
+                              rf"^learned \(in-place\): +3,000 +[\d,]+ +{NUMBER}",
+                              r"^learned \(in-place\): fitted from"],
     "suite.py": [rf"^\| BEIR's pipeline \| {NUMBER} ", rf"^ours / pytrec_eval = {NUMBER}"],
 }
 # Files a benchmark must never touch outside its own, explicit full run.

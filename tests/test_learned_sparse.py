@@ -108,3 +108,24 @@ def test_a_sparse_encoders_cost_record_says_its_rows_came_from_the_cache(tiny_sp
                                                 if p.is_file())
     latency = second["cost"]["search_latency"]
     assert latency["queries"] == 3 and latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
+
+
+@pytest.mark.parametrize("sizes", [(1,), (5, 0, 7, 3), (64, 64, 17)])
+def test_postings_built_in_place_equal_scipys_stack_and_transpose(sizes):
+    """Issue 34: the in-place posting build gives exactly scipy's vstack(chunks).T.tocsr() (uneven and empty chunks)."""
+    import numpy as np
+    import scipy.sparse
+
+    from harness.retrieval.learned_sparse import postings_from_chunks
+
+    rng = np.random.default_rng(len(sizes))
+    chunks = []
+    for n in sizes:
+        nnz = n * 4
+        rows, columns = rng.integers(0, max(n, 1), nnz), rng.integers(0, 9, nnz)
+        chunks.append(scipy.sparse.csr_matrix((rng.random(nnz, dtype=np.float32), (rows, columns)), shape=(n, 9)))
+    expected = scipy.sparse.vstack(chunks, format="csr").T.tocsr()
+    got = postings_from_chunks(list(chunks), 9)
+    assert got.shape == expected.shape
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), name

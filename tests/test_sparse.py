@@ -50,3 +50,53 @@ def test_bm25_through_the_cli(tiny_beir, tmp_path):
     assert data["per_query"]["q3"]["nDCG@10"] == 0.0  # "zucchini" matches nothing
     assert data["per_query"]["q1"]["Recall@10"] == 1.0  # "banana" finds d1 and d2
     assert (tmp_path / "tiny" / "bm25" / "test.run.trec").is_file()
+
+
+def _bm25s_on_string_tokens(docs, queries, depth):
+    """The reference: bm25s indexing the analyzed terms as lists of str (the harness's path before issue 34)."""
+    import bm25s
+
+    spec, analyze = BM25Spec(), Analyzer()
+    model = bm25s.BM25(k1=spec.k1, b=spec.b, method=spec.method)
+    model.index([analyze(f"{doc.title} {doc.text}".strip()) for doc in docs], show_progress=False)
+    expected = {query.query_id: [] for query in queries}
+    searchable = [(query.query_id, analyze(query.text)) for query in queries if analyze(query.text)]
+    rows, scores = model.retrieve([tokens for _, tokens in searchable], k=min(depth, len(docs)), show_progress=False)
+    for (query_id, _), doc_rows, doc_scores in zip(searchable, rows.tolist(), scores.tolist()):
+        expected[query_id] = [(docs[r].doc_id, s) for r, s in zip(doc_rows, doc_scores) if s > 0]
+    return expected
+
+
+def _jsonl(path):
+    import json
+
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _corpora():
+    import random
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for folder in (root / "harness" / "data" / "demo", root / "tests" / "data" / "tiny"):
+        docs = [Doc(d["_id"], d.get("title", ""), d["text"]) for d in _jsonl(folder / "corpus.jsonl")]
+        queries = [Query(q["_id"], q["text"]) for q in _jsonl(folder / "queries.jsonl")]
+        yield folder.name, docs, queries
+    rng = random.Random(7)  # a small vocabulary and repeated documents: many tied scores
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "the", "of"]
+    texts = [" ".join(rng.choices(words, k=rng.randint(0, 9))) for _ in range(150)]
+    docs = [Doc(f"d{i}", "", texts[i % 90]) for i in range(150)]
+    yield "ties", docs, [Query(f"q{i}", " ".join(rng.choices(words, k=3))) for i in range(40)]
+
+
+@pytest.mark.parametrize("name,docs,queries", list(_corpora()), ids=lambda v: v if isinstance(v, str) else "")
+def test_term_ids_index_ranks_and_scores_as_bm25s_on_strings(name, docs, queries):
+    """Issue 34: terms kept as 4-byte ids give exactly the documents and scores of bm25s on the term strings."""
+    retriever = BM25Retriever()
+    retriever.index(iter(docs), progress=False)
+    for depth in (3, 100):
+        run = retriever.search(queries, depth)
+        expected = _bm25s_on_string_tokens(docs, queries, depth)
+        # Documents and their scores, bit for bit; the run orders them by its own tie rule (score, doc id).
+        assert {q: {h.doc_id: h.score for h in run[q]} for q in expected} == \
+            {q: dict(hits) for q, hits in expected.items()}, name

@@ -1,0 +1,254 @@
+"""BM25 and learned-sparse indexing at growing corpus sizes: time per phase and peak RSS (issue 34, point 4).
+
+Usage (from the repository root):
+
+    python benchmarks/sparse_index_scale.py [--kind bm25] [--sizes 250000,500000,1000000] [--queries 1000]
+    python benchmarks/sparse_index_scale.py --kind bm25 --variant strings    # the pre-issue-34 BM25 build
+    python benchmarks/sparse_index_scale.py --kind learned --sizes 250000,500000,1000000
+    python benchmarks/sparse_index_scale.py --smoke     # seconds: 3,000 documents of each kind
+
+Each size runs in a fresh process (its peak RSS is `resource.getrusage`'s ``ru_maxrss`` of that process
+alone). BM25 (``--kind bm25``): a seeded synthetic corpus is streamed into `BM25Retriever.index`, the
+class and call `evaluate --model bm25` uses (the documents come from a generator instead of
+corpus.jsonl, whose reader streams): MS MARCO-like passages of 20-92 words (mean 56) drawn from a
+Zipfian (s = 1) vocabulary of 1,000,000 made-up words whose 33 most frequent are Lucene's stop words;
+then ``--queries`` queries of 2-8 words are searched at depth 100. ``--variant strings`` indexes as the
+harness did before issue 34 (every term kept as a str, bm25s given the lists of str), for the
+before/after comparison. Learned sparse (``--kind learned``): SPLADE-like rows (``sparse_scale.rows``:
+~120 active dimensions of 30,522 a document, ~40 a query) added to `SparseIndex` in chunks of 1,024
+rows as `evaluate` adds them, the posting lists built, then the queries searched at depth 100;
+``--variant stacked`` builds the posting lists as before issue 34 (stack the chunks, then transpose:
+two copies). No model runs: the rows are what an encoder would give, so the figures are the harness's index alone.
+The "index" phase includes generating the corpus; the generator alone is timed on the smallest size.
+A size whose fit (from the sizes already run) predicts more than ``--max-rss-gb`` is skipped, not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import _smoke  # noqa: E402
+
+CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[5])
+import sparse_index_scale as bench
+kind, variant, n, n_queries = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+def rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+if kind == "generate":
+    words = bench.vocabulary()
+    started = time.perf_counter()
+    total = sum(len(doc.text) for doc in bench.bm25_docs(n, words))
+    print(json.dumps({"generate_s": time.perf_counter() - started, "chars": total}))
+    sys.exit(0)
+index_s, search_s, after_index, extra = bench.run_bm25(n, n_queries, variant) if kind == "bm25" \
+    else bench.run_learned(n, n_queries, variant)
+print(json.dumps({"index_s": index_s, "search_s": search_s, "rss_index": after_index, "rss_peak": rss(), **extra}))
+"""
+
+VOCABULARY, STOP_RANKS = 1_000_000, 33
+
+
+def _words(rng):
+    """The vocabulary, most frequent first: Lucene's stop words, then distinct made-up lowercase words."""
+    import numpy as np
+
+    from harness.retrieval.bm25 import LUCENE_STOPWORDS
+
+    words, seen = sorted(LUCENE_STOPWORDS), set(LUCENE_STOPWORDS)
+    while len(words) < VOCABULARY:
+        lengths = rng.integers(3, 11, size=VOCABULARY)
+        letters = rng.integers(97, 123, size=int(lengths.sum()), dtype=np.uint8).tobytes()
+        ends = np.cumsum(lengths).tolist()
+        for start, end in zip([0, *ends[:-1]], ends):
+            word = letters[start:end].decode()
+            if word not in seen and len(words) < VOCABULARY:
+                seen.add(word)
+                words.append(word)
+    return words
+
+
+def vocabulary(seed: int = 0):
+    """The corpus's vocabulary (an object array, most frequent first); made once, before any timer."""
+    import numpy as np
+
+    return np.array(_words(np.random.default_rng(seed)), dtype=object)
+
+
+def bm25_docs(n: int, words, seed: int = 0, block: int = 10_000):
+    """`n` synthetic passages (Doc) over `words`, generated a block at a time: the corpus is never held whole."""
+    import numpy as np
+
+    from harness.records import Doc
+
+    rng = np.random.default_rng(seed)
+    cumulative = np.cumsum(1.0 / np.arange(1, VOCABULARY + 1))
+    cumulative /= cumulative[-1]
+    for start in range(0, n, block):
+        lengths = rng.integers(20, 93, size=min(block, n - start))
+        ranks = np.searchsorted(cumulative, rng.random(int(lengths.sum())))
+        cuts = np.cumsum(lengths)[:-1]
+        for offset, row in enumerate(np.split(ranks, cuts)):
+            yield Doc(f"d{start + offset}", "", " ".join(words[row]))
+
+
+def bm25_queries(n: int, words, seed: int = 1):
+    """Queries of 2-8 words drawn from the corpus's Zipfian vocabulary, stop words excluded."""
+    import numpy as np
+
+    from harness.records import Query
+
+    rng = np.random.default_rng(seed)
+    cumulative = np.cumsum(1.0 / np.arange(STOP_RANKS + 1, VOCABULARY + 1))
+    cumulative /= cumulative[-1]
+    return [Query(f"q{i}", " ".join(words[STOP_RANKS + r] for r in np.searchsorted(
+        cumulative, rng.random(int(rng.integers(2, 9)))))) for i in range(n)]
+
+
+def run_bm25(n: int, n_queries: int, variant: str):
+    """Index `n` passages and search `n_queries` queries; (index s, search s, peak RSS after indexing, extra)."""
+    import resource
+    import time
+
+    from harness.records import doc_text
+    from harness.retrieval.bm25 import BM25Retriever
+
+    words = vocabulary()
+    queries = bm25_queries(n_queries, words)
+    retriever = BM25Retriever()
+    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    started = time.perf_counter()
+    if variant == "strings":  # the build before issue 34, kept here to measure against
+        tokens = []
+        for doc in bm25_docs(n, words):
+            retriever._doc_ids.append(doc.doc_id)
+            tokens.append(retriever.analyzer(doc_text(doc)))
+        retriever._bm25.index(tokens, show_progress=False)
+        del tokens
+    else:
+        retriever.index(bm25_docs(n, words), progress=False)
+    index_s = time.perf_counter() - started
+    after_index = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    started = time.perf_counter()
+    run = retriever.search(queries, 100)
+    search_s = time.perf_counter() - started
+    postings = int(retriever._bm25.scores["data"].size)
+    return index_s, search_s, after_index, {"postings": postings, "rss_start": rss_start,
+                                            "hits": sum(len(run[q.query_id]) for q in queries)}
+
+
+def run_learned(n: int, n_queries: int, variant: str):
+    """SPLADE-like rows into `SparseIndex` in 1,024-row chunks, posting lists built, queries searched."""
+    import resource
+    import time
+
+    import numpy as np
+
+    from harness.retrieval.learned_sparse import SparseIndex
+    from sparse_scale import rows
+
+    rng = np.random.default_rng(0)
+    queries = rows(rng, n_queries, 40, 30522)
+    index = SparseIndex()
+    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    started = time.perf_counter()
+    for start in range(0, n, 1024):
+        count = min(1024, n - start)
+        index.add([f"d{start + i}" for i in range(count)], rows(rng, count, 120, 30522))
+    if variant == "stacked":  # the build before issue 34: stack the chunks, then transpose (two copies)
+        import scipy.sparse
+
+        index._postings = scipy.sparse.vstack(index._chunks, format="csr")
+        index._chunks = []
+        index._postings = index._postings.T.tocsr()
+    postings = int(index._matrix().nnz)
+    index_s = time.perf_counter() - started
+    after_index = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    started = time.perf_counter()
+    index.search([f"q{i}" for i in range(n_queries)], queries, 100)
+    return index_s, time.perf_counter() - started, after_index, {"postings": postings, "rss_start": rss_start}
+
+
+def child(kind: str, variant: str, n: int, n_queries: int) -> dict:
+    """One size in a fresh process."""
+    here = str(Path(__file__).resolve().parent)
+    proc = subprocess.run([sys.executable, "-c", CHILD, kind, variant, str(n), str(n_queries), here],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} at {n:,} docs failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares line through (docs, value): (per document, fixed)."""
+    import numpy as np
+
+    if len(points) < 2:
+        return points[0][1] / points[0][0], 0.0
+    slope, intercept = np.polyfit([p[0] for p in points], [p[1] for p in points], 1)
+    return float(slope), float(intercept)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=["bm25", "learned"], default="bm25")
+    parser.add_argument("--variant", choices=["ids", "strings", "in-place", "stacked"], default=None,
+                        help="bm25: ids (default) or strings (pre-issue-34); learned: in-place (default) or stacked")
+    parser.add_argument("--sizes", default="250000,500000,1000000")
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--max-rss-gb", type=float, default=8.0, help="skip a size the fit puts above this")
+    parser.add_argument("--target", type=int, default=8_841_823, help="the size the fit is extrapolated to")
+    parser.add_argument("--smoke", action="store_true", help="seconds, 3,000 documents: proves the script runs")
+    args = parser.parse_args()
+    print(_smoke.host_line())
+    kinds = [(args.kind, args.variant or ("ids" if args.kind == "bm25" else "in-place"))]
+    if args.smoke:
+        print(_smoke.NOTICE)
+        args.sizes, args.queries = "1500,3000", 20
+        kinds = [("bm25", "strings"), ("bm25", "ids"), ("learned", "stacked"), ("learned", "in-place")]
+    sizes = [int(size) for size in args.sizes.split(",")]
+    if any(kind == "bm25" for kind, _ in kinds):
+        generated = child("generate", "-", sizes[0], 0)
+        print(f"generator alone: {sizes[0]:,} docs in {generated['generate_s']:.1f} s "
+              f"({generated['chars'] / sizes[0]:.0f} chars/doc)")
+    for kind, variant in kinds:
+        measure(kind, variant, sizes, args)
+    return 0
+
+
+def measure(kind: str, variant: str, sizes: list[int], args) -> None:
+    """Run each size of one kind, print its row, then the fitted per-document cost at `args.target`."""
+    label = f"{kind} ({variant})"
+    print(f"{label}: {'docs':>10} {'postings':>12} {'index s':>8} {'search s':>9} {'ms/query':>9} "
+          f"{'start GB':>9} {'RSS index GB':>13} {'peak RSS GB':>12}")
+    rss, index_times, search_times = [], [], []
+    for n in sizes:
+        if len(rss) >= 2 and fit(rss)[0] * n + fit(rss)[1] > args.max_rss_gb * 2**30:
+            print(f"{label}: {n:>10,} skipped: the fit predicts over {args.max_rss_gb:g} GB")
+            continue
+        row = child(kind, variant, n, args.queries)
+        rss.append((n, row["rss_peak"]))
+        index_times.append((n, row["index_s"]))
+        search_times.append((n, row["search_s"] / args.queries))
+        print(f"{label}: {n:>10,} {row['postings']:>12,} {row['index_s']:>8.1f} {row['search_s']:>9.1f} "
+              f"{1000 * row['search_s'] / args.queries:>9.2f} {row['rss_start'] / 2**30:>9.2f} "
+              f"{row['rss_index'] / 2**30:>13.2f} "
+              f"{row['rss_peak'] / 2**30:>12.2f}", flush=True)
+    per_doc, fixed = fit(rss)
+    per_doc_s, _ = fit(index_times)
+    per_query, query_fixed = fit(search_times)
+    print(f"{label}: fitted from the rows above (a fit, not a measurement): {per_doc:.0f} bytes/doc peak RSS "
+          f"+ {fixed / 2**30:.2f} GB; {1e6 * per_doc_s:.1f} s per 1M docs to index; at {args.target:,} docs: "
+          f"peak RSS {(per_doc * args.target + fixed) / 2**30:.1f} GB, index {per_doc_s * args.target / 60:.0f} min, "
+          f"{1000 * (per_query * args.target + query_fixed):.0f} ms/query")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
