@@ -86,9 +86,9 @@ def latency_record(seconds: Sequence[float], n_queries: int) -> dict[str, Any]:
 
 
 def peak_rss() -> dict[str, int | None]:
-    """Peak resident memory in bytes: of this process since it started (``self``), and of the largest child
-    process it has waited for (``children``: worker processes; 0 when none ran). None where the platform has no
-    `resource` module (Windows).
+    """Peak resident memory in bytes: of this process since it started or since the last `reset_high_water`
+    (``self``), and of the largest child process it has waited for (``children``: worker processes; 0 when none
+    ran). None where the platform has no `resource` module (Windows).
 
     ``self`` is the kernel's high-water mark of this process image (``VmHWM``) where ``/proc`` has it: Linux's
     ``ru_maxrss`` keeps, across ``exec``, the size of the process it was forked from, so a small command
@@ -103,6 +103,18 @@ def peak_rss() -> dict[str, int | None]:
     own = high_water_bytes()
     return {"self": own if own is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
             "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale}
+
+
+def reset_high_water() -> bool:
+    """Start this process's peak resident set (``VmHWM``) again from its present size, so that the next
+    `high_water_bytes` is the peak of what ran since (Linux: ``5`` written to ``/proc/self/clear_refs``). False
+    where the platform does not allow it: peaks then count from the process's start."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+    except OSError:
+        return False
+    return True
 
 
 def high_water_bytes() -> int | None:

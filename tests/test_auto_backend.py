@@ -208,16 +208,31 @@ def test_auto_with_a_precision_is_one_line(tiny_beir, tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache" / "auto-backend").exists()
 
 
-def test_bench_with_auto_probes_per_cell(tiny_model, tiny_beir, tmp_path):
-    """bench does not preload an `auto` model (it would have no runtime): each cell's evaluation probes or recalls."""
-    result = CliRunner().invoke(cli, ["-q", "bench", "--models", str(tiny_model), "--datasets", str(tiny_beir),
-                                      "--backend", "auto", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
-                                      "--output-dir", str(tmp_path / "out")])
+def test_bench_with_auto_probes_per_cell_and_skips_a_finished_cell(tiny_model, tiny_beir, tmp_path, monkeypatch):
+    """bench does not preload an `auto` model (it would have no runtime): each cell's evaluation probes or recalls.
+    A second bench finds the cell's result under the backend the remembered probe picked, and skips it (no model
+    loaded, nothing rewritten)."""
+    from harness.retrieval import encode
+
+    def bench():
+        return CliRunner().invoke(cli, ["bench", "--models", str(tiny_model), "--datasets", str(tiny_beir),
+                                        "--backend", "auto", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
+                                        "--output-dir", str(tmp_path / "out")])
+
+    result = bench()
     assert result.exit_code == 0, result.stderr
-    stored = json.loads(next((tmp_path / "out").glob("*/*/*.json")).read_text(encoding="utf-8"))
+    assert "1 cells: 1 done, 0 skipped" in result.stdout
+    path = next((tmp_path / "out").glob("*/*/*.json"))
+    stored = json.loads(path.read_text(encoding="utf-8"))
     assert stored["config"]["backend_auto"]["picked"] in {row["backend"] for row in
                                                           stored["config"]["backend_auto"]["candidates"]}
     assert stored["config"]["backend"] == stored["config"]["backend_auto"]["backend"]
+    written = path.stat().st_mtime_ns
+    monkeypatch.setattr(encode, "load_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
+    again = bench()
+    assert again.exit_code == 0, again.stderr
+    assert "1 cells: 0 done, 1 skipped" in again.stdout
+    assert path.stat().st_mtime_ns == written
 
 
 @pytest.mark.parametrize("flags", [["avx2"], ["avx2", "avx512_bf16"]])

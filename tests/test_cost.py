@@ -106,6 +106,39 @@ print(json.dumps({{"recorded": r.cost["peak_rss_bytes"],
     assert seen["recorded"] >= 0.9 * seen["own"]  # nothing big happened after the result was made
 
 
+def test_each_evaluation_in_one_process_records_its_own_peak(tiny_beir, tmp_path):
+    """A process that held 400 MB before (a bench cell with a large model, a notebook) does not pass that peak to
+    the next evaluation's cost record: the high-water mark restarts as each evaluation starts."""
+    script = f"""
+import json
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+config = EvaluateConfig({str(tiny_beir)!r}, model="bm25", output_dir=None, progress=False)
+first = evaluate_dataset(config).result
+big = bytearray(400 * 2**20); big[::4096] = b"x" * len(big[::4096]); del big
+own = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
+second = evaluate_dataset(config).result
+print(json.dumps({{"first": first.cost["peak_rss_bytes"], "second": second.cost["peak_rss_bytes"], "own": own,
+                   "scope": second.cost["peak_rss_scope"]}}))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "BEIR_HARNESS_CACHE_DIR": str(tmp_path / "cache")})
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["own"] >= seen["first"] + 390 * 2**20  # the process's own mark saw the 400 MB
+    assert seen["scope"] == "evaluation"
+    assert seen["second"] < seen["first"] + 100 * 2**20  # the second evaluation's peak is its own
+
+
+def test_a_peak_that_counts_from_the_process_start_is_marked_at_least(tiny_beir, tmp_path, monkeypatch):
+    """Where the peak cannot be restarted, the record says so and the cost table shows it as a lower bound."""
+    import harness.pipeline.stages as stages
+
+    monkeypatch.setattr(stages, "reset_high_water", lambda: False)
+    result = _evaluate(tiny_beir, tmp_path, "bm25")
+    assert result.cost["peak_rss_scope"] == "process"
+    markdown = _cost_report(tmp_path / "results", "markdown")
+    assert "| ≥ " in markdown
+
+
 def test_children_peak_rss_counts_a_child_process():
     subprocess.run([sys.executable, "-c", "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
                    check=True)

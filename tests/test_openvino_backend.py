@@ -283,3 +283,45 @@ def test_a_new_quantization_recipe_is_a_new_model_not_a_cache_hit(tiny_model, ti
     assert first["quantization"]["smooth_quant_alpha_matmul"] == 0.95
     assert second["quantization"]["smooth_quant_alpha_matmul"] == 0.5 and second["embedding_cache"] != "hit"
     assert len(list((tmp_path / "cache" / "openvino").glob("*/model.xml"))) == 2
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8", "openvino", "openvino-int8"])
+def test_threads_limit_the_runtime_session_as_they_limit_torch(tiny_model, tmp_path, backend):
+    """`--threads N` holds ONNX Runtime's and OpenVINO's sessions to N threads, not only torch and faiss (asked of
+    each runtime's own session; without it both take every core)."""
+    pytest.importorskip("onnxruntime")
+    from harness.pipeline.config import EvaluateConfig, load_model
+    from harness.retrieval.encode import EncoderSpec
+
+    config = EvaluateConfig(dataset_path=tmp_path, model=str(tiny_model), encoder=EncoderSpec(backend=backend),
+                            cache_dir=tmp_path / "cache", threads=1, calibration=_calibration())
+
+    def threads_of(encoder) -> int:
+        if backend.startswith("openvino"):
+            return int(encoder.session.compiled.get_property("INFERENCE_NUM_THREADS"))
+        return encoder.session.get_session_options().intra_op_num_threads
+
+    from dataclasses import replace
+
+    assert threads_of(load_model(config)) == 1
+    assert threads_of(load_model(replace(config, threads=2))) == 2
+
+
+def test_a_new_onnx_int8_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_beir, tmp_path, monkeypatch):
+    """The same for `--backend onnx-int8`: its remembered fingerprint is keyed by ONNX Runtime's quantization
+    settings and version, so a changed recipe quantizes and encodes again instead of serving the old vectors."""
+    pytest.importorskip("onnxruntime")
+    from harness.retrieval import onnx_backend
+
+    def run(out: str) -> dict:
+        result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
+                                          "onnx-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
+                                          "--output-dir", str(tmp_path / out)])
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)["config"]
+
+    assert run("a")["embedding_cache"] == "stored"
+    assert run("b")["embedding_cache"] == "hit"  # the same recipe: the remembered model and its vectors
+    monkeypatch.setitem(onnx_backend.QUANTIZATION, "per_channel", False)
+    assert run("c")["embedding_cache"] == "stored"
+    assert len(list((tmp_path / "cache" / "onnx").glob("*/model*.onnx"))) >= 2

@@ -89,7 +89,7 @@ _RUN_OPTIONS = [
     click.option("--cache/--no-cache", "use_cache", default=True, show_default=True,
                  help="Reuse and store embeddings (content-addressed: model weights + corpus content)."),
     click.option("--threads", type=click.IntRange(min=1), default=None,
-                 help="torch and faiss threads [default: all cores]."),
+                 help="torch, faiss, ONNX Runtime and OpenVINO threads [default: all cores]."),
     click.option("--ignore-identical-ids/--keep-identical-ids", default=None,
                  help="Drop retrieved documents whose id equals the query id [default: the registry's "
                       "policy for a known BEIR dataset (e.g. arguana, quora), else keep]."),

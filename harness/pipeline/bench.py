@@ -23,6 +23,7 @@ from harness.pipeline.evaluate import (
     configuration,
     evaluate_dataset,
     load_model,
+    settled_backend,
     with_model_prompts,
 )
 from harness.pipeline.fuse import fuse_results
@@ -263,7 +264,9 @@ class _Grid:
         with naming_cell(f"{name} × {system_name}"):
             config = with_model_prompts(system_config(replace(base, dataset_path=dataset, name=label), system))
         logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system_name)
-        stored = self._stored(config, name) if base.output_dir is not None and not self.force else None
+        # An auto cell's result is stored under the backend its probe picked (remembered in the cache).
+        settled = settled_backend(config) if config.encoder.backend == AUTO_BACKEND and config.cache else config
+        stored = self._stored(settled, name) if base.output_dir is not None and not self.force else None
         if stored is not None and not stored[2]:
             logger.info("skipping %s × %s: done with the same settings and data (--force to redo)", dataset,
                         system_name)

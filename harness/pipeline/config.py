@@ -57,7 +57,7 @@ class EvaluateConfig:
         base_url: Download mirror (see `harness.datasets.catalog.base_url`).
         cache: Reuse and store embeddings in the content-addressed cache (`harness.io.cache`).
         cache_dir: The cache root; None means `harness.io.cache.cache_dir`'s default (one per user).
-        threads: torch and faiss threads; None leaves their defaults (all cores).
+        threads: torch, faiss, ONNX Runtime and OpenVINO threads; None leaves their defaults (all cores).
         index: Which FAISS index to search (`harness.retrieval.index.IndexSpec`); flat (exact) by default.
         compression: Matryoshka truncation and the stored precision (int8, binary...) derived from the float32
             vectors (`harness.retrieval.compress.CompressionSpec`); none by default.
@@ -153,7 +153,7 @@ def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
         return EndpointEncoder(config.model, config.endpoint, spec.normalize, spec.query_prefix, spec.doc_prefix,
                                cache_dir(config.cache_dir) / "models" if config.cache else None)
     return config.encoder.load(config.model, device or first_device(config), cache_dir(config.cache_dir),
-                               calibration=config.calibration)
+                               calibration=config.calibration, threads=config.threads)
 
 
 REGISTRY_PROMPTS = "model registry"  # EncoderSpec.prompt_source of prefixes taken from `harness.datasets.prompts`

@@ -55,6 +55,10 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
         from harness.runtimes.openvino_backend import runtime_identity
 
         settings["runtime"] = runtime_identity(config.encoder.backend)  # a new recipe or version: a new model
+    elif config.encoder.backend == "onnx-int8":
+        from harness.retrieval.onnx_backend import runtime_identity as onnx_identity
+
+        settings["runtime"] = onnx_identity(config.encoder.backend)  # the same for ONNX Runtime's int8
     key = model_files_key(source, settings)
     remembered = recall_fingerprint(root, key) if key else None
     if remembered is not None and "fingerprint" in remembered:

@@ -274,7 +274,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         HarnessError: Bad input (missing files, malformed lines, ids that don't resolve,
             a model that can't be loaded, an unwritable output folder).
     """
-    clock = Clock()
+    clock = Clock(reset_peak_memory=True)  # the cost record's peak RSS is this evaluation's (bench: each cell's)
     with clock.stage("load"):  # the settings' checks, the dataset (a download is a load), qrels and queries
         config, k_values, top_k, stored_k = checked(config, loaded=encoder is not None)
         folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
@@ -337,6 +337,24 @@ def _probed(config: EvaluateConfig) -> bool:
         not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
 
 
+def settled_backend(config: EvaluateConfig) -> EvaluateConfig:
+    """The configuration a run of `config` stores its result under: for ``--backend auto``, the backend (and
+    precision) its probe picks on this host — the choice the cache remembers, probed now when not remembered,
+    exactly as the run itself would; any other `config` is returned as it is. Lets a caller (``bench``) find
+    the stored result of an auto run before running it. A dataset that is not on disk yet is left to the run
+    (which downloads it): `config` is returned as it is."""
+    if config.encoder.backend != AUTO_BACKEND:
+        return config
+    if not _probed(config):
+        return replace(config, encoder=replace(config.encoder, backend="torch"))
+    try:
+        folder_path, _ = resolve_dataset(config.dataset_path, config.data_dir, False, config.base_url, False)
+        folder = locate_beir_folder(folder_path, config.split)
+    except HarnessError:
+        return config
+    return _auto_backend(config, folder, [])[0]
+
+
 def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
                   loaded: bool = False) -> tuple[EvaluateConfig, dict]:
     """`config` with the backend (and precision) that ``--backend auto`` picks here, and what it picked and why.
@@ -368,9 +386,9 @@ def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
             if candidate.backend == "torch" and candidate.precision == "fp32":
                 return reference[0]
             if candidate.precision == "fp32":  # a runtime wraps the loaded torch model: no second load
-                return runtime(candidate.backend)(reference[0], candidate.backend, root)
+                return runtime(candidate.backend)(reference[0], candidate.backend, root, threads=config.threads)
             spec = replace(config.encoder, backend=candidate.backend, precision=candidate.precision)
-            return spec.load(config.model, "cpu", root)
+            return spec.load(config.model, "cpu", root, threads=config.threads)
 
         choice = pick_backend(_torch_fingerprint(config, root, load), sample, load, root if config.cache else None,
                               batch_size=config.encoder.batch_size, threads=config.threads)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from harness.errors import DatasetError
 from harness.io.formats import BeirFolder, iter_corpus
-from harness.metering import latency_record, peak_rss, per_second, search_latencies
+from harness.metering import latency_record, peak_rss, per_second, reset_high_water, search_latencies
 from harness.records import Doc, Qrels, Query, Run
 from harness.pipeline.config import EvaluateConfig
 
@@ -48,9 +48,12 @@ class Clock:
 
     PHASES = ("load", "encode_corpus", "encode_queries", "index", "search", "score")
 
-    def __init__(self):
+    def __init__(self, reset_peak_memory: bool = False):
+        """`reset_peak_memory`: restart the process's peak-RSS count now (`harness.metering.reset_high_water`), so
+        that the cost record's peak is this evaluation's own (``rss_scope`` says whether it could)."""
         self.seconds: dict[str, float] = dict.fromkeys(self.PHASES, 0.0)
         self.cached: list[str] = []
+        self.rss_scope = "evaluation" if reset_peak_memory and reset_high_water() else "process"
         self._started = time.perf_counter()
 
     @contextmanager
@@ -136,7 +139,8 @@ def cost_record(clock: Clock, stage: FirstStage, n_queries: int) -> dict[str, ob
     """What the run cost, as the result stores it (`Result.cost`; fields in docs/outputs.md): the phases served
     from the cache, documents/s of the phase that turned the corpus into something searchable, batch search
     throughput, what the stage measured (search latency, index and cache bytes, endpoint usage) and peak RSS
-    at the end of the run."""
+    at the end of the run: of this evaluation when its clock reset the peak as it started (`Clock.rss_scope`
+    ``evaluation``), else of the process since it started (``process``)."""
     seconds = clock.seconds
     corpus_phase = "encode_corpus" if seconds["encode_corpus"] > 0 or "encode_corpus" in clock.cached else "index"
     record: dict[str, object] = {
@@ -150,4 +154,5 @@ def cost_record(clock: Clock, stage: FirstStage, n_queries: int) -> dict[str, ob
     }
     rss = peak_rss()
     record["peak_rss_bytes"], record["children_peak_rss_bytes"] = rss["self"], rss["children"]
+    record["peak_rss_scope"] = clock.rss_scope
     return record

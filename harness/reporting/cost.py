@@ -29,8 +29,9 @@ COST_NOTES = (
     "(no work done); docs/s: corpus documents / seconds of the phase that made them searchable (encode corpus; "
     "BM25: index); search latency: the wall time of searching one query alone, on an evenly spaced sample of at "
     "most 100 judged queries (query encoding excluded; the per-query values are in the result file); peak RSS: the "
-    "evaluating process's peak resident memory when the run ended (bench evaluates in one process: its peak so "
-    "far); – : not recorded (a result written before cost records) or not run",
+    "evaluation's own peak resident memory (its high-water mark, restarted as it began; ≥ where the platform "
+    "could not restart it: the evaluating process's peak so far); – : not recorded (a result written before cost "
+    "records) or not run",
 )
 
 
@@ -48,6 +49,7 @@ class CostRow:
     latency_ms: dict[str, float | None] = field(default_factory=dict)  # p50, p95, p99
     latency_queries: int | None = None
     peak_rss_bytes: int | None = None
+    peak_rss_scope: str | None = None  # evaluation, process (the process's peak so far), None (not recorded)
     index_bytes: int | None = None
     cache_bytes: int | None = None
     tokens: int | None = None
@@ -68,6 +70,7 @@ def _row(result: Result, system: str, metric: str) -> CostRow:
         docs_per_s=cost.get("docs_per_s"),
         latency_ms={q: latency.get(f"{q}_ms") for q in ("p50", "p95", "p99")},
         latency_queries=latency.get("queries"), peak_rss_bytes=cost.get("peak_rss_bytes"),
+        peak_rss_scope=cost.get("peak_rss_scope"),
         index_bytes=cost.get("index_bytes"), cache_bytes=cost.get("cache_bytes"),
         tokens=endpoint.get("tokens"), price=endpoint.get("cost"))
 
@@ -128,7 +131,8 @@ def _headers(metric: str) -> dict[str, str]:
 def _cells(row: CostRow, digits: int) -> dict[str, str]:
     cells = {"dataset": row.dataset, "system": row.system, "metric": metric_text(row.value, digits),
              "wall": _seconds(row.wall_s), "docs_per_s": _number(row.docs_per_s, ",.1f"),
-             "peak_rss": _size(row.peak_rss_bytes), "index_bytes": _size(row.index_bytes),
+             "peak_rss": ("≥ " if row.peak_rss_scope == "process" and row.peak_rss_bytes is not None else "")
+             + _size(row.peak_rss_bytes), "index_bytes": _size(row.index_bytes),
              "cache_bytes": _size(row.cache_bytes), "tokens": _number(row.tokens, ","),
              "price": _number(row.price, ".4f")}
     for phase, _ in PHASES:

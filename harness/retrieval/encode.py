@@ -131,9 +131,11 @@ class EncoderSpec:
         return {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.metadata.get("decisive", True)}
 
     def load(self, model: str, device: str, cache_root: Path | None = None,
-             calibration: Calibration | None = None) -> Encoder:
+             calibration: Calibration | None = None, threads: int | None = None) -> Encoder:
         """Load `model` with these settings on `device` (an ONNX backend exports into `cache_root` once; a
-        calibrated backend, `CALIBRATED_BACKENDS`, quantizes on `calibration`).
+        calibrated backend, `CALIBRATED_BACKENDS`, quantizes on `calibration`). `threads` limits an ONNX
+        Runtime or OpenVINO session's threads (None: the runtime's default, all cores); torch's own limit is
+        process-wide and set by the pipeline.
 
         Raises:
             MissingDependencyError: sentence-transformers (or, for ONNX, onnxruntime) is not installed.
@@ -147,8 +149,9 @@ class EncoderSpec:
         from harness.io.cache import cache_dir
 
         if self.backend in CALIBRATED_BACKENDS:
-            return runtime(self.backend)(encoder, self.backend, cache_root or cache_dir(), calibration=calibration)
-        return runtime(self.backend)(encoder, self.backend, cache_root or cache_dir())
+            return runtime(self.backend)(encoder, self.backend, cache_root or cache_dir(), calibration=calibration,
+                                         threads=threads)
+        return runtime(self.backend)(encoder, self.backend, cache_root or cache_dir(), threads=threads)
 
 
 def resolve_model_source(name: str) -> str:

@@ -45,6 +45,22 @@ OPSET = 17
 QUANTIZATION = {"weight_type": "QInt8", "per_channel": True, "op_types_to_quantize": ["MatMul"]}
 
 
+def runtime_identity(backend: str) -> dict[str, Any]:
+    """What, besides the weights and settings, decides `backend`'s vectors and can change between runs: for int8 the
+    quantization settings and ONNX Runtime's version (its integer kernels); fp32 vectors differ only by rounding.
+    Read from package metadata, so that remembering a model's fingerprint (`harness.pipeline.dense`) imports no
+    ONNX Runtime."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    if backend != "onnx-int8":
+        return {}
+    try:
+        installed = version("onnxruntime")
+    except PackageNotFoundError:
+        installed = None
+    return {"onnxruntime": installed, "quantization": QUANTIZATION}
+
+
 def _onnxruntime() -> Any:
     # ONNX Runtime (1.32 here) sends usage telemetry to mobile.events.data.microsoft.com; an evaluation
     # tool has no business reporting on its user (seen by tracing tests/test_onnx_backend.py). Read
@@ -204,8 +220,9 @@ class OnnxEncoder(SentenceTransformerEncoder):
         return np.concatenate(outputs) if outputs else np.zeros((0, self.dimension or 0), np.float32)
 
 
-def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path) -> OnnxEncoder:
-    """Wrap a loaded `SentenceTransformerEncoder` into an ONNX Runtime encoder (exporting once).
+def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: int | None = None) -> OnnxEncoder:
+    """Wrap a loaded `SentenceTransformerEncoder` into an ONNX Runtime encoder (exporting once), whose session
+    runs on `threads` threads (None: ONNX Runtime's default, one per physical core).
 
     Raises:
         MissingDependencyError: onnxruntime/onnx are not installed.
@@ -227,6 +244,9 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path) -> OnnxEnco
     path = export(torch_encoder.model, cache_root / "onnx" / key, quantize=backend == "onnx-int8")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1  # the graph runs sequentially (ORT_SEQUENTIAL): no second pool
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     logger.info("%s backend: %s", backend, path)
     return OnnxEncoder(

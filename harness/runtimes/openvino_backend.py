@@ -283,8 +283,9 @@ def _reason(exc: Exception) -> str:
 
 
 def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
-                     calibration: Calibration | None = None) -> OpenVinoEncoder:
-    """Wrap a loaded `SentenceTransformerEncoder` into an OpenVINO encoder (exporting and quantizing once).
+                     calibration: Calibration | None = None, threads: int | None = None) -> OpenVinoEncoder:
+    """Wrap a loaded `SentenceTransformerEncoder` into an OpenVINO encoder (exporting and quantizing once),
+    compiled to run on `threads` threads (None: the CPU plugin's default, all cores).
 
     Raises:
         MissingDependencyError: openvino (or, for int8, nncf) is not installed.
@@ -315,7 +316,7 @@ def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
     else:
         model = read(core, onnx_path)
     try:
-        compiled = core.compile_model(model, "CPU")
+        compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads} if threads else {})
     except Exception as exc:  # noqa: BLE001 - the plugin raises its own runtime errors
         raise HarnessError(f"OpenVINO cannot compile the model for the CPU ({_reason(exc)}); "
                            "use --backend torch or onnx") from exc
