@@ -128,6 +128,37 @@ def test_int8_is_close_and_calibrated_on_the_corpus(torch_encoder, reference, tm
     assert len(list((tmp_path / "openvino").glob("*/model.xml"))) == 2
 
 
+def test_int8_keeps_the_matmuls_of_two_activations_in_float(torch_encoder, tmp_path):
+    """The recipe quantizes every weight MatMul's input and leaves the attention MatMuls (both inputs activations)
+    in float: read from the saved int8 model's graph, by each MatMul's inputs (a FakeQuantize in front of an input
+    is int8), against the float export's own MatMuls classified here by their inputs."""
+    import openvino
+
+    from harness.runtimes.openvino_backend import openvino_encoder
+
+    openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=_calibration())
+    quantized = openvino.Core().read_model(str(next((tmp_path / "openvino").glob("*/model.xml"))))
+    onnx = openvino.Core().read_model(str(next((tmp_path / "onnx").glob("*/model.onnx"))))
+
+    def kinds(op):
+        return [op.input_value(i).get_node().get_type_name() for i in range(2)]
+
+    weights = {op.get_friendly_name() for op in onnx.get_ops() if op.get_type_name() == "MatMul" and "Constant" in kinds(op)}
+    both = {op.get_friendly_name() for op in onnx.get_ops() if op.get_type_name() == "MatMul"} - weights
+    assert len(both) == 4 and len(weights) == 12  # 2 layers: Q·K and scores·V; Q, K, V, output, FFN in and out
+
+    def fed_by_fake_quantize(op) -> bool:
+        def through(node):
+            while node.get_type_name() in ("Convert", "Reshape", "Transpose"):
+                node = node.input_value(0).get_node()
+            return node.get_type_name() == "FakeQuantize"
+        return any(through(op.input_value(i).get_node()) for i in range(2))
+
+    matmuls = {op.get_friendly_name(): op for op in quantized.get_ops() if op.get_type_name() == "MatMul"}
+    assert {name for name, op in matmuls.items() if fed_by_fake_quantize(op)} == weights
+    assert both <= set(matmuls)
+
+
 def test_the_calibration_sample_is_a_seeded_uniform_subset():
     from harness.records import Doc
     from harness.runtimes.openvino_backend import corpus_calibration
