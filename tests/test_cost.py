@@ -91,6 +91,19 @@ def test_the_latency_probe_stops_at_its_budget(monkeypatch):
     assert 2 <= len(seconds) <= 4 and searched == [i * 10 for i in range(len(searched))]  # 100 of 1000, spaced
 
 
+def test_the_latency_probe_spends_a_tenth_of_the_batch_search(monkeypatch):
+    """A long batch search (an exact search over millions of vectors, where one query alone reads them all) gets
+    a probe of a tenth of its time, not as long again: 2 s of batch search, queries of ≥ 20 ms, stop past 0.2 s."""
+    import time
+
+    import harness.metering as metering
+
+    monkeypatch.setattr(metering, "LATENCY_FLOOR_SECONDS", 0.05)
+    seconds = search_latencies(lambda i: time.sleep(0.02), 1000, batch_seconds=2.0)
+    assert sum(seconds) > 0.2 and sum(seconds[:-1]) <= 0.2  # stopped by the first query past the budget
+    assert len(seconds) <= 11  # 0.2 s of 20 ms queries (with the whole batch time as budget: 100)
+
+
 def test_peak_rss_is_what_the_process_itself_reports(tiny_beir, tmp_path):
     script = f"""
 import json, resource
