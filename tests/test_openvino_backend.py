@@ -296,17 +296,22 @@ def test_nncf_telemetry_is_declined(tmp_path):
     assert not (tmp_path / "intel").exists()
 
 
+def _evaluated_config(tiny_beir, tiny_model, tmp_path, backend: str, out: str) -> dict:
+    """`evaluate --backend BACKEND --json` of the tiny model on the tiny folder, one cache: the result's config."""
+    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
+                                      backend, "--json", "--cache-dir", str(tmp_path / "cache"),
+                                      "--output-dir", str(tmp_path / out)])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)["config"]
+
+
 def test_a_new_quantization_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_beir, tmp_path, monkeypatch):
     """The remembered fingerprint (which lets a warm run load no model) is keyed by the recipe and the versions
     too: after a change of `QUANTIZATION` the corpus is quantized and encoded again, and the result says so."""
     from harness.runtimes import openvino_backend
 
     def run(out: str) -> dict:
-        result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
-                                          "openvino-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
-                                          "--output-dir", str(tmp_path / out)])
-        assert result.exit_code == 0, result.stderr
-        return json.loads(result.stdout)["config"]
+        return _evaluated_config(tiny_beir, tiny_model, tmp_path, "openvino-int8", out)
 
     first = run("a")
     monkeypatch.setitem(openvino_backend.QUANTIZATION, "smooth_quant_alpha_matmul", 0.5)
@@ -345,11 +350,7 @@ def test_a_new_onnx_int8_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_
     from harness.retrieval import onnx_backend
 
     def run(out: str) -> dict:
-        result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
-                                          "onnx-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
-                                          "--output-dir", str(tmp_path / out)])
-        assert result.exit_code == 0, result.stderr
-        return json.loads(result.stdout)["config"]
+        return _evaluated_config(tiny_beir, tiny_model, tmp_path, "onnx-int8", out)
 
     assert run("a")["embedding_cache"] == "stored"
     assert run("b")["embedding_cache"] == "hit"  # the same recipe: the remembered model and its vectors
