@@ -152,6 +152,17 @@ def test_a_peak_that_counts_from_the_process_start_is_marked_at_least(tiny_beir,
     assert "| ≥ " in markdown
 
 
+@pytest.mark.parametrize("count, shown", [(512, "512 B"), (1536, "1.5 KiB"), (1000 * 2**20, "1000 MiB"),
+                                          (1023 * 2**20 + 2**19, "1024 MiB"), (99.96 * 2**20, "100 MiB"),
+                                          (12.345 * 2**30, "12.3 GiB")])
+def test_sizes_read_as_numbers_at_every_magnitude(count, shown):
+    """Three significant digits, a whole number from 100 up: never ``1e+03 MiB`` (a peak of 1000–1023 MiB)."""
+    from harness.reporting.cost import CostRow, cost_table
+
+    header, body = cost_table([CostRow("d", "s", 0.5, 1.0, {}, peak_rss_bytes=int(count))], "nDCG@10")
+    assert body[0][header.index("peak RSS")] == shown
+
+
 def test_children_peak_rss_counts_a_child_process():
     subprocess.run([sys.executable, "-c", "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
                    check=True)

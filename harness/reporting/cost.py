@@ -98,7 +98,7 @@ def _seconds(value: float | None) -> str:
 
 
 def _size(count: int | None) -> str:
-    """Bytes as B, KiB, MiB or GiB with three significant digits."""
+    """Bytes as B, KiB, MiB or GiB with three significant digits (a whole number from 100 up: 1000 MiB, not 1e+03)."""
     if count is None:
         return NONE
     value, unit = float(count), "B"
@@ -106,7 +106,9 @@ def _size(count: int | None) -> str:
         if value < 1024 or unit == "TiB":
             break
         value /= 1024
-    return f"{count} B" if unit == "B" else f"{value:.3g} {unit}"
+    if unit == "B":
+        return f"{count} B"
+    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
 
 
 def _number(value: float | None, fmt: str) -> str:
