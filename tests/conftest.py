@@ -148,6 +148,30 @@ def pytest_runtest_call(item):
     return result
 
 
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """Builds a 2-layer BERT bi-encoder (mean pooling, normalized) with random weights (seed 0) and a word-level
+    vocabulary of the given words, saved as a sentence-transformers folder: the real loading code runs offline."""
+    def build(words: Sequence[str]) -> Path:
+        import torch
+        from sentence_transformers import SentenceTransformer, models
+        from transformers import BertConfig, BertModel, BertTokenizerFast
+
+        folder = tmp_path_factory.mktemp("models")
+        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+        torch.manual_seed(0)
+        config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=128, max_position_embeddings=64)
+        BertModel(config).save_pretrained(folder / "raw")
+        BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder / "raw")
+        transformer = models.Transformer(str(folder / "raw"), max_seq_length=32)
+        model = SentenceTransformer(modules=[transformer, models.Pooling(64, "mean"), models.Normalize()])
+        model.save(str(folder / "bi"))
+        return folder / "bi"
+
+    return build
+
+
 @pytest.fixture(autouse=True)
 def network_guard():
     """The guard, for every test; its fixtures' attempts (setup and teardown) fail it too."""

@@ -32,23 +32,9 @@ def _texts(count: int, seed: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    """A 2-layer BERT bi-encoder (mean pooling, normalized) with random weights and a word-level vocabulary."""
-    import torch
-    from sentence_transformers import SentenceTransformer, models
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    folder = tmp_path_factory.mktemp("models")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=128, max_position_embeddings=64)
-    BertModel(config).save_pretrained(folder / "raw")
-    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder / "raw")
-    transformer = models.Transformer(str(folder / "raw"), max_seq_length=32)
-    model = SentenceTransformer(modules=[transformer, models.Pooling(64, "mean"), models.Normalize()])
-    model.save(str(folder / "bi"))
-    return folder / "bi"
+def tiny_model(tiny_bert) -> Path:
+    """A 2-layer BERT bi-encoder (mean pooling, normalized) with random weights over this file's words."""
+    return tiny_bert(WORDS)
 
 
 @pytest.fixture(scope="module")
