@@ -28,10 +28,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/browser.py: Chromium kept home
 
 import _smoke  # noqa: E402
-
-CHROMIUM = Path("/usr/bin/chromium")
+from browser import CHROMIUM  # noqa: E402
+from browser import launch as browser_launch  # noqa: E402
 
 
 def test_queries_folder(source: Path, out: Path) -> Path:
@@ -108,8 +109,7 @@ def load_times(page: Path, rounds: int) -> list[float] | None:
         return None
     times = []
     with sync_playwright() as manager:
-        browser = manager.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND"])
+        browser = browser_launch(manager)
         for _ in range(rounds):
             context = browser.new_context()
             tab = context.new_page()

@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from tracing import check_stayed_home, traced
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -82,8 +83,11 @@ def _environment(scratch: Path) -> dict[str, str]:
 
 
 def _smoke(script: str, scratch: Path) -> subprocess.CompletedProcess:
+    """The script's smoke run, traced with strace -f (its children too: Chromium, servers, workers) into
+    ``scratch/trace.txt``, which `test_smoke_runs_never_leave_loopback` reads."""
+    command = traced([sys.executable, str(BENCHMARKS / script), "--smoke"], scratch / "trace.txt")
     # A session of its own, so a timeout also ends the script's children (suite.py's steps, endpoint.py's server).
-    with subprocess.Popen([sys.executable, str(BENCHMARKS / script), "--smoke"], cwd=ROOT, env=_environment(scratch),
+    with subprocess.Popen(command, cwd=ROOT, env=_environment(scratch),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
         try:
             out, err = proc.communicate(timeout=TIMEOUT_S)
@@ -118,8 +122,10 @@ def smoke_runs(request, tmp_path_factory):
     # The scripts that load torch take seconds, the others a second: start those first, so neither worker
     # ends up running the longest one alone at the end.
     slow_first = sorted(chosen, key=lambda s: not re.search(r"import torch|tiny_model", (BENCHMARKS / s).read_text()))
-    futures: dict[str, Future] = {script: pool.submit(_smoke, script, tmp_path_factory.mktemp(script[:-3]))
-                                  for script in slow_first}
+    scratches = {script: tmp_path_factory.mktemp(script[:-3]) for script in slow_first}
+    futures: dict[str, Future] = {script: pool.submit(_smoke, script, scratches[script]) for script in slow_first}
+    for script, future in futures.items():
+        future.trace = scratches[script] / "trace.txt"
     yield before, futures
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -133,6 +139,16 @@ def test_smoke_run_prints_its_results(smoke_runs, script):
     assert proc.returncode == 0, f"python benchmarks/{script} --smoke exited {proc.returncode}\n{output}"
     for pattern in [HOST, *RESULT_LINES[script]]:
         assert re.search(pattern, proc.stdout, re.M), f"benchmarks/{script} --smoke did not print {pattern!r}\n{output}"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_smoke_runs_never_leave_loopback(smoke_runs, script):
+    """Each smoke run and every process it starts (the pool benchmark's Chromium, the endpoint benchmark's server,
+    Ray's daemons, suite.py's steps) made no connect or send outside loopback."""
+    _, futures = smoke_runs
+    futures[script].result()
+    check_stayed_home(futures[script].trace.read_text(errors="replace"), f"benchmarks/{script} --smoke",
+                      unreachable_ok=script == "pool.py")  # Chromium's refused IPv6 probe: tests/browser.py
 
 
 def test_smoke_runs_write_nothing_into_the_repository(smoke_runs):

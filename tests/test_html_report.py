@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from browser import CHROMIUM
+from browser import launch as browser_launch
 from harness.cli import cli
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 from harness.reporting.comparison import load_results
 from harness.reporting.html import PageOptions, build_page, render_page
 
 PLANTED = "</script><script>window.__pwned = 1</script><b>bold?</b>"
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def _page_data(html: str) -> dict:
@@ -120,9 +121,7 @@ def _chromium():
 
 def _open(sync_api, path: Path):
     manager = sync_api.sync_playwright().start()
-    browser = manager.chromium.launch(executable_path=str(CHROMIUM), args=[
-        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--host-resolver-rules=MAP * ~NOTFOUND"])
+    browser = browser_launch(manager)
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     problems: list[str] = []
     page.on("console", lambda message: problems.append(message.text) if message.type in ("error", "warning") else None)

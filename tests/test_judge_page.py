@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from browser import CHROMIUM
+from browser import launch as browser_launch
 from harness.cli import cli
 
-CHROMIUM = Path("/usr/bin/chromium")
 PLANTED = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold?</b>'
 
 
@@ -52,9 +53,7 @@ class Browser:
 
     def __init__(self, path: Path, downloads: Path):
         self.manager = _chromium().sync_playwright().start()
-        self.browser = self.manager.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run", "--host-resolver-rules=MAP * ~NOTFOUND"])
+        self.browser = browser_launch(self.manager)
         self.context = self.browser.new_context(accept_downloads=True)
         self.page = self.context.new_page()
         self.problems: list[str] = []

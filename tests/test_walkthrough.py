@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from browser import CHROMIUM
+from browser import launch as browser_launch
 from harness.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,13 +50,12 @@ def run(command: str) -> list[str]:
 def typed_export(path: Path, lines: list[str], downloads: Path) -> str | None:
     """The judging page's CSV export after typing the grades of `lines` (query_id,doc_id,grade,annotator) in
     its order; None without Chromium."""
-    if not Path("/usr/bin/chromium").exists():
+    if not CHROMIUM.exists():
         return None
     sync_api = pytest.importorskip("playwright.sync_api")
     rows = [line.split(",") for line in lines[1:]]
     with sync_api.sync_playwright() as manager:
-        browser = manager.chromium.launch(executable_path="/usr/bin/chromium", args=[
-            "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND"])
+        browser = browser_launch(manager)
         page = browser.new_context(accept_downloads=True).new_page()  # a fresh context: a judge of one's own
         page.goto(path.as_uri())
         page.wait_for_selector("body[data-ready='1']")

@@ -101,10 +101,10 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         from harness.engines.ray_engine import shard_size
 
         chunk_size = shard_size(corpus_lines, config.ray.shards)
-    path = _search_path(config, corpus_lines, encoder.dimension, len(inputs.queries), depth)
+    path = _search_path(config, corpus_lines, encoder.dimension, len(inputs.queries), depth, chunk_size)
     if path.streamed:
         inputs.notes.append(f"streamed exact search: the corpus vectors ({format_size(path.needed)} in memory) "
-                            f"exceed the memory budget ({format_size(path.budget)})")
+                            f"exceed {path.budget_words()}")
         logger.info(inputs.notes[-1])
     cost: dict[str, object] = {}
     with _one_ray_session(config):
@@ -152,6 +152,12 @@ class SearchPath:
     needed: int = 0
     n_docs: int = 0
 
+    def budget_words(self) -> str:
+        """The budget as an error or note names it: the setting only where it was given."""
+        if self.given:
+            return f"the memory budget {format_size(self.budget)} ({setting('memory_budget')})"
+        return f"the memory free for it ({format_size(self.budget)}: this process now and half the memory available)"
+
     def record(self) -> dict[str, object]:
         """What the result's config records (not its hash: both paths rank the same); the budget when it decided
         (streamed) or was given — a default one moves with the memory free, and would make reruns differ."""
@@ -162,10 +168,12 @@ class SearchPath:
 
 
 def _search_path(config: EvaluateConfig, n_docs: int, dimension: int | None, n_queries: int,
-                 depth: int) -> SearchPath:
-    """Stream when a plain flat index of `n_docs` vectors would not fit the memory budget (the option, or half
-    the memory available); other indexes and compressed vectors are always in memory."""
-    from harness.retrieval.streamed import default_budget, in_memory_bytes, resident_bytes
+                 depth: int, chunk_size: int) -> SearchPath:
+    """Stream when a plain flat index of `n_docs` vectors would not fit the memory budget (the setting, else the
+    process's size now and half the memory available: the search's own needs against the memory free); other
+    indexes and compressed vectors are always in memory. A given budget too small for even a streamed search is
+    refused here, before anything is encoded (`harness.retrieval.streamed.MemoryBudgetError`)."""
+    from harness.retrieval.streamed import default_budget, in_memory_bytes, plan_search, resident_bytes
 
     if config.index.kind != "flat" or config.compression.compressed or config.compression.truncate_dim is not None \
             or (config.engine == "ray" and config.ray.search == "sharded") \
@@ -174,11 +182,14 @@ def _search_path(config: EvaluateConfig, n_docs: int, dimension: int | None, n_q
     budget = config.memory_budget if config.memory_budget is not None else default_budget()
     needed = resident_bytes() + in_memory_bytes(n_docs, dimension, n_queries, depth, config.chunk_size)
     streamed = budget is not None and needed > budget
+    path = SearchPath(streamed, budget, config.memory_budget is not None, needed, n_docs)
     if streamed and not config.cache:
-        raise HarnessError(f"the corpus vectors need {format_size(needed)} in memory, more than the memory budget "
-                           f"{format_size(budget)}; a streamed search reads them from the embedding cache, which is off: "
-                           f"turn {setting('cache')} on or raise {setting('memory_budget')}")
-    return SearchPath(streamed, budget, config.memory_budget is not None, needed, n_docs)
+        raise HarnessError(f"the corpus vectors need {format_size(needed)} in memory, more than {path.budget_words()}; "
+                           f"a streamed search reads them from the embedding cache, which is off: turn "
+                           f"{setting('cache')} on" + (f" or raise {setting('memory_budget')}" if path.given else ""))
+    if streamed and path.given:
+        plan_search(budget, resident_bytes(), n_queries, dimension, depth, max(1, min(chunk_size, n_docs)))
+    return path
 
 
 def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimension: int) -> dict[str, object]:
@@ -295,7 +306,8 @@ def _streamed_index(entry, budget: int | None, given: bool, doc_ids, dimension: 
 
     if not entry.complete:
         raise HarnessError(f"the embedding cache {entry.root} could not be written, and a streamed search reads the "
-                           f"corpus vectors from it: free disk space there or raise {setting('memory_budget')}")
+                           f"corpus vectors from it: free disk space there"
+                           + (f" or raise {setting('memory_budget')}" if given else ""))
 
     def chunks():
         try:
@@ -334,9 +346,10 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
                                 (entry, path.budget, path.given) if path.streamed else None, path.n_docs)
         _from_cache(entry, builder, corpus)
     if path.streamed and entry is None:
-        raise HarnessError(f"the corpus vectors need {format_size(path.needed)} in memory, more than the memory "
-                           f"budget {format_size(path.budget)}, and a streamed search reads them from the embedding "
-                           f"cache, which this model cannot use (no weight fingerprint): raise {setting('memory_budget')}")
+        raise HarnessError(f"the corpus vectors need {format_size(path.needed)} in memory, more than "
+                           f"{path.budget_words()}, and a streamed search reads them from the embedding cache, which "
+                           "this model cannot use (no weight fingerprint)"
+                           + (f": raise {setting('memory_budget')}" if path.given else ": free memory"))
     encode_seconds = 0.0 if corpus.cached else _encode_missing(encoder, docs, config, entry, builder, fingerprint,
                                                                chunk_size, corpus.workers)
     index = builder.finish(entry is not None and entry.writable)

@@ -83,14 +83,18 @@ def _meminfo(field: str) -> int | None:
 
 
 def default_budget() -> int | None:
-    """Half of the memory available now (Linux's MemAvailable; else half of physical memory), or None."""
+    """The whole process's budget when none is given: what it holds now plus half of the memory available now
+    (Linux's MemAvailable, which does not count this process; else half of physical memory), or None.
+
+    So the default compares a search's own needs with the memory free, not the process's size: a large process
+    (a test runner, a notebook) still searches a small corpus in memory."""
     available = _meminfo("MemAvailable")
     if available is None:
         try:
             available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (ValueError, OSError, AttributeError):
             return None
-    return int(available * DEFAULT_BUDGET_FRACTION)
+    return resident_bytes() + int(available * DEFAULT_BUDGET_FRACTION)
 
 
 def resident_bytes() -> int:
@@ -125,11 +129,13 @@ class SearchPlan:
     minimum: int
 
 
-def plan_search(budget: int, base: int, n_queries: int, dimension: int, depth: int, chunk_rows: int) -> SearchPlan:
+def plan_search(budget: int, base: int, n_queries: int, dimension: int, depth: int, chunk_rows: int,
+                given: bool = True) -> SearchPlan:
     """The largest query block whose working set, with the mapped chunks, fits `budget`.
 
     Args:
         budget: Bytes the whole process may hold.
+        given: The budget is the caller's setting (named in the error), else the default (`default_budget`).
         base: Bytes held already (the resident set: interpreter, libraries, doc ids, query vectors).
         n_queries, dimension, depth: The search.
         chunk_rows: Rows of the largest chunk (mapped whole while it is searched).
@@ -147,10 +153,14 @@ def plan_search(budget: int, base: int, n_queries: int, dimension: int, depth: i
     smallest = min(n_queries, MIN_QUERY_BLOCK) or 1
     minimum = fixed + smallest * per_query
     if budget < minimum:
+        what = f"{setting('memory_budget')} {format_size(budget)}" if given else \
+            f"the memory this process may use ({format_size(budget)}: its size now and half the memory available)"
         raise MemoryBudgetError(
-            f"{setting('memory_budget')} {format_size(budget)} is too small for a streamed search: one block of "
+            f"{what} is too small for a streamed search: one block of "
             f"{smallest} queries against one {chunk_rows}-document chunk needs at least {format_size(minimum)} "
-            f"({format_size(base)} of it held already by this process); raise it to {format_size(minimum)} or more")
+            f"({format_size(base)} of it held already by this process); "
+            + (f"raise it to {format_size(minimum)} or more" if given else
+               f"free memory, or give {setting('memory_budget')} of {format_size(minimum)} or more"))
     block = min(n_queries, max(smallest, (budget - fixed) // per_query))
     return SearchPlan(budget, int(block), minimum)
 
@@ -305,7 +315,7 @@ class StreamedIndex:
             budget = self.budget if self.budget is not None else default_budget()
             base = resident_bytes()
             try:
-                plan = plan_search(budget, base, len(queries), self.dimension, k - 1, self.chunk_rows)
+                plan = plan_search(budget, base, len(queries), self.dimension, k - 1, self.chunk_rows, self.strict)
             except MemoryBudgetError as exc:
                 # A deeper pass (`exact_top`: ties across the cut) holds k results of a few queries; the budget
                 # was checked on the first pass, so the smallest blocks go on rather than lose the search.

@@ -12,8 +12,10 @@ complete, its files' sha256 checked on every load: a damaged one is quantized ag
 the key covers the weights, the ONNX opset, the quantization, the calibration sample's hash and the
 OpenVINO and NNCF versions; the same facts enter the embedding cache key and the result's configuration.
 
-Telemetry stays off: OpenVINO's core sends none, and NNCF's (which would report to Google Analytics and write
-a client id under ``~/intel``) is declined before NNCF is imported (`nncf_module`). Needs the ``[openvino]``
+Telemetry stays off: importing ``openvino`` starts the ``openvino_telemetry`` client (its model-conversion
+package reports the import to Google Analytics, looks up ``www.google-analytics.com`` and writes a client id and
+counters under ``~/intel``), and so does NNCF's; both are declined before either is first imported
+(`declined_telemetry`, used by `openvino_module` and `nncf_module`), so nothing is sent or written. Needs the ``[openvino]``
 extra: ``pip install 'beir-harness[openvino]'``.
 """
 
@@ -76,10 +78,22 @@ def runtime_identity(backend: str) -> dict[str, Any]:
     return identity | ({"quantization": QUANTIZATION} if backend == "openvino-int8" else {})
 
 
+# Both telemetry clients decline in a CI job: ``openvino_telemetry`` (``CI=true``, which OpenVINO's model-conversion
+# package and NNCF both consult) and NNCF's own switch (``NNCF_CI``). Set for the import only; the consent each
+# client computes then is kept for the life of the process, so later calls send nothing either.
+TELEMETRY_DECLINED = {"CI": "true", "NNCF_CI": "1"}
+
+
+def declined_telemetry():
+    """A block in which importing ``openvino`` or ``nncf`` builds their telemetry clients declined."""
+    return environment_variables(TELEMETRY_DECLINED)
+
+
 def openvino_module() -> Any:
-    """The ``openvino`` module, or one line naming the extra."""
+    """The ``openvino`` module, imported with its telemetry declined, or one line naming the extra."""
     try:
-        import openvino
+        with declined_telemetry():
+            import openvino
     except ImportError as exc:
         raise MissingDependencyError(f"--backend openvino needs openvino (and nncf for openvino-int8): {EXTRA}") \
             from exc
@@ -94,7 +108,7 @@ def nncf_module() -> Any:
     are set for the import only (nothing is written under ``~/intel``, nothing is sent).
     """
     try:
-        with environment_variables({"CI": "true", "NNCF_CI": "1"}):
+        with declined_telemetry():
             import nncf
     except ImportError as exc:
         raise MissingDependencyError(f"--backend openvino-int8 needs nncf: {EXTRA}") from exc
