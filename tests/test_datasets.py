@@ -364,10 +364,11 @@ def test_offline_downloads_fail_in_seconds_and_name_the_alternatives(tmp_path, m
         return lookup(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
-    started = time.perf_counter()
+    waits = []
+    monkeypatch.setattr(time, "sleep", waits.append)  # a retry's backoff would sleep
     result = CliRunner().invoke(cli, ["datasets", "download", "scifact", "--base-url", base, "--data-dir",
                                       str(tmp_path)])
-    assert time.perf_counter() - started < 5
+    assert waits == []  # an unknown host is not retried: it fails at once, whatever the machine's load
     assert result.exit_code == 1 and why in result.stderr
     assert "beir-harness datasets import FILE.zip" in result.stderr and "--base-url" in result.stderr
     assert "kept" not in result.stderr  # nothing was downloaded, so nothing is kept

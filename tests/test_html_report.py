@@ -214,7 +214,7 @@ def _synthetic_results(root: Path, systems: int = 20, datasets: int = 15, querie
 
 
 @pytest.mark.browser
-def test_twenty_systems_by_fifteen_datasets_stay_small_and_render_fast(tmp_path):
+def test_twenty_systems_by_fifteen_datasets_stay_small_and_build_drill_downs_on_demand(tmp_path):
     sync_api = _chromium()
     results = load_results([_synthetic_results(tmp_path)])
     html = render_page(build_page(results, PageOptions(metric="nDCG@10", worst=20)))
@@ -224,16 +224,16 @@ def test_twenty_systems_by_fifteen_datasets_stay_small_and_render_fast(tmp_path)
     path.write_text(html, encoding="utf-8")
     manager, browser, page, problems = _open(sync_api, path)
     try:
-        rendered_ms = page.evaluate("performance.now()")  # navigation start → the page's own script finished
-        ready_ms = page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
-        assert max(rendered_ms, ready_ms) < 1000, (rendered_ms, ready_ms)
+        # Fast by the work done at load, not by a clock: the drill-downs' per-query rows are not built until one
+        # is opened (300 queries x 15 datasets would be), and the page holds a bounded number of elements.
+        assert page.query_selector_all("#drilldowns details.query") == []
+        assert page.evaluate("document.getElementsByTagName('*').length") < 15_000  # 10,453 measured
         assert len(page.query_selector_all("#leaderboard tbody tr")) == 15
         assert len(page.query_selector_all("#leaderboard thead th")) == 21
         page.click("#drilldowns details[data-dataset='set03'] > summary")
         page.wait_for_selector("#drilldowns details[data-dataset='set03'] details.query")  # built on the toggle event
         assert len(page.query_selector_all("#drilldowns details[data-dataset='set03'] details.query")) == 20
         assert problems == []
-        print(f"\n20 systems × 15 datasets: {size / 2**20:.2f} MB, ready after {ready_ms:.0f} ms")
     finally:
         browser.close()
         manager.stop()

@@ -206,11 +206,14 @@ def test_shard_encoder_checks_the_cache_without_ray(tmp_path):
         ShardEncoder(_hash_loader, entry, {}).ready()
 
 
-def test_an_unreachable_address_fails_fast_with_advice():
-    started = time.monotonic()
+def test_an_unreachable_address_fails_fast_with_advice(monkeypatch):
+    import ray
+
+    joins = []
+    monkeypatch.setattr(ray, "init", lambda *args, **kwargs: joins.append(kwargs))  # Ray's own retries: ~minutes
     with pytest.raises(HarnessError, match=r"cannot reach the Ray cluster at 127\.0\.0\.1:1 .*ray start --head"):
         connect(RaySpec(address="127.0.0.1:1"))
-    assert time.monotonic() - started < 10
+    assert joins == []  # refused by the probe, before Ray is asked to join
     with pytest.raises(HarnessError, match="expected HOST:PORT"):
         connect(RaySpec(address="somehost:port"))
 
