@@ -7,6 +7,7 @@ Usage (from the repository root):
     python benchmarks/gpu.py                # on the GPU machine, carrying .gpu-model (writes $OUT/gpu.json)
     python benchmarks/gpu.py --cpu          # the reduced CPU mode: the same cells and checks, small
     python benchmarks/gpu.py --smoke        # seconds, CPU, fp32: proves the script runs
+    python benchmarks/gpu.py --cpu --smoke  # the smoke's data, every check that needs no CUDA (bf16, two workers)
 
 A bare machine is enough: torch, sentence-transformers, transformers, numpy, and this working tree. The
 data travel in the tree (`benchmarks/gpu-pack/`: SciFact and NFCorpus documents, judged test queries
@@ -154,7 +155,7 @@ def matmul_rate(torch, device: str, dtype, size: int, repeats: int) -> float:
     b = torch.randn(size, size, device=device, dtype=dtype)
     for _ in range(3):
         a @ b
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start, end = torch.cuda.Event(enable_timing=True, blocking=True), torch.cuda.Event(enable_timing=True, blocking=True)
     stream = torch.cuda.current_stream(device)
     start.record(stream)
     for _ in range(repeats):
@@ -175,7 +176,7 @@ class BusyClock:
             if self.origin is None:
                 return forward(*args, **kwargs)
             stream = torch.cuda.current_stream(device)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start, end = torch.cuda.Event(enable_timing=True, blocking=True), torch.cuda.Event(enable_timing=True, blocking=True)
             start.record(stream)
             out = forward(*args, **kwargs)
             end.record(stream)
@@ -185,7 +186,7 @@ class BusyClock:
         model.forward = timed
 
     def start(self) -> None:
-        self.origin = self.torch.cuda.Event(enable_timing=True)
+        self.origin = self.torch.cuda.Event(enable_timing=True, blocking=True)
         self.origin.record(self.torch.cuda.current_stream(self.device))
         self.spans = []
 
@@ -361,15 +362,19 @@ def check_two_workers(report, ours, model_path, device, docs, args) -> None:
           LIMITS["same"], difference <= LIMITS["same"])
 
 
-def check_precisions(report, rows, full: bool) -> None:
-    """fp16/bf16 nDCG@10 within 0.002 of fp32; on the full SciFact, fp32 within 0.002 of MTEB's figure."""
+def check_precisions(report, rows, full: bool, judged: bool = True) -> None:
+    """fp16/bf16 nDCG@10 within 0.002 of fp32; on the full SciFact, fp32 within 0.002 of MTEB's figure.
+
+    Not `judged` (the smoke's 12 documents, where one swapped pair moves nDCG@10 by more than the bound): the
+    deltas are computed and shown in the rows, and no check is made of them."""
     fp32 = {r["dataset"]: r["ndcg@10"] for r in rows if r["precision"] == "fp32" and "ndcg@10" in r}
     for row in rows:
         if "ndcg@10" in row and row["precision"] != "fp32" and row["dataset"] in fp32:
             delta = row["ndcg@10"] - fp32[row["dataset"]]
             row["ndcg_delta_vs_fp32"] = delta
-            check(report, f"{row['dataset']} {row['precision']} nDCG@10 - fp32", delta, LIMITS["ndcg_delta"],
-                  abs(delta) <= LIMITS["ndcg_delta"])
+            if judged:
+                check(report, f"{row['dataset']} {row['precision']} nDCG@10 - fp32", delta, LIMITS["ndcg_delta"],
+                      abs(delta) <= LIMITS["ndcg_delta"])
     if full and "scifact" in fp32:
         delta = fp32["scifact"] - MTEB_SCIFACT
         check(report, "scifact fp32 nDCG@10 - MTEB 0.64508", delta, LIMITS["mteb"], abs(delta) <= LIMITS["mteb"])
@@ -379,6 +384,8 @@ def check_precisions(report, rows, full: bool) -> None:
 
 def settings(args) -> tuple[str, tuple[str, ...], int | None, int]:
     """(device, precisions, documents per dataset, synthetic passages) of the mode."""
+    if args.smoke and args.cpu:  # every check that needs no CUDA, on the smoke's data
+        return "cpu", ("fp32", "bf16"), 12, 24
     if args.smoke:
         return "cpu", ("fp32",), 12, 24
     if args.cpu:
@@ -426,17 +433,29 @@ def run(args) -> dict:
             row = cell(torch, device, precision, name, cell_data, raw, ours, clock, peak, args)
             report["rows"].append(row)
             print(json.dumps(row), flush=True)
+            write_report(report)  # each row kept as it is measured: a later failure loses none
         if precision == "fp32":
             small = data["scifact"][0][:64 if device == "cpu" else 1024]
             check_pipelined(report, ours, small, args)
-            if not args.smoke:  # two spawned processes each load the model: not seconds
+            if not args.smoke or args.cpu:  # two spawned processes each load the model: not seconds
                 check_two_workers(report, ours, args.model, device, small, args)
             check_against_cpu(report, args.model, device, small, args)
+            write_report(report)
         del raw, ours
         if on_gpu:
             torch.cuda.empty_cache()
-    check_precisions(report, report["rows"], full=limit is None)
+    check_precisions(report, report["rows"], full=limit is None, judged=not args.smoke)
     return report
+
+
+def write_report(report: dict) -> None:
+    """``$OUT/gpu.json`` (when ``$OUT`` is set) as it stands: written to a sibling, then renamed into place."""
+    if not os.environ.get("OUT"):
+        return
+    target = Path(os.environ["OUT"], "gpu.json")
+    partial = target.with_name(f".gpu.json.{os.getpid()}")
+    partial.write_text(json.dumps(report, indent=2, default=str))
+    os.replace(partial, target)
 
 
 def print_table(report: dict) -> None:
@@ -501,8 +520,7 @@ def main() -> int:
                          ".gpu-model to the GPU machine)")
     report = run(args)
     print_table(report)
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "gpu.json").write_text(json.dumps(report, indent=2, default=str))
+    write_report(report)
     return 1 if report["skipped"] or not all(c["ok"] for c in report["checks"]) else 0
 
 

@@ -66,15 +66,15 @@ def bare_copy(target: Path) -> dict[str, str]:
     return env | {"PYTHONPATH": str(blocker), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def _run_bare(gpu_script, tmp_path, mode: str, timeout: int):
+def _run_bare(gpu_script, tmp_path, mode: str, timeout: int, out: Path | None = None):
     import subprocess
     import sys
 
     tree = tmp_path / "tree"
-    env = bare_copy(tree)
+    env = bare_copy(tree) | ({"OUT": str(out)} if out is not None else {})
     gpu_script.prepare_model(tree / ".gpu-model")  # here (the packaged model); the copy then carries it
-    done = subprocess.run([sys.executable, "benchmarks/gpu.py", mode], cwd=tree, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    done = subprocess.run([sys.executable, "benchmarks/gpu.py", *mode.split()], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return tree, env, done
 
@@ -87,6 +87,45 @@ def test_smoke_runs_on_a_bare_copy_of_the_tree_with_only_what_travels(gpu_script
     assert "checks: 2 of 2 ok; skipped cells: none" in done.stdout
     probe = subprocess.run([sys.executable, "-c", "import pytrec_eval"], cwd=tree, env=env, capture_output=True)
     assert probe.returncode != 0  # the blocker works
+
+
+def test_cpu_smoke_runs_every_check_that_needs_no_cuda_and_writes_each_row(gpu_script, tmp_path):
+    """`--cpu --smoke`: the smoke's data with bf16 and the two-worker check (plain `--smoke` leaves both out);
+    $OUT/gpu.json holds every row and check, the two precisions' rows for each dataset."""
+    import json
+
+    out = tmp_path / "out"
+    out.mkdir()
+    _, _, done = _run_bare(gpu_script, tmp_path, "--cpu --smoke", 600, out)
+    assert "checks: 3 of 3 ok; skipped cells: none" in done.stdout, done.stdout[-2000:]
+    report = json.loads((out / "gpu.json").read_text())
+    assert sorted((row["dataset"], row["precision"]) for row in report["rows"]) == sorted(
+        (name, precision) for name in ("scifact", "nfcorpus", "synthetic") for precision in ("fp32", "bf16"))
+    assert any(check["check"].startswith("two worker processes") for check in report["checks"])
+    assert [path.name for path in out.iterdir()] == ["gpu.json"]  # no partial sibling left
+
+
+def test_each_row_is_written_as_it_is_measured(gpu_script, tmp_path, monkeypatch):
+    """A failure after the first cell loses nothing measured: gpu.json already holds that row."""
+    import json
+    import sys
+
+    monkeypatch.setenv("OUT", str(tmp_path))
+    real = gpu_script.cell
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("planted: the second cell fails")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpu_script, "cell", failing)
+    monkeypatch.setattr(sys, "argv", ["gpu.py", "--smoke"])
+    with pytest.raises(RuntimeError, match="planted"):
+        gpu_script.main()
+    rows = json.loads((tmp_path / "gpu.json").read_text())["rows"]
+    assert [(row["dataset"], row["precision"]) for row in rows] == [("scifact", "fp32")]
 
 
 @pytest.mark.slow

@@ -441,3 +441,37 @@ def test_a_query_vector_with_a_nan_is_an_error_and_is_not_cached(tmp_path, tiny_
         evaluate_dataset(config, encoder=NaNQueries())
     kinds = [json.loads(key.read_text())["inputs"]["kind"] for key in cache.glob("embeddings/*/key.json")]
     assert kinds == ["corpus"]  # the documents' vectors are kept; no entry for the queries
+
+
+def test_out_of_memory_while_pinning_in_the_tokenizer_thread_names_that_batch(monkeypatch, tmp_path):
+    """Pinning runs in the tokenizer thread, ahead of the forward passes: an OOM there (the last batch, of 3 texts)
+    is the same one-line error naming that batch, the batches before it stored first."""
+    from harness.errors import HarnessError
+
+    cuda = FakeCuda(given=1).install(monkeypatch)
+    fake_pin = torch.Tensor.pin_memory
+
+    def pin_memory(tensor):
+        if tensor.dim() and tensor.shape[0] == 3:
+            raise OUT_OF_MEMORY["OutOfMemoryError"]()
+        return fake_pin(tensor)
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory)
+    encoder = SentenceTransformerEncoder("fake", FakeModel(cuda, "cuda:1"), normalize=False, _pipelined=True)
+    docs, entry = corpus(23), _entry(tmp_path)
+    with pytest.raises(HarnessError, match=r"ran out of memory on a batch of 3 texts \(chunk 0\); 20 documents are "
+                                           r"stored"):
+        list(encode_corpus(encoder, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry,
+                           checkpoint_seconds=3600))
+    assert len(entry.stored(0, [doc.doc_id for doc in docs])[0]) == 20
+
+
+def test_the_wait_for_a_batch_sleeps_on_a_blocking_event(monkeypatch):
+    """The event after each device-to-host copy is made with blocking=True: its wait yields the core (a spinning
+    wait takes the core the tokenizer thread needs)."""
+    cuda = FakeCuda(given=1).install(monkeypatch)
+    made = []
+    monkeypatch.setattr(torch.cuda, "Event", lambda *a, **k: made.append(k) or FakeEvent(cuda))
+    encoder = SentenceTransformerEncoder("fake", FakeModel(cuda, "cuda:1"), normalize=False, _pipelined=True)
+    list(encode_corpus(encoder, iter(corpus(9)), batch_size=4, progress=False))
+    assert made and all(kwargs.get("blocking") is True for kwargs in made), made

@@ -422,10 +422,10 @@ class SentenceTransformerEncoder:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize") as pool:
             ahead = deque(pool.submit(prepare, texts) for texts in batches[:prefetch])
             for number in range(len(batches)):
-                features = ahead.popleft().result()
-                if number + prefetch < len(batches):
-                    ahead.append(pool.submit(prepare, batches[number + prefetch]))
-                try:
+                try:  # the batch's whole life: pinned in the tokenizer thread, then sent, run and copied back
+                    features = ahead.popleft().result()
+                    if number + prefetch < len(batches):
+                        ahead.append(pool.submit(prepare, batches[number + prefetch]))
                     launched = self._launch(features, device, pin)
                 except Exception as exc:  # noqa: BLE001 - sorted by `is_out_of_memory`
                     if not is_out_of_memory(exc):
@@ -456,7 +456,8 @@ class SentenceTransformerEncoder:
             host = embeddings.float().to("cpu", non_blocking=pin)  # pinned: a device-to-host copy, not blocking
             if not pin:
                 return host, None
-            landed = torch.cuda.Event()
+            # blocking: the wait sleeps on the event instead of spinning a core the tokenizer thread needs
+            landed = torch.cuda.Event(blocking=True)
             landed.record(torch.cuda.current_stream(device))
             return host, landed
 
