@@ -30,7 +30,7 @@ def main() -> int:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-    from harness.retrieval.encode import resolve_model_source
+    from harness.retrieval.models import resolve_model_source
     from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels
     from harness.records import doc_text
     from harness.retrieval.rerank import Reranker, RerankSpec, ScoreCache, rerank

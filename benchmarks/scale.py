@@ -108,7 +108,7 @@ def encoder_rates(data: Path, sample: int, model: str | None = None) -> dict[str
 
     from harness.retrieval.encode import encode_corpus, load_encoder
     from harness.io.formats import iter_corpus, locate_beir_folder
-    from harness.retrieval.onnx_backend import onnx_encoder
+    from harness.runtimes.onnx_backend import onnx_encoder
     from harness.records import Doc, doc_text
 
     folder = locate_beir_folder(data, "test")

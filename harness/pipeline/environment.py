@@ -140,13 +140,14 @@ def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Pa
         One row per backend: ``backend``, ``docs_per_s``, ``vs_torch`` (speed ratio),
         ``cosine_mean`` and ``cosine_min`` to torch fp32.
     """
-    from harness.retrieval.encode import DEFAULT_MODEL, load_encoder
+    from harness.retrieval.encode import load_encoder
+    from harness.retrieval.models import DEFAULT_MODEL
 
     sample = _sample_texts(texts, dataset)
     torch_encoder = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size)
     encoders: dict[str, Any] = {"torch": torch_encoder}
     if importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None:
-        from harness.retrieval.onnx_backend import onnx_encoder
+        from harness.runtimes.onnx_backend import onnx_encoder
 
         for backend in ("onnx", "onnx-int8"):
             encoders[backend] = onnx_encoder(torch_encoder, backend, cache_dir(cache))

@@ -106,7 +106,7 @@ class Reranker:
     """A loaded ``CrossEncoder`` with the fingerprint its cached scores are keyed by."""
 
     def __init__(self, spec: RerankSpec, device: str = "cpu", precision: str = "fp32"):
-        from harness.retrieval.encode import model_folder, resolve_model_source
+        from harness.retrieval.models import model_folder, resolve_model_source
 
         self.spec = spec
         source = resolve_model_source(spec.model)

@@ -1,6 +1,6 @@
 """An OpenVINO encoder: the project's ONNX export run by OpenVINO's CPU plugin, optionally static int8.
 
-``--backend openvino`` reads the fp32 ONNX export (`harness.retrieval.onnx_backend.export`) and compiles it for
+``--backend openvino`` reads the fp32 ONNX export (`harness.runtimes.onnx_backend.export`) and compiles it for
 the CPU at the plugin's default inference precision: bf16 on CPUs with native bf16 (AVX512-BF16, AMX), fp32
 elsewhere; the precision used is read back from the compiled model and recorded (``inference_precision``).
 
@@ -37,8 +37,8 @@ from harness.errors import HarnessError, MissingDependencyError
 from harness.host import environment_variables, local_kernel_class
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
 from harness.records import Doc, doc_text
-from harness.retrieval.backends import Calibration, register
-from harness.retrieval.onnx_backend import OPSET, OnnxEncoder, export
+from harness.runtimes.calibration import Calibration
+from harness.runtimes.onnx_backend import OPSET, OnnxEncoder, export
 
 logger = logging.getLogger(__name__)
 
@@ -355,6 +355,3 @@ def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
         torch_fingerprint={k: v for k, v in fingerprint.items() if k not in torch_encoder.settings()},
         inference_precision=precision, calibration=identity, versions=versions)
 
-
-register("openvino", openvino_encoder)
-register("openvino-int8", openvino_encoder)
