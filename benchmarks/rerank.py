@@ -31,7 +31,8 @@ def main() -> int:
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
     from harness.retrieval.models import resolve_model_source
-    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels
+    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder
+    from harness.io.trec import read_qrels
     from harness.records import doc_text
     from harness.retrieval.rerank import Reranker, RerankSpec, ScoreCache, rerank
     from harness.retrieval.bm25 import BM25Retriever, BM25Spec

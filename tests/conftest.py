@@ -431,7 +431,7 @@ if mode == "call":
 
     setattr(owner, name, paused)
 else:  # "write": inside the atomic write of a matching file, its content written, before the rename
-    import harness.io.formats as formats
+    import harness.io.files as formats
     original = formats.atomic_writer
 
     @contextlib.contextmanager

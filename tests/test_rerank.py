@@ -87,7 +87,7 @@ def test_a_deeper_rerun_scores_only_new_pairs_and_the_result_names_both_stages(t
 
 
 def _run_lengths(out, data):
-    from harness.io.formats import read_run
+    from harness.io.trec import read_run
 
     path = next(out.glob(f"*/*/test.{data['variant']}.run.trec"))
     run = read_run(path)

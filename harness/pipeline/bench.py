@@ -186,7 +186,8 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
 def _changed_data(config: EvaluateConfig, stored) -> list[str]:
     """The data files (corpus, queries, qrels, an external run) whose content differs from what `stored` was
     computed on; a folder that cannot be read now counts as changed (evaluating it again says why)."""
-    from harness.io.formats import content_sha256, locate_beir_folder
+    from harness.io.formats import locate_beir_folder
+    from harness.io.lines import content_sha256
     from harness.reporting.report import data_changes, folder_fingerprints
 
     try:

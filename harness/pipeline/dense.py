@@ -18,7 +18,7 @@ from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpu
 from harness.retrieval.models import resolve_model_source
 from harness.runtimes.registry import runtime
 from harness.errors import HarnessError, OutputError, setting
-from harness.io.formats import content_digest
+from harness.io.lines import content_digest
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec

@@ -26,7 +26,8 @@ from harness.runtimes.registry import TORCH, is_auto, runtime
 from harness.runtimes.spec import EncoderSpec
 from harness.retrieval.devices import DeviceError, DeviceSpec
 from harness.errors import DatasetError, HarnessError, setting
-from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
+from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder
+from harness.io.trec import read_qrels, read_run
 from harness.host import host_info, versions
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX

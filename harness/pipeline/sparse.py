@@ -14,7 +14,8 @@ from harness.retrieval.encode import HASH_PREFIX
 from harness.retrieval.models import model_folder, resolve_model_source
 from harness.runtimes.registry import is_auto, runtime
 from harness.errors import HarnessError
-from harness.io.formats import BeirFolder, content_digest
+from harness.io.formats import BeirFolder
+from harness.io.lines import content_digest
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.metering import tree_bytes
 from harness.records import Query, Run, doc_text

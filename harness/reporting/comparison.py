@@ -30,7 +30,7 @@ from typing import Any
 from harness.datasets import published
 from harness.datasets import registry
 from harness.errors import HarnessError, setting
-from harness.io.formats import atomic_writer
+from harness.io.files import atomic_writer
 from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table, metric_text
 from harness.reporting.labels import column_labels, display_label
 from harness.reporting.report import Result, check_same_data

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, MissingDependencyError, ModelLoadError, setting
-from harness.io.formats import atomic_writer, remove_stale_temporaries
+from harness.io.files import atomic_writer, remove_stale_temporaries
 from harness.records import Run
 
 logger = logging.getLogger(__name__)

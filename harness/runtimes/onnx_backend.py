@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.retrieval.sentence_transformer import SentenceTransformerEncoder
 from harness.errors import HarnessError, MissingDependencyError, setting
-from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
+from harness.io.files import default_permissions, private_dir, remove_stale_temporaries
 from harness.host import int8_fast_here, local_kernel_class
 
 if TYPE_CHECKING:
