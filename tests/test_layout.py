@@ -208,3 +208,34 @@ def test_the_backend_name_check_sees_each_way_of_testing_a_name():
             'e == "auto"\nf.startswith("on")\ng = "onnx"\n')
     found = [line for line, _ in _name_tests(ast.parse(code), {"torch", "onnx", "openvino", "openvino-int8"})]
     assert found == [1, 2, 3, 4]
+
+
+def _documented_modules(text: str) -> set[str]:
+    """The modules the layout of docs/development.md lists: its ``harness/`` block, a file's path made from the
+    folders above it (by indentation)."""
+    block = text[text.index("```\nharness/\n") + 4:]
+    block = block[:block.index("```")]
+    found, folders = set(), []
+    for line in block.splitlines()[1:]:
+        stripped = line.lstrip(" ")
+        depth = (len(line) - len(stripped)) // 2
+        name = stripped.split(" ", 1)[0]
+        if depth == 0:
+            break  # the repository's other folders follow the package
+        if not name.endswith((".py", "/")):
+            continue  # a description's second line
+        folders = folders[:depth - 1]
+        if name.endswith("/"):
+            folders.append(name)
+        else:
+            found.add("".join(folders) + name)
+    return found
+
+
+def test_the_development_guide_lists_every_module():
+    documented = _documented_modules((PACKAGE.parent / "docs" / "development.md").read_text(encoding="utf-8"))
+    modules = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")}
+    missing = sorted(path for path in modules - documented if not path.endswith("/__init__.py"))
+    stale = sorted(documented - modules)
+    assert not missing, "modules missing from docs/development.md's layout: " + ", ".join(missing)
+    assert not stale, "docs/development.md lists modules that are gone: " + ", ".join(stale)
