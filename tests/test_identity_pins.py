@@ -75,3 +75,22 @@ def test_a_calibration_samples_and_the_hashing_encoders_identities_stay_what_the
     assert content_key(sample.identity()) == "35bcbfb718b5f5e7fb5aa681a369648d5edc0ed2e9a8ef8fbf73ec59ee988511"
     assert content_key(load_encoder("hash:16").fingerprint()) == \
         "b5483b460ba39869d7184101b5e14df80f698e357277cbad0a5eef8438887ada"
+
+
+def test_results_written_before_the_move_are_found_and_reused(tmp_path):
+    """tests/data/written-before holds what ``bench --datasets tiny --systems hash:16,bm25`` wrote before the
+    runtimes got their registry and the encoder and formats modules were split: the same bench now skips both."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    data = Path(__file__).parent / "data"
+    shutil.copytree(data / "tiny", tmp_path / "data" / "tiny")
+    shutil.copytree(data / "written-before", tmp_path / "out")
+    result = CliRunner().invoke(cli, ["bench", "--datasets", str(tmp_path / "data" / "tiny"), "--systems",
+                                      "hash:16,bm25", "--output-dir", str(tmp_path / "out"), "--cache-dir",
+                                      str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    assert "2 cells: 0 done, 2 skipped" in result.output
