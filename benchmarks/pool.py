@@ -1,5 +1,5 @@
 """Pool size and time on NFCorpus with 3 systems at depth 10 and 100, and the judging page's size and load
-time in headless Chromium for a 5,000-pair pool (issue 31).
+time in headless Chromium for a 5,000-pair pool.
 
 Usage (from the repository root):
 

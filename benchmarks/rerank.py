@@ -1,4 +1,4 @@
-"""Reranking cost on this CPU, and what the score cache saves in a depth sweep (issue 15).
+"""Reranking cost on this CPU, and what the score cache saves in a depth sweep.
 
 Usage (from the repository root):
 

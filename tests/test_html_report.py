@@ -178,7 +178,7 @@ def _synthetic_results(root: Path, systems: int = 20, datasets: int = 15, querie
     As with real systems, a query hard for one system is hard for the others (a per-query difficulty plus
     noise per system) and their top documents come from one pool per query, shuffled per system.
     """
-    from harness.io.trec import write_qrels
+    from harness.io.formats import write_qrels
     from harness.records import Run
     from harness.reporting.report import Result, write_result
 

@@ -42,10 +42,10 @@ from harness.runtimes.onnx_backend import OPSET, OnnxEncoder, export
 
 logger = logging.getLogger(__name__)
 
-CALIBRATION_TEXTS = 300  # measured enough for stable ranges on SciFact/NFCorpus (BENCHMARKS.md, issue 32)
+CALIBRATION_TEXTS = 300  # measured enough for stable ranges on SciFact/NFCorpus (BENCHMARKS.md)
 CALIBRATION_SEED = 0
 # NNCF post-training quantization (``nncf.quantize``), measured on full SciFact and NFCorpus against torch fp32
-# (BENCHMARKS.md, issue 32): every MatMul in int8 ("performance" preset: symmetric int8 activations, SmoothQuant
+# (BENCHMARKS.md): every MatMul in int8 ("performance" preset: symmetric int8 activations, SmoothQuant
 # alpha 0.95, fast bias correction) moved nDCG@10 by +0.0013 / -0.0040; NNCF's transformer default ("mixed":
 # asymmetric activations) +0.0042 / -0.0039; SmoothQuant alpha 0.5 -0.0110 / -0.0017. Keeping the MatMuls of two
 # activations in float — the attention scores (Q K^T) and their weighted sum of the values, whose two inputs are
