@@ -62,7 +62,7 @@ def tiny_model(folder: Path) -> Path:
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from harness.retrieval.encode import resolve_model_source
+    from harness.retrieval.models import resolve_model_source
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_source("all-MiniLM-L6-v2"))
     torch.manual_seed(0)

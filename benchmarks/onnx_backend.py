@@ -11,7 +11,7 @@ Usage (from the repository root):
    (which reproduces MTEB's published 0.64508 and 0.31594 exactly; see BENCHMARKS.md).
 
 With ``--variants``, instead: the quantization choices that were compared before picking
-``harness.retrieval.onnx_backend.QUANTIZATION`` — speed and cosine to the fp32 vectors of each, on `--sample`
+``harness.runtimes.onnx_backend.QUANTIZATION`` — speed and cosine to the fp32 vectors of each, on `--sample`
 documents.
 
 With ``--profile``, instead: ONNX Runtime's own profiler over the int8 and fp32 graphs on `--sample`
@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 
 import _smoke
-from harness.retrieval.encode import EncoderSpec, encode_corpus, load_encoder
+from harness.retrieval.encode import encode_corpus, load_encoder
+from harness.runtimes.spec import EncoderSpec
 from harness.io.formats import iter_corpus, locate_beir_folder
-from harness.retrieval.onnx_backend import onnx_encoder
+from harness.runtimes.onnx_backend import onnx_encoder
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 TORCH_NDCG = {"scifact": 0.64508, "nfcorpus": 0.31594}
@@ -64,7 +65,7 @@ def compare_variants(torch_encoder, docs, folder: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers import optimizer
 
-    from harness.retrieval.onnx_backend import export
+    from harness.runtimes.onnx_backend import export
     from harness.records import doc_text
 
     fp32 = export(torch_encoder.model, folder / "fp32", quantize=False)

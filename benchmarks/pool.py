@@ -1,5 +1,5 @@
 """Pool size and time on NFCorpus with 3 systems at depth 10 and 100, and the judging page's size and load
-time in headless Chromium for a 5,000-pair pool (issue 31).
+time in headless Chromium for a 5,000-pair pool.
 
 Usage (from the repository root):
 
@@ -37,7 +37,8 @@ from browser import launch as browser_launch  # noqa: E402
 
 def test_queries_folder(source: Path, out: Path) -> Path:
     """A BEIR folder with `source`'s corpus, its queries judged in the test split, and that split."""
-    from harness.io.formats import iter_queries, locate_beir_folder, read_qrels
+    from harness.io.formats import iter_queries, locate_beir_folder
+    from harness.io.trec import read_qrels
 
     folder = locate_beir_folder(source, "test")
     qrels = read_qrels(folder.qrels)
@@ -53,7 +54,8 @@ def test_queries_folder(source: Path, out: Path) -> Path:
 
 def retrieve_systems(folder: Path, depth: int, work: Path) -> list[tuple[str, Path, float]]:
     """(name, run file, seconds) of each system, retrieved at `depth`."""
-    from harness.io.formats import iter_corpus, iter_queries, locate_corpus_and_queries, write_run
+    from harness.io.formats import iter_corpus, iter_queries, locate_corpus_and_queries
+    from harness.io.trec import write_run
     from harness.judging.pool import retrieve_runs
     from harness.retrieval.bm25 import BM25Retriever, BM25Spec
 

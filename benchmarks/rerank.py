@@ -1,4 +1,4 @@
-"""Reranking cost on this CPU, and what the score cache saves in a depth sweep (issue 15).
+"""Reranking cost on this CPU, and what the score cache saves in a depth sweep.
 
 Usage (from the repository root):
 
@@ -30,8 +30,9 @@ def main() -> int:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-    from harness.retrieval.encode import resolve_model_source
-    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels
+    from harness.retrieval.models import resolve_model_source
+    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder
+    from harness.io.trec import read_qrels
     from harness.records import doc_text
     from harness.retrieval.rerank import Reranker, RerankSpec, ScoreCache, rerank
     from harness.retrieval.bm25 import BM25Retriever, BM25Spec

@@ -3,7 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/scale.py [--docs 100000,300000,1000000] [--indexes flat,ivfpq] [--workdir /tmp/scale]
-    python benchmarks/scale.py --docs 1000000 --dim 384 --queries 6980 --budgets none,2GB   # issue 34
+    python benchmarks/scale.py --docs 1000000 --dim 384 --queries 6980 --budgets none,2GB
     python benchmarks/scale.py --docs 8841823 --queries 6980 --budgets 3GB --plan   # what it needs, then stop
     python benchmarks/scale.py --encoder-rates [--data ../shared/data/beir]
     python benchmarks/scale.py --smoke     # seconds: 1,000 documents (flat, ivf), a streamed run, encoder rates
@@ -108,7 +108,7 @@ def encoder_rates(data: Path, sample: int, model: str | None = None) -> dict[str
 
     from harness.retrieval.encode import encode_corpus, load_encoder
     from harness.io.formats import iter_corpus, locate_beir_folder
-    from harness.retrieval.onnx_backend import onnx_encoder
+    from harness.runtimes.onnx_backend import onnx_encoder
     from harness.records import Doc, doc_text
 
     folder = locate_beir_folder(data, "test")

@@ -46,7 +46,7 @@ def done(**values):
 """
 
 RAW = CHILD_PRELUDE + """
-from harness.retrieval.encode import resolve_model_source, DEFAULT_MODEL
+from harness.retrieval.models import resolve_model_source, DEFAULT_MODEL
 from harness.io.formats import iter_corpus, locate_beir_folder
 from harness.records import doc_text
 from sentence_transformers import SentenceTransformer
@@ -61,7 +61,7 @@ done(seconds=seconds, docs=len(texts), docs_per_s=len(texts) / seconds)
 
 OURS = CHILD_PRELUDE + """
 from pathlib import Path
-from harness.retrieval.encode import EncoderSpec
+from harness.runtimes.spec import EncoderSpec
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 start = time.perf_counter()
 backend = sys.argv[3] if len(sys.argv) > 3 else "torch"
@@ -82,7 +82,7 @@ from beir.datasets.data_loader import GenericDataLoader
 from beir.retrieval.evaluation import EvaluateRetrieval
 from beir.retrieval.models import SentenceBERT
 from beir.retrieval.search.dense import DenseRetrievalExactSearch
-from harness.retrieval.encode import resolve_model_source, DEFAULT_MODEL
+from harness.retrieval.models import resolve_model_source, DEFAULT_MODEL
 source = Path(sys.argv[1])
 with tempfile.TemporaryDirectory() as tmp:
     # BEIR reads plain files only; decompressing is part of what a BEIR user has to do.

@@ -23,7 +23,7 @@ from typing import Any
 
 LATENCY_SAMPLE = 100
 LATENCY_BUDGET = 0.1  # at most this × the batch search's seconds (1.0 doubled a streamed MS MARCO-size search:
-# every query alone reads all the vectors; BENCHMARKS.md, issue 34)...
+# every query alone reads all the vectors; BENCHMARKS.md)...
 LATENCY_FLOOR_SECONDS = 1.0  # ...or this, whichever is larger
 LATENCY_DEFINITION = ("wall time of searching one query alone (query vector or text in, ranked list out; query "
                       "encoding excluded), on an evenly spaced sample of the judged queries, after the batch search")
@@ -120,10 +120,16 @@ def reset_high_water() -> bool:
 
 def high_water_bytes() -> int | None:
     """This process image's peak resident set (``VmHWM`` of ``/proc/self/status``), or None without ``/proc``."""
+    return proc_bytes("/proc/self/status", "VmHWM")
+
+
+def proc_bytes(path: str, field: str) -> int | None:
+    """A ``FIELD:  N kB`` line of a Linux ``/proc`` file (``/proc/meminfo``, ``/proc/self/status``), in bytes;
+    None where the file or the field is missing (no ``/proc``: macOS, Windows). The one reader of them."""
     try:
-        with open("/proc/self/status", encoding="ascii") as handle:
+        with open(path, encoding="ascii") as handle:
             for line in handle:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None

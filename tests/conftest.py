@@ -17,7 +17,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # ONNX Runtime's telemetry (DNS lookups of mobile.events.data.microsoft.com from its own threads, which the
-# guard below cannot see); harness.retrieval.onnx_backend sets it too, but a test may import onnxruntime first.
+# guard below cannot see); harness.runtimes.onnx_backend sets it too, but a test may import onnxruntime first.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 # Never write an embedding cache into the checkout; tests that need one pass their own folder.
 os.environ["BEIR_HARNESS_CACHE_DIR"] = tempfile.mkdtemp(prefix="beir-harness-test-cache-")
@@ -431,7 +431,7 @@ if mode == "call":
 
     setattr(owner, name, paused)
 else:  # "write": inside the atomic write of a matching file, its content written, before the rename
-    import harness.io.formats as formats
+    import harness.io.files as formats
     original = formats.atomic_writer
 
     @contextlib.contextmanager

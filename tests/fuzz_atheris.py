@@ -33,7 +33,8 @@ else:
 with instrumented:
     from harness.datasets.convert import ConvertOptions, convert_eval_set, convert_tables
     from harness.errors import HarnessError
-    from harness.io.formats import iter_corpus, iter_queries, read_qrels, read_run
+    from harness.io.formats import iter_corpus, iter_queries
+    from harness.io.trec import read_qrels, read_run
     from harness.evaluation.metrics import parse_k_values, parse_metric
 
 WORK = Path(tempfile.mkdtemp(prefix="beir-harness-atheris-"))

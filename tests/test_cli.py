@@ -16,7 +16,7 @@ from click.testing import CliRunner
 import harness.retrieval.encode
 import harness.pipeline.evaluate
 from harness.cli import cli
-from harness.io.formats import read_run
+from harness.io.trec import read_run
 
 REPO = Path(__file__).resolve().parents[1]
 

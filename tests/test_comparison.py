@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from harness.datasets import published
 from harness.cli import cli
-from harness.io.formats import read_run
+from harness.io.trec import read_run
 from harness.reporting.comparison import build_comparison, check_published, load_results, render
 from harness.errors import HarnessError
 

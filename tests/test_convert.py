@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from harness.cli import cli
 from harness.datasets.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables, parse_grade
 from harness.errors import FormatError, OutputError
-from harness.io.formats import iter_corpus, iter_queries, read_qrels
+from harness.io.formats import iter_corpus, iter_queries
+from harness.io.trec import read_qrels
 from harness.datasets.validate import validate_folder
 
 DATA = Path(__file__).parent / "data"

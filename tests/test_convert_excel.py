@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from harness.cli import cli
 from harness.datasets.convert import ConvertOptions, convert_tables, parse_grade
 from harness.errors import MissingDependencyError
-from harness.io.formats import read_qrels
+from harness.io.trec import read_qrels
 
 openpyxl = pytest.importorskip("openpyxl")
 

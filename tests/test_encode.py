@@ -5,13 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.retrieval.encode import (
-    DEFAULT_MODEL,
-    canonical_model_name,
-    encode_corpus,
-    load_encoder,
-    resolve_model_source,
-)
+from harness.retrieval.encode import encode_corpus, load_encoder
+from harness.retrieval.models import DEFAULT_MODEL, canonical_model_name, resolve_model_source
 from harness.errors import ModelLoadError
 from harness.records import Doc, doc_text
 
@@ -121,7 +116,7 @@ def test_a_model_found_nowhere_fails_in_seconds_and_says_where_it_looked(tiny_be
 
 
 def test_offline_detection_probes_the_hub_quickly(monkeypatch):
-    from harness.retrieval import encode
+    from harness.retrieval import models as encode
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
@@ -142,7 +137,7 @@ def test_offline_detection_probes_the_hub_quickly(monkeypatch):
 def test_the_encoder_spec_is_what_identity_loading_and_the_model_key_read(tmp_path):
     from dataclasses import replace
 
-    from harness.retrieval.encode import EncoderSpec
+    from harness.runtimes.spec import EncoderSpec
     from harness.pipeline.evaluate import EvaluateConfig, configuration
 
     spec = EncoderSpec()
@@ -161,7 +156,7 @@ def test_the_encoder_spec_is_what_identity_loading_and_the_model_key_read(tmp_pa
 @pytest.mark.parametrize("values, setting", [({"backend": "tensorrt"}, "backend"), ({"precision": "fp8"}, "precision"),
                                              ({"batch_size": 0}, "batch_size"), ({"max_seq_length": -1}, "max_seq_length")])
 def test_an_impossible_encoder_setting_names_itself(values, setting):
-    from harness.retrieval.encode import EncoderSpec
+    from harness.runtimes.spec import EncoderSpec
     from harness.errors import HarnessError
 
     with pytest.raises(HarnessError, match=setting):

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.io.formats import read_run
+from harness.io.trec import read_run
 
 
 @pytest.fixture

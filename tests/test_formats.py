@@ -12,16 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.errors import DatasetError, FormatError, HarnessError, OutputError
-from harness.io.formats import (
-    atomic_writer,
-    iter_corpus,
-    iter_queries,
-    locate_beir_folder,
-    read_qrels,
-    read_run,
-    write_json,
-    write_run,
-)
+from harness.io.files import atomic_writer, write_json
+from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder
+from harness.io.trec import read_qrels, read_run, write_run
 from harness.records import Doc, Run
 
 
@@ -249,7 +242,7 @@ def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
     import subprocess
     import sys
 
-    from harness.io.formats import remove_stale_temporaries
+    from harness.io.files import remove_stale_temporaries
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -269,7 +262,7 @@ def test_stale_private_folders_of_dead_processes_are_removed(tmp_path):
     import subprocess
     import sys
 
-    from harness.io.formats import private_dir, remove_stale_temporaries
+    from harness.io.files import private_dir, remove_stale_temporaries
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

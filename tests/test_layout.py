@@ -163,3 +163,79 @@ def test_no_private_name_is_used_outside_its_module():
                     and _is_private(node.attr):
                 violations.append(f"{path.relative_to(PACKAGE)}:{node.lineno} reads {bound[node.value.id]}.{node.attr}")
     assert not violations, "\n".join(violations)
+
+
+def _name_tests(tree: ast.AST, names: set[str]):
+    """(line, literal) for every string literal equal to one of `names` that is compared (``==``, ``!=``, ``in``,
+    ``not in``, also inside a tuple, list or set) or passed to ``startswith`` / ``endswith`` (where a name's
+    first part, ``openvino`` of ``openvino-int8``, counts too)."""
+
+    def literals(node: ast.AST):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            for element in node.elts:
+                yield from literals(element)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                yield from ((node.lineno, text) for text in literals(side) if text in names)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("startswith", "endswith"):
+            for argument in node.args:
+                yield from ((node.lineno, text) for text in literals(argument)
+                            if any(name == text or name.startswith(text + "-") for name in names))
+
+
+def test_no_backend_name_is_tested_outside_the_runtime_registry():
+    """The runtimes' policy lives in their records (`harness.runtimes.registry`): elsewhere a backend is looked
+    up, never recognised by its name."""
+    from harness.runtimes.registry import NAMES
+
+    names = set(NAMES)
+    violations = []
+    for module, path in MODULES.items():
+        if module == "harness.runtimes" or module.startswith("harness.runtimes."):
+            continue
+        violations += [f"{path.relative_to(PACKAGE)}:{line} tests the backend name {text!r}"
+                       for line, text in _name_tests(ast.parse(path.read_text(encoding="utf-8")), names)]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_backend_name_check_sees_each_way_of_testing_a_name():
+    code = ('a == "onnx"\nb in ("x", "openvino-int8")\nc.startswith("openvino")\n"torch" != d\n'
+            'e == "auto"\nf.startswith("on")\ng = "onnx"\n')
+    found = [line for line, _ in _name_tests(ast.parse(code), {"torch", "onnx", "openvino", "openvino-int8"})]
+    assert found == [1, 2, 3, 4]
+
+
+def _documented_modules(text: str) -> set[str]:
+    """The modules the layout of docs/development.md lists: its ``harness/`` block, a file's path made from the
+    folders above it (by indentation)."""
+    block = text[text.index("```\nharness/\n") + 4:]
+    block = block[:block.index("```")]
+    found, folders = set(), []
+    for line in block.splitlines()[1:]:
+        stripped = line.lstrip(" ")
+        depth = (len(line) - len(stripped)) // 2
+        name = stripped.split(" ", 1)[0]
+        if depth == 0:
+            break  # the repository's other folders follow the package
+        if not name.endswith((".py", "/")):
+            continue  # a description's second line
+        folders = folders[:depth - 1]
+        if name.endswith("/"):
+            folders.append(name)
+        else:
+            found.add("".join(folders) + name)
+    return found
+
+
+def test_the_development_guide_lists_every_module():
+    documented = _documented_modules((PACKAGE.parent / "docs" / "development.md").read_text(encoding="utf-8"))
+    modules = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")}
+    missing = sorted(path for path in modules - documented if not path.endswith("/__init__.py"))
+    stale = sorted(documented - modules)
+    assert not missing, "modules missing from docs/development.md's layout: " + ", ".join(missing)
+    assert not stale, "docs/development.md lists modules that are gone: " + ", ".join(stale)

@@ -45,7 +45,8 @@ def _evaluate(folder, tmp_path, model, *options):
 def test_sparse_retrieval_equals_a_brute_force_dot_product(tiny_sparse_encoder, tiny_beir, tmp_path):
     from sentence_transformers import SparseEncoder
 
-    from harness.io.formats import iter_corpus, iter_queries, read_qrels
+    from harness.io.formats import iter_corpus, iter_queries
+    from harness.io.trec import read_qrels
     from harness.records import doc_text
 
     result = _evaluate(tiny_beir, tmp_path, tiny_sparse_encoder, "--k", "1,3", "--top-k", "3")

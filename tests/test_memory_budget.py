@@ -24,7 +24,7 @@ def _config(folder, tmp_path, budget=None) -> EvaluateConfig:
 def large_process(monkeypatch):
     """This process holds 20 GiB and 4 GiB more are available (a notebook, a test runner on a full machine)."""
     monkeypatch.setattr(streamed, "resident_bytes", lambda: 20 * GIB)
-    monkeypatch.setattr(streamed, "_meminfo", lambda name: 4 * GIB if name == "MemAvailable" else None)
+    monkeypatch.setattr(streamed, "proc_bytes", lambda path, name: 4 * GIB if name == "MemAvailable" else None)
 
 
 def test_a_large_process_searches_a_small_corpus_in_memory(tiny_beir, tmp_path, large_process):
@@ -37,7 +37,7 @@ def test_the_default_streams_when_the_search_needs_more_than_half_the_memory_fre
     # The in-memory search of the tiny corpus needs a few MB (two 16,384-row chunks of 64-d float32: 8 MiB);
     # 1 MiB free, half of it for the search: the vectors stream, however small the process is.
     monkeypatch.setattr(streamed, "resident_bytes", lambda: 100 << 20)
-    monkeypatch.setattr(streamed, "_meminfo", lambda name: 1 << 20 if name == "MemAvailable" else None)
+    monkeypatch.setattr(streamed, "proc_bytes", lambda path, name: 1 << 20 if name == "MemAvailable" else None)
     assert streamed.default_budget() == (100 << 20) + (1 << 19)
     outcome = evaluate_dataset(_config(tiny_beir, tmp_path))
     assert outcome.result.config["search"] == "streamed"

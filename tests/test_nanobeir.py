@@ -16,7 +16,7 @@ from harness.datasets.catalog import read_stamp
 from harness.datasets.registry import NanoFile
 from harness.datasets.validate import validate_folder
 from harness.errors import ChecksumMismatchError, DatasetError, FormatError
-from harness.io.formats import read_qrels
+from harness.io.trec import read_qrels
 
 REPOS = {"scifact": "NanoSciFact", "arguana": "NanoArguAna"}
 PATHS = {"docs": "corpus", "queries": "queries", "qrels": "qrels"}

@@ -18,7 +18,7 @@ TEXTS = ["Wireless earbuds with noise cancellation", "a budget laptop for studen
 @pytest.fixture(scope="module")
 def encoders(tmp_path_factory, default_encoder):
     pytest.importorskip("onnxruntime")
-    from harness.retrieval.onnx_backend import onnx_encoder
+    from harness.runtimes.onnx_backend import onnx_encoder
 
     root = tmp_path_factory.mktemp("onnx-cache")
     return root, onnx_encoder(default_encoder, "onnx", root), onnx_encoder(default_encoder, "onnx-int8", root)
@@ -80,11 +80,11 @@ def test_evaluate_with_the_onnx_backend(encoders, tiny_beir, tmp_path, monkeypat
 
 
 def test_missing_extra_is_one_line(monkeypatch, tiny_beir, tmp_path):
-    import harness.retrieval.onnx_backend
+    import harness.runtimes.onnx_backend
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[onnx\]'"):
-        harness.retrieval.onnx_backend._onnxruntime()
+        harness.runtimes.onnx_backend._onnxruntime()
     result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--backend", "onnx", "--output-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1].startswith("Error: --backend onnx needs onnxruntime")
@@ -95,7 +95,7 @@ def test_failed_export_caches_nothing(tmp_path, default_encoder, monkeypatch):
     import torch
 
     from harness.errors import HarnessError
-    from harness.retrieval.onnx_backend import export
+    from harness.runtimes.onnx_backend import export
 
     def broken(*args, **kwargs):
         raise RuntimeError("exporter exploded")
@@ -109,7 +109,7 @@ def test_failed_export_caches_nothing(tmp_path, default_encoder, monkeypatch):
 
 def test_int8_vectors_are_keyed_by_the_cpu_kernel_class(encoders, monkeypatch):
     """A shared cache on mixed CPUs never hands one kernel class's int8 vectors to another."""
-    import harness.retrieval.onnx_backend as backend
+    import harness.runtimes.onnx_backend as backend
 
     _, fp32, int8 = encoders
     monkeypatch.setattr(backend, "local_kernel_class", lambda: "avx2")
@@ -123,7 +123,7 @@ def test_int8_vectors_are_keyed_by_the_cpu_kernel_class(encoders, monkeypatch):
 def test_int8_warns_on_a_cpu_without_vnni(default_encoder, tmp_path, monkeypatch, caplog):
     import logging
 
-    import harness.retrieval.onnx_backend as backend
+    import harness.runtimes.onnx_backend as backend
 
     pytest.importorskip("onnxruntime")
     monkeypatch.setattr(backend, "int8_fast_here", lambda: False)

@@ -313,7 +313,7 @@ def test_threads_limit_the_runtime_session_as_they_limit_torch(tiny_model, tmp_p
     each runtime's own session; without it both take every core)."""
     pytest.importorskip("onnxruntime")
     from harness.pipeline.config import EvaluateConfig, load_model
-    from harness.retrieval.encode import EncoderSpec
+    from harness.runtimes.spec import EncoderSpec
 
     config = EvaluateConfig(dataset_path=tmp_path, model=str(tiny_model), encoder=EncoderSpec(backend=backend),
                             cache_dir=tmp_path / "cache", threads=1, calibration=_calibration())
@@ -333,7 +333,7 @@ def test_a_new_onnx_int8_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_
     """The same for `--backend onnx-int8`: its remembered fingerprint is keyed by ONNX Runtime's quantization
     settings and version, so a changed recipe quantizes and encodes again instead of serving the old vectors."""
     pytest.importorskip("onnxruntime")
-    from harness.retrieval import onnx_backend
+    from harness.runtimes import onnx_backend
 
     def run(out: str) -> dict:
         return _evaluated_config(tiny_beir, tiny_model, tmp_path, "onnx-int8", out)

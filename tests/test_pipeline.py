@@ -12,7 +12,7 @@ import pytest
 import pytrec_eval
 
 from harness.errors import DatasetError, FormatError, HarnessError
-from harness.io.formats import read_qrels, read_run
+from harness.io.trec import read_qrels, read_run
 from harness.pipeline.demo import run_demo
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 

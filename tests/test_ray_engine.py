@@ -21,7 +21,8 @@ from harness.io.cache import embedding_entry
 from harness.retrieval.encode import load_encoder
 from harness.cli import cli
 from harness.errors import HarnessError, MissingDependencyError
-from harness.io.formats import content_digest, iter_corpus
+from harness.io.formats import iter_corpus
+from harness.io.lines import content_digest
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 from harness.engines.ray_engine import LOCAL_CLUSTER_ENV, RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
 from harness.engines.shards import EncodeJob
@@ -148,7 +149,7 @@ def test_a_failing_shard_is_named_and_the_rerun_encodes_only_what_is_missing(clu
 
 
 def _corpus_entry_root(folder: Path, cache: Path) -> Path:
-    from harness.io.formats import content_sha256
+    from harness.io.lines import content_sha256
     from harness.pipeline.evaluate import DOC_TEXT_RULE
 
     inputs = {"kind": "corpus", "model": load_encoder("hash:64").fingerprint(), "text_rule": DOC_TEXT_RULE,

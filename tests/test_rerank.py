@@ -42,7 +42,7 @@ def _evaluate(folder, out, *options):
 def test_model_kinds_are_read_from_the_folder(tiny_cross_encoder, tmp_path):
     from sentence_transformers import CrossEncoder
 
-    from harness.retrieval.encode import resolve_model_source
+    from harness.retrieval.models import resolve_model_source
 
     assert model_kind(str(tiny_cross_encoder)) == "cross-encoder"  # a plain transformers classifier folder
     CrossEncoder(str(tiny_cross_encoder)).save(str(tmp_path / "saved"))
@@ -87,7 +87,7 @@ def test_a_deeper_rerun_scores_only_new_pairs_and_the_result_names_both_stages(t
 
 
 def _run_lengths(out, data):
-    from harness.io.formats import read_run
+    from harness.io.trec import read_run
 
     path = next(out.glob(f"*/*/test.{data['variant']}.run.trec"))
     run = read_run(path)
@@ -124,7 +124,7 @@ def test_bad_rerank_settings_are_one_line(tiny_cross_encoder, tiny_beir, tmp_pat
 
 
 def test_models_in_the_wrong_role_are_named(tiny_cross_encoder, tiny_beir, tmp_path):
-    from harness.retrieval.encode import resolve_model_source
+    from harness.retrieval.models import resolve_model_source
 
     as_model = _evaluate(tiny_beir, tmp_path / "r", "--model", str(tiny_cross_encoder))
     assert as_model.exit_code == 1 and "is a cross-encoder (it scores query-document pairs)" in as_model.stderr

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from harness import score
 from harness.cli import cli
-from harness.io.formats import read_qrels
+from harness.io.trec import read_qrels
 
 TREC_EVAL = Path(__file__).parent / "data" / "trec_eval"
 # trec_eval's measure names → ours (the canonical names `score` prints).

@@ -292,7 +292,7 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
     from harness.io.cache import cache_dir
     from harness.pipeline.demo import demo_folder
     from harness.retrieval.encode import load_encoder
-    from harness.retrieval.onnx_backend import onnx_encoder
+    from harness.runtimes.onnx_backend import onnx_encoder
 
     result = CliRunner().invoke(cli, ["env", "--bench", "--bench-texts", "8", "--cache-dir", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.stderr

@@ -12,6 +12,7 @@ import click
 from harness.cli.group import as_flags
 from harness.errors import HarnessError
 from harness.retrieval.compress import DEFAULT_RESCORE_MULTIPLIER, PRECISIONS
+from harness.runtimes.registry import CHOICES, TORCH
 
 logger = logging.getLogger("harness")
 
@@ -101,8 +102,7 @@ _RUN_OPTIONS = [
                  help="cosine (normalized vectors) or dot (raw vectors); inner-product index either way."),
     click.option("--normalize/--no-normalize", default=None,
                  help="L2-normalize embeddings [default: yes for cosine, no for dot]."),
-    click.option("--backend", type=click.Choice(["torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "auto"]),
-                 default="torch", show_default=True,
+    click.option("--backend", type=click.Choice(CHOICES), default=TORCH, show_default=True,
                  help="Encoder runtime: torch, ONNX Runtime fp32 / int8 (pip install 'beir-harness[onnx]'), or "
                       "OpenVINO at the CPU's default precision / static int8 calibrated on the corpus "
                       "(pip install 'beir-harness[openvino]'); auto: a short probe here picks the fastest installed "

@@ -123,7 +123,7 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
 
 def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
     """A table to `out` (atomically) or stdout, then the plot when one was asked for."""
-    from harness.io.formats import write_text
+    from harness.io.files import write_text
 
     if out is not None:
         write_text(text, out)

@@ -13,7 +13,8 @@ from harness.cli.options import Sectioned, k_values_callback, metric_callback, r
     show_outcome
 from harness.errors import HarnessError
 from harness.retrieval.compress import PRECISIONS
-from harness.retrieval.encode import DEFAULT_MODEL, PROMPTS_GIVEN
+from harness.retrieval.models import DEFAULT_MODEL
+from harness.runtimes.spec import PROMPTS_GIVEN
 
 logger = logging.getLogger("harness")
 
@@ -61,7 +62,7 @@ def _format_demo(outcome) -> str:
 
 def _config(ctx: click.Context, dataset, model: str, options: dict):
     """An EvaluateConfig from the shared options (consumed from `options`)."""
-    from harness.retrieval.encode import EncoderSpec
+    from harness.runtimes.spec import EncoderSpec
     from harness.retrieval.index import IndexSpec
     from harness.pipeline.evaluate import EvaluateConfig
     from harness.engines.ray_engine import RaySpec

@@ -57,7 +57,7 @@ def score(qrels: Path, run: Path, metrics: tuple[str, ...], per_query: bool, jud
         beir-harness score qrels/test.tsv run.trec -m nDCG@10 --judged-only --json
     """
     from harness.api import score as score_run
-    from harness.io.formats import qrels_format, read_qrels, read_run
+    from harness.io.trec import qrels_format, read_qrels, read_run
 
     ranked = read_run(run)
     evaluation = score_run(qrels, ranked, metrics, judged_only)  # the qrels by path: an error names the file

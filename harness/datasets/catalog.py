@@ -24,7 +24,7 @@ from harness import __version__
 from harness.datasets import registry
 from harness.io.download import RetryPolicy, fetch, md5_file, safe_extract
 from harness.errors import ChecksumMismatchError, DatasetError, setting
-from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries, write_json
+from harness.io.files import default_permissions, private_dir, remove_stale_temporaries, write_json
 from harness.datasets.install import STAMP, Installed, base_url, data_dir, data_root, locked, now, read_stamp
 from harness.datasets.published import counts_by_dataset
 from harness.datasets.registry import DatasetSpec
@@ -63,7 +63,8 @@ def _count_lines(path: Path) -> int:
 def _check_counts(folder: Path, spec: DatasetSpec, what: str = "the archive", hint: str = "not installed"
                   ) -> dict[str, int]:
     """Compare docs and eval-split judged queries with the registry; CQADupStack sums its forums."""
-    from harness.io.formats import find_file, iter_qrels
+    from harness.io.formats import find_file
+    from harness.io.trec import iter_qrels
 
     parts = [folder / forum for forum in spec.subsets] if spec.subsets else [folder]
     n_docs = n_queries = 0

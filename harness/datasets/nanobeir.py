@@ -23,7 +23,7 @@ from harness.datasets.install import STAMP, Installed, data_dir, locked, now, re
 from harness.datasets.registry import NANOBEIR, NANO_TABLES, NanoFile
 from harness.errors import ChecksumMismatchError, DatasetError, FormatError, setting
 from harness.io.download import RetryPolicy, fetch, md5_file
-from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries, write_json
+from harness.io.files import default_permissions, private_dir, remove_stale_temporaries, write_json
 
 logger = logging.getLogger(__name__)
 

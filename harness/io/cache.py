@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, OutputError
-from harness.io.formats import atomic_writer, remove_stale_temporaries, write_json
+from harness.io.files import atomic_writer, remove_stale_temporaries, write_json
 
 if TYPE_CHECKING:
     import numpy as np

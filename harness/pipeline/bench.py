@@ -29,7 +29,7 @@ from harness.pipeline.evaluate import (
 from harness.pipeline.fuse import fuse_results
 from harness.pipeline.sparse import is_sparse_model
 from harness.presentation import align, metric_text
-from harness.retrieval.backends import AUTO_BACKEND, CALIBRATED_BACKENDS
+from harness.runtimes.registry import is_auto, runtime
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.encode import Encoder
 from harness.retrieval.rerank import RerankSpec
@@ -186,7 +186,8 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
 def _changed_data(config: EvaluateConfig, stored) -> list[str]:
     """The data files (corpus, queries, qrels, an external run) whose content differs from what `stored` was
     computed on; a folder that cannot be read now counts as changed (evaluating it again says why)."""
-    from harness.io.formats import content_sha256, locate_beir_folder
+    from harness.io.formats import locate_beir_folder
+    from harness.io.lines import content_sha256
     from harness.reporting.report import data_changes, folder_fingerprints
 
     try:
@@ -265,7 +266,7 @@ class _Grid:
             config = with_model_prompts(system_config(replace(base, dataset_path=dataset, name=label), system))
         logger.info("cell %d: %s × %s", len(self.cells) + 1, dataset, system_name)
         # An auto cell's result is stored under the backend its probe picked (remembered in the cache).
-        settled = settled_backend(config) if config.encoder.backend == AUTO_BACKEND and config.cache else config
+        settled = settled_backend(config) if is_auto(config.encoder.backend) and config.cache else config
         stored = self._stored(settled, name) if base.output_dir is not None and not self.force else None
         if stored is not None and not stored[2]:
             logger.info("skipping %s × %s: done with the same settings and data (--force to redo)", dataset,
@@ -281,7 +282,7 @@ class _Grid:
                 # A calibrated backend's model is fitted to each corpus: the dense stage loads it there; auto's
                 # probe reads each corpus's texts and picks the backend before anything loads.
                 if config.model.lower() != BM25_MODEL and not is_sparse_model(config) and \
-                        config.encoder.backend not in (*CALIBRATED_BACKENDS, AUTO_BACKEND):
+                        not is_auto(config.encoder.backend) and not runtime(config.encoder.backend).calibrated:
                     if config.model not in self.encoders:
                         self.encoders[config.model] = load_model(config)
                     encoder = self.encoders[config.model]

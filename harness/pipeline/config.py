@@ -10,16 +10,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.io.cache import cache_dir
-from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_MODEL, Encoder, EncoderSpec
+from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
+from harness.retrieval.models import DEFAULT_MODEL
 from harness.retrieval.devices import DeviceSpec
 from harness.retrieval.rerank import RerankSpec
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX, EndpointSpec
 from harness.retrieval.index import IndexSpec
 from harness.engines.ray_engine import RaySpec
-from harness.retrieval import onnx_backend  # noqa: F401 - registers the onnx runtimes that `load_model` may ask for
-from harness.runtimes import openvino_backend  # noqa: F401 - registers the OpenVINO runtimes (openvino imported lazily)
-from harness.retrieval.backends import Calibration
+from harness.runtimes.calibration import Calibration
+from harness.runtimes.spec import EncoderSpec
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class EvaluateConfig:
         k_values: Cutoffs shown; every metric family is stored at each of them and at every
             `STANDARD_K` cutoff up to the depth.
         top_k: Documents retrieved and kept per query; None means max(100, largest k).
-        encoder: How the model turns texts into vectors (`harness.retrieval.encode.EncoderSpec`: truncation,
+        encoder: How the model turns texts into vectors (`harness.runtimes.spec.EncoderSpec`: truncation,
             normalization, prefixes, backend, precision, batch size).
         ignore_identical_ids: The self-hit policy: True drops a retrieved document whose id
             equals the query id; None takes the registry's policy for a known BEIR dataset
@@ -130,7 +130,7 @@ def retrieval_depth(config: EvaluateConfig) -> int:
 
 def run_model_name(config: EvaluateConfig) -> str:
     """The model name a result of `config` is recorded under, known before anything loads."""
-    from harness.retrieval.encode import canonical_model_name
+    from harness.retrieval.models import canonical_model_name
 
     if config.run_path is not None:
         return f"run:{Path(config.run_path).name}"
@@ -167,7 +167,8 @@ def with_model_prompts(config: EvaluateConfig) -> EvaluateConfig:
     The prompts become ``query_prefix``/``doc_prefix``, so the configuration hash is the one the same prefixes
     given by hand have; ``prompt_source`` says where they came from."""
     from harness.datasets.prompts import FILE, prompts_for
-    from harness.retrieval.encode import HASH_PREFIX, model_folder
+    from harness.retrieval.encode import HASH_PREFIX
+    from harness.retrieval.models import model_folder
 
     spec = config.encoder
     if config.run_path is not None or config.model.lower() == BM25_MODEL \

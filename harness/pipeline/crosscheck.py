@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.retrieval.encode import EncoderSpec, resolve_model_source
+from harness.retrieval.models import resolve_model_source
+from harness.runtimes.spec import EncoderSpec
 from harness.errors import HarnessError, MissingDependencyError
 from harness.io.formats import locate_beir_folder
 from harness.pipeline.evaluate import BM25_MODEL, EvaluateConfig, evaluate_dataset

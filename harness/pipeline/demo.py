@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib.resources
 from pathlib import Path
 
-from harness.retrieval.encode import DEFAULT_MODEL, Encoder
+from harness.retrieval.encode import Encoder
+from harness.retrieval.models import DEFAULT_MODEL
 from harness.pipeline.config import EvaluateConfig
 from harness.pipeline.evaluate import Outcome, evaluate_dataset
 

@@ -14,10 +14,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
-from harness.retrieval.backends import CALIBRATED_BACKENDS
-from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpus, resolve_model_source
+from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpus
+from harness.retrieval.models import resolve_model_source
+from harness.runtimes.registry import runtime
 from harness.errors import HarnessError, OutputError, setting
-from harness.io.formats import content_digest
+from harness.io.lines import content_digest
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
@@ -45,20 +46,15 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
         return load_model(config)  # a service remembers its own identity (no weights to hash)
     root = cache_dir(config.cache_dir)
     settings = {"model": config.model, **config.encoder.to_config()}
-    if config.encoder.backend in ("onnx-int8", "openvino", "openvino-int8"):
+    record = runtime(config.encoder.backend)
+    if record.int8_kernels:
         from harness.host import local_kernel_class
 
         settings["int8_kernels"] = local_kernel_class()  # int8 (and OpenVINO's bf16) vectors differ by CPU class
     if config.calibration is not None:
         settings["calibration"] = config.calibration.identity()  # the model is fitted to this corpus's sample
-    if config.encoder.backend.startswith("openvino"):
-        from harness.runtimes.openvino_backend import runtime_identity
-
-        settings["runtime"] = runtime_identity(config.encoder.backend)  # a new recipe or version: a new model
-    elif config.encoder.backend == "onnx-int8":
-        from harness.retrieval.onnx_backend import runtime_identity as onnx_identity
-
-        settings["runtime"] = onnx_identity(config.encoder.backend)  # the same for ONNX Runtime's int8
+    if record.identity is not None:
+        settings["runtime"] = record.identity(record.name)  # a new recipe or version: a new model
     key = model_files_key(source, settings)
     remembered = recall_fingerprint(root, key) if key else None
     if remembered is not None and "fingerprint" in remembered:
@@ -75,9 +71,9 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
 def _calibrated(config: EvaluateConfig, inputs: Inputs, corpus_sha256: str) -> EvaluateConfig:
     """`config` with its calibration sample: a seeded sample of this corpus's texts (one pass over it)."""
     from harness.io.formats import iter_corpus
-    from harness.runtimes.openvino_backend import corpus_calibration
 
-    return replace(config, calibration=corpus_calibration(iter_corpus(inputs.folder.corpus), corpus_sha256))
+    calibrate = runtime(config.encoder.backend).calibrate
+    return replace(config, calibration=calibrate(iter_corpus(inputs.folder.corpus), corpus_sha256))
 
 
 def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None, depth: int, top_k: int,
@@ -88,7 +84,7 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         corpus_sha256, corpus_lines = content_digest(inputs.folder.corpus, check_ids=True)
         corpus = inputs.corpus_state(corpus_sha256)
         model_source = encoder.name if encoder is not None else resolve_model_source(config.model)
-        if config.encoder.backend in CALIBRATED_BACKENDS:
+        if runtime(config.encoder.backend).calibrated:
             config = _calibrated(config, inputs, corpus_sha256)
             encoder = None  # fitted to this corpus: never another corpus's model
         if encoder is None:

@@ -15,6 +15,7 @@ from harness.presentation import align
 from harness.io.cache import cache_dir, list_entries
 from harness.datasets.catalog import data_dir, list_datasets
 from harness.host import host_info, versions
+from harness.runtimes.registry import TORCH
 
 logger = logging.getLogger(__name__)
 
@@ -102,22 +103,32 @@ def _sample_texts(count: int, dataset: str | Path | None) -> list[str]:
     return list(islice(cycle(texts), count))
 
 
-def _openvino_encoders(torch_encoder: Any, sample: list[str], cache: Path) -> dict[str, Any]:
-    """OpenVINO at its default precision and static int8 (calibrated on the sample itself), when installed."""
-    if importlib.util.find_spec("openvino") is None or importlib.util.find_spec("nncf") is None:
-        logger.info("openvino/nncf are not installed: the openvino backends are not measured "
-                    "(pip install 'beir-harness[openvino]')")
-        return {}
+def _runtime_encoders(torch_encoder: Any, sample: list[str], cache: Path) -> dict[str, Any]:
+    """Every runtime of the registry around `torch_encoder`, an extra's runtimes together when all they need is
+    installed (a calibrated one calibrated on the sample itself), in the registry's order."""
     from harness.io.cache import content_key
     from harness.records import Doc
-    from harness.runtimes.openvino_backend import CALIBRATION_TEXTS, corpus_calibration, openvino_encoder
+    from harness.runtimes.openvino_backend import CALIBRATION_TEXTS, corpus_calibration
+    from harness.runtimes.registry import RUNTIMES
 
-    docs = [Doc(str(i), "", text) for i, text in enumerate(sample)]
-    calibration = corpus_calibration(iter(docs), content_key({"bench sample": sample}),
-                                     size=min(CALIBRATION_TEXTS, len(sample)))  # a short sample is no fault here
-    encoders = {"openvino": openvino_encoder(torch_encoder, "openvino", cache)}
-    encoders["openvino-int8"] = openvino_encoder(torch_encoder, "openvino-int8", cache, calibration=calibration)
-    logger.info("openvino: inference precision %s here", encoders["openvino"].inference_precision)
+    encoders: dict[str, Any] = {}
+    extras = dict.fromkeys(record.extra for record in RUNTIMES if record.build is not None)
+    for extra in extras:
+        members = [record for record in RUNTIMES if record.build is not None and record.extra == extra]
+        needs = dict.fromkeys(module for record in members for module in record.needs)
+        if any(importlib.util.find_spec(module) is None for module in needs):
+            logger.info("%s %s not installed: the %s backends are not measured (pip install 'beir-harness[%s]')",
+                        "/".join(needs), "is" if len(needs) == 1 else "are", extra, extra)
+            continue
+        for record in members:
+            calibration = None
+            if record.calibrated:  # on the sample itself: a short sample is no fault here
+                docs = [Doc(str(i), "", text) for i, text in enumerate(sample)]
+                calibration = corpus_calibration(iter(docs), content_key({"bench sample": sample}),
+                                                 size=min(CALIBRATION_TEXTS, len(sample)))
+            encoders[record.name] = record.wrap(torch_encoder, cache, calibration)
+            if hasattr(encoders[record.name], "inference_precision"):
+                logger.info("%s: inference precision %s here", record.name, encoders[record.name].inference_precision)
     return encoders
 
 
@@ -140,20 +151,14 @@ def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Pa
         One row per backend: ``backend``, ``docs_per_s``, ``vs_torch`` (speed ratio),
         ``cosine_mean`` and ``cosine_min`` to torch fp32.
     """
-    from harness.retrieval.encode import DEFAULT_MODEL, load_encoder
+    from harness.retrieval.encode import load_encoder
+    from harness.retrieval.models import DEFAULT_MODEL
 
     sample = _sample_texts(texts, dataset)
     torch_encoder = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size)
-    encoders: dict[str, Any] = {"torch": torch_encoder}
-    if importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None:
-        from harness.retrieval.onnx_backend import onnx_encoder
-
-        for backend in ("onnx", "onnx-int8"):
-            encoders[backend] = onnx_encoder(torch_encoder, backend, cache_dir(cache))
-    else:
-        logger.info("onnxruntime is not installed: the onnx backends are not measured (pip install 'beir-harness[onnx]')")
-    encoders.update(_openvino_encoders(torch_encoder, sample, cache_dir(cache)))
-    encoders["torch bf16"] = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size, device="cpu", precision="bf16")
+    encoders: dict[str, Any] = {TORCH: torch_encoder}
+    encoders.update(_runtime_encoders(torch_encoder, sample, cache_dir(cache)))
+    encoders[f"{TORCH} bf16"] = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size, device="cpu", precision="bf16")
     from harness.runtimes.auto import measure
 
     return measure(encoders, sample, rounds=rounds, batch_size=batch_size)
@@ -178,6 +183,6 @@ def _auto_pick(rows: list[dict[str, Any]], host: dict[str, Any]) -> str:
     from harness.runtimes.auto import EXCLUDED, Candidate, choose, native_bf16
 
     usable = [row for row in rows if row["backend"] not in EXCLUDED and
-              (row["backend"] != "torch bf16" or native_bf16(host["cpu_flags"]))]
+              (row["backend"] != Candidate(TORCH, "bf16").name or native_bf16(host["cpu_flags"]))]
     choice = choose(usable, [Candidate(*row["backend"].split(" ")) for row in usable])
     return f"{choice['picked']} ({choice['reason']})"

@@ -20,11 +20,14 @@ from pathlib import Path
 from harness.datasets import registry
 from harness.io.cache import cache_dir
 from harness.datasets.catalog import resolve_dataset
-from harness.retrieval.encode import HASH_PREFIX, Encoder, EncoderSpec, check_model_available, model_folder
-from harness.retrieval.backends import AUTO_BACKEND, runtime
+from harness.retrieval.encode import HASH_PREFIX, Encoder
+from harness.retrieval.models import check_model_available, model_folder
+from harness.runtimes.registry import TORCH, is_auto, runtime
+from harness.runtimes.spec import EncoderSpec
 from harness.retrieval.devices import DeviceError, DeviceSpec
 from harness.errors import DatasetError, HarnessError, setting
-from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
+from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder
+from harness.io.trec import read_qrels, read_run
 from harness.host import host_info, versions
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
@@ -157,11 +160,11 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
     backends run on the CPU.
     """
     encoder = config.encoder
-    if encoder.backend == AUTO_BACKEND:  # devices as for torch; the probe (`_auto_backend`) resolves the rest
+    if is_auto(encoder.backend):  # devices as for torch; the probe (`_auto_backend`) resolves the rest
         if encoder.precision != "fp32":
             raise HarnessError(f"{setting('backend')} auto picks the precision too; leave {setting('precision')} at "
                                "fp32, or name the backend")
-        return replace(_resolve_devices(replace(config, encoder=replace(encoder, backend="torch"))), encoder=encoder)
+        return replace(_resolve_devices(replace(config, encoder=replace(encoder, backend=TORCH))), encoder=encoder)
     spec = DeviceSpec(config.device, encoder.precision,
                       queries_only=config.engine == "ray" and bool(config.ray.gpus_per_worker))
     spec.check_syntax()
@@ -175,14 +178,9 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
         # A list of CPUs keeps its length: `cpu,cpu` is two worker processes.
         return replace(config, device=",".join("cpu" for _ in parts) if config.run_path is None and
                        config.model.startswith(HASH_PREFIX) else "cpu")
-    if encoder.backend != "torch":
-        if spec.option not in ("auto", "cpu") or encoder.precision != "fp32":
-            if encoder.backend.startswith("openvino"):
-                raise DeviceError(f"backend {encoder.backend} runs on the CPU at OpenVINO's own precision (bf16 "
-                                  "where the CPU has it, recorded); leave --device and --precision at their defaults, "
-                                  f"or use backend torch for device {spec.option} and precision {encoder.precision}")
-            raise DeviceError(f"backend {encoder.backend} runs on the CPU in fp32 only; use backend torch for "
-                              f"device {spec.option} and precision {encoder.precision}")
+    record = runtime(encoder.backend)
+    if record.device_refusal is not None:  # a CPU runtime at its own precision
+        record.check_device(spec.option, encoder.precision)
         return replace(config, device="cpu")
     if spec.option == "auto" and encoder.precision != "fp16":
         # Resolved when a model loads (`first_device`): a warm run that loads none then imports no torch.
@@ -286,10 +284,10 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         inputs.qrels = read_qrels(folder.qrels, inputs.digests["qrels"], check_ids=True)
         inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
         auto = None
-        if config.encoder.backend == AUTO_BACKEND and _probed(config):
+        if is_auto(config.encoder.backend) and _probed(config):
             config, auto = _auto_backend(config, folder, inputs.notes, loaded=encoder is not None)
-        elif config.encoder.backend == AUTO_BACKEND:  # nothing to probe: the backend is moot
-            config = replace(config, encoder=replace(config.encoder, backend="torch"))
+        elif is_auto(config.encoder.backend):  # nothing to probe: the backend is moot
+            config = replace(config, encoder=replace(config.encoder, backend=TORCH))
     logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(inputs.qrels), inputs.qrels.n_judgments)
     if config.threads is not None:
         _set_threads(config.threads)
@@ -343,10 +341,10 @@ def settled_backend(config: EvaluateConfig) -> EvaluateConfig:
     exactly as the run itself would; any other `config` is returned as it is. Lets a caller (``bench``) find
     the stored result of an auto run before running it. A dataset that is not on disk yet is left to the run
     (which downloads it): `config` is returned as it is."""
-    if config.encoder.backend != AUTO_BACKEND:
+    if not is_auto(config.encoder.backend):
         return config
     if not _probed(config):
-        return replace(config, encoder=replace(config.encoder, backend="torch"))
+        return replace(config, encoder=replace(config.encoder, backend=TORCH))
     try:
         folder_path, _ = resolve_dataset(config.dataset_path, config.data_dir, False, config.base_url, False)
         folder = locate_beir_folder(folder_path, config.split)
@@ -364,56 +362,27 @@ def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
     so a run that picks the same backend shares its results and embeddings."""
     from itertools import islice
 
-    from harness.runtimes.auto import PROBE_TEXTS, pick_backend
+    from harness.runtimes.auto import PROBE_TEXTS, candidate_loader, moot, pick_backend, reference_fingerprint
 
     device = first_device(config)
     # An empty corpus has nothing to probe: torch, and the dense stage says what is wrong with the corpus.
     sample = [doc_text(doc) for doc in islice(iter_corpus(folder.corpus), PROBE_TEXTS)] if not loaded else []
     if loaded or device != "cpu" or not sample:
-        choice = {"backend": "torch", "precision": "fp32", "picked": "torch",
-                  "reason": "the encoder was given already loaded" if loaded else
-                  f"the probe compares CPU runtimes; the model runs on {device}, with torch" if device != "cpu" else
-                  "the corpus has no documents to probe"}
+        choice = moot("the encoder was given already loaded" if loaded else
+                      f"the probe compares CPU runtimes; the model runs on {device}, with torch" if device != "cpu"
+                      else "the corpus has no documents to probe")
     else:
         if config.threads is not None:
             _set_threads(config.threads)  # the probe measures what the run will have
         root = cache_dir(config.cache_dir)
-        reference: list = []  # the torch fp32 model, loaded when first needed (a cached choice needs none)
-
-        def load(candidate):
-            if not reference:
-                reference.append(replace(config.encoder, backend="torch").load(config.model, "cpu", root))
-            if candidate.backend == "torch" and candidate.precision == "fp32":
-                return reference[0]
-            if candidate.precision == "fp32":  # a runtime wraps the loaded torch model: no second load
-                return runtime(candidate.backend)(reference[0], candidate.backend, root, threads=config.threads)
-            spec = replace(config.encoder, backend=candidate.backend, precision=candidate.precision)
-            return spec.load(config.model, "cpu", root, threads=config.threads)
-
-        choice = pick_backend(_torch_fingerprint(config, root, load), sample, load, root if config.cache else None,
-                              batch_size=config.encoder.batch_size, threads=config.threads)
+        load = candidate_loader(config.encoder, config.model, root, config.threads)
+        choice = pick_backend(reference_fingerprint(config.encoder, config.model, root, config.cache, load), sample,
+                              load, root if config.cache else None, batch_size=config.encoder.batch_size,
+                              threads=config.threads)
     notes.append(f"--backend auto picked {choice['picked']}: {choice['reason']}")
     logger.info(notes[-1])
     picked = replace(config, encoder=replace(config.encoder, backend=choice["backend"], precision=choice["precision"]))
     return _resolve_devices(picked), choice
-
-
-def _torch_fingerprint(config: EvaluateConfig, root: Path, load) -> dict:
-    """The torch fp32 model's fingerprint for the auto probe's cache key: remembered under a cheap key of its files
-    (`harness.io.cache.model_files_key`), so a run whose choice is cached loads no model for it."""
-    from harness.io.cache import model_files_key, recall_fingerprint, remember_fingerprint
-    from harness.retrieval.encode import resolve_model_source
-    from harness.runtimes.auto import REFERENCE
-
-    settings = {"model": config.model, **replace(config.encoder, backend="torch").to_config(), "for": "auto probe"}
-    key = model_files_key(resolve_model_source(config.model), settings) if config.cache else None
-    remembered = recall_fingerprint(root, key) if key else None
-    if remembered is not None and isinstance(remembered.get("fingerprint"), dict):
-        return remembered["fingerprint"]
-    fingerprint = load(REFERENCE).fingerprint()
-    if key:
-        remember_fingerprint(root, key, {"fingerprint": fingerprint})
-    return fingerprint
 
 
 def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfig, tuple[int, ...], int, list[int]]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from harness.datasets.catalog import resolve_dataset
 from harness.errors import DatasetError
-from harness.io.formats import iter_queries, locate_corpus_and_queries, write_run
+from harness.io.formats import iter_queries, locate_corpus_and_queries
+from harness.io.trec import write_run
 from harness.pipeline.config import EvaluateConfig
 from harness.pipeline.evaluate import (
     apply_self_hit_policy,

@@ -10,9 +10,12 @@ import logging
 import time
 
 from harness.io.cache import cache_dir, embedding_entry
-from harness.retrieval.encode import HASH_PREFIX, model_folder, resolve_model_source
+from harness.retrieval.encode import HASH_PREFIX
+from harness.retrieval.models import model_folder, resolve_model_source
+from harness.runtimes.registry import is_auto, runtime
 from harness.errors import HarnessError
-from harness.io.formats import BeirFolder, content_digest
+from harness.io.formats import BeirFolder
+from harness.io.lines import content_digest
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.metering import tree_bytes
 from harness.records import Query, Run, doc_text
@@ -83,7 +86,7 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusS
     from harness.retrieval.learned_sparse import SparseModel
 
     spec = config.encoder
-    if spec.backend != "torch":
+    if is_auto(spec.backend) or not runtime(spec.backend).sparse:
         raise HarnessError(f"backend {spec.backend} is for dense models; a sparse encoder runs with torch")
     source = resolve_model_source(config.model)
     with clock.stage("load"):

@@ -30,10 +30,11 @@ from typing import Any
 from harness.datasets import published
 from harness.datasets import registry
 from harness.errors import HarnessError, setting
-from harness.io.formats import atomic_writer
+from harness.io.files import atomic_writer
 from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table, metric_text
 from harness.reporting.labels import column_labels, display_label
 from harness.reporting.report import Result, check_same_data
+from harness.runtimes.registry import kernel_dependent
 from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 
 logger = logging.getLogger(__name__)
@@ -303,10 +304,6 @@ def labelled_results(results: list[Result], notes: list[str]) -> tuple[list[Resu
     return column_labels(results, notes)
 
 
-# Backends whose vectors depend on the CPU's kernels (more than by float rounding).
-KERNEL_DEPENDENT_BACKENDS = ("onnx-int8", "openvino", "openvino-int8")  # OpenVINO: bf16 where native
-
-
 def mixed_kernels(results: Sequence[Result]) -> str | None:
     """A warning when results made with a kernel-dependent backend came from CPUs of different kernel classes.
 
@@ -315,7 +312,7 @@ def mixed_kernels(results: Sequence[Result]) -> str | None:
     """
     classes: dict[str, list[str]] = {}
     for result in results:
-        if result.config.get("backend") in KERNEL_DEPENDENT_BACKENDS:
+        if kernel_dependent(result.config.get("backend")):  # `harness.runtimes.registry.Runtime.int8_kernels`
             kernel = result.host.get("kernel_class", "unrecorded")
             classes.setdefault(kernel, []).append(Path(result.where).name)
     if len(classes) < 2:

@@ -22,7 +22,8 @@ from typing import Any
 from harness import __version__
 from harness.datasets import registry
 from harness.errors import HarnessError
-from harness.io.formats import read_run, write_json, write_run
+from harness.io.files import write_json
+from harness.io.trec import read_run, write_run
 from harness.reporting.report import Result, model_slug
 
 logger = logging.getLogger(__name__)

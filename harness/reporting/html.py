@@ -132,7 +132,7 @@ def render_page(data: dict[str, Any]) -> str:
 
 def write_page(results: Sequence[Result], path: str | Path, options: PageOptions = PageOptions()) -> int:
     """Build, render and write the page atomically; returns its size in bytes."""
-    from harness.io.formats import write_text
+    from harness.io.files import write_text
 
     text = render_page(build_page(results, options))
     write_text(text, path)

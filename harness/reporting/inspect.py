@@ -69,7 +69,8 @@ def inspect_results(results: Sequence[Result], worst: int = 10, metric: str = "n
     Raises:
         HarnessError: The dataset folder or the run file is gone, or the metric is missing.
     """
-    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels, read_run
+    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder
+    from harness.io.trec import read_qrels, read_run
 
     for result in results:
         if metric not in result.metrics:

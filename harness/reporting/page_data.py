@@ -61,7 +61,7 @@ def _cut(text: str, limit: int) -> str:
 
 def _system_drill(result: Result, metric: str, options: PageOptions, qrels) -> dict[str, Any]:
     """A system's worst queries on one dataset: value, top documents, ranks of judged documents."""
-    from harness.io.formats import read_run
+    from harness.io.trec import read_run
 
     values = {q: v[metric] for q, v in result.per_query.items() if metric in v}
     worst = sorted(values, key=lambda q: (values[q], q))[:options.worst]
@@ -90,7 +90,8 @@ def _judged(judgments: dict[str, int]) -> list[tuple[str, int]]:
 
 
 def _dataset_drill(dataset: str, systems: dict[str, Result], options: PageOptions) -> dict[str, Any]:
-    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels
+    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder
+    from harness.io.trec import read_qrels
 
     first = next(iter(systems.values()))
     try:

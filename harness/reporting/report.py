@@ -23,7 +23,9 @@ from typing import Any
 
 from harness.errors import DataMismatchError, HarnessError, OutputError, setting
 from harness.presentation import align, metric_text
-from harness.io.formats import atomic_writer, content_sha256, remove_stale_temporaries, write_json, write_run
+from harness.io.files import atomic_writer, remove_stale_temporaries, write_json
+from harness.io.lines import content_sha256
+from harness.io.trec import write_run
 from harness.records import Run
 
 logger = logging.getLogger(__name__)

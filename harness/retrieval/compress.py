@@ -200,7 +200,7 @@ class Calibration:
 
         import numpy as np
 
-        from harness.io.formats import atomic_writer
+        from harness.io.files import atomic_writer
 
         buffer = io.BytesIO()
         np.savez(buffer, ranges=self.ranges, n=np.int64(self.n), sha256=np.array(self._digest()))

@@ -141,3 +141,22 @@ def torch_dtype(precision: str) -> Any:
     import torch
 
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+
+
+OUT_OF_MEMORY_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is a device out of memory, in any of the forms torch raises it: its OutOfMemoryError,
+    or a RuntimeError from cuBLAS/cuDNN (``CUBLAS_STATUS_ALLOC_FAILED``) or the allocator (``out of memory``)."""
+    if isinstance(exc, DeviceOutOfMemory) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in OUT_OF_MEMORY_MARKERS)
+
+
+class DeviceOutOfMemory(HarnessError):
+    """The device ran out of memory on a batch of `texts` texts (raised where the failing batch is known)."""
+
+    def __init__(self, texts: int):
+        super().__init__(f"the device ran out of memory on a batch of {texts} texts")
+        self.texts = texts

@@ -145,7 +145,7 @@ class EndpointEncoder:
     def _remember(self, identity: dict[str, Any]) -> None:
         if self._memory is None:
             return
-        from harness.io.formats import write_json
+        from harness.io.files import write_json
 
         try:
             write_json(identity, self._memory)

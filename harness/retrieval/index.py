@@ -345,7 +345,7 @@ class VectorIndex(RowIndex):
         """Write the built FAISS index atomically (FAISS's own format; no pickle)."""
         import numpy as np
 
-        from harness.io.formats import atomic_writer
+        from harness.io.files import atomic_writer
 
         self.build()
         data = np.asarray(_faiss().serialize_index(self._index))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, MissingDependencyError, ModelLoadError, setting
-from harness.io.formats import atomic_writer, remove_stale_temporaries
+from harness.io.files import atomic_writer, remove_stale_temporaries
 from harness.records import Run
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class Reranker:
     """A loaded ``CrossEncoder`` with the fingerprint its cached scores are keyed by."""
 
     def __init__(self, spec: RerankSpec, device: str = "cpu", precision: str = "fp32"):
-        from harness.retrieval.encode import model_folder, resolve_model_source
+        from harness.retrieval.models import model_folder, resolve_model_source
 
         self.spec = spec
         source = resolve_model_source(spec.model)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError, setting
+from harness.metering import proc_bytes
 from harness.records import Run
 
 if TYPE_CHECKING:
@@ -71,24 +72,13 @@ def format_size(n_bytes: float) -> str:
     return f"{n_bytes:.2f} GB"  # pragma: no cover
 
 
-def _meminfo(field: str) -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def default_budget() -> int | None:
     """The whole process's budget when none is given: what it holds now plus half of the memory available now
     (Linux's MemAvailable, which does not count this process; else half of physical memory), or None.
 
     So the default compares a search's own needs with the memory free, not the process's size: a large process
     (a test runner, a notebook) still searches a small corpus in memory."""
-    available = _meminfo("MemAvailable")
+    available = proc_bytes("/proc/meminfo", "MemAvailable")
     if available is None:
         try:
             available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -99,13 +89,9 @@ def default_budget() -> int | None:
 
 def resident_bytes() -> int:
     """This process's resident set now (VmRSS), or its peak where /proc is missing."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    now = proc_bytes("/proc/self/status", "VmRSS")
+    if now is not None:
+        return now
     import resource
     import sys
 

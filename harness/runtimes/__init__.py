@@ -1,4 +1,4 @@
-"""Encoder runtimes built on the retrieval layer's ONNX export: OpenVINO (`harness.runtimes.openvino_backend`).
-
-A layer of its own, above `harness.retrieval` (whose package is full) and below the pipeline that loads them.
+"""Encoder runtimes (``--backend``): the registry of their records (`harness.runtimes.registry`), the encoder spec
+that loads through it, ONNX Runtime and OpenVINO, and the ``auto`` probe. Above the retrieval layer, whose torch
+encoder they run, and below the pipeline that loads them.
 """

@@ -7,7 +7,7 @@ candidate's vectors with torch fp32's on that sample. A candidate is eligible wh
 torch fp32 when none is. The choice is cached per host, model fingerprint and runtime versions (`probe_key`), so a
 second run probes nothing.
 
-Why these bounds (BENCHMARKS.md, issue 32, host C): the backends whose full nDCG@10 is within 0.002 of torch fp32 on
+Why these bounds (BENCHMARKS.md, host C): the backends whose full nDCG@10 is within 0.002 of torch fp32 on
 SciFact and NFCorpus measured mean / min cosines of 1.0000 (onnx, openvino), 0.9999 (torch bf16) and 0.9949 / 0.9899
 (onnx-int8); openvino-int8's first recipe, which missed the bound on NFCorpus (−0.0040), measured 0.9924 / 0.9854. A
 mean of 0.994 admits onnx-int8 and refuses that; 0.98 for the worst text catches a runtime that breaks a few texts
@@ -18,28 +18,26 @@ it — and its model is calibrated on each corpus, which a probe on the first te
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.host import host_info, versions
 from harness.io.cache import content_key
-from harness.retrieval.backends import AUTO_BACKEND, BACKENDS
+from harness.runtimes.registry import BY_NAME, RUNTIMES, TORCH
 
 logger = logging.getLogger(__name__)
 
-AUTO = AUTO_BACKEND
 MEAN_COSINE_BOUND = 0.994
 MIN_COSINE_BOUND = 0.98
 PROBE_TEXTS = 96  # the first texts of the corpus: enough for a stable ratio, seconds on a CPU
 PROBE_ROUNDS = 2
-EXCLUDED = {"openvino-int8": "outside the 0.002 nDCG@10 bound on SciFact (+0.0025; NFCorpus −0.0006), BENCHMARKS.md "
-                              "issue 32; calibrated per corpus"}
+# The runtimes auto never picks, and why (each record's own `Runtime.not_auto`).
+EXCLUDED = {record.name: record.not_auto for record in RUNTIMES if record.not_auto is not None}
 PRECISIONS = ("fp32", "bf16")  # the precisions a candidate may have
 PROBE_VERSION = 1  # bump when the probe's rules change: older cached choices are then probed again
 
@@ -57,7 +55,7 @@ class Candidate:
         return self.backend if self.precision == "fp32" else f"{self.backend} {self.precision}"
 
 
-REFERENCE = Candidate("torch")
+REFERENCE = Candidate(TORCH)
 
 
 def native_bf16(flags: Sequence[str] | None = None) -> bool:
@@ -70,16 +68,13 @@ def installed_candidates(bf16: bool | None = None) -> list[Candidate]:
     """The candidates whose runtime is installed here, torch fp32 (the reference) first."""
     found = [REFERENCE]
     if native_bf16() if bf16 is None else bf16:
-        found.append(Candidate("torch", "bf16"))
-    if importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None:
-        found += [Candidate("onnx"), Candidate("onnx-int8")]
-    if importlib.util.find_spec("openvino") is not None:
-        found.append(Candidate("openvino"))
+        found.append(Candidate(TORCH, "bf16"))
+    found += [Candidate(record.name) for record in RUNTIMES if record.build is not None and record.installed()]
     return [candidate for candidate in found if candidate.backend not in EXCLUDED]
 
 
 def measure(encoders: dict[str, Any], sample: list[str], rounds: int = PROBE_ROUNDS, batch_size: int = 32,
-            timer: Callable[[], float] = time.perf_counter, reference: str = "torch") -> list[dict[str, Any]]:
+            timer: Callable[[], float] = time.perf_counter, reference: str = TORCH) -> list[dict[str, Any]]:
     """Encode `sample` with every encoder, alternated round by round after one warm-up batch each.
 
     Returns:
@@ -159,7 +154,7 @@ def _cached(path: Path) -> dict[str, Any] | None:
         choice = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(choice, dict) or not {"backend", "precision", "picked", "candidates"} <= choice.keys():
             raise ValueError("fields missing")
-        if choice["backend"] not in BACKENDS or choice["backend"] in EXCLUDED or choice["precision"] not in PRECISIONS:
+        if choice["backend"] not in BY_NAME or choice["backend"] in EXCLUDED or choice["precision"] not in PRECISIONS:
             raise ValueError(f"no such candidate: {choice['backend']!r} {choice['precision']!r}")
         return choice
     except (ValueError, UnicodeDecodeError) as exc:
@@ -202,3 +197,46 @@ def pick_backend(fingerprint: dict[str, Any], sample: list[str], load: Callable[
         partial.write_text(json.dumps(choice, indent=1), encoding="utf-8")
         partial.replace(path)  # a killed run leaves no half-written choice
     return {**choice, "probe": {**choice["probe"], "cached": False}}
+
+
+def moot(reason: str) -> dict[str, Any]:
+    """The choice where nothing is probed (a model on a GPU, one given loaded, an empty corpus): torch fp32."""
+    return {"backend": REFERENCE.backend, "precision": REFERENCE.precision, "picked": REFERENCE.name,
+            "reason": reason}
+
+
+def candidate_loader(spec: Any, model: str, root: Path, threads: int | None = None) -> Callable[[Candidate], Any]:
+    """Loads each candidate of a probe of `model` with the settings of `spec` (an `EncoderSpec`) on the CPU: the
+    torch fp32 model once, when first needed (a cached choice needs none), and each fp32 runtime wrapped around it
+    (no second load); a candidate of another precision loads on its own."""
+    reference: list = []
+
+    def load(candidate: Candidate) -> Any:
+        if not reference:
+            reference.append(replace(spec, backend=REFERENCE.backend).load(model, "cpu", root))
+        if candidate == REFERENCE:
+            return reference[0]
+        if candidate.precision == REFERENCE.precision:
+            return BY_NAME[candidate.backend].wrap(reference[0], root, threads=threads)
+        return replace(spec, backend=candidate.backend, precision=candidate.precision).load(model, "cpu", root,
+                                                                                            threads=threads)
+
+    return load
+
+
+def reference_fingerprint(spec: Any, model: str, root: Path, cache: bool, load: Callable[[Candidate], Any]) -> dict:
+    """The torch fp32 model's fingerprint for the probe's cache key: remembered under a cheap key of its files
+    (`harness.io.cache.model_files_key`), so a run whose choice is cached loads no model for it."""
+    from harness.io.cache import model_files_key, recall_fingerprint, remember_fingerprint
+    from harness.retrieval.models import resolve_model_source
+
+    settings = {"model": model, **replace(spec, backend=REFERENCE.backend).to_config(), "for": "auto probe"}
+    key = model_files_key(resolve_model_source(model), settings) if cache else None
+    remembered = recall_fingerprint(root, key) if key else None
+    if remembered is not None and isinstance(remembered.get("fingerprint"), dict):
+        return remembered["fingerprint"]
+    fingerprint = load(REFERENCE).fingerprint()
+    if key:
+        remember_fingerprint(root, key, {"fingerprint": fingerprint})
+    return fingerprint
+

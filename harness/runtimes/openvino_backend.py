@@ -1,6 +1,6 @@
 """An OpenVINO encoder: the project's ONNX export run by OpenVINO's CPU plugin, optionally static int8.
 
-``--backend openvino`` reads the fp32 ONNX export (`harness.retrieval.onnx_backend.export`) and compiles it for
+``--backend openvino`` reads the fp32 ONNX export (`harness.runtimes.onnx_backend.export`) and compiles it for
 the CPU at the plugin's default inference precision: bf16 on CPUs with native bf16 (AVX512-BF16, AMX), fp32
 elsewhere; the precision used is read back from the compiled model and recorded (``inference_precision``).
 
@@ -39,15 +39,15 @@ from harness.errors import HarnessError, MissingDependencyError
 from harness.host import environment_variables, local_kernel_class
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
 from harness.records import Doc, doc_text
-from harness.retrieval.backends import Calibration, register
-from harness.retrieval.onnx_backend import OPSET, OnnxEncoder, export
+from harness.runtimes.calibration import Calibration
+from harness.runtimes.onnx_backend import OPSET, OnnxEncoder, export
 
 logger = logging.getLogger(__name__)
 
-CALIBRATION_TEXTS = 300  # measured enough for stable ranges on SciFact/NFCorpus (BENCHMARKS.md, issue 32)
+CALIBRATION_TEXTS = 300  # measured enough for stable ranges on SciFact/NFCorpus (BENCHMARKS.md)
 CALIBRATION_SEED = 0
 # NNCF post-training quantization (``nncf.quantize``), measured on full SciFact and NFCorpus against torch fp32
-# (BENCHMARKS.md, issue 32): every MatMul in int8 ("performance" preset: symmetric int8 activations, SmoothQuant
+# (BENCHMARKS.md): every MatMul in int8 ("performance" preset: symmetric int8 activations, SmoothQuant
 # alpha 0.95, fast bias correction) moved nDCG@10 by +0.0013 / -0.0040; NNCF's transformer default ("mixed":
 # asymmetric activations) +0.0042 / -0.0039; SmoothQuant alpha 0.5 -0.0110 / -0.0017. Keeping the MatMuls of two
 # activations in float — the attention scores (Q K^T) and their weighted sum of the values, whose two inputs are
@@ -369,6 +369,3 @@ def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
         torch_fingerprint={k: v for k, v in fingerprint.items() if k not in torch_encoder.settings()},
         inference_precision=precision, calibration=identity, versions=versions)
 
-
-register("openvino", openvino_encoder)
-register("openvino-int8", openvino_encoder)

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.retrieval.backends import BACKENDS, register
-from harness.retrieval.encode import SentenceTransformerEncoder
+from harness.retrieval.sentence_transformer import SentenceTransformerEncoder
 from harness.errors import HarnessError, MissingDependencyError, setting
-from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
+from harness.io.files import default_permissions, private_dir, remove_stale_temporaries
 from harness.host import int8_fast_here, local_kernel_class
 
 if TYPE_CHECKING:
@@ -42,6 +41,7 @@ OPSET = 17
 # moved SciFact's nDCG@10 by +0.0067; these settings run at 1.8x with 0.995 and move it by -0.0003,
 # because ONNX Runtime's fast AVX2 integer kernels take signed weights and per-channel scales keep
 # each weight column's own range. (7-bit "reduce_range" weights were slightly further from fp32.)
+BACKENDS = ("onnx", "onnx-int8")  # the two backends this runtime runs (`harness.runtimes.registry`)
 QUANTIZATION = {"weight_type": "QInt8", "per_channel": True, "op_types_to_quantize": ["MatMul"]}
 
 
@@ -228,8 +228,8 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: in
         MissingDependencyError: onnxruntime/onnx are not installed.
         HarnessError: Unknown backend or a failed export.
     """
-    if backend not in BACKENDS[1:]:
-        raise HarnessError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    if backend not in BACKENDS:
+        raise HarnessError(f"unknown backend {backend!r}; this runtime runs {', '.join(BACKENDS)}")
     ort = _onnxruntime()
     from harness.io.cache import content_key
 
@@ -256,6 +256,3 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: in
         session=session, backend=backend, torch_fingerprint={k: v for k, v in fingerprint.items()
                                                              if k not in torch_encoder.settings()})
 
-
-register("onnx", onnx_encoder)
-register("onnx-int8", onnx_encoder)

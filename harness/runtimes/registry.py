@@ -1,0 +1,180 @@
+"""The encoder runtimes (``--backend``): one record per runtime, with the policy the pipeline and the CLI read.
+
+A runtime takes the loaded torch encoder (`harness.retrieval.sentence_transformer`) and returns the encoder that
+runs its model: ``torch`` is that encoder itself; ``onnx`` and ``onnx-int8`` run its exported transformer under ONNX
+Runtime (`harness.runtimes.onnx_backend`); ``openvino`` and ``openvino-int8`` run the same export under OpenVINO,
+the second quantized by NNCF on a `Calibration` sample of the corpus being evaluated
+(`harness.runtimes.openvino_backend`). Each record says how to build it, what besides the weights decides its
+vectors (its cache identity), where and in which precision it runs, whether it is calibrated on the corpus,
+whether its vectors depend on the CPU's int8 kernels, what it needs installed, and whether ``--backend auto``
+may pick it. Nothing outside this package tests a backend's name: it looks the record up (`runtime`).
+
+``auto`` is no runtime: a probe picks one of these (and a precision) for the machine (`harness.runtimes.auto`).
+This module imports no runtime library; a record imports its runtime's module only when it builds one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.records import Doc
+    from harness.runtimes.calibration import Calibration
+
+AUTO = "auto"  # not a runtime: the probe's choice of one (`harness.runtimes.auto`)
+TORCH = "torch"  # the reference every other runtime is measured against, and the one a model loads as first
+
+
+def _onnx(torch_encoder: Any, name: str, cache_root: Path, calibration: Calibration | None,
+          threads: int | None) -> Any:
+    from harness.runtimes.onnx_backend import onnx_encoder
+
+    return onnx_encoder(torch_encoder, name, cache_root, threads=threads)
+
+
+def _onnx_identity(name: str) -> dict[str, Any]:
+    from harness.runtimes.onnx_backend import runtime_identity
+
+    return runtime_identity(name)
+
+
+def _openvino(torch_encoder: Any, name: str, cache_root: Path, calibration: Calibration | None,
+              threads: int | None) -> Any:
+    from harness.runtimes.openvino_backend import openvino_encoder
+
+    if calibration is None:
+        return openvino_encoder(torch_encoder, name, cache_root, threads=threads)
+    return openvino_encoder(torch_encoder, name, cache_root, calibration=calibration, threads=threads)
+
+
+def _openvino_identity(name: str) -> dict[str, Any]:
+    from harness.runtimes.openvino_backend import runtime_identity
+
+    return runtime_identity(name)
+
+
+def _corpus_calibration(docs: Iterable[Doc], corpus_sha256: str) -> Calibration:
+    from harness.runtimes.openvino_backend import corpus_calibration
+
+    return corpus_calibration(docs, corpus_sha256)
+
+
+CPU_FP32 = ("backend {backend} runs on the CPU in fp32 only; use backend torch for device {device} and precision "
+            "{precision}")
+CPU_OWN_PRECISION = ("backend {backend} runs on the CPU at OpenVINO's own precision (bf16 where the CPU has it, "
+                     "recorded); leave --device and --precision at their defaults, or use backend torch for device "
+                     "{device} and precision {precision}")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One ``--backend``: how it is built and the rules that follow from it.
+
+    Attributes:
+        name: The ``--backend`` value, recorded in a result's configuration.
+        build: (torch encoder, name, cache root, calibration, threads) → the encoder that runs it; None: the torch
+            encoder itself.
+        identity: name → what besides the weights and settings decides its vectors and can change between runs
+            (versions, a quantization recipe): part of the key its model's fingerprint is remembered under; None:
+            nothing more.
+        device_refusal: None when it runs on any device at any precision; otherwise it runs on the CPU at its own
+            precision, and this sentence (with ``{backend}``, ``{device}``, ``{precision}``) refuses anything else.
+        calibrate: (documents, corpus sha256) → its `Calibration` sample, for a runtime whose model is fitted to the
+            corpus being evaluated (static int8); None: it is not calibrated.
+        int8_kernels: Its vectors depend on the CPU's int8 kernels (more than by float rounding): they are keyed by
+            the CPU's kernel class, and results from CPUs of two classes are flagged when compared.
+        needs: The modules it runs on (what ``--backend auto`` checks are installed).
+        extra: The extra that installs them.
+        sparse: A learned sparse encoder may run on it.
+        not_auto: Why ``--backend auto`` never picks it; None: auto may, when it is installed.
+    """
+
+    name: str
+    build: Callable[..., Any] | None = None
+    identity: Callable[[str], dict[str, Any]] | None = None
+    device_refusal: str | None = None
+    calibrate: Callable[[Iterable[Doc], str], Calibration] | None = None
+    int8_kernels: bool = False
+    needs: tuple[str, ...] = ()
+    extra: str = ""
+    sparse: bool = False
+    not_auto: str | None = None
+
+    @property
+    def calibrated(self) -> bool:
+        """Its model is fitted to each corpus: it loads with that corpus's `Calibration`, never reused across."""
+        return self.calibrate is not None
+
+    def installed(self) -> bool:
+        """Whether the modules it needs are importable here (nothing is imported)."""
+        return all(importlib.util.find_spec(module) is not None for module in self.needs)
+
+    def check_device(self, device: str, precision: str) -> None:
+        """Refuse a device option or precision it cannot run (``auto`` and ``cpu`` at fp32 always pass).
+
+        Raises:
+            DeviceError: Naming the backend, the device and the precision.
+        """
+        if self.device_refusal is not None and (device not in ("auto", "cpu") or precision != "fp32"):
+            from harness.retrieval.devices import DeviceError
+
+            raise DeviceError(self.device_refusal.format(backend=self.name, device=device, precision=precision))
+
+    def wrap(self, torch_encoder: Any, cache_root: Path | None = None, calibration: Calibration | None = None,
+             threads: int | None = None) -> Any:
+        """The encoder that runs `torch_encoder`'s model on this runtime (an export is cached under `cache_root`;
+        a calibrated runtime quantizes on `calibration`; `threads` limits its session)."""
+        if self.build is None:
+            return torch_encoder
+        from harness.io.cache import cache_dir
+
+        return self.build(torch_encoder, self.name, cache_root or cache_dir(), calibration if self.calibrated else None,
+                          threads)
+
+
+RUNTIMES = (
+    Runtime(TORCH, sparse=True),
+    Runtime("onnx", build=_onnx, device_refusal=CPU_FP32, needs=("onnxruntime", "onnx"), extra="onnx"),
+    Runtime("onnx-int8", build=_onnx, identity=_onnx_identity, device_refusal=CPU_FP32, int8_kernels=True,
+            needs=("onnxruntime", "onnx"), extra="onnx"),
+    # OpenVINO's default precision is bf16 where the CPU has it: its vectors follow the CPU's kernels too.
+    Runtime("openvino", build=_openvino, identity=_openvino_identity, device_refusal=CPU_OWN_PRECISION,
+            int8_kernels=True, needs=("openvino",), extra="openvino"),
+    Runtime("openvino-int8", build=_openvino, identity=_openvino_identity, device_refusal=CPU_OWN_PRECISION,
+            calibrate=_corpus_calibration, int8_kernels=True, needs=("openvino", "nncf"), extra="openvino",
+            not_auto="outside the 0.002 nDCG@10 bound on SciFact (+0.0025; NFCorpus −0.0006), BENCHMARKS.md "
+                     "host C; calibrated per corpus"),
+)
+BY_NAME = {record.name: record for record in RUNTIMES}
+NAMES = tuple(BY_NAME)  # the ``--backend`` choices, `AUTO` aside
+CHOICES = (*NAMES, AUTO)  # what ``--backend`` accepts
+
+
+def runtime(name: str) -> Runtime:
+    """The record of backend `name` (not `AUTO`, which the probe resolves to one).
+
+    Raises:
+        HarnessError: No runtime has that name.
+    """
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise HarnessError(f"unknown backend {name!r}; use one of {', '.join(NAMES)} or {AUTO}") from None
+
+
+def is_auto(name: str) -> bool:
+    """Whether `name` asks the probe to pick the backend."""
+    return name == AUTO
+
+
+def kernel_dependent(name: Any) -> bool:
+    """Whether a recorded backend `name` (anything a result's configuration holds) made CPU-kernel-dependent
+    vectors."""
+    record = BY_NAME.get(name) if isinstance(name, str) else None
+    return record is not None and record.int8_kernels

@@ -1,0 +1,74 @@
+"""The runtime registry: one record per ``--backend``, the policy the pipeline and the CLI read, checked here."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.runtimes.registry import AUTO, BY_NAME, CHOICES, NAMES, RUNTIMES, TORCH, kernel_dependent, runtime
+
+
+def test_every_record_is_whole_and_consistent():
+    assert len(NAMES) == len(RUNTIMES) == len(set(NAMES))
+    assert NAMES[0] == TORCH and AUTO not in NAMES and CHOICES == (*NAMES, AUTO)
+    for record in RUNTIMES:
+        assert BY_NAME[record.name] is record and runtime(record.name) is record
+        if record.name == TORCH:  # the reference: the torch encoder itself, on any device, at any precision
+            assert record.build is None and record.device_refusal is None and record.not_auto is None
+            assert record.sparse and not record.needs and not record.calibrated and not record.int8_kernels
+            continue
+        assert callable(record.build) and not record.sparse, record.name
+        assert record.needs and record.extra, record.name  # what auto checks, and what to install
+        assert record.device_refusal is not None, record.name  # every other runtime runs on the CPU
+        message = record.device_refusal.format(backend=record.name, device="cuda", precision="fp16")
+        assert record.name in message and "cuda" in message and "fp16" in message
+        if record.int8_kernels or record.calibrated:
+            assert record.identity is not None, record.name  # versions and recipe key its model
+        if record.calibrated:
+            assert record.not_auto, record.name  # a probe on the first texts cannot reproduce a corpus's fit
+
+
+def test_the_cli_offers_exactly_the_registrys_backends():
+    import click
+
+    from harness.cli import cli
+
+    evaluate = cli.commands["evaluate"]
+    backend = next(param for param in evaluate.params if param.name == "backend")
+    assert isinstance(backend.type, click.Choice) and tuple(backend.type.choices) == CHOICES
+    assert backend.default == TORCH
+
+
+def test_the_policy_each_record_carries():
+    from harness.retrieval.devices import DeviceError
+    from harness.runtimes.auto import EXCLUDED
+
+    assert [r.name for r in RUNTIMES if r.calibrated] == ["openvino-int8"]
+    assert [r.name for r in RUNTIMES if r.int8_kernels] == ["onnx-int8", "openvino", "openvino-int8"]
+    assert set(EXCLUDED) == {"openvino-int8"}
+    assert kernel_dependent("onnx-int8") and not kernel_dependent("onnx") and not kernel_dependent(None)
+    assert not kernel_dependent("hashing") and not kernel_dependent(["onnx-int8"])
+    runtime("onnx").check_device("cpu", "fp32")
+    runtime("torch").check_device("cuda:0", "fp16")
+    with pytest.raises(DeviceError, match="in fp32 only"):
+        runtime("onnx-int8").check_device("cpu", "bf16")
+    with pytest.raises(DeviceError, match="OpenVINO's own precision"):
+        runtime("openvino").check_device("cuda", "fp32")
+
+
+def test_an_unknown_backend_names_the_ones_there_are():
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match="unknown backend 'tensorrt'; use one of torch, onnx"):
+        runtime("tensorrt")
+
+
+def test_the_registry_imports_no_runtime_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.runtimes.registry, harness.runtimes.spec\n"
+            "print(sorted(m for m in ('torch', 'onnx', 'onnxruntime', 'openvino', 'nncf', 'numpy', "
+            "'harness.runtimes.onnx_backend', 'harness.runtimes.openvino_backend') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
