@@ -59,7 +59,8 @@ def typed_export(path: Path, lines: list[str], downloads: Path) -> str | None:
         page.goto(path.as_uri())
         page.wait_for_selector("body[data-ready='1']")
         page.fill("#annotator", rows[0][3])
-        page.locator("#query").click()
+        page.press("#annotator", "Enter")  # the page takes grades once it knows who is judging
+        page.wait_for_selector(f"body[data-annotator='{rows[0][3]}']")
         for _, _, grade, _ in rows:
             page.keyboard.press(grade)
         with page.expect_download() as info:

@@ -5,8 +5,10 @@ The page holds the queries, the documents and the pairs in a seeded random order
 documents of each query shuffled), never which system retrieved a document or at which rank. The data sits
 in a ``<script type="application/json">`` block with ``<``, ``>`` and ``&`` escaped, so no text can end the
 block, and the page's script puts every text on the page with ``textContent``: markup in a document is shown,
-never run. Grades autosave in ``localStorage`` under the pool's id; exports (CSV, TREC qrels) carry the
-annotator's name.
+never run. The page asks who is judging before it takes a grade; grades autosave in ``localStorage`` under
+the pool's id and the annotator's name, so two judges in one browser each have their own progress (switching
+name resumes or starts that annotator's, never carries another's), and an export (CSV, TREC qrels) holds only
+what that session's annotator typed, under their name: ``judgments-POOLID-NAME.csv``.
 """
 
 from __future__ import annotations
