@@ -741,7 +741,7 @@ def _scale(scale: tuple[int, int] | str) -> tuple[int, int]:
 
 def merge_judgments(folder: str | Path, files: Iterable[str | Path], split: str = "test", *,
                     annotator: str | None = None, resolve: str = "majority", scale: tuple[int, int] | str = (0, 3),
-                    weights: str = "linear", write: bool = True) -> MergeReport:
+                    weights: str = "linear", write: bool = True, ties: str = "low") -> MergeReport:
     """Add judgment files (CSV or TREC qrels) to a split of a BEIR folder (``judgments merge``).
 
     Args:
@@ -753,9 +753,10 @@ def merge_judgments(folder: str | Path, files: Iterable[str | Path], split: str 
         scale: The grade scale, ``(0, 3)`` or ``"0-3"``.
         weights: Cohen's κ weighting: ``none``, ``linear``, ``quadratic``.
         write: False checks and reports without writing.
+        ties: Where the policy cannot decide: ``low`` (the lower grade), ``high`` or ``refuse``.
 
     Returns:
-        The `MergeReport`: pairs added and changed, agreement.
+        The `MergeReport`: pairs added and changed, agreement, provenance.
 
     Raises:
         HarnessError: Unknown queries or documents, grades off the scale, an annotator grading a pair two ways,
@@ -763,7 +764,7 @@ def merge_judgments(folder: str | Path, files: Iterable[str | Path], split: str 
     """
     from harness.judging.merge import merge_judgments as run_merge
 
-    return run_merge(folder, list(files), split, annotator, resolve, _scale(scale), weights, write)
+    return run_merge(folder, list(files), split, annotator, resolve, _scale(scale), weights, write, ties)
 
 
 def agreement(sources: Iterable[str | Path], split: str = "test", *, annotator: str | None = None,
