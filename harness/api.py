@@ -701,7 +701,8 @@ def pool(dataset: str | Path, out: str | Path, systems: Iterable[str] = (), runs
     Args:
         dataset: A BEIR folder or installed registry dataset (qrels optional).
         out: The pool folder to create (never overwritten).
-        systems: Systems retrieved now (``bm25``, models), or with `runs` the runs to take (by tag or file name).
+        systems: Systems as ``bench --systems`` writes them (models, fusions, ``LABEL=SYSTEM``; a comma-separated
+            string or items), retrieved now, or with `runs` the runs to take (by tag or file name) and fuse.
         runs: Saved runs (TREC, MS MARCO, JSON) or result files to pool.
         depth: Top documents pooled from each system.
         max_per_query: At most this many documents per query (round-robin by rank).
@@ -725,7 +726,8 @@ def pool(dataset: str | Path, out: str | Path, systems: Iterable[str] = (), runs
     spec = PoolSpec(depth=depth, max_per_query=max_per_query, seed=seed, add=Path(add) if add else None,
                     split=split, **extra)
     with third_party_bars(progress):
-        return build_pool(dataset, PoolSources(tuple(systems), tuple(Path(r) for r in runs)), out, spec, progress)
+        return build_pool(dataset, PoolSources((systems,) if isinstance(systems, str) else tuple(systems),
+                                               tuple(Path(r) for r in runs)), out, spec, progress)
 
 
 def _scale(scale: tuple[int, int] | str) -> tuple[int, int]:
