@@ -269,7 +269,7 @@ def convert(out: str | Path, corpus: str | Path | None = None, queries: str | Pa
         out: The BEIR folder to create.
         corpus: Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz.
         queries: Queries, same formats.
-        qrels: Judgments, same formats, or TREC qrels.
+        qrels: Judgments, same formats, or TREC qrels; None: not judged yet (a header-only split, to pool).
         eval_set: Instead of the three tables: one .json/.yaml file with documents and queries.
         columns: Explicit column names by role (``corpus_id``, ``corpus_text``, ``qrels_score``, ... as
             `harness.datasets.convert.ColumnMap`); the others are detected.
@@ -305,8 +305,8 @@ def convert(out: str | Path, corpus: str | Path | None = None, queries: str | Pa
         if corpus or queries or qrels:
             raise HarnessError("give either eval_set or corpus/queries/qrels, not both")
         return convert_eval_set(eval_set, out, settings)
-    if qrels is None:
-        raise HarnessError("give corpus, queries and qrels (or eval_set)")
+    if qrels is None and (corpus is None or queries is None):
+        raise HarnessError("give corpus and queries (and qrels, unless not judged yet), or eval_set")
     return convert_tables(corpus, queries, qrels, out, settings)
 
 
