@@ -43,7 +43,7 @@ __all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "poo
 # The other commands (issue 33): see the block below `score`.
 __all__ += ["Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
             "compression", "convert", "cost", "coverage", "crosscheck", "demo", "environment",
-            "download_dataset", "export", "fuse", "import_dataset", "inspect_results", "list_datasets",
+            "download_dataset", "export", "fuse", "fuse_runs", "import_dataset", "inspect_results", "list_datasets",
             "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
             "third_party_bars", "validate"]
 
@@ -561,6 +561,26 @@ def fuse(results: Iterable[str | Path], method: str = "rrf", *, norm: str = "min
     spec = FusionSpec(method=method, norm=norm, weights=tuple(weights) if weights is not None else None,
                       rrf_k=rrf_k, depth=depth)
     return fuse_results([Path(p) for p in results], spec, Path(output_dir) if output_dir else None, name).result
+
+
+def fuse_runs(runs: Iterable[str | Path], out: str | Path, method: str = "rrf", *, norm: str = "minmax",
+              weights: Iterable[float] | str | None = None, rrf_k: int = 60, depth: int = 1000,
+              name: str | None = None):
+    """Fuse run files (TREC, MS MARCO, JSON) without qrels into one TREC run (``fuse RUN... --out``).
+
+    Args:
+        runs: Two or more run files; out: the fused TREC run written; method, norm, weights, rrf_k, depth,
+            name: as for `fuse` (the name default: the fusion's label of the runs' tags, ``rrf(bm25, e5)``).
+
+    Returns:
+        A `harness.pipeline.fuse.FusedRun`: the fused run, its path, the runs' names; nothing scored.
+    """
+    from harness.pipeline.fuse import fuse_run_files
+    from harness.retrieval.fusion import FusionSpec, parse_weights
+
+    weights = parse_weights(weights) if isinstance(weights, str) else weights
+    spec = FusionSpec(method, norm, tuple(weights) if weights is not None else None, rrf_k, depth)
+    return fuse_run_files(list(runs), spec, out, name)
 
 
 def export(results: Iterable[Result | str | Path] | str | Path, fmt: str, out: str | Path | None = None, *,
