@@ -55,7 +55,7 @@ def test_validate_reports_a_folder_not_judged_yet_as_valid(tmp_path, form):
     result = _invoke("validate", out)
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == \
-        f"{out}: OK; no judgments yet: pool it (beir-harness pool FOLDER --systems ... --out POOL)"
+        f"{out}: OK; no judgments yet: pool it (beir-harness pool {out} --systems ... --out POOL)"
     as_json = json.loads(_invoke("validate", out, "--json").output)
     assert as_json["ok"] is True and as_json["judged"] is False
 

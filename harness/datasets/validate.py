@@ -113,7 +113,7 @@ class ValidationReport:
         if warnings:
             status += f", {warnings} warning(s)"
         if self.ok and not self.judged:
-            status += "; no judgments yet: pool it (beir-harness pool FOLDER --systems ... --out POOL)"
+            status += f"; no judgments yet: pool it (beir-harness pool {self.folder} --systems ... --out POOL)"
         lines = [f"{self.folder}: {status}"]
         for name, info in self.files.items():
             notes = [n for n, on in (("gzip", info["gzip"]), ("CRLF line endings", info["crlf"])) if on]
