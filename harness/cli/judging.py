@@ -115,6 +115,9 @@ def pool(ctx: click.Context, dataset: Path | None, systems: tuple[str, ...], run
     click.echo(f"{out}: {counts['pairs']} pairs to judge over {counts['queries_pooled']} of {counts['queries']} "
                f"queries ({len(manifest['systems'])} systems, depth {depth}; {counts['already_judged']} already "
                f"judged, {counts['capped_out']} over the cap, {counts['added']} added); open {out / 'judge.html'}")
+    if counts.get("same_text"):
+        click.echo(f"{counts['same_text']} pooled documents have the text of another of their query: each is judged "
+                   "once, its grade given to every id (marked same_text_as in the exports)")
 
 
 def _status(ctx: click.Context, dataset: Path | None, pool_dir: Path, judgment_files: tuple[Path, ...],

@@ -42,7 +42,8 @@ POLICIES = ("majority", "mean", "max", "strict")
 TIES = ("low", "high", "refuse")
 _TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
 _COLUMNS = {"query": ("query_id", "query-id", "qid", "query"), "doc": ("doc_id", "corpus-id", "docid", "doc-id",
-            "corpus_id", "doc"), "grade": ("grade", "score", "relevance", "rel"), "annotator": ("annotator",)}
+            "corpus_id", "doc"), "grade": ("grade", "score", "relevance", "rel"), "annotator": ("annotator",),
+            "twin": ("same_text_as",)}
 _LISTED = 10  # problems listed under a refusal's first line; the rest are counted
 _PAGE_EXPORT = re.compile(r"^judgments-[0-9a-f]{16}-(.+?)(?: \(\d+\))?\.(?:csv|qrels)$")  # a browser may add " (1)"
 
@@ -69,6 +70,7 @@ class Judgment:
     source: str
     line: int | None = None
     time: str | None = None  # when it was merged (annotations read back from a folder)
+    same_text_as: str | None = None  # judged as this document of the same text (the judging page's copies)
 
 
 def parse_scale(text: str) -> tuple[int, int]:
@@ -143,7 +145,8 @@ def read_judgments(path: str | Path, annotator: str | None = None) -> list[Judgm
         if not name:
             raise FormatError(path, "no annotator for this judgment", line,
                               f"add an annotator column or pass {setting('annotator')}")
-        judgments.append(Judgment(query_id, doc_id, grade, name, str(path), line))
+        twin = str(row.get("twin") or "").strip() or None
+        judgments.append(Judgment(query_id, doc_id, grade, name, str(path), line, same_text_as=twin))
     if not judgments:
         raise FormatError(path, "no judgments")
     return judgments
@@ -210,7 +213,7 @@ def _read_records(root: str | Path, split: str) -> tuple[list[Judgment], set[tup
         try:
             r = json.loads(line)
             judgment = Judgment(r["query_id"], r["doc_id"], int(r["grade"]), r["annotator"], r["source"], None,
-                                r.get("time"))
+                                r.get("time"), r.get("same_text_as"))
             (superseded.append(r) if r.get("superseded") else found.append(judgment))
             scales.add((int(r["scale"][0]), int(r["scale"][1])))
         except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -385,7 +388,8 @@ def _provenance(annotations: list[Judgment], split: str, policy: str, ties: str,
 
 def _record(j: Judgment, scale: tuple[int, int], now: str | None = None) -> dict:
     return {"query_id": j.query_id, "doc_id": j.doc_id, "annotator": j.annotator, "grade": j.grade,
-            "source": j.source, "time": j.time or now, "scale": list(scale)}
+            "source": j.source, "time": j.time or now, "scale": list(scale),
+            **({"same_text_as": j.same_text_as} if j.same_text_as else {})}
 
 
 def _write(root: Path, split: str, target: Path, resolved: dict[tuple[str, str], int], annotations: list[Judgment],

@@ -350,13 +350,18 @@ def _manifest(spec: PoolSpec, runs, fingerprints: dict, pool: Pool, n_queries: i
 
 
 def write_pool_files(folder: Path, pool: Pool, queries: Mapping[str, str], corpus_path: Path, manifest: dict) -> None:
-    """pool.csv, pool.jsonl, manifest.json and judge.html of `pool` into `folder`."""
-    from harness.judging.page import render_judge_page
+    """pool.csv, pool.jsonl, manifest.json and judge.html of `pool` into `folder`; the manifest gets the
+    documents judged once for a twin of the same text (``same_text``: query → document → the one shown)."""
+    from harness.judging.page import render_judge_page, same_text
 
     wanted = {doc_id for docs in pool.pairs.values() for doc_id in docs}
     docs = {doc.doc_id: doc for doc in iter_corpus(corpus_path) if doc.doc_id in wanted}
     rows = [{"query_id": q, "query": queries[q], "doc_id": d, "title": docs[d].title, "text": docs[d].text,
              "grade": ""} for q, doc_ids in pool.pairs.items() for d in doc_ids]
+    copies = same_text(rows)
+    manifest["counts"]["same_text"] = len(copies)
+    manifest["same_text"] = {q: {d: shown for (query, d), shown in copies.items() if query == q}
+                             for q in dict.fromkeys(q for q, _ in copies)}
     with atomic_writer(folder / "pool.csv") as handle:
         writer = csv.DictWriter(handle, fieldnames=POOL_COLUMNS, lineterminator="\n")
         writer.writeheader()
