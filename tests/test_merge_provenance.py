@@ -208,3 +208,17 @@ def test_results_scored_on_merged_qrels_carry_the_provenance_and_report_shows_it
     note = next(line for line in report.output.splitlines() if "qrels merged" in line)
     assert note == (f"set [test]: qrels merged {recorded['merged_at']} from 2 annotators (alice 2, bob 2) by majority, "
                     f"ties high, scale 0-3; κ alice/bob {recorded['kappa'][0]['kappa']:.3f}; α {recorded['alpha']:.3f}")
+
+
+def test_a_fusion_of_results_on_merged_qrels_carries_their_provenance(tmp_path, monkeypatch):
+    root = _folder(tmp_path)
+    rows = [("q1", "d1", 2, "alice"), ("q1", "d1", 1, "bob"), ("q2", "d2", 3, "alice"), ("q2", "d3", 1, "bob")]
+    assert _merge(root, _csv(tmp_path, "g.csv", rows)).exit_code == 0
+    recorded = json.loads((root / "qrels" / "test.provenance.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    for model in ("bm25", "hash:16"):
+        assert CliRunner().invoke(cli, ["-q", "evaluate", str(root), "--model", model]).exit_code == 0
+    results = sorted(str(p) for p in (tmp_path / "results").rglob("test.json"))
+    fused = CliRunner().invoke(cli, ["fuse", *results, "--json"])
+    assert fused.exit_code == 0, fused.output
+    assert json.loads(fused.output)["config"]["qrels_provenance"] == recorded

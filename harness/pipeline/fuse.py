@@ -86,7 +86,9 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
                 "k_values": [10], "inputs": [{"result": str(path), "label": labels[i], "model": data.model,
                                               "config_hash": data.config_hash,
                                               "run_sha256": data.fingerprints.get("scored_run")}
-                                             for i, (path, data) in enumerate(inputs)]},
+                                             for i, (path, data) in enumerate(inputs)],
+                **({"qrels_provenance": first.config["qrels_provenance"]} if first.config.get("qrels_provenance")
+                   else {})},
         fingerprints={key: value for key, value in first.fingerprints.items()
                       if key in ("corpus", "queries", "qrels")},
         timings={"total": round(time.perf_counter() - started, 4)}, versions=versions(), host=host_info(),
