@@ -19,7 +19,7 @@ _API = ("EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_s
 # Every other command as a function (issue 33); `harness.api.__all__` lists the same names.
 _API += ("Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
          "compression", "convert", "cost", "coverage", "crosscheck", "demo", "environment",
-         "download_dataset", "export", "fuse", "import_dataset", "inspect_results", "list_datasets",
+         "download_dataset", "export", "fuse", "fuse_runs", "import_dataset", "inspect_results", "list_datasets",
          "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
          "third_party_bars", "validate")
 

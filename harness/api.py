@@ -43,7 +43,7 @@ __all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "poo
 # The other commands (issue 33): see the block below `score`.
 __all__ += ["Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
             "compression", "convert", "cost", "coverage", "crosscheck", "demo", "environment",
-            "download_dataset", "export", "fuse", "import_dataset", "inspect_results", "list_datasets",
+            "download_dataset", "export", "fuse", "fuse_runs", "import_dataset", "inspect_results", "list_datasets",
             "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
             "third_party_bars", "validate"]
 
@@ -269,7 +269,7 @@ def convert(out: str | Path, corpus: str | Path | None = None, queries: str | Pa
         out: The BEIR folder to create.
         corpus: Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz.
         queries: Queries, same formats.
-        qrels: Judgments, same formats, or TREC qrels.
+        qrels: Judgments, same formats, or TREC qrels; None: not judged yet (a header-only split, to pool).
         eval_set: Instead of the three tables: one .json/.yaml file with documents and queries.
         columns: Explicit column names by role (``corpus_id``, ``corpus_text``, ``qrels_score``, ... as
             `harness.datasets.convert.ColumnMap`); the others are detected.
@@ -305,8 +305,8 @@ def convert(out: str | Path, corpus: str | Path | None = None, queries: str | Pa
         if corpus or queries or qrels:
             raise HarnessError("give either eval_set or corpus/queries/qrels, not both")
         return convert_eval_set(eval_set, out, settings)
-    if qrels is None:
-        raise HarnessError("give corpus, queries and qrels (or eval_set)")
+    if qrels is None and (corpus is None or queries is None):
+        raise HarnessError("give corpus and queries (and qrels, unless not judged yet), or eval_set")
     return convert_tables(corpus, queries, qrels, out, settings)
 
 
@@ -563,6 +563,26 @@ def fuse(results: Iterable[str | Path], method: str = "rrf", *, norm: str = "min
     return fuse_results([Path(p) for p in results], spec, Path(output_dir) if output_dir else None, name).result
 
 
+def fuse_runs(runs: Iterable[str | Path], out: str | Path, method: str = "rrf", *, norm: str = "minmax",
+              weights: Iterable[float] | str | None = None, rrf_k: int = 60, depth: int = 1000,
+              name: str | None = None):
+    """Fuse run files (TREC, MS MARCO, JSON) without qrels into one TREC run (``fuse RUN... --out``).
+
+    Args:
+        runs: Two or more run files; out: the fused TREC run written; method, norm, weights, rrf_k, depth,
+            name: as for `fuse` (the name default: the fusion's label of the runs' tags, ``rrf(bm25, e5)``).
+
+    Returns:
+        A `harness.pipeline.fuse.FusedRun`: the fused run, its path, the runs' names; nothing scored.
+    """
+    from harness.pipeline.fuse import fuse_run_files
+    from harness.retrieval.fusion import FusionSpec, parse_weights
+
+    weights = parse_weights(weights) if isinstance(weights, str) else weights
+    spec = FusionSpec(method, norm, tuple(weights) if weights is not None else None, rrf_k, depth)
+    return fuse_run_files(list(runs), spec, out, name)
+
+
 def export(results: Iterable[Result | str | Path] | str | Path, fmt: str, out: str | Path | None = None, *,
            metrics: Iterable[str] = (), split: str | None = None) -> list[Path] | str:
     """Export results for other tools (the `export` command).
@@ -701,7 +721,8 @@ def pool(dataset: str | Path, out: str | Path, systems: Iterable[str] = (), runs
     Args:
         dataset: A BEIR folder or installed registry dataset (qrels optional).
         out: The pool folder to create (never overwritten).
-        systems: Systems retrieved now (``bm25``, models), or with `runs` the runs to take (by tag or file name).
+        systems: Systems as ``bench --systems`` writes them (models, fusions, ``LABEL=SYSTEM``; a comma-separated
+            string or items), retrieved now, or with `runs` the runs to take (by tag or file name) and fuse.
         runs: Saved runs (TREC, MS MARCO, JSON) or result files to pool.
         depth: Top documents pooled from each system.
         max_per_query: At most this many documents per query (round-robin by rank).
@@ -725,7 +746,8 @@ def pool(dataset: str | Path, out: str | Path, systems: Iterable[str] = (), runs
     spec = PoolSpec(depth=depth, max_per_query=max_per_query, seed=seed, add=Path(add) if add else None,
                     split=split, **extra)
     with third_party_bars(progress):
-        return build_pool(dataset, PoolSources(tuple(systems), tuple(Path(r) for r in runs)), out, spec, progress)
+        return build_pool(dataset, PoolSources((systems,) if isinstance(systems, str) else tuple(systems),
+                                               tuple(Path(r) for r in runs)), out, spec, progress)
 
 
 def _scale(scale: tuple[int, int] | str) -> tuple[int, int]:
@@ -741,7 +763,7 @@ def _scale(scale: tuple[int, int] | str) -> tuple[int, int]:
 
 def merge_judgments(folder: str | Path, files: Iterable[str | Path], split: str = "test", *,
                     annotator: str | None = None, resolve: str = "majority", scale: tuple[int, int] | str = (0, 3),
-                    weights: str = "linear", write: bool = True) -> MergeReport:
+                    weights: str = "linear", write: bool = True, ties: str = "low") -> MergeReport:
     """Add judgment files (CSV or TREC qrels) to a split of a BEIR folder (``judgments merge``).
 
     Args:
@@ -753,9 +775,10 @@ def merge_judgments(folder: str | Path, files: Iterable[str | Path], split: str 
         scale: The grade scale, ``(0, 3)`` or ``"0-3"``.
         weights: Cohen's κ weighting: ``none``, ``linear``, ``quadratic``.
         write: False checks and reports without writing.
+        ties: Where the policy cannot decide: ``low`` (the lower grade), ``high`` or ``refuse``.
 
     Returns:
-        The `MergeReport`: pairs added and changed, agreement.
+        The `MergeReport`: pairs added and changed, agreement, provenance.
 
     Raises:
         HarnessError: Unknown queries or documents, grades off the scale, an annotator grading a pair two ways,
@@ -763,7 +786,7 @@ def merge_judgments(folder: str | Path, files: Iterable[str | Path], split: str 
     """
     from harness.judging.merge import merge_judgments as run_merge
 
-    return run_merge(folder, list(files), split, annotator, resolve, _scale(scale), weights, write)
+    return run_merge(folder, list(files), split, annotator, resolve, _scale(scale), weights, write, ties)
 
 
 def agreement(sources: Iterable[str | Path], split: str = "test", *, annotator: str | None = None,

@@ -68,8 +68,14 @@ class Browser:
         self.page.goto(path.as_uri())
         self.page.wait_for_selector("body[data-ready='1']")
 
+    def judge_as(self, name: str) -> None:
+        """Type `name` in the annotator field and press Enter: that annotator's session starts (or resumes)."""
+        self.page.fill("#annotator", name)
+        self.page.press("#annotator", "Enter")
+        self.page.wait_for_function("n => document.body.dataset.annotator === n", arg=name)
+
     def keys(self, *keys: str) -> None:
-        self.page.locator("#query").click()  # focus outside the name field
+        self.page.locator("#title").click()  # focus outside the name field
         for key in keys:
             self.page.keyboard.press(key)
 
@@ -91,15 +97,16 @@ def test_keys_grade_a_reload_keeps_the_work_and_the_export_is_what_was_typed(tmp
     items = _items(path)
     browser = Browser(path, tmp_path)
     try:
-        browser.page.fill("#annotator", "Ada L.")
+        browser.judge_as("Ada L.")
         browser.keys("2", "0", "s", "3", "b", "1", "ArrowLeft", "ArrowLeft", "ArrowLeft", "3")
         # typed: pair 1 → 2, pair 2 → 0, pair 3 skipped, pair 4 → 3; back to pair 4 → 1;
         # back ×3 to pair 2 → 3
         expected = {tuple(items[0]): 2, tuple(items[1]): 3, tuple(items[3]): 1}
         assert browser.page.inner_text("#progress").startswith("3 of 24 judged, 1 skipped; pair 3 of 24")
-        browser.open(path)  # closing and reopening the file
+        browser.open(path)  # closing and reopening the file: the page asks who is judging, and resumes Ada's work
+        assert browser.page.input_value("#annotator") == ""
+        browser.judge_as("Ada L.")
         assert browser.page.inner_text("#progress").startswith("3 of 24 judged, 1 skipped; pair 3 of 24")
-        assert browser.page.input_value("#annotator") == "Ada L."
         assert browser.page.inner_text("#query") == {"q0": "query 0", "q1": "query 1"}[items[2][0]]
         rows = list(csv.DictReader(io.StringIO(browser.export("#export-csv"))))
         assert {(r["query_id"], r["doc_id"]): int(r["grade"]) for r in rows} == expected
@@ -123,6 +130,7 @@ def test_the_order_does_not_follow_rank_and_long_documents_scroll(tmp_path):
     assert [q for q, _ in items] == sorted((q for q, _ in items), key=[q for q, _ in items].index)  # by query
     browser = Browser(path, tmp_path)
     try:
+        browser.judge_as("Cy")
         shown = []
         for _ in range(4):
             shown.append(browser.page.inner_text("#doc-title"))
@@ -141,6 +149,7 @@ def test_planted_markup_in_a_document_is_shown_as_text_and_never_runs(tmp_path):
     items = _items(path)
     browser = Browser(path, tmp_path)
     try:
+        browser.judge_as("Cy")
         browser.keys(*["n"] * [doc for _, doc in items].index("d00"))
         assert browser.page.inner_text("#doc-text") == PLANTED
         assert browser.page.inner_text("#doc-title") == PLANTED
@@ -170,10 +179,75 @@ def test_a_team_scale_takes_only_its_own_keys(tmp_path):
     try:
         assert browser.page.locator("#grades button").all_inner_texts() == ["0 No", "1 Yes"]
         assert "Yes if it answers." in browser.page.inner_text("#guidelines")
+        browser.judge_as("Bo")
         browser.keys("3", "2", "1", "0")  # 3 and 2 are not grades here: nothing happens
-        browser.page.fill("#annotator", "Bo")
         rows = list(csv.DictReader(io.StringIO(browser.export("#export-csv"))))
         assert {(r["query_id"], r["doc_id"]): r["grade"] for r in rows} == {tuple(items[0]): "1", tuple(items[1]): "0"}
         assert not browser.problems, browser.problems
+    finally:
+        browser.close()
+
+
+def _export_rows(browser: Browser) -> dict[tuple[str, str], int]:
+    rows = list(csv.DictReader(io.StringIO(browser.export("#export-csv"))))
+    assert len({r["annotator"] for r in rows}) <= 1, rows
+    return {(r["query_id"], r["doc_id"]): int(r["grade"]) for r in rows}
+
+
+@pytest.mark.browser
+def test_two_judges_in_one_browser_each_get_their_own_progress_and_export(tmp_path):
+    path = _pool(tmp_path, docs=4, queries=2)
+    items = _items(path)
+    browser = Browser(path, tmp_path)  # one browser profile for both judges, as on a shared machine
+    try:
+        # no grade before a name: the page asks who is judging, and a key grades nothing
+        assert browser.page.is_visible("#who")
+        assert browser.page.inner_text("#progress") == "no annotator yet"
+        browser.keys("2")
+        assert browser.page.locator("#grades button[disabled]").count() == 4
+        browser.judge_as("alice")
+        assert browser.page.inner_text("#progress").startswith("0 of 8 judged, 0 skipped; pair 1 of 8")
+        browser.keys("3", "3", "3", "3", "3", "3", "3", "3")  # alice grades every pair 3
+        assert browser.page.inner_text("#progress").startswith("8 of 8 judged")
+        alice = {tuple(item): 3 for item in items}
+        assert _export_rows(browser) == alice
+        assert browser.page.locator("#download-csv").get_attribute("download").endswith("-alice.csv")
+
+        browser.open(path)  # bob opens the same file in the same browser
+        assert browser.page.input_value("#annotator") == ""
+        assert browser.page.inner_text("#progress") == "no annotator yet"
+        browser.judge_as("bob")
+        assert browser.page.inner_text("#progress").startswith("0 of 8 judged, 0 skipped; pair 1 of 8")
+        browser.keys("1", "0")  # bob grades two pairs
+        bob = {tuple(items[0]): 1, tuple(items[1]): 0}
+        assert _export_rows(browser) == bob  # only what bob typed, never alice's grades
+        assert browser.page.locator("#download-csv").get_attribute("download").endswith("-bob.csv")
+
+        browser.judge_as("alice")  # switching back resumes alice's own progress, untouched by bob
+        assert browser.page.inner_text("#progress").startswith("8 of 8 judged")
+        assert _export_rows(browser) == alice
+        browser.judge_as("bob")
+        assert browser.page.inner_text("#progress").startswith("2 of 8 judged, 0 skipped; pair 3 of 8")
+        assert not browser.problems, browser.problems
+    finally:
+        browser.close()
+
+
+@pytest.mark.browser
+def test_progress_an_older_page_saved_per_pool_goes_only_to_its_own_annotator(tmp_path):
+    path = _pool(tmp_path, docs=3, queries=1)
+    items = _items(path)
+    pool_id = json.loads((tmp_path / "pool" / "manifest.json").read_text())["pool_id"]
+    browser = Browser(path, tmp_path)
+    try:
+        old = {"annotator": "alice", "pos": 2, "grades": {f"{q}\t{d}": 2 for q, d in items}}
+        browser.page.evaluate("([k, v]) => localStorage.setItem(k, v)", [f"beir-harness-judge:{pool_id}", json.dumps(old)])
+        browser.open(path)
+        browser.judge_as("bob")
+        assert browser.page.inner_text("#progress").startswith("0 of 3 judged")
+        assert _export_rows(browser) == {}
+        browser.judge_as("alice")
+        assert browser.page.inner_text("#progress").startswith("3 of 3 judged")
+        assert _export_rows(browser) == {tuple(item): 2 for item in items}
     finally:
         browser.close()

@@ -137,7 +137,11 @@ def test_merge_keeps_existing_grades_as_a_vote_and_lists_changes(tmp_path):
     assert "changed (q1, d1): 0 -> 2" in result.output
     again = _merge(root, grades)  # the same files again: nothing new, nothing changed
     assert again.exit_code == 0 and "0 new, 0 changed" in again.output
-    assert len((root / "qrels" / "test.annotations.jsonl").read_text().splitlines()) == 3
+    # a's and b's 3 grades, and the qrels' own two votes (qrels:test 0 for (q1, d1), 1 for (q2, d2)), once
+    records = [json.loads(line) for line in (root / "qrels" / "test.annotations.jsonl").read_text().splitlines()]
+    assert sorted((r["query_id"], r["doc_id"], r["annotator"], r["grade"]) for r in records) == [
+        ("q1", "d1", "a", 2), ("q1", "d1", "b", 2), ("q1", "d1", "qrels:test", 0), ("q2", "d2", "qrels:test", 1),
+        ("q2", "d3", "a", 3)]
 
 
 def test_a_merge_killed_between_its_two_renames_completes_on_rerun(tmp_path):

@@ -170,7 +170,7 @@ def test_the_page_holds_no_system_rank_or_score(tmp_path):
     block = re.search(r'<script type="application/json" id="pool-data">(.*?)</script>', html, re.S).group(1)
     assert not any(name in block for name in SYSTEMS) and '"score' not in block and '"rank' not in block
     data = json.loads(block)
-    assert set(data) == {"pool_id", "title", "scale", "guidelines", "queries", "docs", "items"}
+    assert set(data) == {"pool_id", "title", "scale", "guidelines", "queries", "docs", "items", "copies"}
     assert {tuple(item) for item in data["items"]} == _pool_pairs(out)
     assert [s["grade"] for s in data["scale"]] == [0, 1, 2, 3]
 

@@ -36,7 +36,8 @@ def _column_options(command):
 @click.option("--queries", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Queries, same formats.")
 @click.option("--qrels", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Judgments (query id, document id, grade), same formats, or a TREC qrels file (.qrels/.txt).")
+              help="Judgments (query id, document id, grade), same formats, or a TREC qrels file (.qrels/.txt); "
+                   "omit it for a folder not judged yet (qrels/SPLIT.tsv a header only: pool it).")
 @click.option("--eval-set", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Instead of the three tables: one .json/.yaml file with documents and queries.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
@@ -100,8 +101,8 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
 
     if eval_set is not None and (corpus or queries or qrels):
         raise click.UsageError("give either --eval-set or --corpus/--queries/--qrels, not both")
-    if eval_set is None and qrels is None:
-        raise click.UsageError("give --corpus, --queries and --qrels (or --eval-set)")
+    if eval_set is None and qrels is None and (corpus is None or queries is None):
+        raise click.UsageError("give --corpus and --queries (and --qrels, unless nothing is judged yet), or --eval-set")
     summary = run_convert(out, corpus, queries, qrels, eval_set=eval_set, columns=columns, split=split, force=force,
                           drop_empty=drop_empty, allow_negative=allow_negative, default_grade=default_grade,
                           delimiter=delimiter, decimal_comma=decimal_comma, sheets=_sheet_choices(sheets),
@@ -111,13 +112,16 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
         return
     grades = ", ".join(f"{g}: {n}" for g, n in sorted(summary.grades.items()))
     verb = {"new": "wrote", "replace": "replaced", "add-split": "added split to"}[summary.mode]
+    judged = (f"with {summary.n_judgments} judgments for {summary.n_judged_queries} queries (grades {{{grades}}})"
+              if summary.n_judgments else "with no judgments yet")
     click.echo(f"{verb} {summary.out}: {summary.n_docs} documents, {summary.n_queries} queries, "
-               f"qrels/{summary.split}.tsv with {summary.n_judgments} judgments for {summary.n_judged_queries} "
-               f"queries (grades {{{grades}}})")
+               f"qrels/{summary.split}.tsv {judged}")
     for source, how in summary.formats.items():
         click.echo(as_flags(f"read {source} as {how}"))
     if summary.grade_scale:
         click.echo(as_flags(f"grade scale {summary.grade_scale}"))
+    if not summary.n_judgments:
+        click.echo(f"no judgments yet: pool it (beir-harness pool {summary.out} --systems ... --out POOL)")
 
 
 def _sheet_choices(values: tuple[str, ...]) -> dict[str, str]:

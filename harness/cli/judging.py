@@ -12,8 +12,8 @@ from harness.cli.group import cli
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
-    items = [item.strip() for item in (value or "").split(",") if item.strip()]
-    return tuple(dict.fromkeys(items))
+    """The --systems text as given: the API splits it as `bench --systems` does (commas inside a fusion stay)."""
+    return (value,) if value and value.strip() else ()
 
 
 def _guidelines(path: Path | None) -> dict:
@@ -50,9 +50,11 @@ def _guidelines(path: Path | None) -> dict:
 
 @cli.command()
 @click.argument("dataset", type=click.Path(path_type=Path), required=False)
-@click.option("--systems", callback=_systems, default=None, metavar="NAME,...",
-              help="Systems to pool, comma-separated: models retrieved now (bm25, all-MiniLM-L6-v2, ...), or with "
-                   "--runs the runs to take (by tag or file name).")
+@click.option("--systems", callback=_systems, default=None, metavar="SYSTEM,...",
+              help="Systems to pool, comma-separated, written as for `bench --systems`: models retrieved now (bm25, "
+                   "all-MiniLM-L6-v2, ...), FIRST >> CROSS_ENCODER@DEPTH, fusions (rrf(bm25, all-MiniLM-L6-v2), "
+                   "wsum(a, b, weights=0.3:0.7)), each optionally LABEL=SYSTEM; or with --runs the runs to take (by "
+                   "tag or file name) and fusions of them. Every one is checked before anything is retrieved.")
 @click.option("--runs", "run_files", multiple=True, type=click.Path(path_type=Path, dir_okay=False, exists=True),
               metavar="FILE", help="Saved runs to pool (TREC, MS MARCO or JSON, as `evaluate --run`), or result files "
                    "(their scored run). Repeatable.")
@@ -91,6 +93,7 @@ def pool(ctx: click.Context, dataset: Path | None, systems: tuple[str, ...], run
 
     \b
         beir-harness pool ./my-set --systems "bm25, all-MiniLM-L6-v2" --depth 10 --out pool/
+        beir-harness pool ./my-set --systems "bm25, e5=intfloat/e5-small-v2, rrf(bm25, e5)" --out pool/
         beir-harness pool ./my-set --runs a.trec --runs b.trec --depth 20 --max-per-query 30 --out pool/
         beir-harness pool --status pool/
     """
@@ -112,6 +115,9 @@ def pool(ctx: click.Context, dataset: Path | None, systems: tuple[str, ...], run
     click.echo(f"{out}: {counts['pairs']} pairs to judge over {counts['queries_pooled']} of {counts['queries']} "
                f"queries ({len(manifest['systems'])} systems, depth {depth}; {counts['already_judged']} already "
                f"judged, {counts['capped_out']} over the cap, {counts['added']} added); open {out / 'judge.html'}")
+    if counts.get("same_text"):
+        click.echo(f"{counts['same_text']} pooled documents have the text of another of their query: each is judged "
+                   "once, its grade given to every id (marked same_text_as in the exports)")
 
 
 def _status(ctx: click.Context, dataset: Path | None, pool_dir: Path, judgment_files: tuple[Path, ...],

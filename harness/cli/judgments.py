@@ -39,17 +39,22 @@ def judgments() -> None:
 @click.option("--split", default="test", show_default=True, help="The qrels split to add to (created if absent).")
 @click.option("--resolve", "policy", type=click.Choice(["majority", "mean", "max", "strict"]), default="majority",
               show_default=True, help="How disagreeing grades become one; strict refuses any disagreement.")
+@click.option("--ties", type=click.Choice(["low", "high", "refuse"]), default="low", show_default=True,
+              help="Where --resolve cannot decide (majority: a tie; mean: exactly halfway; with two annotators, "
+                   "every disagreement): the lower grade, the higher, or refuse.")
 @click.option("--scale", default="0-3", show_default=True, callback=_scale, metavar="LOW-HIGH",
               help="The grade scale; a grade off it, or a split on another scale, is refused.")
 @click.option("--weights", type=_WEIGHTS, default="linear", show_default=True, help="Cohen's κ weighting.")
-def merge(folder: Path, files: tuple[Path, ...], annotator: str | None, split: str, policy: str,
+def merge(folder: Path, files: tuple[Path, ...], annotator: str | None, split: str, policy: str, ties: str,
           scale: tuple[int, int], weights: str) -> None:
     """Add judgment files (CSV query_id,doc_id,grade[,annotator] or TREC qrels) to a split.
 
     Who judged what goes to qrels/SPLIT.annotations.jsonl; the qrels get one grade per pair, resolved by
-    --resolve. A grade already in the split is one more vote, so nothing judged changes silently: changed
-    pairs are listed. Unknown queries or documents, grades off the scale, an annotator grading a pair two
-    ways, or (strict) any disagreement: exit 1, nothing written.
+    --resolve and --ties. A grade already in the split is one more vote (recorded as annotator qrels:SPLIT),
+    so nothing judged changes silently: changed pairs are listed. How the qrels were made goes to
+    qrels/SPLIT.provenance.json, and into every result scored on them. Unknown queries or documents, grades
+    off the scale, an annotator grading a pair two ways, (strict) any disagreement, or (--ties refuse) one
+    the policy cannot decide: exit 1, nothing written.
 
     Example:
 
@@ -59,7 +64,8 @@ def merge(folder: Path, files: tuple[Path, ...], annotator: str | None, split: s
     """
     from harness.api import merge_judgments
 
-    report = merge_judgments(folder, files, split, annotator=annotator, resolve=policy, scale=scale, weights=weights)
+    report = merge_judgments(folder, files, split, annotator=annotator, resolve=policy, scale=scale, weights=weights,
+                             ties=ties)
     click.echo(report.format_text())
 
 

@@ -219,22 +219,37 @@ def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               help="Label of the fused result [default: method(labels; settings), e.g. wsum(bm25, e5; 0.3:0.7)].")
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
               help="Where the fused result goes: <output-dir>/<dataset>/fusion/<split>.<variant>.json.")
+@click.option("--out", "out_run", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
+              help="Fuse run files instead (TREC, MS MARCO or JSON runs; no qrels needed): the fused TREC run "
+                   "goes to FILE, and nothing is scored.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fused result JSON instead of the table.")
 def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float, ...] | None, rrf_k: int,
-         depth: int, name: str | None, output_dir: Path, as_json: bool) -> None:
-    """Fuse the runs of two or more results (hybrid search) and score the fused run.
+         depth: int, name: str | None, output_dir: Path, out_run: Path | None, as_json: bool) -> None:
+    """Fuse the runs of two or more results (hybrid search) and score the fused run; or, with --out, fuse
+    run files (no qrels needed) into one run.
 
     RESULTS are result files of one dataset and split (the same qrels); the run file saved beside
     each is fused — RRF = sum of 1/(k + rank); combsum, combmnz and wsum over min-max or z-score
     normalized scores; dbsf over scores clipped to mean ± 3 sigma — and the fused run is scored and
-    written like any other result.
+    written like any other result. With --out FILE, RESULTS are run files instead (TREC, MS MARCO or
+    JSON; a team with runs and no judgments yet): the fused run, tagged with the fusion's label, goes to
+    FILE, and nothing is scored.
 
     Example:
 
     \b
         beir-harness fuse results/scifact/bm25/test.json results/scifact/sentence-transformers__all-MiniLM-L6-v2/test.json
         beir-harness fuse a.json b.json --method wsum --weights 0.3:0.7 --norm zscore
+        beir-harness fuse bm25.trec e5.trec --out hybrid.trec
     """
+    if out_run is not None:
+        from harness.api import fuse_runs
+
+        if as_json:
+            raise click.UsageError("--json prints a scored result; with --out nothing is scored")
+        click.echo(fuse_runs(results, out_run, method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth,
+                             name=name).format_text())
+        return
     from harness.retrieval.fusion import FusionSpec
     from harness.pipeline.fuse import fuse_results
 

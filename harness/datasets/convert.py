@@ -820,7 +820,7 @@ def _read_qrels_table(path: Path, options: ConvertOptions, problems: Problems,
                 continue
             judgments.add(query_id, doc_id, grade, position)
     if not judgments.by_pair and not problems.count:
-        raise FormatError(judgments.path, "no judgments")
+        raise FormatError(judgments.path, "no judgments", hint=f"omit {setting('qrels')} for a folder not judged yet")
     return judgments
 
 
@@ -982,7 +982,7 @@ def _existing_beir_files(out: Path) -> dict[str, Path] | None:
 def convert_tables(
     corpus: str | Path | None,
     queries: str | Path | None,
-    qrels: str | Path,
+    qrels: str | Path | None,
     out: str | Path,
     options: ConvertOptions = ConvertOptions(),
 ) -> ConversionSummary:
@@ -991,7 +991,7 @@ def convert_tables(
     Args:
         corpus: Documents table; may be omitted only when adding a split to an existing folder.
         queries: Queries table; likewise.
-        qrels: Judgments table.
+        qrels: Judgments table; None: a folder not judged yet (``qrels/<split>.tsv`` a header only: pool it).
         out: The BEIR folder to create (or to add ``qrels/<split>.tsv`` to).
         options: Split, force, empty-text and negative-grade policy, explicit columns.
 
@@ -1005,13 +1005,14 @@ def convert_tables(
     out = Path(out)
     _check_options(options, {"corpus": corpus, "queries": queries, "qrels": qrels})
     mode = _plan(out, options.split, options.force)
-    if mode != "add-split" and (corpus is None or queries is None):
+    if (mode != "add-split" or qrels is None) and (corpus is None or queries is None):
         raise HarnessError(f"{setting('corpus')} and {setting('queries')} are required unless {setting('split')} adds a split to an existing folder")
     problems, books = Problems(), {}
     try:
         _check_columns([(kind, Path(path)) for kind, path in (("corpus", corpus), ("queries", queries),
                                                               ("qrels", qrels)) if path is not None], options, books)
-        return _convert(corpus, queries, Path(qrels), out, options, mode, problems, books)
+        return _convert(corpus, queries, Path(qrels) if qrels is not None else None, out, options, mode, problems,
+                        books)
     except ColumnProblems:
         raise
     except FormatError as exc:
@@ -1044,9 +1045,9 @@ def _check_options(options: ConvertOptions, inputs: dict[str, str | Path | None]
                            f"{scale[0]}-{scale[1]}")
 
 
-def _convert(corpus: str | Path | None, queries: str | Path | None, qrels: Path, out: Path,
+def _convert(corpus: str | Path | None, queries: str | Path | None, qrels: Path | None, out: Path,
              options: ConvertOptions, mode: str, problems: Problems, books: dict[Path, Workbook]) -> ConversionSummary:
-    judgments = _read_qrels_table(qrels, options, problems, books)
+    judgments = _read_qrels_table(qrels, options, problems, books) if qrels else _Judgments(out, "row", sink=problems)
     summary = ConversionSummary(str(out), options.split, mode)
     if judgments.description:
         summary.formats[str(judgments.path)] = judgments.description
@@ -1094,6 +1095,8 @@ def _summarize(summary: ConversionSummary, judgments: _Judgments, queries: _Reco
     summary.grades = dict(Counter(grade for grade, _ in judgments.by_pair.values()))
     if scale:
         summary.grade_scale = f"{scale[0]}-{scale[1]} (given; every grade within it)"
+    elif not summary.grades:  # converted without judgments: the folder is not judged yet (pool it)
+        summary.grade_scale = ""
     else:
         low, high = min(summary.grades), max(summary.grades)
         summary.grade_scale = (f"{low}-{high} (the grades found, not checked: pass {setting('grade_scale')} "
@@ -1103,7 +1106,7 @@ def _summarize(summary: ConversionSummary, judgments: _Judgments, queries: _Reco
     if docs.dropped or queries.dropped:
         summary.warnings.append(f"dropped {len(docs.dropped)} document(s) and {len(queries.dropped)} "
                                 f"quer(y/ies) with empty text")
-    if queries.count:
+    if queries.count and judged:
         unjudged = sorted(queries.ids.keys() - judged)
         summary.unjudged_queries = len(unjudged)
         if unjudged:

@@ -67,6 +67,11 @@ class ValidationReport:
         """True when there is no error (warnings and notes are allowed)."""
         return not self.count("error")
 
+    @property
+    def judged(self) -> bool:
+        """False for a folder not judged yet (no qrels file, or each a header only): valid, to be pooled."""
+        return any(s.judgments for s in self.splits)
+
     def count(self, severity: str) -> int:
         return sum(p.severity == severity for p in self.problems) + self.unlisted[severity]
 
@@ -84,6 +89,7 @@ class ValidationReport:
         return {
             "folder": self.folder,
             "ok": self.ok,
+            "judged": self.judged,
             "errors": self.count("error"),
             "warnings": self.count("warning"),
             "files": self.files,
@@ -106,6 +112,8 @@ class ValidationReport:
         status = "OK" if self.ok else f"INVALID: {errors} error(s)"
         if warnings:
             status += f", {warnings} warning(s)"
+        if self.ok and not self.judged:
+            status += f"; no judgments yet: pool it (beir-harness pool {self.folder} --systems ... --out POOL)"
         lines = [f"{self.folder}: {status}"]
         for name, info in self.files.items():
             notes = [n for n, on in (("gzip", info["gzip"]), ("CRLF line endings", info["crlf"])) if on]
@@ -175,8 +183,6 @@ def validate_folder(root: str | Path) -> ValidationReport:
             report.add("error", str(root), f"missing {name}")
         else:
             report.files[path.relative_to(root).as_posix()] = _file_info(path)
-    if not qrels_files:
-        report.add("error", str(root), "missing qrels/<split>.tsv")
     for path in qrels_files:
         report.files[path.relative_to(root).as_posix()] = _file_info(path)
 
@@ -204,7 +210,7 @@ def validate_folder(root: str | Path) -> ValidationReport:
 
     for path in qrels_files:
         split = path.name.split(".")[0]
-        qrels = read_qrels(path, on_error=report.add_error, check_ids=True)
+        qrels = read_qrels(path, on_error=report.add_error, check_ids=True, allow_empty=True)  # a header: to judge
         summary = SplitSummary(split, str(path), qrels.n_judgments, len(qrels),
                                dict(Counter(g for docs in qrels.values() for g in docs.values())))
         report.splits.append(summary)

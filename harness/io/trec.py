@@ -116,7 +116,7 @@ def _json_qrels(path: Path, digest: Any | None, on_error: ErrorHandler | None) -
 
 
 def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
-               check_ids: bool = False) -> Qrels:
+               check_ids: bool = False, allow_empty: bool = False) -> Qrels:
     """Read a qrels file into `Qrels`: BEIR TSV, TREC qrels or JSON, told apart by `qrels_format`.
 
     A (query, document) pair written twice with the same grade is accepted once; with two
@@ -126,7 +126,7 @@ def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandl
         path: The qrels file (plain or ``.gz``).
         digest: Optional hashlib object updated with the file's uncompressed bytes.
         on_error: As for `iter_corpus`: collect problems and skip the bad lines.
-        check_ids: As for `iter_qrels`.
+        check_ids: As for `iter_qrels`. allow_empty: a header only (not judged yet) is empty `Qrels`.
 
     Returns:
         The `Qrels`: query id → document id → grade.
@@ -148,7 +148,7 @@ def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandl
             continue
         first_line.setdefault((query_id, doc_id), line_no)
         docs[doc_id] = grade
-    if not judgments:
+    if not judgments and not allow_empty:
         report_error(FormatError(path, "no judgments", hint="a BEIR qrels file needs a header and at least one line; "
                             "TREC qrels one line 'query_id 0 doc_id grade'"), on_error)
     return Qrels(judgments)

@@ -41,6 +41,7 @@ from harness.errors import DatasetError, FormatError, HarnessError, setting
 from harness.io.cache import cache_dir as default_cache_dir, recall_record, remember_record
 from harness.io.formats import atomic_writer
 from harness.io.service import EndpointError, EndpointSpec, ServiceClient, usage_summary
+from harness.judging.page import same_text
 from harness.reporting.report import model_slug
 
 logger = logging.getLogger(__name__)
@@ -353,9 +354,10 @@ def judge_pool(pool_dir: str | Path, spec: JudgeSpec, prompt: JudgePrompt | None
     spec.check()
     pool_dir, prompt = Path(pool_dir), prompt or load_prompt()
     _, rows = read_pool(pool_dir)
+    copies = same_text(rows)  # a document with the text of another of its query is asked once, as that one
     root = default_cache_dir(spec.cache_dir)
     grader = Grader(spec, prompt)
-    grades, todo = cached_grades(spec, prompt, rows, root)
+    grades, todo = cached_grades(spec, prompt, [r for r in rows if (r["query_id"], r["doc_id"]) not in copies], root)
     cached = len(grades)
     ungraded = []
     for row, (grade, answer) in zip(todo, ask_all(grader, todo, root)):
@@ -363,6 +365,9 @@ def judge_pool(pool_dir: str | Path, spec: JudgeSpec, prompt: JudgePrompt | None
             ungraded.append((row["query_id"], row["doc_id"], answer))
         else:
             grades[row["query_id"], row["doc_id"]] = grade
+    for (query_id, doc_id), shown in copies.items():
+        if (query_id, shown) in grades:
+            grades[query_id, doc_id] = grades[query_id, shown]
     slug = model_slug(spec.annotator)
     report = JudgeReport(pool_dir, spec.annotator, prompt, len(rows), grades, cached, grader.malformed,
                          sorted(ungraded), grader.usage(), pool_dir / f"judgments-{slug}.csv",

@@ -3,12 +3,20 @@
 Who judged what is kept beside the qrels, in ``qrels/<split>.annotations.jsonl``: one line per (query,
 document, annotator) with the grade, the file it came from, the time of the merge and the grade scale. The
 qrels hold one grade per pair, resolved from every annotator's grade by the policy given: ``majority`` (the
-most common grade; a tie goes to the lowest of the tied grades), ``mean`` (rounded, halves up), ``max``, or
-``strict`` (refuse any disagreement). A grade already in the qrels that no annotation explains counts as the
-vote of annotator ``qrels:<split>``, so a differing new grade is a conflict like any other: never a silent
-change. The annotations file is replaced first and the qrels second, each atomically; a refused merge
-writes neither, and one killed between the two renames leaves annotations that the rerun of the same merge
-turns into the same qrels.
+most common grade), ``mean`` (the mean, rounded), ``max``, or ``strict`` (refuse any disagreement). Where
+the policy cannot decide (majority: two grades equally common; mean: exactly halfway between two grades)
+the tie rule decides: ``low`` (the default: the lower grade), ``high``, or ``refuse`` (list the pairs,
+write nothing). With two annotators every disagreement is such a tie, so the rule alone settles them.
+
+A grade already in the qrels that no annotation explains (judged before the annotations file, or edited by
+hand) counts as the vote of annotator ``qrels:<split>``, and is recorded as such in the annotations, so a
+differing new grade is a conflict like any other, never a silent change, and every vote that took part in a
+merge stays on record: the qrels can be rebuilt from the annotations alone. A hand edit of a pair whose
+``qrels:<split>`` vote is already recorded replaces that vote; the replaced record stays in the file, marked
+``"superseded"``. Beside them, ``qrels/<split>.provenance.json`` says how the qrels were made
+(`harness.io.provenance`). The annotations are replaced first, the provenance second, the qrels last, each
+atomically; a refused merge writes none, and one killed between the renames leaves annotations that the
+rerun of the same merge turns into the same qrels.
 """
 
 from __future__ import annotations
@@ -17,7 +25,6 @@ import datetime
 import gzip
 import io
 import json
-import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -28,13 +35,28 @@ from harness.datasets.convert import open_table, parse_grade
 from harness.errors import DatasetError, FormatError, setting
 from harness.io.formats import atomic_writer, find_file, iter_corpus, iter_queries, locate_corpus_and_queries, \
     read_qrels
+from harness.io.provenance import read_provenance, write_provenance
 from harness.judging.agreement import Agreement, agreement
 
 POLICIES = ("majority", "mean", "max", "strict")
+TIES = ("low", "high", "refuse")
 _TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
 _COLUMNS = {"query": ("query_id", "query-id", "qid", "query"), "doc": ("doc_id", "corpus-id", "docid", "doc-id",
-            "corpus_id", "doc"), "grade": ("grade", "score", "relevance", "rel"), "annotator": ("annotator",)}
+            "corpus_id", "doc"), "grade": ("grade", "score", "relevance", "rel"), "annotator": ("annotator",),
+            "twin": ("same_text_as",)}
 _LISTED = 10  # problems listed under a refusal's first line; the rest are counted
+_PAGE_EXPORT = re.compile(r"^judgments-[0-9a-f]{16}-(.+?)(?: \(\d+\))?\.(?:csv|qrels)$")  # a browser may add " (1)"
+
+
+def export_name(name: str) -> str:
+    """An annotator's name as the judging page writes it in an export's file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def page_export_annotator(path: str | Path) -> str | None:
+    """The annotator a judging-page export was made by, from its file name (``judgments-POOLID-NAME.csv``)."""
+    match = _PAGE_EXPORT.match(Path(path).name)
+    return match[1] if match else None
 
 
 @dataclass(frozen=True)
@@ -48,6 +70,7 @@ class Judgment:
     source: str
     line: int | None = None
     time: str | None = None  # when it was merged (annotations read back from a folder)
+    same_text_as: str | None = None  # judged as this document of the same text (the judging page's copies)
 
 
 def parse_scale(text: str) -> tuple[int, int]:
@@ -103,10 +126,16 @@ def read_judgments(path: str | Path, annotator: str | None = None) -> list[Judgm
         raise FormatError(path, "no such file")
     tabular = path.name.lower().removesuffix(".gz").endswith(_TABLE_SUFFIXES)
     rows = _table_rows(path) if tabular else _whitespace_rows(path)
+    session = page_export_annotator(path)  # the judging page names its export after its session's annotator
     judgments = []
     for line, row in rows:
         query_id, doc_id = str(row.get("query") or "").strip(), str(row.get("doc") or "").strip()
-        name = str(row.get("annotator") or "").strip() or annotator
+        name = str(row.get("annotator") or "").strip() or annotator or session
+        if session is not None and name and export_name(name) != session:
+            raise FormatError(path, f"annotator {name!r}, but the judging page exported this file from the "
+                              f"session of {session!r} (its name)", line,
+                              "merge the file the page exported for that annotator as it was saved; an export "
+                              "holds only the grades of the name typed in the page")
         try:
             grade = parse_grade(row.get("grade"), allow_negative=True)
         except ValueError as exc:
@@ -116,7 +145,8 @@ def read_judgments(path: str | Path, annotator: str | None = None) -> list[Judgm
         if not name:
             raise FormatError(path, "no annotator for this judgment", line,
                               f"add an annotator column or pass {setting('annotator')}")
-        judgments.append(Judgment(query_id, doc_id, grade, name, str(path), line))
+        twin = str(row.get("twin") or "").strip() or None
+        judgments.append(Judgment(query_id, doc_id, grade, name, str(path), line, same_text_as=twin))
     if not judgments:
         raise FormatError(path, "no judgments")
     return judgments
@@ -168,32 +198,47 @@ def annotations_path(root: str | Path, split: str) -> Path:
 
 
 def read_annotations(root: str | Path, split: str) -> tuple[list[Judgment], set[tuple[int, int]]]:
-    """The annotations recorded for a split (empty when none were) and the grade scales they were merged on."""
+    """The annotations recorded for a split (empty when none were; superseded ones left out) and the grade
+    scales they were merged on."""
+    found, scales, _ = _read_records(root, split)
+    return found, scales
+
+
+def _read_records(root: str | Path, split: str) -> tuple[list[Judgment], set[tuple[int, int]], list[dict]]:
     path = annotations_path(root, split)
-    found, scales = [], set()
+    found, scales, superseded = [], set(), []
     if not path.is_file():
-        return found, scales
+        return found, scales, superseded
     for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
             r = json.loads(line)
-            found.append(Judgment(r["query_id"], r["doc_id"], int(r["grade"]), r["annotator"], r["source"], None,
-                                  r.get("time")))
+            judgment = Judgment(r["query_id"], r["doc_id"], int(r["grade"]), r["annotator"], r["source"], None,
+                                r.get("time"), r.get("same_text_as"))
+            (superseded.append(r) if r.get("superseded") else found.append(judgment))
             scales.add((int(r["scale"][0]), int(r["scale"][1])))
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise FormatError(path, f"not an annotation record ({exc})", line_no,
                               "this file is written by `judgments merge`; restore it from version control") from None
-    return found, scales
+    return found, scales, superseded
 
 
-def resolve(grades: list[int], policy: str) -> int:
-    """One grade from several annotators' grades, by `policy` (see the module's docstring)."""
+def resolve(grades: list[int], policy: str, ties: str = "low") -> int | None:
+    """One grade from several annotators' grades, by `policy` and, where it cannot decide, `ties` (see the
+    module's docstring); None where `ties` is ``refuse`` and the policy cannot decide."""
     if policy == "max":
         return max(grades)
     if policy == "mean":
-        return math.floor(sum(grades) / len(grades) + 0.5)
-    counts = Counter(grades)
-    top = max(counts.values())
-    return min(g for g, c in counts.items() if c == top)  # majority (strict has no disagreement left to resolve)
+        low, rest = divmod(sum(grades), len(grades))  # exact: the mean is low + rest / n
+        if 2 * rest != len(grades):
+            return low + (2 * rest > len(grades))
+        tied = [low, low + 1]
+    else:  # majority (strict has no disagreement left to resolve)
+        counts = Counter(grades)
+        top = max(counts.values())
+        tied = sorted(g for g, c in counts.items() if c == top)
+        if len(tied) == 1:
+            return tied[0]
+    return None if ties == "refuse" else tied[0] if ties == "low" else tied[-1]
 
 
 @dataclass
@@ -209,12 +254,15 @@ class MergeReport:
     policy: str
     agreement: Agreement
     written: bool = field(default=False)
+    ties: str = "low"
+    n_ties: int = 0  # disagreements the policy could not decide, settled by the tie rule
+    provenance: dict = field(default_factory=dict)  # what qrels/SPLIT.provenance.json holds (or would)
 
     def format_text(self) -> str:
         """A summary, the changed pairs and the agreement table."""
         lines = [f"merged {self.n_read} judgments into {self.qrels_path}: {self.n_pairs} pairs, {self.added} new, "
                  f"{len(self.changed)} changed, {len(self.conflicts)} with disagreeing annotators "
-                 f"(resolved by {self.policy})"]
+                 f"(resolved by {self.policy}, ties {self.ties}: {self.n_ties} settled by the tie rule)"]
         lines += [f"  changed ({q}, {d}): {old} -> {new}" for q, d, old, new in self.changed[:_LISTED]]
         if len(self.changed) > _LISTED:
             lines.append(f"  ... and {len(self.changed) - _LISTED} more")
@@ -222,11 +270,16 @@ class MergeReport:
 
 
 def _existing(root: Path, split: str, scale: tuple[int, int]) -> tuple[Path | None, dict[tuple[str, str], int],
-                                                                        list[Judgment]]:
-    """The split's qrels file (if any), its grades and its annotations, refusing a different grade scale."""
+                                                                        list[Judgment], list[dict], dict]:
+    """The split's qrels file (if any), its grades, its annotations and superseded records, refusing a
+    different grade scale (of the annotations, the provenance or the grades)."""
     qrels_path = find_file(root / "qrels" / f"{split}.tsv")
-    grades = {(q, d): g for q, docs in read_qrels(qrels_path).items() for d, g in docs.items()} if qrels_path else {}
-    annotations, scales = read_annotations(root, split)
+    grades = {(q, d): g for q, docs in read_qrels(qrels_path, allow_empty=True).items() for d, g in docs.items()} \
+        if qrels_path else {}
+    annotations, scales, superseded = _read_records(root, split)
+    recorded = read_provenance(qrels_path or root / "qrels" / f"{split}.tsv") or {}
+    if recorded and isinstance(recorded.get("scale"), list) and len(recorded["scale"]) == 2:
+        scales.add((int(recorded["scale"][0]), int(recorded["scale"][1])))
     other = sorted(s for s in scales if s != scale)
     outside = sorted({g for g in grades.values() if not scale[0] <= g <= scale[1]})
     if other or outside:
@@ -235,69 +288,119 @@ def _existing(root: Path, split: str, scale: tuple[int, int]) -> tuple[Path | No
         raise DatasetError(f"{qrels_path or annotations_path(root, split)}: split {split!r} {what}, not "
                            f"{scale[0]}-{scale[1]} (pass that {setting('scale')}, or merge into a new split; "
                            "nothing written)")
-    return qrels_path, grades, annotations
+    return qrels_path, grades, annotations, superseded, recorded
 
 
-def _votes(grades: dict[tuple[str, str], int], annotations: list[Judgment], new: dict[tuple[str, str, str], Judgment],
-           split: str) -> dict[tuple[str, str], dict[str, int]]:
-    """(query, doc) → annotator → grade, the qrels' own grade voting where no recorded annotation gave it."""
-    votes: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+def _qrels_votes(grades: dict[tuple[str, str], int], annotations: list[Judgment], source: str, split: str,
+                 rule: tuple[str, str]) -> tuple[list[Judgment], list[Judgment]]:
+    """The qrels' own grades that the recorded annotations neither give nor resolve to (by `rule`, the policy
+    and tie rule of the last merge): grades judged before the annotations file, or edited by hand, each the
+    vote of annotator ``qrels:SPLIT``; and the recorded ``qrels:SPLIT`` votes they replace."""
+    name = f"qrels:{split}"
+    by_pair: dict[tuple[str, str], dict[str, Judgment]] = defaultdict(dict)
     for j in annotations:
-        votes[j.query_id, j.doc_id][j.annotator] = j.grade
-    for pair, grade in grades.items():
-        if grade not in votes.get(pair, {}).values():  # judged before the annotations file, or edited by hand
-            votes[pair][f"qrels:{split}"] = grade
-    for j in new.values():
-        votes[j.query_id, j.doc_id][j.annotator] = j.grade
-    return votes
+        by_pair[j.query_id, j.doc_id][j.annotator] = j
+    votes, replaced = [], []
+    for (query_id, doc_id), grade in sorted(grades.items()):
+        given = by_pair.get((query_id, doc_id), {})
+        if given and grade not in {j.grade for j in given.values()} and grade == resolve([j.grade for j in
+                                                                                   given.values()], *rule):
+            continue  # the last merge's own resolution (a mean no annotator gave)
+        if grade not in {j.grade for j in given.values()}:
+            votes.append(Judgment(query_id, doc_id, grade, name, source))
+            if name in given:
+                replaced.append(given[name])
+    return votes, replaced
 
 
 def merge_judgments(root: str | Path, files: Iterable[str | Path], split: str = "test", annotator: str | None = None,
                     policy: str = "majority", scale: tuple[int, int] = (0, 3), weights: str = "linear",
-                    write: bool = True) -> MergeReport:
+                    write: bool = True, ties: str = "low") -> MergeReport:
     """Add the judgments in `files` to `split` of the BEIR folder `root` (see the module's docstring).
 
     Raises:
         FormatError: An unreadable judgments file.
         DatasetError: Unknown queries/documents, grades off the scale, one annotator grading a pair two ways, a
-            split on another scale, or (policy ``strict``) any disagreement; nothing is written.
+            split on another scale, (policy ``strict``) any disagreement, or (ties ``refuse``) a disagreement
+            the policy cannot decide; nothing is written.
     """
     root = Path(root)
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r} ({', '.join(POLICIES)})")
+    if ties not in TIES:
+        raise ValueError(f"unknown tie rule {ties!r} ({', '.join(TIES)})")
     read = [j for path in files for j in read_judgments(path, annotator)]
     _check_scale(read, scale)
     _check_known(read, root)
-    qrels_path, grades, annotations = _existing(root, split, scale)
+    qrels_path, grades, annotations, superseded, before = _existing(root, split, scale)
+    target = qrels_path or root / "qrels" / f"{split}.tsv"
+    rule = (before.get("policy", policy), before.get("ties", ties))
+    rule = rule if rule[0] in POLICIES and rule[1] in TIES and rule[0] != "strict" else ("majority", "low")
+    from_qrels, replaced = _qrels_votes(grades, annotations, str(target), split, rule)
+    annotations = [j for j in annotations if j not in replaced] + from_qrels
     new = _check_same_annotator([*annotations, *read])
     recorded = {(j.query_id, j.doc_id, j.annotator) for j in annotations}
     fresh = {key: j for key, j in new.items() if key not in recorded}
-    votes = _votes(grades, annotations, fresh, split)
+    votes: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    for j in [*annotations, *fresh.values()]:
+        votes[j.query_id, j.doc_id][j.annotator] = j.grade
     conflicts = [(q, d, dict(v)) for (q, d), v in sorted(votes.items()) if len(set(v.values())) > 1]
     if policy == "strict" and conflicts:
         raise _refusal(f"{len(conflicts)} pairs with disagreeing grades under the strict policy (resolve by "
                        "majority, mean or max, or settle them; nothing written):",
                        [f"({q}, {d}): " + ", ".join(f"{a}={g}" for a, g in sorted(v.items())) for q, d, v in conflicts])
-    resolved = {pair: resolve(list(v.values()), policy) for pair, v in votes.items()}
+    resolved = {pair: resolve(list(v.values()), policy, ties) for pair, v in votes.items()}
+    undecided = [(q, d, votes[q, d]) for (q, d), g in sorted(resolved.items()) if g is None]
+    if undecided:
+        raise _refusal(f"{len(undecided)} pairs the {policy} policy cannot decide, and --ties refuse (pass "
+                       "--ties low or --ties high, or settle them; nothing written):",
+                       [f"({q}, {d}): " + ", ".join(f"{a}={g}" for a, g in sorted(v.items())) for q, d, v in undecided])
+    n_ties = sum(1 for pair, v in votes.items() if resolve(list(v.values()), policy, "refuse") is None)
     changed = [(q, d, grades[q, d], g) for (q, d), g in sorted(resolved.items()) if (q, d) in grades and
                grades[q, d] != g]
-    target = qrels_path or root / "qrels" / f"{split}.tsv"
+    measured = agreement(votes, range(scale[0], scale[1] + 1), weights)
+    every = [*annotations, *fresh.values()]
     report = MergeReport(target, len(read), len(resolved), sum(1 for p in resolved if p not in grades), changed,
-                         conflicts, policy, agreement(votes, range(scale[0], scale[1] + 1), weights))
+                         conflicts, policy, measured, ties=ties, n_ties=n_ties,
+                         provenance=_provenance(every, split, policy, ties, scale, measured, len(resolved),
+                                                len(conflicts), n_ties))
     if write:
-        _write(root, split, target, resolved, [*annotations, *fresh.values()], scale)
+        _write(root, split, target, resolved, every, [*superseded, *(_record(j, scale) for j in replaced)], scale,
+               report.provenance)
         report.written = True
     return report
 
 
+def _finite(value: float) -> float | None:
+    return None if value != value else round(value, 6)
+
+
+def _provenance(annotations: list[Judgment], split: str, policy: str, ties: str, scale: tuple[int, int],
+                measured: Agreement, n_pairs: int, n_conflicts: int, n_ties: int) -> dict:
+    return {"split": split, "annotators": dict(sorted(Counter(j.annotator for j in annotations).items())),
+            "policy": policy, "ties": ties, "scale": list(scale), "pairs": n_pairs, "disagreements": n_conflicts,
+            "settled_by_ties": n_ties, "kappa_weights": measured.weights,
+            "kappa": [{"first": p.first, "second": p.second, "both_graded": p.n, "kappa": _finite(p.kappa)}
+                      for p in measured.pairs],
+            "alpha": _finite(measured.alpha), "alpha_level": measured.level, "alpha_units": measured.alpha_units,
+            "merged_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def _record(j: Judgment, scale: tuple[int, int], now: str | None = None) -> dict:
+    return {"query_id": j.query_id, "doc_id": j.doc_id, "annotator": j.annotator, "grade": j.grade,
+            "source": j.source, "time": j.time or now, "scale": list(scale),
+            **({"same_text_as": j.same_text_as} if j.same_text_as else {})}
+
+
 def _write(root: Path, split: str, target: Path, resolved: dict[tuple[str, str], int], annotations: list[Judgment],
-           scale: tuple[int, int]) -> None:
-    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+           superseded: list[dict], scale: tuple[int, int], provenance: dict) -> None:
+    now = provenance["merged_at"]
     with atomic_writer(annotations_path(root, split)) as handle:
+        for record in superseded:
+            handle.write(json.dumps({**record, "superseded": True}, ensure_ascii=False) + "\n")
         for j in annotations:
-            handle.write(json.dumps({"query_id": j.query_id, "doc_id": j.doc_id, "annotator": j.annotator,
-                                     "grade": j.grade, "source": j.source, "time": j.time or now,
-                                     "scale": list(scale)}, ensure_ascii=False) + "\n")
+            handle.write(json.dumps(_record(j, scale, now), ensure_ascii=False) + "\n")
+    write_provenance(target, provenance)
     body = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for (q, d), g in sorted(resolved.items()))
     with atomic_writer(target, "wb") as handle:
         handle.write(gzip.compress(body.encode()) if target.name.endswith(".gz") else body.encode())

@@ -43,6 +43,7 @@ from harness.io.formats import (
 )
 from harness.records import Run
 from harness.reporting.report import model_slug, read_result, result_label
+from harness.judging.pool_systems import check_retrievable, fused_runs, parse_pool_systems, pick_members
 
 logger = logging.getLogger(__name__)
 
@@ -226,14 +227,15 @@ def load_run(path: Path) -> tuple[Path, Run]:
     return path, read_run(result.run_path).renamed(result_label(result))
 
 
-def pick_runs(systems: Sequence[str], run_files: Sequence[Path]) -> list[tuple[str, Run]]:
+def pick_runs(systems: Sequence[str], run_files: Sequence[Path],
+              loaded: Sequence[tuple[Path, Run]] | None = None) -> list[tuple[str, Run]]:
     """(name, run) of each saved run or result file (`load_run`); with `systems`, only the runs whose tag or
     file name each system names.
 
     Raises:
         HarnessError: A named system has no run among the files (naming the runs there are).
     """
-    runs = [load_run(path) for path in run_files]
+    runs = list(loaded) if loaded is not None else [load_run(path) for path in run_files]
     if not systems:
         return [(run.name, run) for _, run in runs]
     found = []
@@ -247,19 +249,17 @@ def pick_runs(systems: Sequence[str], run_files: Sequence[Path]) -> list[tuple[s
     return found
 
 
-def retrieve_runs(dataset: Path | str, systems: Sequence[str], depth: int, workdir: Path,
+def retrieve_runs(configs: Sequence, systems: Sequence[str], workdir: Path,
                   progress: bool = False) -> list[tuple[str, Run]]:
-    """Each system's run over every query of `dataset` (`harness.pipeline.retrieve`: no judgments needed),
-    top `depth`, with the defaults of ``beir-harness retrieve``; the run files go to `workdir`."""
-    from harness.pipeline.config import EvaluateConfig
+    """Each system's run over every query (`harness.pipeline.retrieve`: no judgments needed), by its checked
+    config (`harness.judging.pool_systems.check_retrievable`: the defaults of ``beir-harness retrieve``, top
+    depth); the run files go to `workdir`."""
+    from dataclasses import replace
+
     from harness.pipeline.retrieve import retrieve
 
-    runs = []
-    for number, system in enumerate(systems):
-        config = EvaluateConfig(dataset_path=dataset, model=system, top_k=depth, k_values=(1,), output_dir=None,
-                                progress=progress, download=False)
-        runs.append((system, retrieve(config, workdir / f"run-{number}.trec")))
-    return runs
+    return [(system, retrieve(replace(config, progress=progress), workdir / f"run-{number}.trec"))
+            for number, (system, config) in enumerate(zip(systems, configs))]
 
 
 def pool_id(fingerprints: Mapping, pool: Pool) -> str:
@@ -294,7 +294,12 @@ def build_pool(dataset: str | Path, sources: PoolSources, out: str | Path, spec:
                           "choose another output folder")
     if not sources.systems and not sources.run_files:
         raise HarnessError("nothing to pool: name systems to retrieve with, or give saved run files")
+    plan = parse_pool_systems(sources.systems) if sources.systems else None  # every spec, before any work
     root, _ = resolve_dataset(dataset, download=False, progress=progress)
+    loaded = [load_run(path) for path in sources.run_files]
+    if plan is not None and loaded:
+        pick_members(plan, loaded)
+    configs = check_retrievable(root, plan, spec.depth) if plan is not None and not loaded else []
     folder = locate_corpus_and_queries(root)
     queries = {q.query_id: q.text for q in iter_queries(folder.queries)}
     corpus_ids = {doc.doc_id for doc in iter_corpus(folder.corpus)}
@@ -303,8 +308,12 @@ def build_pool(dataset: str | Path, sources: PoolSources, out: str | Path, spec:
     out.parent.mkdir(parents=True, exist_ok=True)
     work = private_dir(out.parent, f".{out.name}")
     try:
-        runs = pick_runs(sources.systems, sources.run_files) if sources.run_files else \
-            retrieve_runs(root, sources.systems, spec.depth, work, progress)
+        if loaded:
+            runs = pick_runs(plan.retrieve if plan else (), sources.run_files, loaded)
+        else:
+            runs = retrieve_runs(configs, plan.retrieve, work, progress)
+        if plan is not None:
+            runs = fused_runs(plan, dict(runs))  # the systems listed, in order; fusions of their members' runs
         for name, run in runs:
             check_run(run, str(run.metadata.get("source", name)), queries, corpus_ids)
         pool = pool_runs([run for _, run in runs], spec.depth, judged, spec.max_per_query, spec.seed, extra)
@@ -341,13 +350,18 @@ def _manifest(spec: PoolSpec, runs, fingerprints: dict, pool: Pool, n_queries: i
 
 
 def write_pool_files(folder: Path, pool: Pool, queries: Mapping[str, str], corpus_path: Path, manifest: dict) -> None:
-    """pool.csv, pool.jsonl, manifest.json and judge.html of `pool` into `folder`."""
-    from harness.judging.page import render_judge_page
+    """pool.csv, pool.jsonl, manifest.json and judge.html of `pool` into `folder`; the manifest gets the
+    documents judged once for a twin of the same text (``same_text``: query → document → the one shown)."""
+    from harness.judging.page import render_judge_page, same_text
 
     wanted = {doc_id for docs in pool.pairs.values() for doc_id in docs}
     docs = {doc.doc_id: doc for doc in iter_corpus(corpus_path) if doc.doc_id in wanted}
     rows = [{"query_id": q, "query": queries[q], "doc_id": d, "title": docs[d].title, "text": docs[d].text,
              "grade": ""} for q, doc_ids in pool.pairs.items() for d in doc_ids]
+    copies = same_text(rows)
+    manifest["counts"]["same_text"] = len(copies)
+    manifest["same_text"] = {q: {d: shown for (query, d), shown in copies.items() if query == q}
+                             for q in dict.fromkeys(q for q, _ in copies)}
     with atomic_writer(folder / "pool.csv") as handle:
         writer = csv.DictWriter(handle, fieldnames=POOL_COLUMNS, lineterminator="\n")
         writer.writeheader()

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from harness.datasets.catalog import resolve_dataset
 from harness.errors import DatasetError, FormatError, setting
 from harness.io.formats import content_sha256, find_file, iter_qrels, locate_corpus_and_queries
-from harness.judging.merge import read_annotations, read_judgments
+from harness.judging.merge import page_export_annotator, read_annotations, read_judgments
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def file_votes(path: Path, pool_id: str, pairs: dict[str, set[str]]) -> list[tup
         raise DatasetError(f"{path}: exported from pool {match[1]}, not this pool ({pool_id}); judge this pool's "
                            "judge.html, or give the file to the status of its own pool")
     # A TREC file names no annotator: its file name does (judgments-POOLID-NAME.qrels; else the name's stem).
-    name = match[2] if match else path.name.split(".")[0]
+    name = page_export_annotator(path) or path.name.split(".")[0]
     votes = [(str(path), j.query_id, j.doc_id, j.annotator) for j in read_judgments(path, annotator=name)]
     if not any(d in pairs.get(q, ()) for _, q, d, _ in votes):
         raise DatasetError(f"{path}: none of its {len(votes)} judgments is a pair of this pool (is it the "

@@ -27,6 +27,7 @@ from harness.runtimes.spec import EncoderSpec
 from harness.retrieval.devices import DeviceError, DeviceSpec
 from harness.errors import DatasetError, HarnessError, setting
 from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder
+from harness.io.provenance import read_provenance
 from harness.io.trec import read_qrels, read_run
 from harness.host import host_info, versions
 from harness.retrieval.compress import CompressionSpec
@@ -282,6 +283,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         ignore_identical_ids, policy_source = self_hit_policy(config, dataset)
         inputs = Inputs(folder, dataset, digests={name: hashlib.sha256() for name in ("queries", "qrels")})
         inputs.qrels = read_qrels(folder.qrels, inputs.digests["qrels"], check_ids=True)
+        provenance = read_provenance(folder.qrels)
         inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
         auto = None
         if is_auto(config.encoder.backend) and _probed(config):
@@ -316,6 +318,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
                      "n_docs": stage.corpus.n_docs, **stage.record}
     if auto is not None:
         config_record["backend_auto"] = auto
+    if provenance:  # how the qrels were made (a merge's annotators, policy, ties, agreement)
+        config_record["qrels_provenance"] = provenance
     if config.encoder.prompt_source == REGISTRY_PROMPTS:
         config_record["prompts"] = f"from the {REGISTRY_PROMPTS}"
     mismatch = registry.count_mismatch(dataset, config.split, stage.corpus.n_docs, len(inputs.qrels))

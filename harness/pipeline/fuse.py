@@ -1,24 +1,29 @@
-"""Fusing saved results: the runs beside results of one dataset become one scored, written result."""
+"""Fusing saved results: the runs beside results of one dataset become one scored, written result; and
+fusing run files without qrels (``fuse RUN RUN ... --out FUSED``, `fuse_run_files`): TREC, MS MARCO or JSON
+runs in, one fused TREC run out, by the same methods and settings, nothing scored (a team with runs and no
+judgments fuses them here, then pools or evaluates the fused run). Each run is named by its tag (else its
+file name); the fused run's tag is the fusion's label (``rrf(bm25, e5)``) unless a name is given."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.evaluation.metrics import evaluate, standard_metrics
 from harness.host import host_info, versions
-from harness.io.formats import locate_beir_folder, read_qrels, read_run
+from harness.io.formats import locate_beir_folder, read_qrels, read_run, write_run
 from harness.metering import peak_rss
 from harness.pipeline.evaluate import STANDARD_K, Outcome
 from harness.records import Run
 from harness.reporting.labels import check_label
-from harness.reporting.report import Result, check_same_data, write_result
+from harness.reporting.report import Result, check_same_data, read_result, write_result
 from harness.reporting.variant import Configuration
-from harness.retrieval.fusion import FusionSpec
+from harness.retrieval.fusion import FusionSpec, fuse
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +47,6 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
             bracket.
         DataMismatchError: Results computed on different corpus, queries or qrels.
     """
-    from harness.retrieval.fusion import fuse
     started = time.perf_counter()
     spec.check(len(paths))
     name = check_label(name) if name is not None else None
@@ -82,7 +86,9 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
                 "k_values": [10], "inputs": [{"result": str(path), "label": labels[i], "model": data.model,
                                               "config_hash": data.config_hash,
                                               "run_sha256": data.fingerprints.get("scored_run")}
-                                             for i, (path, data) in enumerate(inputs)]},
+                                             for i, (path, data) in enumerate(inputs)],
+                **({"qrels_provenance": first.config["qrels_provenance"]} if first.config.get("qrels_provenance")
+                   else {})},
         fingerprints={key: value for key, value in first.fingerprints.items()
                       if key in ("corpus", "queries", "qrels")},
         timings={"total": round(time.perf_counter() - started, 4)}, versions=versions(), host=host_info(),
@@ -115,3 +121,49 @@ def _saved_run(data: Result, notes: list[str]) -> Run:
         raise HarnessError(f"{run_path} was altered after {path.name} was written (its sha256 differs from the one "
                            "recorded); rerun that evaluation")
     return read_run(run_path)
+
+
+@dataclass
+class FusedRun:
+    """What `fuse_run_files` made: the fused run, where it went, and the names of the runs fused."""
+
+    run: Run
+    path: Path
+    members: list[str]
+
+    def format_text(self) -> str:
+        n_queries = len(self.run)
+        return (f"fused {len(self.members)} runs ({', '.join(self.members)}) into {self.path}: "
+                f"{self.run.name}, {n_queries} queries (nothing scored: no qrels needed)")
+
+
+def is_result_file(path: str | Path) -> bool:
+    """True for a beir-harness result file (scored; fused by `harness.pipeline.fuse.fuse_results`)."""
+    return str(path).endswith(".json") and read_result(path) is not None
+
+
+def fuse_run_files(paths: Iterable[str | Path], spec: FusionSpec, out: str | Path, name: str | None = None) -> FusedRun:
+    """Fuse run files into one TREC run at `out` (atomically); nothing is scored.
+
+    Raises:
+        HarnessError: Bad fusion settings, a bad `name`, two runs under one name, an `out` among the inputs,
+            or an unreadable run (naming the file and line); nothing is written.
+    """
+    paths = [Path(p) for p in paths]
+    spec.check(len(paths))  # before any file is read
+    scored = [p for p in paths if is_result_file(p)]
+    if scored:
+        raise HarnessError(f"{scored[0]}: a result file, not a run; fuse results without an output run (the fused "
+                           "run is then scored), or give the run files")
+    name = check_label(name) if name is not None else None
+    out = Path(out)
+    if any(out.resolve() == p.resolve() for p in paths):
+        raise HarnessError(f"{out}: the fused run would overwrite one of the runs fused; choose another --out")
+    runs = [read_run(path) for path in paths]
+    names = [run.name or path.stem for path, run in zip(paths, runs)]
+    if len(set(names)) < len(names):
+        names = [f"{n} ({p.name})" if names.count(n) > 1 else n for n, p in zip(names, paths)]
+    fused = fuse(runs, spec, name or spec.label(names))
+    write_run(fused, out)
+    logger.info("fused %d runs into %s", len(runs), out)
+    return FusedRun(fused, out, names)

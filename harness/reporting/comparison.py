@@ -31,6 +31,7 @@ from harness.datasets import published
 from harness.datasets import registry
 from harness.errors import HarnessError, setting
 from harness.io.files import atomic_writer
+from harness.io.provenance import qrels_notes
 from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table, metric_text
 from harness.reporting.labels import column_labels, display_label
 from harness.reporting.report import Result, check_same_data
@@ -261,6 +262,7 @@ def build_comparison(
         pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
         table[(CQADUPSTACK, label)] = Cell(mean, pooled)
     _add_nanobeir_means(table, notes)
+    notes += qrels_notes((r.dataset, r.split, r.config.get("qrels_provenance")) for r in results)
     warning = mixed_kernels(results)
     if warning:
         logger.warning(warning)

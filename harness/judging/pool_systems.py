@@ -1,0 +1,129 @@
+"""The systems a pool is made from, written as ``bench --systems`` writes them and parsed by the same parser
+(`harness.pipeline.systems`): models (``bm25``, a sentence-transformers name or folder), ``FIRST >>
+CROSS_ENCODER@DEPTH``, fusions ``METHOD(SYSTEM, SYSTEM[, SETTING=VALUE ...])``, each optionally
+``LABEL=SYSTEM``.
+
+Every system is checked before anything is retrieved: the spelling of each fusion (method, settings,
+weights), and each system to retrieve with as `evaluate` checks it (settings, the model on this machine,
+the reranker), so a typo costs nothing; a fault is one line naming the system, a usage error (exit 2). A
+fusion's members are retrieved (or, with run files, taken from them) and fused with
+`harness.retrieval.fusion.fuse`, the fusion `fuse` does; only the systems listed are pooled (a member not
+listed is retrieved for its fusion only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from harness.errors import HarnessError
+from harness.records import Run
+from harness.retrieval.fusion import fuse
+
+
+@dataclass(frozen=True)
+class PoolSystems:
+    """What a pool's `--systems` ask for.
+
+    Attributes:
+        listed: (name, spec) of each system pooled, in order; the name is the label, else the spec as written.
+        retrieve: The specs of the non-fused systems needed (listed ones and fusion members), each once.
+        fusions: Name → (member specs, `harness.retrieval.fusion.FusionSpec`) of each fused system listed.
+    """
+
+    listed: tuple[tuple[str, str], ...]
+    retrieve: tuple[str, ...]
+    fusions: Mapping[str, tuple[tuple[str, ...], object]] = field(default_factory=dict)
+
+
+def _usage(message: str) -> HarnessError:
+    error = HarnessError(message)
+    error.usage = True  # the command line's mistake: exit 2
+    return error
+
+
+def parse_pool_systems(systems: Sequence[str]) -> PoolSystems:
+    """The systems of `systems` (items of ``--systems``, each possibly labelled or a fusion).
+
+    Raises:
+        HarnessError (usage): A malformed system, label or fusion (unknown method, setting or weights).
+    """
+    from harness.pipeline.systems import parse_fusion, parse_systems
+
+    from harness.pipeline.systems import split_systems
+
+    try:
+        parsed = parse_systems([item for text in systems for item in split_systems(text)])
+        listed, fusions, retrieve = [], {}, []
+        labels = {s.label: s.spec for s in parsed if s.label}
+        for system in parsed:
+            name = system.label or system.spec
+            try:
+                fused = parse_fusion(system.spec)
+            except HarnessError as exc:  # name the system the message is about
+                raise HarnessError(str(exc) if str(exc).startswith("system ") else
+                                   f"system {system.spec!r}: {exc}") from None
+            listed.append((name, system.spec))
+            if fused is None:
+                retrieve.append(system.spec)
+                continue
+            members = tuple(labels.get(member, member) for member in fused.members)  # a member may be a label
+            for member in members:
+                if parse_fusion(member) is not None:
+                    raise HarnessError(f"system {system.spec!r}: a fusion of a fusion ({member!r}) is not "
+                                       "supported; fuse the systems in one")
+            fusions[name] = (members, fused.spec)
+            retrieve += members
+    except HarnessError as exc:
+        raise _usage(str(exc)) from None
+    return PoolSystems(tuple(listed), tuple(dict.fromkeys(retrieve)), fusions)
+
+
+def check_retrievable(dataset, systems: PoolSystems, depth: int) -> list:
+    """The `EvaluateConfig` of each system to retrieve with, each checked as `evaluate` checks it (settings,
+    the model and reranker on this machine) before any retrieval starts.
+
+    Raises:
+        HarnessError (usage): The first system that cannot run, named.
+    """
+    from harness.pipeline.bench import system_config
+    from harness.pipeline.config import EvaluateConfig
+    from harness.pipeline.evaluate import checked
+
+    base = EvaluateConfig(dataset_path=dataset, top_k=depth, k_values=(1,), output_dir=None, download=False)
+    configs = []
+    for spec in systems.retrieve:
+        try:
+            configs.append(checked(system_config(base, spec))[0])
+        except HarnessError as exc:
+            raise _usage(f"--systems {spec!r}: {exc} (nothing retrieved)") from None
+    return configs
+
+
+def pick_members(systems: PoolSystems, loaded: Sequence[tuple[object, Run]]) -> None:
+    """Refuse, before anything is pooled, a fusion member that names none of the run files (by tag or file
+    name, as `harness.judging.pool.pick_runs` matches them).
+
+    Raises:
+        HarnessError (usage): Naming the member, the fusion and the runs there are.
+    """
+    names = {name for path, run in loaded for name in (run.name, path.name, path.stem, str(path))}
+    for fused, (members, _) in systems.fusions.items():
+        for member in members:
+            if member not in names:
+                runs = ", ".join(f"{run.name} ({path.name})" for path, run in loaded)
+                raise _usage(f"--systems {fused!r}: fusion member {member!r} is none of the runs ({runs}); add "
+                             "its run file, or fuse runs that are there (nothing pooled)")
+
+
+def fused_runs(systems: PoolSystems, runs: Mapping[str, Run]) -> list[tuple[str, Run]]:
+    """(name, run) of each listed system, in order: a retrieved run, or the fusion of its members' runs."""
+    out = []
+    for name, spec in systems.listed:
+        if name in systems.fusions:
+            members, fusion = systems.fusions[name]
+            run = fuse([runs[member] for member in members], fusion, name)
+        else:
+            run = runs[spec]
+        out.append((name, run))
+    return out
