@@ -106,6 +106,36 @@ def test_a_swallowed_or_threaded_violation_still_fails_its_test(tmp_path):
     assert re.search(rf"NetworkGuardError: network guard: a test tried to send a datagram to \('{re.escape(OUTSIDE)}'", proc.stdout)
 
 
+_SESSION_FIXTURE_LEAK = f'''
+import socket
+import pytest
+
+@pytest.fixture(scope="session")
+def leaky():
+    try:
+        socket.create_connection(("{OUTSIDE}", 80), timeout=1)  # outside any test's body: no test owns it
+    except Exception:
+        pass
+
+def test_uses_the_leaky_fixture(leaky):
+    pass
+'''
+
+
+def test_a_violation_no_test_owns_still_fails_the_run(tmp_path):
+    """A leak in a session-scoped fixture (outside every test's body) fails the whole run at its end, and the
+    run still writes its outcomes file: one session-end hook does both (a second one would replace the first)."""
+    shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_session_leak.py").write_text(_SESSION_FIXTURE_LEAK)
+    outcomes = tmp_path / "outcomes.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "BEIR_HARNESS_TEST_OUTCOMES": str(outcomes)})
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout and OUTSIDE in proc.stdout  # the test passed; the run did not
+    assert "test_uses_the_leaky_fixture" in outcomes.read_text()
+
+
 # --- child processes: Ray's, traced ------------------------------------------------------------
 
 
