@@ -1,4 +1,6 @@
-"""Time-based checkpoints (issue 23): what a kill costs, and what checkpointing costs.
+"""Time-based checkpoints: what a kill costs, and what checkpointing costs.
+
+Figures: BENCHMARKS.md, "Interrupted runs: time-based checkpoints".
 
 Usage (from the repository root):
 

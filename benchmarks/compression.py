@@ -1,4 +1,6 @@
-"""Compressed embeddings: quality retained against bytes per document, and what a sweep costs (issue 18).
+"""Compressed embeddings: quality retained against bytes per document, and what a sweep costs.
+
+Figures: BENCHMARKS.md, "Compressed embeddings: Matryoshka dimensions, int8 and binary".
 
 Usage (from the repository root):
 

@@ -1,4 +1,6 @@
-"""Embedding services: the harness's own throughput against a loopback OpenAI-compatible server (issue 21).
+"""Embedding services: the harness's own throughput against a loopback OpenAI-compatible server.
+
+Figures: BENCHMARKS.md, "Embedding services: the harness's throughput against a loopback endpoint".
 
 Usage (from the repository root):
 

@@ -1,4 +1,6 @@
-"""Fusion: quality on SciFact (BM25 + the default bi-encoder) and the time to fuse and score (issue 15).
+"""Fusion: quality on SciFact (BM25 + the default bi-encoder) and the time to fuse and score.
+
+Figures: BENCHMARKS.md, "Fusion: quality on SciFact and the time to fuse".
 
 Usage (from the repository root):
 

@@ -1,4 +1,6 @@
-"""GPU throughput and correctness of the encoder (issues 14, 29), in one run of under 8 minutes.
+"""GPU throughput and correctness of the encoder, in one run of under 8 minutes.
+
+Figures: BENCHMARKS.md, "GPUs and the full BEIR sweep".
 
 Usage (from the repository root):
 

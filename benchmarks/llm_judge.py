@@ -1,4 +1,6 @@
-"""LLM judging throughput: `beir-harness judge --llm` against a loopback chat-completions server (issue 31).
+"""LLM judging throughput: `beir-harness judge --llm` against a loopback chat-completions server.
+
+Figures: BENCHMARKS.md, "LLM judging throughput against a loopback chat-completions server".
 
 Usage (from the repository root):
 

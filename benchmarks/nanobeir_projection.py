@@ -1,4 +1,6 @@
-"""A quick BEIR on this machine: NanoBEIR's 13 datasets with the default model, projected (issue 20).
+"""A quick BEIR on this machine: NanoBEIR's 13 datasets with the default model, projected.
+
+Figures: BENCHMARKS.md, "NanoBEIR: a quick BEIR on this machine".
 
 Usage (from the repository root):
 

@@ -1,4 +1,6 @@
-"""Sharded exact search on Ray workers vs one in-memory flat index on the driver (issue 34).
+"""Sharded exact search on Ray workers vs one in-memory flat index on the driver.
+
+Figures: BENCHMARKS.md, "Ray: sharded exact search on a local 2-CPU cluster".
 
 Usage (from the repository root):
 

@@ -1,4 +1,6 @@
-"""Does exact search dominate a GPU run? FAISS flat on the CPU at MS MARCO's query count (issue 14).
+"""Does exact search dominate a GPU run? FAISS flat on the CPU at MS MARCO's query count.
+
+Figures: BENCHMARKS.md, "GPUs and the full BEIR sweep": search on the CPU next to a GPU encoder.
 
 Usage (from the repository root):
 

@@ -1,9 +1,11 @@
-"""BM25 and learned-sparse indexing at growing corpus sizes: time per phase and peak RSS (issue 34, point 4).
+"""BM25 and learned-sparse indexing at growing corpus sizes: time per phase and peak RSS.
+
+Figures: BENCHMARKS.md, "BM25 and learned-sparse indexing at scale".
 
 Usage (from the repository root):
 
     python benchmarks/sparse_index_scale.py [--kind bm25] [--sizes 250000,500000,1000000] [--queries 1000]
-    python benchmarks/sparse_index_scale.py --kind bm25 --variant strings    # the pre-issue-34 BM25 build
+    python benchmarks/sparse_index_scale.py --kind bm25 --variant strings    # the BM25 build before term ids
     python benchmarks/sparse_index_scale.py --kind learned --sizes 250000,500000,1000000
     python benchmarks/sparse_index_scale.py --smoke     # seconds: 3,000 documents of each kind
 
@@ -13,11 +15,11 @@ class and call `evaluate --model bm25` uses (the documents come from a generator
 corpus.jsonl, whose reader streams): MS MARCO-like passages of 20-92 words (mean 56) drawn from a
 Zipfian (s = 1) vocabulary of 1,000,000 made-up words whose 33 most frequent are Lucene's stop words;
 then ``--queries`` queries of 2-8 words are searched at depth 100. ``--variant strings`` indexes as the
-harness did before issue 34 (every term kept as a str, bm25s given the lists of str), for the
+harness did before the term-ids build (every term kept as a str, bm25s given the lists of str), for the
 before/after comparison. Learned sparse (``--kind learned``): SPLADE-like rows (``sparse_scale.rows``:
 ~120 active dimensions of 30,522 a document, ~40 a query) added to `SparseIndex` in chunks of 1,024
 rows as `evaluate` adds them, the posting lists built, then the queries searched at depth 100;
-``--variant stacked`` builds the posting lists as before issue 34 (stack the chunks, then transpose:
+``--variant stacked`` builds the posting lists as before the in-place build (stack the chunks, then transpose:
 two copies). No model runs: the rows are what an encoder would give, so the figures are the harness's index alone.
 The "index" phase includes generating the corpus; the generator alone is timed on the smallest size.
 A size whose fit (from the sizes already run) predicts more than ``--max-rss-gb`` is skipped, not run.
@@ -125,7 +127,7 @@ def run_bm25(n: int, n_queries: int, variant: str):
     retriever = BM25Retriever()
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     started = time.perf_counter()
-    if variant == "strings":  # the build before issue 34, kept here to measure against
+    if variant == "strings":  # the build before term ids, kept here to measure against
         tokens = []
         for doc in bm25_docs(n, words):
             retriever._doc_ids.append(doc.doc_id)
@@ -162,7 +164,7 @@ def run_learned(n: int, n_queries: int, variant: str):
     for start in range(0, n, 1024):
         count = min(1024, n - start)
         index.add([f"d{start + i}" for i in range(count)], rows(rng, count, 120, 30522))
-    if variant == "stacked":  # the build before issue 34: stack the chunks, then transpose (two copies)
+    if variant == "stacked":  # the build before the in-place one: stack the chunks, then transpose (two copies)
         import scipy.sparse
 
         index._postings = scipy.sparse.vstack(index._chunks, format="csr")
@@ -200,7 +202,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=["bm25", "learned"], default="bm25")
     parser.add_argument("--variant", choices=["ids", "strings", "in-place", "stacked"], default=None,
-                        help="bm25: ids (default) or strings (pre-issue-34); learned: in-place (default) or stacked")
+                        help="bm25: ids (default) or strings (the build before term ids); "
+                             "learned: in-place (default) or stacked")
     parser.add_argument("--sizes", default="250000,500000,1000000")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--max-rss-gb", type=float, default=8.0, help="skip a size the fit puts above this")

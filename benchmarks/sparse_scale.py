@@ -1,4 +1,6 @@
-"""Learned sparse retrieval at scale: search time and memory against corpus size (issue 15).
+"""Learned sparse retrieval at scale: search time and memory against corpus size.
+
+Figures: BENCHMARKS.md, "Learned sparse retrieval at scale".
 
 Usage (from the repository root):
 

@@ -16,7 +16,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 _API = ("EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_status", "read_qrels", "read_run",
         "score")
-# Every other command as a function (issue 33); `harness.api.__all__` lists the same names.
+# Every other command as a function (docs/python-api.md); `harness.api.__all__` lists the same names.
 _API += ("Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
          "compression", "convert", "cost", "coverage", "crosscheck", "demo", "environment",
          "download_dataset", "export", "fuse", "fuse_runs", "import_dataset", "inspect_results", "list_datasets",

@@ -40,7 +40,7 @@ DEFAULT_METRICS = ("nDCG@10", "MAP@100", "Recall@100", "P@10", "MRR@10")
 
 __all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_status", "read_qrels", "read_run",
            "score"]
-# The other commands (issue 33): see the block below `score`.
+# The other commands (docs/python-api.md): see the block below `score`.
 __all__ += ["Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
             "compression", "convert", "cost", "coverage", "crosscheck", "demo", "environment",
             "download_dataset", "export", "fuse", "fuse_runs", "import_dataset", "inspect_results", "list_datasets",
@@ -164,7 +164,7 @@ def _examples(ids: Iterable[str], n: int = 3) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Every command as a function (issue 33, point 4). Each returns the library object its command prints; the command
+# Every command as a function (docs/python-api.md). Each returns the library object its command prints; the command
 # line calls these. Heavy modules load inside each function, so `from harness import score` stays light.
 # ----------------------------------------------------------------------------------------------------------------
 

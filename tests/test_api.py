@@ -52,7 +52,7 @@ def test_the_api_names_a_wrong_setting():
         harness.no_such_name  # noqa: B018
 
 
-# --------------------------------------------------------------------------- every command as a function (issue 33)
+# --------------------------------------------------------------------------- every command as a function (docs/python-api.md)
 
 import csv  # noqa: E402 - this block is kept apart from the one above (merges)
 import io  # noqa: E402

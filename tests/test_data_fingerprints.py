@@ -1,5 +1,5 @@
 """Numbers that know their data: bench, evaluate, report, compare, fuse and the registry check what a result
-was computed on (issue 28, points 1-3)."""
+was computed on (docs/reports.md, docs/bench.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Each process encodes on exactly its device: torch's CUDA calls faked where the bug lived (issue 29).
+"""Each process encodes on exactly its device: torch's CUDA calls faked where the bug lived
+(docs/evaluate.md, "Keeping a GPU busy").
 
 No GPU runs here. `FakeCuda` replaces the calls of `torch.cuda` the encoder makes (device scopes,
 streams, events, set_device) and the tensor moves that involve a device (pinning, copies in and out),
@@ -269,7 +270,7 @@ class SimpleWorker:
         self.encoder, self.host = build(), "here"
 
 
-# Finite vectors only (issue 29, point 3).
+# Finite vectors only (docs/evaluate.md, "Keeping a GPU busy": NaN or infinity in a batch).
 
 class NaNInBatch:
     """Hashing vectors, with a NaN in one row of the `at`-th batch (1-based) it is given."""
@@ -308,7 +309,7 @@ def test_a_batch_with_a_nan_is_an_error_naming_it_and_nothing_of_it_is_cached(tm
     assert not set(third) & set(stored_ids) and np.isfinite(vectors).all()
 
 
-# Out of device memory, in every form torch raises it, in every engine (issue 29, point 4).
+# Out of device memory, in every form torch raises it, in every engine (docs/evaluate.md, "Keeping a GPU busy").
 
 OUT_OF_MEMORY = {
     "OutOfMemoryError": lambda: torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),

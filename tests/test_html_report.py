@@ -290,7 +290,7 @@ def test_the_page_shows_the_labels_and_digits_of_the_tables(tmp_path):
         manager.stop()
 
 
-# --------------------------------------------------------------------------- layout at 1,400 and 800 px (issue 33)
+# --------------------------------------------------------------------------- layout at 1,400 and 800 px (docs/reports.md)
 
 
 def _two_by_three(out: Path) -> Path:

@@ -113,7 +113,7 @@ def test_a_sparse_encoders_cost_record_says_its_rows_came_from_the_cache(tiny_sp
 
 @pytest.mark.parametrize("sizes", [(1,), (5, 0, 7, 3), (64, 64, 17)])
 def test_postings_built_in_place_equal_scipys_stack_and_transpose(sizes):
-    """Issue 34: the in-place posting build gives exactly scipy's vstack(chunks).T.tocsr() (uneven and empty chunks)."""
+    """The in-place posting build gives exactly scipy's vstack(chunks).T.tocsr() (uneven and empty chunks)."""
     import numpy as np
     import scipy.sparse
 

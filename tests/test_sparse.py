@@ -53,7 +53,7 @@ def test_bm25_through_the_cli(tiny_beir, tmp_path):
 
 
 def _bm25s_on_string_tokens(docs, queries, depth):
-    """The reference: bm25s indexing the analyzed terms as lists of str (the harness's path before issue 34)."""
+    """The reference: bm25s indexing the analyzed terms as lists of str (the harness's path before the term-ids build)."""
     import bm25s
 
     spec, analyze = BM25Spec(), Analyzer()
@@ -91,7 +91,7 @@ def _corpora():
 
 @pytest.mark.parametrize("name,docs,queries", list(_corpora()), ids=lambda v: v if isinstance(v, str) else "")
 def test_term_ids_index_ranks_and_scores_as_bm25s_on_strings(name, docs, queries):
-    """Issue 34: terms kept as 4-byte ids give exactly the documents and scores of bm25s on the term strings."""
+    """Terms kept as 4-byte ids give exactly the documents and scores of bm25s on the term strings."""
     retriever = BM25Retriever()
     retriever.index(iter(docs), progress=False)
     for depth in (3, 100):

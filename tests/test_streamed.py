@@ -1,5 +1,5 @@
-"""Exact search in bounded memory (issue 34): the streamed search ranks exactly as the in-memory flat index, both
-as a brute-force loop in this file ranks (score, then doc_id descending: trec_eval's order, ties at the cut
+"""Exact search in bounded memory (docs/evaluate.md, `--memory-budget`): the streamed search ranks exactly as
+the in-memory flat index, both as a brute-force loop in this file ranks (score, then doc_id descending: trec_eval's order, ties at the cut
 included; float64 scores, as `harness.retrieval.index.exact_top` rescores), keeps its peak RSS under the budget on a corpus larger than it, and refuses a budget too small
 or a chunk damaged mid-stream."""
 

@@ -94,8 +94,9 @@ class BM25Retriever:
 
         # Each document's terms are kept as 4-byte vocabulary ids (an array, not a list of str objects,
         # which bm25s then doubled with its own lists of int ids): peak memory 1.8 KB a document instead
-        # of 4.0 KB (BENCHMARKS.md, issue 34), what bounds the corpus one machine can index. The scores
-        # are bm25s's own: it is given the same terms, numbered in first-seen order, not its set's order.
+        # of 4.0 KB (BENCHMARKS.md, "BM25 and learned-sparse indexing at scale"), what bounds the corpus one
+        # machine can index. The scores are bm25s's own: it is given the same terms, numbered in first-seen
+        # order, not its set's order.
         vocabulary: dict[str, int] = {}
         ids: list[array] = []
         for doc in tqdm(docs, desc="indexing BM25", unit="doc", disable=not progress, file=sys.stderr):

@@ -90,10 +90,10 @@ def _csr(tensor: Any) -> scipy.sparse.csr_matrix:
 def postings_from_chunks(chunks: list[Any], dimension: int):
     """vocabulary × documents CSR from document-row CSR chunks, equal to ``vstack(chunks).T.tocsr()``.
 
-    Built in place (issue 34): the posting arrays are sized first from each dimension's count, then each
+    Built in place: the posting arrays are sized first from each dimension's count, then each
     chunk's entries are written at their dimension's cursor and the chunk is released. Peak: the rows and
     the postings (each chunk touches every dimension's pages), without scipy's stacked copy and its
-    temporaries (-21 % at 1M documents, BENCHMARKS.md)."""
+    temporaries (-21 % at 1M documents, BENCHMARKS.md, "BM25 and learned-sparse indexing at scale")."""
     import numpy as np
     import scipy.sparse
 
