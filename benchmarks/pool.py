@@ -57,6 +57,7 @@ def retrieve_systems(folder: Path, depth: int, work: Path) -> list[tuple[str, Pa
     from harness.io.formats import iter_corpus, iter_queries, locate_corpus_and_queries
     from harness.io.trec import write_run
     from harness.judging.pool import retrieve_runs
+    from harness.judging.pool_systems import check_retrievable, parse_pool_systems
     from harness.retrieval.bm25 import BM25Retriever, BM25Spec
 
     found = []
@@ -69,7 +70,8 @@ def retrieve_systems(folder: Path, depth: int, work: Path) -> list[tuple[str, Pa
         write_run(run, work / f"{name}.trec")
         found.append((name, work / f"{name}.trec", time.perf_counter() - started))
     started = time.perf_counter()
-    (_, run), = retrieve_runs(folder, ["hash:256"], depth, work)
+    plan = parse_pool_systems(["hash:256"])
+    (_, run), = retrieve_runs(check_retrievable(folder, plan, depth), plan.retrieve, work)
     write_run(run.renamed("hash-256"), work / "hash-256.trec")
     found.append(("hash:256", work / "hash-256.trec", time.perf_counter() - started))
     return found
