@@ -1,0 +1,297 @@
+#!/usr/bin/env python
+"""Mutation testing of the trust-critical modules, one module at a time (mutmut 2.x).
+
+Usage (from the repository root)::
+
+    python tools/mutation.py                      # every module in MODULES
+    python tools/mutation.py merge pool           # just these
+    python tools/mutation.py --list               # the modules, their scope and their tests
+    python tools/mutation.py --report-only        # counts from the last run's cache, no mutating
+
+Each module is mutated in a scratch copy of the checkout (``.mutation-scratch/``, ignored by git), so the
+working tree is never left holding a mutant, even if the run is interrupted. Each mutant runs only the few
+test files that cover its module (``pytest -x -q -p no:cacheprovider``). A big module may be scoped to its
+trust-critical functions: only lines inside them are mutated (mutmut's ``--use-patch-file`` fed a patch that
+"adds" those lines).
+
+The report (stdout, and ``docs/mutation-report.md`` unless ``--no-write``) gives per module: mutants,
+killed, survived, equivalent (a survivor listed in docs/development.md's "Equivalent mutants" table),
+timeout, suspicious, and the score: killed / (all - equivalent). Each survivor that is not listed as
+equivalent is printed with its diff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as _dt
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = ROOT / ".mutation-scratch"
+EQUIVALENTS_DOC = ROOT / "docs" / "development.md"
+REPORT = ROOT / "docs" / "mutation-report.md"
+TARGET = 0.90
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: str
+    tests: tuple[str, ...]
+    # Qualified names (``function`` or ``Class.method``) whose lines alone are mutated; empty: the whole file.
+    scope: tuple[str, ...] = field(default_factory=tuple)
+    # Seconds a mutant's test run may take beyond the clean run before it counts as a timeout.
+    note: str = ""
+
+
+MODULES: dict[str, Module] = {m.name: m for m in [
+    Module("llm", "harness/judging/llm.py",
+           ("tests/test_mutation_kills_llm.py", "tests/test_llm_judge.py"),
+           scope=("JudgePrompt.sha256", "JudgePrompt.render", "parse_grade", "answer_content", "cache_inputs",
+                  "cached_grades", "JudgeSpec.service_model", "JudgeSpec.annotator"),
+           note="the judge's cache key and its answer parser"),
+    Module("merge", "harness/judging/merge.py",
+           ("tests/test_mutation_kills_merge.py", "tests/test_judgments.py")),
+    Module("agreement", "harness/judging/agreement.py",
+           ("tests/test_judgments.py",)),
+    Module("pool", "harness/judging/pool.py",
+           ("tests/test_mutation_kills_pool.py", "tests/test_pool.py")),
+    Module("fusion-label", "harness/retrieval/fusion.py",
+           ("tests/test_mutation_kills_labels.py", "tests/test_labels.py", "tests/test_fusion.py"),
+           scope=("_number", "FusionSpec.label", "FusionSpec.to_config"),
+           note="a fused result's label and recorded settings"),
+    Module("labels", "harness/reporting/labels.py",
+           ("tests/test_mutation_kills_labels.py", "tests/test_labels.py")),
+    Module("scoring", "harness/cli/scoring.py",
+           ("tests/test_mutation_kills_score.py", "tests/test_score.py")),
+    Module("registry", "harness/datasets/registry.py",
+           ("tests/test_mutation_kills_registry.py", "tests/test_registry.py", "tests/test_imports.py")),
+    Module("bench", "harness/pipeline/bench.py",
+           ("tests/test_mutation_kills_fingerprints.py", "tests/test_bench.py")),
+    Module("metrics", "harness/evaluation/metrics.py",
+           ("tests/test_metrics.py", "tests/test_score.py")),
+]}
+
+
+def scope_lines(path: Path, qualnames: tuple[str, ...]) -> set[int]:
+    """The line numbers inside the named functions (``f`` or ``Class.f``), decorators and docstrings too."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    wanted, found = set(qualnames), set()
+    lines: set[int] = set()
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if name in wanted and not isinstance(child, ast.ClassDef):
+                    first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                    lines.update(range(first, child.end_lineno + 1))
+                    found.add(name)
+                visit(child, f"{name}.")
+
+    visit(tree, "")
+    missing = wanted - found
+    if missing:
+        raise SystemExit(f"{path}: no function {', '.join(sorted(missing))} (MODULES in tools/mutation.py)")
+    return lines
+
+
+def write_scope_patch(module: Module, where: Path) -> Path:
+    """A unified diff that 'adds' exactly the scoped lines: mutmut mutates added lines only."""
+    source = (where / module.path).read_text(encoding="utf-8").splitlines()
+    numbers = sorted(scope_lines(where / module.path, module.scope))
+    out = [f"--- a/{module.path}", f"+++ b/{module.path}"]
+    run: list[int] = []
+    for n in numbers + [None]:
+        if run and (n is None or n != run[-1] + 1):
+            out.append(f"@@ -0,0 +{run[0]},{len(run)} @@")
+            out.extend("+" + source[i - 1] for i in run)
+            run = []
+        if n is not None:
+            run.append(n)
+    patch = where / ".mutation-scope.diff"
+    patch.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return patch
+
+
+def make_scratch() -> Path:
+    """A fresh copy of the tracked and untracked-but-not-ignored files (git's own view of the tree)."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    cache = SCRATCH / ".mutmut-cache"
+    kept = cache.read_bytes() if cache.exists() else None
+    if SCRATCH.exists():
+        shutil.rmtree(SCRATCH)
+    for name in filter(None, files):
+        src = ROOT / name
+        if not src.is_file() or name.startswith(".mutation-scratch"):
+            continue
+        dst = SCRATCH / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+    if kept is not None:  # mutmut skips mutants already tested against the same tests and source
+        cache.write_bytes(kept)
+    return SCRATCH
+
+
+def run_module(module: Module, where: Path) -> int:
+    env = dict(os.environ, PYTHONPATH=str(where), PYTHONDONTWRITEBYTECODE="1")
+    tests = " ".join(t for t in module.tests if (where / t).exists())
+    runner = f"{sys.executable} -m pytest -x -q -p no:cacheprovider {tests}"
+    command = ["mutmut", "run", "--paths-to-mutate", module.path, "--tests-dir", "tests", "--runner", runner,
+               "--no-progress", "--simple-output"]
+    if module.scope:
+        command += ["--use-patch-file", str(write_scope_patch(module, where))]
+    print(f"== {module.name}: {module.path}" + (f" (scoped: {', '.join(module.scope)})" if module.scope else ""),
+          flush=True)
+    print("   " + runner, flush=True)
+    return subprocess.run(command, cwd=where, env=env).returncode
+
+
+def mutants_of(where: Path, path: str) -> list[tuple[int, int, str, str]]:
+    """(id, line number, source line, status) of each mutant mutmut's cache holds for `path`."""
+    db = where / ".mutmut-cache"
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as con:
+        return con.execute(
+            "SELECT m.id, l.line_number, l.line, m.status FROM Mutant m JOIN Line l ON m.line = l.id "
+            "JOIN SourceFile s ON l.sourcefile = s.id WHERE s.filename = ? ORDER BY l.line_number, m.\"index\"",
+            (path,)).fetchall()
+
+
+def mutant_diff(where: Path, mutant_id: int) -> tuple[str, str]:
+    """The mutated line before and after (stripped), from ``mutmut show``."""
+    shown = subprocess.run(["mutmut", "show", str(mutant_id)], cwd=where, capture_output=True, text=True).stdout
+    before = [line[1:].strip() for line in shown.splitlines() if line.startswith("-") and not line.startswith("---")]
+    after = [line[1:].strip() for line in shown.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    return " / ".join(before), " / ".join(after)
+
+
+def _cells(row: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", row.strip().strip("|"))
+    return [c.strip().replace("\\|", "|").strip("`").strip() for c in cells]
+
+
+def read_equivalents() -> dict[tuple[str, str, str], str]:
+    """(module path, original line, mutated line) → reason, from the table under "### Equivalent mutants"."""
+    text = EQUIVALENTS_DOC.read_text(encoding="utf-8")
+    section = text.split("### Equivalent mutants", 1)
+    if len(section) < 2:
+        return {}
+    found = {}
+    for row in section[1].split("\n#", 1)[0].splitlines():
+        if not row.startswith("|") or set(row) <= set("|-: "):
+            continue
+        cells = _cells(row)
+        if len(cells) >= 4 and cells[0].startswith("harness/"):
+            found[cells[0], cells[1], cells[2]] = cells[3]
+    return found
+
+
+def tally(module: Module, where: Path, equivalents) -> tuple[dict[str, int], list[str]]:
+    counts = dict(mutants=0, killed=0, survived=0, equivalent=0, timeout=0, suspicious=0, untested=0)
+    lost = []
+    for mutant_id, number, _line, status in mutants_of(where, module.path):
+        counts["mutants"] += 1
+        if status == "ok_killed":
+            counts["killed"] += 1
+        elif status == "bad_timeout":
+            counts["timeout"] += 1
+        elif status == "ok_suspicious":
+            counts["suspicious"] += 1
+        elif status == "bad_survived":
+            before, after = mutant_diff(where, mutant_id)
+            if (module.path, before, after) in equivalents:
+                counts["equivalent"] += 1
+            else:
+                counts["survived"] += 1
+                lost.append(f"   survived #{mutant_id} line {number}: {before!r} -> {after!r}")
+        else:
+            counts["untested"] += 1
+    return counts, lost
+
+
+def score(counts: dict[str, int]) -> float | None:
+    live = counts["mutants"] - counts["equivalent"] - counts["untested"]
+    # a timeout is a mutant the tests stopped (an endless loop): killed, as mutmut's own summary counts it
+    return (counts["killed"] + counts["timeout"]) / live if live else None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help=f"some of: {', '.join(MODULES)} (default: all)")
+    parser.add_argument("--list", action="store_true", help="print the modules, their scope and tests")
+    parser.add_argument("--report-only", action="store_true", help="tally the last run's cache, mutate nothing")
+    parser.add_argument("--no-write", action="store_true", help=f"do not rewrite {REPORT.relative_to(ROOT)}")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    chosen = [MODULES[m] for m in (args.modules or MODULES)]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:10} {m.path}  scope: {', '.join(m.scope) or 'whole file'}\n{'':10} tests: "
+                  f"{' '.join(m.tests)}")
+        return 0
+    where = SCRATCH if args.report_only else make_scratch()
+    if not args.report_only:
+        for module in chosen:
+            run_module(module, where)
+    equivalents = read_equivalents()
+    rows, failed = [], False
+    for module in MODULES.values():  # the report covers every module the cache has results for
+        counts, lost = tally(module, where, equivalents)
+        if not counts["mutants"]:
+            continue
+        s = score(counts)
+        failed |= s is not None and s < TARGET
+        rows.append((module, counts, s))
+        print(f"{module.name:10} {counts}  score {'-' if s is None else f'{s:.1%}'}")
+        print("\n".join(lost))
+    if not args.no_write and rows:
+        write_report(rows)
+    return 1 if failed else 0
+
+
+def write_report(rows) -> None:
+    old = REPORT.read_text(encoding="utf-8") if REPORT.exists() else ""
+    previous = {}
+    for line in old.splitlines():  # keep the rows of modules this run did not tally
+        cells = _cells(line) if line.startswith("| ") else []
+        if len(cells) >= 9 and cells[1].startswith("harness/"):
+            previous[cells[0]] = line
+    today = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+    for module, counts, s in rows:
+        scope = ", ".join(f"`{q}`" for q in module.scope) or "whole file"
+        previous[module.name] = (
+            f"| {module.name} | `{module.path}` | {scope} | {counts['mutants']} | {counts['killed']} | "
+            f"{counts['survived']} | {counts['equivalent']} | {counts['timeout']} | "
+            f"{'-' if s is None else f'{s:.1%}'} | {today} |")
+    head = [
+        "# Mutation report",
+        "",
+        "The last measured run of `python tools/mutation.py` (mutmut 2.5.1), one module at a time, each mutant "
+        "tested by the module's own few test files (`python tools/mutation.py --list`). Score: killed (and timed "
+        "out) / (mutants - equivalent). Equivalent mutants, each with its reason, are listed in "
+        "[Development](development.md#equivalent-mutants). Re-run a module whenever it changes: "
+        "`python tools/mutation.py MODULE`.",
+        "",
+        "| module | file | mutated | mutants | killed | survived | equivalent | timeout | score | measured |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    order = list(MODULES)
+    body = [previous[name] for name in sorted(previous, key=lambda n: order.index(n) if n in order else 99)]
+    REPORT.write_text("\n".join(head + body) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
