@@ -28,6 +28,7 @@ import datetime as _dt
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -46,36 +47,40 @@ class Module:
     name: str
     path: str
     tests: tuple[str, ...]
+    # The module's own mutation tests (tests/test_mutation_kills_*.py: no fixture of conftest.py), run first with
+    # --noconftest (a second faster); `tests` run only for a mutant these let live.
+    fast: tuple[str, ...] = field(default_factory=tuple)
     # Qualified names (``function`` or ``Class.method``) whose lines alone are mutated; empty: the whole file.
     scope: tuple[str, ...] = field(default_factory=tuple)
-    # Seconds a mutant's test run may take beyond the clean run before it counts as a timeout.
     note: str = ""
 
 
 MODULES: dict[str, Module] = {m.name: m for m in [
-    Module("llm", "harness/judging/llm.py",
-           ("tests/test_mutation_kills_llm.py", "tests/test_llm_judge.py"),
+    Module("llm", "harness/judging/llm.py", (), fast=("tests/test_mutation_kills_llm.py",),
            scope=("JudgePrompt.sha256", "JudgePrompt.render", "parse_grade", "answer_content", "cache_inputs",
                   "cached_grades", "JudgeSpec.service_model", "JudgeSpec.annotator"),
            note="the judge's cache key and its answer parser"),
-    Module("merge", "harness/judging/merge.py",
-           ("tests/test_mutation_kills_merge.py", "tests/test_judgments.py")),
+    Module("merge", "harness/judging/merge.py", ("tests/test_judgments.py",),
+           fast=("tests/test_mutation_kills_merge.py",),
+           scope=("parse_scale", "_check_same_annotator", "_check_scale", "resolve", "_existing", "_votes",
+                  "merge_judgments"),
+           note="the grade each pair gets (reading files and writing them are covered elsewhere)"),
     Module("agreement", "harness/judging/agreement.py",
            ("tests/test_judgments.py",)),
-    Module("pool", "harness/judging/pool.py",
-           ("tests/test_mutation_kills_pool.py", "tests/test_pool.py")),
-    Module("fusion-label", "harness/retrieval/fusion.py",
-           ("tests/test_mutation_kills_labels.py", "tests/test_labels.py", "tests/test_fusion.py"),
+    Module("pool", "harness/judging/pool.py", ("tests/test_pool.py",),
+           fast=("tests/test_mutation_kills_pool.py",), scope=("check_spec", "pool_runs"),
+           note="the pool itself (the folder writing around it is not trust-critical)"),
+    Module("fusion-label", "harness/retrieval/fusion.py", ("tests/test_labels.py",),
+           fast=("tests/test_mutation_kills_labels.py",),
            scope=("_number", "FusionSpec.label", "FusionSpec.to_config"),
            note="a fused result's label and recorded settings"),
-    Module("labels", "harness/reporting/labels.py",
-           ("tests/test_mutation_kills_labels.py", "tests/test_labels.py")),
-    Module("scoring", "harness/cli/scoring.py",
-           ("tests/test_mutation_kills_score.py", "tests/test_score.py")),
-    Module("registry", "harness/datasets/registry.py",
-           ("tests/test_mutation_kills_registry.py", "tests/test_registry.py", "tests/test_imports.py")),
-    Module("bench", "harness/pipeline/bench.py",
-           ("tests/test_mutation_kills_fingerprints.py", "tests/test_bench.py")),
+    Module("labels", "harness/reporting/labels.py", ("tests/test_labels.py",)),
+    Module("scoring", "harness/cli/scoring.py", ("tests/test_score.py",),
+           fast=("tests/test_mutation_kills_score.py",)),
+    Module("registry", "harness/datasets/registry.py", ("tests/test_registry.py", "tests/test_imports.py"),
+           fast=("tests/test_mutation_kills_registry.py",)),
+    Module("bench", "harness/pipeline/bench.py", ("tests/test_bench.py",),
+           fast=("tests/test_mutation_kills_fingerprints.py",)),
     Module("metrics", "harness/evaluation/metrics.py",
            ("tests/test_metrics.py", "tests/test_score.py")),
 ]}
@@ -144,8 +149,11 @@ def make_scratch() -> Path:
 
 def run_module(module: Module, where: Path) -> int:
     env = dict(os.environ, PYTHONPATH=str(where), PYTHONDONTWRITEBYTECODE="1")
+    pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider"
+    fast = " ".join(t for t in module.fast if (where / t).exists())
     tests = " ".join(t for t in module.tests if (where / t).exists())
-    runner = f"{sys.executable} -m pytest -x -q -p no:cacheprovider {tests}"
+    steps = ([f"{pytest} --noconftest {fast}"] if fast else []) + ([f"{pytest} {tests}"] if tests else [])
+    runner = f"bash -c '{' && '.join(steps)}'"
     command = ["mutmut", "run", "--paths-to-mutate", module.path, "--tests-dir", "tests", "--runner", runner,
                "--no-progress", "--simple-output"]
     if module.scope:
@@ -153,7 +161,14 @@ def run_module(module: Module, where: Path) -> int:
     print(f"== {module.name}: {module.path}" + (f" (scoped: {', '.join(module.scope)})" if module.scope else ""),
           flush=True)
     print("   " + runner, flush=True)
-    return subprocess.run(command, cwd=where, env=env).returncode
+    # its own process group: an interrupted run takes mutmut's workers and their pytest with it
+    process = subprocess.Popen(command, cwd=where, env=env, start_new_session=True)
+    try:
+        return process.wait()
+    except BaseException:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait()
+        raise
 
 
 def mutants_of(where: Path, path: str) -> list[tuple[int, int, str, str]]:
@@ -239,8 +254,8 @@ def main(argv=None) -> int:
     chosen = [MODULES[m] for m in (args.modules or MODULES)]
     if args.list:
         for m in chosen:
-            print(f"{m.name:10} {m.path}  scope: {', '.join(m.scope) or 'whole file'}\n{'':10} tests: "
-                  f"{' '.join(m.tests)}")
+            print(f"{m.name:12} {m.path}  scope: {', '.join(m.scope) or 'whole file'}\n{'':12} tests: "
+                  f"{' '.join(m.fast + m.tests)}")
         return 0
     where = SCRATCH if args.report_only else make_scratch()
     if not args.report_only:
