@@ -112,3 +112,74 @@ def test_the_prompt_fills_both_places_once_and_never_from_the_texts():
     prompt = JudgePrompt("1", "Q={query} P={passage}")
     assert prompt.render("a {passage}", "T", "x {query}") == "Q=a {passage} P=T\nx {query}"
     assert prompt.render("a", "", "x") == "Q=a P=x"
+
+
+@pytest.mark.parametrize("answer, detail", [
+    ("the passage is relevant", "no final score in 'the passage is relevant'"),
+    ("  " + "a" * 100 + " ", f"no final score in {'a' * 80!r}"),
+    ("##final score: 1 ##final score: 2", "2 final scores in '##final score: 1 ##final score: 2'"),
+    ("4", "grade 4 is not one of 0, 1, 2, 3"),
+    ("##final score: 2.5", "grade 2.5 is not one of 0, 1, 2, 3"),
+])
+def test_a_malformed_answer_says_what_it_held(answer, detail):
+    with pytest.raises(MalformedAnswer) as caught:
+        parse_grade(answer)
+    assert caught.value.detail == detail
+    assert str(caught.value) == f"{caught.value.kind}: {detail}"
+
+
+class FakeResponse:
+    """An httpx response's two members answer_content reads."""
+
+    def __init__(self, text, payload=None):
+        self.text, self._payload = text, payload
+
+    def json(self):
+        if self._payload is None:
+            raise ValueError("not JSON")
+        return self._payload
+
+
+def _content(payload):
+    from harness.judging.llm import answer_content
+
+    return answer_content(FakeResponse("{}", payload))
+
+
+def test_the_first_choice_s_content_and_the_usage_are_read():
+    payload = {"choices": [{"message": {"content": "##final score: 1"}}, {"message": {"content": "2"}}],
+               "usage": {"prompt_tokens": 7}}
+    assert _content(payload) == ("##final score: 1", {"prompt_tokens": 7})
+    assert _content({"choices": [{"message": {"content": "x"}}]}) == ("x", {})
+    assert _content({"choices": [{"message": {"content": "x"}}], "usage": None}) == ("x", {})
+
+
+@pytest.mark.parametrize("payload, detail", [
+    ({}, "no choices[0].message.content in '{}'"),
+    ({"choices": []}, "no choices[0].message.content in \"{'choices': []}\""),
+    ({"choices": [{"message": {}}]}, "no choices[0].message.content in \"{'choices': [{'message': {}}]}\""),
+    ({"choices": [{"text": "2"}]}, "no choices[0].message.content in \"{'choices': [{'text': '2'}]}\""),
+    ({"choices": "x" * 200}, f"no choices[0].message.content in {str({'choices': 'x' * 200})[:80]!r}"),
+    ({"choices": [{"message": {"content": 3}}]}, "the message content is int, not text"),
+    ({"choices": [{"message": {"content": None}}]}, "the message content is NoneType, not text"),
+])
+def test_an_answer_without_a_message_is_no_answer(payload, detail):
+    with pytest.raises(MalformedAnswer) as caught:
+        _content(payload)
+    assert (caught.value.kind, caught.value.detail) == ("no-answer", detail)
+
+
+def test_an_answer_that_is_not_json_shows_its_start_on_one_line():
+    from harness.judging.llm import answer_content
+
+    text = "  <html>\n<body>" + "y" * 100
+    with pytest.raises(MalformedAnswer) as caught:
+        answer_content(FakeResponse(text))
+    start = text[:60].strip().replace("\n", " ")
+    assert start.startswith("<html> <body>yyy") and len(start) == 58
+    assert (caught.value.kind, caught.value.detail) == ("not-json", f"the answer is not JSON (starts with {start!r})")
+
+
+def test_the_annotator_is_the_model_without_its_prefix():
+    assert JudgeSpec(model="openai:gpt-x").annotator == "llm:gpt-x"
+    assert JudgeSpec(model="openai:gpt-x").service_model == "gpt-x"
