@@ -11,8 +11,8 @@ Usage (from the repository root)::
 Each module is mutated in a scratch copy of the checkout (``.mutation-scratch/``, ignored by git), so the
 working tree is never left holding a mutant, even if the run is interrupted. Each mutant runs only the few
 test files that cover its module (``pytest -x -q -p no:cacheprovider``). A big module may be scoped to its
-trust-critical functions: only lines inside them are mutated (mutmut's ``--use-patch-file`` fed a patch that
-"adds" those lines).
+trust-critical functions: only lines inside them are mutated (in the scratch copy, every other line is marked
+``# pragma: no mutate``, mutmut's own exclusion).
 
 The report (stdout, and ``docs/mutation-report.md`` unless ``--no-write``) gives per module: mutants,
 killed, survived, equivalent (a survivor listed in docs/development.md's "Equivalent mutants" table),
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import io
+import tokenize
 import datetime as _dt
 import os
 import re
@@ -57,8 +59,9 @@ class Module:
 
 MODULES: dict[str, Module] = {m.name: m for m in [
     Module("llm", "harness/judging/llm.py", (), fast=("tests/test_mutation_kills_llm.py",),
-           scope=("JudgePrompt.sha256", "JudgePrompt.render", "parse_grade", "answer_content", "cache_inputs",
-                  "cached_grades", "JudgeSpec.service_model", "JudgeSpec.annotator"),
+           scope=("SCALE", "_FINAL_SCORE", "_BARE", "_PLACEHOLDER", "JudgePrompt.sha256", "JudgePrompt.render",
+                  "parse_grade", "answer_content", "cache_inputs", "cached_grades", "JudgeSpec.service_model",
+                  "JudgeSpec.annotator"),
            note="the judge's cache key and its answer parser"),
     Module("merge", "harness/judging/merge.py", ("tests/test_judgments.py",),
            fast=("tests/test_mutation_kills_merge.py",),
@@ -77,17 +80,27 @@ MODULES: dict[str, Module] = {m.name: m for m in [
     Module("labels", "harness/reporting/labels.py", ("tests/test_labels.py",)),
     Module("scoring", "harness/cli/scoring.py", ("tests/test_score.py",),
            fast=("tests/test_mutation_kills_score.py",)),
-    Module("registry", "harness/datasets/registry.py", ("tests/test_registry.py", "tests/test_imports.py"),
-           fast=("tests/test_mutation_kills_registry.py",)),
-    Module("bench", "harness/pipeline/bench.py", ("tests/test_bench.py",),
-           fast=("tests/test_mutation_kills_fingerprints.py",)),
+    Module("registry", "harness/datasets/registry.py", ("tests/test_registry.py",),
+           fast=("tests/test_mutation_kills_registry.py",), scope=("count_mismatch",),
+           note="a folder evaluated under a registry name"),
+    Module("import-check", "harness/datasets/catalog.py", ("tests/test_data_fingerprints.py",),
+           fast=("tests/test_mutation_kills_registry.py",), scope=("_count_lines", "_check_counts"),
+           note="a folder imported or installed under a registry name"),
+    Module("fingerprints", "harness/reporting/report.py", ("tests/test_data_fingerprints.py",),
+           fast=("tests/test_mutation_kills_fingerprints.py",),
+           scope=("DATA_FILES", "data_changes", "data_tag", "folder_fingerprints", "_file_sha256"),
+           note="data fingerprints and their memo"),
+    Module("bench", "harness/pipeline/bench.py", ("tests/test_data_fingerprints.py",),
+           fast=("tests/test_mutation_kills_fingerprints.py",), scope=("_changed_data",),
+           note="bench's staleness rule"),
     Module("metrics", "harness/evaluation/metrics.py",
            ("tests/test_metrics.py", "tests/test_score.py")),
 ]}
 
 
 def scope_lines(path: Path, qualnames: tuple[str, ...]) -> set[int]:
-    """The line numbers inside the named functions (``f`` or ``Class.f``), decorators and docstrings too."""
+    """The line numbers inside the named functions (``f`` or ``Class.f``, decorators and docstrings too) and
+    module-level constants (``NAME = ...``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     wanted, found = set(qualnames), set()
     lines: set[int] = set()
@@ -101,6 +114,12 @@ def scope_lines(path: Path, qualnames: tuple[str, ...]) -> set[int]:
                     lines.update(range(first, child.end_lineno + 1))
                     found.add(name)
                 visit(child, f"{name}.")
+            elif isinstance(child, (ast.Assign, ast.AnnAssign)) and not prefix:  # a module-level constant
+                targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id in wanted:
+                        lines.update(range(child.lineno, child.end_lineno + 1))
+                        found.add(target.id)
 
     visit(tree, "")
     missing = wanted - found
@@ -109,22 +128,25 @@ def scope_lines(path: Path, qualnames: tuple[str, ...]) -> set[int]:
     return lines
 
 
-def write_scope_patch(module: Module, where: Path) -> Path:
-    """A unified diff that 'adds' exactly the scoped lines: mutmut mutates added lines only."""
-    source = (where / module.path).read_text(encoding="utf-8").splitlines()
-    numbers = sorted(scope_lines(where / module.path, module.scope))
-    out = [f"--- a/{module.path}", f"+++ b/{module.path}"]
-    run: list[int] = []
-    for n in numbers + [None]:
-        if run and (n is None or n != run[-1] + 1):
-            out.append(f"@@ -0,0 +{run[0]},{len(run)} @@")
-            out.extend("+" + source[i - 1] for i in run)
-            run = []
-        if n is not None:
-            run.append(n)
-    patch = where / ".mutation-scope.diff"
-    patch.write_text("\n".join(out) + "\n", encoding="utf-8")
-    return patch
+PRAGMA = "# pragma: no mutate"
+
+
+def fence_scope(module: Module, where: Path) -> None:
+    """Mark every line of the scratch copy of a scoped module outside its scope ``# pragma: no mutate`` (mutmut's
+    own exclusion), where a comment can go: the end of a line of code, never inside a string."""
+    path = where / module.path
+    source = path.read_text(encoding="utf-8")
+    inside = scope_lines(path, module.scope)
+    ends = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type in (tokenize.NEWLINE, tokenize.NL) and token.start[1] > 0:
+            ends.add(token.start[0])
+        elif token.type == tokenize.COMMENT:
+            ends.add(token.start[0])
+    lines = source.split("\n")
+    for number in ends - inside:
+        lines[number - 1] += ("  " if "#" not in lines[number - 1] else " ") + PRAGMA
+    path.write_text("\n".join(lines), encoding="utf-8")
 
 
 def make_scratch() -> Path:
@@ -157,7 +179,7 @@ def run_module(module: Module, where: Path) -> int:
     command = ["mutmut", "run", "--paths-to-mutate", module.path, "--tests-dir", "tests", "--runner", runner,
                "--no-progress", "--simple-output"]
     if module.scope:
-        command += ["--use-patch-file", str(write_scope_patch(module, where))]
+        fence_scope(module, where)
     print(f"== {module.name}: {module.path}" + (f" (scoped: {', '.join(module.scope)})" if module.scope else ""),
           flush=True)
     print("   " + runner, flush=True)
@@ -186,6 +208,7 @@ def mutants_of(where: Path, path: str) -> list[tuple[int, int, str, str]]:
 def mutant_diff(where: Path, mutant_id: int) -> tuple[str, str]:
     """The mutated line before and after (stripped), from ``mutmut show``."""
     shown = subprocess.run(["mutmut", "show", str(mutant_id)], cwd=where, capture_output=True, text=True).stdout
+    shown = shown.replace("  " + PRAGMA, "").replace(" " + PRAGMA, "")
     before = [line[1:].strip() for line in shown.splitlines() if line.startswith("-") and not line.startswith("---")]
     after = [line[1:].strip() for line in shown.splitlines() if line.startswith("+") and not line.startswith("+++")]
     return " / ".join(before), " / ".join(after)
