@@ -31,6 +31,10 @@ def test_the_key_holds_each_input_by_value(tmp_path):
     assert inputs["prompt_sha256"] == hashlib.sha256(PROMPT.text.encode("utf-8")).hexdigest()
     assert (inputs["query"], inputs["title"], inputs["text"]) == (ROW["query"], ROW["title"], ROW["text"])
     assert len(set(inputs.values())) == len(inputs)  # no field stands in for another
+    # the whole key as cached grades on disk hold it: a renamed field would orphan every one of them
+    assert inputs == {"kind": "llm-judgment", "model": "judge-a", "prompt_version": "1",
+                      "prompt_sha256": hashlib.sha256(PROMPT.text.encode("utf-8")).hexdigest(),
+                      "query": ROW["query"], "title": ROW["title"], "text": ROW["text"]}
 
 
 def test_the_unchanged_inputs_are_served_from_the_cache(tmp_path):
