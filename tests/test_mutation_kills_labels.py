@@ -65,3 +65,24 @@ def test_a_weight_reads_back_exactly_from_its_label():
         label = FusionSpec(method="wsum", weights=(weight, 1.0)).label(["a", "b"])
         written = label.split("; ", 1)[1].split(":", 1)[0]
         assert float(written) == weight
+
+
+@pytest.mark.parametrize("spec, config", [
+    (FusionSpec(), {"method": "rrf", "rrf_k": 60, "depth": 1000}),
+    (FusionSpec(method="rrf", norm="zscore", rrf_k=5, depth=7), {"method": "rrf", "rrf_k": 5, "depth": 7}),
+    (FusionSpec(method="combsum", norm="zscore"), {"method": "combsum", "norm": "zscore", "depth": 1000}),
+    (FusionSpec(method="combmnz", rrf_k=5), {"method": "combmnz", "norm": "minmax", "depth": 1000}),
+    (FusionSpec(method="wsum", weights=(0.3, 0.7), norm="none", depth=10),
+     {"method": "wsum", "norm": "none", "weights": [0.3, 0.7], "depth": 10}),
+    (FusionSpec(method="wsum"), {"method": "wsum", "norm": "minmax", "depth": 1000}),
+    (FusionSpec(method="dbsf", norm="zscore"), {"method": "dbsf", "depth": 1000}),
+])
+def test_the_recorded_settings_are_those_the_method_uses(spec, config):
+    assert spec.to_config() == config
+
+
+def test_fusions_that_can_differ_never_share_a_recorded_configuration():
+    by_config = {}
+    for spec, settings in specs():
+        by_config.setdefault(repr(sorted(spec.to_config().items())), set()).add(settings)
+    assert all(len(s) == 1 for s in by_config.values())
