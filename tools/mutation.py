@@ -79,7 +79,8 @@ MODULES: dict[str, Module] = {m.name: m for m in [
            note="a fused result's label and recorded settings"),
     Module("labels", "harness/reporting/labels.py", ("tests/test_labels.py",)),
     Module("scoring", "harness/cli/scoring.py", ("tests/test_score.py",),
-           fast=("tests/test_mutation_kills_score.py",)),
+           fast=("tests/test_mutation_kills_score.py",), scope=("metrics_callback", "score", "_counted", "_depth_note"),
+           note="what `score` prints (its options' help texts are not mutated)"),
     Module("registry", "harness/datasets/registry.py", ("tests/test_registry.py",),
            fast=("tests/test_mutation_kills_registry.py",), scope=("count_mismatch",),
            note="a folder evaluated under a registry name"),
@@ -116,7 +117,7 @@ MODULES: dict[str, Module] = {m.name: m for m in [
 
 
 def scope_lines(path: Path, qualnames: tuple[str, ...]) -> set[int]:
-    """The line numbers inside the named functions (``f`` or ``Class.f``, decorators and docstrings too) and
+    """The line numbers inside the named functions (``f`` or ``Class.f``, from the ``def`` line) and
     module-level constants (``NAME = ...``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     wanted, found = set(qualnames), set()
@@ -127,8 +128,8 @@ def scope_lines(path: Path, qualnames: tuple[str, ...]) -> set[int]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}{child.name}"
                 if name in wanted and not isinstance(child, ast.ClassDef):
-                    first = min([child.lineno] + [d.lineno for d in child.decorator_list])
-                    lines.update(range(first, child.end_lineno + 1))
+                    # from the def line: a decorator (a click option's help text) is not the function's logic
+                    lines.update(range(child.lineno, child.end_lineno + 1))
                     found.add(name)
                 visit(child, f"{name}.")
             elif isinstance(child, (ast.Assign, ast.AnnAssign)) and not prefix:  # a module-level constant
@@ -297,6 +298,7 @@ def main(argv=None) -> int:
             print(f"{m.name:12} {m.path}  scope: {', '.join(m.scope) or 'whole file'}\n{'':12} tests: "
                   f"{' '.join(m.fast + m.tests)}")
         return 0
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill PID stops mutmut's process group too
     where = SCRATCH if args.report_only else make_scratch()
     if not args.report_only:
         for module in chosen:
