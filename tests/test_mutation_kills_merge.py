@@ -146,3 +146,110 @@ def test_a_scale_is_read(text, scale):
 def test_a_bad_scale_is_refused(text):
     with pytest.raises(ValueError):
         parse_scale(text)
+
+
+def _refusal_text(root, files, **options):
+    with pytest.raises(DatasetError) as caught:
+        merge_judgments(root, files, **options)
+    assert list((root / "qrels").iterdir()) == [] or options.get("expect_files")
+    return str(caught.value)
+
+
+def test_one_annotator_grading_a_pair_two_ways_is_refused_naming_both_places(tmp_path):
+    root = _folder(tmp_path)
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    one.write_text("query_id,doc_id,grade,annotator\nq1,d1,1,a\nq1,d2,2,a\n")
+    two.write_text("query_id,doc_id,grade,annotator\nq1,d1,3,a\nq1,d2,2,a\nq1,d1,1,b\n")
+    assert _refusal_text(root, [one, two]) == (
+        "1 pairs graded twice differently by the same annotator (keep one grade per annotator and pair; nothing "
+        f"written):\n  a graded (q1, d1) 1 at {one}:2 and 3 at {two}:2")
+
+
+def test_grades_off_the_scale_are_refused_each_named(tmp_path):
+    root = _folder(tmp_path)
+    grades = tmp_path / "g.csv"
+    grades.write_text("query_id,doc_id,grade,annotator\nq1,d1,4,a\nq1,d2,3,a\nq2,d3,-1,a\n")
+    assert _refusal_text(root, [grades]) == (
+        f"2 grades outside the scale 0-3 (fix them or pass `scale`; nothing written):\n"
+        f"  {grades}:2: grade 4 for (q1, d1)\n  {grades}:4: grade -1 for (q2, d3)")
+    assert merge_judgments(root, [grades], scale=(-1, 4)).n_pairs == 3
+
+
+def test_the_scale_bounds_are_inclusive(tmp_path):
+    root = _folder(tmp_path)
+    grades = tmp_path / "g.csv"
+    grades.write_text("query_id,doc_id,grade,annotator\nq1,d1,0,a\nq1,d2,3,a\n")
+    assert _qrels_after(root, grades) == {("q1", "d1"): 0, ("q1", "d2"): 3}
+
+
+def _qrels_after(root, grades, **options):
+    merge_judgments(root, [grades], **options)
+    return _qrels_by_hand(root / "qrels" / "test.tsv")
+
+
+def test_a_bad_scale_says_what_it_wants():
+    with pytest.raises(ValueError) as caught:
+        parse_scale("3-0")
+    assert str(caught.value) == "grade scale '3-0' is not LOW-HIGH with LOW < HIGH (e.g. 0-3)"
+
+
+def test_a_split_on_another_scale_is_refused_naming_it(tmp_path):
+    root = _folder(tmp_path, "q1\td1\t1\n")
+    grades = tmp_path / "g.csv"
+    grades.write_text("query_id,doc_id,grade,annotator\nq1,d2,4,a\n")
+    merge_judgments(root, [grades], scale=(0, 4))
+    other = tmp_path / "o.csv"
+    other.write_text("query_id,doc_id,grade,annotator\nq2,d3,1,b\n")
+    with pytest.raises(DatasetError) as caught:
+        merge_judgments(root, [other])
+    assert str(caught.value) == (f"{root / 'qrels' / 'test.tsv'}: split 'test' was merged on the scale 0-4, not 0-3 "
+                                 "(pass that `scale`, or merge into a new split; nothing written)")
+
+
+def test_a_split_holding_grades_off_the_scale_is_refused_naming_them(tmp_path):
+    root = _folder(tmp_path, "q1\td1\t5\nq1\td2\t4\nq2\td3\t1\n")
+    grades = tmp_path / "g.csv"
+    grades.write_text("query_id,doc_id,grade,annotator\nq2,d4,1,b\n")
+    with pytest.raises(DatasetError) as caught:
+        merge_judgments(root, [grades])
+    assert str(caught.value) == (f"{root / 'qrels' / 'test.tsv'}: split 'test' holds grades 4, 5, not 0-3 "
+                                 "(pass that `scale`, or merge into a new split; nothing written)")
+
+
+def test_strict_lists_each_conflict_with_every_vote(tmp_path):
+    root = _folder(tmp_path, "q2\td3\t1\n")
+    (tmp_path / "g.csv").write_text(TIES)
+    with pytest.raises(DatasetError) as caught:
+        merge_judgments(root, [tmp_path / "g.csv"], policy="strict")
+    assert str(caught.value) == (
+        "3 pairs with disagreeing grades under the strict policy (resolve by majority, mean or max, or settle them; "
+        "nothing written):\n  (q1, d1): a=1, b=2\n  (q1, d2): a=3, b=0\n  (q2, d3): a=3, b=2, c=3, d=2, qrels:test=1")
+
+
+def test_an_unknown_policy_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"^unknown policy 'vote' \(majority, mean, max, strict\)$"):
+        merge_judgments(_folder(tmp_path), [], policy="vote")
+
+
+def test_a_rerun_of_the_same_merge_changes_nothing(tmp_path):
+    root = _folder(tmp_path)
+    (tmp_path / "g.csv").write_text(TIES)
+    merge_judgments(root, [tmp_path / "g.csv"], policy="mean")
+    first = (root / "qrels" / "test.tsv").read_text()
+    report = merge_judgments(root, [tmp_path / "g.csv"], policy="mean")
+    assert (root / "qrels" / "test.tsv").read_text() == first
+    assert report.added == 0 and report.changed == [] and report.n_read == 10 and report.n_pairs == 4
+    annotations = (root / "qrels" / "test.annotations.jsonl").read_text().splitlines()
+    assert len(annotations) == 10  # recorded once, not again
+
+
+def test_a_later_merge_adds_its_votes_to_the_recorded_ones(tmp_path):
+    root = _folder(tmp_path)
+    (tmp_path / "g.csv").write_text(TIES)
+    merge_judgments(root, [tmp_path / "g.csv"], policy="majority")
+    (tmp_path / "more.csv").write_text("query_id,doc_id,grade,annotator\nq1,d1,2,c\nq1,d3,0,a\n")
+    report = merge_judgments(root, [tmp_path / "more.csv"], policy="majority")
+    # (q1, d1): a=1, b=2, c=2 -> 2 (was the 1-2 tie's 1); (q1, d3) is new
+    assert _qrels_by_hand(root / "qrels" / "test.tsv") == {("q1", "d1"): 2, ("q1", "d2"): 0, ("q2", "d3"): 2,
+                                                           ("q2", "d4"): 1, ("q1", "d3"): 0}
+    assert report.changed == [("q1", "d1", 1, 2)] and report.added == 1 and report.n_read == 2
