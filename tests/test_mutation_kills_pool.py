@@ -115,3 +115,26 @@ def test_extra_pairs_sit_on_top_of_the_cap_unless_judged_or_pooled():
     pool = pool_runs(runs, 3, {"q": {"j"}}, max_per_query=1, extra=[("q", "z"), ("q", "a"), ("q", "j"), ("r", "y")])
     assert pool.pairs == {"q": ["a", "z"], "r": ["y"]}
     assert (pool.added, pool.judged_dropped, pool.capped_out) == (2, 1, 2)
+
+
+def _refused(spec):
+    from harness.errors import HarnessError
+    from harness.judging.pool import check_spec
+
+    with pytest.raises(HarnessError) as caught:
+        check_spec(spec)
+    return str(caught.value)
+
+
+def test_a_pool_spec_is_checked_at_its_bounds():
+    from harness.judging.pool import PoolSpec, check_spec
+
+    check_spec(PoolSpec(depth=1, max_per_query=1))
+    check_spec(PoolSpec(depth=1, max_per_query=None))
+    check_spec(PoolSpec(scale=({"grade": 0}, {"grade": 9})))
+    assert _refused(PoolSpec(depth=0)) == ("pool depth 0: pool at least the top 1 document of each system "
+                                           "(set `depth` ≥ 1; TREC pools use 10 to 100)")
+    assert _refused(PoolSpec(max_per_query=0)) == "max per query 0: give a cap ≥ 1, or none"
+    message = "grade scale {}: grades must be distinct integers 0-9 (one key each)"
+    for grades in ([], [1, 1], [10], [-1], [True], ["1"], [1.0], [None]):
+        assert _refused(PoolSpec(scale=tuple({"grade": g} for g in grades))) == message.format(grades)
