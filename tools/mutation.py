@@ -325,14 +325,14 @@ def write_report(rows) -> None:
     previous = {}
     for line in old.splitlines():  # keep the rows of modules this run did not tally
         cells = _cells(line) if line.startswith("| ") else []
-        if len(cells) >= 9 and cells[1].startswith("harness/"):
+        if len(cells) >= 11 and cells[1].startswith("harness/"):
             previous[cells[0]] = line
     today = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
     for module, counts, s in rows:
         scope = ", ".join(f"`{q}`" for q in module.scope) or "whole file"
         previous[module.name] = (
             f"| {module.name} | `{module.path}` | {scope} | {counts['mutants']} | {counts['killed']} | "
-            f"{counts['survived']} | {counts['equivalent']} | {counts['timeout']} | "
+            f"{counts['survived']} | {counts['equivalent']} | {counts['timeout']} | {counts['untested']} | "
             f"{'-' if s is None else f'{s:.1%}'} | {today} |")
     head = [
         "# Mutation report",
@@ -343,8 +343,12 @@ def write_report(rows) -> None:
         "[Development](development.md#equivalent-mutants). Re-run a module whenever it changes: "
         "`python tools/mutation.py MODULE`.",
         "",
-        "| module | file | mutated | mutants | killed | survived | equivalent | timeout | score | measured |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "Command: `python tools/mutation.py [MODULE ...]`, then `python tools/mutation.py --report-only` (this "
+        "table). Not tested: mutants the run did not reach (it was stopped); the score counts only tested ones.",
+        "",
+        "| module | file | mutated | mutants | killed | survived | equivalent | timeout | not tested | score "
+        "| measured |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     order = list(MODULES)
     body = [previous[name] for name in sorted(previous, key=lambda n: order.index(n) if n in order else 99)]
