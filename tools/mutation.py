@@ -171,8 +171,8 @@ def make_scratch() -> Path:
     """A fresh copy of the tracked and untracked-but-not-ignored files (git's own view of the tree)."""
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                            check=True, capture_output=True).stdout.decode().split("\0")
-    cache = SCRATCH / ".mutmut-cache"
-    kept = cache.read_bytes() if cache.exists() else None
+    caches = SCRATCH / "caches"
+    kept = {p.name: p.read_bytes() for p in caches.glob("*.sqlite")} if caches.is_dir() else {}
     if SCRATCH.exists():
         shutil.rmtree(SCRATCH)
     for name in filter(None, files):
@@ -182,9 +182,16 @@ def make_scratch() -> Path:
         dst = SCRATCH / name
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
-    if kept is not None:  # mutmut skips mutants already tested against the same tests and source
-        cache.write_bytes(kept)
+    caches.mkdir(parents=True)
+    for name, data in kept.items():  # each module's last results, for the report
+        (caches / name).write_bytes(data)
     return SCRATCH
+
+
+def cache_of(module: Module, where: Path) -> Path:
+    """Where a module's mutmut results are kept: one fresh cache per module and run (mutmut 2.5.1 crashes,
+    "Attribute Mutant.line is required", reusing a cache whose lines it renumbered)."""
+    return where / "caches" / f"{module.name}.sqlite"
 
 
 def run_module(module: Module, where: Path) -> int:
@@ -201,6 +208,7 @@ def run_module(module: Module, where: Path) -> int:
     print(f"== {module.name}: {module.path}" + (f" (scoped: {', '.join(module.scope)})" if module.scope else ""),
           flush=True)
     print("   " + runner, flush=True)
+    (where / ".mutmut-cache").unlink(missing_ok=True)
     # its own process group: an interrupted run takes mutmut's workers and their pytest with it
     process = subprocess.Popen(command, cwd=where, env=env, start_new_session=True)
     try:
@@ -209,11 +217,13 @@ def run_module(module: Module, where: Path) -> int:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait()
         raise
+    finally:
+        if (where / ".mutmut-cache").exists():
+            shutil.move(where / ".mutmut-cache", cache_of(module, where))
 
 
-def mutants_of(where: Path, path: str) -> list[tuple[int, int, str, str]]:
-    """(id, line number, source line, status) of each mutant mutmut's cache holds for `path`."""
-    db = where / ".mutmut-cache"
+def mutants_of(db: Path, path: str) -> list[tuple[int, int, str, str]]:
+    """(id, line number, source line, status) of each mutant mutmut's cache `db` holds for `path`."""
     if not db.exists():
         return []
     with sqlite3.connect(db) as con:
@@ -256,7 +266,14 @@ def read_equivalents() -> dict[tuple[str, str, str], str]:
 def tally(module: Module, where: Path, equivalents) -> tuple[dict[str, int], list[str]]:
     counts = dict(mutants=0, killed=0, survived=0, equivalent=0, timeout=0, suspicious=0, untested=0)
     lost = []
-    for mutant_id, number, _line, status in mutants_of(where, module.path):
+    db = cache_of(module, where)
+    if db.exists():  # `mutmut show` reads ./.mutmut-cache and the source as mutated: the fenced copy
+        shutil.copy(db, where / ".mutmut-cache")
+        if (ROOT / module.path).exists():
+            shutil.copy(ROOT / module.path, where / module.path)
+            if module.scope:
+                fence_scope(module, where)
+    for mutant_id, number, _line, status in mutants_of(db, module.path):
         counts["mutants"] += 1
         if status == "ok_killed":
             counts["killed"] += 1
