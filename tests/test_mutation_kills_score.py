@@ -116,3 +116,56 @@ def test_the_printed_means_and_per_query_values(files):
     for name, query, value in values:
         expected = _pytrec("map", sorted(QRELS) if query == "all" else [query])
         assert value == f"{expected:.6f}"
+
+
+def test_the_json_document_names_both_files_and_what_was_counted(files):
+    qrels, run = files
+    document = json.loads(invoke(qrels, run, "-m", "MAP", "--json", "-q"))
+    c = by_hand()
+    assert set(document) == {"qrels", "qrels_format", "run", "run_format", "run_name", "queries", "judged_only",
+                             "n_queries", "n_missing", "n_unjudged", "depth", "metrics", "means", "per_query"}
+    assert (document["qrels"], document["run"]) == (str(qrels), str(run))
+    assert document["queries"] == (f"every judged query, {c['judged_queries']} (as trec_eval -c); {c['missing']} "
+                                   f"without results in the run score 0; {c['unjudged']} run queries nobody judged "
+                                   "are ignored")
+    assert sorted(document["per_query"]) == sorted(QRELS)
+    assert document["per_query"]["q1"]["MAP"] == pytest.approx(_pytrec("map", ["q1"]))
+
+
+@pytest.mark.parametrize("qrels_text, qrels_name, qrels_kind, run_text, run_name, run_kind, tag", [
+    ("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t2\nq2\td3\t1\n", "q.tsv", "BEIR",
+     '{"q1": {"d1": 1.0, "d3": 0.5}, "u": {"d2": 1.0}}', "r.json", "JSON", "r"),
+    ('{"q1": {"d1": 1}, "q2": {"d2": 2, "d3": 1}}', "q.json", "JSON", "q1\td1\t1\nq1\td3\t2\nu\td2\t1\n", "r.tsv",
+     "MS MARCO", "r.tsv"),
+])
+def test_each_format_is_named_with_its_counts(tmp_path, qrels_text, qrels_name, qrels_kind, run_text, run_name,
+                                              run_kind, tag):
+    qrels, run = tmp_path / qrels_name, tmp_path / run_name
+    qrels.write_text(qrels_text)
+    run.write_text(run_text)
+    lines = invoke(qrels, run, "-m", "P@5").splitlines()
+    assert lines[0] == (f"# qrels {qrels} ({qrels_kind} qrels: 2 queries, 3 judgments); run {run} ({run_kind} run "
+                        f"{tag!r}: 2 queries)")
+    assert lines[1] == ("# queries: every judged query, 2 (as trec_eval -c); 1 without results in the run score 0; "
+                        "1 run queries nobody judged are ignored")
+
+
+def test_the_default_metrics_and_a_bad_one():
+    from harness.cli.scoring import DEFAULT_SCORE_METRICS
+
+    assert DEFAULT_SCORE_METRICS == ("nDCG@10", "MAP", "MRR", "Recall@100", "P@10", "R-Prec")
+    result = CliRunner().invoke(main, ["score", "--help"])
+    assert "[default: nDCG@10, MAP, MRR, Recall@100, P@10, R-Prec]" in " ".join(result.output.split())
+
+
+def test_without_metrics_the_defaults_are_printed_in_order(files):
+    qrels, run = files
+    names = [line.split("\t")[0].strip() for line in invoke(qrels, run).splitlines() if not line.startswith("#")]
+    assert names == ["nDCG@10", "MAP", "MRR", "Recall@100", "P@10", "R-Prec"]
+
+
+def test_a_metric_spelled_twice_or_another_way_is_scored_once_in_its_canonical_name(files):
+    qrels, run = files
+    names = [line.split("\t")[0].strip() for line in invoke(qrels, run, "-m", "map", "-m", "MAP", "-m", "ndcg_cut_10")
+             .splitlines() if not line.startswith("#")]
+    assert names == ["MAP", "nDCG@10"]
