@@ -93,3 +93,15 @@ def test_a_folder_without_the_eval_split_is_refused(tmp_path):
     _folder(tmp_path / "f", 2, ["q1"], split="dev")
     with pytest.raises(DatasetError, match="lacks corpus.jsonl or qrels/test.tsv"):
         _check_counts(tmp_path / "f", _spec(2, 1))
+
+
+def test_the_mismatch_says_both_sides_word_for_word():
+    row = registry_rows()["scifact"]
+    docs, queries = int(row["corpus_docs"]), int(row["queries"])
+    tail = ("its numbers are not comparable with published scifact scores (give the folder another name to evaluate "
+            "it as a custom dataset)")
+    assert count_mismatch("scifact", "test", 1234, 5) == (
+        f"this folder has 1,234 documents and 5 judged test queries, the registry's scifact has {docs:,} and "
+        f"{queries:,}: {tail}")
+    assert count_mismatch("scifact", "train", 1234, 5) == (
+        f"this folder has 1,234 documents, the registry's scifact has {docs:,}: {tail}")
