@@ -105,3 +105,29 @@ def test_the_mismatch_says_both_sides_word_for_word():
         f"{queries:,}: {tail}")
     assert count_mismatch("scifact", "train", 1234, 5) == (
         f"this folder has 1,234 documents, the registry's scifact has {docs:,}: {tail}")
+
+
+def test_the_import_refusals_word_for_word(tmp_path):
+    folder = _folder(tmp_path / "f", 5, ["q1", "q2", "q3"])
+    with pytest.raises(DatasetError) as caught:
+        _check_counts(folder, _spec(1234, 3))
+    assert str(caught.value) == ("tiny: the archive has 5 documents and 3 judged test queries, the registry expects "
+                                 "1,234 and 3; not installed")
+    with pytest.raises(DatasetError) as caught:
+        _check_counts(folder, _spec(5, 4), "the folder", "import it under another name")
+    assert str(caught.value) == ("tiny: the folder has 5 documents and 3 judged test queries, the registry expects "
+                                 "5 and 4; import it under another name")
+    (folder / "corpus.jsonl").unlink()
+    with pytest.raises(DatasetError) as caught:
+        _check_counts(folder, _spec(5, 3))
+    assert str(caught.value) == f"{folder}: the archive lacks corpus.jsonl or qrels/test.tsv, so it cannot be tiny; not installed"
+
+
+def test_a_gzipped_corpus_is_counted_by_its_lines(tmp_path):
+    import gzip
+
+    folder = _folder(tmp_path / "f", 4, ["q1"])
+    corpus = folder / "corpus.jsonl"
+    (folder / "corpus.jsonl.gz").write_bytes(gzip.compress(corpus.read_bytes()))
+    corpus.unlink()
+    assert _check_counts(folder, _spec(4, 1)) == {"n_docs": 4, "n_queries": 1}
