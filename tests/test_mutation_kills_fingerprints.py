@@ -158,3 +158,32 @@ def test_every_file_changed_is_named(folder, tmp_path):
     same_size_change(run)
     changed = _changed_data(EvaluateConfig(dataset_path=folder, run_path=run), stored)
     assert sorted(WORDS.get(c, c) for c in changed) == sorted([*FILES, "the run file"])
+
+
+def test_the_data_tag_changes_with_each_fingerprint_and_nothing_else():
+    import re
+
+    from harness.reporting.report import data_tag
+
+    base = {"corpus": "a" * 64, "queries": "b" * 64, "qrels": "c" * 64}
+    tag = data_tag(SimpleNamespace(fingerprints=base))
+    assert re.fullmatch(r"[0-9a-f]{8}", tag)
+    assert data_tag(SimpleNamespace(fingerprints={**base, "run": "d" * 64})) == tag  # the run is not the data
+    seen = {tag}
+    for name in base:
+        other = data_tag(SimpleNamespace(fingerprints={**base, name: "e" * 64}))
+        assert other not in seen
+        seen.add(other)
+    # the files stay apart: the same three values in another order are other data
+    assert data_tag(SimpleNamespace(fingerprints={"corpus": "b" * 64, "queries": "a" * 64, "qrels": "c" * 64})) != tag
+
+
+def test_a_file_one_side_does_not_record_is_not_compared():
+    from harness.reporting.report import data_changes
+
+    recorded = {"corpus": "a", "queries": "b", "qrels": "c"}
+    assert data_changes(recorded, {"corpus": "a", "queries": "b", "qrels": "c"}) == []
+    assert data_changes(recorded, {"corpus": "x", "queries": "y", "qrels": "z"}) == ["corpus", "queries", "qrels"]
+    assert data_changes({"corpus": "a"}, {"corpus": "a", "queries": "y"}) == []
+    assert data_changes({"corpus": "", "queries": "b"}, {"corpus": "x", "queries": "y"}) == ["queries"]
+    assert data_changes({"corpus": "a", "qrels": "c"}, {"corpus": "x", "qrels": ""}) == ["corpus"]
