@@ -100,3 +100,41 @@ def test_each_search_plans_afresh():
     # a second search on one query: its own first pass, its own (smaller) minimum
     searcher.search(["q0"], queries[:1], DEPTH)
     assert searcher.plan.minimum == first_pass_minimum(1)
+
+
+# The working set plan_search counts, worked out by hand from its documented parts for one search: 100 queries
+# of dimension 8, depth 5 (k = 6 with the tie-breaking extra), chunks of 16 rows, 1 MiB held already.
+#   fixed     = base 1,048,576 + results 100*6*12 = 7,200 + run 100*5*160 = 80,000 + two chunks 2*16*8*4 = 1,024
+#               + slack 48 MiB = 50,331,648                                                   -> 51,468,448
+#   per query = 6*64 = 384 + score block min(16, 1024)*4 = 64 + the query 8*4 = 32          -> 480
+#   minimum   = fixed + 20 (the smallest block) * 480                                         -> 51,478,048
+BASE, FIXED, PER_QUERY, MINIMUM = 1 << 20, 51_468_448, 480, 51_478_048
+
+
+def test_the_minimum_is_the_fixed_part_and_the_smallest_block():
+    plan = plan_search(MINIMUM, BASE, 100, 8, 5, 16)
+    assert plan.minimum == MINIMUM and plan.query_block == 20 and plan.budget == MINIMUM
+    with pytest.raises(MemoryBudgetError) as caught:
+        plan_search(MINIMUM - 1, BASE, 100, 8, 5, 16)
+    assert "one block of 20 queries against one 16-document chunk needs at least" in str(caught.value)
+
+
+@pytest.mark.parametrize("extra_queries, block", [(0, 20), (1, 21), (30, 50), (79, 99), (80, 100), (500, 100)])
+def test_the_block_is_what_the_budget_holds_beyond_the_fixed_part(extra_queries, block):
+    budget = MINIMUM + extra_queries * PER_QUERY
+    assert plan_search(budget, BASE, 100, 8, 5, 16).query_block == block
+    assert plan_search(budget + PER_QUERY - 1, BASE, 100, 8, 5, 16).query_block == block  # whole queries only
+
+
+def test_fewer_queries_than_the_smallest_block_are_one_block():
+    # 7 queries: fixed = 1,048,576 + 7*6*12 + 7*5*160 + 1,024 + 50,331,648 = 51,387,352; minimum + 7 * 480
+    plan = plan_search(51_387_352 + 7 * 480, BASE, 7, 8, 5, 16)
+    assert plan.query_block == 7 and plan.minimum == 51_387_352 + 7 * 480
+    with pytest.raises(MemoryBudgetError):
+        plan_search(51_387_352 + 7 * 480 - 1, BASE, 7, 8, 5, 16)
+
+
+def test_a_big_chunk_counts_only_faiss_s_1024_document_tile():
+    # chunks of 4096 rows: two chunks 2*4096*8*4 = 262,144 instead of 1,024; per query 384 + 1024*4 + 32 = 4,512
+    fixed = FIXED - 1_024 + 262_144
+    assert plan_search(fixed + 20 * 4_512, BASE, 100, 8, 5, 4096).minimum == fixed + 20 * 4_512
