@@ -138,3 +138,17 @@ def test_a_pool_spec_is_checked_at_its_bounds():
     message = "grade scale {}: grades must be distinct integers 0-9 (one key each)"
     for grades in ([], [1, 1], [10], [-1], [True], ["1"], [1.0], [None]):
         assert _refused(PoolSpec(scale=tuple({"grade": g} for g in grades))) == message.format(grades)
+
+
+def test_no_system_wins_every_tie_under_a_cap():
+    # two systems, disjoint documents, a cap of one: which system's rank 1 is kept is the seeded per-query order
+    queries = [f"q{i}" for i in range(40)]
+    a = Run({q: {f"a-{q}": 1.0} for q in queries}, name="a")
+    b = Run({q: {f"b-{q}": 1.0} for q in queries}, name="b")
+    for seed in (0, 1):
+        kept = pool_runs([a, b], 1, {}, max_per_query=1, seed=seed).pairs
+        winners = [kept[q][0][0] for q in queries]
+        assert 5 < winners.count("a") < 35  # each system first in some queries (40 fair coin flips)
+    first, other = (pool_runs([a, b], 1, {}, max_per_query=1, seed=s).pairs for s in (0, 1))
+    assert first != other  # the seed decides the order
+    assert pool_runs([a, b], 1, {}, max_per_query=1, seed=0).pairs == first  # and the same seed the same pool
