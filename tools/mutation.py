@@ -267,12 +267,15 @@ def tally(module: Module, where: Path, equivalents) -> tuple[dict[str, int], lis
     counts = dict(mutants=0, killed=0, survived=0, equivalent=0, timeout=0, suspicious=0, untested=0)
     lost = []
     db = cache_of(module, where)
-    if db.exists():  # `mutmut show` reads ./.mutmut-cache and the source as mutated: the fenced copy
-        shutil.copy(db, where / ".mutmut-cache")
+    show = where / "show" / module.name  # `mutmut show` reads ./.mutmut-cache and the fenced source: its own copy
+    if db.exists():  # (never the scratch copy's own cache, which a run may be writing)
+        shutil.rmtree(show, ignore_errors=True)
+        (show / module.path).parent.mkdir(parents=True)
+        shutil.copy(db, show / ".mutmut-cache")
         if (ROOT / module.path).exists():
-            shutil.copy(ROOT / module.path, where / module.path)
+            shutil.copy(ROOT / module.path, show / module.path)
             if module.scope:
-                fence_scope(module, where)
+                fence_scope(module, show)
     for mutant_id, number, _line, status in mutants_of(db, module.path):
         counts["mutants"] += 1
         if status == "ok_killed":
@@ -283,7 +286,7 @@ def tally(module: Module, where: Path, equivalents) -> tuple[dict[str, int], lis
             counts["killed"] += 1
             counts["suspicious"] += 1
         elif status == "bad_survived":
-            before, after = mutant_diff(where, mutant_id)
+            before, after = mutant_diff(show, mutant_id)
             if (module.path, before, after) in equivalents:
                 counts["equivalent"] += 1
             else:
