@@ -187,3 +187,18 @@ def test_a_file_one_side_does_not_record_is_not_compared():
     assert data_changes({"corpus": "a"}, {"corpus": "a", "queries": "y"}) == []
     assert data_changes({"corpus": "", "queries": "b"}, {"corpus": "x", "queries": "y"}) == ["queries"]
     assert data_changes({"corpus": "a", "qrels": "c"}, {"corpus": "x", "qrels": ""}) == ["corpus"]
+
+
+def test_the_staleness_check_never_downloads(folder, monkeypatch):
+    import harness.pipeline.bench as bench
+
+    calls = []
+    real = bench.resolve_dataset
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("download"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "resolve_dataset", spy)
+    assert _changed_data(EvaluateConfig(dataset_path=folder), _stored(folder, None)) == []
+    assert calls == [False]

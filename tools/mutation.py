@@ -276,7 +276,10 @@ def tally(module: Module, where: Path, equivalents) -> tuple[dict[str, int], lis
             shutil.copy(ROOT / module.path, show / module.path)
             if module.scope:
                 fence_scope(module, show)
+    inside = scope_lines(ROOT / module.path, module.scope) if module.scope else None
     for mutant_id, number, _line, status in mutants_of(db, module.path):
+        if inside is not None and number + 1 not in inside:  # a line continued by a backslash takes no pragma
+            continue
         counts["mutants"] += 1
         if status == "ok_killed":
             counts["killed"] += 1
@@ -291,7 +294,7 @@ def tally(module: Module, where: Path, equivalents) -> tuple[dict[str, int], lis
                 counts["equivalent"] += 1
             else:
                 counts["survived"] += 1
-                lost.append(f"   survived #{mutant_id} line {number}: {before!r} -> {after!r}")
+                lost.append(f"   survived #{mutant_id} line {number + 1}: {before!r} -> {after!r}")
         else:
             counts["untested"] += 1
     return counts, lost
