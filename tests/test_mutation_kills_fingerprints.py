@@ -202,3 +202,15 @@ def test_the_staleness_check_never_downloads(folder, monkeypatch):
     monkeypatch.setattr(bench, "resolve_dataset", spy)
     assert _changed_data(EvaluateConfig(dataset_path=folder), _stored(folder, None)) == []
     assert calls == [False]
+
+
+def test_the_data_tag_is_stable_across_versions():
+    # a report names mixed data "scifact [data 1a2b3c4d]": the tag of given fingerprints must never change
+    from harness.reporting.report import data_tag
+
+    prints = {"corpus": "a" * 64, "queries": "b" * 64, "qrels": "c" * 64}
+    by_hand = hashlib.sha256(("a" * 64 + "\n" + "b" * 64 + "\n" + "c" * 64).encode()).hexdigest()[:8]
+    assert data_tag(SimpleNamespace(fingerprints=prints)) == by_hand
+    older = {"corpus": "a" * 64, "queries": "b" * 64}  # a result written before qrels were fingerprinted
+    assert data_tag(SimpleNamespace(fingerprints=older)) == hashlib.sha256(
+        ("a" * 64 + "\n" + "b" * 64 + "\n").encode()).hexdigest()[:8]
