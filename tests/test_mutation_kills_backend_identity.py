@@ -114,3 +114,84 @@ def test_the_openvino_runtime_identity(versions):
     assert runtime_identity("openvino-int8") == {"openvino": "2026.4.1", "nncf": "3.4.0", "quantization": QUANTIZATION}
     del versions["nncf"]
     assert runtime_identity("openvino-int8")["nncf"] is None
+
+
+@pytest.fixture
+def kernels(monkeypatch):
+    import harness.host
+
+    current = {"class": "avx2"}
+    monkeypatch.setattr(harness.host, "local_kernel_class", lambda: current["class"])
+    return current
+
+
+@pytest.mark.parametrize("backend, by_cpu", [("torch", False), ("onnx", False), ("onnx-int8", True),
+                                             ("openvino", True), ("openvino-int8", True)])
+def test_the_cpu_kernel_class_keys_the_backends_whose_vectors_it_changes(tmp_path, versions, model, kernels,
+                                                                         backend, by_cpu):
+    folder, loads = model
+    config = _config(tmp_path, folder, backend)
+    dense._model_or_lazy(config, str(folder))
+    kernels["class"] = "avx512-vnni"
+    again = dense._model_or_lazy(config, str(folder))
+    assert isinstance(again, FakeEncoder if by_cpu else LazyEncoder)
+    assert len(loads) == (2 if by_cpu else 1)
+
+
+def test_another_calibration_sample_is_another_model(tmp_path, versions, model, kernels):
+    from dataclasses import replace
+
+    from harness.retrieval.backends import Calibration
+
+    folder, loads = model
+    sample = Calibration(("a", "b"), "c" * 64, 2, 0)
+    config = replace(_config(tmp_path, folder, "openvino-int8"), calibration=sample)
+    dense._model_or_lazy(config, str(folder))
+    assert isinstance(dense._model_or_lazy(config, str(folder)), LazyEncoder)
+    for other in (Calibration(("a", "x"), "c" * 64, 2, 0), Calibration(("a", "b"), "d" * 64, 2, 0),
+                  Calibration(("a", "b"), "c" * 64, 3, 0), Calibration(("a", "b"), "c" * 64, 2, 1)):
+        assert isinstance(dense._model_or_lazy(replace(config, calibration=other), str(folder)), FakeEncoder)
+    assert len(loads) == 5
+
+
+@pytest.mark.parametrize("change", [{"max_seq_length": 128}, {"normalize": False}, {"query_prefix": "q: "},
+                                    {"doc_prefix": "p: "}, {"precision": "bf16"}])
+def test_each_decisive_encoder_setting_is_another_model(tmp_path, versions, model, change):
+    folder, loads = model
+    config = _config(tmp_path, folder, "torch")
+    dense._model_or_lazy(config, str(folder))
+    other = EvaluateConfig(dataset_path=tmp_path, model=str(folder), encoder=EncoderSpec(**change),
+                           cache_dir=tmp_path / "cache")
+    assert isinstance(dense._model_or_lazy(other, str(folder)), FakeEncoder)
+    assert isinstance(dense._model_or_lazy(config, str(folder)), LazyEncoder)
+
+
+def test_the_remembered_model_brings_its_dimension_and_device_and_loads_on_demand(tmp_path, versions, model):
+    folder, loads = model
+    config = _config(tmp_path, folder, "torch")
+    dense._model_or_lazy(config, str(folder))
+    lazy = dense._model_or_lazy(config, str(folder))
+    assert isinstance(lazy, LazyEncoder)
+    assert lazy.dimension == 4 and lazy.device == "cpu" and lazy.fingerprint()["tag"] == 1
+    assert len(loads) == 1
+
+
+def test_without_the_cache_or_a_fingerprint_nothing_is_remembered(tmp_path, versions, model, monkeypatch):
+    from dataclasses import replace
+
+    folder, loads = model
+    config = replace(_config(tmp_path, folder, "torch"), cache=False)
+    dense._model_or_lazy(config, str(folder))
+    assert isinstance(dense._model_or_lazy(config, str(folder)), FakeEncoder)
+    monkeypatch.setattr(FakeEncoder, "fingerprint", lambda self: None)
+    config = _config(tmp_path, folder, "torch")
+    dense._model_or_lazy(config, str(folder))
+    assert isinstance(dense._model_or_lazy(config, str(folder)), FakeEncoder)
+    assert len(loads) == 4
+
+
+def test_the_onnx_int8_recipe_is_the_measured_one():
+    from harness.retrieval.onnx_backend import QUANTIZATION
+
+    # BENCHMARKS.md / the module's comment: signed per-channel int8 weights on MatMul only
+    assert QUANTIZATION == {"weight_type": "QInt8", "per_channel": True, "op_types_to_quantize": ["MatMul"]}
