@@ -195,3 +195,13 @@ def test_the_onnx_int8_recipe_is_the_measured_one():
 
     # BENCHMARKS.md / the module's comment: signed per-channel int8 weights on MatMul only
     assert QUANTIZATION == {"weight_type": "QInt8", "per_channel": True, "op_types_to_quantize": ["MatMul"]}
+
+
+def test_a_remembered_model_loads_the_real_one_when_asked(tmp_path, versions, model):
+    folder, loads = model
+    config = _config(tmp_path, folder, "torch")
+    dense._model_or_lazy(config, str(folder))
+    lazy = dense._model_or_lazy(config, str(folder))
+    assert not lazy.loaded
+    real = lazy._real()
+    assert isinstance(real, FakeEncoder) and real.tag == 2 and loads == ["torch", "torch"]
