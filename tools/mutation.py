@@ -375,7 +375,8 @@ def write_report(rows) -> None:
     ]
     order = list(MODULES)
     body = [previous[name] for name in sorted(previous, key=lambda n: order.index(n) if n in order else 99)]
-    REPORT.write_text("\n".join(head + body) + "\n", encoding="utf-8")
+    notes = old[old.index("\n## Notes"):] if "\n## Notes" in old else ""  # kept as written by hand
+    REPORT.write_text("\n".join(head + body) + "\n" + notes, encoding="utf-8")
 
 
 if __name__ == "__main__":
