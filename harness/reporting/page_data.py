@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.evaluation.significance import DEFAULT_ROUNDS
+from harness.io.provenance import format_provenance
 from harness.presentation import metric_text
 from harness.reporting.report import Result
 
@@ -148,7 +149,8 @@ _SETTINGS_SKIPPED = {"k_values", "dataset_path", "self_hit_policy_source", "thre
 
 def provenance(by_label: dict[str, dict[str, Result]]) -> dict[str, Any]:
     """Per column: the model, its settings (of its first dataset), versions, and per dataset the configuration
-    hash, the data fingerprints, the host and when it was made."""
+    hash, the data fingerprints, the host, when it was made and where its qrels' grades came from (a merge's
+    annotators, policy, ties and agreement; None for qrels that were not merged here)."""
     out = {}
     for label, results in by_label.items():
         first = next(iter(results.values()))
@@ -160,7 +162,9 @@ def provenance(by_label: dict[str, dict[str, Result]]) -> dict[str, Any]:
             "datasets": {dataset: {
                 "config_hash": result.config_hash, "created": result.created,
                 "host": " · ".join(str(result.host.get(k)) for k in ("cpu", "kernel_class") if result.host.get(k)),
-                **{name: value[:12] for name, value in result.fingerprints.items()}}
+                **{name: value[:12] for name, value in result.fingerprints.items()},
+                "qrels_from": format_provenance(result.config["qrels_provenance"])
+                if result.config.get("qrels_provenance") else None}
                 for dataset, result in sorted(results.items())},
         }
     return out
