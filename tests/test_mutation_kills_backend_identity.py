@@ -14,7 +14,8 @@ import pytest
 
 import harness.pipeline.dense as dense
 from harness.pipeline.config import EvaluateConfig
-from harness.retrieval.encode import EncoderSpec, LazyEncoder
+from harness.retrieval.encode import LazyEncoder
+from harness.runtimes.spec import EncoderSpec
 
 VERSIONS = {"onnxruntime": "1.20.0", "openvino": "2026.4.1", "nncf": "3.4.0"}
 # the packages whose version decides each backend's vectors (from the backends' docstrings)
@@ -99,7 +100,7 @@ def test_backends_never_share_a_remembered_fingerprint(tmp_path, versions, model
 
 
 def test_the_onnx_runtime_identity(versions):
-    from harness.retrieval.onnx_backend import QUANTIZATION, runtime_identity
+    from harness.runtimes.onnx_backend import QUANTIZATION, runtime_identity
 
     assert runtime_identity("onnx") == {}
     assert runtime_identity("onnx-int8") == {"onnxruntime": "1.20.0", "quantization": QUANTIZATION}
@@ -141,7 +142,7 @@ def test_the_cpu_kernel_class_keys_the_backends_whose_vectors_it_changes(tmp_pat
 def test_another_calibration_sample_is_another_model(tmp_path, versions, model, kernels):
     from dataclasses import replace
 
-    from harness.retrieval.backends import Calibration
+    from harness.runtimes.calibration import Calibration
 
     folder, loads = model
     sample = Calibration(("a", "b"), "c" * 64, 2, 0)
@@ -191,7 +192,7 @@ def test_without_the_cache_or_a_fingerprint_nothing_is_remembered(tmp_path, vers
 
 
 def test_the_onnx_int8_recipe_is_the_measured_one():
-    from harness.retrieval.onnx_backend import QUANTIZATION
+    from harness.runtimes.onnx_backend import QUANTIZATION
 
     # BENCHMARKS.md / the module's comment: signed per-channel int8 weights on MatMul only
     assert QUANTIZATION == {"weight_type": "QInt8", "per_channel": True, "op_types_to_quantize": ["MatMul"]}

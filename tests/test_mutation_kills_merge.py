@@ -1,14 +1,17 @@
 """`judgments merge`'s tie and rounding rules (mutation-testing holes, issue item 2).
 
 The references are written here: every multiset of up to four grades on -1..3 is resolved by a brute-force
-loop (majority: the most votes, a tie to the lowest grade; mean: the exact fraction rounded half up, in
-integers; max), and merges are run with ties under every policy.
+loop (majority: the most votes, a tie to the lowest grade by default; mean: the exact fraction rounded to the
+nearest grade, an exact half settled by the tie rule, low by default; max), and merges are run with ties under
+every policy and tie rule.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -26,9 +29,18 @@ def majority_by_hand(grades):
     return best
 
 
-def mean_half_up_by_hand(grades):
-    total, n = sum(grades), len(grades)
-    return (2 * total + n) // (2 * n)  # floor(total / n + 1/2), exactly, in integers
+def mean_by_hand(grades, ties="low"):
+    """The exact mean rounded to the nearest grade; an exact half goes to the tie rule's side."""
+    mean = Fraction(sum(grades), len(grades))
+    below = math.floor(mean)
+    if mean - below == Fraction(1, 2):
+        return below if ties == "low" else below + 1
+    return below + (mean - below > Fraction(1, 2))
+
+
+def majority_high_by_hand(grades):
+    counts = {g: grades.count(g) for g in set(grades)}
+    return max(g for g, c in counts.items() if c == max(counts.values()))
 
 
 def all_grade_lists():
@@ -41,9 +53,18 @@ def test_majority_takes_the_lowest_of_the_tied_grades():
         assert resolve(list(grades), "majority") == majority_by_hand(grades), grades
 
 
-def test_mean_rounds_halves_up():
+def test_mean_rounds_to_the_nearest_and_a_half_by_the_tie_rule():
     for grades in all_grade_lists():
-        assert resolve(list(grades), "mean") == mean_half_up_by_hand(grades), grades
+        assert resolve(list(grades), "mean") == mean_by_hand(grades), grades
+        assert resolve(list(grades), "mean", "low") == mean_by_hand(grades, "low"), grades
+        assert resolve(list(grades), "mean", "high") == mean_by_hand(grades, "high"), grades
+
+
+def test_majority_ties_go_to_the_tie_rule():
+    for grades in all_grade_lists():
+        assert resolve(list(grades), "majority", "high") == majority_high_by_hand(list(grades)), grades
+        undecided = resolve(list(grades), "majority", "refuse") is None
+        assert undecided == (majority_by_hand(grades) != majority_high_by_hand(list(grades))), grades
 
 
 def test_max_is_the_highest():
@@ -52,8 +73,8 @@ def test_max_is_the_highest():
 
 
 @pytest.mark.parametrize("grades, majority, mean", [
-    ([1, 2], 1, 2), ([2, 1], 1, 2), ([0, 3], 0, 2), ([3, 0, 0, 3], 0, 2), ([1, 2, 2, 1], 1, 2),
-    ([-1, 0], -1, 0), ([0, 1, 1, 0], 0, 1), ([2, 2, 3], 2, 2), ([0, 0, 1], 0, 0), ([1, 2, 2], 2, 2),
+    ([1, 2], 1, 1), ([2, 1], 1, 1), ([0, 3], 0, 1), ([3, 0, 0, 3], 0, 1), ([1, 2, 2, 1], 1, 1),
+    ([-1, 0], -1, -1), ([0, 1, 1, 0], 0, 0), ([2, 2, 3], 2, 2), ([0, 0, 1], 0, 0), ([1, 2, 2], 2, 2),
 ])
 def test_named_ties_and_halves(grades, majority, mean):
     assert resolve(grades, "majority") == majority
@@ -85,7 +106,7 @@ TIES = ("query_id,doc_id,grade,annotator\n"
         "q2,d3,3,a\nq2,d3,2,b\nq2,d3,3,c\nq2,d3,2,d\n"
         "q2,d4,1,a\nq2,d4,1,b\n")
 VOTES = {("q1", "d1"): [1, 2], ("q1", "d2"): [3, 0], ("q2", "d3"): [3, 2, 3, 2], ("q2", "d4"): [1, 1]}
-BY_HAND = {"majority": majority_by_hand, "mean": mean_half_up_by_hand, "max": max}
+BY_HAND = {"majority": majority_by_hand, "mean": mean_by_hand, "max": max}
 
 
 @pytest.mark.parametrize("policy", ["majority", "mean", "max"])
@@ -94,9 +115,9 @@ def test_a_merge_with_ties_resolves_each_pair_by_its_policy(tmp_path, policy):
     (tmp_path / "g.csv").write_text(TIES)
     report = merge_judgments(root, [tmp_path / "g.csv"], policy=policy)
     expected = {pair: BY_HAND[policy](grades) for pair, grades in VOTES.items()}
-    assert expected == {("q1", "d1"): {"majority": 1, "mean": 2, "max": 2}[policy],
-                        ("q1", "d2"): {"majority": 0, "mean": 2, "max": 3}[policy],
-                        ("q2", "d3"): {"majority": 2, "mean": 3, "max": 3}[policy], ("q2", "d4"): 1}
+    assert expected == {("q1", "d1"): {"majority": 1, "mean": 1, "max": 2}[policy],
+                        ("q1", "d2"): {"majority": 0, "mean": 1, "max": 3}[policy],
+                        ("q2", "d3"): {"majority": 2, "mean": 2, "max": 3}[policy], ("q2", "d4"): 1}
     assert _qrels_by_hand(root / "qrels" / "test.tsv") == expected
     assert report.n_read == 10 and report.n_pairs == 4 and report.added == 4 and report.changed == []
     assert [(q, d) for q, d, _ in report.conflicts] == [("q1", "d1"), ("q1", "d2"), ("q2", "d3")]
@@ -118,7 +139,7 @@ def test_strict_takes_agreeing_grades(tmp_path):
     assert report.conflicts == []
 
 
-@pytest.mark.parametrize("policy, expected", [("majority", 1), ("mean", 2), ("max", 2)])
+@pytest.mark.parametrize("policy, expected", [("majority", 1), ("mean", 1), ("max", 2)])
 def test_an_existing_grade_tied_by_a_new_one_is_a_vote(tmp_path, policy, expected):
     # the qrels' own grade 1 votes against the new annotator's 2: a tie, resolved (and listed as changed) by policy
     root = _folder(tmp_path, "q1\td1\t1\n")

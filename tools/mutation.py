@@ -107,7 +107,7 @@ MODULES: dict[str, Module] = {m.name: m for m in [
     Module("dense-identity", "harness/pipeline/dense.py", (),
            fast=("tests/test_mutation_kills_backend_identity.py",), scope=("_model_or_lazy",),
            note="the remembered model fingerprint's key (settings, CPU class, runtime versions)"),
-    Module("onnx-identity", "harness/retrieval/onnx_backend.py", (),
+    Module("onnx-identity", "harness/runtimes/onnx_backend.py", (),
            fast=("tests/test_mutation_kills_backend_identity.py",), scope=("QUANTIZATION", "runtime_identity")),
     Module("openvino-identity", "harness/runtimes/openvino_backend.py", (),
            fast=("tests/test_mutation_kills_backend_identity.py",), scope=("runtime_identity",)),
