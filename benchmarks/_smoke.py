@@ -43,8 +43,10 @@ def synthetic_beir(folder: Path, docs: int = 300, queries: int = 20, seed: int =
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     with open(folder / "corpus.jsonl", "w", encoding="utf-8") as corpus:
         corpus.writelines(json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(texts))
-    with open(folder / "queries.jsonl", "w", encoding="utf-8") as out, \
-            open(folder / "qrels" / "test.tsv", "w", encoding="utf-8") as qrels:
+    with (
+        open(folder / "queries.jsonl", "w", encoding="utf-8") as out,
+        open(folder / "qrels" / "test.tsv", "w", encoding="utf-8") as qrels,
+    ):
         qrels.write("query-id\tcorpus-id\tscore\n")
         for q, (target, other) in enumerate(zip(rng.sample(range(docs), queries), rng.sample(range(docs), queries))):
             out.write(json.dumps({"_id": f"q{q}", "text": " ".join(rng.sample(texts[target].split(), 6))}) + "\n")
@@ -66,8 +68,16 @@ def tiny_model(folder: Path) -> Path:
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_source("all-MiniLM-L6-v2"))
     torch.manual_seed(0)
-    bert = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                num_attention_heads=2, intermediate_size=64, max_position_embeddings=512))
+    bert = BertModel(
+        BertConfig(
+            vocab_size=tokenizer.vocab_size,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=512,
+        )
+    )
     raw = folder / "bert"
     bert.save_pretrained(raw)
     tokenizer.save_pretrained(raw)

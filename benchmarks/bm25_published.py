@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import _smoke
+
 from harness.datasets import published
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
@@ -44,14 +45,17 @@ def main() -> int:
             flat, paper = published_bm25(name, "test")
             if flat is None or paper is None:
                 raise SystemExit(f"no published BM25 row for {name}: the published-scores table changed")
-            print(f"published {name}: {flat.column} {flat.values['nDCG@10']:.4f}, {paper.column} "
-                  f"{paper.values['nDCG@10']:.3f}")
+            print(
+                f"published {name}: {flat.column} {flat.values['nDCG@10']:.4f}, {paper.column} "
+                f"{paper.values['nDCG@10']:.3f}"
+            )
     print(f"{'dataset':<9} {'nDCG@10':>8} {'published':>9} {'delta':>8} {'BEIR paper':>10} {'R@100':>7} {'wall s':>7}")
     worst = 0.0
     for dataset in datasets:
         started = time.perf_counter()
-        result = evaluate_dataset(EvaluateConfig(dataset_path=Path(dataset), model="bm25", output_dir=None,
-                                                 progress=False)).result
+        result = evaluate_dataset(
+            EvaluateConfig(dataset_path=Path(dataset), model="bm25", output_dir=None, progress=False)
+        ).result
         wall = time.perf_counter() - started
         flat, paper = published_bm25(result.dataset, result.split)
         ours = result.metrics["nDCG@10"]
@@ -59,9 +63,11 @@ def main() -> int:
             raise SystemExit(f"{result.dataset}: no published BM25 row to compare with")
         reference = flat.values["nDCG@10"] if flat else float("nan")
         worst = max(worst, abs(ours - reference)) if flat else worst
-        print(f"{result.dataset:<9} {ours:>8.4f} {reference:>9.4f} {ours - reference:>+8.4f} "
-              f"{paper.values['nDCG@10'] if paper else float('nan'):>10.3f} "
-              f"{result.metrics['Recall@100']:>7.4f} {wall:>7.1f}")
+        print(
+            f"{result.dataset:<9} {ours:>8.4f} {reference:>9.4f} {ours - reference:>+8.4f} "
+            f"{paper.values['nDCG@10'] if paper else float('nan'):>10.3f} "
+            f"{result.metrics['Recall@100']:>7.4f} {wall:>7.1f}"
+        )
     column = published.preferred_column("bm25")
     print(f"largest |delta| vs {column}: {worst:.4f} (goal <= 0.01)")
     return 0 if worst <= 0.01 or args.smoke else 1

@@ -27,8 +27,24 @@ import _smoke
 def run(dataset: str, cache: Path, out: Path, model: str | None) -> tuple[float, dict]:
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "-q", "evaluate", dataset, "--cache-dir", str(cache), "--output-dir",
-         str(out), "--json", *(["--model", model] if model else [])], capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "-q",
+            "evaluate",
+            dataset,
+            "--cache-dir",
+            str(cache),
+            "--output-dir",
+            str(out),
+            "--json",
+            *(["--model", model] if model else []),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return time.perf_counter() - started, json.loads(proc.stdout)
 
 
@@ -50,8 +66,10 @@ def main() -> int:
     print(f"cold  {cold_s:8.1f} s  (cache {cold['config']['embedding_cache']}; stages {cold['timings']})")
     print(f"warm  {warm_s:8.1f} s  (cache {warm['config']['embedding_cache']}; stages {warm['timings']})")
     print(f"warm / cold = {warm_s / cold_s:.4f} (1/{cold_s / warm_s:.0f}); goal <= 1/20")
-    print(f"nDCG@10 cold {cold['metrics']['nDCG@10']:.5f} warm {warm['metrics']['nDCG@10']:.5f}; "
-          f"all metrics identical: {same}")
+    print(
+        f"nDCG@10 cold {cold['metrics']['nDCG@10']:.5f} warm {warm['metrics']['nDCG@10']:.5f}; "
+        f"all metrics identical: {same}"
+    )
     return 0 if same and (args.smoke or warm_s * 20 <= cold_s) else 1
 
 

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import _smoke
+
 from harness.io.formats import find_file
 
 
@@ -59,8 +60,20 @@ def _subset(dataset: Path, docs: int, target: Path) -> Path:
 
 
 def _command(folder: Path, cache: Path, out: Path, model: str | None) -> list[str]:
-    return [sys.executable, "-m", "harness", "-q", "evaluate", str(folder), "--cache-dir", str(cache),
-            "--output-dir", str(out), "--json", *(["--model", model] if model else [])]
+    return [
+        sys.executable,
+        "-m",
+        "harness",
+        "-q",
+        "evaluate",
+        str(folder),
+        "--cache-dir",
+        str(cache),
+        "--output-dir",
+        str(out),
+        "--json",
+        *(["--model", model] if model else []),
+    ]
 
 
 def kill(args) -> int:
@@ -68,23 +81,28 @@ def kill(args) -> int:
         tmp = Path(tmp)
         folder = _subset(Path(args.dataset), args.docs, tmp / "subset")
         started = time.perf_counter()
-        full = subprocess.run(_command(folder, tmp / "c1", tmp / "o1", args.model), capture_output=True, text=True,
-                              check=True)
+        full = subprocess.run(
+            _command(folder, tmp / "c1", tmp / "o1", args.model), capture_output=True, text=True, check=True
+        )
         full_s = time.perf_counter() - started
-        proc = subprocess.Popen(_command(folder, tmp / "c2", tmp / "o2", args.model), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            _command(folder, tmp / "c2", tmp / "o2", args.model), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(0.6 * full_s)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         stored = sum(len(json.loads(p.read_text())) for p in (tmp / "c2").rglob("chunk-*.ids.json"))
         started = time.perf_counter()
-        rerun = subprocess.run(_command(folder, tmp / "c2", tmp / "o2", args.model), capture_output=True, text=True,
-                               check=True)
+        rerun = subprocess.run(
+            _command(folder, tmp / "c2", tmp / "o2", args.model), capture_output=True, text=True, check=True
+        )
         rerun_s = time.perf_counter() - started
     a, b = json.loads(full.stdout), json.loads(rerun.stdout)
     same = a["metrics"] == b["metrics"]
-    print(f"{args.docs} documents of {Path(args.dataset).name}, {a['model']}, default settings; host {a['host']['cpu']} "
-          f"({a['host']['kernel_class']}, {a['host']['cores_used']} cores)")
+    print(
+        f"{args.docs} documents of {Path(args.dataset).name}, {a['model']}, default settings; host {a['host']['cpu']} "
+        f"({a['host']['kernel_class']}, {a['host']['cores_used']} cores)"
+    )
     print(f"uninterrupted run {full_s:.1f} s; SIGKILL at {0.6 * full_s:.1f} s with {stored} documents stored")
     print(f"rerun {rerun_s:.1f} s = {rerun_s / full_s:.2f} of the uninterrupted run; metrics identical: {same}")
     return 0 if same else 1
@@ -94,8 +112,8 @@ def overhead(args) -> int:
     import numpy as np
 
     from harness.io.cache import embedding_entry
-    from harness.retrieval.encode import encode_corpus, load_encoder
     from harness.records import Doc
+    from harness.retrieval.encode import encode_corpus, load_encoder
 
     encoder = load_encoder(f"hash:{args.dim}")
     docs = [Doc(f"d{i}", "", f"w{i % 97} w{i % 89} w{i % 83} doc{i}") for i in range(args.docs)]
@@ -107,8 +125,12 @@ def overhead(args) -> int:
             entry.start(16384)
             started = time.perf_counter()
             n = 0
-            for n, (ids, vectors, _) in enumerate(encode_corpus(encoder, iter(docs), batch_size=256, progress=False,
-                                                                store=entry, checkpoint_seconds=seconds), start=1):
+            for n, (ids, vectors, _) in enumerate(
+                encode_corpus(
+                    encoder, iter(docs), batch_size=256, progress=False, store=entry, checkpoint_seconds=seconds
+                ),
+                start=1,
+            ):
                 entry.write_chunk(n - 1, ids, vectors)
             entry.finish(n, len(docs), args.dim)
             write_s = time.perf_counter() - started
@@ -118,12 +140,18 @@ def overhead(args) -> int:
                 digest += float(np.asarray(vectors).sum())
             read_s = time.perf_counter() - started
             files = len(list(entry.root.iterdir()))
-            results[label] = (write_s, read_s, files, b"".join(p.read_bytes() for p in sorted(entry.root.glob(
-                "chunk-*.npy"))))
+            results[label] = (
+                write_s,
+                read_s,
+                files,
+                b"".join(p.read_bytes() for p in sorted(entry.root.glob("chunk-*.npy"))),
+            )
             print(f"{label:<24} encode+store {write_s:7.2f} s   read back {read_s:6.3f} s   {files} files")
         (w0, r0, _, b0), (w1, r1, _, b1) = results.values()
-        print(f"store with checkpoints / without = {w1 / w0:.3f}; read / read = {r1 / r0:.3f}; "
-              f"identical bytes: {b0 == b1}")
+        print(
+            f"store with checkpoints / without = {w1 / w0:.3f}; read / read = {r1 / r0:.3f}; "
+            f"identical bytes: {b0 == b1}"
+        )
         return 0 if b0 == b1 else 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

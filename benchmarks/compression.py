@@ -52,16 +52,21 @@ def run(folder: Path, work: Path, model: str = MODEL, dimensions=DIMENSIONS) -> 
     results = {r.variant: r for r in load_results([work / "sweep"])}
     rows = compression_rows(list(results.values()))
     by_row = {(r.dimension, r.variant): r for r in rows}
-    print(f"\n{folder.name}: cold evaluation (encode {cold.config['n_docs']} documents) {cold_seconds:.1f} s, "
-          f"nDCG@10 {cold.metrics['nDCG@10']:.4f}; warm sweep of {len(grid)} cells {sweep_seconds:.1f} s "
-          f"(= {sweep_seconds / cold_seconds:.3f} × the cold evaluation)")
+    print(
+        f"\n{folder.name}: cold evaluation (encode {cold.config['n_docs']} documents) {cold_seconds:.1f} s, "
+        f"nDCG@10 {cold.metrics['nDCG@10']:.4f}; warm sweep of {len(grid)} cells {sweep_seconds:.1f} s "
+        f"(= {sweep_seconds / cold_seconds:.3f} × the cold evaluation)"
+    )
     print(f"{'dim':>4}  {'precision':<16} {'nDCG@10':>8} {'retained':>9} {'bytes/doc':>10} {'search ms':>10}")
-    search_ms = {(int(r.config.get('dimension')), _variant(r)): 1000 * r.timings.get("search", 0.0)
-                 for r in results.values()}
+    search_ms = {
+        (int(r.config.get("dimension")), _variant(r)): 1000 * r.timings.get("search", 0.0) for r in results.values()
+    }
     for (dimension, variant), row in sorted(by_row.items(), key=lambda item: (-item[0][0], item[0][1])):
         retained = f"{row.retained:.1f}%" if row.retained is not None else "-"
-        print(f"{dimension:>4}  {variant:<16} {row.value:>8.4f} {retained:>9} {row.bytes_per_doc:>10.1f} "
-              f"{search_ms[(dimension, variant)]:>10.1f}")
+        print(
+            f"{dimension:>4}  {variant:<16} {row.value:>8.4f} {retained:>9} {row.bytes_per_doc:>10.1f} "
+            f"{search_ms[(dimension, variant)]:>10.1f}"
+        )
 
 
 def _variant(result) -> str:

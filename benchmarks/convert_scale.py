@@ -19,14 +19,17 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import _smoke
 
-WORDS = ("retrieval evaluation dense sparse index query document judgment relevance corpus encoder "
-         "benchmark ranking vector cosine gradient protein", "café naïve", "\"quoted, text\"")
+WORDS = (
+    "retrieval evaluation dense sparse index query document judgment relevance corpus encoder "
+    "benchmark ranking vector cosine gradient protein",
+    "café naïve",
+    '"quoted, text"',
+)
 
 CHILD = r"""
 import json, resource, sys, time
@@ -92,16 +95,29 @@ def main() -> int:
         generate = time.perf_counter() - started
         child = run_child(folder, "convert")
         above = (child["peak_rss_kib"] - baseline["peak_rss_kib"]) * 1024
-        rows.append({"docs": n, "csv_mb": size / 2**20, "generate_s": generate, "convert_s": child["seconds"],
-                     "peak_rss_mb": child["peak_rss_kib"] / 1024, "above_baseline_mb": above / 2**20,
-                     "bytes_per_doc_above_baseline": above / n, "docs_per_s": n / child["seconds"]})
+        rows.append(
+            {
+                "docs": n,
+                "csv_mb": size / 2**20,
+                "generate_s": generate,
+                "convert_s": child["seconds"],
+                "peak_rss_mb": child["peak_rss_kib"] / 1024,
+                "above_baseline_mb": above / 2**20,
+                "bytes_per_doc_above_baseline": above / n,
+                "docs_per_s": n / child["seconds"],
+            }
+        )
         shutil.rmtree(folder, ignore_errors=True)
     print(f"baseline (python + import harness.datasets.convert): peak RSS {baseline['peak_rss_kib'] / 1024:.1f} MB")
-    print(f"{'docs':>9} {'CSV MB':>8} {'convert s':>10} {'docs/s':>9} {'peak RSS MB':>12} {'above base MB':>14} "
-          f"{'B/doc':>7}")
+    print(
+        f"{'docs':>9} {'CSV MB':>8} {'convert s':>10} {'docs/s':>9} {'peak RSS MB':>12} {'above base MB':>14} "
+        f"{'B/doc':>7}"
+    )
     for r in rows:
-        print(f"{r['docs']:>9,} {r['csv_mb']:>8.1f} {r['convert_s']:>10.1f} {r['docs_per_s']:>9,.0f} "
-              f"{r['peak_rss_mb']:>12.1f} {r['above_baseline_mb']:>14.1f} {r['bytes_per_doc_above_baseline']:>7.0f}")
+        print(
+            f"{r['docs']:>9,} {r['csv_mb']:>8.1f} {r['convert_s']:>10.1f} {r['docs_per_s']:>9,.0f} "
+            f"{r['peak_rss_mb']:>12.1f} {r['above_baseline_mb']:>14.1f} {r['bytes_per_doc_above_baseline']:>7.0f}"
+        )
     if args.smoke:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

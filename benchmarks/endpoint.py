@@ -43,8 +43,12 @@ def serve(port: int) -> None:
         def do_POST(self):  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             vectors = model._encode(body["input"])
-            payload = json.dumps({"data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
-                                  "usage": {"total_tokens": sum(len(t.split()) for t in body["input"])}}).encode()
+            payload = json.dumps(
+                {
+                    "data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+                    "usage": {"total_tokens": sum(len(t.split()) for t in body["input"])},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -95,15 +99,19 @@ def main() -> None:
         texts = [f"query number {i} about protein folding and cell {i % 97} growth" for i in range(args.texts)]
         print(f"{args.texts:,} texts of {len(texts[0].split())} words, {args.batch_size} per request, 384 dimensions")
         for concurrency in (1, 4, 16):
-            encoder = EndpointEncoder("openai:hash", EndpointSpec(url=f"http://127.0.0.1:{port}/v1",
-                                                                  batch_size=args.batch_size, concurrency=concurrency))
+            encoder = EndpointEncoder(
+                "openai:hash",
+                EndpointSpec(url=f"http://127.0.0.1:{port}/v1", batch_size=args.batch_size, concurrency=concurrency),
+            )
             encoder.fingerprint()  # the probe
             started = time.perf_counter()
             encoder.encode_docs(texts)
             seconds = time.perf_counter() - started
             requests = encoder.client.requests - 1
-            print(f"  concurrency {concurrency:>2}: {args.texts / seconds:8.0f} texts/s  {requests / seconds:6.1f} "
-                  f"requests/s  {1000 * seconds / requests:6.1f} ms per request (wall)")
+            print(
+                f"  concurrency {concurrency:>2}: {args.texts / seconds:8.0f} texts/s  {requests / seconds:6.1f} "
+                f"requests/s  {1000 * seconds / requests:6.1f} ms per request (wall)"
+            )
     finally:
         server.terminate()
 

@@ -31,19 +31,22 @@ METHODS = ("rrf", "combsum", "combmnz", "wsum", "dbsf")
 
 
 def real(data: Path, depth: int, dense: str = "sentence-transformers/all-MiniLM-L6-v2") -> None:
-    from harness.retrieval.fusion import FusionSpec
     from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
     from harness.pipeline.fuse import fuse_results
+    from harness.retrieval.fusion import FusionSpec
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         paths = []
         for model in ("bm25", dense):
-            outcome = evaluate_dataset(EvaluateConfig(dataset_path=data, model=model, output_dir=out, progress=False,
-                                                      top_k=depth))
+            outcome = evaluate_dataset(
+                EvaluateConfig(dataset_path=data, model=model, output_dir=out, progress=False, top_k=depth)
+            )
             paths.append(outcome.paths[0])
-            print(f"  {model:<40} nDCG@10 {outcome.result.metrics['nDCG@10']:.4f}  "
-                  f"Recall@100 {outcome.result.metrics['Recall@100']:.4f}")
+            print(
+                f"  {model:<40} nDCG@10 {outcome.result.metrics['nDCG@10']:.4f}  "
+                f"Recall@100 {outcome.result.metrics['Recall@100']:.4f}"
+            )
         for method in METHODS:
             spec = FusionSpec(method=method)
             started = time.perf_counter()
@@ -51,23 +54,25 @@ def real(data: Path, depth: int, dense: str = "sentence-transformers/all-MiniLM-
             seconds = time.perf_counter() - started
             label = f"{method}(bm25, {dense.rsplit('/', 1)[-1]})"
             recall = fused.metrics.get("Recall@100", float("nan"))  # fuse scores cutoffs up to its runs' depth
-            print(f"  {label:<40} nDCG@10 {fused.metrics['nDCG@10']:.4f}  Recall@100 {recall:.4f}  "
-                  f"fuse_results {seconds * 1000:.0f} ms")
+            print(
+                f"  {label:<40} nDCG@10 {fused.metrics['nDCG@10']:.4f}  Recall@100 {recall:.4f}  "
+                f"fuse_results {seconds * 1000:.0f} ms"
+            )
 
 
 def synthetic(n_queries: int, depth: int = 1000) -> None:
-    from harness.retrieval.fusion import FusionSpec, fuse
     from harness.evaluation.metrics import evaluate, standard_metrics
     from harness.records import Qrels, Run
+    from harness.retrieval.fusion import FusionSpec, fuse
 
     rng = random.Random(0)
     runs = []
     for shift in (0, depth // 2):
-        scores = {f"q{q}": {f"d{(q * 7 + shift + i) % 50000}": rng.random() for i in range(depth)}
-                  for q in range(n_queries)}
+        scores = {
+            f"q{q}": {f"d{(q * 7 + shift + i) % 50000}": rng.random() for i in range(depth)} for q in range(n_queries)
+        }
         runs.append(Run.from_scores(scores))
-    qrels = Qrels({f"q{q}": {f"d{(q * 7 + i * 37) % 50000}": 1 for i in range(5)}
-                                for q in range(n_queries)})
+    qrels = Qrels({f"q{q}": {f"d{(q * 7 + i * 37) % 50000}": 1 for i in range(5)} for q in range(n_queries)})
     for method in METHODS:
         started = time.perf_counter()
         fused = fuse(runs, FusionSpec(method=method, depth=depth))
@@ -75,8 +80,10 @@ def synthetic(n_queries: int, depth: int = 1000) -> None:
         started = time.perf_counter()
         evaluate(qrels, fused, standard_metrics([1, 3, 5, 10, 20, 100, 1000]))
         score_seconds = time.perf_counter() - started
-        print(f"  {method:<8} fuse {fuse_seconds:6.2f} s   score {score_seconds:6.2f} s   "
-              f"({n_queries} queries x {depth} documents, 2 runs)")
+        print(
+            f"  {method:<8} fuse {fuse_seconds:6.2f} s   score {score_seconds:6.2f} s   "
+            f"({n_queries} queries x {depth} documents, 2 runs)"
+        )
 
 
 def main() -> int:
@@ -91,8 +98,10 @@ def main() -> int:
         print(_smoke.NOTICE)
         args.data, args.model, args.queries = _smoke.DEMO, "hash:64", 20
     for depth in (1000, 100):
-        print(f"{args.data.name} test, fusion of BM25 and {args.model.rsplit('/', 1)[-1]} (runs of depth {depth}, "
-              "default settings):")
+        print(
+            f"{args.data.name} test, fusion of BM25 and {args.model.rsplit('/', 1)[-1]} (runs of depth {depth}, "
+            "default settings):"
+        )
         real(args.data, depth, args.model)
     print("synthetic runs:")
     synthetic(args.queries)

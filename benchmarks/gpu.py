@@ -62,8 +62,11 @@ def ndcg_at_10(qrels: dict[str, dict[str, int]], run: dict[str, list[tuple[str, 
     total = 0.0
     for query_id, judged in qrels.items():
         ranked = sorted(run.get(query_id, []), key=lambda hit: (hit[1], hit[0].encode()), reverse=True)[:10]
-        dcg = sum(judged.get(doc_id, 0) / math.log2(rank + 2) for rank, (doc_id, _) in enumerate(ranked)
-                  if judged.get(doc_id, 0) > 0)
+        dcg = sum(
+            judged.get(doc_id, 0) / math.log2(rank + 2)
+            for rank, (doc_id, _) in enumerate(ranked)
+            if judged.get(doc_id, 0) > 0
+        )
         ideal = sorted((g for g in judged.values() if g > 0), reverse=True)[:10]
         idcg = sum(g / math.log2(rank + 2) for rank, g in enumerate(ideal))
         total += dcg / idcg if idcg else 0.0
@@ -77,6 +80,7 @@ def flops_per_doc(tokens: int, layers: int, hidden: int, ffn: int) -> float:
 
 # --- the pack: written here by --prepare, read on the device machine with the standard library only ---
 
+
 def prepare_pack(data: Path, target: Path = PACK) -> None:
     """Write SciFact and NFCorpus (documents, judged test queries, test qrels) into `target`, gzipped."""
     from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder, read_qrels
@@ -86,10 +90,14 @@ def prepare_pack(data: Path, target: Path = PACK) -> None:
         qrels = read_qrels(folder.qrels).to_dict()
         out = target / name
         out.mkdir(parents=True, exist_ok=True)
-        _write_lines(out / "corpus.jsonl.gz", ({"_id": d.doc_id, "title": d.title, "text": d.text}
-                                               for d in iter_corpus(folder.corpus)))
-        _write_lines(out / "queries.jsonl.gz", ({"_id": q.query_id, "text": q.text}
-                                                for q in iter_queries(folder.queries) if q.query_id in qrels))
+        _write_lines(
+            out / "corpus.jsonl.gz",
+            ({"_id": d.doc_id, "title": d.title, "text": d.text} for d in iter_corpus(folder.corpus)),
+        )
+        _write_lines(
+            out / "queries.jsonl.gz",
+            ({"_id": q.query_id, "text": q.text} for q in iter_queries(folder.queries) if q.query_id in qrels),
+        )
         (out / "qrels.json").write_text(json.dumps(qrels, sort_keys=True))
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
     print(f"wrote {target} ({size / 2**20:.1f} MiB)")
@@ -127,8 +135,10 @@ def load_pack(name: str, limit: int | None, pack: Path = PACK):
 
     folder = pack / name
     if not (folder / "qrels.json").is_file():
-        raise SystemExit(f"{folder}: no packed data; run `python benchmarks/gpu.py --prepare` where the datasets "
-                         "are, and commit benchmarks/gpu-pack/")
+        raise SystemExit(
+            f"{folder}: no packed data; run `python benchmarks/gpu.py --prepare` where the datasets "
+            "are, and commit benchmarks/gpu-pack/"
+        )
     docs = [Doc(r["_id"], r.get("title", ""), r["text"]) for r in _lines(folder / "corpus.jsonl.gz")][:limit]
     qrels = json.loads((folder / "qrels.json").read_text())
     if limit:
@@ -145,11 +155,14 @@ def synthetic(docs, count: int, words: int = 60):
 
     vocabulary = sorted({w for doc in docs for w in doc_text(doc).split()})
     rng = random.Random(0)
-    return [Doc(f"s{i}", "", " ".join(rng.choices(vocabulary, k=rng.randint(words // 2, words * 3 // 2))))
-            for i in range(count)]
+    return [
+        Doc(f"s{i}", "", " ".join(rng.choices(vocabulary, k=rng.randint(words // 2, words * 3 // 2))))
+        for i in range(count)
+    ]
 
 
 # --- measuring ---
+
 
 def matmul_rate(torch, device: str, dtype, size: int, repeats: int) -> float:
     """Measured dense matmul FLOP/s at `dtype` (the device's practical peak), timed by CUDA events."""
@@ -157,14 +170,17 @@ def matmul_rate(torch, device: str, dtype, size: int, repeats: int) -> float:
     b = torch.randn(size, size, device=device, dtype=dtype)
     for _ in range(3):
         a @ b
-    start, end = torch.cuda.Event(enable_timing=True, blocking=True), torch.cuda.Event(enable_timing=True, blocking=True)
+    start, end = (
+        torch.cuda.Event(enable_timing=True, blocking=True),
+        torch.cuda.Event(enable_timing=True, blocking=True),
+    )
     stream = torch.cuda.current_stream(device)
     start.record(stream)
     for _ in range(repeats):
         a @ b
     end.record(stream)
     end.synchronize()
-    return 2 * size ** 3 * repeats / (start.elapsed_time(end) / 1000)
+    return 2 * size**3 * repeats / (start.elapsed_time(end) / 1000)
 
 
 class BusyClock:
@@ -178,7 +194,10 @@ class BusyClock:
             if self.origin is None:
                 return forward(*args, **kwargs)
             stream = torch.cuda.current_stream(device)
-            start, end = torch.cuda.Event(enable_timing=True, blocking=True), torch.cuda.Event(enable_timing=True, blocking=True)
+            start, end = (
+                torch.cuda.Event(enable_timing=True, blocking=True),
+                torch.cuda.Event(enable_timing=True, blocking=True),
+            )
             start.record(stream)
             out = forward(*args, **kwargs)
             end.record(stream)
@@ -220,13 +239,22 @@ def timed_pair(torch, device, raw, ours, docs, args, clock, rounds: int):
     texts = [doc_text(doc) for doc in docs]
 
     def run_raw(subset):
-        raw.encode(subset, batch_size=args.batch_size, convert_to_tensor=True, normalize_embeddings=True,
-                   show_progress_bar=False)
+        raw.encode(
+            subset,
+            batch_size=args.batch_size,
+            convert_to_tensor=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
         sync(torch, device)
 
     def run_ours(subset_docs):
-        out = [v for _, v, _ in encode_corpus(ours, iter(subset_docs), batch_size=args.batch_size, progress=False,
-                                             token_budget=args.token_budget)]
+        out = [
+            v
+            for _, v, _ in encode_corpus(
+                ours, iter(subset_docs), batch_size=args.batch_size, progress=False, token_budget=args.token_budget
+            )
+        ]
         return np.concatenate(out)
 
     warm = min(len(docs), 2 * args.batch_size)  # two batches: kernels chosen, memory pools grown
@@ -234,7 +262,7 @@ def timed_pair(torch, device, raw, ours, docs, args, clock, rounds: int):
     run_ours(docs[:warm])
     raw_s, ours_s, busy, vectors = [], [], [], None
     for turn in range(rounds):
-        for which in (("raw", "ours") if turn % 2 == 0 else ("ours", "raw")):
+        for which in ("raw", "ours") if turn % 2 == 0 else ("ours", "raw"):
             sync(torch, device)
             if which == "ours" and clock is not None:
                 clock.start()
@@ -247,8 +275,7 @@ def timed_pair(torch, device, raw, ours, docs, args, clock, rounds: int):
                 ours_s.append(time.perf_counter() - started)
                 if clock is not None:
                     busy.append(clock.busy_seconds())
-    return (statistics.median(raw_s), statistics.median(ours_s), statistics.median(busy) if busy else None,
-            vectors)
+    return (statistics.median(raw_s), statistics.median(ours_s), statistics.median(busy) if busy else None, vectors)
 
 
 def retrieval_ndcg(torch, device, encoder, docs, queries, qrels, vectors) -> float:
@@ -256,8 +283,10 @@ def retrieval_ndcg(torch, device, encoder, docs, queries, qrels, vectors) -> flo
     query_vectors = torch.as_tensor(encoder.encode_queries([q.text for q in queries]), device=device)
     corpus = torch.as_tensor(vectors, device=device)
     scores, rows = torch.topk(query_vectors @ corpus.T, k=min(100, len(docs)), dim=1)
-    run = {q.query_id: [(docs[r].doc_id, float(s)) for s, r in zip(score_row.tolist(), row_ids.tolist())]
-           for q, score_row, row_ids in zip(queries, scores, rows)}
+    run = {
+        q.query_id: [(docs[r].doc_id, float(s)) for s, r in zip(score_row.tolist(), row_ids.tolist())]
+        for q, score_row, row_ids in zip(queries, scores, rows)
+    }
     return ndcg_at_10(qrels, run)
 
 
@@ -269,19 +298,30 @@ def cell(torch, device, precision, name, data, raw, ours, clock, peak, args) -> 
 
     lengths = ours.token_lengths([doc_text(doc) for doc in docs])
     config = ours.model[0].auto_model.config
-    useful = sum(flops_per_doc(n, config.num_hidden_layers, config.hidden_size, config.intermediate_size)
-                 for n in lengths) / ours_s
-    row = {"dataset": name, "precision": precision, "docs": len(docs), "raw_docs_per_s": len(docs) / raw_s,
-           "ours_docs_per_s": len(docs) / ours_s, "speedup": raw_s / ours_s, "mean_tokens": statistics.mean(lengths),
-           "busy_share": busy / ours_s if busy is not None else None, "useful_flops": useful,
-           "of_bf16_peak": useful / peak if peak else None,
-           "weights": "fp16-stored" if args.fp16_weights else "as loaded"}
+    useful = (
+        sum(flops_per_doc(n, config.num_hidden_layers, config.hidden_size, config.intermediate_size) for n in lengths)
+        / ours_s
+    )
+    row = {
+        "dataset": name,
+        "precision": precision,
+        "docs": len(docs),
+        "raw_docs_per_s": len(docs) / raw_s,
+        "ours_docs_per_s": len(docs) / ours_s,
+        "speedup": raw_s / ours_s,
+        "mean_tokens": statistics.mean(lengths),
+        "busy_share": busy / ours_s if busy is not None else None,
+        "useful_flops": useful,
+        "of_bf16_peak": useful / peak if peak else None,
+        "weights": "fp16-stored" if args.fp16_weights else "as loaded",
+    }
     if qrels is not None:
         row["ndcg@10"] = retrieval_ndcg(torch, device, ours, docs, queries, qrels, vectors)
     return row
 
 
 # --- the correctness checks ---
+
 
 def check(report: dict, name: str, value: float, limit: float, ok: bool) -> None:
     report["checks"].append({"check": name, "value": value, "limit": limit, "ok": bool(ok)})
@@ -291,25 +331,36 @@ def check(report: dict, name: str, value: float, limit: float, ok: bool) -> None
 def check_against_cpu(report, model_path, device, docs, args) -> None:
     """Ours on the device in fp32 vs raw sentence-transformers on the CPU in fp32: cosine per document."""
     import numpy as np
+    import torch
     from sentence_transformers import SentenceTransformer
 
     from harness.records import doc_text
     from harness.retrieval.encode import encode_corpus, load_encoder
 
-    import torch
-
     texts = [doc_text(doc) for doc in docs]
     raw = SentenceTransformer(str(model_path), device="cpu").to(torch.float32)
     raw.max_seq_length = args.max_seq_length or raw.max_seq_length
     reference = raw.encode(texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True)
-    ours = load_encoder(str(model_path), batch_size=args.batch_size, device=device, precision="fp32",
-                        max_seq_length=args.max_seq_length)
+    ours = load_encoder(
+        str(model_path), batch_size=args.batch_size, device=device, precision="fp32", max_seq_length=args.max_seq_length
+    )
     ours.pipelined = True
-    mine = np.concatenate([v for _, v, _ in encode_corpus(ours, iter(docs), batch_size=args.batch_size,
-                                                          progress=False, token_budget=args.token_budget)])
+    mine = np.concatenate(
+        [
+            v
+            for _, v, _ in encode_corpus(
+                ours, iter(docs), batch_size=args.batch_size, progress=False, token_budget=args.token_budget
+            )
+        ]
+    )
     cosine = float((mine * reference).sum(axis=1).min())
-    check(report, f"{device} fp32 (ours, pipelined) vs cpu fp32 (raw ST): min cosine over {len(docs)} docs",
-          cosine, LIMITS["cosine"], cosine >= LIMITS["cosine"])
+    check(
+        report,
+        f"{device} fp32 (ours, pipelined) vs cpu fp32 (raw ST): min cosine over {len(docs)} docs",
+        cosine,
+        LIMITS["cosine"],
+        cosine >= LIMITS["cosine"],
+    )
 
 
 def check_pipelined(report, ours, docs, args) -> None:
@@ -320,21 +371,31 @@ def check_pipelined(report, ours, docs, args) -> None:
 
     def vectors(pipelined: bool):
         ours.pipelined = pipelined
-        return np.concatenate([v for _, v, _ in encode_corpus(ours, iter(docs), batch_size=args.batch_size,
-                                                              progress=False, token_budget=args.token_budget)])
+        return np.concatenate(
+            [
+                v
+                for _, v, _ in encode_corpus(
+                    ours, iter(docs), batch_size=args.batch_size, progress=False, token_budget=args.token_budget
+                )
+            ]
+        )
 
     plain, piped = vectors(False), vectors(True)
     difference = float(np.abs(plain - piped).max())
-    check(report, f"pipelined == plain ({ours.precision}, {len(docs)} docs): max |difference|", difference,
-          LIMITS["same"], difference <= LIMITS["same"])
+    check(
+        report,
+        f"pipelined == plain ({ours.precision}, {len(docs)} docs): max |difference|",
+        difference,
+        LIMITS["same"],
+        difference <= LIMITS["same"],
+    )
 
 
 def load_for_worker(model: str, batch_size: int, precision: str, max_seq_length: int | None, device: str):
     """The several-devices engine's loader (module level: a spawned worker imports it)."""
     from harness.retrieval.encode import load_encoder
 
-    return load_encoder(model, batch_size=batch_size, device=device, precision=precision,
-                        max_seq_length=max_seq_length)
+    return load_encoder(model, batch_size=batch_size, device=device, precision=precision, max_seq_length=max_seq_length)
 
 
 def check_two_workers(report, ours, model_path, device, docs, args) -> None:
@@ -350,18 +411,25 @@ def check_two_workers(report, ours, model_path, device, docs, args) -> None:
 
     ours.pipelined = None
     chunk = max(1, len(docs) // 4)
-    one = np.concatenate([v for _, v, _ in encode_corpus(ours, iter(docs), chunk_size=chunk,
-                                                         batch_size=args.batch_size, progress=False)])
+    one = np.concatenate(
+        [v for _, v, _ in encode_corpus(ours, iter(docs), chunk_size=chunk, batch_size=args.batch_size, progress=False)]
+    )
     with tempfile.TemporaryDirectory() as cache:
         entry = embedding_entry(Path(cache), {"kind": "gpu-benchmark"})
         entry.start(chunk)
         load = partial(load_for_worker, str(model_path), args.batch_size, "fp32", args.max_seq_length)
         job = EncodeJob(load, ours.fingerprint(), entry, chunk, args.batch_size)
-        two = np.concatenate([np.asarray(v) for _, v, _ in encode_corpus_devices(job, iter(docs), [device, device],
-                                                                                  progress=False)])
+        two = np.concatenate(
+            [np.asarray(v) for _, v, _ in encode_corpus_devices(job, iter(docs), [device, device], progress=False)]
+        )
     difference = float(np.abs(one - two).max())
-    check(report, f"two worker processes on {device} == one ({len(docs)} docs): max |difference|", difference,
-          LIMITS["same"], difference <= LIMITS["same"])
+    check(
+        report,
+        f"two worker processes on {device} == one ({len(docs)} docs): max |difference|",
+        difference,
+        LIMITS["same"],
+        difference <= LIMITS["same"],
+    )
 
 
 def check_precisions(report, rows, full: bool, judged: bool = True) -> None:
@@ -375,14 +443,20 @@ def check_precisions(report, rows, full: bool, judged: bool = True) -> None:
             delta = row["ndcg@10"] - fp32[row["dataset"]]
             row["ndcg_delta_vs_fp32"] = delta
             if judged:
-                check(report, f"{row['dataset']} {row['precision']} nDCG@10 - fp32", delta, LIMITS["ndcg_delta"],
-                      abs(delta) <= LIMITS["ndcg_delta"])
+                check(
+                    report,
+                    f"{row['dataset']} {row['precision']} nDCG@10 - fp32",
+                    delta,
+                    LIMITS["ndcg_delta"],
+                    abs(delta) <= LIMITS["ndcg_delta"],
+                )
     if full and "scifact" in fp32:
         delta = fp32["scifact"] - MTEB_SCIFACT
         check(report, "scifact fp32 nDCG@10 - MTEB 0.64508", delta, LIMITS["mteb"], abs(delta) <= LIMITS["mteb"])
 
 
 # --- the run ---
+
 
 def settings(args) -> tuple[str, tuple[str, ...], int | None, int]:
     """(device, precisions, documents per dataset, synthetic passages) of the mode."""
@@ -407,11 +481,20 @@ def run(args) -> dict:
         raise SystemExit("torch sees no GPU: use --cpu (or --smoke) on this machine")
     on_gpu = device.startswith("cuda")
     peak = matmul_rate(torch, device, torch.bfloat16, 8192, 50) if on_gpu else None
-    report = {"device": torch.cuda.get_device_name(device) if on_gpu else "cpu", "torch": torch.__version__,
-              "model": str(args.model), "host": host_info(), "bf16_matmul_flops": peak, "rows": [], "checks": [],
-              "skipped": [], "mode": "smoke" if args.smoke else "cpu" if args.cpu else "gpu"}
-    print(f"device {report['device']}" + (f"; measured bf16 matmul {peak / 1e12:.1f} TFLOP/s" if peak else ""),
-          flush=True)
+    report = {
+        "device": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+        "torch": torch.__version__,
+        "model": str(args.model),
+        "host": host_info(),
+        "bf16_matmul_flops": peak,
+        "rows": [],
+        "checks": [],
+        "skipped": [],
+        "mode": "smoke" if args.smoke else "cpu" if args.cpu else "gpu",
+    }
+    print(
+        f"device {report['device']}" + (f"; measured bf16 matmul {peak / 1e12:.1f} TFLOP/s" if peak else ""), flush=True
+    )
     host = report["host"]
     print(f"host: {host['cpu']}, {host['cores_used']} cores, kernel class {host['kernel_class']}", flush=True)
     if not on_gpu:
@@ -421,10 +504,16 @@ def run(args) -> dict:
     deadline = time.monotonic() + args.budget_seconds
     for precision in precisions:
         raw = SentenceTransformer(str(args.model), device=device).to(
-            {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision])
+            {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+        )
         raw.max_seq_length = args.max_seq_length or raw.max_seq_length
-        ours = load_encoder(str(args.model), batch_size=args.batch_size, device=device, precision=precision,
-                            max_seq_length=args.max_seq_length)
+        ours = load_encoder(
+            str(args.model),
+            batch_size=args.batch_size,
+            device=device,
+            precision=precision,
+            max_seq_length=args.max_seq_length,
+        )
         ours.pipelined = True
         clock = BusyClock(torch, ours.model, device) if on_gpu else None
         for name, cell_data in data.items():
@@ -437,7 +526,7 @@ def run(args) -> dict:
             print(json.dumps(row), flush=True)
             write_report(report)  # each row kept as it is measured: a later failure loses none
         if precision == "fp32":
-            small = data["scifact"][0][:64 if device == "cpu" else 1024]
+            small = data["scifact"][0][: 64 if device == "cpu" else 1024]
             check_pipelined(report, ours, small, args)
             if not args.smoke or args.cpu:  # two spawned processes each load the model: not seconds
                 check_two_workers(report, ours, args.model, device, small, args)
@@ -463,41 +552,56 @@ def write_report(report: dict) -> None:
 def print_table(report: dict) -> None:
     peak = report["bf16_matmul_flops"]
     print(f"\n{report['device']}" + (f" (bf16 matmul {peak / 1e12:.1f} TFLOP/s measured)" if peak else ""))
-    print(f"{'dataset':<10} {'prec':<5} {'docs':>7} {'raw/s':>9} {'ours/s':>9} {'ours/raw':>8} {'busy':>6} "
-          f"{'useful TFLOP/s':>14} {'of peak':>8} {'nDCG@10':>8} {'Δ fp32':>8}")
+    print(
+        f"{'dataset':<10} {'prec':<5} {'docs':>7} {'raw/s':>9} {'ours/s':>9} {'ours/raw':>8} {'busy':>6} "
+        f"{'useful TFLOP/s':>14} {'of peak':>8} {'nDCG@10':>8} {'Δ fp32':>8}"
+    )
     for r in report["rows"]:
         ndcg = f"{r['ndcg@10']:.5f}" if "ndcg@10" in r else "-"
         delta = f"{r['ndcg_delta_vs_fp32']:+.5f}" if "ndcg_delta_vs_fp32" in r else "-"
         busy = f"{r['busy_share']:>6.1%}" if r["busy_share"] is not None else f"{'-':>6}"
         of_peak = f"{r['of_bf16_peak']:>8.1%}" if r["of_bf16_peak"] is not None else f"{'-':>8}"
-        print(f"{r['dataset']:<10} {r['precision']:<5} {r['docs']:>7} {r['raw_docs_per_s']:>9.1f} "
-              f"{r['ours_docs_per_s']:>9.1f} {r['speedup']:>7.2f}x {busy} "
-              f"{r['useful_flops'] / 1e12:>14.2f} {of_peak} {ndcg:>8} {delta:>8}")
+        print(
+            f"{r['dataset']:<10} {r['precision']:<5} {r['docs']:>7} {r['raw_docs_per_s']:>9.1f} "
+            f"{r['ours_docs_per_s']:>9.1f} {r['speedup']:>7.2f}x {busy} "
+            f"{r['useful_flops'] / 1e12:>14.2f} {of_peak} {ndcg:>8} {delta:>8}"
+        )
     if report["rows"] and report["rows"][0]["weights"] == "fp16-stored":
         print("fp32 rows: fp32 compute on weights stored in fp16 (.gpu-model)")
     failed = [c["check"] for c in report["checks"] if not c["ok"]]
-    print(f"checks: {len(report['checks']) - len(failed)} of {len(report['checks'])} ok; skipped cells: "
-          f"{', '.join(report['skipped']) or 'none'}")
+    print(
+        f"checks: {len(report['checks']) - len(failed)} of {len(report['checks'])} ok; skipped cells: "
+        f"{', '.join(report['skipped']) or 'none'}"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prepare", action="store_true", help="write benchmarks/gpu-pack/ and .gpu-model, stop")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "beir",
-                        help="BEIR folders --prepare reads [../shared/data/beir]")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=ROOT.parent / "shared" / "data" / "beir",
+        help="BEIR folders --prepare reads [../shared/data/beir]",
+    )
     parser.add_argument("--model", type=Path, default=None, help="sentence-transformers folder [.gpu-model]")
-    parser.add_argument("--cpu", action="store_true", help="the reduced CPU mode (fp32, bf16; 100 documents, "
-                        "batches of 32, 1800 s budget)")
-    parser.add_argument("--smoke", action="store_true", help="seconds on a CPU: fp32, 12 documents, 64 tokens, "
-                        "no worker processes")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="the reduced CPU mode (fp32, bf16; 100 documents, batches of 32, 1800 s budget)",
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds on a CPU: fp32, 12 documents, 64 tokens, no worker processes"
+    )
     parser.add_argument("--limit", type=int, default=None, help="documents per dataset [all; 100 with --cpu]")
     parser.add_argument("--synthetic", type=int, default=None, help="synthetic passages [100,000; 200 --cpu]")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--max-seq-length", type=int, default=None, help="truncate texts [the model's; 64 --smoke]")
     parser.add_argument("--token-budget", type=int, default=65536)
     parser.add_argument("--rounds", type=int, default=None, help="timed runs of each encoder [2; 1 --smoke]")
-    parser.add_argument("--budget-seconds", type=float, default=420,
-                        help="stop starting new cells after this [420; 1800 --cpu]")
+    parser.add_argument(
+        "--budget-seconds", type=float, default=420, help="stop starting new cells after this [420; 1800 --cpu]"
+    )
     args = parser.parse_args()
     if args.prepare:
         prepare_pack(args.data)
@@ -518,8 +622,10 @@ def main() -> int:
     args.model = args.model or MODEL
     args.fp16_weights = Path(args.model).resolve() == MODEL.resolve()
     if not Path(args.model).is_dir():
-        raise SystemExit(f"{args.model}: no model folder; run `python benchmarks/gpu.py --prepare` (and carry "
-                         ".gpu-model to the GPU machine)")
+        raise SystemExit(
+            f"{args.model}: no model folder; run `python benchmarks/gpu.py --prepare` (and carry "
+            ".gpu-model to the GPU machine)"
+        )
     report = run(args)
     print_table(report)
     write_report(report)

@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 
 import _smoke
-from harness.retrieval.index import IndexSpec
+
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+from harness.retrieval.index import IndexSpec
 
 SPECS = [
     IndexSpec("flat"),
@@ -58,22 +59,37 @@ def main() -> int:
 
 def show(args) -> None:
     """One row per dataset and index choice."""
-    print(f"{'dataset':<9} {'index':<34} {'nDCG@10':>8} {'R-exact@10':>10} {'R-exact@100':>11} "
-          f"{'build s':>8} {'search s':>8}")
+    print(
+        f"{'dataset':<9} {'index':<34} {'nDCG@10':>8} {'R-exact@10':>10} {'R-exact@100':>11} "
+        f"{'build s':>8} {'search s':>8}"
+    )
     for dataset in args.datasets.split(","):
         for spec in SPECS:
             model = {"model": args.model} if args.model else {}
-            outcome = evaluate_dataset(EvaluateConfig(
-                dataset_path=Path(dataset), output_dir=None, progress=False, cache_dir=Path(args.cache_dir),
-                index=spec, **model))
+            outcome = evaluate_dataset(
+                EvaluateConfig(
+                    dataset_path=Path(dataset),
+                    output_dir=None,
+                    progress=False,
+                    cache_dir=Path(args.cache_dir),
+                    index=spec,
+                    **model,
+                )
+            )
             result = outcome.result
-            params = ", ".join(f"{k}={v}" for k, v in result.config.items()
-                               if k in ("hnsw_m", "ef_construction", "ef_search", "nlist", "nprobe", "pq_m"))
+            params = ", ".join(
+                f"{k}={v}"
+                for k, v in result.config.items()
+                if k in ("hnsw_m", "ef_construction", "ef_search", "nlist", "nprobe", "pq_m")
+            )
             label = f"{spec.kind} {params}".strip()
             quality = result.index_quality
-            print(f"{result.dataset:<9} {label:<34} {result.metrics['nDCG@10']:>8.5f} "
-                  f"{quality.get('recall_of_exact@10', 1.0):>10.4f} {quality.get('recall_of_exact@100', 1.0):>11.4f} "
-                  f"{result.timings['index']:>8.3f} {result.timings['search']:>8.3f}", flush=True)
+            print(
+                f"{result.dataset:<9} {label:<34} {result.metrics['nDCG@10']:>8.5f} "
+                f"{quality.get('recall_of_exact@10', 1.0):>10.4f} {quality.get('recall_of_exact@100', 1.0):>11.4f} "
+                f"{result.timings['index']:>8.3f} {result.timings['search']:>8.3f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

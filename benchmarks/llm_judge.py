@@ -44,9 +44,12 @@ def serve(port: int, latency: float) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             time.sleep(latency)
             grade = len(body["messages"][-1]["content"]) % 4
-            payload = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant",
-                                                                       "content": f"##final score: {grade}"}}],
-                                  "usage": {"total_tokens": 300}}).encode()
+            payload = json.dumps(
+                {
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": f"##final score: {grade}"}}],
+                    "usage": {"total_tokens": 300},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -81,8 +84,9 @@ def make_pool(work: Path, pairs: int) -> Path:
 
     queries = max(1, pairs // 10)
     folder = _smoke.synthetic_beir(work / "data", docs=max(300, 2 * pairs), queries=queries)
-    lines = [f"q{q} Q0 d{(q * 37 + r * 11) % max(300, 2 * pairs)} 0 {10 - r} sys" for q in range(queries)
-             for r in range(10)]
+    lines = [
+        f"q{q} Q0 d{(q * 37 + r * 11) % max(300, 2 * pairs)} 0 {10 - r} sys" for q in range(queries) for r in range(10)
+    ]
     (work / "run.trec").write_text("\n".join(lines) + "\n")
     shutil.rmtree(folder / "qrels")  # nothing judged yet: every pooled pair is to judge
     build_pool(folder, PoolSources(run_files=(work / "run.trec",)), work / "pool", PoolSpec(depth=10))
@@ -118,14 +122,18 @@ def main() -> None:
         wait_for(port, server)
         pool = make_pool(work, args.pairs)
         n = sum(1 for _ in open(pool / "pool.jsonl", encoding="utf-8"))
-        print(f"{n} pairs, the server answers each request after {args.latency_ms:.0f} ms; best of {args.rounds} "
-              "rounds, the concurrencies alternated")
+        print(
+            f"{n} pairs, the server answers each request after {args.latency_ms:.0f} ms; best of {args.rounds} "
+            "rounds, the concurrencies alternated"
+        )
         best: dict[int, float] = {}
         for round_no in range(args.rounds):
             for concurrency in (1, 4, 16):
-                spec = JudgeSpec("openai:bench", EndpointSpec(url=f"http://127.0.0.1:{port}/v1",
-                                                              concurrency=concurrency),
-                                 cache_dir=work / f"cache-{round_no}-{concurrency}")
+                spec = JudgeSpec(
+                    "openai:bench",
+                    EndpointSpec(url=f"http://127.0.0.1:{port}/v1", concurrency=concurrency),
+                    cache_dir=work / f"cache-{round_no}-{concurrency}",
+                )
                 started = time.perf_counter()
                 report = judge_pool(pool, spec)
                 seconds = time.perf_counter() - started
@@ -133,8 +141,10 @@ def main() -> None:
                 best[concurrency] = max(best.get(concurrency, 0.0), n / seconds)
         for concurrency, rate in best.items():
             ideal = concurrency / (args.latency_ms / 1000)
-            print(f"  concurrency {concurrency:>2}: {rate:8.1f} pairs/s  ({rate / ideal:5.1%} of the ideal "
-                  f"{ideal:.0f} pairs/s)")
+            print(
+                f"  concurrency {concurrency:>2}: {rate:8.1f} pairs/s  ({rate / ideal:5.1%} of the ideal "
+                f"{ideal:.0f} pairs/s)"
+            )
         started = time.perf_counter()
         report = judge_pool(pool, spec)  # the last cache is full: a rerun sends nothing
         seconds = time.perf_counter() - started

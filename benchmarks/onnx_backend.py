@@ -30,11 +30,12 @@ import time
 from pathlib import Path
 
 import _smoke
-from harness.retrieval.encode import encode_corpus, load_encoder
-from harness.runtimes.spec import EncoderSpec
+
 from harness.io.formats import iter_corpus, locate_beir_folder
-from harness.runtimes.onnx_backend import onnx_encoder
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+from harness.retrieval.encode import encode_corpus, load_encoder
+from harness.runtimes.onnx_backend import onnx_encoder
+from harness.runtimes.spec import EncoderSpec
 
 TORCH_NDCG = {"scifact": 0.64508, "nfcorpus": 0.31594}
 
@@ -48,12 +49,18 @@ def throughput(encoder, docs) -> float:
 
 VARIANTS = {
     "unsigned, per tensor, every op": {"weight_type": "QUInt8"},
-    "unsigned, per channel, MatMul only": {"weight_type": "QUInt8", "per_channel": True,
-                                           "op_types_to_quantize": ["MatMul"]},
+    "unsigned, per channel, MatMul only": {
+        "weight_type": "QUInt8",
+        "per_channel": True,
+        "op_types_to_quantize": ["MatMul"],
+    },
     "signed, per channel, 7-bit, every op": {"weight_type": "QInt8", "per_channel": True, "reduce_range": True},
     "signed, per channel, every op": {"weight_type": "QInt8", "per_channel": True},
-    "signed, per channel, MatMul only": {"weight_type": "QInt8", "per_channel": True,
-                                         "op_types_to_quantize": ["MatMul"]},
+    "signed, per channel, MatMul only": {
+        "weight_type": "QInt8",
+        "per_channel": True,
+        "op_types_to_quantize": ["MatMul"],
+    },
     "fused graph, signed, per channel": {"weight_type": "QInt8", "per_channel": True, "fused": True},
 }
 
@@ -65,15 +72,16 @@ def compare_variants(torch_encoder, docs, folder: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers import optimizer
 
-    from harness.runtimes.onnx_backend import export
     from harness.records import doc_text
+    from harness.runtimes.onnx_backend import export
 
     fp32 = export(torch_encoder.model, folder / "fp32", quantize=False)
     fused = folder / "fused.onnx"
     if not fused.exists():
         config = torch_encoder.model[0].auto_model.config
-        optimizer.optimize_model(str(fp32), model_type="bert", num_heads=config.num_attention_heads,
-                                 hidden_size=config.hidden_size).save_model_to_file(str(fused))
+        optimizer.optimize_model(
+            str(fp32), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
+        ).save_model_to_file(str(fused))
     paths = {"fp32": fp32}
     for name, options in VARIANTS.items():
         options = dict(options)
@@ -81,12 +89,15 @@ def compare_variants(torch_encoder, docs, folder: Path) -> None:
         paths[name] = folder / (name.replace(", ", "_").replace(" ", "-") + ".onnx")
         if not paths[name].exists():
             extra = {"extra_options": {"DefaultTensorType": 1}} if source == fused else {}
-            quantize_dynamic(str(source), str(paths[name]), **{**options, **extra,
-                                                                  "weight_type": QuantType[options["weight_type"]]})
+            quantize_dynamic(
+                str(source), str(paths[name]), **{**options, **extra, "weight_type": QuantType[options["weight_type"]]}
+            )
     texts = sorted((doc_text(doc) for doc in docs), key=len, reverse=True)
     tokenizer = torch_encoder.model.tokenizer
-    batches = [tokenizer(texts[i:i + 32], padding=True, truncation=True, max_length=256, return_tensors="np")
-               for i in range(0, len(texts), 32)]
+    batches = [
+        tokenizer(texts[i : i + 32], padding=True, truncation=True, max_length=256, return_tensors="np")
+        for i in range(0, len(texts), 32)
+    ]
 
     def run(path):
         options = ort.SessionOptions()
@@ -125,8 +136,10 @@ def profile(torch_encoder, docs, cache: Path) -> None:
 
     texts = sorted((doc_text(doc) for doc in docs), key=len, reverse=True)
     tokenizer = torch_encoder.model.tokenizer
-    batches = [tokenizer(texts[i:i + 32], padding=True, truncation=True, max_length=256, return_tensors="np")
-               for i in range(0, len(texts), 32)]
+    batches = [
+        tokenizer(texts[i : i + 32], padding=True, truncation=True, max_length=256, return_tensors="np")
+        for i in range(0, len(texts), 32)
+    ]
     for backend in ("onnx", "onnx-int8"):
         path = onnx_encoder(torch_encoder, backend, cache).session._model_path
         options = ort.SessionOptions()
@@ -157,8 +170,9 @@ def main() -> int:
     parser.add_argument("--cache-dir", default="/tmp/beir-harness-onnx-bench")
     parser.add_argument("--variants", action="store_true", help="compare the quantization variants instead")
     parser.add_argument("--profile", action="store_true", help="profile the fp32 and int8 graphs instead")
-    parser.add_argument("--smoke", action="store_true",
-                        help="seconds: every mode with a tiny random model on the lesson eval set")
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds: every mode with a tiny random model on the lesson eval set"
+    )
     args = parser.parse_args()
     from harness.host import host_info
 
@@ -192,8 +206,11 @@ def measure(args) -> int:
     if args.profile:
         profile(torch_encoder, docs, cache)
         return 0
-    encoders = {"torch": torch_encoder, "onnx": onnx_encoder(torch_encoder, "onnx", cache),
-                "onnx-int8": onnx_encoder(torch_encoder, "onnx-int8", cache)}
+    encoders = {
+        "torch": torch_encoder,
+        "onnx": onnx_encoder(torch_encoder, "onnx", cache),
+        "onnx-int8": onnx_encoder(torch_encoder, "onnx-int8", cache),
+    }
     rates = {name: [] for name in encoders}
     for _ in range(2):  # alternate, so drift on a shared machine hits every backend alike
         for name, encoder in encoders.items():
@@ -205,14 +222,23 @@ def measure(args) -> int:
     print("nDCG@10 with onnx-int8 (torch fp32 in brackets):")
     for dataset in datasets:
         started = time.perf_counter()
-        result = evaluate_dataset(EvaluateConfig(dataset_path=Path(args.data) / dataset, model=args.model,
-                                                 output_dir=None, progress=False, cache_dir=cache,
-                                                 encoder=EncoderSpec(backend="onnx-int8"))).result
+        result = evaluate_dataset(
+            EvaluateConfig(
+                dataset_path=Path(args.data) / dataset,
+                model=args.model,
+                output_dir=None,
+                progress=False,
+                cache_dir=cache,
+                encoder=EncoderSpec(backend="onnx-int8"),
+            )
+        ).result
         wall = time.perf_counter() - started
         torch_ndcg = TORCH_NDCG.get(dataset, float("nan")) if args.model.endswith("all-MiniLM-L6-v2") else float("nan")
-        print(f"  {dataset:<9} {result.metrics['nDCG@10']:.5f} ({torch_ndcg:.5f})  "
-              f"delta {result.metrics['nDCG@10'] - torch_ndcg:+.5f}  wall {wall:.0f} s, "
-              f"encode {result.timings['encode']:.0f} s")
+        print(
+            f"  {dataset:<9} {result.metrics['nDCG@10']:.5f} ({torch_ndcg:.5f})  "
+            f"delta {result.metrics['nDCG@10'] - torch_ndcg:+.5f}  wall {wall:.0f} s, "
+            f"encode {result.timings['encode']:.0f} s"
+        )
     return 0
 
 

@@ -71,7 +71,7 @@ def retrieve_systems(folder: Path, depth: int, work: Path) -> list[tuple[str, Pa
         found.append((name, work / f"{name}.trec", time.perf_counter() - started))
     started = time.perf_counter()
     plan = parse_pool_systems(["hash:256"])
-    (_, run), = retrieve_runs(check_retrievable(folder, plan, depth), plan.retrieve, work)
+    ((_, run),) = retrieve_runs(check_retrievable(folder, plan, depth), plan.retrieve, work)
     write_run(run.renamed("hash-256"), work / "hash-256.trec")
     found.append(("hash:256", work / "hash-256.trec", time.perf_counter() - started))
     return found
@@ -97,8 +97,11 @@ def page_of(pool: Path, pairs: int, out: Path) -> tuple[Path, int]:
     with open(pool / "pool.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(line) for _, line in zip(range(pairs), handle)]
     manifest = json.loads((pool / "manifest.json").read_text(encoding="utf-8"))
-    manifest["counts"] = {**manifest["counts"], "pairs": len(rows),
-                          "queries_pooled": len({row["query_id"] for row in rows})}
+    manifest["counts"] = {
+        **manifest["counts"],
+        "pairs": len(rows),
+        "queries_pooled": len({row["query_id"] for row in rows}),
+    }
     out.write_text(render_judge_page(manifest, rows), encoding="utf-8")
     return out, len(rows)
 
@@ -158,14 +161,17 @@ def main() -> int:
             pool_sizes[depth] = counts["pairs"]
             size = sum(p.stat().st_size for p in pools[depth].rglob("*") if p.is_file()) / 1e6
             page_mb = (pools[depth] / "judge.html").stat().st_size / 1e6
-            print(f"depth {depth:>3}: {counts['pairs']} pairs to judge over {counts['queries_pooled']} queries "
-                  f"({counts['pairs'] / max(counts['queries_pooled'], 1):.1f} a query; {counts['already_judged']} "
-                  f"pooled pairs already judged), {seconds:.2f} s, folder {size:.1f} MB, judge.html {page_mb:.1f} MB")
+            print(
+                f"depth {depth:>3}: {counts['pairs']} pairs to judge over {counts['queries_pooled']} queries "
+                f"({counts['pairs'] / max(counts['queries_pooled'], 1):.1f} a query; {counts['already_judged']} "
+                f"pooled pairs already judged), {seconds:.2f} s, folder {size:.1f} MB, judge.html {page_mb:.1f} MB"
+            )
         # The shallowest pool that has the pairs asked for (else the deepest), cut to that many.
         source = next((d for d in depths if pool_sizes[d] >= args.page_pairs), depths[-1])
         page, n_pairs = page_of(pools[source], args.page_pairs, work / "judge-page.html")
-        print(f"judging page: {n_pairs} pairs (the first of the depth-{source} pool), "
-              f"{page.stat().st_size / 1e6:.2f} MB")
+        print(
+            f"judging page: {n_pairs} pairs (the first of the depth-{source} pool), {page.stat().st_size / 1e6:.2f} MB"
+        )
         times = load_times(page, args.rounds)
         if times is None:
             print("  no Chromium (/usr/bin/chromium with Playwright): load time not measured")

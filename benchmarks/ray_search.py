@@ -89,9 +89,24 @@ def _inputs(docs: int, dim: int) -> dict:
 
 def _peak_rss(mode: str, root: Path, args) -> int:
     """In a fresh process (`--measure`): search the entry under `root` as `mode` does; its peak RSS in MiB."""
-    command = [sys.executable, __file__, "--measure", mode, "--entry", str(root), "--docs", str(args.docs),
-               "--dim", str(args.dim), "--queries", str(args.queries), "--depth", str(args.depth),
-               "--cpus", str(args.cpus)]
+    command = [
+        sys.executable,
+        __file__,
+        "--measure",
+        mode,
+        "--entry",
+        str(root),
+        "--docs",
+        str(args.docs),
+        "--dim",
+        str(args.dim),
+        "--queries",
+        str(args.queries),
+        "--depth",
+        str(args.depth),
+        "--cpus",
+        str(args.cpus),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return int(done.stdout.split()[-1])
 
@@ -115,8 +130,9 @@ def _measure(args) -> int:
         with session(RaySpec(local_cpus=args.cpus)):
             search_sharded(entry, [len(ids) for ids in chunk_ids], doc_ids, query_ids, queries, args.depth)
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork and exec.
-    peak_kb = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
-                   if line.startswith("VmHWM:"))
+    peak_kb = next(
+        int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM:")
+    )
     print(peak_kb // 1024)
     return 0
 
@@ -136,8 +152,11 @@ def main() -> int:
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--smoke", action="store_true", help="seconds, 2,000 documents: proves the script runs")
-    parser.add_argument("--memory", action="store_true",
-                        help="also the driver's peak RSS, each way, in a fresh process (vectors left in the cache)")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="also the driver's peak RSS, each way, in a fresh process (vectors left in the cache)",
+    )
     parser.add_argument("--measure", choices=["driver", "sharded"], help=argparse.SUPPRESS)
     parser.add_argument("--entry", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -185,15 +204,18 @@ def main() -> int:
             shutil.rmtree(ray_tmp, ignore_errors=True)
     best_build, best_search = min(zip(local_build, local_search), key=sum)  # the best round, both parts of it
     local_best = best_build + best_search
-    print(f"{args.docs:,} docs x {args.dim} dims ({len(rows)} chunks), {args.queries:,} queries, top {args.depth}, "
-          f"best of {args.rounds} alternated rounds:")
-    print(f"  local flat (driver): build {best_build:.2f} s + search {best_search:.2f} s = "
-          f"{local_best:.2f} s")
+    print(
+        f"{args.docs:,} docs x {args.dim} dims ({len(rows)} chunks), {args.queries:,} queries, top {args.depth}, "
+        f"best of {args.rounds} alternated rounds:"
+    )
+    print(f"  local flat (driver): build {best_build:.2f} s + search {best_search:.2f} s = {local_best:.2f} s")
     print(f"  local flat, FAISS on 1 thread: search {min(one_thread):.2f} s")
     print(f"  ray-sharded ({shards} shards, {args.cpus}-CPU local cluster): {min(sharded):.2f} s")
     if args.memory:
-        print(f"driver peak RSS: local flat {peaks['driver']} MiB, ray-sharded {peaks['sharded']} MiB "
-              f"(the vectors: {args.docs * args.dim * 4 / 2**20:.0f} MiB)")
+        print(
+            f"driver peak RSS: local flat {peaks['driver']} MiB, ray-sharded {peaks['sharded']} MiB "
+            f"(the vectors: {args.docs * args.dim * 4 / 2**20:.0f} MiB)"
+        )
     print(f"sharded / local = {min(sharded) / local_best:.2f}; identical runs: {identical}")
     return 0 if identical else 1
 

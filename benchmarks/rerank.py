@@ -30,31 +30,36 @@ def main() -> int:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-    from harness.retrieval.models import resolve_model_source
     from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder
     from harness.io.trec import read_qrels
     from harness.records import doc_text
-    from harness.retrieval.rerank import Reranker, RerankSpec, ScoreCache, rerank
     from harness.retrieval.bm25 import BM25Retriever, BM25Spec
+    from harness.retrieval.models import resolve_model_source
+    from harness.retrieval.rerank import Reranker, RerankSpec, ScoreCache, rerank
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--depths", default="10,50,100")
     parser.add_argument("--data", default="../shared/data/beir/scifact")
-    parser.add_argument("--smoke", action="store_true",
-                        help="seconds, on the lesson eval set, a 2-layer cross-encoder: proves the script runs")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds, on the lesson eval set, a 2-layer cross-encoder: proves the script runs",
+    )
     args = parser.parse_args()
     print(_smoke.host_line())
     if args.smoke:
         print(_smoke.NOTICE)
         args.data, args.queries, args.depths = str(_smoke.DEMO), 5, "3,10"
-    size = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64} \
-        if args.smoke else {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
-                            "intermediate_size": 1536}
+    size = (
+        {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+        if args.smoke
+        else {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536}
+    )
     depths = [int(d) for d in args.depths.split(",")]
     folder = locate_beir_folder(args.data, "test")
     qrels = read_qrels(folder.qrels)
-    queries = [q for q in iter_queries(folder.queries) if q.query_id in qrels][:args.queries]
+    queries = [q for q in iter_queries(folder.queries) if q.query_id in qrels][: args.queries]
     retriever = BM25Retriever(BM25Spec())
     retriever.index(iter_corpus(folder.corpus), progress=False)
     first = retriever.search(queries, max(depths))
@@ -63,13 +68,16 @@ def main() -> int:
         model_dir = Path(tmp) / "minilm-l6-cross-encoder"
         tokenizer = BertTokenizerFast.from_pretrained(resolve_model_source("all-MiniLM-L6-v2"))
         torch.manual_seed(0)
-        BertForSequenceClassification(BertConfig(vocab_size=tokenizer.vocab_size, **size, max_position_embeddings=512,
-                                                 num_labels=1)).save_pretrained(model_dir)
+        BertForSequenceClassification(
+            BertConfig(vocab_size=tokenizer.vocab_size, **size, max_position_embeddings=512, num_labels=1)
+        ).save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
         texts = {q.query_id: q.text for q in queries}
-        print(f"BM25 top {max(depths)} for {len(queries)} {Path(args.data).name} queries; "
-              f"{size['num_hidden_layers']}-layer, hidden-{size['hidden_size']} cross-encoder, "
-              f"{torch.get_num_threads()} threads")
+        print(
+            f"BM25 top {max(depths)} for {len(queries)} {Path(args.data).name} queries; "
+            f"{size['num_hidden_layers']}-layer, hidden-{size['hidden_size']} cross-encoder, "
+            f"{torch.get_num_threads()} threads"
+        )
         cache_root = Path(tmp) / "cache"
         fingerprint = None
         for depth in depths:
@@ -81,8 +89,10 @@ def main() -> int:
             seconds = time.perf_counter() - started
             new = counts["pairs"] - counts["cached"]
             rate = new / seconds if new else float("nan")
-            print(f"depth {depth:>4}: {counts['pairs']:>6} pairs, {new:>6} scored ({counts['cached']} cached) in "
-                  f"{seconds:6.1f} s = {rate:5.1f} pairs/s; without the cache {counts['pairs'] / rate:6.1f} s")
+            print(
+                f"depth {depth:>4}: {counts['pairs']:>6} pairs, {new:>6} scored ({counts['cached']} cached) in "
+                f"{seconds:6.1f} s = {rate:5.1f} pairs/s; without the cache {counts['pairs'] / rate:6.1f} s"
+            )
     return 0
 
 

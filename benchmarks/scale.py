@@ -86,8 +86,10 @@ def make_corpus(folder: Path, n_docs: int, n_queries: int = 1000, seed: int = 0)
             if i in targets:
                 texts[i] = text
             handle.write(json.dumps({"_id": f"doc{i}", "title": "", "text": text}) + "\n")
-    with open(folder / "queries.jsonl", "w", encoding="utf-8") as q, \
-            open(folder / "qrels" / "test.tsv", "w", encoding="utf-8") as r:
+    with (
+        open(folder / "queries.jsonl", "w", encoding="utf-8") as q,
+        open(folder / "qrels" / "test.tsv", "w", encoding="utf-8") as r,
+    ):
         r.write("query-id\tcorpus-id\tscore\n")
         for j, i in enumerate(sorted(texts)):
             words = texts[i].split()
@@ -106,19 +108,23 @@ def encoder_rates(data: Path, sample: int, model: str | None = None) -> dict[str
     import tempfile
     import time
 
-    from harness.retrieval.encode import encode_corpus, load_encoder
     from harness.io.formats import iter_corpus, locate_beir_folder
-    from harness.runtimes.onnx_backend import onnx_encoder
     from harness.records import Doc, doc_text
+    from harness.retrieval.encode import encode_corpus, load_encoder
+    from harness.runtimes.onnx_backend import onnx_encoder
 
     folder = locate_beir_folder(data, "test")
-    docs = [Doc(doc.doc_id, "", " ".join(doc_text(doc).split()[:MSMARCO_WORDS]))
-            for _, doc in zip(range(sample), iter_corpus(folder.corpus))]
+    docs = [
+        Doc(doc.doc_id, "", " ".join(doc_text(doc).split()[:MSMARCO_WORDS]))
+        for _, doc in zip(range(sample), iter_corpus(folder.corpus))
+    ]
     torch_encoder = load_encoder(*([model] if model else []))
     rates = {}
     with tempfile.TemporaryDirectory() as cache:
-        for name, encoder in (("torch", torch_encoder), ("onnx-int8", onnx_encoder(torch_encoder, "onnx-int8",
-                                                                                  Path(cache)))):
+        for name, encoder in (
+            ("torch", torch_encoder),
+            ("onnx-int8", onnx_encoder(torch_encoder, "onnx-int8", Path(cache))),
+        ):
             started = time.perf_counter()
             for _ in encode_corpus(encoder, iter(docs), progress=False):
                 pass
@@ -132,19 +138,31 @@ def main() -> int:
     parser.add_argument("--dim", type=int, default=384, help="dimension of the hashing encoder's vectors")
     parser.add_argument("--queries", type=int, default=1000, help="queries (MS MARCO dev: 6980)")
     parser.add_argument("--indexes", default="flat,ivfpq")
-    parser.add_argument("--budgets", default="none",
-                        help="for flat: none (in memory) and/or memory budgets (3GB, or +300MB above the child's start)")
+    parser.add_argument(
+        "--budgets",
+        default="none",
+        help="for flat: none (in memory) and/or memory budgets (3GB, or +300MB above the child's start)",
+    )
     parser.add_argument("--chunk-size", type=int, default=16384, help="documents a cache chunk holds")
     parser.add_argument("--workdir", default="/tmp/beir-harness-scale")
     parser.add_argument("--plan", action="store_true", help="print what each size needs, run nothing")
-    parser.add_argument("--sweep", action="store_true",
-                        help="instead: which search path each public BEIR dataset takes at 384/768/1024 dimensions")
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="instead: which search path each public BEIR dataset takes at 384/768/1024 dimensions",
+    )
     parser.add_argument("--machine-gb", type=float, default=24.0, help="with --sweep: the machine's memory")
-    parser.add_argument("--encoder-rates", action="store_true",
-                        help="instead: the default model's speed on MS MARCO-length passages, for the projection")
+    parser.add_argument(
+        "--encoder-rates",
+        action="store_true",
+        help="instead: the default model's speed on MS MARCO-length passages, for the projection",
+    )
     parser.add_argument("--data", default="../shared/data/beir")
-    parser.add_argument("--smoke", action="store_true",
-                        help="seconds: 1,000 documents (flat, ivf), a streamed run, the encoder rates of a tiny model")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: 1,000 documents (flat, ivf), a streamed run, the encoder rates of a tiny model",
+    )
     args = parser.parse_args()
     print(_smoke.host_line())
     if args.smoke:
@@ -160,8 +178,10 @@ def main() -> int:
 
 def print_rates(rates: dict[str, float]) -> None:
     for name, rate in rates.items():
-        print(f"{name:<10} {rate:7.1f} docs/s on {MSMARCO_WORDS}-word passages -> MS MARCO's "
-              f"{MSMARCO_DOCS:,} passages in {MSMARCO_DOCS / rate / 3600:6.1f} h")
+        print(
+            f"{name:<10} {rate:7.1f} docs/s on {MSMARCO_WORDS}-word passages -> MS MARCO's "
+            f"{MSMARCO_DOCS:,} passages in {MSMARCO_DOCS / rate / 3600:6.1f} h"
+        )
 
 
 def smoke(args) -> int:
@@ -190,10 +210,13 @@ def sweep(machine_gb: float, dims: tuple[int, ...] = (384, 768, 1024)) -> list[s
     from harness.retrieval.streamed import DEFAULT_BUDGET_FRACTION, in_memory_bytes
 
     budget = (machine_gb - 1) * 2**30 * DEFAULT_BUDGET_FRACTION
-    lines = [f"default budget on a {machine_gb:g} GB machine: {budget / 2**30:.1f} GiB "
-             f"({DEFAULT_BUDGET_FRACTION:.0%} of {machine_gb - 1:g} GiB available)", "",
-             "| dataset | docs | queries | " + " | ".join(f"{dim}-d vectors → path" for dim in dims) + " |",
-             "|---|---:|---:|" + "---|" * len(dims)]
+    lines = [
+        f"default budget on a {machine_gb:g} GB machine: {budget / 2**30:.1f} GiB "
+        f"({DEFAULT_BUDGET_FRACTION:.0%} of {machine_gb - 1:g} GiB available)",
+        "",
+        "| dataset | docs | queries | " + " | ".join(f"{dim}-d vectors → path" for dim in dims) + " |",
+        "|---|---:|---:|" + "---|" * len(dims),
+    ]
     for spec in sorted((s for s in datasets().values() if s.public), key=lambda s: -s.n_docs):
         cells = []
         for dim in dims:
@@ -211,9 +234,11 @@ def needs(n: int, dim: int, queries: int, budgets: list[str], baseline_mb: float
     emb = n * dim * 4
     base = int(baseline_mb * 2**20) + n * 24 + queries * dim * 4  # the process, the doc ids, the query vectors
     minimum = plan_search(1 << 62, base, queries, dim, 100, chunk).minimum
-    lines = [f"{n:,} docs × {dim}: disk {format_size(n * BYTES_PER_DOC_TEXT)} corpus + {format_size(emb)} cache; "
-             f"in memory ~{format_size(base + in_memory_bytes(n, dim, queries, 100, chunk))}; streamed: at least "
-             f"{format_size(minimum)}"]
+    lines = [
+        f"{n:,} docs × {dim}: disk {format_size(n * BYTES_PER_DOC_TEXT)} corpus + {format_size(emb)} cache; "
+        f"in memory ~{format_size(base + in_memory_bytes(n, dim, queries, 100, chunk))}; streamed: at least "
+        f"{format_size(minimum)}"
+    ]
     for budget in budgets:
         if budget not in ("none",) and not budget.startswith("+"):
             from harness.retrieval.streamed import parse_size
@@ -226,18 +251,29 @@ def needs(n: int, dim: int, queries: int, budgets: list[str], baseline_mb: float
 
 def measure(args) -> int:
     """Peak memory and stage times of `evaluate` per corpus size, index and budget."""
-    baseline = json.loads(subprocess.run(
-        [sys.executable, "-c", "import json, resource; import harness.pipeline.evaluate, numpy, faiss, pytrec_eval; "
-         "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))"],
-        capture_output=True, text=True, check=True).stdout)
+    baseline = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import json, resource; import harness.pipeline.evaluate, numpy, faiss, pytrec_eval; "
+                "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     print(f"baseline (python + harness + numpy + faiss + pytrec_eval imported): {baseline:.0f} MB")
     sizes, budgets = [int(x) for x in args.docs.split(",")], args.budgets.split(",")
     for n in sizes:
         print("\n".join(needs(n, args.dim, args.queries, budgets, baseline, args.chunk_size)))
     if args.plan:
         return 0
-    print(f"{'docs':>9} {'dim':>4} {'queries':>7} {'index':<6} {'search':<9} {'budget MB':>9} {'wall s':>7} "
-          f"{'peak MB':>8} {'anon MB':>8} {'emb MB':>7}  stages (s)                                        nDCG@10")
+    print(
+        f"{'docs':>9} {'dim':>4} {'queries':>7} {'index':<6} {'search':<9} {'budget MB':>9} {'wall s':>7} "
+        f"{'peak MB':>8} {'anon MB':>8} {'emb MB':>7}  stages (s)                                        nDCG@10"
+    )
     for n in sizes:
         folder = Path(args.workdir) / f"n{n}"
         shutil.rmtree(folder, ignore_errors=True)
@@ -247,7 +283,7 @@ def measure(args) -> int:
             return 1
         make_corpus(folder, n, args.queries)
         for kind in args.indexes.split(","):
-            for budget in (budgets if kind == "flat" else ["none"]):
+            for budget in budgets if kind == "flat" else ["none"]:
                 status = run_child(folder, kind, args.dim, budget, n, args.queries, args.chunk_size)
                 if status:
                     return status
@@ -257,9 +293,11 @@ def measure(args) -> int:
 
 def run_child(folder: Path, kind: str, dim: int, budget: str, n: int, queries: int, chunk_size: int) -> int:
     cache = folder / f"cache-{kind}"  # a cold cache per run: embeddings are written, then mapped
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(folder), kind, str(cache), str(dim), budget,
-                           str(chunk_size)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(folder), kind, str(cache), str(dim), budget, str(chunk_size)],
+        capture_output=True,
+        text=True,
+    )
     shutil.rmtree(cache, ignore_errors=True)
     if proc.returncode != 0:
         print(proc.stderr[-2000:])
@@ -267,9 +305,12 @@ def run_child(folder: Path, kind: str, dim: int, budget: str, n: int, queries: i
     r = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
     stages = ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items() if k != "total")
     shown = "-" if budget == "none" else f"{r['budget_mb']:.0f}"
-    print(f"{n:>9,} {dim:>4} {queries:>7} {kind:<6} {r['search']:<9} {shown:>9} {r['seconds']:>7.1f} "
-          f"{r['peak_rss_mb']:>8.0f} {r['peak_anon_mb']:>8.0f} {n * dim * 4 / 2**20:>7.0f}  {stages:<49} "
-          f"{r['ndcg10']:.4f}", flush=True)
+    print(
+        f"{n:>9,} {dim:>4} {queries:>7} {kind:<6} {r['search']:<9} {shown:>9} {r['seconds']:>7.1f} "
+        f"{r['peak_rss_mb']:>8.0f} {r['peak_anon_mb']:>8.0f} {n * dim * 4 / 2**20:>7.0f}  {stages:<49} "
+        f"{r['ndcg10']:.4f}",
+        flush=True,
+    )
     return 0
 
 

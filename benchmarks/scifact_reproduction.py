@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import _smoke
+
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 PUBLISHED = {"nDCG@10": 0.64508, "Recall@100": 0.92500, "MRR@10": 0.60472}  # MTEB, all-MiniLM-L6-v2, SciFact test
@@ -34,8 +35,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="../shared/data/beir/scifact")
     parser.add_argument("--out", default=None, help="also write the summary JSON here")
-    parser.add_argument("--smoke", action="store_true",
-                        help="seconds, on the lesson eval set with the hashing encoder: proves the script runs")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds, on the lesson eval set with the hashing encoder: proves the script runs",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
     print(_smoke.host_line())

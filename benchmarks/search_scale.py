@@ -50,12 +50,16 @@ def main() -> int:
     index.search(queries, args.depth)
     seconds = time.perf_counter() - started
     projected = seconds * MSMARCO_DOCS / args.docs
-    print(f"FAISS flat, {args.docs:,} docs x {args.queries:,} queries, top {args.depth}, {faiss.omp_get_max_threads()} "
-          f"threads: {seconds:.1f} s ({2 * args.docs * args.queries * args.dim / seconds / 1e9:.0f} GFLOP/s)")
+    print(
+        f"FAISS flat, {args.docs:,} docs x {args.queries:,} queries, top {args.depth}, {faiss.omp_get_max_threads()} "
+        f"threads: {seconds:.1f} s ({2 * args.docs * args.queries * args.dim / seconds / 1e9:.0f} GFLOP/s)"
+    )
     print(f"projected for MS MARCO ({MSMARCO_DOCS:,} passages): {projected:.0f} s = {projected / 60:.1f} min")
     for rate in (10_000, 30_000, 100_000):
-        print(f"  vs encoding MS MARCO on a GPU at {rate:,} docs/s: {MSMARCO_DOCS / rate / 60:.1f} min "
-              f"(search / encode = {projected / (MSMARCO_DOCS / rate):.2f})")
+        print(
+            f"  vs encoding MS MARCO on a GPU at {rate:,} docs/s: {MSMARCO_DOCS / rate / 60:.1f} min "
+            f"(search / encode = {projected / (MSMARCO_DOCS / rate):.2f})"
+        )
     return 0
 
 

@@ -110,8 +110,13 @@ def bm25_queries(n: int, words, seed: int = 1):
     rng = np.random.default_rng(seed)
     cumulative = np.cumsum(1.0 / np.arange(STOP_RANKS + 1, VOCABULARY + 1))
     cumulative /= cumulative[-1]
-    return [Query(f"q{i}", " ".join(words[STOP_RANKS + r] for r in np.searchsorted(
-        cumulative, rng.random(int(rng.integers(2, 9)))))) for i in range(n)]
+    return [
+        Query(
+            f"q{i}",
+            " ".join(words[STOP_RANKS + r] for r in np.searchsorted(cumulative, rng.random(int(rng.integers(2, 9))))),
+        )
+        for i in range(n)
+    ]
 
 
 def run_bm25(n: int, n_queries: int, variant: str):
@@ -142,8 +147,12 @@ def run_bm25(n: int, n_queries: int, variant: str):
     run = retriever.search(queries, 100)
     search_s = time.perf_counter() - started
     postings = int(retriever._bm25.scores["data"].size)
-    return index_s, search_s, after_index, {"postings": postings, "rss_start": rss_start,
-                                            "hits": sum(len(run[q.query_id]) for q in queries)}
+    return (
+        index_s,
+        search_s,
+        after_index,
+        {"postings": postings, "rss_start": rss_start, "hits": sum(len(run[q.query_id]) for q in queries)},
+    )
 
 
 def run_learned(n: int, n_queries: int, variant: str):
@@ -152,9 +161,9 @@ def run_learned(n: int, n_queries: int, variant: str):
     import time
 
     import numpy as np
+    from sparse_scale import rows
 
     from harness.retrieval.learned_sparse import SparseIndex
-    from sparse_scale import rows
 
     rng = np.random.default_rng(0)
     queries = rows(rng, n_queries, 40, 30522)
@@ -181,8 +190,9 @@ def run_learned(n: int, n_queries: int, variant: str):
 def child(kind: str, variant: str, n: int, n_queries: int) -> dict:
     """One size in a fresh process."""
     here = str(Path(__file__).resolve().parent)
-    proc = subprocess.run([sys.executable, "-c", CHILD, kind, variant, str(n), str(n_queries), here],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, kind, variant, str(n), str(n_queries), here], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{kind} at {n:,} docs failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -201,9 +211,12 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=["bm25", "learned"], default="bm25")
-    parser.add_argument("--variant", choices=["ids", "strings", "in-place", "stacked"], default=None,
-                        help="bm25: ids (default) or strings (the build before term ids); "
-                             "learned: in-place (default) or stacked")
+    parser.add_argument(
+        "--variant",
+        choices=["ids", "strings", "in-place", "stacked"],
+        default=None,
+        help="bm25: ids (default) or strings (the build before term ids); learned: in-place (default) or stacked",
+    )
     parser.add_argument("--sizes", default="250000,500000,1000000")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--max-rss-gb", type=float, default=8.0, help="skip a size the fit puts above this")
@@ -219,8 +232,10 @@ def main() -> int:
     sizes = [int(size) for size in args.sizes.split(",")]
     if any(kind == "bm25" for kind, _ in kinds):
         generated = child("generate", "-", sizes[0], 0)
-        print(f"generator alone: {sizes[0]:,} docs in {generated['generate_s']:.1f} s "
-              f"({generated['chars'] / sizes[0]:.0f} chars/doc)")
+        print(
+            f"generator alone: {sizes[0]:,} docs in {generated['generate_s']:.1f} s "
+            f"({generated['chars'] / sizes[0]:.0f} chars/doc)"
+        )
     for kind, variant in kinds:
         measure(kind, variant, sizes, args)
     return 0
@@ -229,8 +244,10 @@ def main() -> int:
 def measure(kind: str, variant: str, sizes: list[int], args) -> None:
     """Run each size of one kind, print its row, then the fitted per-document cost at `args.target`."""
     label = f"{kind} ({variant})"
-    print(f"{label}: {'docs':>10} {'postings':>12} {'index s':>8} {'search s':>9} {'ms/query':>9} "
-          f"{'start GB':>9} {'RSS index GB':>13} {'peak RSS GB':>12}")
+    print(
+        f"{label}: {'docs':>10} {'postings':>12} {'index s':>8} {'search s':>9} {'ms/query':>9} "
+        f"{'start GB':>9} {'RSS index GB':>13} {'peak RSS GB':>12}"
+    )
     rss, index_times, search_times = [], [], []
     for n in sizes:
         if len(rss) >= 2 and fit(rss)[0] * n + fit(rss)[1] > args.max_rss_gb * 2**30:
@@ -240,17 +257,22 @@ def measure(kind: str, variant: str, sizes: list[int], args) -> None:
         rss.append((n, row["rss_peak"]))
         index_times.append((n, row["index_s"]))
         search_times.append((n, row["search_s"] / args.queries))
-        print(f"{label}: {n:>10,} {row['postings']:>12,} {row['index_s']:>8.1f} {row['search_s']:>9.1f} "
-              f"{1000 * row['search_s'] / args.queries:>9.2f} {row['rss_start'] / 2**30:>9.2f} "
-              f"{row['rss_index'] / 2**30:>13.2f} "
-              f"{row['rss_peak'] / 2**30:>12.2f}", flush=True)
+        print(
+            f"{label}: {n:>10,} {row['postings']:>12,} {row['index_s']:>8.1f} {row['search_s']:>9.1f} "
+            f"{1000 * row['search_s'] / args.queries:>9.2f} {row['rss_start'] / 2**30:>9.2f} "
+            f"{row['rss_index'] / 2**30:>13.2f} "
+            f"{row['rss_peak'] / 2**30:>12.2f}",
+            flush=True,
+        )
     per_doc, fixed = fit(rss)
     per_doc_s, _ = fit(index_times)
     per_query, query_fixed = fit(search_times)
-    print(f"{label}: fitted from the rows above (a fit, not a measurement): {per_doc:.0f} bytes/doc peak RSS "
-          f"+ {fixed / 2**30:.2f} GB; {1e6 * per_doc_s:.1f} s per 1M docs to index; at {args.target:,} docs: "
-          f"peak RSS {(per_doc * args.target + fixed) / 2**30:.1f} GB, index {per_doc_s * args.target / 60:.0f} min, "
-          f"{1000 * (per_query * args.target + query_fixed):.0f} ms/query")
+    print(
+        f"{label}: fitted from the rows above (a fit, not a measurement): {per_doc:.0f} bytes/doc peak RSS "
+        f"+ {fixed / 2**30:.2f} GB; {1e6 * per_doc_s:.1f} s per 1M docs to index; at {args.target:,} docs: "
+        f"peak RSS {(per_doc * args.target + fixed) / 2**30:.1f} GB, index {per_doc_s * args.target / 60:.0f} min, "
+        f"{1000 * (per_query * args.target + query_fixed):.0f} ms/query"
+    )
 
 
 if __name__ == "__main__":

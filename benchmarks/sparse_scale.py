@@ -34,8 +34,9 @@ def rows(rng, n: int, active: int, vocabulary: int):
     weights /= weights.sum()
     columns = rng.choice(vocabulary, size=(n, active), p=weights)
     data = rng.random((n, active), dtype=np.float32) * 2
-    matrix = scipy.sparse.csr_matrix((data.ravel(), (np.repeat(np.arange(n), active), columns.ravel())),
-                                     shape=(n, vocabulary), dtype=np.float32)
+    matrix = scipy.sparse.csr_matrix(
+        (data.ravel(), (np.repeat(np.arange(n), active), columns.ravel())), shape=(n, vocabulary), dtype=np.float32
+    )
     matrix.sum_duplicates()
     return matrix
 
@@ -71,8 +72,10 @@ def main() -> int:
         index.search(query_ids, queries, 100)
         search = time.perf_counter() - started
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(f"{size:>9,} {index._matrix().nnz / size:>8.1f} {build:>8.2f} {search:>9.2f} "
-              f"{1000 * search / args.queries:>9.1f} {(peak - before) / 1024:>13.0f}")
+        print(
+            f"{size:>9,} {index._matrix().nnz / size:>8.1f} {build:>8.2f} {search:>9.2f} "
+            f"{1000 * search / args.queries:>9.1f} {(peak - before) / 1024:>13.0f}"
+        )
         del index
     return 0
 

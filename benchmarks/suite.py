@@ -45,7 +45,9 @@ def done(**values):
     print("RESULT " + json.dumps(values))
 """
 
-RAW = CHILD_PRELUDE + """
+RAW = (
+    CHILD_PRELUDE
+    + """
 from harness.retrieval.models import resolve_model_source, DEFAULT_MODEL
 from harness.io.formats import iter_corpus, locate_beir_folder
 from harness.records import doc_text
@@ -58,8 +60,11 @@ model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=T
 seconds = time.perf_counter() - start
 done(seconds=seconds, docs=len(texts), docs_per_s=len(texts) / seconds)
 """
+)
 
-OURS = CHILD_PRELUDE + """
+OURS = (
+    CHILD_PRELUDE
+    + """
 from pathlib import Path
 from harness.runtimes.spec import EncoderSpec
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
@@ -73,8 +78,11 @@ r = outcome.result
 done(seconds=time.perf_counter() - start, ndcg10=r.metrics["nDCG@10"], timings=r.timings,
      docs=r.config["n_docs"], cache=r.config["embedding_cache"])
 """
+)
 
-BEIR = CHILD_PRELUDE + """
+BEIR = (
+    CHILD_PRELUDE
+    + """
 import gzip, shutil, tempfile
 from pathlib import Path
 start = time.perf_counter()
@@ -100,8 +108,11 @@ with tempfile.TemporaryDirectory() as tmp:
     retriever.evaluate_custom(qrels, results, retriever.k_values, metric="mrr")
 done(seconds=time.perf_counter() - start, ndcg10=ndcg["NDCG@10"])
 """
+)
 
-SCORING = CHILD_PRELUDE + """
+SCORING = (
+    CHILD_PRELUDE
+    + """
 import random
 which = sys.argv[1]
 rng = random.Random(0)
@@ -131,11 +142,12 @@ else:
     value = ndcg["NDCG@10"]
 done(seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu, ndcg10=value)
 """
+)
 
 
 def child(code: str, *args: str) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"step failed:\n{proc.stderr[-3000:]}")
     line = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("RESULT "))
@@ -152,9 +164,15 @@ def best_of(rounds: int, code: str, which: tuple[str, ...]) -> dict[str, dict]:
     for _ in range(rounds):
         for name in which:
             runs[name].append(child(code, name))
-    return {name: {**results[0], "seconds": min(r["seconds"] for r in results),
-                   "cpu_seconds": min(r["cpu_seconds"] for r in results),
-                   "peak_rss_mb": max(r["peak_rss_mb"] for r in results)} for name, results in runs.items()}
+    return {
+        name: {
+            **results[0],
+            "seconds": min(r["seconds"] for r in results),
+            "cpu_seconds": min(r["cpu_seconds"] for r in results),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+        }
+        for name, results in runs.items()
+    }
 
 
 def machine() -> str:
@@ -165,8 +183,10 @@ def machine() -> str:
         pass
     import torch
 
-    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()}; python {platform.python_version()}, "
-            f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {platform.system()}; python {platform.python_version()}, "
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    )
 
 
 def openvino_backends(smoke: bool) -> list[str]:
@@ -185,8 +205,11 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="[benchmarks/suite-latest.md; with --smoke: none]")
     parser.add_argument("--scoring-only", action="store_true", help="only the 1M-line scoring step")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds of the scoring step (best kept)")
-    parser.add_argument("--smoke", action="store_true",
-                        help="seconds: every step on the lesson eval set, a tiny random model, 200 scoring queries")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: every step on the lesson eval set, a tiny random model, 200 scoring queries",
+    )
     args = parser.parse_args()
     print(_smoke.host_line())
     datasets = [] if args.scoring_only else ["scifact", "nfcorpus"] if args.full else ["scifact"]
@@ -195,8 +218,13 @@ def main() -> int:
     if work is not None:
         lines = [f"{_smoke.NOTICE} (ours cold and warm: the hashing encoder)", "", *lines]
         args.data, datasets = str(_smoke.DEMO.parent), [] if args.scoring_only else [_smoke.DEMO.name]
-        os.environ.update({"SUITE_MODEL": str(_smoke.tiny_model(work)), "SUITE_TORCH_MODEL": "hash:32",
-                           "SUITE_SCORING_QUERIES": "200"})  # read by the child steps
+        os.environ.update(
+            {
+                "SUITE_MODEL": str(_smoke.tiny_model(work)),
+                "SUITE_TORCH_MODEL": "hash:32",
+                "SUITE_SCORING_QUERIES": "200",
+            }
+        )  # read by the child steps
         args.rounds = 1
     elif args.out is None:
         args.out = "benchmarks/suite-latest.md"
@@ -224,8 +252,11 @@ def main() -> int:
             f"| ours, warm cache | {warm['seconds']:.1f} | {warm['peak_rss_mb']:.0f} | {warm['ndcg10']:.5f} |",
             f"| ours, cold cache, `--backend onnx-int8` | {int8['seconds']:.1f} | {int8['peak_rss_mb']:.0f} | "
             f"{int8['ndcg10']:.5f} |",
-            *(f"| ours, cold cache, `--backend {backend}` | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
-              f"{r['ndcg10']:.5f} |" for backend, r in openvino.items()),
+            *(
+                f"| ours, cold cache, `--backend {backend}` | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
+                f"{r['ndcg10']:.5f} |"
+                for backend, r in openvino.items()
+            ),
             f"| BEIR's pipeline | {beir['seconds']:.1f} | {beir['peak_rss_mb']:.0f} | {beir['ndcg10']:.5f} |",
             "",
             "| ratio | measured | target |",
@@ -233,8 +264,11 @@ def main() -> int:
             f"| ours cold / BEIR wall time | {cold['seconds'] / beir['seconds']:.3f} | ≤ 0.8 |",
             f"| ours cold with onnx-int8 / BEIR wall time | {int8['seconds'] / beir['seconds']:.3f} "
             f"(nDCG@10 {int8['ndcg10'] - cold['ndcg10']:+.5f} vs torch) | ≤ 0.8 |",
-            *(f"| ours cold with {backend} / BEIR wall time | {r['seconds'] / beir['seconds']:.3f} "
-              f"(nDCG@10 {r['ndcg10'] - cold['ndcg10']:+.5f} vs torch) | ≤ 0.35 |" for backend, r in openvino.items()),
+            *(
+                f"| ours cold with {backend} / BEIR wall time | {r['seconds'] / beir['seconds']:.3f} "
+                f"(nDCG@10 {r['ndcg10'] - cold['ndcg10']:+.5f} vs torch) | ≤ 0.35 |"
+                for backend, r in openvino.items()
+            ),
             f"| our encode throughput / raw encode throughput | {encode_rate / raw['docs_per_s']:.3f} "
             f"({encode_rate:.1f} vs {raw['docs_per_s']:.1f} docs/s; our encode stage includes the 300 queries) | ≥ 0.95 |",
             f"| ours warm / ours cold | {warm['seconds'] / cold['seconds']:.4f} | ≤ 0.05 |",
@@ -252,8 +286,10 @@ def main() -> int:
         "",
         "| scorer | wall s | CPU s | peak RSS MB | nDCG@10 |",
         "|---|---|---|---|---|",
-        *(f"| {which} | {r['seconds']:.3f} | {r['cpu_seconds']:.3f} | {r['peak_rss_mb']:.0f} | {r['ndcg10']:.6f} |"
-          for which, r in scoring.items()),
+        *(
+            f"| {which} | {r['seconds']:.3f} | {r['cpu_seconds']:.3f} | {r['peak_rss_mb']:.0f} | {r['ndcg10']:.6f} |"
+            for which, r in scoring.items()
+        ),
         "",
         f"ours / pytrec_eval = {ratio['seconds']:.2f} wall, {ratio['cpu_seconds']:.2f} CPU (target ≤ 1.3); "
         f"ours / BEIR = {scoring['ours']['seconds'] / scoring['beir']['seconds']:.2f} wall. Ours computes the same "

@@ -14,14 +14,51 @@ __version__ = "0.1.0"
 # A library never configures logging for its user; the CLI does (see harness.cli).
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_API = ("EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_status", "read_qrels", "read_run",
-        "score")
+_API = (
+    "EvaluateConfig",
+    "Qrels",
+    "Result",
+    "Run",
+    "evaluate",
+    "judge",
+    "pool_status",
+    "read_qrels",
+    "read_run",
+    "score",
+)
 # Every other command as a function (docs/python-api.md); `harness.api.__all__` lists the same names.
-_API += ("Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
-         "compression", "convert", "cost", "coverage", "crosscheck", "demo", "environment",
-         "download_dataset", "export", "fuse", "fuse_runs", "import_dataset", "inspect_results", "list_datasets",
-         "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
-         "third_party_bars", "validate")
+_API += (
+    "Comparison",
+    "agreement",
+    "bench",
+    "cache_entries",
+    "check_published",
+    "clear_cache",
+    "compare",
+    "compression",
+    "convert",
+    "cost",
+    "coverage",
+    "crosscheck",
+    "demo",
+    "environment",
+    "download_dataset",
+    "export",
+    "fuse",
+    "fuse_runs",
+    "import_dataset",
+    "inspect_results",
+    "list_datasets",
+    "merge_judgments",
+    "pool",
+    "read_results",
+    "remove_dataset",
+    "report",
+    "report_page",
+    "retrieve",
+    "third_party_bars",
+    "validate",
+)
 
 
 def __getattr__(name: str):

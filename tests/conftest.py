@@ -74,16 +74,21 @@ class _NetworkGuard:
         self.violations: list[str] = []
 
     def refuse(self, what: str, target) -> None:
-        message = (f"network guard: a test tried to {what} {target!r}, outside the loopback interface "
-                   "(tests may only talk to 127.0.0.1/::1/localhost or AF_UNIX; see tests/conftest.py)")
+        message = (
+            f"network guard: a test tried to {what} {target!r}, outside the loopback interface "
+            "(tests may only talk to 127.0.0.1/::1/localhost or AF_UNIX; see tests/conftest.py)"
+        )
         self.violations.append(message)
         raise NetworkGuardError(message)
 
     def check_address(self, sock, what: str, address) -> None:
         import socket
 
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) \
-                and not is_loopback_host(address[0]):
+        if (
+            sock.family in (socket.AF_INET, socket.AF_INET6)
+            and isinstance(address, tuple)
+            and not is_loopback_host(address[0])
+        ):
             self.refuse(what, address)
 
     def install(self) -> None:
@@ -104,8 +109,11 @@ class _NetworkGuard:
             guard.check_address(sock, "send a datagram to", rest[-1])
             return sendto(sock, data, *rest)
 
-        socket.socket.connect, socket.socket.connect_ex, socket.socket.sendto = \
-            guarded_connect, guarded_connect_ex, guarded_sendto
+        socket.socket.connect, socket.socket.connect_ex, socket.socket.sendto = (
+            guarded_connect,
+            guarded_connect_ex,
+            guarded_sendto,
+        )
         for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr"):
             setattr(socket, name, self._resolver(name, getattr(socket, name)))
 
@@ -152,6 +160,7 @@ def pytest_runtest_call(item):
 def tiny_bert(tmp_path_factory):
     """Builds a 2-layer BERT bi-encoder (mean pooling, normalized) with random weights (seed 0) and a word-level
     vocabulary of the given words, saved as a sentence-transformers folder: the real loading code runs offline."""
+
     def build(words: Sequence[str]) -> Path:
         import torch
         from sentence_transformers import SentenceTransformer, models
@@ -160,8 +169,14 @@ def tiny_bert(tmp_path_factory):
         folder = tmp_path_factory.mktemp("models")
         vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
         torch.manual_seed(0)
-        config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=128, max_position_embeddings=64)
+        config = BertConfig(
+            vocab_size=len(vocab),
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            max_position_embeddings=64,
+        )
         BertModel(config).save_pretrained(folder / "raw")
         BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder / "raw")
         transformer = models.Transformer(str(folder / "raw"), max_seq_length=32)
@@ -372,7 +387,7 @@ def http_server():
                 step = max(1, len(payload) // 20)
                 for start in range(0, len(payload), step):
                     try:
-                        self.wfile.write(payload[start:start + step])
+                        self.wfile.write(payload[start : start + step])
                         self.wfile.flush()
                     except OSError:
                         return  # the client went away
@@ -462,8 +477,13 @@ def start_paused(marker: Path, mode: str, target: str, nth: int, cli_args: list[
     import sys
     import time
 
-    proc = subprocess.Popen([sys.executable, "-c", PAUSE_RUNNER, str(marker), mode, target, str(nth), *cli_args],
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, stderr=subprocess.PIPE, text=True, **popen)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PAUSE_RUNNER, str(marker), mode, target, str(nth), *cli_args],
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
     deadline = time.monotonic() + 60
     while not marker.exists():
         if proc.poll() is not None:

@@ -33,9 +33,9 @@ else:
 with instrumented:
     from harness.datasets.convert import ConvertOptions, convert_eval_set, convert_tables
     from harness.errors import HarnessError
+    from harness.evaluation.metrics import parse_k_values, parse_metric
     from harness.io.formats import iter_corpus, iter_queries
     from harness.io.trec import read_qrels, read_run
-    from harness.evaluation.metrics import parse_k_values, parse_metric
 
 WORK = Path(tempfile.mkdtemp(prefix="beir-harness-atheris-"))
 GOOD = {"queries.csv": b"id,text\nq1,hello\n", "qrels.csv": b"qid,docid,score\nq1,d1,1\n"}
@@ -51,6 +51,7 @@ def _reader(name: str, read: Callable[[Path], object]) -> Callable[[bytes], None
             read(path)
         except HarnessError:
             pass
+
     return target
 
 
@@ -64,12 +65,15 @@ def _conversion(name: str, convert: Callable[[Path, Path], object]) -> Callable[
             if out.exists():
                 raise AssertionError("a failed conversion left its output folder") from None
         shutil.rmtree(out, ignore_errors=True)
+
     return target
 
 
 def _table(suffix: str) -> Callable[[bytes], None]:
-    return _conversion(f"docs{suffix}", lambda corpus, out: convert_tables(
-        corpus, WORK / "queries.csv", WORK / "qrels.csv", out, ConvertOptions()))
+    return _conversion(
+        f"docs{suffix}",
+        lambda corpus, out: convert_tables(corpus, WORK / "queries.csv", WORK / "qrels.csv", out, ConvertOptions()),
+    )
 
 
 def _metric(data: bytes) -> None:

@@ -32,9 +32,11 @@ def test_the_documented_examples_run(tmp_path, monkeypatch, capsys, page):
 
 
 def test_import_harness_loads_nothing_heavy_until_a_name_is_used():
-    code = ("import sys, harness; assert 'harness.api' not in sys.modules and 'torch' not in sys.modules; "
-            "from harness import score, Qrels; assert 'harness.api' in sys.modules; "
-            "print(score(Qrels({'q': {'d': 1}}), {'q': {'d': 1.0}}, ['nDCG@10']).means)")
+    code = (
+        "import sys, harness; assert 'harness.api' not in sys.modules and 'torch' not in sys.modules; "
+        "from harness import score, Qrels; assert 'harness.api' in sys.modules; "
+        "print(score(Qrels({'q': {'d': 1}}), {'q': {'d': 1.0}}, ['nDCG@10']).means)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "{'nDCG@10': 1.0}" in result.stdout
@@ -71,8 +73,11 @@ def _all_examples(page: str) -> list[str]:
 
 
 def test_every_python_example_of_the_docs_is_run_by_a_test():
-    pages = {str(path.relative_to(ROOT)) for path in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
-             if _all_examples(str(path.relative_to(ROOT)))}
+    pages = {
+        str(path.relative_to(ROOT))
+        for path in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+        if _all_examples(str(path.relative_to(ROOT)))
+    }
     assert pages == PAGES_WITH_EXAMPLES, "a page with a ```python example needs a test that runs it (here)"
 
 
@@ -141,7 +146,9 @@ def test_report_compare_and_export_give_the_stored_values(results_dir):
     (test,) = harness.compare(first, second, ["nDCG@3"], rounds=200)
     a, b = (stored[r.label]["per_query"] for r in (first, second))
     queries = sorted(a)
-    assert test.mean_b - test.mean_a == pytest.approx(sum(b[q]["nDCG@3"] - a[q]["nDCG@3"] for q in queries) / len(queries))
+    assert test.mean_b - test.mean_a == pytest.approx(
+        sum(b[q]["nDCG@3"] - a[q]["nDCG@3"] for q in queries) / len(queries)
+    )
     expected_p = ttest_rel([b[q]["nDCG@3"] for q in queries], [a[q]["nDCG@3"] for q in queries]).pvalue
     assert test.p_t_test == pytest.approx(expected_p)
 
@@ -226,8 +233,9 @@ def test_convert_retrieve_and_datasets_from_python(tmp_path, monkeypatch):
     with pytest.raises(HarnessError, match="unknown column role 'doc_id'"):
         harness.convert(tmp_path / "x", *tables, columns={"doc_id": "sku"})
     assert not (tmp_path / "x").exists()
-    summary = harness.convert(tmp_path / "set", *tables, delimiter="pipe", columns={"corpus_id": "sku",
-                                                                                     "qrels_doc": "doc"})
+    summary = harness.convert(
+        tmp_path / "set", *tables, delimiter="pipe", columns={"corpus_id": "sku", "qrels_doc": "doc"}
+    )
     assert (summary.n_docs, summary.n_judgments) == (2, 1)
     docs = [json.loads(line) for line in (tmp_path / "set" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(d["_id"], d["text"]) for d in docs] == [("A", "red shoes"), ("B", "blue coat")]
@@ -251,8 +259,11 @@ def test_bench_from_python_scores_as_pytrec_eval(tiny_beir, tmp_path, monkeypatc
     assert [cell.status for cell in grid.cells] == ["done", "done"]
     qrels = {"q1": {"d1": 2, "d2": 1}, "q2": {"d3": 1, "d4": 0}, "q3": {"d5": 1}}  # tests/data/tiny's test split
     for cell in grid.cells:
-        (path,) = [p for p in (tmp_path / "out").rglob("test.run.trec") if json.loads(
-            p.with_name("test.json").read_text(encoding="utf-8"))["label"] == cell.model]
+        (path,) = [
+            p
+            for p in (tmp_path / "out").rglob("test.run.trec")
+            if json.loads(p.with_name("test.json").read_text(encoding="utf-8"))["label"] == cell.model
+        ]
         per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.3"}).evaluate(dict(_trec(path)))
         expected = sum(per_query.get(q, {"ndcg_cut_3": 0.0})["ndcg_cut_3"] for q in qrels) / len(qrels)
         assert cell.metrics["nDCG@3"] == pytest.approx(expected)
@@ -260,31 +271,34 @@ def test_bench_from_python_scores_as_pytrec_eval(tiny_beir, tmp_path, monkeypatc
         harness.bench(["bm25"], [tiny_beir], k=3)
 
 
-@pytest.mark.parametrize(("argv", "function"), [
-    (["convert", "--qrels", "q.csv", "--out", "o"], "convert"),
-    (["report", "r"], "report"),
-    (["report", "r", "--format", "html"], "report_page"),
-    (["report", "r", "--check-published"], "check_published"),
-    (["report", "r", "--compression"], "compression"),
-    (["report", "r", "--cost"], "cost"),
-    (["export", "r", "--format", "csv"], "export"),
-    (["pool", "d", "--systems", "bm25", "--out", "p"], "pool"),
-    (["judgments", "merge", ".", "a.csv"], "merge_judgments"),
-    (["judgments", "agreement", "."], "agreement"),
-    (["bench", "--models", "bm25", "--datasets", "x"], "bench"),
-    (["retrieve", "x", "--out", "r.trec", "--model", "bm25"], "retrieve"),
-    (["validate", "x"], "validate"),
-    (["inspect", "a.json"], "inspect_results"),
-    (["demo", "--model", "bm25"], "demo"),
-    (["crosscheck", "x"], "crosscheck"),
-    (["datasets", "list"], "list_datasets"),
-    (["datasets", "download", "x"], "download_dataset"),
-    (["datasets", "import", "x"], "import_dataset"),
-    (["datasets", "remove", "x"], "remove_dataset"),
-    (["cache", "list"], "cache_entries"),
-    (["cache", "clear", "--dry-run"], "clear_cache"),
-    (["env"], "environment"),
-])
+@pytest.mark.parametrize(
+    ("argv", "function"),
+    [
+        (["convert", "--qrels", "q.csv", "--out", "o"], "convert"),
+        (["report", "r"], "report"),
+        (["report", "r", "--format", "html"], "report_page"),
+        (["report", "r", "--check-published"], "check_published"),
+        (["report", "r", "--compression"], "compression"),
+        (["report", "r", "--cost"], "cost"),
+        (["export", "r", "--format", "csv"], "export"),
+        (["pool", "d", "--systems", "bm25", "--out", "p"], "pool"),
+        (["judgments", "merge", ".", "a.csv"], "merge_judgments"),
+        (["judgments", "agreement", "."], "agreement"),
+        (["bench", "--models", "bm25", "--datasets", "x"], "bench"),
+        (["retrieve", "x", "--out", "r.trec", "--model", "bm25"], "retrieve"),
+        (["validate", "x"], "validate"),
+        (["inspect", "a.json"], "inspect_results"),
+        (["demo", "--model", "bm25"], "demo"),
+        (["crosscheck", "x"], "crosscheck"),
+        (["datasets", "list"], "list_datasets"),
+        (["datasets", "download", "x"], "download_dataset"),
+        (["datasets", "import", "x"], "import_dataset"),
+        (["datasets", "remove", "x"], "remove_dataset"),
+        (["cache", "list"], "cache_entries"),
+        (["cache", "clear", "--dry-run"], "clear_cache"),
+        (["env"], "environment"),
+    ],
+)
 def test_the_commands_call_the_api(argv, function, monkeypatch, tmp_path):
     from click.testing import CliRunner
 
@@ -312,12 +326,19 @@ def _tiny_bi_encoder(folder: Path) -> Path:
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"apple banana cherry date fig grape".split()]
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=32)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
     BertModel(config).save_pretrained(folder / "raw")
     BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder / "raw")
-    model = SentenceTransformer(modules=[models.Transformer(str(folder / "raw"), max_seq_length=16),
-                                         models.Pooling(16, "mean")])
+    model = SentenceTransformer(
+        modules=[models.Transformer(str(folder / "raw"), max_seq_length=16), models.Pooling(16, "mean")]
+    )
     model.save(str(folder / "model"))
     return folder / "model"
 
@@ -345,17 +366,31 @@ def test_evaluate_draws_no_loading_weights_bar_unless_asked(tiny_beir, tmp_path,
         (transformers_logging.enable_progress_bar if was else transformers_logging.disable_progress_bar)()
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda d: harness.convert(d / "out", qrels=d / "j.csv", delimeter="pipe"),
-     "unknown setting `delimeter`; convert takes "),
-    (lambda d: harness.convert(d / "out", qrels=d / "j.csv", columns={"doc_id": "sku"}),
-     "unknown column role 'doc_id'; use corpus_id, corpus_text"),
-    (lambda d: harness.bench(["bm25"], [d], k=3), "unknown setting `k`; EvaluateConfig has"),
-    (lambda d: harness.report_page(d, metrc="nDCG@10"), "unknown setting `metrc`; the page takes alpha"),
-    (lambda d: harness.export(d, "xlsx"), "unknown export format 'xlsx'; use mteb, csv or trec"),
-    (lambda d: harness.agreement([d], scale="3-0"), "scale"),
-], ids=["convert-keyword", "convert-column-role", "bench-keyword", "report-page-keyword", "export-format",
-        "agreement-scale"])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda d: harness.convert(d / "out", qrels=d / "j.csv", delimeter="pipe"),
+            "unknown setting `delimeter`; convert takes ",
+        ),
+        (
+            lambda d: harness.convert(d / "out", qrels=d / "j.csv", columns={"doc_id": "sku"}),
+            "unknown column role 'doc_id'; use corpus_id, corpus_text",
+        ),
+        (lambda d: harness.bench(["bm25"], [d], k=3), "unknown setting `k`; EvaluateConfig has"),
+        (lambda d: harness.report_page(d, metrc="nDCG@10"), "unknown setting `metrc`; the page takes alpha"),
+        (lambda d: harness.export(d, "xlsx"), "unknown export format 'xlsx'; use mteb, csv or trec"),
+        (lambda d: harness.agreement([d], scale="3-0"), "scale"),
+    ],
+    ids=[
+        "convert-keyword",
+        "convert-column-role",
+        "bench-keyword",
+        "report-page-keyword",
+        "export-format",
+        "agreement-scale",
+    ],
+)
 def test_a_wrong_argument_is_one_line_naming_it_and_writes_nothing(call, message, tmp_path):
     (tmp_path / "j.csv").write_text("qid,doc,grade\nq1,d1,1\n", encoding="utf-8")
     with pytest.raises(HarnessError) as caught:

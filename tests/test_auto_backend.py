@@ -37,7 +37,7 @@ class Timed:
 
     def encode_docs(self, texts):
         self.clock.now += self.per_text * len(texts)
-        vectors = self.base[:len(texts)].copy()
+        vectors = self.base[: len(texts)].copy()
         vectors[:, 0] += self.tilt * np.abs(vectors).sum(axis=1)  # a larger tilt, a smaller cosine to the reference
         return vectors
 
@@ -45,8 +45,13 @@ class Timed:
         return {"name": "fake", "per_text": self.per_text}
 
 
-CANDIDATES = [Candidate("torch"), Candidate("torch", "bf16"), Candidate("onnx"), Candidate("onnx-int8"),
-              Candidate("openvino")]
+CANDIDATES = [
+    Candidate("torch"),
+    Candidate("torch", "bf16"),
+    Candidate("onnx"),
+    Candidate("onnx-int8"),
+    Candidate("openvino"),
+]
 
 
 def _encoders(clock, costs: dict[str, float], tilts: dict[str, float]):
@@ -72,8 +77,9 @@ def test_fastest_within_the_bound_is_picked_under_a_fake_clock(tmp_path):
         expected[name] = cosine.mean() >= 0.994 and cosine.min() >= 0.98
     assert not expected["openvino"] and expected["onnx-int8"]  # the test's premise
     fastest = min((name for name in costs if expected[name]), key=costs.get)
-    choice = pick_backend(encoders["torch"].fingerprint(), sample, lambda c: encoders[c.name], tmp_path, CANDIDATES,
-                          timer=clock)
+    choice = pick_backend(
+        encoders["torch"].fingerprint(), sample, lambda c: encoders[c.name], tmp_path, CANDIDATES, timer=clock
+    )
     assert choice["picked"] == fastest == "onnx-int8"
     assert (choice["backend"], choice["precision"]) == ("onnx-int8", "fp32")
     rows = {row["backend"]: row for row in choice["candidates"]}
@@ -102,8 +108,9 @@ def test_auto_without_a_candidate_within_the_bound_runs_torch_fp32(tmp_path, cap
     costs = {"torch": 0.04, "onnx": 0.01, "openvino": 0.01}
     encoders = _encoders(clock, costs, {"onnx": 0.5, "openvino": 0.5})
     chosen = [Candidate("torch"), Candidate("onnx"), Candidate("openvino")]
-    choice = pick_backend(encoders["torch"].fingerprint(), ["x"] * 32, lambda c: encoders[c.name], None, chosen,
-                          timer=clock)
+    choice = pick_backend(
+        encoders["torch"].fingerprint(), ["x"] * 32, lambda c: encoders[c.name], None, chosen, timer=clock
+    )
     assert (choice["backend"], choice["precision"]) == ("torch", "fp32")
     assert choice["reason"].startswith("no candidate met the quality bound")
 
@@ -139,9 +146,25 @@ def tiny_model(tiny_bert) -> Path:
 
 
 def _evaluate(tiny_beir, tiny_model, tmp_path, backend: str, out: str) -> dict:
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
-                                      backend, "--json", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
-                                      "--output-dir", str(tmp_path / out)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            str(tiny_model),
+            "--backend",
+            backend,
+            "--json",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / out),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -161,14 +184,32 @@ def test_real_probe_is_cached_recorded_and_hashed_as_the_pick(tiny_model, tiny_b
     monkeypatch.setattr(encode, "load_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
     second = _evaluate(tiny_beir, tiny_model, tmp_path, "auto", "b")
     monkeypatch.setattr(encode, "load_encoder", real_load)
-    assert second["config"]["backend_auto"]["probe"]["cached"] and second["config"]["backend_auto"]["picked"] == \
-        record["picked"]
+    assert (
+        second["config"]["backend_auto"]["probe"]["cached"]
+        and second["config"]["backend_auto"]["picked"] == record["picked"]
+    )
     assert second["config"]["embedding_cache"] == "hit"
-    named = ["--backend", record["backend"]] + (["--precision", record["precision"]]
-                                                if record["precision"] != "fp32" else [])
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), *named, "--json",
-                                      "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
-                                      str(tmp_path / "c")])
+    named = ["--backend", record["backend"]] + (
+        ["--precision", record["precision"]] if record["precision"] != "fp32" else []
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            str(tiny_model),
+            *named,
+            "--json",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "c"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     explicit = json.loads(result.stdout)
     assert explicit["config_hash"] == first["config_hash"] == second["config_hash"]
@@ -186,11 +227,25 @@ def test_auto_where_nothing_meets_the_bound_runs_torch_with_a_note(tiny_model, t
 
 def test_auto_with_a_precision_is_one_line(tiny_beir, tmp_path):
     """auto picks the precision itself: naming one too is refused before anything loads or is written."""
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--backend", "auto", "--precision", "bf16",
-                                      "--output-dir", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--backend",
+            "auto",
+            "--precision",
+            "bf16",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+    )
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "Error: --backend auto picks the precision too; leave --precision at fp32, or name the backend")
+        "Error: --backend auto picks the precision too; leave --precision at fp32, or name the backend"
+    )
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache" / "auto-backend").exists()
 
 
@@ -201,17 +256,33 @@ def test_bench_with_auto_probes_per_cell_and_skips_a_finished_cell(tiny_model, t
     from harness.retrieval import encode
 
     def bench():
-        return CliRunner().invoke(cli, ["bench", "--models", str(tiny_model), "--datasets", str(tiny_beir),
-                                        "--backend", "auto", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
-                                        "--output-dir", str(tmp_path / "out")])
+        return CliRunner().invoke(
+            cli,
+            [
+                "bench",
+                "--models",
+                str(tiny_model),
+                "--datasets",
+                str(tiny_beir),
+                "--backend",
+                "auto",
+                "--device",
+                "cpu",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--output-dir",
+                str(tmp_path / "out"),
+            ],
+        )
 
     result = bench()
     assert result.exit_code == 0, result.stderr
     assert "1 cells: 1 done, 0 skipped" in result.stdout
     path = next((tmp_path / "out").glob("*/*/*.json"))
     stored = json.loads(path.read_text(encoding="utf-8"))
-    assert stored["config"]["backend_auto"]["picked"] in {row["backend"] for row in
-                                                          stored["config"]["backend_auto"]["candidates"]}
+    assert stored["config"]["backend_auto"]["picked"] in {
+        row["backend"] for row in stored["config"]["backend_auto"]["candidates"]
+    }
     assert stored["config"]["backend"] == stored["config"]["backend_auto"]["backend"]
     written = path.stat().st_mtime_ns
     monkeypatch.setattr(encode, "load_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
@@ -227,10 +298,16 @@ def test_env_bench_says_what_auto_would_pick(flags):
     native, the fastest row within both cosine bounds."""
     from harness.pipeline.environment import format_bench
 
-    rows = [{"backend": name, "docs_per_s": rate, "vs_torch": rate / 10, "cosine_mean": mean, "cosine_min": low}
-            for name, rate, mean, low in [("torch", 10, 1, 1), ("onnx-int8", 20, 0.9946, 0.9899),
-                                          ("openvino-int8", 50, 0.9999, 0.999), ("torch bf16", 30, 0.9999, 0.9999),
-                                          ("openvino", 25, 0.993, 0.99)]]
+    rows = [
+        {"backend": name, "docs_per_s": rate, "vs_torch": rate / 10, "cosine_mean": mean, "cosine_min": low}
+        for name, rate, mean, low in [
+            ("torch", 10, 1, 1),
+            ("onnx-int8", 20, 0.9946, 0.9899),
+            ("openvino-int8", 50, 0.9999, 0.999),
+            ("torch bf16", 30, 0.9999, 0.9999),
+            ("openvino", 25, 0.993, 0.99),
+        ]
+    ]
     host = {"cpu": "test", "kernel_class": "x", "cpu_flags": flags, "cores_used": 2}
     expected = "torch bf16" if "avx512_bf16" in flags else "onnx-int8"  # openvino: mean cosine under 0.994
     assert format_bench(rows, host, 8).splitlines()[-1].startswith(f"--backend auto would pick: {expected} (")
@@ -238,9 +315,23 @@ def test_env_bench_says_what_auto_would_pick(flags):
 
 @pytest.mark.parametrize("model", ["bm25", "hash:16"])
 def test_auto_with_a_first_stage_without_weights_probes_nothing(model, tiny_beir, tmp_path):
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", model, "--backend", "auto",
-                                      "--json", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            model,
+            "--backend",
+            "auto",
+            "--json",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert "backend_auto" not in json.loads(result.stdout)["config"]
     assert not (tmp_path / "cache" / "auto-backend").exists()
@@ -248,9 +339,23 @@ def test_auto_with_a_first_stage_without_weights_probes_nothing(model, tiny_beir
 
 def test_auto_on_an_empty_corpus_is_the_usual_one_line(tiny_model, tiny_beir, tmp_path):
     (tiny_beir / "corpus.jsonl").write_text("", encoding="utf-8")
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend", "auto",
-                                      "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            str(tiny_model),
+            "--backend",
+            "auto",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 1
     assert "the corpus is empty" in result.stderr.strip().splitlines()[-1]
     assert not list((tmp_path / "out").glob("**/*.json"))

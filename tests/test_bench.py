@@ -9,8 +9,8 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-import harness.retrieval.encode
 import harness.pipeline.evaluate
+import harness.retrieval.encode
 from harness.cli import cli
 
 
@@ -23,8 +23,23 @@ def grid(tiny_beir, tmp_path, monkeypatch, fake_encoder):
 
 
 def _bench(datasets, out, *extra):
-    return CliRunner().invoke(cli, ["-q", "bench", "--models", "fake-bow,bm25", "--datasets", ",".join(datasets),
-                                    "--output-dir", str(out), "--k", "1,10", "--no-cache", *extra])
+    return CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--models",
+            "fake-bow,bm25",
+            "--datasets",
+            ",".join(datasets),
+            "--output-dir",
+            str(out),
+            "--k",
+            "1,10",
+            "--no-cache",
+            *extra,
+        ],
+    )
 
 
 def test_grid_writes_every_cell_and_the_long_csv(grid):
@@ -96,8 +111,10 @@ def _forum_qrels(seed: int) -> dict[str, dict[str, int]]:
 
     rng = random.Random(seed)
     queries = rng.sample(["q1", "q2", "q3", "q4"], rng.randint(1, 4))
-    return {q: {d: rng.randint(1, 2) for d in rng.sample(["d1", "d2", "d3", "d4", "d5"], rng.randint(1, 3))}
-            for q in queries}
+    return {
+        q: {d: rng.randint(1, 2) for d in rng.sample(["d1", "d2", "d3", "d4", "d5"], rng.randint(1, 3))}
+        for q in queries
+    }
 
 
 def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monkeypatch, fake_encoder, tiny_beir):
@@ -111,13 +128,29 @@ def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monk
     for i, forum in enumerate(forums):
         shutil.copytree(tiny_beir, data / "cqadupstack" / forum)
         judgments[forum] = _forum_qrels(i)
-        lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{g}" for q, docs in judgments[forum].items()
-                                                   for d, g in docs.items()]
+        lines = ["query-id\tcorpus-id\tscore"] + [
+            f"{q}\t{d}\t{g}" for q, docs in judgments[forum].items() for d, g in docs.items()
+        ]
         (data / "cqadupstack" / forum / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
     (data / "cqadupstack" / ".beir-harness.json").write_text('{"name": "cqadupstack"}')
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["-q", "bench", "--models", "bm25", "--datasets", "cqadupstack", "--data-dir",
-                                      str(data), "--output-dir", str(out), "--k", "10"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--models",
+            "bm25",
+            "--datasets",
+            "cqadupstack",
+            "--data-dir",
+            str(data),
+            "--output-dir",
+            str(out),
+            "--k",
+            "10",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert "12 cells: 12 done" in result.stdout
     lines = result.stdout.splitlines()
@@ -132,8 +165,9 @@ def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monk
     mean = statistics.fmean(per_forum.values())
     pooled = sum(per_forum[f] * len(judgments[f]) for f in forums) / sum(len(judgments[f]) for f in forums)
     assert len({f"{v:.4f}" for v in (mean, pooled, per_forum[forums[0]], statistics.median(per_forum.values()))}) == 4
-    assert next(line for line in lines if line.startswith("cqadupstack (mean of 12 forums)")).split()[-1] == \
-        f"{mean:.4f}"
+    assert (
+        next(line for line in lines if line.startswith("cqadupstack (mean of 12 forums)")).split()[-1] == f"{mean:.4f}"
+    )
     report = json.loads(CliRunner().invoke(cli, ["report", str(out), "--format", "json"]).stdout)
     (row,) = [row for row in report["rows"] if row["dataset"] == "cqadupstack"]
     assert [value for key, value in row.items() if key != "dataset"] == [pytest.approx(mean, abs=1e-12)]
@@ -201,9 +235,22 @@ def _assert_run_file_is(path, expected: dict[str, dict[str, float]]) -> None:
 
 def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
     datasets, out = grid
-    result = CliRunner().invoke(cli, ["-q", "bench", "--systems", "rrf(fake-bow, bm25), wsum(bm25, fake-bow, "
-                                      "weights=0.3:0.7, norm=zscore)", "--datasets", datasets[0], "--output-dir",
-                                      str(out), "--k", "1,10", "--no-cache"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--systems",
+            "rrf(fake-bow, bm25), wsum(bm25, fake-bow, weights=0.3:0.7, norm=zscore)",
+            "--datasets",
+            datasets[0],
+            "--output-dir",
+            str(out),
+            "--k",
+            "1,10",
+            "--no-cache",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     header = [h.strip() for h in result.stdout.splitlines()[0].split("  ") if h.strip()]
     assert header[1:3] == ["fake-bow", "bm25"] and len(set(header[1:])) == 4  # members first, then each fusion
@@ -215,29 +262,48 @@ def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
     by_method = {json.loads(path.read_text())["config"]["fusion"]["method"]: path for path in fused}
     assert set(by_method) == {"rrf", "wsum"}
     _assert_run_file_is(by_method["rrf"].with_suffix(".run.trec"), _rrf([members["fake-bow"], members["bm25"]]))
-    _assert_run_file_is(by_method["wsum"].with_suffix(".run.trec"),
-                        _wsum_zscore([members["bm25"], members["fake-bow"]], [0.3, 0.7]))
+    _assert_run_file_is(
+        by_method["wsum"].with_suffix(".run.trec"), _wsum_zscore([members["bm25"], members["fake-bow"]], [0.3, 0.7])
+    )
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert len({row["label"] for row in rows}) == 4  # one label per system, fusions included
     # A rerun skips the evaluated systems and fuses again (milliseconds).
-    again = CliRunner().invoke(cli, ["-q", "bench", "--systems", "rrf(fake-bow, bm25)", "--datasets", datasets[0],
-                                     "--output-dir", str(out), "--k", "1,10", "--no-cache"])
+    again = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--systems",
+            "rrf(fake-bow, bm25)",
+            "--datasets",
+            datasets[0],
+            "--output-dir",
+            str(out),
+            "--k",
+            "1,10",
+            "--no-cache",
+        ],
+    )
     assert "3 cells: 1 done, 2 skipped" in again.stdout
 
 
-@pytest.mark.parametrize("systems, message", [
-    ("rrf(bm25)", "at least two runs"),
-    ("borda(bm25, x)", "unknown fusion method 'borda'"),
-    ("rrf(bm25, x, alpha=2)", "unknown fusion setting 'alpha'"),
-    ("wsum(bm25, x, weights=1:2:3)", "3 weights for 2 runs"),
-    ("rrf(bm25, x, k=sixty)", "k='sixty' is not a valid value"),
-    ("rrf(bm25, rrf(a, b))", "a fusion of a fusion"),
-    ("rrf(bm25, x", "is never closed"),
-])
+@pytest.mark.parametrize(
+    "systems, message",
+    [
+        ("rrf(bm25)", "at least two runs"),
+        ("borda(bm25, x)", "unknown fusion method 'borda'"),
+        ("rrf(bm25, x, alpha=2)", "unknown fusion setting 'alpha'"),
+        ("wsum(bm25, x, weights=1:2:3)", "3 weights for 2 runs"),
+        ("rrf(bm25, x, k=sixty)", "k='sixty' is not a valid value"),
+        ("rrf(bm25, rrf(a, b))", "a fusion of a fusion"),
+        ("rrf(bm25, x", "is never closed"),
+    ],
+)
 def test_a_malformed_fusion_is_one_line_naming_it(grid, systems, message):
     datasets, out = grid
-    result = CliRunner().invoke(cli, ["-q", "bench", "--systems", systems, "--datasets", datasets[0],
-                                      "--output-dir", str(out), "--no-cache"])
+    result = CliRunner().invoke(
+        cli, ["-q", "bench", "--systems", systems, "--datasets", datasets[0], "--output-dir", str(out), "--no-cache"]
+    )
     assert result.exit_code != 0 and message in result.output, result.output
     assert not (out / "tiny").exists()
 
@@ -250,8 +316,20 @@ def test_a_fusion_of_a_failed_system_fails_alone(grid, tmp_path, monkeypatch):
 
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", no_model)
     datasets, out = grid
-    result = CliRunner().invoke(cli, ["-q", "bench", "--systems", "bm25, rrf(bm25, " + str(tmp_path / "nomodel") +
-                                      ")", "--datasets", datasets[0], "--output-dir", str(out), "--no-cache"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--systems",
+            "bm25, rrf(bm25, " + str(tmp_path / "nomodel") + ")",
+            "--datasets",
+            datasets[0],
+            "--output-dir",
+            str(out),
+            "--no-cache",
+        ],
+    )
     assert result.exit_code == 1
     assert "failed, so it cannot be fused" in result.stdout and (out / "tiny" / "bm25" / "test.json").is_file()
 
@@ -260,13 +338,30 @@ def test_split_systems_keeps_commas_inside_parentheses():
     from harness.pipeline.systems import split_systems
 
     assert split_systems("bm25, rrf(bm25, e5, k=10) ,bm25 >> ce@50,bm25") == [
-        "bm25", "rrf(bm25, e5, k=10)", "bm25 >> ce@50"]
+        "bm25",
+        "rrf(bm25, e5, k=10)",
+        "bm25 >> ce@50",
+    ]
 
 
 def test_warnings_name_their_cell(grid):
     datasets, out = grid
-    result = CliRunner().invoke(cli, ["-q", "bench", "--models", "bm25", "--datasets", ",".join(datasets),
-                                      "--output-dir", str(out), "--k", "1,10", "--no-cache"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--models",
+            "bm25",
+            "--datasets",
+            ",".join(datasets),
+            "--output-dir",
+            str(out),
+            "--k",
+            "1,10",
+            "--no-cache",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "judged queries have no results" in line]
     # One per cell, each saying which: the same warning without its cell would not tell the two apart.

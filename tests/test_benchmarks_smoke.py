@@ -32,35 +32,56 @@ HOST = r"^host: .+, \d+ cores, kernel class \S+"
 NUMBER = r"-?\d+(\.\d+)?"
 # What each script's smoke run must print besides the host line: the lines that carry its result.
 RESULT_LINES = {
-    "bm25_published.py": [r"^published scifact: bm25 · pyserini flat 0\.6789", rf"^demo +{NUMBER} ",
-                          r"^largest \|delta\| vs bm25 · pyserini flat: "],
+    "bm25_published.py": [
+        r"^published scifact: bm25 · pyserini flat 0\.6789",
+        rf"^demo +{NUMBER} ",
+        r"^largest \|delta\| vs bm25 · pyserini flat: ",
+    ],
     "cache_warm.py": [rf"^warm / cold = {NUMBER}", r"all metrics identical: True$"],
-    "checkpoint.py": [rf"^rerun {NUMBER} s = {NUMBER} of the uninterrupted run; metrics identical: True",
-                      r"^store with checkpoints / without = .*identical bytes: True"],
+    "checkpoint.py": [
+        rf"^rerun {NUMBER} s = {NUMBER} of the uninterrupted run; metrics identical: True",
+        r"^store with checkpoints / without = .*identical bytes: True",
+    ],
     "compression.py": [r"warm sweep of 20 cells", rf"^  64  binary rescore2 +{NUMBER}"],
     "convert_scale.py": [rf"^ +300 +{NUMBER} +{NUMBER}"],
     "endpoint.py": [rf"^  concurrency 16: +{NUMBER} texts/s"],
     "fusion.py": [rf"^  dbsf\(bm25, hash:64\) +nDCG@10 {NUMBER}", rf"^  dbsf +fuse +{NUMBER} s +score"],
-    "gpu.py": [r"^no GPU: smoke on CPU", rf"^scifact +fp32 +12 .* {NUMBER}", r"^checks: (\d+) of \1 ok; skipped cells: none"],
+    "gpu.py": [
+        r"^no GPU: smoke on CPU",
+        rf"^scifact +fp32 +12 .* {NUMBER}",
+        r"^checks: (\d+) of \1 ok; skipped cells: none",
+    ],
     "index_choices.py": [rf"^synthetic ivfpq .* {NUMBER}", rf"^synthetic sq8 +{NUMBER}"],
     "llm_judge.py": [rf"^  concurrency 16: +{NUMBER} pairs/s", r"^  rerun from the cache: .* 0 requests$"],
     "nanobeir_projection.py": [rf"^  long \(whole\) +{NUMBER} docs/s"],
-    "onnx_backend.py": [r"^  fused graph, signed, per channel +\d", r"^onnx-int8: .* by operator type",
-                        rf"^  onnx-int8 +{NUMBER} +{NUMBER}x torch", rf"^  demo +{NUMBER} "],
+    "onnx_backend.py": [
+        r"^  fused graph, signed, per channel +\d",
+        r"^onnx-int8: .* by operator type",
+        rf"^  onnx-int8 +{NUMBER} +{NUMBER}x torch",
+        rf"^  demo +{NUMBER} ",
+    ],
     "pool.py": [r"^depth +10: \d+ pairs to judge over \d+ queries", r"^judging page: \d+ pairs .* MB$"],
-    "ray_search.py": [rf"^  ray-sharded \(\d+ shards, 2-CPU local cluster\): {NUMBER} s",
-                      r"^sharded / local = .*identical runs: True$"],
-    "rerank.py": [rf"^depth +10: +\d+ pairs"],
-    "scale.py": [rf"^ +1,000 +384 +200 ivf +ivf +- +{NUMBER}", rf"^ +40,000 +1024 +200 flat +streamed +\d+ +{NUMBER}",
-                 rf"^onnx-int8 +{NUMBER} docs/s", r"^\| nfcorpus \| 3,633 \| 323 \| 0\.01 GiB → in memory"],
+    "ray_search.py": [
+        rf"^  ray-sharded \(\d+ shards, 2-CPU local cluster\): {NUMBER} s",
+        r"^sharded / local = .*identical runs: True$",
+    ],
+    "rerank.py": [r"^depth +10: +\d+ pairs"],
+    "scale.py": [
+        rf"^ +1,000 +384 +200 ivf +ivf +- +{NUMBER}",
+        rf"^ +40,000 +1024 +200 flat +streamed +\d+ +{NUMBER}",
+        rf"^onnx-int8 +{NUMBER} docs/s",
+        r"^\| nfcorpus \| 3,633 \| 323 \| 0\.01 GiB → in memory",
+    ],
     "scifact_reproduction.py": [rf"^nDCG@10 +{NUMBER}", r"^encode throughput: "],
     "search_scale.py": [rf"^projected for MS MARCO .*: {NUMBER} s"],
     "sparse_scale.py": [rf"^ +2,000 +{NUMBER} +{NUMBER}"],
-    "sparse_index_scale.py": [rf"^bm25 \(strings\): +3,000 +[\d,]+ +{NUMBER}",
-                              rf"^bm25 \(ids\): +3,000 +[\d,]+ +{NUMBER}",
-                              rf"^learned \(stacked\): +3,000 +[\d,]+ +{NUMBER}",
-                              rf"^learned \(in-place\): +3,000 +[\d,]+ +{NUMBER}",
-                              r"^learned \(in-place\): fitted from"],
+    "sparse_index_scale.py": [
+        rf"^bm25 \(strings\): +3,000 +[\d,]+ +{NUMBER}",
+        rf"^bm25 \(ids\): +3,000 +[\d,]+ +{NUMBER}",
+        rf"^learned \(stacked\): +3,000 +[\d,]+ +{NUMBER}",
+        rf"^learned \(in-place\): +3,000 +[\d,]+ +{NUMBER}",
+        r"^learned \(in-place\): fitted from",
+    ],
     "suite.py": [rf"^\| BEIR's pipeline \| {NUMBER} ", rf"^ours / pytrec_eval = {NUMBER}"],
 }
 # Files a benchmark must never touch outside its own, explicit full run.
@@ -71,14 +92,21 @@ def _environment(scratch: Path) -> dict[str, str]:
     for name in ("tmp", "cache", "data", "home"):
         (scratch / name).mkdir(parents=True, exist_ok=True)
     env = {key: value for key, value in os.environ.items() if key != "OUT"}  # gpu.py writes $OUT/gpu.json
-    env.update({
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "TMPDIR": str(scratch / "tmp"), "BEIR_HARNESS_CACHE_DIR": str(scratch / "cache"),
-        "BEIR_HARNESS_DATA_DIR": str(scratch / "data"), "XDG_CACHE_HOME": str(scratch / "home"),
-        "HF_HOME": str(scratch / "home" / "hf"), "MPLCONFIGDIR": str(scratch / "home"),
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-        "OMP_NUM_THREADS": "1",  # two runs at a time share the cores
-    })
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            "TMPDIR": str(scratch / "tmp"),
+            "BEIR_HARNESS_CACHE_DIR": str(scratch / "cache"),
+            "BEIR_HARNESS_DATA_DIR": str(scratch / "data"),
+            "XDG_CACHE_HOME": str(scratch / "home"),
+            "HF_HOME": str(scratch / "home" / "hf"),
+            "MPLCONFIGDIR": str(scratch / "home"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "OMP_NUM_THREADS": "1",  # two runs at a time share the cores
+        }
+    )
     return env
 
 
@@ -87,8 +115,15 @@ def _smoke(script: str, scratch: Path) -> subprocess.CompletedProcess:
     ``scratch/trace.txt``, which `test_smoke_runs_never_leave_loopback` reads."""
     command = traced([sys.executable, str(BENCHMARKS / script), "--smoke"], scratch / "trace.txt")
     # A session of its own, so a timeout also ends the script's children (suite.py's steps, endpoint.py's server).
-    with subprocess.Popen(command, cwd=ROOT, env=_environment(scratch),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
+    with subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=_environment(scratch),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
         try:
             out, err = proc.communicate(timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -100,11 +135,14 @@ def _smoke(script: str, scratch: Path) -> subprocess.CompletedProcess:
 
 def _repository_state() -> dict[str, str]:
     """The guarded files' digests and, in a git checkout, every changed or untracked path."""
-    state = {name: hashlib.sha256((ROOT / name).read_bytes()).hexdigest() if (ROOT / name).exists() else "absent"
-             for name in GUARDED}
+    state = {
+        name: hashlib.sha256((ROOT / name).read_bytes()).hexdigest() if (ROOT / name).exists() else "absent"
+        for name in GUARDED
+    }
     if (ROOT / ".git").exists():
-        proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True, text=True
+        )
         if proc.returncode == 0:
             state["git status"] = proc.stdout
     return state
@@ -147,8 +185,11 @@ def test_smoke_runs_never_leave_loopback(smoke_runs, script):
     Ray's daemons, suite.py's steps) made no connect or send outside loopback."""
     _, futures = smoke_runs
     futures[script].result()
-    check_stayed_home(futures[script].trace.read_text(errors="replace"), f"benchmarks/{script} --smoke",
-                      unreachable_ok=script == "pool.py")  # Chromium's refused IPv6 probe: tests/browser.py
+    check_stayed_home(
+        futures[script].trace.read_text(errors="replace"),
+        f"benchmarks/{script} --smoke",
+        unreachable_ok=script == "pool.py",
+    )  # Chromium's refused IPv6 probe: tests/browser.py
 
 
 def test_smoke_runs_write_nothing_into_the_repository(smoke_runs):
@@ -170,8 +211,11 @@ def _options(script: str) -> tuple[set[str], set[str]]:
     """(its --options, the choices of its positional arguments), read from its argparse calls."""
     text = (BENCHMARKS / script).read_text(encoding="utf-8")
     options = set(re.findall(r'add_argument\(\s*"(--[\w-]+)"', text)) | {"--help"}
-    choices = {c for group in re.findall(r'add_argument\(\s*"[a-z]\w*",\s*choices=\[([^\]]*)\]', text)
-               for c in re.findall(r'"([^"]+)"', group)}
+    choices = {
+        c
+        for group in re.findall(r'add_argument\(\s*"[a-z]\w*",\s*choices=\[([^\]]*)\]', text)
+        for c in re.findall(r'"([^"]+)"', group)
+    }
     return options, choices
 
 

@@ -8,14 +8,13 @@ import logging
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
-import harness.retrieval.encode
-import harness.pipeline.evaluate
-from harness.io.cache import clear_entries, list_entries
-from harness.cli import cli
-from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
-
 from conftest import FakeEncoder
+
+import harness.pipeline.evaluate
+import harness.retrieval.encode
+from harness.cli import cli
+from harness.io.cache import clear_entries, list_entries
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 
 class CachingFake(FakeEncoder):
@@ -30,8 +29,13 @@ class CachingFake(FakeEncoder):
 
 
 def _run(folder, tmp_path, encoder, **overrides):
-    options = {"dataset_path": folder, "output_dir": None, "progress": False, "cache_dir": tmp_path / "cache",
-               "k_values": (1, 10)}
+    options = {
+        "dataset_path": folder,
+        "output_dir": None,
+        "progress": False,
+        "cache_dir": tmp_path / "cache",
+        "k_values": (1, 10),
+    }
     options.update(overrides)
     return evaluate_dataset(EvaluateConfig(**options), encoder=encoder)
 
@@ -123,8 +127,10 @@ def test_unwritable_cache_dir_warns_and_continues(tiny_beir, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="harness"):
         outcome = _run(tiny_beir, tmp_path, CachingFake())
     assert "not writable" in caplog.text
-    assert outcome.result.metrics["nDCG@10"] == _run(tiny_beir, tmp_path, CachingFake(), cache=False).result.metrics[
-        "nDCG@10"]
+    assert (
+        outcome.result.metrics["nDCG@10"]
+        == _run(tiny_beir, tmp_path, CachingFake(), cache=False).result.metrics["nDCG@10"]
+    )
 
 
 def test_no_cache_writes_nothing(tiny_beir, tmp_path):
@@ -207,9 +213,7 @@ def test_the_default_cache_is_per_user_not_per_folder(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])
 def test_approximate_index_is_cached_and_a_damaged_one_rebuilt(tiny_beir, tmp_path, caplog, kind, monkeypatch):
-    from harness.retrieval.index import IndexSpec
-
-    from harness.retrieval.index import VectorIndex
+    from harness.retrieval.index import IndexSpec, VectorIndex
 
     builds = []  # one entry per document added to a new index: a build, not a load from the cache
     original = VectorIndex.add
@@ -250,15 +254,21 @@ def test_warm_run_needs_no_model_at_all(tiny_beir, tmp_path, monkeypatch, defaul
         return default_encoder
 
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", counting_load)
-    config = {"dataset_path": tiny_beir, "output_dir": None, "progress": False, "cache_dir": tmp_path / "cache",
-              "k_values": (1, 10)}
+    config = {
+        "dataset_path": tiny_beir,
+        "output_dir": None,
+        "progress": False,
+        "cache_dir": tmp_path / "cache",
+        "k_values": (1, 10),
+    }
     cold = evaluate_dataset(EvaluateConfig(**config))
     warm = evaluate_dataset(EvaluateConfig(**config))
     assert len(loads) == 1  # the warm run used the remembered fingerprint and the cached vectors
     assert warm.result.metrics == cold.result.metrics
     assert warm.result.config["embedding_cache"] == "hit"
-    assert {k: v for k, v in warm.result.config.items() if k != "embedding_cache"} == \
-        {k: v for k, v in cold.result.config.items() if k != "embedding_cache"}
+    assert {k: v for k, v in warm.result.config.items() if k != "embedding_cache"} == {
+        k: v for k, v in cold.result.config.items() if k != "embedding_cache"
+    }
     # New queries: the stand-in loads the model, once, to encode them.
     with open(tiny_beir / "queries.jsonl", "a") as handle:
         handle.write('{"_id": "q9", "text": "grape"}\n')

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from harness.io.cache import embedding_entry
-from harness.retrieval.encode import encode_corpus, load_encoder
 from harness.records import Doc
+from harness.retrieval.encode import encode_corpus, load_encoder
 
 
 def _docs(n: int) -> list[Doc]:
@@ -30,21 +30,23 @@ class Recorder:
 
 def test_checkpoints_do_not_change_the_vectors_and_are_reused_exactly(tmp_path):
     docs = _docs(50)
-    (ids, plain, _), = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False)
+    ((ids, plain, _),) = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False)
     entry = embedding_entry(tmp_path, {"kind": "corpus"})
     entry.start(100)
     pieces = []
     entry_write = entry.write_piece
     entry.write_piece = lambda *args: (pieces.append(args[2]), entry_write(*args))[1]
     first = Recorder()
-    (_, checkpointed, _), = encode_corpus(first, iter(docs), chunk_size=100, batch_size=4, progress=False,
-                                          store=entry, checkpoint_seconds=0)
+    ((_, checkpointed, _),) = encode_corpus(
+        first, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry, checkpoint_seconds=0
+    )
     np.testing.assert_array_equal(checkpointed, plain)
     assert len(pieces) == 12  # 13 batches: a piece after each but the last (the chunk itself is stored then)
     # A rerun of the unfinished chunk encodes only the batch that was never checkpointed.
     again = Recorder()
-    (rerun_ids, resumed, seconds), = encode_corpus(again, iter(docs), chunk_size=100, batch_size=4, progress=False,
-                                                   store=entry, checkpoint_seconds=0)
+    ((rerun_ids, resumed, seconds),) = encode_corpus(
+        again, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry, checkpoint_seconds=0
+    )
     assert rerun_ids == ids and len(again.batches) == 1 and again.batches[0] == first.batches[-1]
     np.testing.assert_array_equal(resumed, plain)
     entry.write_chunk(0, ids, resumed)
@@ -55,8 +57,17 @@ def test_checkpoints_do_not_change_the_vectors_and_are_reused_exactly(tmp_path):
 def test_no_checkpoint_before_the_time_has_passed(tmp_path):
     entry = embedding_entry(tmp_path, {"kind": "corpus"})
     entry.start(100)
-    list(encode_corpus(Recorder(), iter(_docs(50)), chunk_size=100, batch_size=4, progress=False, store=entry,
-                       checkpoint_seconds=3600))
+    list(
+        encode_corpus(
+            Recorder(),
+            iter(_docs(50)),
+            chunk_size=100,
+            batch_size=4,
+            progress=False,
+            store=entry,
+            checkpoint_seconds=3600,
+        )
+    )
     assert not list(entry.root.glob("*.piece-*"))
 
 
@@ -68,9 +79,10 @@ def test_a_damaged_or_foreign_piece_is_ignored(tmp_path):
     entry.write_piece(0, "foreign", ["zz"], np.ones((1, 32), np.float32))  # not a document of this chunk
     (entry.root / "chunk-00000.piece-torn.ids.json").write_text('["d3"]')  # its vectors never landed
     assert entry.stored(0, [d.doc_id for d in docs]) is None
-    (_, vectors, _), = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False,
-                                     store=entry)
-    (_, plain, _), = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False)
+    ((_, vectors, _),) = encode_corpus(
+        Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry
+    )
+    ((_, plain, _),) = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False)
     np.testing.assert_array_equal(vectors, plain)
 
 
@@ -107,8 +119,11 @@ def test_checkpoint_seconds_must_not_be_negative(tiny_beir, tmp_path):
 def test_the_progress_bar_says_how_many_documents_are_stored(tmp_path, capsys):
     entry = embedding_entry(tmp_path, {"kind": "corpus"})
     entry.start(100)
-    list(encode_corpus(Recorder(), iter(_docs(50)), chunk_size=20, batch_size=4, progress=True, store=entry,
-                       checkpoint_seconds=0))
+    list(
+        encode_corpus(
+            Recorder(), iter(_docs(50)), chunk_size=20, batch_size=4, progress=True, store=entry, checkpoint_seconds=0
+        )
+    )
     assert "stored=" in capsys.readouterr().err
 
 
@@ -133,15 +148,27 @@ def test_out_of_memory_keeps_the_encoded_batches_and_says_what_fits(tmp_path):
     docs = _docs(40)
     entry = embedding_entry(tmp_path, {"kind": "corpus"})
     entry.start(100)
-    with pytest.raises(HarnessError, match=r"ran out of memory on a batch of 4 texts \(chunk 0\); 8 documents are "
-                                           r"stored .*--batch-size 2\)"):
-        list(encode_corpus(Failing(torch.OutOfMemoryError("CUDA out of memory"), 3), iter(docs), chunk_size=100,
-                           batch_size=4, progress=False, store=entry, checkpoint_seconds=3600))
+    with pytest.raises(
+        HarnessError,
+        match=r"ran out of memory on a batch of 4 texts \(chunk 0\); 8 documents are "
+        r"stored .*--batch-size 2\)",
+    ):
+        list(
+            encode_corpus(
+                Failing(torch.OutOfMemoryError("CUDA out of memory"), 3),
+                iter(docs),
+                chunk_size=100,
+                batch_size=4,
+                progress=False,
+                store=entry,
+                checkpoint_seconds=3600,
+            )
+        )
     stored = entry.stored(0, [d.doc_id for d in docs])
     assert stored is not None and len(stored[0]) == 8  # the two batches before the failure
     again = Recorder()
-    (_, vectors, _), = encode_corpus(again, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry)
-    (_, plain, _), = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False)
+    ((_, vectors, _),) = encode_corpus(again, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry)
+    ((_, plain, _),) = encode_corpus(Recorder(), iter(docs), chunk_size=100, batch_size=4, progress=False)
     assert len(again.batches) == 8 and np.array_equal(vectors, plain)
 
 
@@ -150,8 +177,17 @@ def test_ctrl_c_mid_chunk_stores_what_was_encoded(tmp_path):
     entry = embedding_entry(tmp_path, {"kind": "corpus"})
     entry.start(100)
     with pytest.raises(KeyboardInterrupt):
-        list(encode_corpus(Failing(KeyboardInterrupt(), 6), iter(docs), chunk_size=100, batch_size=4,
-                           progress=False, store=entry, checkpoint_seconds=3600))
+        list(
+            encode_corpus(
+                Failing(KeyboardInterrupt(), 6),
+                iter(docs),
+                chunk_size=100,
+                batch_size=4,
+                progress=False,
+                store=entry,
+                checkpoint_seconds=3600,
+            )
+        )
     assert len(entry.stored(0, [d.doc_id for d in docs])[0]) == 20
 
 
@@ -173,11 +209,11 @@ def test_token_budget_and_the_pipelined_path_give_the_plain_vectors(default_enco
     from harness.records import doc_text
 
     docs = [Doc(f"d{i}", "T", " ".join(f"term{(i * k) % 50}" for k in range(1 + (i * 7) % 60))) for i in range(40)]
-    (ids, plain, _), = encode_corpus(default_encoder, iter(docs), batch_size=8, progress=False)
-    (_, budget, _), = encode_corpus(default_encoder, iter(docs), batch_size=8, progress=False, token_budget=300)
+    ((ids, plain, _),) = encode_corpus(default_encoder, iter(docs), batch_size=8, progress=False)
+    ((_, budget, _),) = encode_corpus(default_encoder, iter(docs), batch_size=8, progress=False, token_budget=300)
     pipelined = replace(default_encoder, _pipelined=True)
     assert pipelined.pipelined and not default_encoder.pipelined  # on a CPU, only when asked
-    (piped_ids, piped, _), = encode_corpus(pipelined, iter(docs), batch_size=8, progress=False, token_budget=300)
+    ((piped_ids, piped, _),) = encode_corpus(pipelined, iter(docs), batch_size=8, progress=False, token_budget=300)
     assert piped_ids == ids == [d.doc_id for d in docs]  # input order
     np.testing.assert_allclose(budget, plain, atol=1e-5)
     np.testing.assert_allclose(piped, plain, atol=1e-5)

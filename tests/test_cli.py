@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import harness.retrieval.encode
 import harness.pipeline.evaluate
+import harness.retrieval.encode
 from harness.cli import cli
 from harness.io.trec import read_run
 
@@ -69,21 +69,38 @@ def test_evaluate_prints_table_and_writes_results(runner, tiny_beir, tmp_path, f
 
 
 def test_evaluate_json_to_stdout(runner, tiny_beir, tmp_path, fake_model):
-    result = runner.invoke(cli, ["-q", "evaluate", str(tiny_beir), "--json", "--output-dir", str(tmp_path),
-                                 "--ignore-identical-ids", "--top-k", "4", "--k", "2"])
+    result = runner.invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--json",
+            "--output-dir",
+            str(tmp_path),
+            "--ignore-identical-ids",
+            "--top-k",
+            "4",
+            "--k",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["config"]["ignore_identical_ids"] is True
     assert data["config"]["top_k"] == 4
     # --k 2 is stored with the standard cutoffs up to the depth (4)
-    assert list(data["metrics"])[:3] == ["nDCG@1", "nDCG@2", "nDCG@3"] and len(data["metrics"]) == 22  # 7 families at 3 cutoffs, and R-Prec
+    assert (
+        list(data["metrics"])[:3] == ["nDCG@1", "nDCG@2", "nDCG@3"] and len(data["metrics"]) == 22
+    )  # 7 families at 3 cutoffs, and R-Prec
 
 
 def test_evaluate_external_run(runner, tiny_beir, tmp_path):
     run_file = tmp_path / "r.trec"
     run_file.write_text("q1 Q0 d1 1 1.0 x\n")
-    result = runner.invoke(cli, ["evaluate", str(tiny_beir), "--run", str(run_file), "--k", "1",
-                                 "--output-dir", str(tmp_path)])
+    result = runner.invoke(
+        cli, ["evaluate", str(tiny_beir), "--run", str(run_file), "--k", "1", "--output-dir", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     assert re.search(r"Recall@1 +0\.1667", result.stdout)  # q1 finds 1 of 2; q2, q3 score 0
 
@@ -110,8 +127,9 @@ def test_evaluate_errors_are_one_line_and_write_nothing(runner, tiny_beir, tmp_p
 
 
 def test_python_dash_m_help_from_repo_root():
-    proc = subprocess.run([sys.executable, "-m", "harness", "--help"], cwd=REPO, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert "evaluate" in proc.stdout and "demo" in proc.stdout
 
@@ -134,17 +152,25 @@ def test_library_errors_name_settings_and_the_cli_shows_options(tiny_beir, tmp_p
 
     with pytest.raises(HarnessError, match="`top_k` 5 is smaller than the largest cutoff 10; raise `top_k`"):
         evaluate_dataset(EvaluateConfig(tiny_beir, model="bm25", top_k=5, k_values=(10,), output_dir=None))
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--top-k", "5", "--k", "10",
-                                      "--output-dir", str(tmp_path)])
+    result = CliRunner().invoke(
+        cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--top-k", "5", "--k", "10", "--output-dir", str(tmp_path)]
+    )
     assert result.exit_code == 1 and "--top-k 5 is smaller than the largest cutoff 10; raise --top-k" in result.stderr
     assert "`" not in result.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ["evaluate", "x", "--k", "x"], ["report", "--metric", "nDGC@10"], ["bench", "--models", "bm25", "--datasets", "x",
-                                                                          "--metric", "nDGC@10"],
-    ["compare", "a.json"], ["evalute"], ["--bogus"], ["inspect", "a.json", "--worst", "0"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["evaluate", "x", "--k", "x"],
+        ["report", "--metric", "nDGC@10"],
+        ["bench", "--models", "bm25", "--datasets", "x", "--metric", "nDGC@10"],
+        ["compare", "a.json"],
+        ["evalute"],
+        ["--bogus"],
+        ["inspect", "a.json", "--worst", "0"],
+    ],
+)
 def test_a_command_line_mistake_is_one_line_and_exit_2_in_every_command(args):
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, result.output
@@ -153,14 +179,20 @@ def test_a_command_line_mistake_is_one_line_and_exit_2_in_every_command(args):
 
 
 def test_global_flags_work_anywhere_on_the_line(tiny_beir, tmp_path):
-    quiet_after = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir",
-                                           str(tmp_path), "-q"])
+    quiet_after = CliRunner().invoke(
+        cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(tmp_path), "-q"]
+    )
     assert quiet_after.exit_code == 0, quiet_after.output
     assert "INFO" not in quiet_after.stderr and "nDCG@10" in quiet_after.stdout
-    assert "INFO" not in CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir",
-                                                  str(tmp_path)]).stderr  # quiet by default
-    verbose_after = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir",
-                                             str(tmp_path), "-v"])
+    assert (
+        "INFO"
+        not in CliRunner()
+        .invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(tmp_path)])
+        .stderr
+    )  # quiet by default
+    verbose_after = CliRunner().invoke(
+        cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(tmp_path), "-v"]
+    )
     assert verbose_after.exit_code == 0 and "INFO" in verbose_after.stderr
 
 
@@ -170,11 +202,25 @@ def test_runs_in_trec_msmarco_and_json_formats_score_the_same(runner, tiny_beir,
     msmarco = "".join(f"{q}\t{d}\t{r}\n" for q, docs in ranking.items() for r, d in enumerate(docs, 1))
     as_json = json.dumps({q: {d: 10.0 - r for r, d in enumerate(docs, 1)} for q, docs in ranking.items()})
     metrics = {}
-    for name, text, fmt in (("run.trec", trec, "trec"), ("run.tsv", msmarco, "msmarco"), ("run.json", as_json, "json"),
-                            ("run.txt", as_json, "json")):  # a JSON run without the extension: sniffed
+    for name, text, fmt in (
+        ("run.trec", trec, "trec"),
+        ("run.tsv", msmarco, "msmarco"),
+        ("run.json", as_json, "json"),
+        ("run.txt", as_json, "json"),
+    ):  # a JSON run without the extension: sniffed
         (tmp_path / name).write_text(text)
-        result = runner.invoke(cli, ["evaluate", str(tiny_beir), "--run", str(tmp_path / name), "--json",
-                                     "--output-dir", str(tmp_path / "out" / name)])
+        result = runner.invoke(
+            cli,
+            [
+                "evaluate",
+                str(tiny_beir),
+                "--run",
+                str(tmp_path / name),
+                "--json",
+                "--output-dir",
+                str(tmp_path / "out" / name),
+            ],
+        )
         assert result.exit_code == 0, result.output
         data = json.loads(result.stdout)
         assert data["config"]["run_format"] == fmt
@@ -186,28 +232,86 @@ def test_retrieve_writes_the_run_evaluate_would_score(runner, tiny_beir, tmp_pat
     out = tmp_path / "bm25.trec"
     result = runner.invoke(cli, ["retrieve", str(tiny_beir), "--model", "bm25", "--out", str(out), "--top-k", "3"])
     assert result.exit_code == 0, result.output
-    scored = json.loads(runner.invoke(cli, ["evaluate", str(tiny_beir), "--run", str(out), "--k", "1,3", "--json",
-                                            "--output-dir", str(tmp_path / "a")]).stdout)
-    direct = json.loads(runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--k", "1,3", "--top-k", "3",
-                                            "--json", "--output-dir", str(tmp_path / "b")]).stdout)
+    scored = json.loads(
+        runner.invoke(
+            cli,
+            [
+                "evaluate",
+                str(tiny_beir),
+                "--run",
+                str(out),
+                "--k",
+                "1,3",
+                "--json",
+                "--output-dir",
+                str(tmp_path / "a"),
+            ],
+        ).stdout
+    )
+    direct = json.loads(
+        runner.invoke(
+            cli,
+            [
+                "evaluate",
+                str(tiny_beir),
+                "--model",
+                "bm25",
+                "--k",
+                "1,3",
+                "--top-k",
+                "3",
+                "--json",
+                "--output-dir",
+                str(tmp_path / "b"),
+            ],
+        ).stdout
+    )
     assert {name: scored["metrics"][name] for name in direct["metrics"]} == direct["metrics"]
     # No judgments needed, and queries of one's own.
     shutil.rmtree(tiny_beir / "qrels")
     (tmp_path / "mine.jsonl").write_text('{"_id": "new1", "text": "zucchini"}\n')
     mine = tmp_path / "mine.trec"
-    result = runner.invoke(cli, ["retrieve", str(tiny_beir), "--model", "hash:32", "--queries",
-                                 str(tmp_path / "mine.jsonl"), "--out", str(mine), "--no-cache"])
+    result = runner.invoke(
+        cli,
+        [
+            "retrieve",
+            str(tiny_beir),
+            "--model",
+            "hash:32",
+            "--queries",
+            str(tmp_path / "mine.jsonl"),
+            "--out",
+            str(mine),
+            "--no-cache",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert set(read_run(mine)) == {"new1"} and read_run(mine).name == "hash:32"
 
 
 def test_settings_a_first_stage_ignores_are_named_and_not_recorded(runner, tiny_beir, tmp_path):
-    result = runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--index", "hnsw", "--query-prefix",
-                                 "q: ", "--json", "--output-dir", str(tmp_path)])
+    result = runner.invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "bm25",
+            "--index",
+            "hnsw",
+            "--query-prefix",
+            "q: ",
+            "--json",
+            "--output-dir",
+            str(tmp_path),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "BM25 does not use --index hnsw, --query-prefix: ignored, and not recorded in the result" in result.stderr
     data = json.loads(result.stdout)
-    assert "index" not in data["config"] and data["variant"] == "" and (tmp_path / "tiny" / "bm25" / "test.json").exists()
+    assert (
+        "index" not in data["config"] and data["variant"] == "" and (tmp_path / "tiny" / "bm25" / "test.json").exists()
+    )
 
 
 @pytest.mark.parametrize("command", ["evaluate", "bench", "retrieve"])
@@ -215,7 +319,7 @@ def test_run_options_are_grouped_in_help(command):
     text = CliRunner().invoke(cli, [command, "--help"]).stdout
     positions = [text.index(f"\n{section}:\n") for section in ("Data", "Model", "Retrieval and index", "Engine")]
     assert positions == sorted(positions)
-    options = text[text.index("\nData:\n"):]  # the description's examples come before
+    options = text[text.index("\nData:\n") :]  # the description's examples come before
     assert options.index("--hnsw-m") > options.index("Retrieval and index:") > options.index("--precision")
     assert options.index("--ray-address") > options.index("\nEngine:\n")
 

@@ -9,26 +9,41 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.datasets import published
 from harness.cli import cli
+from harness.datasets import published
+from harness.errors import HarnessError
 from harness.io.trec import read_run
 from harness.reporting.comparison import build_comparison, check_published, load_results, render
-from harness.errors import HarnessError
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 
 
-def write_result(root: Path, dataset: str, model: str, per_query: dict[str, float], split: str = "test",
-                 metric: str = "nDCG@10", extra: dict | None = None) -> Path:
+def write_result(
+    root: Path,
+    dataset: str,
+    model: str,
+    per_query: dict[str, float],
+    split: str = "test",
+    metric: str = "nDCG@10",
+    extra: dict | None = None,
+) -> Path:
     """A minimal result file as `evaluate` writes it."""
     from harness.reporting.report import model_slug
 
     path = root / model_slug(dataset) / model_slug(model) / f"{split}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     mean = sum(per_query.values()) / len(per_query)
-    data = {"dataset": dataset, "split": split, "model": model, "metrics": {metric: mean},
-            "per_query": {q: {metric: v} for q, v in per_query.items()}, "n_queries": len(per_query),
-            "config": {}, "fingerprints": {"qrels": "same"}, "created": "2026-11-30T00:00:00+00:00"}
+    data = {
+        "dataset": dataset,
+        "split": split,
+        "model": model,
+        "metrics": {metric: mean},
+        "per_query": {q: {metric: v} for q, v in per_query.items()},
+        "n_queries": len(per_query),
+        "config": {},
+        "fingerprints": {"qrels": "same"},
+        "created": "2026-11-30T00:00:00+00:00",
+    }
     data.update(extra or {})
     path.write_text(json.dumps(data))
     return path
@@ -59,11 +74,14 @@ def test_table_shape_order_and_average(results):
     assert comparison.best("nfcorpus") == {"model-a"} and comparison.best("scifact") == {"model-b"}
 
 
-@pytest.mark.parametrize(("fmt", "by", "golden"), [
-    ("markdown", "dataset", "table.md"),
-    ("latex", "dataset", "table.tex"),
-    ("markdown", "model", "table-by-model.md"),
-])
+@pytest.mark.parametrize(
+    ("fmt", "by", "golden"),
+    [
+        ("markdown", "dataset", "table.md"),
+        ("latex", "dataset", "table.tex"),
+        ("markdown", "model", "table-by-model.md"),
+    ],
+)
 def test_golden_renderings(results, fmt, by, golden):
     text = render(build_comparison(load_results([results])), fmt, digits=3, by=by)
     assert text + "\n" == (GOLDEN / golden).read_text()
@@ -124,9 +142,16 @@ def test_a_one_system_table_bolds_nothing(tmp_path):
 
 def test_published_systems_add_columns_and_a_reranked_result_meets_bm25_ce(tmp_path):
     root = tmp_path / "r"
-    write_result(root, "scifact", "bm25", {"1": 0.688},
-                 extra={"label": "bm25 >> ms-marco-MiniLM-L-6-v2@100",
-                        "config": {"rerank": {"model": "models/ms-marco-MiniLM-L-6-v2", "depth": 100}}})
+    write_result(
+        root,
+        "scifact",
+        "bm25",
+        {"1": 0.688},
+        extra={
+            "label": "bm25 >> ms-marco-MiniLM-L-6-v2@100",
+            "config": {"rerank": {"model": "models/ms-marco-MiniLM-L-6-v2", "depth": 100}},
+        },
+    )
     comparison = build_comparison(load_results([root]), published_systems=["splade-pp-ed"])
     assert comparison.published_columns == ["bm25+ce · BEIR paper", "bm25 · pyserini flat", "splade-pp-ed · pyserini"]
     assert comparison.value("scifact", "bm25+ce · BEIR paper") == pytest.approx(0.688)
@@ -150,8 +175,9 @@ def test_a_custom_dataset_says_nothing_is_published_for_it(tmp_path):
     write_result(root, "my-set", "bm25", {"1": 0.5})
     comparison = build_comparison(load_results([root]), with_published=True)
     assert comparison.published_columns == []
-    assert any(note.startswith("my-set: nothing published") and "not a BEIR dataset" in note
-               for note in comparison.notes)
+    assert any(
+        note.startswith("my-set: nothing published") and "not a BEIR dataset" in note for note in comparison.notes
+    )
 
 
 def test_reproduced_column_and_aliases():
@@ -161,15 +187,23 @@ def test_reproduced_column_and_aliases():
     assert published.reproduced("scifact", "test", "my-model") is None
     assert published.reproduced("msmarco", "dev", "sentence-transformers/all-MiniLM-L6-v2") is not None
     assert published.system_of("naver/splade-cocondenser-ensembledistil") == "splade-pp-ed"
-    assert published.reproduced("scifact", "test", "bm25", "cross-encoder/ms-marco-MiniLM-L-12-v2").column == \
-        "bm25+ce · BEIR README ms-marco-MiniLM-L-12-v2"
+    assert (
+        published.reproduced("scifact", "test", "bm25", "cross-encoder/ms-marco-MiniLM-L-12-v2").column
+        == "bm25+ce · BEIR README ms-marco-MiniLM-L-12-v2"
+    )
 
 
 def test_check_published_works_for_every_system_in_the_table(tmp_path):
     """A result equal to its system's preferred published value is OK, for every system and dataset."""
-    rows = [row for row in published.published_scores() if row.comparable and "nDCG@10" in row.values
-            and "/" not in row.dataset and row.split == registry_split(row.dataset)
-            and row.column == published.preferred_column(row.system)]
+    rows = [
+        row
+        for row in published.published_scores()
+        if row.comparable
+        and "nDCG@10" in row.values
+        and "/" not in row.dataset
+        and row.split == registry_split(row.dataset)
+        and row.column == published.preferred_column(row.system)
+    ]
     systems = {row.system for row in rows}
     assert len(systems) >= 30
     root = tmp_path / "r"
@@ -298,6 +332,7 @@ def test_golden_published_report(tmp_path):
     write_result(root, "scifact", "bm25", {"1": 0.6769})
     write_result(root, "scifact", "sentence-transformers/all-MiniLM-L6-v2", {"1": 0.6451})
     write_result(root, "nfcorpus", "bm25", {"1": 0.3199})
-    text = render(build_comparison(load_results([root]), with_published=True, published_systems=["bm25+ce"]),
-                  "markdown", digits=4)
+    text = render(
+        build_comparison(load_results([root]), with_published=True, published_systems=["bm25+ce"]), "markdown", digits=4
+    )
     assert text + "\n" == (GOLDEN / "published.md").read_text()

@@ -47,8 +47,9 @@ def test_truncation_is_slicing_then_renormalizing(vectors):
     corpus, _, _ = vectors
     spec = CompressionSpec(truncate_dim=8)
     sliced = corpus[:, :8]
-    np.testing.assert_allclose(spec.prepare(corpus, normalize=True),
-                               sliced / np.linalg.norm(sliced, axis=1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(
+        spec.prepare(corpus, normalize=True), sliced / np.linalg.norm(sliced, axis=1, keepdims=True), rtol=1e-6
+    )
     np.testing.assert_array_equal(spec.prepare(corpus, normalize=False), sliced)
     assert CompressionSpec().prepare(corpus, True) is corpus
     assert CompressionSpec(32).effective(32) == CompressionSpec() and CompressionSpec(8).effective(32).truncate_dim == 8
@@ -107,8 +108,9 @@ def test_int8_ranking_equals_the_integer_inner_product(vectors, precision):
     index = _index(CompressionSpec(embedding_precision=precision, rescore_multiplier=0), corpus, doc_ids)
     run = index.search([f"q{i}" for i in range(len(queries))], queries, depth=20)
     ranges = Calibration.of([corpus]).ranges
-    products = quantize(queries, precision, ranges).astype(np.int64) @ quantize(corpus, precision,
-                                                                                ranges).astype(np.int64).T
+    products = (
+        quantize(queries, precision, ranges).astype(np.int64) @ quantize(corpus, precision, ranges).astype(np.int64).T
+    )
     for i, row in enumerate(products):
         assert _ranked(run, f"q{i}") == _trec_top(dict(zip(doc_ids, map(float, row))), 20)
 
@@ -151,8 +153,14 @@ def test_the_calibration_is_stored_reused_and_recomputed_when_damaged(vectors, t
 
 def test_compression_grid():
     grid = compression_grid(CompressionSpec(), [64, 32], ["float32", "binary"], [0, 2])
-    assert [spec.label() for spec in grid] == ["dim64", "dim64 binary no-rescore", "dim64 binary rescore2", "dim32",
-                                               "dim32 binary no-rescore", "dim32 binary rescore2"]
+    assert [spec.label() for spec in grid] == [
+        "dim64",
+        "dim64 binary no-rescore",
+        "dim64 binary rescore2",
+        "dim32",
+        "dim32 binary no-rescore",
+        "dim32 binary rescore2",
+    ]
     with pytest.raises(HarnessError, match="`truncate_dim` 0 must be positive"):
         compression_grid(CompressionSpec(), [0])
 
@@ -161,8 +169,9 @@ def test_compression_grid():
 
 
 def _evaluate(tiny_beir, cache, **changes):
-    config = EvaluateConfig(tiny_beir, model="hash:64", output_dir=None, progress=False, cache_dir=cache,
-                            k_values=(1, 3), **changes)
+    config = EvaluateConfig(
+        tiny_beir, model="hash:64", output_dir=None, progress=False, cache_dir=cache, k_values=(1, 3), **changes
+    )
     return evaluate_dataset(config).result
 
 
@@ -175,8 +184,12 @@ def test_full_dimension_float32_is_todays_result_and_variants_add_no_cache_entry
     today = _evaluate(tiny_beir, cache)
     entries = _entries(cache)
     full = _evaluate(tiny_beir, cache, compression=CompressionSpec(truncate_dim=64))
-    assert (full.metrics, full.config_hash, full.variant, full.label) == (today.metrics, today.config_hash, "",
-                                                                          "hash:64")
+    assert (full.metrics, full.config_hash, full.variant, full.label) == (
+        today.metrics,
+        today.config_hash,
+        "",
+        "hash:64",
+    )
     assert today.config["dimension"] == 64 and today.config["bytes_per_doc"] > 64 * 4
     for spec in (CompressionSpec(32), CompressionSpec(32, "int8"), CompressionSpec(None, "binary", 0)):
         result = _evaluate(tiny_beir, cache, compression=spec)
@@ -196,15 +209,41 @@ def test_full_dimension_float32_is_todays_result_and_variants_add_no_cache_entry
 def test_bench_axes_and_the_compression_report(tiny_beir, tmp_path, monkeypatch):
     monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "results"
-    args = ["bench", "--models", "hash:64,bm25", "--datasets", str(tiny_beir), "--output-dir", str(out), "-q",
-            "--truncate-dims", "64,32", "--embedding-precisions", "float32,binary", "--rescore-multipliers", "0,2"]
+    args = [
+        "bench",
+        "--models",
+        "hash:64,bm25",
+        "--datasets",
+        str(tiny_beir),
+        "--output-dir",
+        str(out),
+        "-q",
+        "--truncate-dims",
+        "64,32",
+        "--embedding-precisions",
+        "float32,binary",
+        "--rescore-multipliers",
+        "0,2",
+    ]
     first = CliRunner().invoke(cli, args)
     assert first.exit_code == 0, first.output
     assert "7 cells: 7 done" in first.stdout and "hash:64 [dim32 binary no-rescore]" in first.stdout
     again = CliRunner().invoke(cli, args)
     assert "7 cells: 0 done, 7 skipped" in again.stdout  # the full-dimension cell is today's result
-    result = CliRunner().invoke(cli, ["report", str(out), "--compression", "--metric", "nDCG@3", "--format", "json",
-                                      "--plot", str(tmp_path / "c.png")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "report",
+            str(out),
+            "--compression",
+            "--metric",
+            "nDCG@3",
+            "--format",
+            "json",
+            "--plot",
+            str(tmp_path / "c.png"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["rows"]
     assert len(rows) == 6 and {row["model"] for row in rows} == {"hash:64"}
@@ -217,31 +256,47 @@ def test_bench_axes_and_the_compression_report(tiny_beir, tmp_path, monkeypatch)
 BAD = [
     ("truncate-dim-zero", ["--truncate-dim", "0"], "--truncate-dim 0 must be positive"),
     ("truncate-dim-above-the-model", ["--truncate-dim", "65"], "--truncate-dim 65 exceeds the model's dimension 64"),
-    ("binary-not-a-multiple-of-8", ["--truncate-dim", "12", "--embedding-precision", "binary"],
-     "packs 8 dimensions a byte, and 12 is not a multiple of 8 (choose --truncate-dim 8)"),
-    ("precision-with-bm25", ["--model", "bm25", "--embedding-precision", "int8"],
-     "--embedding-precision applies to a dense model's vectors; BM25 has none (drop it)"),
-    ("precision-with-an-approximate-index", ["--embedding-precision", "int8", "--index", "hnsw"],
-     "--embedding-precision int8 searches its own exact compressed index; --index hnsw does not combine with it"),
-    ("negative-rescore-multiplier", ["--embedding-precision", "int8", "--rescore-multiplier", "-1"],
-     "--rescore-multiplier -1 must be 0 (no rescoring) or more"),
+    (
+        "binary-not-a-multiple-of-8",
+        ["--truncate-dim", "12", "--embedding-precision", "binary"],
+        "packs 8 dimensions a byte, and 12 is not a multiple of 8 (choose --truncate-dim 8)",
+    ),
+    (
+        "precision-with-bm25",
+        ["--model", "bm25", "--embedding-precision", "int8"],
+        "--embedding-precision applies to a dense model's vectors; BM25 has none (drop it)",
+    ),
+    (
+        "precision-with-an-approximate-index",
+        ["--embedding-precision", "int8", "--index", "hnsw"],
+        "--embedding-precision int8 searches its own exact compressed index; --index hnsw does not combine with it",
+    ),
+    (
+        "negative-rescore-multiplier",
+        ["--embedding-precision", "int8", "--rescore-multiplier", "-1"],
+        "--rescore-multiplier -1 must be 0 (no rescoring) or more",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("case", "args", "message"), BAD, ids=[case for case, *_ in BAD])
 def test_bad_compression_settings_are_one_line(tiny_beir, tmp_path, monkeypatch, case, args, message):
     monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", *args, "--output-dir",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli, ["evaluate", str(tiny_beir), "--model", "hash:64", *args, "--output-dir", str(tmp_path / "out")]
+    )
     assert result.exit_code == 1
     assert message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("option", "value", "message"), [
-    ("--embedding-precisions", "float32,int9", "unknown precision 'int9'"),
-    ("--truncate-dims", "384,x", "'x' is not an integer"),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--embedding-precisions", "float32,int9", "unknown precision 'int9'"),
+        ("--truncate-dims", "384,x", "'x' is not an integer"),
+    ],
+)
 def test_bad_bench_axes_are_usage_errors(tiny_beir, option, value, message):
     result = CliRunner().invoke(cli, ["bench", "--models", "hash:64", "--datasets", str(tiny_beir), option, value])
     assert result.exit_code == 2 and message in result.stderr, result.stderr

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.datasets.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables, parse_grade
+from harness.datasets.validate import validate_folder
 from harness.errors import FormatError, OutputError
 from harness.io.formats import iter_corpus, iter_queries
 from harness.io.trec import read_qrels
-from harness.datasets.validate import validate_folder
 
 DATA = Path(__file__).parent / "data"
 DEMO = Path(__file__).resolve().parents[1] / "harness" / "data" / "demo"
@@ -47,8 +47,9 @@ def csv_inputs(tmp_path: Path) -> Path:
 
 
 def _convert_csv(folder: Path, out: Path, **options) -> object:
-    return convert_tables(folder / "docs.csv", folder / "queries.csv", folder / "qrels.csv", out,
-                          ConvertOptions(**options))
+    return convert_tables(
+        folder / "docs.csv", folder / "queries.csv", folder / "qrels.csv", out, ConvertOptions(**options)
+    )
 
 
 def test_csv_conversion_keeps_ids_text_and_metadata(csv_inputs):
@@ -110,17 +111,31 @@ def test_every_input_format_gives_the_same_folder(csv_inputs, suffix):
 
 
 def test_explicit_columns_override_detection(tmp_path):
-    _write(tmp_path, {
-        "items.csv": "sku,name,description,id\nA-1,Mouse,wireless mouse,x\n",
-        "q.jsonl": '{"key": "k1", "ask": "mouse"}\n',
-        "l.csv": "q,d,stars\nk1,A-1,3\n",
-    })
-    columns = ColumnMap(corpus_id="sku", corpus_title="name", corpus_text="description", query_id="key",
-                        query_text="ask", qrels_query="q", qrels_doc="d", qrels_score="stars")
+    _write(
+        tmp_path,
+        {
+            "items.csv": "sku,name,description,id\nA-1,Mouse,wireless mouse,x\n",
+            "q.jsonl": '{"key": "k1", "ask": "mouse"}\n',
+            "l.csv": "q,d,stars\nk1,A-1,3\n",
+        },
+    )
+    columns = ColumnMap(
+        corpus_id="sku",
+        corpus_title="name",
+        corpus_text="description",
+        query_id="key",
+        query_text="ask",
+        qrels_query="q",
+        qrels_doc="d",
+        qrels_score="stars",
+    )
     out = tmp_path / "out"
-    convert_tables(tmp_path / "items.csv", tmp_path / "q.jsonl", tmp_path / "l.csv", out, ConvertOptions(columns=columns))
+    convert_tables(
+        tmp_path / "items.csv", tmp_path / "q.jsonl", tmp_path / "l.csv", out, ConvertOptions(columns=columns)
+    )
     assert _jsonl(out / "corpus.jsonl") == [
-        {"_id": "A-1", "title": "Mouse", "text": "wireless mouse", "metadata": {"id": "x"}}]
+        {"_id": "A-1", "title": "Mouse", "text": "wireless mouse", "metadata": {"id": "x"}}
+    ]
     assert read_qrels(out / "qrels" / "test.tsv").to_dict() == {"k1": {"A-1": 3}}
 
 
@@ -133,18 +148,27 @@ def test_lesson_eval_set_converts_to_exactly_the_demo_dataset(tmp_path):
 
 
 def test_yaml_eval_set_with_objects_and_grades(tmp_path):
-    _write(tmp_path, {"eval.yaml": """
+    _write(
+        tmp_path,
+        {
+            "eval.yaml": """
 documents:
   - {id: a1, title: Cats, text: "cats purr", lang: en}
   - {id: b2, text: "dogs bark"}
 queries:
   - {id: x, text: "what purrs", relevant: {a1: 2, b2: 0}}
   - {text: "barking", relevant: [b2]}
-"""})
+"""
+        },
+    )
     out = tmp_path / "out"
     convert_eval_set(tmp_path / "eval.yaml", out)
-    assert _jsonl(out / "corpus.jsonl")[0] == {"_id": "a1", "title": "Cats", "text": "cats purr",
-                                               "metadata": {"lang": "en"}}
+    assert _jsonl(out / "corpus.jsonl")[0] == {
+        "_id": "a1",
+        "title": "Cats",
+        "text": "cats purr",
+        "metadata": {"lang": "en"},
+    }
     assert [q["_id"] for q in _jsonl(out / "queries.jsonl")] == ["x", "q2"]
     assert read_qrels(out / "qrels" / "test.tsv").to_dict() == {"x": {"a1": 2, "b2": 0}, "q2": {"b2": 1}}
 
@@ -160,8 +184,13 @@ def test_add_a_split_to_an_existing_folder(csv_inputs):
     assert {name: (out / name).read_bytes() for name in before} == before
     # Giving the same corpus and queries again is fine.
     _write(csv_inputs, {"train.csv": "qid,docid,score\nq1,d1,1\n"})
-    convert_tables(csv_inputs / "docs.csv", csv_inputs / "queries.csv", csv_inputs / "train.csv", out,
-                   ConvertOptions(split="train"))
+    convert_tables(
+        csv_inputs / "docs.csv",
+        csv_inputs / "queries.csv",
+        csv_inputs / "train.csv",
+        out,
+        ConvertOptions(split="train"),
+    )
     assert sorted(p.name for p in (out / "qrels").iterdir()) == ["dev.tsv", "test.tsv", "train.tsv"]
 
 
@@ -200,99 +229,240 @@ def test_library_errors_are_typed(csv_inputs):
 # Bad inputs: (case id, files to write over the good ones, extra CLI args, expected message).
 # Every case is listed in RELIABILITY.md; the runner checks exit code, message, nothing written.
 
-GOOD = {"docs.csv": "id,title,text\nd1,T,alpha\nd2,,beta\n",
-        "queries.csv": "id,text\nq1,alpha?\n",
-        "qrels.csv": "query-id,corpus-id,score\nq1,d1,1\n"}
+GOOD = {
+    "docs.csv": "id,title,text\nd1,T,alpha\nd2,,beta\n",
+    "queries.csv": "id,text\nq1,alpha?\n",
+    "qrels.csv": "query-id,corpus-id,score\nq1,d1,1\n",
+}
 TABLES = ["--corpus", "docs.csv", "--queries", "queries.csv", "--qrels", "qrels.csv"]
 LATIN1 = "id,text\nd1,caf\xe9\n".encode("latin-1")
 
 BAD_INPUTS = [
-    ("unsupported-extension", {"docs.ods": "x"}, ["--corpus", "docs.ods", "--queries", "queries.csv", "--qrels",
-                                                   "qrels.csv"], "unsupported file type"),
-    ("missing-input-file", {}, ["--corpus", "nope.csv", "--queries", "queries.csv", "--qrels", "qrels.csv"],
-     "nope.csv: no such file"),
+    (
+        "unsupported-extension",
+        {"docs.ods": "x"},
+        ["--corpus", "docs.ods", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "unsupported file type",
+    ),
+    (
+        "missing-input-file",
+        {},
+        ["--corpus", "nope.csv", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "nope.csv: no such file",
+    ),
     ("empty-file", {"docs.csv": ""}, TABLES, "docs.csv:1: empty file: no header row"),
     # found by the atheris fuzz test: the delimiter sniffer raised csv.Error on a bare carriage return
     ("bare-carriage-return-in-header", {"docs.csv": "\x0b=\r="}, TABLES, "docs.csv:1: malformed CSV"),
     ("no-id-column", {"docs.csv": "name,text\nd1,x\n"}, TABLES, "no document id column (looked for _id, id"),
-    ("ambiguous-column", {"docs.csv": "id,doc_id,text\n1,2,x\n"}, TABLES,
-     "ambiguous document id column: 'id' and 'doc_id' both match (pick one with --corpus-id-column"),
+    (
+        "ambiguous-column",
+        {"docs.csv": "id,doc_id,text\n1,2,x\n"},
+        TABLES,
+        "ambiguous document id column: 'id' and 'doc_id' both match (pick one with --corpus-id-column",
+    ),
     ("no-text-column", {"docs.csv": "id,title\nd1,x\n"}, TABLES, "no text column (looked for text, body"),
-    ("explicit-column-missing", {}, TABLES + ["--corpus-id-column", "sku"],
-     "no column 'sku' (from --corpus-id-column); columns found: id, title, text"),
+    (
+        "explicit-column-missing",
+        {},
+        TABLES + ["--corpus-id-column", "sku"],
+        "no column 'sku' (from --corpus-id-column); columns found: id, title, text",
+    ),
     ("duplicate-column-name", {"docs.csv": "id,id,text\n1,2,x\n"}, TABLES, "duplicate column name(s) 'id'"),
-    ("duplicate-doc-id", {"docs.csv": "id,text\nd1,x\nd2,y\nd1,z\n"}, TABLES,
-     "docs.csv:4: duplicate document id 'd1' (first at line 2)"),
+    (
+        "duplicate-doc-id",
+        {"docs.csv": "id,text\nd1,x\nd2,y\nd1,z\n"},
+        TABLES,
+        "docs.csv:4: duplicate document id 'd1' (first at line 2)",
+    ),
     ("empty-id", {"docs.csv": "id,text\n,x\n"}, TABLES, "docs.csv:2: empty document id"),
     ("id-with-whitespace", {"docs.csv": "id,text\nd 1,x\n"}, TABLES, "document id 'd 1' contains whitespace"),
-    ("empty-text", {"docs.csv": "id,title,text\nd1,T,x\nd2,, \n"}, TABLES,
-     "docs.csv:3: document 'd2' has empty text (fill it in, or pass --drop-empty"),
-    ("wrong-field-count", {"docs.csv": "id,text\nd1,x,extra\n"}, TABLES, "docs.csv:2: row has 3 fields, the header has 2"),
+    (
+        "empty-text",
+        {"docs.csv": "id,title,text\nd1,T,x\nd2,, \n"},
+        TABLES,
+        "docs.csv:3: document 'd2' has empty text (fill it in, or pass --drop-empty",
+    ),
+    (
+        "wrong-field-count",
+        {"docs.csv": "id,text\nd1,x,extra\n"},
+        TABLES,
+        "docs.csv:2: row has 3 fields, the header has 2",
+    ),
     ("not-utf8", {"docs.csv": LATIN1}, TABLES, "docs.csv:2: not UTF-8 (byte 0xe9 at byte 7 of the line)"),
-    ("truncated-gzip", {"docs.csv.gz": gzip.compress(b"id,text\n" + b"".join(b"d%d,word %d\n" % (i, i * i)
-                                                                          for i in range(9000)))[:2000]}, ["--corpus", "docs.csv.gz", "--queries", "queries.csv", "--qrels",
-                                              "qrels.csv"], "damaged or truncated"),
-    ("invalid-jsonl", {"docs.jsonl": '{"id": "d1", "text": "x"}\n{"id": "d2", "text": \n'},
-     ["--corpus", "docs.jsonl", "--queries", "queries.csv", "--qrels", "qrels.csv"], "docs.jsonl:2: invalid JSON"),
-    ("jsonl-not-object", {"docs.jsonl": '{"id": "d1", "text": "x"}\n[1, 2]\n'},
-     ["--corpus", "docs.jsonl", "--queries", "queries.csv", "--qrels", "qrels.csv"],
-     "docs.jsonl:2: expected a JSON object, got list"),
-    ("json-not-list", {"docs.json": '{"id": "d1"}'},
-     ["--corpus", "docs.json", "--queries", "queries.csv", "--qrels", "qrels.csv"], "expected a list of objects"),
-    ("text-not-string", {"docs.json": '[{"id": "d1", "text": {"a": 1}}]'},
-     ["--corpus", "docs.json", "--queries", "queries.csv", "--qrels", "qrels.csv"],
-     "docs.json (item 1): column 'text' must hold text, got dict"),
-    ("duplicate-query-id", {"queries.csv": "id,text\nq1,a\nq1,b\n"}, TABLES,
-     "queries.csv:3: duplicate query id 'q1' (first at line 2)"),
-    ("no-query-text-column", {"queries.csv": "id,words\nq1,a\n"}, TABLES,
-     "no text column (looked for text, query, question)"),
-    ("no-grade-column", {"qrels.csv": "qid,docid\nq1,d1\n"}, TABLES,
-     "no grade column (looked for score, relevance, grade, label, rel) (name it with --qrels-score-column, or pass "
-     "--default-grade 1 if every listed pair is relevant"),
-    ("column-problems-in-two-tables", {"docs.csv": "name,text\nd1,x\n", "qrels.csv": "qid,doc,score\nq1,d1,1\n"},
-     TABLES, "2 problems with the input tables (nothing written): docs.csv: no document id column"),
-    ("negative-default-grade", {"qrels.csv": "qid,docid\nq1,d1\n"}, TABLES + ["--default-grade", "-1"],
-     "--default-grade -1 is negative (pass --allow-negative"),
-    ("whitespace-qrels-changing-width", {"j.qrels": "q1 0 d1 1\nq1 d1\n"},
-     ["--corpus", "docs.csv", "--queries", "queries.csv", "--qrels", "j.qrels"],
-     "j.qrels:2: expected 4 columns (as on the first line), found 2"),
-    ("non-integer-grade", {"qrels.csv": "qid,docid,score\nq1,d1,1.5\n"}, TABLES,
-     "qrels.csv:2: grade '1.5' is not an integer in column 'score'"),
+    (
+        "truncated-gzip",
+        {
+            "docs.csv.gz": gzip.compress(b"id,text\n" + b"".join(b"d%d,word %d\n" % (i, i * i) for i in range(9000)))[
+                :2000
+            ]
+        },
+        ["--corpus", "docs.csv.gz", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "damaged or truncated",
+    ),
+    (
+        "invalid-jsonl",
+        {"docs.jsonl": '{"id": "d1", "text": "x"}\n{"id": "d2", "text": \n'},
+        ["--corpus", "docs.jsonl", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "docs.jsonl:2: invalid JSON",
+    ),
+    (
+        "jsonl-not-object",
+        {"docs.jsonl": '{"id": "d1", "text": "x"}\n[1, 2]\n'},
+        ["--corpus", "docs.jsonl", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "docs.jsonl:2: expected a JSON object, got list",
+    ),
+    (
+        "json-not-list",
+        {"docs.json": '{"id": "d1"}'},
+        ["--corpus", "docs.json", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "expected a list of objects",
+    ),
+    (
+        "text-not-string",
+        {"docs.json": '[{"id": "d1", "text": {"a": 1}}]'},
+        ["--corpus", "docs.json", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "docs.json (item 1): column 'text' must hold text, got dict",
+    ),
+    (
+        "duplicate-query-id",
+        {"queries.csv": "id,text\nq1,a\nq1,b\n"},
+        TABLES,
+        "queries.csv:3: duplicate query id 'q1' (first at line 2)",
+    ),
+    (
+        "no-query-text-column",
+        {"queries.csv": "id,words\nq1,a\n"},
+        TABLES,
+        "no text column (looked for text, query, question)",
+    ),
+    (
+        "no-grade-column",
+        {"qrels.csv": "qid,docid\nq1,d1\n"},
+        TABLES,
+        "no grade column (looked for score, relevance, grade, label, rel) (name it with --qrels-score-column, or pass "
+        "--default-grade 1 if every listed pair is relevant",
+    ),
+    (
+        "column-problems-in-two-tables",
+        {"docs.csv": "name,text\nd1,x\n", "qrels.csv": "qid,doc,score\nq1,d1,1\n"},
+        TABLES,
+        "2 problems with the input tables (nothing written): docs.csv: no document id column",
+    ),
+    (
+        "negative-default-grade",
+        {"qrels.csv": "qid,docid\nq1,d1\n"},
+        TABLES + ["--default-grade", "-1"],
+        "--default-grade -1 is negative (pass --allow-negative",
+    ),
+    (
+        "whitespace-qrels-changing-width",
+        {"j.qrels": "q1 0 d1 1\nq1 d1\n"},
+        ["--corpus", "docs.csv", "--queries", "queries.csv", "--qrels", "j.qrels"],
+        "j.qrels:2: expected 4 columns (as on the first line), found 2",
+    ),
+    (
+        "non-integer-grade",
+        {"qrels.csv": "qid,docid,score\nq1,d1,1.5\n"},
+        TABLES,
+        "qrels.csv:2: grade '1.5' is not an integer in column 'score'",
+    ),
     ("text-grade", {"qrels.csv": "qid,docid,score\nq1,d1,high\n"}, TABLES, "grade 'high' is not an integer"),
     ("missing-grade", {"qrels.csv": "qid,docid,score\nq1,d1,\n"}, TABLES, "qrels.csv:2: missing grade"),
-    ("negative-grade", {"qrels.csv": "qid,docid,score\nq1,d1,-1\n"}, TABLES,
-     "negative grade -1 (pass --allow-negative"),
-    ("conflicting-judgments", {"qrels.csv": "qid,docid,score\nq1,d1,1\nq1,d1,2\n"}, TABLES,
-     "qrels.csv:3: (q1, d1) judged 1 at line 2 and 2 here"),
-    ("unknown-document", {"qrels.csv": "qid,docid,score\nq1,d1,1\nq1,d9,1\n"}, TABLES,
-     "1 judgment(s) name unknown documents: line 3 'd9'"),
-    ("unknown-query", {"qrels.csv": "qid,docid,score\nq7,d1,1\n"}, TABLES,
-     "1 judgment(s) name unknown queries: line 2 'q7'"),
-    ("judged-dropped-document", {"docs.csv": "id,text\nd1,\nd2,x\n"}, TABLES + ["--drop-empty"],
-     "line 2 'd1' (dropped: empty text)"),
+    (
+        "negative-grade",
+        {"qrels.csv": "qid,docid,score\nq1,d1,-1\n"},
+        TABLES,
+        "negative grade -1 (pass --allow-negative",
+    ),
+    (
+        "conflicting-judgments",
+        {"qrels.csv": "qid,docid,score\nq1,d1,1\nq1,d1,2\n"},
+        TABLES,
+        "qrels.csv:3: (q1, d1) judged 1 at line 2 and 2 here",
+    ),
+    (
+        "unknown-document",
+        {"qrels.csv": "qid,docid,score\nq1,d1,1\nq1,d9,1\n"},
+        TABLES,
+        "1 judgment(s) name unknown documents: line 3 'd9'",
+    ),
+    (
+        "unknown-query",
+        {"qrels.csv": "qid,docid,score\nq7,d1,1\n"},
+        TABLES,
+        "1 judgment(s) name unknown queries: line 2 'q7'",
+    ),
+    (
+        "judged-dropped-document",
+        {"docs.csv": "id,text\nd1,\nd2,x\n"},
+        TABLES + ["--drop-empty"],
+        "line 2 'd1' (dropped: empty text)",
+    ),
     ("no-judgments", {"qrels.csv": "qid,docid,score\n"}, TABLES, "qrels.csv: no judgments"),
-    ("eval-set-not-object", {"eval.json": "[1]"}, ["--eval-set", "eval.json"],
-     "expected an object with lists 'documents' and 'queries'"),
+    (
+        "eval-set-not-object",
+        {"eval.json": "[1]"},
+        ["--eval-set", "eval.json"],
+        "expected an object with lists 'documents' and 'queries'",
+    ),
     ("eval-set-invalid-json", {"eval.json": '{"documents": ['}, ["--eval-set", "eval.json"], "eval.json: invalid JSON"),
-    ("eval-set-invalid-yaml", {"eval.yaml": "documents: [a\nqueries: ]"}, ["--eval-set", "eval.yaml"],
-     "eval.yaml: invalid YAML"),
-    ("eval-set-unsupported-extension", {"eval.txt": "{}"}, ["--eval-set", "eval.txt"],
-     "unsupported eval-set file type"),
-    ("eval-set-unknown-document", {"eval.json": '{"documents": ["a", "b"], "queries": [{"text": "q", "relevant": [7]}]}'},
-     ["--eval-set", "eval.json"], "1 judgment(s) name unknown documents: query 1 '7'"),
-    ("eval-set-bad-relevant", {"eval.json": '{"documents": ["a"], "queries": [{"text": "q", "relevant": "0"}]}'},
-     ["--eval-set", "eval.json"], "query 1: 'relevant' must be a list of ids or an object"),
-    ("eval-set-bad-grade", {"eval.json": '{"documents": ["a"], "queries": [{"text": "q", "relevant": {"0": "x"}}]}'},
-     ["--eval-set", "eval.json"], "query 1: relevant '0': grade 'x' is not an integer"),
-    ("eval-set-duplicate-query", {"eval.json": '{"documents": ["a"], "queries": [{"id": "q", "text": "a", '
-                                               '"relevant": [0]}, {"id": "q", "text": "b", "relevant": [0]}]}'},
-     ["--eval-set", "eval.json"], "query 2: duplicate query id 'q'"),
-    ("eval-set-empty-query", {"eval.json": '{"documents": ["a"], "queries": [{"text": " ", "relevant": [0]}]}'},
-     ["--eval-set", "eval.json"], "eval.json (query 1): query 'q1' has empty text"),
-    ("eval-set-no-judgments", {"eval.json": '{"documents": ["a"], "queries": [{"text": "q"}]}'},
-     ["--eval-set", "eval.json"], "no query has relevant documents"),
-    ("eval-set-and-tables", {"eval.json": "{}"}, ["--eval-set", "eval.json", "--qrels", "qrels.csv"],
-     "give either --eval-set or --corpus/--queries/--qrels, not both"),
+    (
+        "eval-set-invalid-yaml",
+        {"eval.yaml": "documents: [a\nqueries: ]"},
+        ["--eval-set", "eval.yaml"],
+        "eval.yaml: invalid YAML",
+    ),
+    (
+        "eval-set-unsupported-extension",
+        {"eval.txt": "{}"},
+        ["--eval-set", "eval.txt"],
+        "unsupported eval-set file type",
+    ),
+    (
+        "eval-set-unknown-document",
+        {"eval.json": '{"documents": ["a", "b"], "queries": [{"text": "q", "relevant": [7]}]}'},
+        ["--eval-set", "eval.json"],
+        "1 judgment(s) name unknown documents: query 1 '7'",
+    ),
+    (
+        "eval-set-bad-relevant",
+        {"eval.json": '{"documents": ["a"], "queries": [{"text": "q", "relevant": "0"}]}'},
+        ["--eval-set", "eval.json"],
+        "query 1: 'relevant' must be a list of ids or an object",
+    ),
+    (
+        "eval-set-bad-grade",
+        {"eval.json": '{"documents": ["a"], "queries": [{"text": "q", "relevant": {"0": "x"}}]}'},
+        ["--eval-set", "eval.json"],
+        "query 1: relevant '0': grade 'x' is not an integer",
+    ),
+    (
+        "eval-set-duplicate-query",
+        {
+            "eval.json": '{"documents": ["a"], "queries": [{"id": "q", "text": "a", '
+            '"relevant": [0]}, {"id": "q", "text": "b", "relevant": [0]}]}'
+        },
+        ["--eval-set", "eval.json"],
+        "query 2: duplicate query id 'q'",
+    ),
+    (
+        "eval-set-empty-query",
+        {"eval.json": '{"documents": ["a"], "queries": [{"text": " ", "relevant": [0]}]}'},
+        ["--eval-set", "eval.json"],
+        "eval.json (query 1): query 'q1' has empty text",
+    ),
+    (
+        "eval-set-no-judgments",
+        {"eval.json": '{"documents": ["a"], "queries": [{"text": "q"}]}'},
+        ["--eval-set", "eval.json"],
+        "no query has relevant documents",
+    ),
+    (
+        "eval-set-and-tables",
+        {"eval.json": "{}"},
+        ["--eval-set", "eval.json", "--qrels", "qrels.csv"],
+        "give either --eval-set or --corpus/--queries/--qrels, not both",
+    ),
 ]
 
 
@@ -308,13 +478,20 @@ def test_bad_input_writes_nothing_and_exits_non_zero(tmp_path, monkeypatch, case
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no folder, no temporary leftovers
 
 
-@pytest.mark.parametrize(("case", "setup", "args", "message"), [
-    ("existing-folder", "convert", TABLES, "qrels/test.tsv already exists; pass --force"),
-    ("not-a-beir-folder", "junk", TABLES, "exists and is not a BEIR folder; pass --force"),
-    ("add-split-different-corpus", "convert",
-     ["--corpus", "docs2.csv", "--queries", "queries.csv", "--qrels", "qrels.csv", "--split", "dev"],
-     "the corpus given differs from the folder's (record 2, id 'd2')"),
-], ids=["existing-folder", "not-a-beir-folder", "add-split-different-corpus"])
+@pytest.mark.parametrize(
+    ("case", "setup", "args", "message"),
+    [
+        ("existing-folder", "convert", TABLES, "qrels/test.tsv already exists; pass --force"),
+        ("not-a-beir-folder", "junk", TABLES, "exists and is not a BEIR folder; pass --force"),
+        (
+            "add-split-different-corpus",
+            "convert",
+            ["--corpus", "docs2.csv", "--queries", "queries.csv", "--qrels", "qrels.csv", "--split", "dev"],
+            "the corpus given differs from the folder's (record 2, id 'd2')",
+        ),
+    ],
+    ids=["existing-folder", "not-a-beir-folder", "add-split-different-corpus"],
+)
 def test_existing_folders_are_never_half_overwritten(tmp_path, monkeypatch, case, setup, args, message):
     _write(tmp_path, {**GOOD, "docs2.csv": "id,title,text\nd1,T,alpha\nd2,,changed\n"})
     monkeypatch.chdir(tmp_path)
@@ -352,11 +529,27 @@ def test_killed_conversion_leaves_nothing_a_rerun_keeps(tmp_path, sig):
 
     from conftest import start_paused
 
-    rows = "".join(f"d{i},title {i},\"text number {i}, with a comma\"\n" for i in range(50_000))
-    _write(tmp_path, {"docs.csv": "id,title,text\n" + rows, "queries.csv": "id,text\nq1,hello\n",
-                      "qrels.csv": "qid,docid,score\nq1,d1,1\n"})
-    args = ["-q", "convert", "--corpus", str(tmp_path / "docs.csv"), "--queries", str(tmp_path / "queries.csv"),
-            "--qrels", str(tmp_path / "qrels.csv"), "--out", str(tmp_path / "out")]
+    rows = "".join(f'd{i},title {i},"text number {i}, with a comma"\n' for i in range(50_000))
+    _write(
+        tmp_path,
+        {
+            "docs.csv": "id,title,text\n" + rows,
+            "queries.csv": "id,text\nq1,hello\n",
+            "qrels.csv": "qid,docid,score\nq1,d1,1\n",
+        },
+    )
+    args = [
+        "-q",
+        "convert",
+        "--corpus",
+        str(tmp_path / "docs.csv"),
+        "--queries",
+        str(tmp_path / "queries.csv"),
+        "--qrels",
+        str(tmp_path / "qrels.csv"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     command = [sys.executable, "-m", "harness", *args]
     # Stopped mid-corpus (each record is one json.dumps; the 20,000th is inside the staged corpus.jsonl): the
     # signal comes at that state, whatever the machine's load, never after the conversion finished.
@@ -384,9 +577,20 @@ def test_the_csv_delimiter_is_detected_and_said(tmp_path, delimiter, name):
     (tmp_path / "docs.csv").write_text(table([["id", "title", "text"], ["d1", "A", text], ["d2", "B", "three"]]))
     (tmp_path / "q.csv").write_text(table([["id", "text"], ["q1", "first query"]]))
     (tmp_path / "j.csv").write_text(table([["query_id", "doc_id", "score"], ["q1", "d2", "1"]]))
-    result = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
-                                      str(tmp_path / "q.csv"), "--qrels", str(tmp_path / "j.csv"), "--out",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "convert",
+            "--corpus",
+            str(tmp_path / "docs.csv"),
+            "--queries",
+            str(tmp_path / "q.csv"),
+            "--qrels",
+            str(tmp_path / "j.csv"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert f"read {tmp_path / 'docs.csv'} as CSV, {name}-separated (detected)" in result.stdout
     docs = {doc.doc_id: doc for doc in iter_corpus(tmp_path / "out" / "corpus.jsonl")}
@@ -397,9 +601,22 @@ def test_a_forced_delimiter_wins_over_detection(tmp_path):
     (tmp_path / "docs.csv").write_text("id;text\nd1;a,b,c,d\n")  # more commas than semicolons in the data
     (tmp_path / "q.csv").write_text("id;text\nq1;x\n")
     (tmp_path / "j.csv").write_text("query_id;doc_id;score\nq1;d1;1\n")
-    result = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
-                                      str(tmp_path / "q.csv"), "--qrels", str(tmp_path / "j.csv"), "--out",
-                                      str(tmp_path / "out"), "--delimiter", "semicolon"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "convert",
+            "--corpus",
+            str(tmp_path / "docs.csv"),
+            "--queries",
+            str(tmp_path / "q.csv"),
+            "--qrels",
+            str(tmp_path / "j.csv"),
+            "--out",
+            str(tmp_path / "out"),
+            "--delimiter",
+            "semicolon",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "semicolon-separated (given)" in result.stdout
     assert next(iter_corpus(tmp_path / "out" / "corpus.jsonl")).text == "a,b,c,d"
@@ -414,33 +631,69 @@ def test_trec_qrels_are_read_with_or_without_a_header(tmp_path, name, header):
         (tmp_path / name).write_bytes(gzip.compress(text.encode()))
     else:
         (tmp_path / name).write_text(text)
-    result = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
-                                      str(tmp_path / "q.csv"), "--qrels", str(tmp_path / name), "--out",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "convert",
+            "--corpus",
+            str(tmp_path / "docs.csv"),
+            "--queries",
+            str(tmp_path / "q.csv"),
+            "--qrels",
+            str(tmp_path / name),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert f"read {tmp_path / name} as TREC qrels (query_id iteration doc_id grade)" in result.stdout
     assert read_qrels(tmp_path / "out" / "qrels" / "test.tsv").to_dict() == {"q1": {"d1": 1, "d2": 0}, "q2": {"d2": 2}}
-    for text, message in (("q1 0 d1 1 x\n", "bad.qrels:1: expected 4 columns, found 5"),
-                          ("q1 0 d1 1\nq1 d2 1\n", "bad.qrels:2: expected 4 columns (as on the first line), found 3")):
+    for text, message in (
+        ("q1 0 d1 1 x\n", "bad.qrels:1: expected 4 columns, found 5"),
+        ("q1 0 d1 1\nq1 d2 1\n", "bad.qrels:2: expected 4 columns (as on the first line), found 3"),
+    ):
         (tmp_path / "bad.qrels").write_text(text)
-        bad = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
-                                       str(tmp_path / "q.csv"), "--qrels", str(tmp_path / "bad.qrels"), "--out",
-                                       str(tmp_path / "out2")])
+        bad = CliRunner().invoke(
+            cli,
+            [
+                "convert",
+                "--corpus",
+                str(tmp_path / "docs.csv"),
+                "--queries",
+                str(tmp_path / "q.csv"),
+                "--qrels",
+                str(tmp_path / "bad.qrels"),
+                "--out",
+                str(tmp_path / "out2"),
+            ],
+        )
         assert bad.exit_code == 1 and message in bad.stderr, bad.stderr
         assert not (tmp_path / "out2").exists()
 
 
-@pytest.mark.parametrize("name, text, how", [
-    ("pairs.csv", "qid,docid\nq1,d1\nq2,d2\n", "CSV, comma-separated (detected); no grade column"),
-    ("pairs.txt", "q1 d1\nq2 d2\n", "judgment pairs (query_id doc_id, whitespace-separated); no grade column"),
-    ("pairs.txt", "query_id doc_id\nq1 d1\nq2 d2\n", "judgment pairs (query_id doc_id"),
-])
+@pytest.mark.parametrize(
+    "name, text, how",
+    [
+        ("pairs.csv", "qid,docid\nq1,d1\nq2,d2\n", "CSV, comma-separated (detected); no grade column"),
+        ("pairs.txt", "q1 d1\nq2 d2\n", "judgment pairs (query_id doc_id, whitespace-separated); no grade column"),
+        ("pairs.txt", "query_id doc_id\nq1 d1\nq2 d2\n", "judgment pairs (query_id doc_id"),
+    ],
+)
 def test_two_column_judgments_take_the_default_grade(tmp_path, name, text, how):
     (tmp_path / "docs.csv").write_text("id,text\nd1,alpha\nd2,beta\n")
     (tmp_path / "q.csv").write_text("id,text\nq1,first\nq2,second\n")
     (tmp_path / name).write_text(text)
-    args = ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries", str(tmp_path / "q.csv"), "--qrels",
-            str(tmp_path / name), "--out", str(tmp_path / "out")]
+    args = [
+        "convert",
+        "--corpus",
+        str(tmp_path / "docs.csv"),
+        "--queries",
+        str(tmp_path / "q.csv"),
+        "--qrels",
+        str(tmp_path / name),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     refused = CliRunner().invoke(cli, args)
     assert refused.exit_code == 1
     assert "pass --default-grade 1 if every listed pair is relevant" in refused.stderr, refused.stderr
@@ -461,9 +714,14 @@ def test_three_column_whitespace_judgments(tmp_path):
 
 
 def test_every_column_problem_of_the_three_tables_in_one_run(tmp_path, monkeypatch):
-    _write(tmp_path, {"docs.csv": "sku,title,description\nd1,T,alpha\n",
-                      "queries.csv": "id,question_text\nq1,alpha?\n",
-                      "qrels.csv": "qid,doc,relevance\nq1,d1,1\n"})
+    _write(
+        tmp_path,
+        {
+            "docs.csv": "sku,title,description\nd1,T,alpha\n",
+            "queries.csv": "id,question_text\nq1,alpha?\n",
+            "qrels.csv": "qid,doc,relevance\nq1,d1,1\n",
+        },
+    )
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, ["convert", *TABLES, "--out", "out"])
     assert result.exit_code == 1
@@ -471,12 +729,30 @@ def test_every_column_problem_of_the_three_tables_in_one_run(tmp_path, monkeypat
     assert lines[0] == "Error: 4 problems with the input tables (nothing written):"
     assert len(lines) == 5
     joined = "\n".join(lines)
-    for expected in ("docs.csv: no document id column", "docs.csv: no text column", "queries.csv: no text column",
-                     "qrels.csv: no document id column", "--qrels-doc-column; columns found: qid, doc, relevance"):
+    for expected in (
+        "docs.csv: no document id column",
+        "docs.csv: no text column",
+        "queries.csv: no text column",
+        "qrels.csv: no document id column",
+        "--qrels-doc-column; columns found: qid, doc, relevance",
+    ):
         assert expected in joined, joined
     assert not (tmp_path / "out").exists()
-    fixed = CliRunner().invoke(cli, ["convert", *TABLES, "--out", "out", "--corpus-id-column", "sku",
-                                     "--corpus-text-column", "description", "--query-text-column", "question_text",
-                                     "--qrels-doc-column", "doc"])
+    fixed = CliRunner().invoke(
+        cli,
+        [
+            "convert",
+            *TABLES,
+            "--out",
+            "out",
+            "--corpus-id-column",
+            "sku",
+            "--corpus-text-column",
+            "description",
+            "--query-text-column",
+            "question_text",
+            "--qrels-doc-column",
+            "doc",
+        ],
+    )
     assert fixed.exit_code == 0, fixed.stderr
-

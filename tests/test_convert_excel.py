@@ -23,11 +23,20 @@ from harness.io.trec import read_qrels
 openpyxl = pytest.importorskip("openpyxl")
 
 SHEETS = {
-    "Documents": [["ArticleNo", "Title", "Text", "Year"], ["007", "Intro", "hello world", 2024], [12, None, "twelve", None],
-                  ["d3", "Third", "=CONCAT(\"th\",\"ird\")", 2023]],
+    "Documents": [
+        ["ArticleNo", "Title", "Text", "Year"],
+        ["007", "Intro", "hello world", 2024],
+        [12, None, "twelve", None],
+        ["d3", "Third", '=CONCAT("th","ird")', 2023],
+    ],
     "Questions": [["qid", "question"], ["q1", "hello?"], ["q2", "twelve?"], ["q3", "unjudged"]],
-    "Judgments": [["query_id", "doc_id", "grade"], ["q1", "007", 2.0], ["q1", 12, "0"], ["q2", 12, "=1+2"],
-                  ["q2", "d3", 1]],
+    "Judgments": [
+        ["query_id", "doc_id", "grade"],
+        ["q1", "007", 2.0],
+        ["q1", 12, "0"],
+        ["q2", 12, "=1+2"],
+        ["q2", "d3", 1],
+    ],
 }
 # The values Excel would have saved with the formulas above (openpyxl writes formulas without them).
 CACHED = {("Documents", "C4"): "third", ("Judgments", "C4"): 3}
@@ -58,8 +67,11 @@ def _save_cached_values(path: Path, values: dict[tuple[str, str], object]) -> No
         member = f"xl/worksheets/sheet{names.index(sheet) + 1}.xml"
         xml = members[member].decode()
         kind = ' t="str"' if isinstance(value, str) else ""
-        xml, count = re.subn(rf'<c r="{cell}"([^>]*)><f>(.*?)</f><v\s*/?>(?:</v>)?',
-                             lambda m: f'<c r="{cell}"{m.group(1)}{kind}><f>{m.group(2)}</f><v>{value}</v>', xml)
+        xml, count = re.subn(
+            rf'<c r="{cell}"([^>]*)><f>(.*?)</f><v\s*/?>(?:</v>)?',
+            lambda m: f'<c r="{cell}"{m.group(1)}{kind}><f>{m.group(2)}</f><v>{value}</v>',
+            xml,
+        )
         assert count == 1, (cell, xml)
         members[member] = xml.encode()
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -79,19 +91,33 @@ def _with_shared_strings(path: Path) -> None:
         return f'<c r="{match.group(1)}"{match.group(2)} t="s"><v>{len(strings) - 1}</v></c>'
 
     for name in [n for n in members if n.startswith("xl/worksheets/sheet")]:
-        xml, count = re.subn(r'<c r="([A-Z]+\d+)"([^>]*?) t="inlineStr"><is><t(?: [^>]*)?>(.*?)</t></is></c>', shared,
-                             members[name].decode())
+        xml, count = re.subn(
+            r'<c r="([A-Z]+\d+)"([^>]*?) t="inlineStr"><is><t(?: [^>]*)?>(.*?)</t></is></c>',
+            shared,
+            members[name].decode(),
+        )
         members[name] = xml.encode()
     assert "inlineStr" not in b"".join(members.values()).decode(errors="replace")
     main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-    members["xl/sharedStrings.xml"] = (f'<sst xmlns="{main}" count="{len(strings)}" uniqueCount="{len(strings)}">'
-                                       + "".join(f"<si><t>{text}</t></si>" for text in strings) + "</sst>").encode()
-    members["[Content_Types].xml"] = members["[Content_Types].xml"].replace(b"</Types>", (
-        b'<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-officedocument.'
-        b'spreadsheetml.sharedStrings+xml"/></Types>'))
-    members["xl/_rels/workbook.xml.rels"] = members["xl/_rels/workbook.xml.rels"].replace(b"</Relationships>", (
-        b'<Relationship Id="rIdShared" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
-        b'sharedStrings" Target="sharedStrings.xml"/></Relationships>'))
+    members["xl/sharedStrings.xml"] = (
+        f'<sst xmlns="{main}" count="{len(strings)}" uniqueCount="{len(strings)}">'
+        + "".join(f"<si><t>{text}</t></si>" for text in strings)
+        + "</sst>"
+    ).encode()
+    members["[Content_Types].xml"] = members["[Content_Types].xml"].replace(
+        b"</Types>",
+        (
+            b'<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+            b'spreadsheetml.sharedStrings+xml"/></Types>'
+        ),
+    )
+    members["xl/_rels/workbook.xml.rels"] = members["xl/_rels/workbook.xml.rels"].replace(
+        b"</Relationships>",
+        (
+            b'<Relationship Id="rIdShared" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+            b'sharedStrings" Target="sharedStrings.xml"/></Relationships>'
+        ),
+    )
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in members.items():
             archive.writestr(name, data)
@@ -121,8 +147,21 @@ def workbook(tmp_path: Path) -> Path:
 
 
 def _convert(workbook: Path, *extra: str, out: str = "out"):
-    return CliRunner().invoke(cli, ["convert", "--corpus", str(workbook), "--queries", str(workbook), "--qrels",
-                                    str(workbook), "--out", str(workbook.parent / out), *extra])
+    return CliRunner().invoke(
+        cli,
+        [
+            "convert",
+            "--corpus",
+            str(workbook),
+            "--queries",
+            str(workbook),
+            "--qrels",
+            str(workbook),
+            "--out",
+            str(workbook.parent / out),
+            *extra,
+        ],
+    )
 
 
 def test_a_workbook_with_a_sheet_per_table_converts_as_excel_shows_it(workbook):
@@ -135,30 +174,42 @@ def test_a_workbook_with_a_sheet_per_table_converts_as_excel_shows_it(workbook):
     frames = pd.read_excel(workbook, sheet_name=None, dtype=object)
     assert [list(row) for row in frames["Judgments"].itertuples(index=False)] == tables["Judgments"]
     out = workbook.parent / "out"
-    expected_docs = [{"_id": str(doc_id), "title": title or "", "text": text,
-                      "metadata": {"Year": year}} for doc_id, title, text, year in tables["Documents"]]
+    expected_docs = [
+        {"_id": str(doc_id), "title": title or "", "text": text, "metadata": {"Year": year}}
+        for doc_id, title, text, year in tables["Documents"]
+    ]
     assert _jsonl(out / "corpus.jsonl") == expected_docs
     assert expected_docs[2]["text"] == "third"  # a formula, as the value saved with it
     assert _jsonl(out / "queries.jsonl") == [{"_id": q, "text": t, "metadata": {}} for q, t in tables["Questions"]]
     expected_qrels: dict[str, dict[str, int]] = {}
     for query_id, doc_id, grade in tables["Judgments"]:
         expected_qrels.setdefault(query_id, {})[str(doc_id)] = int(float(grade))
-    assert read_qrels(out / "qrels" / "test.tsv").to_dict() == expected_qrels == {
-        "q1": {"007": 2, "12": 0}, "q2": {"12": 3, "d3": 1}}
+    assert (
+        read_qrels(out / "qrels" / "test.tsv").to_dict()
+        == expected_qrels
+        == {"q1": {"007": 2, "12": 0}, "q2": {"12": 3, "d3": 1}}
+    )
     for sheet in ("Documents", "Questions", "Judgments"):
         assert f"read {workbook}, sheet '{sheet}' as an Excel sheet (found by its name)" in result.stdout
     assert "grade scale 0-3 (the grades found, not checked: pass --grade-scale 0-3" in result.stdout
 
 
 def test_sheets_are_found_by_their_header_or_chosen(tmp_path):
-    path = _book(tmp_path / "book.xlsx", {"Sheet1": [["id", "title", "text"], ["d1", "A", "alpha"]],
-                                          "Sheet2": [["qid", "question"], ["q1", "alpha?"]],
-                                          "Sheet3": [["query_id", "doc_id", "score"], ["q1", "d1", 1]]})
+    path = _book(
+        tmp_path / "book.xlsx",
+        {
+            "Sheet1": [["id", "title", "text"], ["d1", "A", "alpha"]],
+            "Sheet2": [["qid", "question"], ["q1", "alpha?"]],
+            "Sheet3": [["query_id", "doc_id", "score"], ["q1", "d1", 1]],
+        },
+    )
     # Sheet1 (id, text) has the columns of a queries table too: which one is meant is asked, not guessed.
     refused = _convert(path)
     assert refused.exit_code == 1
-    assert ("book.xlsx: sheets 'Sheet1' and 'Sheet2' all have the columns of the queries (choose one with --sheet "
-            "queries=NAME; sheets: 'Sheet1', 'Sheet2', 'Sheet3')") in " ".join(refused.stderr.split())
+    assert (
+        "book.xlsx: sheets 'Sheet1' and 'Sheet2' all have the columns of the queries (choose one with --sheet "
+        "queries=NAME; sheets: 'Sheet1', 'Sheet2', 'Sheet3')"
+    ) in " ".join(refused.stderr.split())
     assert not (tmp_path / "out").exists()
     result = _convert(path, "--sheet", "queries=sheet2")  # sheet names match whatever their case
     assert result.exit_code == 0, result.output
@@ -184,8 +235,9 @@ def test_one_workbook_per_table_reads_its_only_sheet(tmp_path):
     assert read_qrels(tmp_path / "out" / "qrels" / "test.tsv").to_dict() == {"q1": {"d1": 2, "12": 1}}
 
 
-@pytest.mark.parametrize("value, decimal_comma, grade", [("3,0", True, 3), ("0,0", True, 0), ("2", True, 2),
-                                                          ("3.0", False, 3)])
+@pytest.mark.parametrize(
+    "value, decimal_comma, grade", [("3,0", True, 3), ("0,0", True, 0), ("2", True, 2), ("3.0", False, 3)]
+)
 def test_parse_grade_with_a_decimal_comma(value, decimal_comma, grade):
     assert parse_grade(value, False, decimal_comma) == grade
 
@@ -194,9 +246,22 @@ def test_a_semicolon_csv_writes_grades_with_a_decimal_comma(tmp_path):
     (tmp_path / "docs.csv").write_text("id;text\nd1;one, two\nd2;three\n")
     (tmp_path / "q.csv").write_text("id;text\nq1;first\n")
     (tmp_path / "j.csv").write_text("query_id;doc_id;score\nq1;d1;3,0\nq1;d2;0,0\n")
-    result = CliRunner().invoke(cli, ["convert", "--corpus", str(tmp_path / "docs.csv"), "--queries",
-                                      str(tmp_path / "q.csv"), "--qrels", str(tmp_path / "j.csv"), "--out",
-                                      str(tmp_path / "out"), "--grade-scale", "0-3"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "convert",
+            "--corpus",
+            str(tmp_path / "docs.csv"),
+            "--queries",
+            str(tmp_path / "q.csv"),
+            "--qrels",
+            str(tmp_path / "j.csv"),
+            "--out",
+            str(tmp_path / "out"),
+            "--grade-scale",
+            "0-3",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "CSV, semicolon-separated (detected); grades with a decimal comma (3,0 is 3)" in result.stdout
     assert "grade scale 0-3 (given; every grade within it)" in result.stdout
@@ -207,8 +272,13 @@ def test_decimal_comma_on_request_in_a_comma_csv(tmp_path):
     (tmp_path / "docs.csv").write_text("id,text\nd1,one\n")
     (tmp_path / "q.csv").write_text("id,text\nq1,first\n")
     (tmp_path / "j.csv").write_text('query_id,doc_id,score\nq1,d1,"2,0"\n')
-    summary = convert_tables(tmp_path / "docs.csv", tmp_path / "q.csv", tmp_path / "j.csv", tmp_path / "out",
-                             ConvertOptions(decimal_comma=True))
+    summary = convert_tables(
+        tmp_path / "docs.csv",
+        tmp_path / "q.csv",
+        tmp_path / "j.csv",
+        tmp_path / "out",
+        ConvertOptions(decimal_comma=True),
+    )
     assert summary.grades == {2: 1}
 
 
@@ -217,8 +287,22 @@ def test_every_row_problem_of_every_kind_in_one_run(tmp_path, monkeypatch):
     (tmp_path / "queries.csv").write_text("id,text\nq1,first\nq2,second\nq1,dup\n")
     (tmp_path / "qrels.csv").write_text("qid,docid,score\nq1,d1,1\nq1,d6,1.5\nq9,d1,1\nq2,d8,1\nq2,d6,7\n")
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["convert", "--corpus", "docs.csv", "--queries", "queries.csv", "--qrels",
-                                      "qrels.csv", "--out", "out", "--grade-scale", "0-3"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "convert",
+            "--corpus",
+            "docs.csv",
+            "--queries",
+            "queries.csv",
+            "--qrels",
+            "qrels.csv",
+            "--out",
+            "out",
+            "--grade-scale",
+            "0-3",
+        ],
+    )
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     expected = [
@@ -244,8 +328,9 @@ def test_more_problems_than_the_limit_are_counted(tmp_path, monkeypatch):
     (tmp_path / "queries.csv").write_text("id,text\nq1,first\n")
     (tmp_path / "qrels.csv").write_text("qid,docid,score\n" + "".join(f"q1,d1,{g}.5\n" for g in range(25)))
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["convert", "--corpus", "docs.csv", "--queries", "queries.csv", "--qrels",
-                                      "qrels.csv", "--out", "out"])
+    result = CliRunner().invoke(
+        cli, ["convert", "--corpus", "docs.csv", "--queries", "queries.csv", "--qrels", "qrels.csv", "--out", "out"]
+    )
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert lines[0] == "Error: 25 problems in the input rows (nothing written):"
@@ -259,7 +344,9 @@ def test_openpyxl_missing_is_one_line_naming_the_extra(tmp_path, monkeypatch):
 
     path = _book(tmp_path / "docs.xlsx", {"Docs": [["id", "text"], ["d1", "x"]]})
     monkeypatch.setitem(sys.modules, "openpyxl", None)
-    with pytest.raises(MissingDependencyError, match=r"reading \.xlsx needs openpyxl: pip install 'beir-harness\[excel\]'"):
+    with pytest.raises(
+        MissingDependencyError, match=r"reading \.xlsx needs openpyxl: pip install 'beir-harness\[excel\]'"
+    ):
         convert_tables(path, path, path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -268,9 +355,11 @@ def test_openpyxl_missing_is_one_line_naming_the_extra(tmp_path, monkeypatch):
 # Bad inputs: (case id, a function writing the files into the folder, CLI args, expected message).
 # Every case is a row of RELIABILITY.md; each exits non-zero and leaves the folder as it was.
 
-GOOD = {"Documents": [["id", "title", "text"], ["d1", "T", "alpha"], ["d2", None, "beta"]],
-        "Queries": [["id", "text"], ["q1", "alpha?"]],
-        "Judgments": [["query-id", "corpus-id", "score"], ["q1", "d1", 1]]}
+GOOD = {
+    "Documents": [["id", "title", "text"], ["d1", "T", "alpha"], ["d2", None, "beta"]],
+    "Queries": [["id", "text"], ["q1", "alpha?"]],
+    "Judgments": [["query-id", "corpus-id", "score"], ["q1", "d1", 1]],
+}
 BOOK = ["--corpus", "eval.xlsx", "--queries", "eval.xlsx", "--qrels", "eval.xlsx"]
 
 
@@ -279,8 +368,11 @@ def _good(**sheets):
 
 
 def _merged(folder):
-    _book(folder / "eval.xlsx", {**GOOD, "Judgments": [["query-id", None, "score"], ["q1", "d1", 1]]},
-          merge={"Judgments": "A1:B1"})
+    _book(
+        folder / "eval.xlsx",
+        {**GOOD, "Judgments": [["query-id", None, "score"], ["q1", "d1", 1]]},
+        merge={"Judgments": "A1:B1"},
+    )
 
 
 def _formula_without_value(folder):
@@ -292,6 +384,7 @@ def _csv(qrels: str):
         (folder / "docs.csv").write_text("id,text\nd1,alpha\nd2,beta\n")
         (folder / "queries.csv").write_text("id,text\nq1,first\n")
         (folder / "qrels.csv").write_text(qrels)
+
     return write
 
 
@@ -299,68 +392,143 @@ def _raw(name: str, content: bytes):
     def write(folder):
         _csv("qid,docid,score\nq1,d1,1\n")(folder)
         (folder / name).write_bytes(content)
+
     return write
 
 
 CSV = ["--corpus", "docs.csv", "--queries", "queries.csv", "--qrels", "qrels.csv"]
 
 BAD_EXCEL_INPUTS = [
-    ("xlsx-merged-header-cells", _merged, BOOK,
-     "eval.xlsx, sheet 'Judgments' (row 1): merged header cells A1:B1 (unmerge them and give each column its own "
-     "name in its own cell)"),
-    ("xlsx-formula-without-saved-value", _formula_without_value, BOOK,
-     "eval.xlsx, sheet 'Judgments' (row 2): formula without a saved value in cell C2 (=1+1) (openpyxl reads the "
-     "values Excel saves with its formulas and computes none"),
-    ("xlsx-empty-sheet", _good(Judgments=[]), BOOK,
-     "eval.xlsx, sheet 'Judgments': empty sheet: no header row (put the column names in its first row"),
-    ("xlsx-unknown-sheet", _good(), BOOK + ["--sheet", "qrels=judgement"],
-     "eval.xlsx: no sheet 'judgement' (from --sheet) (did you mean 'Judgments'? sheets: 'Documents', 'Queries', "
-     "'Judgments')"),
-    ("xlsx-no-sheet-fits", lambda folder: _book(folder / "eval.xlsx", {"Documents": GOOD["Documents"],
-                                                                    "Queries": GOOD["Queries"], "Notes": [["a"]]}),
-     BOOK,
-     "eval.xlsx: no sheet is named qrels or judgments or judgements or has the columns of the judgments (choose one "
-     "with --sheet qrels=NAME"),
-    ("xlsx-non-integer-grade", _good(Judgments=[["qid", "docid", "grade"], ["q1", "d1", 3.5]]), BOOK,
-     "eval.xlsx, sheet 'Judgments' (row 2): grade '3.5' is not an integer in column 'grade'"),
-    ("xlsx-value-under-no-column", _good(Queries=[["id", "text"], ["q1", "alpha?", "stray"]]), BOOK,
-     "eval.xlsx, sheet 'Queries' (row 2): cell C2 holds a value under no column name"),
-    ("xlsx-not-a-workbook", _raw("eval.xlsx", b"id,text\nd1,x\n"), ["--corpus", "eval.xlsx", "--queries",
-                                                                    "queries.csv", "--qrels", "qrels.csv"],
-     "eval.xlsx: not a readable .xlsx workbook"),
-    ("xlsx-compressed", _raw("eval.xlsx.gz", gzip.compress(b"x")), ["--corpus", "eval.xlsx.gz", "--queries",
-                                                                    "queries.csv", "--qrels", "qrels.csv"],
-     "eval.xlsx.gz: a compressed workbook (an .xlsx file is compressed already; unpack it)"),
-    ("xls-old-format", _raw("eval.xls", b"\xd0\xcf\x11\xe0"), ["--corpus", "eval.xls", "--queries", "queries.csv",
-                                                               "--qrels", "qrels.csv"],
-     "eval.xls: the old Excel format (.xls) is not read (open it in Excel or LibreOffice and save it as .xlsx"),
-    ("decimal-comma-half-grade", _csv("qid;docid;score\nq1;d1;3,5\n"), CSV,
-     "qrels.csv:2: grade '3,5' is not an integer in column 'score'"),
-    ("decimal-comma-without-the-option", _csv('qid,docid,score\nq1,d1,"3,0"\n'), CSV,
-     "qrels.csv:2: grade '3,0' is not an integer (a decimal comma? pass --decimal-comma) in column 'score'"),
-    ("grade-outside-the-scale", _csv("qid,docid,score\nq1,d1,1\nq1,d2,7\n"), CSV + ["--grade-scale", "0-3"],
-     "qrels.csv:3: grade 7 is outside the scale 0-3 in column 'score' (correct it, or widen --grade-scale)"),
-    ("grade-scale-upside-down", _csv("qid,docid,score\nq1,d1,1\n"), CSV + ["--grade-scale", "3-0"],
-     "--grade-scale '3-0': the lowest grade is above the highest"),
-    ("grade-scale-not-a-range", _csv("qid,docid,score\nq1,d1,1\n"), CSV + ["--grade-scale", "high"],
-     "--grade-scale 'high': expected LOWEST-HIGHEST, e.g. 0-3"),
-    ("column-override-with-suggestion", _good(Documents=[["ArticleNo", "Body"], ["d1", "alpha"]]),
-     BOOK + ["--corpus-id-column", "article", "--corpus-text-column", "body"],
-     "eval.xlsx, sheet 'Documents': no column 'article' (from --corpus-id-column); did you mean 'ArticleNo'? "
-     "columns found: ArticleNo, Body"),
-    ("column-override-matching-two-cases", _csv("QID,qid,docid,score\nq1,q1,d1,1\n"),
-     CSV + ["--qrels-query-column", "Qid"], "qrels.csv: 'QID' and 'qid' all match 'Qid' (from --qrels-query-column) "
-                                            "but for case (give the exact name"),
-    ("sheet-for-a-csv-input", _good(), ["--corpus", "eval.xlsx", "--queries", "eval.xlsx", "--qrels", "q.csv",
-                                        "--sheet", "qrels=Judgments"],
-     "--sheet qrels=Judgments: the qrels input is not an .xlsx workbook"),
-    ("eval-set-grade-outside-the-scale", lambda folder: (folder / "eval.json").write_text(
-        '{"documents": ["a"], "queries": [{"text": "q", "relevant": {"0": 4}}]}'), ["--eval-set", "eval.json",
-                                                                                 "--grade-scale", "0-3"],
-     "eval.json: query 1: relevant '0': grade 4 is outside the scale 0-3 (correct it, or widen --grade-scale)"),
-    ("unknown-query-and-unknown-document", _csv("qid,docid,score\nq7,d1,1\nq1,d9,1\n"), CSV,
-     "2 problems in the input rows (nothing written): qrels.csv: 1 judgment(s) name unknown queries: line 2 'q7' "
-     "(every id must be in queries.csv) qrels.csv: 1 judgment(s) name unknown documents: line 3 'd9'"),
+    (
+        "xlsx-merged-header-cells",
+        _merged,
+        BOOK,
+        "eval.xlsx, sheet 'Judgments' (row 1): merged header cells A1:B1 (unmerge them and give each column its own "
+        "name in its own cell)",
+    ),
+    (
+        "xlsx-formula-without-saved-value",
+        _formula_without_value,
+        BOOK,
+        "eval.xlsx, sheet 'Judgments' (row 2): formula without a saved value in cell C2 (=1+1) (openpyxl reads the "
+        "values Excel saves with its formulas and computes none",
+    ),
+    (
+        "xlsx-empty-sheet",
+        _good(Judgments=[]),
+        BOOK,
+        "eval.xlsx, sheet 'Judgments': empty sheet: no header row (put the column names in its first row",
+    ),
+    (
+        "xlsx-unknown-sheet",
+        _good(),
+        BOOK + ["--sheet", "qrels=judgement"],
+        "eval.xlsx: no sheet 'judgement' (from --sheet) (did you mean 'Judgments'? sheets: 'Documents', 'Queries', "
+        "'Judgments')",
+    ),
+    (
+        "xlsx-no-sheet-fits",
+        lambda folder: _book(
+            folder / "eval.xlsx", {"Documents": GOOD["Documents"], "Queries": GOOD["Queries"], "Notes": [["a"]]}
+        ),
+        BOOK,
+        "eval.xlsx: no sheet is named qrels or judgments or judgements or has the columns of the judgments (choose one "
+        "with --sheet qrels=NAME",
+    ),
+    (
+        "xlsx-non-integer-grade",
+        _good(Judgments=[["qid", "docid", "grade"], ["q1", "d1", 3.5]]),
+        BOOK,
+        "eval.xlsx, sheet 'Judgments' (row 2): grade '3.5' is not an integer in column 'grade'",
+    ),
+    (
+        "xlsx-value-under-no-column",
+        _good(Queries=[["id", "text"], ["q1", "alpha?", "stray"]]),
+        BOOK,
+        "eval.xlsx, sheet 'Queries' (row 2): cell C2 holds a value under no column name",
+    ),
+    (
+        "xlsx-not-a-workbook",
+        _raw("eval.xlsx", b"id,text\nd1,x\n"),
+        ["--corpus", "eval.xlsx", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "eval.xlsx: not a readable .xlsx workbook",
+    ),
+    (
+        "xlsx-compressed",
+        _raw("eval.xlsx.gz", gzip.compress(b"x")),
+        ["--corpus", "eval.xlsx.gz", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "eval.xlsx.gz: a compressed workbook (an .xlsx file is compressed already; unpack it)",
+    ),
+    (
+        "xls-old-format",
+        _raw("eval.xls", b"\xd0\xcf\x11\xe0"),
+        ["--corpus", "eval.xls", "--queries", "queries.csv", "--qrels", "qrels.csv"],
+        "eval.xls: the old Excel format (.xls) is not read (open it in Excel or LibreOffice and save it as .xlsx",
+    ),
+    (
+        "decimal-comma-half-grade",
+        _csv("qid;docid;score\nq1;d1;3,5\n"),
+        CSV,
+        "qrels.csv:2: grade '3,5' is not an integer in column 'score'",
+    ),
+    (
+        "decimal-comma-without-the-option",
+        _csv('qid,docid,score\nq1,d1,"3,0"\n'),
+        CSV,
+        "qrels.csv:2: grade '3,0' is not an integer (a decimal comma? pass --decimal-comma) in column 'score'",
+    ),
+    (
+        "grade-outside-the-scale",
+        _csv("qid,docid,score\nq1,d1,1\nq1,d2,7\n"),
+        CSV + ["--grade-scale", "0-3"],
+        "qrels.csv:3: grade 7 is outside the scale 0-3 in column 'score' (correct it, or widen --grade-scale)",
+    ),
+    (
+        "grade-scale-upside-down",
+        _csv("qid,docid,score\nq1,d1,1\n"),
+        CSV + ["--grade-scale", "3-0"],
+        "--grade-scale '3-0': the lowest grade is above the highest",
+    ),
+    (
+        "grade-scale-not-a-range",
+        _csv("qid,docid,score\nq1,d1,1\n"),
+        CSV + ["--grade-scale", "high"],
+        "--grade-scale 'high': expected LOWEST-HIGHEST, e.g. 0-3",
+    ),
+    (
+        "column-override-with-suggestion",
+        _good(Documents=[["ArticleNo", "Body"], ["d1", "alpha"]]),
+        BOOK + ["--corpus-id-column", "article", "--corpus-text-column", "body"],
+        "eval.xlsx, sheet 'Documents': no column 'article' (from --corpus-id-column); did you mean 'ArticleNo'? "
+        "columns found: ArticleNo, Body",
+    ),
+    (
+        "column-override-matching-two-cases",
+        _csv("QID,qid,docid,score\nq1,q1,d1,1\n"),
+        CSV + ["--qrels-query-column", "Qid"],
+        "qrels.csv: 'QID' and 'qid' all match 'Qid' (from --qrels-query-column) but for case (give the exact name",
+    ),
+    (
+        "sheet-for-a-csv-input",
+        _good(),
+        ["--corpus", "eval.xlsx", "--queries", "eval.xlsx", "--qrels", "q.csv", "--sheet", "qrels=Judgments"],
+        "--sheet qrels=Judgments: the qrels input is not an .xlsx workbook",
+    ),
+    (
+        "eval-set-grade-outside-the-scale",
+        lambda folder: (folder / "eval.json").write_text(
+            '{"documents": ["a"], "queries": [{"text": "q", "relevant": {"0": 4}}]}'
+        ),
+        ["--eval-set", "eval.json", "--grade-scale", "0-3"],
+        "eval.json: query 1: relevant '0': grade 4 is outside the scale 0-3 (correct it, or widen --grade-scale)",
+    ),
+    (
+        "unknown-query-and-unknown-document",
+        _csv("qid,docid,score\nq7,d1,1\nq1,d9,1\n"),
+        CSV,
+        "2 problems in the input rows (nothing written): qrels.csv: 1 judgment(s) name unknown queries: line 2 'q7' "
+        "(every id must be in queries.csv) qrels.csv: 1 judgment(s) name unknown documents: line 3 'd9'",
+    ),
 ]
 
 

@@ -26,8 +26,17 @@ PHASES = ("load", "encode_corpus", "encode_queries", "index", "search", "score")
 
 
 def _evaluate(folder: Path, tmp_path: Path, model: str = "hash:64", **changes) -> Result:
-    return evaluate_dataset(EvaluateConfig(folder, model=model, output_dir=tmp_path / "results", progress=False,
-                                           cache_dir=tmp_path / "cache", k_values=(1, 3, 10), **changes)).result
+    return evaluate_dataset(
+        EvaluateConfig(
+            folder,
+            model=model,
+            output_dir=tmp_path / "results",
+            progress=False,
+            cache_dir=tmp_path / "cache",
+            k_values=(1, 3, 10),
+            **changes,
+        )
+    ).result
 
 
 @pytest.mark.parametrize("model, extra", [("hash:64", {}), ("bm25", {}), ("hash:64", {"index": "hnsw"})])
@@ -57,8 +66,11 @@ def test_a_warm_run_says_which_phases_came_from_the_cache_and_keeps_its_hash(tin
     # Index and cache bytes: the cached index file is on disk; the cache holds the corpus and query vectors.
     index_files = list((tmp_path / "cache").rglob("*.faiss"))
     assert len(index_files) == 1 and warm.cost["index_bytes"] > 5 * 64 * 4  # five 64-d float32 vectors, a graph
-    on_disk = sum(p.stat().st_size for p in (tmp_path / "cache").rglob("*") if p.is_file()
-                  and "models" not in p.relative_to(tmp_path / "cache").parts)
+    on_disk = sum(
+        p.stat().st_size
+        for p in (tmp_path / "cache").rglob("*")
+        if p.is_file() and "models" not in p.relative_to(tmp_path / "cache").parts
+    )
     assert warm.cost["cache_bytes"] == on_disk
     assert cold.config_hash == warm.config_hash and cold.cost != warm.cost  # the cost is not the identity
 
@@ -112,8 +124,13 @@ r = evaluate_dataset(EvaluateConfig({str(tiny_beir)!r}, model="bm25", output_dir
 print(json.dumps({{"recorded": r.cost["peak_rss_bytes"],
                    "own": int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024}}))
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                         env={**os.environ, "BEIR_HARNESS_CACHE_DIR": str(tmp_path / "cache")})
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "BEIR_HARNESS_CACHE_DIR": str(tmp_path / "cache")},
+    )
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert 30 * 2**20 < seen["recorded"] <= seen["own"]  # python, numpy and the BM25 library are in memory
     assert seen["recorded"] >= 0.9 * seen["own"]  # nothing big happened after the result was made
@@ -133,8 +150,13 @@ second = evaluate_dataset(config).result
 print(json.dumps({{"first": first.cost["peak_rss_bytes"], "second": second.cost["peak_rss_bytes"], "own": own,
                    "scope": second.cost["peak_rss_scope"]}}))
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                         env={**os.environ, "BEIR_HARNESS_CACHE_DIR": str(tmp_path / "cache")})
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "BEIR_HARNESS_CACHE_DIR": str(tmp_path / "cache")},
+    )
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["own"] >= seen["first"] + 390 * 2**20  # the process's own mark saw the 400 MB
     assert seen["scope"] == "evaluation"
@@ -152,9 +174,17 @@ def test_a_peak_that_counts_from_the_process_start_is_marked_at_least(tiny_beir,
     assert "| ≥ " in markdown
 
 
-@pytest.mark.parametrize("count, shown", [(512, "512 B"), (1536, "1.5 KiB"), (1000 * 2**20, "1000 MiB"),
-                                          (1023 * 2**20 + 2**19, "1024 MiB"), (99.96 * 2**20, "100 MiB"),
-                                          (12.345 * 2**30, "12.3 GiB")])
+@pytest.mark.parametrize(
+    "count, shown",
+    [
+        (512, "512 B"),
+        (1536, "1.5 KiB"),
+        (1000 * 2**20, "1000 MiB"),
+        (1023 * 2**20 + 2**19, "1024 MiB"),
+        (99.96 * 2**20, "100 MiB"),
+        (12.345 * 2**30, "12.3 GiB"),
+    ],
+)
 def test_sizes_read_as_numbers_at_every_magnitude(count, shown):
     """Three significant digits, a whole number from 100 up: never ``1e+03 MiB`` (a peak of 1000–1023 MiB)."""
     from harness.reporting.cost import CostRow, cost_table
@@ -164,8 +194,7 @@ def test_sizes_read_as_numbers_at_every_magnitude(count, shown):
 
 
 def test_children_peak_rss_counts_a_child_process():
-    subprocess.run([sys.executable, "-c", "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
-                   check=True)
+    subprocess.run([sys.executable, "-c", "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096])"], check=True)
     assert peak_rss()["children"] >= 200 * 2**20
 
 
@@ -189,8 +218,19 @@ def test_report_cost_shows_quality_beside_cost_in_every_format(tiny_beir, tmp_pa
     assert by_system["hash:64"]["cached"] == "encode_corpus encode_queries"
     markdown = _cost_report(root, "markdown")
     header = markdown.splitlines()[0]
-    for column in ("nDCG@3", "wall s", "encode corpus s", "search s", "docs/s", "p50 ms", "p95 ms", "p99 ms",
-                   "peak RSS", "index", "cache"):
+    for column in (
+        "nDCG@3",
+        "wall s",
+        "encode corpus s",
+        "search s",
+        "docs/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "peak RSS",
+        "index",
+        "cache",
+    ):
         assert f"| {column} |" in header
     assert "| hash:64 |" in markdown and "cached" in markdown.split("| hash:64 |")[1].splitlines()[0]
     assert "tokens" not in header and "rerank" not in header  # no row has them
@@ -237,8 +277,17 @@ def test_the_html_page_carries_the_cost_table(tiny_beir, tmp_path):
 
 
 def test_evaluate_logs_one_cost_line(tiny_beir, tmp_path):
-    args = ["-v", "evaluate", str(tiny_beir), "--model", "hash:64", "--cache-dir", str(tmp_path / "cache"),
-            "--output-dir", str(tmp_path / "results")]
+    args = [
+        "-v",
+        "evaluate",
+        str(tiny_beir),
+        "--model",
+        "hash:64",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--output-dir",
+        str(tmp_path / "results"),
+    ]
     CliRunner().invoke(cli, args)
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output

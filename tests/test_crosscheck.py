@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-import harness.retrieval.encode
 import harness.pipeline.evaluate
+import harness.retrieval.encode
 from harness.cli import cli
 
 

@@ -20,15 +20,15 @@ def _invoke(*args):
 
 
 def _bench(dataset, out, *extra):
-    return _invoke("-q", "bench", "--models", "bm25", "--datasets", dataset, "--output-dir", out, "--k", "10",
-                   *extra)
+    return _invoke("-q", "bench", "--models", "bm25", "--datasets", dataset, "--output-dir", out, "--k", "10", *extra)
 
 
 def _set_grade(folder, query_id, doc_id, grade):
     path = folder / "qrels" / "test.tsv"
     lines = path.read_text().splitlines()
-    changed = [f"{query_id}\t{doc_id}\t{grade}" if line.split("\t")[:2] == [query_id, doc_id] else line
-               for line in lines]
+    changed = [
+        f"{query_id}\t{doc_id}\t{grade}" if line.split("\t")[:2] == [query_id, doc_id] else line for line in lines
+    ]
     assert changed != lines, "the judgment to change is not in the file"
     path.write_text("\n".join(changed) + "\n")
 
@@ -82,11 +82,22 @@ def test_changed_judgments_reuse_the_cached_embeddings(tiny_beir, tmp_path, monk
             calls.append(len(texts))
             return super().encode_docs(texts)
 
-    monkeypatch.setattr(harness.retrieval.encode, "load_encoder",
-                        lambda *args, **kwargs: Counting(dimension=32))
+    monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: Counting(dimension=32))
     out, cache = tmp_path / "results", tmp_path / "cache"
-    args = ("-q", "bench", "--models", "hash:32", "--datasets", tiny_beir, "--output-dir", out, "--k", "10",
-            "--cache-dir", cache)
+    args = (
+        "-q",
+        "bench",
+        "--models",
+        "hash:32",
+        "--datasets",
+        tiny_beir,
+        "--output-dir",
+        out,
+        "--k",
+        "10",
+        "--cache-dir",
+        cache,
+    )
     assert _invoke(*args).exit_code == 0
     assert sum(calls) == 5  # the five documents, once
     _set_grade(tiny_beir, "q1", "d1", 0)
@@ -112,7 +123,10 @@ def mixed(tiny_beir, tmp_path):
     out = tmp_path / "results"
     assert _invoke("evaluate", tiny_beir, "--model", "bm25", "--output-dir", out).exit_code == 0
     _set_grade(tiny_beir, "q1", "d1", 0)
-    assert _invoke("evaluate", tiny_beir, "--model", "bm25", "--output-dir", out, "--top-k", "50", "--k", "10").exit_code == 0
+    assert (
+        _invoke("evaluate", tiny_beir, "--model", "bm25", "--output-dir", out, "--top-k", "50", "--k", "10").exit_code
+        == 0
+    )
     old, new = out / "tiny" / "bm25" / "test.json", next((out / "tiny" / "bm25").glob("test.top50-*.json"))
     return out, old, new
 
@@ -143,8 +157,11 @@ def test_report_with_allow_mixed_data_shows_each_version_as_its_own_row(mixed):
 
 def test_compare_inspect_and_fuse_refuse_results_on_different_data(mixed, tmp_path):
     out, old, new = mixed
-    for args in (("compare", old, new), ("inspect", old, new),
-                 ("fuse", old, new, "--method", "rrf", "--output-dir", tmp_path / "fused")):
+    for args in (
+        ("compare", old, new),
+        ("inspect", old, new),
+        ("fuse", old, new, "--method", "rrf", "--output-dir", tmp_path / "fused"),
+    ):
         result = _invoke(*args)
         assert result.exit_code == 1, args
         assert "were computed on different data" in result.stderr and "differ in qrels" in result.stderr
@@ -159,7 +176,8 @@ def test_import_under_a_registry_name_checks_the_registry_counts(tiny_beir, tmp_
     assert result.exit_code == 1
     assert result.stderr.strip() == (
         "Error: scifact: the folder has 5 documents and 3 judged test queries, the registry expects 5,183 and 300; "
-        "not scifact: import it under another name (--name scifact-custom), which makes it a custom dataset")
+        "not scifact: import it under another name (--name scifact-custom), which makes it a custom dataset"
+    )
     assert not data.exists()  # not even an empty data folder is left behind
     again = _invoke("datasets", "import", folder, "--data-dir", data, "--name", "scifact-custom")
     assert again.exit_code == 0, again.stderr
@@ -173,8 +191,10 @@ def test_evaluating_a_folder_under_a_registry_name_with_other_counts_warns_and_s
     out = tmp_path / "results"
     result = _invoke("evaluate", folder, "--model", "bm25", "--output-dir", out)
     assert result.exit_code == 0
-    why = ("this folder has 5 documents and 3 judged test queries, the registry's nfcorpus has 3,633 and 323: its "
-           "numbers are not comparable with published nfcorpus scores")
+    why = (
+        "this folder has 5 documents and 3 judged test queries, the registry's nfcorpus has 3,633 and 323: its "
+        "numbers are not comparable with published nfcorpus scores"
+    )
     assert why in result.stderr
     stored = json.loads((out / "nfcorpus" / "bm25" / "test.json").read_text())
     assert any(why in note for note in stored["notes"]) and why in stored["config"]["registry_mismatch"]
@@ -192,8 +212,7 @@ def test_a_custom_dataset_is_listed_and_usable_by_name(tiny_beir, tmp_path, monk
     evaluated = _invoke("evaluate", "shop", "--model", "bm25", "--data-dir", data, "--output-dir", out, "--json")
     assert evaluated.exit_code == 0, evaluated.stderr
     assert json.loads(evaluated.stdout)["dataset"] == "shop"
-    benched = _invoke("-q", "bench", "--models", "bm25", "--datasets", "shop", "--data-dir", data, "--output-dir",
-                      out)
+    benched = _invoke("-q", "bench", "--models", "bm25", "--datasets", "shop", "--data-dir", data, "--output-dir", out)
     assert benched.exit_code == 0 and "0 done, 1 skipped" in benched.stdout
     retrieved = _invoke("retrieve", "shop", "--model", "bm25", "--data-dir", data, "--out", tmp_path / "run.trec")
     assert retrieved.exit_code == 0, retrieved.stderr
@@ -203,8 +222,9 @@ def test_a_custom_dataset_is_listed_and_usable_by_name(tiny_beir, tmp_path, monk
 def test_bench_redoes_a_cell_whose_label_changed(tiny_beir, tmp_path):
     out = tmp_path / "results"
     assert _bench(tiny_beir, out).exit_code == 0
-    relabelled = _invoke("-q", "bench", "--models", "lexical=bm25", "--datasets", tiny_beir, "--output-dir", out,
-                         "--k", "10")
+    relabelled = _invoke(
+        "-q", "bench", "--models", "lexical=bm25", "--datasets", tiny_beir, "--output-dir", out, "--k", "10"
+    )
     assert relabelled.exit_code == 0, relabelled.stderr
     assert "redone: tiny × lexical: the label (was 'bm25') changed since the stored result" in relabelled.stdout
     assert json.loads((out / "tiny" / "bm25" / "test.json").read_text())["label"] == "lexical"

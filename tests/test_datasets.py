@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.datasets import registry
 from harness.cli import cli
+from harness.datasets import registry
 from harness.datasets.catalog import (
     STAMP,
     download_dataset,
@@ -27,8 +27,8 @@ from harness.datasets.catalog import (
     remove_dataset,
     resolve_dataset,
 )
-from harness.io.download import RetryPolicy
 from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError
+from harness.io.download import RetryPolicy
 
 NFCORPUS_MD5 = "a89dba18a62ef92f7d323ec890a0d38d"
 FAST = RetryPolicy(attempts=3, backoff=0.01, connect_timeout=2, read_timeout=1)
@@ -144,9 +144,14 @@ def _bad_archive(members: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize(("member", "why"), [("../escape.txt", "leaves the target folder"),
-                                             ("/abs/escape.txt", "has an absolute path"),
-                                             ("tiny/../../escape.txt", "leaves the target folder")])
+@pytest.mark.parametrize(
+    ("member", "why"),
+    [
+        ("../escape.txt", "leaves the target folder"),
+        ("/abs/escape.txt", "has an absolute path"),
+        ("tiny/../../escape.txt", "leaves the target folder"),
+    ],
+)
 def test_served_unsafe_archive_is_refused(http_server, tmp_path, monkeypatch, member, why):
     data = _bad_archive({"tiny/corpus.jsonl": b"{}\n", member: b"x"})
     http_server.files["/tiny.zip"] = data
@@ -205,7 +210,12 @@ def test_list_and_resolve(nfcorpus_zip, tiny_beir, tmp_path):
     root = tmp_path / "data"
     import_dataset(nfcorpus_zip, root)
     rows = {row["name"]: row for row in list_datasets(root)}
-    assert len(rows) == 19 + 13 and rows["nanobeir/scifact"]["family"] == "NanoBEIR" and rows["nfcorpus"]["installed"] and not rows["scifact"]["installed"]
+    assert (
+        len(rows) == 19 + 13
+        and rows["nanobeir/scifact"]["family"] == "NanoBEIR"
+        and rows["nfcorpus"]["installed"]
+        and not rows["scifact"]["installed"]
+    )
     assert rows["nfcorpus"]["published_scores"] == 53 and rows["arguana"]["ignore_identical_ids"]
     assert resolve_dataset("nfcorpus", root) == (root / "nfcorpus", "nfcorpus")
     assert resolve_dataset(tiny_beir, root) == (tiny_beir, "tiny")
@@ -221,8 +231,23 @@ def test_evaluate_a_registry_name_downloads_it(mirror, tmp_path, monkeypatch):
     run = tmp_path / "r.trec"
     run.write_text("PLAIN-2 Q0 MED-2427 1 1.0 x\n")
     monkeypatch.setenv("BEIR_HARNESS_MIRROR", mirror.url)
-    result = CliRunner().invoke(cli, ["-q", "evaluate", "nfcorpus", "--data-dir", str(tmp_path / "data"), "--run",
-                                      str(run), "--k", "10", "--output-dir", str(tmp_path / "res"), "--json"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            "nfcorpus",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--run",
+            str(run),
+            "--k",
+            "10",
+            "--output-dir",
+            str(tmp_path / "res"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["dataset"] == "nfcorpus" and data["n_queries"] == 323
@@ -246,15 +271,31 @@ def test_cli_datasets_commands(mirror, nfcorpus_zip, tmp_path, monkeypatch):
     assert result.exit_code == 1 and "not distributed" in result.stderr
     result = runner.invoke(cli, ["datasets", "download", "fiqa", "--base-url", "ftp://127.0.0.1/"])
     assert result.exit_code == 1 and "only http(s)" in result.stderr
-    for command in (["datasets"], ["datasets", "list"], ["datasets", "download"], ["datasets", "import"],
-                    ["datasets", "remove"]):
+    for command in (
+        ["datasets"],
+        ["datasets", "list"],
+        ["datasets", "download"],
+        ["datasets", "import"],
+        ["datasets", "remove"],
+    ):
         assert "Example:" in runner.invoke(cli, [*command, "--help"]).stdout
 
 
 def test_two_processes_downloading_at_once(mirror, tmp_path):
     root = tmp_path / "data"
-    command = [sys.executable, "-m", "harness", "-q", "datasets", "download", "nfcorpus", "--data-dir", str(root),
-               "--base-url", mirror.url]
+    command = [
+        sys.executable,
+        "-m",
+        "harness",
+        "-q",
+        "datasets",
+        "download",
+        "nfcorpus",
+        "--data-dir",
+        str(root),
+        "--base-url",
+        mirror.url,
+    ]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [proc.communicate(timeout=120) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outputs
@@ -271,8 +312,19 @@ def test_download_killed_mid_stream_resumes_in_a_new_process(mirror, tmp_path):
 
     root = tmp_path / "data"
     mirror.behaviours = ["slow:20"]
-    command = [sys.executable, "-m", "harness", "-q", "datasets", "download", "nfcorpus", "--data-dir", str(root),
-               "--base-url", mirror.url]
+    command = [
+        sys.executable,
+        "-m",
+        "harness",
+        "-q",
+        "datasets",
+        "download",
+        "nfcorpus",
+        "--data-dir",
+        str(root),
+        "--base-url",
+        mirror.url,
+    ]
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     part = root / "nfcorpus.zip.part"
     deadline = time.monotonic() + 30
@@ -319,19 +371,42 @@ def test_nothing_in_a_downloaded_dataset_is_ever_executed(http_server, tmp_path,
     payload = f"open({str(marker)!r}, 'w').close()\n".encode()
     members = {f"tiny/{p.relative_to(tiny).as_posix()}": p.read_bytes() for p in tiny.rglob("*") if p.is_file()}
     # Files Python or a shell would run if anything imported, sourced or executed them.
-    members.update({"tiny/__init__.py": payload, "tiny/sitecustomize.py": payload, "tiny/conftest.py": payload,
-                    "tiny/setup.py": payload, "tiny/qrels/__init__.py": payload,
-                    "tiny/run.sh": b"#!/bin/sh\ntouch " + str(marker).encode() + b"\n"})
+    members.update(
+        {
+            "tiny/__init__.py": payload,
+            "tiny/sitecustomize.py": payload,
+            "tiny/conftest.py": payload,
+            "tiny/setup.py": payload,
+            "tiny/qrels/__init__.py": payload,
+            "tiny/run.sh": b"#!/bin/sh\ntouch " + str(marker).encode() + b"\n",
+        }
+    )
     data = _bad_archive(members)
     http_server.files["/tiny.zip"] = data
-    spec = replace(registry.get("scifact"), name="tiny", md5=hashlib.md5(data).hexdigest(), zip_mb=None,
-                   n_docs=5, n_queries=3)
+    spec = replace(
+        registry.get("scifact"), name="tiny", md5=hashlib.md5(data).hexdigest(), zip_mb=None, n_docs=5, n_queries=3
+    )
     specs = {**registry.datasets(), "tiny": spec}
     monkeypatch.setattr(registry, "datasets", lambda: specs)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["-q", "evaluate", "tiny", "--model", "hash:32", "--data-dir",
-                                      str(tmp_path / "data"), "--base-url", http_server.url, "--output-dir",
-                                      str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            "tiny",
+            "--model",
+            "hash:32",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--base-url",
+            http_server.url,
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "data" / "tiny" / "run.sh").is_file()  # extracted as data...
     assert not marker.exists()  # ...and never run
@@ -350,8 +425,10 @@ def test_a_mistyped_dataset_path_suggests_its_siblings_and_a_file_its_folder(tin
     assert file.exit_code == 1 and f"is a file; pass the BEIR folder that holds it ({tiny_beir})" in file.stderr
 
 
-@pytest.mark.parametrize("base, why", [("http://127.0.0.1:9", "connection refused"),
-                                       ("http://beir-mirror.invalid", "the server name does not resolve")])
+@pytest.mark.parametrize(
+    "base, why",
+    [("http://127.0.0.1:9", "connection refused"), ("http://beir-mirror.invalid", "the server name does not resolve")],
+)
 def test_offline_downloads_fail_in_seconds_and_name_the_alternatives(tmp_path, monkeypatch, base, why):
     import socket
     import time
@@ -366,8 +443,9 @@ def test_offline_downloads_fail_in_seconds_and_name_the_alternatives(tmp_path, m
     monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
     waits = []
     monkeypatch.setattr(time, "sleep", waits.append)  # a retry's backoff would sleep
-    result = CliRunner().invoke(cli, ["datasets", "download", "scifact", "--base-url", base, "--data-dir",
-                                      str(tmp_path)])
+    result = CliRunner().invoke(
+        cli, ["datasets", "download", "scifact", "--base-url", base, "--data-dir", str(tmp_path)]
+    )
     assert waits == []  # an unknown host is not retried: it fails at once, whatever the machine's load
     assert result.exit_code == 1 and why in result.stderr
     assert "beir-harness datasets import FILE.zip" in result.stderr and "--base-url" in result.stderr

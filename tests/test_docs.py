@@ -17,13 +17,27 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = ROOT / "docs"
 # The page that documents each top-level command (and its subcommands).
-PAGES = {"demo": "evaluate.md", "evaluate": "evaluate.md", "retrieve": "evaluate.md", "bench": "bench.md",
-         "report": "reports.md", "compare": "reports.md", "inspect": "reports.md", "export": "reports.md",
-         "fuse": "fuse.md", "crosscheck": "fuse.md", "cache": "cache-and-env.md", "env": "cache-and-env.md",
-         "datasets": "datasets.md", "convert": "datasets.md", "validate": "datasets.md",
-         "pool": "build-an-eval-set.md", "judge": "build-an-eval-set.md",
-         "judgments": "judgments.md",
-         "score": "score.md"}
+PAGES = {
+    "demo": "evaluate.md",
+    "evaluate": "evaluate.md",
+    "retrieve": "evaluate.md",
+    "bench": "bench.md",
+    "report": "reports.md",
+    "compare": "reports.md",
+    "inspect": "reports.md",
+    "export": "reports.md",
+    "fuse": "fuse.md",
+    "crosscheck": "fuse.md",
+    "cache": "cache-and-env.md",
+    "env": "cache-and-env.md",
+    "datasets": "datasets.md",
+    "convert": "datasets.md",
+    "validate": "datasets.md",
+    "pool": "build-an-eval-set.md",
+    "judge": "build-an-eval-set.md",
+    "judgments": "judgments.md",
+    "score": "score.md",
+}
 
 
 def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
@@ -65,8 +79,12 @@ def test_readme_is_a_short_entry_point():
 
 def test_readme_and_docs_show_the_same_exit_codes():
     def table(text: str) -> str:
-        return "\n".join(line for line in text.splitlines() if line.startswith("|") and (
-            "exit code" in line or line.startswith(("| 0 ", "| 1 ", "| 2 ", "| 130 ", "|---:"))))
+        return "\n".join(
+            line
+            for line in text.splitlines()
+            if line.startswith("|")
+            and ("exit code" in line or line.startswith(("| 0 ", "| 1 ", "| 2 ", "| 130 ", "|---:")))
+        )
 
     assert table(README) and table(README) == table((DOCS / "index.md").read_text(encoding="utf-8"))
 
@@ -77,9 +95,14 @@ def test_no_example_needs_a_folder_beside_the_checkout():
 
 
 def _build(source: Path, site: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
-                           str(source / "mkdocs.yml"), "-d", str(site)], cwd=source, capture_output=True,
-                          text=True, timeout=300, env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(source / "mkdocs.yml"), "-d", str(site)],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_the_site_builds_strictly(tmp_path):

@@ -7,12 +7,11 @@ import io
 import random
 import stat
 import zipfile
-from pathlib import Path
 
 import pytest
 
-from harness.io.download import NET_CHUNK, RetryPolicy, fetch, md5_file, safe_extract
 from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError
+from harness.io.download import NET_CHUNK, RetryPolicy, fetch, md5_file, safe_extract
 
 FAST = RetryPolicy(attempts=3, backoff=0.01, connect_timeout=2, read_timeout=0.5)
 
@@ -162,6 +161,7 @@ def test_redirect_within_http_is_followed(served, tmp_path):
 
 # --- extraction ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("members", "symlinks", "message"),
     [
@@ -209,7 +209,7 @@ def test_lying_member_size_is_caught(tmp_path):
     data = bytearray(_zip({"a.txt": b"hello world, more than declared"}))
     # Shrink the declared size in the central directory (after its signature PK\1\2 at +24).
     central = data.rfind(b"PK\x01\x02")
-    data[central + 24:central + 28] = (5).to_bytes(4, "little")
+    data[central + 24 : central + 28] = (5).to_bytes(4, "little")
     archive = tmp_path / "liar.zip"
     archive.write_bytes(bytes(data))
     # zipfile reads only the declared 5 bytes, whose CRC is not the member's: a damaged member, said so.

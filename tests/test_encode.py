@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.retrieval.encode import encode_corpus, load_encoder
-from harness.retrieval.models import DEFAULT_MODEL, canonical_model_name, resolve_model_source
 from harness.errors import ModelLoadError
 from harness.records import Doc, doc_text
+from harness.retrieval.encode import encode_corpus, load_encoder
+from harness.retrieval.models import DEFAULT_MODEL, canonical_model_name, resolve_model_source
 
 
 def test_doc_text_joins_title_and_text_and_strips():
@@ -84,8 +84,16 @@ def test_remote_code_runs_only_when_asked(monkeypatch, tiny_beir, tmp_path):
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", spy)
     model = tmp_path / "custom-code-model"  # a local copy, so that the model is found before it loads
     model.mkdir()
-    base = ["evaluate", str(tiny_beir), "--model", str(model), "--output-dir", str(tmp_path / "r"),
-            "--cache-dir", str(tmp_path / "c")]
+    base = [
+        "evaluate",
+        str(tiny_beir),
+        "--model",
+        str(model),
+        "--output-dir",
+        str(tmp_path / "r"),
+        "--cache-dir",
+        str(tmp_path / "c"),
+    ]
     assert CliRunner().invoke(cli, base).exit_code == 1
     assert CliRunner().invoke(cli, [*base, "--trust-remote-code"]).exit_code == 1
     assert asked == [False, True]
@@ -94,11 +102,15 @@ def test_remote_code_runs_only_when_asked(monkeypatch, tiny_beir, tmp_path):
     assert asked[-1] is False
 
 
-@pytest.mark.parametrize("model, hint", [("bm-25", "did you mean bm25?"),
-                                         ("all-MiniLM-L6", "did you mean all-MiniLM-L6-v2?"),
-                                         ("./models/e5", "it is a path, not a hub id")])
-def test_a_model_found_nowhere_fails_in_seconds_and_says_where_it_looked(tiny_beir, tmp_path, model, hint,
-                                                                         monkeypatch):
+@pytest.mark.parametrize(
+    "model, hint",
+    [
+        ("bm-25", "did you mean bm25?"),
+        ("all-MiniLM-L6", "did you mean all-MiniLM-L6-v2?"),
+        ("./models/e5", "it is a path, not a hub id"),
+    ],
+)
+def test_a_model_found_nowhere_fails_in_seconds_and_says_where_it_looked(tiny_beir, tmp_path, model, hint, monkeypatch):
     """Fast by the work done, not by a clock: no model load is tried (the hub client's retries would take 11-13 s
     offline), and the hub is asked at most once, by one TCP connect with a timeout."""
     import sentence_transformers
@@ -108,7 +120,9 @@ def test_a_model_found_nowhere_fails_in_seconds_and_says_where_it_looked(tiny_be
 
     loads = []
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", lambda *a, **k: loads.append(a) or 1 / 0)
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", model, "--output-dir", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli, ["evaluate", str(tiny_beir), "--model", model, "--output-dir", str(tmp_path / "out")]
+    )
     assert loads == []
     assert result.exit_code == 1 and hint in result.stderr
     assert "not a local folder, not in the Hugging Face cache" in result.stderr
@@ -124,8 +138,11 @@ def test_offline_detection_probes_the_hub_quickly(monkeypatch):
 
     attempts = []
     real = socket.create_connection
-    monkeypatch.setattr(socket, "create_connection", lambda address, timeout=None, *rest:
-                        attempts.append((address, timeout)) or real(address, timeout, *rest))
+    monkeypatch.setattr(
+        socket,
+        "create_connection",
+        lambda address, timeout=None, *rest: attempts.append((address, timeout)) or real(address, timeout, *rest),
+    )
     with pytest.raises(ModelLoadError, match="127.0.0.1 is not reachable"):
         encode.check_model_available("some-org/some-model")
     assert attempts == [(("127.0.0.1", 9), 2.0)]  # one connect, bounded by its timeout: no client retries
@@ -137,12 +154,18 @@ def test_offline_detection_probes_the_hub_quickly(monkeypatch):
 def test_the_encoder_spec_is_what_identity_loading_and_the_model_key_read(tmp_path):
     from dataclasses import replace
 
-    from harness.runtimes.spec import EncoderSpec
     from harness.pipeline.evaluate import EvaluateConfig, configuration
+    from harness.runtimes.spec import EncoderSpec
 
     spec = EncoderSpec()
-    assert set(spec.to_config()) == {"max_seq_length", "normalize", "query_prefix", "doc_prefix", "backend",
-                                     "precision"}  # batch size and remote code change no vector
+    assert set(spec.to_config()) == {
+        "max_seq_length",
+        "normalize",
+        "query_prefix",
+        "doc_prefix",
+        "backend",
+        "precision",
+    }  # batch size and remote code change no vector
     base = EvaluateConfig(dataset_path=tmp_path, model="m")
     default = configuration(base, "d")
     faster = configuration(replace(base, encoder=replace(spec, batch_size=256, trust_remote_code=True)), "d")
@@ -153,11 +176,18 @@ def test_the_encoder_spec_is_what_identity_loading_and_the_model_key_read(tmp_pa
     assert loaded.batch_size == 7 and loaded.normalize is False
 
 
-@pytest.mark.parametrize("values, setting", [({"backend": "tensorrt"}, "backend"), ({"precision": "fp8"}, "precision"),
-                                             ({"batch_size": 0}, "batch_size"), ({"max_seq_length": -1}, "max_seq_length")])
+@pytest.mark.parametrize(
+    "values, setting",
+    [
+        ({"backend": "tensorrt"}, "backend"),
+        ({"precision": "fp8"}, "precision"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"max_seq_length": -1}, "max_seq_length"),
+    ],
+)
 def test_an_impossible_encoder_setting_names_itself(values, setting):
-    from harness.runtimes.spec import EncoderSpec
     from harness.errors import HarnessError
+    from harness.runtimes.spec import EncoderSpec
 
     with pytest.raises(HarnessError, match=setting):
         EncoderSpec(**values).check()

@@ -89,10 +89,15 @@ def service():
                 rows = rows[:-1]
             if kind == "vary":
                 rows[-1] = rows[-1][:-1]
-            payload = {"object": "list", "model": body["model"],
-                       "data": [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)],
-                       "usage": {"prompt_tokens": sum(len(t.split()) for t in body["input"]),
-                                 "total_tokens": sum(len(t.split()) for t in body["input"])}}
+            payload = {
+                "object": "list",
+                "model": body["model"],
+                "data": [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)],
+                "usage": {
+                    "prompt_tokens": sum(len(t.split()) for t in body["input"]),
+                    "total_tokens": sum(len(t.split()) for t in body["input"]),
+                },
+            }
             self._send(200, json.dumps(payload).replace("NaN", "NaN").encode())
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -109,14 +114,22 @@ def _spec(service, **changes) -> EndpointSpec:
 
 
 def _config(tiny_beir, service, tmp_path, **changes) -> EvaluateConfig:
-    return EvaluateConfig(tiny_beir, model="openai:hash-64", output_dir=tmp_path / "out", progress=False,
-                          cache_dir=tmp_path / "cache", endpoint=_spec(service, batch_size=2, concurrency=2),
-                          k_values=(1, 3), **changes)
+    return EvaluateConfig(
+        tiny_beir,
+        model="openai:hash-64",
+        output_dir=tmp_path / "out",
+        progress=False,
+        cache_dir=tmp_path / "cache",
+        endpoint=_spec(service, batch_size=2, concurrency=2),
+        k_values=(1, 3),
+        **changes,
+    )
 
 
 def test_metrics_equal_the_local_encoder_and_a_rerun_sends_nothing(tiny_beir, service, tmp_path):
-    local = evaluate_dataset(EvaluateConfig(tiny_beir, model="hash:64", output_dir=None, progress=False,
-                                            cache=False, k_values=(1, 3))).result
+    local = evaluate_dataset(
+        EvaluateConfig(tiny_beir, model="hash:64", output_dir=None, progress=False, cache=False, k_values=(1, 3))
+    ).result
     first = evaluate_dataset(_config(tiny_beir, service, tmp_path)).result
     assert first.metrics == local.metrics
     usage = first.config["endpoint_usage"]
@@ -134,16 +147,47 @@ def test_metrics_equal_the_local_encoder_and_a_rerun_sends_nothing(tiny_beir, se
 def test_the_key_is_sent_never_written_and_a_missing_key_is_one_line(tiny_beir, service, tmp_path, monkeypatch):
     service.key = KEY
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "openai:hash-64", "--endpoint",
-                                      service.url, "--cache-dir", str(tmp_path / "cache"), "--output-dir",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "openai:hash-64",
+            "--endpoint",
+            service.url,
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
-    assert "HTTP 401 for model hash-64 (no API key: set $OPENAI_API_KEY, or name the variable with --api-key-env)" \
+    assert (
+        "HTTP 401 for model hash-64 (no API key: set $OPENAI_API_KEY, or name the variable with --api-key-env)"
         in result.stderr
+    )
     monkeypatch.setenv("MY_KEY", KEY)
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "openai:hash-64", "--endpoint",
-                                      service.url, "--api-key-env", "MY_KEY", "--cache-dir", str(tmp_path / "cache"),
-                                      "--output-dir", str(tmp_path / "out"), "-v", "--price-per-1m-tokens", "0.02"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "openai:hash-64",
+            "--endpoint",
+            service.url,
+            "--api-key-env",
+            "MY_KEY",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "-v",
+            "--price-per-1m-tokens",
+            "0.02",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert KEY not in result.output
     written = "".join(p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file())
@@ -154,13 +198,23 @@ def test_the_key_is_sent_never_written_and_a_missing_key_is_one_line(tiny_beir, 
 
 def test_the_cost_record_and_report_cost_carry_the_tokens_and_their_price(tiny_beir, service, tmp_path):
     spec = _spec(service, batch_size=2, concurrency=2, price_per_1m_tokens=0.02)
-    result = evaluate_dataset(EvaluateConfig(tiny_beir, model="openai:hash-64", output_dir=tmp_path / "out",
-                                             progress=False, cache_dir=tmp_path / "cache", endpoint=spec,
-                                             k_values=(1, 3))).result
+    result = evaluate_dataset(
+        EvaluateConfig(
+            tiny_beir,
+            model="openai:hash-64",
+            output_dir=tmp_path / "out",
+            progress=False,
+            cache_dir=tmp_path / "cache",
+            endpoint=spec,
+            k_values=(1, 3),
+        )
+    ).result
     usage = result.cost["endpoint"]
     assert usage == result.config["endpoint_usage"] and usage["requests"] == len(service.requests)
     assert usage["tokens"] > 0 and usage["cost"] == round(usage["tokens"] * 0.02 / 1e6, 6)  # to the micro-unit
-    shown = CliRunner().invoke(cli, ["report", str(tmp_path / "out"), "--cost", "--format", "csv", "--metric", "nDCG@3"])
+    shown = CliRunner().invoke(
+        cli, ["report", str(tmp_path / "out"), "--cost", "--format", "csv", "--metric", "nDCG@3"]
+    )
     assert shown.exit_code == 0, shown.output
     row = next(csv.DictReader(io.StringIO(shown.output)))
     assert int(row["tokens"]) == usage["tokens"] and float(row["price"]) == usage["cost"]
@@ -168,8 +222,7 @@ def test_the_cost_record_and_report_cost_carry_the_tokens_and_their_price(tiny_b
     assert "| tokens | price |" in markdown.splitlines()[0]
 
 
-def test_retries_honour_retry_after_and_survive_500s_drops_and_slow_answers(tiny_beir, service, tmp_path,
-                                                                           monkeypatch):
+def test_retries_honour_retry_after_and_survive_500s_drops_and_slow_answers(tiny_beir, service, tmp_path, monkeypatch):
     from harness.io import service as client
 
     service.behaviours = ["normal", "429:0.2", "500", "drop", "slow:3"]  # the probe, then faults
@@ -178,8 +231,9 @@ def test_retries_honour_retry_after_and_survive_500s_drops_and_slow_answers(tiny
     result = evaluate_dataset(_config(tiny_beir, service, tmp_path)).result
     assert 0.2 in waits  # the client's wait after the 429 is the one its Retry-After said
     assert result.config["endpoint_usage"]["retries"] == 4
-    local = evaluate_dataset(EvaluateConfig(tiny_beir, model="hash:64", output_dir=None, progress=False, cache=False,
-                                            k_values=(1, 3))).result
+    local = evaluate_dataset(
+        EvaluateConfig(tiny_beir, model="hash:64", output_dir=None, progress=False, cache=False, k_values=(1, 3))
+    ).result
     assert result.metrics == local.metrics
 
 
@@ -203,38 +257,75 @@ def test_a_changed_model_behind_the_name_is_reported_and_never_mixed(tiny_beir, 
     assert len(list((tmp_path / "cache" / "embeddings").iterdir())) > len(entries)
 
 
-@pytest.mark.parametrize(("behaviour", "message"), [
-    ("dim:32", "vectors of dimension 32, the probe's is 64"),
-    ("nan", "a vector with NaN, infinite or non-numeric values"),
-    ("fewer", "1 vectors for 2 inputs"),
-    ("html", "the answer is not an embeddings response (starts with '<html><body>Bad gateway"),
-    ("vary", "vectors of dimension 63, 64"),
-])
+@pytest.mark.parametrize(
+    ("behaviour", "message"),
+    [
+        ("dim:32", "vectors of dimension 32, the probe's is 64"),
+        ("nan", "a vector with NaN, infinite or non-numeric values"),
+        ("fewer", "1 vectors for 2 inputs"),
+        ("html", "the answer is not an embeddings response (starts with '<html><body>Bad gateway"),
+        ("vary", "vectors of dimension 63, 64"),
+    ],
+)
 def test_bad_answers_stop_the_run_and_nothing_wrong_is_cached(tiny_beir, service, tmp_path, behaviour, message):
     service.behaviours = ["normal", "normal", behaviour]  # the probe, a good batch, then the bad one
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "openai:hash-64", "--endpoint",
-                                      service.url, "--endpoint-batch-size", "2", "--concurrency", "1",
-                                      "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "openai:hash-64",
+            "--endpoint",
+            service.url,
+            "--endpoint-batch-size",
+            "2",
+            "--concurrency",
+            "1",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 1 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
     service.behaviours = []
-    rerun = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "openai:hash-64", "--endpoint",
-                                     service.url, "--cache-dir", str(tmp_path / "cache"), "--output-dir",
-                                     str(tmp_path / "out"), "--json"])
-    local = evaluate_dataset(EvaluateConfig(tiny_beir, model="hash:64", output_dir=None, progress=False,
-                                            cache=False)).result
+    rerun = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "openai:hash-64",
+            "--endpoint",
+            service.url,
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+    )
+    local = evaluate_dataset(
+        EvaluateConfig(tiny_beir, model="hash:64", output_dir=None, progress=False, cache=False)
+    ).result
     assert rerun.exit_code == 0 and json.loads(rerun.stdout)["metrics"] == local.metrics
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--endpoint", "ftp://example.com/v1"], "--endpoint 'ftp://example.com/v1' is not an http(s) URL"),
-    ([], "an openai: model needs an endpoint: set --endpoint (or $BEIR_HARNESS_ENDPOINT)"),
-    (["--endpoint", "http://127.0.0.1:9/v1", "--concurrency", "0"], "--concurrency must be at least 1"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--endpoint", "ftp://example.com/v1"], "--endpoint 'ftp://example.com/v1' is not an http(s) URL"),
+        ([], "an openai: model needs an endpoint: set --endpoint (or $BEIR_HARNESS_ENDPOINT)"),
+        (["--endpoint", "http://127.0.0.1:9/v1", "--concurrency", "0"], "--concurrency must be at least 1"),
+    ],
+)
 def test_bad_settings_are_one_line_before_any_request(tiny_beir, tmp_path, monkeypatch, args, message):
     monkeypatch.delenv("BEIR_HARNESS_ENDPOINT", raising=False)
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "openai:m", *args, "--output-dir",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli, ["evaluate", str(tiny_beir), "--model", "openai:m", *args, "--output-dir", str(tmp_path / "out")]
+    )
     assert result.exit_code == 1
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 

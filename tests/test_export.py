@@ -23,17 +23,23 @@ def results(tiny_beir, tmp_path) -> Path:
     shutil.copytree(tiny_beir, scifact)
     out = tmp_path / "results"
     for model in ("bm25", "hash:64"):
-        result = CliRunner().invoke(cli, ["-q", "evaluate", str(scifact), "--model", model, "--output-dir", str(out),
-                                          "--no-cache"])
+        result = CliRunner().invoke(
+            cli, ["-q", "evaluate", str(scifact), "--model", model, "--output-dir", str(out), "--no-cache"]
+        )
         assert result.exit_code == 0, result.output
-    assert CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "bm25", "--output-dir",
-                                    str(out)]).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(out)])
+        .exit_code
+        == 0
+    )
     return out
 
 
 def _export(results: Path, fmt: str, out: Path | None, *extra: str):
-    return CliRunner().invoke(cli, ["export", str(results), "--format", fmt,
-                                    *(["--out", str(out)] if out else []), *extra])
+    return CliRunner().invoke(
+        cli, ["export", str(results), "--format", fmt, *(["--out", str(out)] if out else []), *extra]
+    )
 
 
 def test_the_mteb_layout_has_mtebs_keys_for_every_stored_cutoff(results, tmp_path):
@@ -45,8 +51,7 @@ def test_the_mteb_layout_has_mtebs_keys_for_every_stored_cutoff(results, tmp_pat
     ours = json.loads((results / "scifact" / "bm25" / "test.json").read_text())
     (scores,) = task["scores"]["test"]
     for k in (1, 3, 5, 10, 100):
-        for family, key in (("nDCG", "ndcg"), ("MAP", "map"), ("Recall", "recall"), ("P", "precision"),
-                            ("MRR", "mrr")):
+        for family, key in (("nDCG", "ndcg"), ("MAP", "map"), ("Recall", "recall"), ("P", "precision"), ("MRR", "mrr")):
             assert scores[f"{key}_at_{k}"] == ours["metrics"][f"{family}@{k}"]
     assert scores["main_score"] == scores["ndcg_at_10"] and scores["hf_subset"] == "default"
     assert scores["languages"] == ["eng-Latn"] and task["task_name"] == "SciFact"
@@ -72,8 +77,26 @@ def test_mtebs_own_loader_reads_the_export_back(results, tmp_path):
 
 def test_two_configurations_of_one_model_on_one_task_are_refused(results, tmp_path):
     scifact = tmp_path / "scifact"
-    assert CliRunner().invoke(cli, ["-q", "evaluate", str(scifact), "--model", "bm25", "--top-k", "200",
-                                    "--output-dir", str(results), "--no-cache"]).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(
+            cli,
+            [
+                "-q",
+                "evaluate",
+                str(scifact),
+                "--model",
+                "bm25",
+                "--top-k",
+                "200",
+                "--output-dir",
+                str(results),
+                "--no-cache",
+            ],
+        )
+        .exit_code
+        == 0
+    )
     result = _export(results, "mteb", tmp_path / "out")
     assert result.exit_code == 1 and "MTEB keeps one result per model and task" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -91,8 +114,9 @@ def test_per_query_csv_is_one_row_per_query_and_metric(results, tmp_path):
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert list(rows[0]) == ["dataset", "system", "split", "query_id", "metric", "value"]
     ours = json.loads((results / "scifact" / "bm25" / "test.json").read_text())
-    mine = {row["query_id"]: float(row["value"]) for row in rows if row["dataset"] == "scifact"
-            and row["system"] == "bm25"}
+    mine = {
+        row["query_id"]: float(row["value"]) for row in rows if row["dataset"] == "scifact" and row["system"] == "bm25"
+    }
     assert mine == {q: values["nDCG@10"] for q, values in ours["per_query"].items()}
     assert {row["metric"] for row in rows} == {"nDCG@10"}
     assert _export(results, "csv", tmp_path / "all.csv").exit_code == 0
@@ -115,14 +139,24 @@ def test_report_published_from_an_mteb_folder(results, tmp_path):
     revision = folder / "acme__retriever" / "abc123"
     revision.mkdir(parents=True)
     (revision / "model_meta.json").write_text(json.dumps({"name": "acme/retriever", "revision": "abc123"}))
-    (revision / "SciFact.json").write_text(json.dumps({"task_name": "SciFact", "mteb_version": "1.12.0", "scores": {
-        "test": [{"hf_subset": "default", "ndcg_at_10": 0.5, "recall_at_100": 0.9, "main_score": 0.5}]}}))
+    (revision / "SciFact.json").write_text(
+        json.dumps(
+            {
+                "task_name": "SciFact",
+                "mteb_version": "1.12.0",
+                "scores": {
+                    "test": [{"hf_subset": "default", "ndcg_at_10": 0.5, "recall_at_100": 0.9, "main_score": 0.5}]
+                },
+            }
+        )
+    )
     legacy = folder / "old__model" / "no_revision_available"  # MTEB before 1.11: one dict per split
     legacy.mkdir(parents=True)
     (legacy / "SciFact.json").write_text(json.dumps({"scores": {"test": {"ndcg_at_10": 0.25}}}))
     (legacy / "Banking77Classification.json").write_text("{}")  # not a BEIR task: ignored
-    report = CliRunner().invoke(cli, ["report", str(results / "scifact"), "--published-from", str(folder),
-                                      "--format", "json"])
+    report = CliRunner().invoke(
+        cli, ["report", str(results / "scifact"), "--published-from", str(folder), "--format", "json"]
+    )
     assert report.exit_code == 0, report.output
     data = json.loads(report.stdout)
     row = next(r for r in data["rows"] if r["dataset"] == "scifact")
@@ -135,7 +169,8 @@ def test_report_published_from_an_mteb_folder(results, tmp_path):
 
 def test_an_export_is_read_back_as_published_columns(results, tmp_path):
     assert _export(results, "mteb", tmp_path / "exported").exit_code == 0
-    report = CliRunner().invoke(cli, ["report", str(results / "scifact"), "--published-from",
-                                      str(tmp_path / "exported"), "--format", "json"])
+    report = CliRunner().invoke(
+        cli, ["report", str(results / "scifact"), "--published-from", str(tmp_path / "exported"), "--format", "json"]
+    )
     row = json.loads(report.stdout)["rows"][0]
     assert row["bm25 · exported"] == row["bm25"] and row["hash:64 · exported"] == row["hash:64"]

@@ -67,7 +67,7 @@ def test_locate_beir_folder_finds_gz_and_reports_missing_parts(tiny_beir):
         (b'{"_id": "a", "text": 3}\n', 1, '"text" must be a string'),
         (b'{"_id": "a", "text": "x"}\n\n{"_id": "a", "text": "y"}\n', 3, "duplicate document id"),
     ],
-    ids=['invalid-json', 'not-an-object', 'missing-id', 'empty-id', 'missing-text', 'text-not-string', 'duplicate-id'],
+    ids=["invalid-json", "not-an-object", "missing-id", "empty-id", "missing-text", "text-not-string", "duplicate-id"],
 )
 def test_corpus_errors_name_file_and_line(tmp_path, content, line, message):
     path = tmp_path / "corpus.jsonl"
@@ -103,7 +103,7 @@ def test_queries_duplicate_id(tmp_path):
         ("query-id\tcorpus-id\tscore\nq\td\t1\nq\td\t2\n", 3, r"judged 1 on line 2 and 2 here"),
         ("query-id\tcorpus-id\tscore\n\tq\t1\n", 2, "empty query-id"),
     ],
-    ids=['wrong-header-names', 'no-header', 'spaces-not-tabs', 'text-score', 'conflicting-duplicate', 'empty-query-id'],
+    ids=["wrong-header-names", "no-header", "spaces-not-tabs", "text-score", "conflicting-duplicate", "empty-query-id"],
 )
 def test_qrels_errors(tmp_path, content, line, message):
     path = tmp_path / "test.tsv"
@@ -140,7 +140,7 @@ def test_read_run_orders_by_score_not_rank(tmp_path):
         ("q1 Q0 a 1 1 t\nq1 Q0 a 2 0.5 t\n", "listed twice"),
         ("\n\n", "the run is empty"),
     ],
-    ids=['five-columns', 'text-score', 'nan-score', 'doc-listed-twice', 'empty-run'],
+    ids=["five-columns", "text-score", "nan-score", "doc-listed-twice", "empty-run"],
 )
 def test_run_errors(tmp_path, content, message):
     path = tmp_path / "run.trec"
@@ -228,8 +228,12 @@ def test_atomic_writer_disk_full(tmp_path, monkeypatch):
 @given(st.binary(max_size=300))
 def test_any_bytes_parse_or_raise_a_harness_error(tmp_path_factory, data):
     folder = tmp_path_factory.mktemp("fuzz")
-    for name, read in (("c.jsonl", lambda p: list(iter_corpus(p))), ("q.jsonl", lambda p: list(iter_queries(p))),
-                       ("qrels.tsv", read_qrels), ("run.trec", read_run)):
+    for name, read in (
+        ("c.jsonl", lambda p: list(iter_corpus(p))),
+        ("q.jsonl", lambda p: list(iter_queries(p))),
+        ("qrels.tsv", read_qrels),
+        ("run.trec", read_run),
+    ):
         path = Path(folder) / name
         path.write_bytes(data)
         try:

@@ -36,22 +36,33 @@ def _as_dict(path: Path) -> dict[str, dict[str, float]]:
     return run
 
 
-@pytest.mark.parametrize(("options", "method", "norm", "params", "label"), [
-    ([], "rrf", "min-max", {"k": 60}, "rrf(bm25, e5, splade)"),
-    (["--method", "wsum", "--weights", "0.2:0.5:0.3"], "wsum", "min-max", {"weights": [0.2, 0.5, 0.3]},
-     "wsum(bm25, e5, splade; 0.2:0.5:0.3)"),
-    (["--method", "combsum", "--norm", "zscore"], "sum", "zmuv", None, "combsum(bm25, e5, splade; zscore)"),
-], ids=["rrf", "wsum-weights", "combsum-zscore"])
+@pytest.mark.parametrize(
+    ("options", "method", "norm", "params", "label"),
+    [
+        ([], "rrf", "min-max", {"k": 60}, "rrf(bm25, e5, splade)"),
+        (
+            ["--method", "wsum", "--weights", "0.2:0.5:0.3"],
+            "wsum",
+            "min-max",
+            {"weights": [0.2, 0.5, 0.3]},
+            "wsum(bm25, e5, splade; 0.2:0.5:0.3)",
+        ),
+        (["--method", "combsum", "--norm", "zscore"], "sum", "zmuv", None, "combsum(bm25, e5, splade; zscore)"),
+    ],
+    ids=["rrf", "wsum-weights", "combsum-zscore"],
+)
 def test_run_files_fuse_without_qrels_as_ranx_does(tmp_path, options, method, norm, params, label):
     ranx = pytest.importorskip("ranx")
     paths = _runs(tmp_path)
     out = tmp_path / "fused.trec"
     result = CliRunner().invoke(cli, ["fuse", *map(str, paths), *options, "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert result.output.strip() == (f"fused 3 runs (bm25, e5, splade) into {out}: {label}, 5 queries "
-                                     "(nothing scored: no qrels needed)")
-    theirs = ranx.fuse([ranx.Run(_as_dict(p), name=p.stem) for p in paths], norm=norm, method=method,
-                       params=params).to_dict()
+    assert result.output.strip() == (
+        f"fused 3 runs (bm25, e5, splade) into {out}: {label}, 5 queries (nothing scored: no qrels needed)"
+    )
+    theirs = ranx.fuse(
+        [ranx.Run(_as_dict(p), name=p.stem) for p in paths], norm=norm, method=method, params=params
+    ).to_dict()
     ours = _as_dict(out)
     assert set(ours) == set(theirs)
     for query_id, scores in theirs.items():
@@ -71,16 +82,23 @@ def test_a_json_run_and_a_name(tmp_path):
     assert read_run(out).name == "hybrid"
 
 
-@pytest.mark.parametrize(("case", "message"), [
-    ("one-run", "fusion needs at least two runs, got 1"),
-    ("weights-not-wsum", "weights apply to wsum only, not rrf"),
-    ("out-is-an-input", "the fused run would overwrite one of the runs fused"),
-], ids=["one-run", "weights-not-wsum", "out-is-an-input"])
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("one-run", "fusion needs at least two runs, got 1"),
+        ("weights-not-wsum", "weights apply to wsum only, not rrf"),
+        ("out-is-an-input", "the fused run would overwrite one of the runs fused"),
+    ],
+    ids=["one-run", "weights-not-wsum", "out-is-an-input"],
+)
 def test_bad_input_writes_no_fused_run(tmp_path, case, message):
     paths = _runs(tmp_path)
     out = tmp_path / "fused.trec"
-    args = {"one-run": [paths[0], "--out", out], "weights-not-wsum": [*paths, "--weights", "1:1:1", "--out", out],
-            "out-is-an-input": [*paths, "--out", paths[0]]}[case]
+    args = {
+        "one-run": [paths[0], "--out", out],
+        "weights-not-wsum": [*paths, "--weights", "1:1:1", "--out", out],
+        "out-is-an-input": [*paths, "--out", paths[0]],
+    }[case]
     before = paths[0].read_bytes()
     result = CliRunner().invoke(cli, ["fuse", *map(str, args)])
     assert result.exit_code == 1 and message in result.output, result.output

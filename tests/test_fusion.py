@@ -9,8 +9,8 @@ import statistics
 import pytest
 
 from harness.errors import HarnessError
-from harness.retrieval.fusion import METHODS, NORMS, FusionSpec, fuse
 from harness.records import Run
+from harness.retrieval.fusion import METHODS, NORMS, FusionSpec, fuse
 
 
 def _ranked(scores: dict[str, float]) -> list[str]:
@@ -37,8 +37,13 @@ def _dbsf(scores: dict[str, float]) -> dict[str, float]:
     return {d: (min(max(s, low), high) - low) / (high - low) for d, s in scores.items()}
 
 
-def _reference(runs: list[dict[str, dict[str, float]]], method: str, norm: str = "minmax",
-               weights: tuple[float, ...] | None = None, k: int = 60) -> dict[str, dict[str, float]]:
+def _reference(
+    runs: list[dict[str, dict[str, float]]],
+    method: str,
+    norm: str = "minmax",
+    weights: tuple[float, ...] | None = None,
+    k: int = 60,
+) -> dict[str, dict[str, float]]:
     """Every method in plain loops: per query, each run's contributions summed; combmnz × runs holding d."""
     weights = weights or (1.0,) * len(runs)
     fused: dict[str, dict[str, float]] = {}
@@ -74,8 +79,10 @@ def _tricky_runs(seed: int, n_runs: int = 3) -> list[dict[str, dict[str, float]]
     runs = []
     for r in range(n_runs):
         scale, shift = (1.0, 0.0, 100.0)[r % 3], (0.0, -7.0, 0.5)[r % 3]
-        run = {f"q{q}": {d: rng.randint(0, 5) * scale + shift for d in rng.sample(pool, rng.randint(1, 20))}
-               for q in range(6)}
+        run = {
+            f"q{q}": {d: rng.randint(0, 5) * scale + shift for d in rng.sample(pool, rng.randint(1, 20))}
+            for q in range(6)
+        }
         run["flat"] = dict.fromkeys(rng.sample(pool, 4 + r), 3.0 + r)  # one score for all: minmax/zscore give 0
         run["single"] = {pool[r]: 2.0 + r}  # one document
         runs.append(run)
@@ -116,10 +123,14 @@ def _assert_same_ranking(got: Run, expected: dict[str, dict[str, float]], depth:
 
 
 SPECS = [  # every method × every normalization it uses, default and non-default settings
-    FusionSpec("rrf"), FusionSpec("rrf", rrf_k=0), FusionSpec("rrf", rrf_k=7),
+    FusionSpec("rrf"),
+    FusionSpec("rrf", rrf_k=0),
+    FusionSpec("rrf", rrf_k=7),
     *(FusionSpec(method, norm) for method in ("combsum", "combmnz", "wsum") for norm in NORMS),
-    FusionSpec("wsum", "minmax", weights=(0.2, 0.5, 0.3)), FusionSpec("wsum", "zscore", weights=(2.0, -1.0, 0.25)),
-    FusionSpec("wsum", "none", weights=(0.01, 3.0, 1.0)), FusionSpec("dbsf"),
+    FusionSpec("wsum", "minmax", weights=(0.2, 0.5, 0.3)),
+    FusionSpec("wsum", "zscore", weights=(2.0, -1.0, 0.25)),
+    FusionSpec("wsum", "none", weights=(0.01, 3.0, 1.0)),
+    FusionSpec("dbsf"),
 ]
 
 
@@ -180,8 +191,9 @@ RANX = [  # (our spec, ranx norm, ranx method, ranx params); ranx has no DBSF (t
 def test_each_method_equals_ranx(seed, spec, norm, method, params):
     ranx = pytest.importorskip("ranx")
     runs = _distinct_runs(seed)
-    theirs = ranx.fuse([ranx.Run(run, name=f"r{i}") for i, run in enumerate(runs)], norm=norm, method=method,
-                       params=params).to_dict()
+    theirs = ranx.fuse(
+        [ranx.Run(run, name=f"r{i}") for i, run in enumerate(runs)], norm=norm, method=method, params=params
+    ).to_dict()
     expected = {query_id: dict(docs) for query_id, docs in theirs.items()}
     _assert_same_ranking(fuse(_as_runs(runs), spec), expected, 1000, exact=False)
 
@@ -210,13 +222,16 @@ def test_depth_cuts_the_fused_run_in_trec_eval_order():
         _assert_same_ranking(fuse(_as_runs(runs), FusionSpec("rrf", depth=depth)), expected, depth, exact=True)
 
 
-@pytest.mark.parametrize(("spec", "n", "message"), [
-    (FusionSpec("borda"), 2, "unknown fusion method 'borda'"),
-    (FusionSpec("combsum", "l2"), 2, "unknown normalization 'l2'"),
-    (FusionSpec("rrf"), 1, "at least two runs"),
-    (FusionSpec("wsum", weights=(1.0,)), 2, "1 weights for 2 runs"),
-    (FusionSpec("rrf", weights=(1.0, 2.0)), 2, "weights apply to wsum only"),
-])
+@pytest.mark.parametrize(
+    ("spec", "n", "message"),
+    [
+        (FusionSpec("borda"), 2, "unknown fusion method 'borda'"),
+        (FusionSpec("combsum", "l2"), 2, "unknown normalization 'l2'"),
+        (FusionSpec("rrf"), 1, "at least two runs"),
+        (FusionSpec("wsum", weights=(1.0,)), 2, "1 weights for 2 runs"),
+        (FusionSpec("rrf", weights=(1.0, 2.0)), 2, "weights apply to wsum only"),
+    ],
+)
 def test_bad_fusion_settings_are_one_line(spec, n, message):
     with pytest.raises(HarnessError, match=message):
         spec.check(n)
@@ -263,8 +278,9 @@ def test_fuse_scores_the_fused_run_and_writes_a_result(tiny_beir, tmp_path):
     written = list((out / "tiny" / "fusion").glob("test.rrf_2-runs-*.json"))
     assert len(written) == 1
     # The fused run file holds, in order, RRF of the two member run files as they were saved.
-    members = [{q: dict(hits) for q, hits in _trec_lines(path.with_name("test.run.trec")).items()}
-               for path in (bm25, dense)]
+    members = [
+        {q: dict(hits) for q, hits in _trec_lines(path.with_name("test.run.trec")).items()} for path in (bm25, dense)
+    ]
     expected = _reference(members, "rrf")
     fused = _trec_lines(written[0].with_name(written[0].stem + ".run.trec"))
     assert set(fused) == set(expected)
@@ -277,10 +293,12 @@ def test_fuse_scores_the_fused_run_and_writes_a_result(tiny_beir, tmp_path):
         query_id, doc_id, grade = line.split()
         qrels.setdefault(query_id, {})[doc_id] = int(grade)
     per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.3", "map_cut.3", "P.1"}).evaluate(
-        {q: dict(hits) for q, hits in fused.items()})
+        {q: dict(hits) for q, hits in fused.items()}
+    )
     for ours, theirs in (("nDCG@3", "ndcg_cut_3"), ("MAP@3", "map_cut_3"), ("P@1", "P_1")):
         assert data["metrics"][ours] == pytest.approx(
-            sum(per_query.get(q, {}).get(theirs, 0.0) for q in qrels) / len(qrels), abs=1e-6)
+            sum(per_query.get(q, {}).get(theirs, 0.0) for q in qrels) / len(qrels), abs=1e-6
+        )
     assert any("fewer than the fusion depth 1000" in note for note in data["notes"])  # noted, not an error
     # The fused result is a result like any other: report shows it as its own column.
     report = CliRunner().invoke(cli, ["report", str(out), "--format", "csv"])

@@ -26,8 +26,10 @@ def test_its_ndcg_equals_pytrec_eval_with_ties_and_missing_queries(gpu_script, s
     rng = random.Random(seed)
     docs = [f"d{i}" for i in range(30)] + ["d1x", "d", "D3"]
     qrels = {f"q{q}": {d: rng.choice([0, 1, 2, 3]) for d in rng.sample(docs, rng.randint(1, 8))} for q in range(12)}
-    run = {q: [(d, float(rng.choice([0.5, 1.0, 1.5]))) for d in rng.sample(docs, rng.randint(1, 20))]
-           for q in list(qrels)[:-2]}  # two judged queries have no results
+    run = {
+        q: [(d, float(rng.choice([0.5, 1.0, 1.5]))) for d in rng.sample(docs, rng.randint(1, 20))]
+        for q in list(qrels)[:-2]
+    }  # two judged queries have no results
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
     values = evaluator.evaluate({q: dict(hits) for q, hits in run.items()})
     expected = sum(values.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / len(qrels)
@@ -51,8 +53,9 @@ def bare_copy(target: Path) -> dict[str, str]:
     import subprocess
 
     root = SCRIPT.parents[1]
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root, check=True,
-                            capture_output=True, text=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout.split()
     for name in listed:
         if (root / name).is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
@@ -73,8 +76,14 @@ def _run_bare(gpu_script, tmp_path, mode: str, timeout: int, out: Path | None = 
     tree = tmp_path / "tree"
     env = bare_copy(tree) | ({"OUT": str(out)} if out is not None else {})
     gpu_script.prepare_model(tree / ".gpu-model")  # here (the packaged model); the copy then carries it
-    done = subprocess.run([sys.executable, "benchmarks/gpu.py", *mode.split()], cwd=tree, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu.py", *mode.split()],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return tree, env, done
 
@@ -100,7 +109,8 @@ def test_cpu_smoke_runs_every_check_that_needs_no_cuda_and_writes_each_row(gpu_s
     assert "checks: 3 of 3 ok; skipped cells: none" in done.stdout, done.stdout[-2000:]
     report = json.loads((out / "gpu.json").read_text())
     assert sorted((row["dataset"], row["precision"]) for row in report["rows"]) == sorted(
-        (name, precision) for name in ("scifact", "nfcorpus", "synthetic") for precision in ("fp32", "bf16"))
+        (name, precision) for name in ("scifact", "nfcorpus", "synthetic") for precision in ("fp32", "bf16")
+    )
     assert any(check["check"].startswith("two worker processes") for check in report["checks"])
     assert [path.name for path in out.iterdir()] == ["gpu.json"]  # no partial sibling left
 
@@ -138,9 +148,10 @@ def test_the_cpu_mode_passes_on_a_bare_copy(gpu_script, tmp_path):
 def test_the_pack_is_small_and_complete():
     pack = SCRIPT.parent / "gpu-pack"
     files = sorted(p.relative_to(pack).as_posix() for p in pack.rglob("*") if p.is_file())
-    assert files == [f"{d}/{f}" for d in ("nfcorpus", "scifact") for f in ("corpus.jsonl.gz", "qrels.json",
-                                                                          "queries.jsonl.gz")]
-    assert sum(p.stat().st_size for p in pack.rglob("*") if p.is_file()) <= 10 * 2 ** 20
+    assert files == [
+        f"{d}/{f}" for d in ("nfcorpus", "scifact") for f in ("corpus.jsonl.gz", "qrels.json", "queries.jsonl.gz")
+    ]
+    assert sum(p.stat().st_size for p in pack.rglob("*") if p.is_file()) <= 10 * 2**20
 
 
 @pytest.mark.parametrize("name, docs, queries", [("scifact", 5183, 300), ("nfcorpus", 3633, 323)])

@@ -12,8 +12,8 @@ this file, not from the encoder.
 
 from __future__ import annotations
 
-import json
 import contextlib
+import json
 import threading
 
 import numpy as np
@@ -223,14 +223,17 @@ def test_a_model_on_cuda_1_touches_cuda_1_only_and_reads_only_landed_vectors(mon
     cuda = FakeCuda(given=1).install(monkeypatch)
     encoder = SentenceTransformerEncoder("fake", FakeModel(cuda, "cuda:1"), normalize=False, _pipelined=pipelined)
     docs = corpus()
-    (doc_ids, vectors, _), = encode_corpus(encoder, iter(docs), chunk_size=100, batch_size=4, progress=False)
+    ((doc_ids, vectors, _),) = encode_corpus(encoder, iter(docs), chunk_size=100, batch_size=4, progress=False)
     assert cuda.failures == []
     assert doc_ids == [doc.doc_id for doc in docs]
     np.testing.assert_array_equal(vectors, np.array([features_of(doc.text) for doc in docs], dtype=np.float32))
     assert cuda.whole_syncs == 0  # events per copy, not whole-stream synchronisation
     ran = {what for what, _ in cuda.calls}
-    assert ({"pin_memory", "copy to device", "forward", "copy to host", "Event.record", "Event.synchronize"} <= ran
-            if pipelined else ran == {"encode"})
+    assert (
+        {"pin_memory", "copy to device", "forward", "copy to host", "Event.record", "Event.synchronize"} <= ran
+        if pipelined
+        else ran == {"encode"}
+    )
 
 
 def test_the_fake_catches_the_old_whole_stream_sync_on_cuda_0(monkeypatch):
@@ -272,6 +275,7 @@ class SimpleWorker:
 
 # Finite vectors only (docs/evaluate.md, "Keeping a GPU busy": NaN or infinity in a batch).
 
+
 class NaNInBatch:
     """Hashing vectors, with a NaN in one row of the `at`-th batch (1-based) it is given."""
 
@@ -300,10 +304,22 @@ def test_a_batch_with_a_nan_is_an_error_naming_it_and_nothing_of_it_is_cached(tm
     # Batches of 4, longest text first (independently: sort by length, then cut).
     order = sorted(range(len(docs)), key=lambda i: -len(docs[i].text))
     third = [docs[i].doc_id for i in order[8:12]]
-    with pytest.raises(NonFiniteVectors, match=rf"batch 3 of 6, chunk 0 \(first document '{third[0]}'\).*"
-                                               r"use --precision bf16"):
-        list(encode_corpus(NaNInBatch(3), iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry,
-                           checkpoint_seconds=0))
+    with pytest.raises(
+        NonFiniteVectors,
+        match=rf"batch 3 of 6, chunk 0 \(first document '{third[0]}'\).*"
+        r"use --precision bf16",
+    ):
+        list(
+            encode_corpus(
+                NaNInBatch(3),
+                iter(docs),
+                chunk_size=100,
+                batch_size=4,
+                progress=False,
+                store=entry,
+                checkpoint_seconds=0,
+            )
+        )
     stored_ids, vectors = entry.stored(0, [doc.doc_id for doc in docs])
     assert sorted(stored_ids) == sorted(docs[i].doc_id for i in order[:8])  # the two batches before it
     assert not set(third) & set(stored_ids) and np.isfinite(vectors).all()
@@ -357,10 +373,22 @@ def test_out_of_memory_in_any_form_keeps_finished_batches_and_says_what_fits(tmp
     from harness.errors import HarnessError
 
     docs, entry = corpus(23), _entry(tmp_path)
-    with pytest.raises(HarnessError, match=r"^the device ran out of memory on a batch of 4 texts \(chunk 0\); 8 "
-                                           r"documents are stored .*\(--batch-size 2\)$"):
-        list(encode_corpus(OutOfMemoryAt(kind, 3), iter(docs), chunk_size=100, batch_size=4, progress=False,
-                           store=entry, checkpoint_seconds=3600))
+    with pytest.raises(
+        HarnessError,
+        match=r"^the device ran out of memory on a batch of 4 texts \(chunk 0\); 8 "
+        r"documents are stored .*\(--batch-size 2\)$",
+    ):
+        list(
+            encode_corpus(
+                OutOfMemoryAt(kind, 3),
+                iter(docs),
+                chunk_size=100,
+                batch_size=4,
+                progress=False,
+                store=entry,
+                checkpoint_seconds=3600,
+            )
+        )
     assert len(entry.stored(0, [doc.doc_id for doc in docs])[0]) == 8
 
 
@@ -383,10 +411,16 @@ def test_out_of_memory_in_the_pipelined_path_names_the_batch_that_failed(monkeyp
     model = FakeModel(cuda, "cuda:1", fail=(6, OUT_OF_MEMORY[kind]()))
     encoder = SentenceTransformerEncoder("fake", model, normalize=False, _pipelined=True)
     docs, entry = corpus(23), _entry(tmp_path)
-    with pytest.raises(HarnessError, match=r"ran out of memory on a batch of 3 texts \(chunk 0\); 20 documents are "
-                                           r"stored .*\(--batch-size 1\)"):
-        list(encode_corpus(encoder, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry,
-                           checkpoint_seconds=3600))
+    with pytest.raises(
+        HarnessError,
+        match=r"ran out of memory on a batch of 3 texts \(chunk 0\); 20 documents are "
+        r"stored .*\(--batch-size 1\)",
+    ):
+        list(
+            encode_corpus(
+                encoder, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry, checkpoint_seconds=3600
+            )
+        )
     assert cuda.failures == [] and len(entry.stored(0, [doc.doc_id for doc in docs])[0]) == 20
 
 
@@ -398,10 +432,19 @@ def test_out_of_memory_on_a_device_worker_is_the_one_line_error_not_a_runtime_er
     from harness.errors import HarnessError
 
     docs, entry = corpus(23), _entry(tmp_path)
-    job = EncodeJob(partial(out_of_memory_loader, "cuBLAS", 2), {"name": "oom"}, entry, chunk_size=100,
-                    batch_size=4, checkpoint_seconds=3600)
-    with pytest.raises(HarnessError, match=r"^chunk 0 \(documents 1-23\) failed: the device ran out of memory on a "
-                                           r"batch of 4 texts \(chunk 0\); 4 documents are stored .*--batch-size 2"):
+    job = EncodeJob(
+        partial(out_of_memory_loader, "cuBLAS", 2),
+        {"name": "oom"},
+        entry,
+        chunk_size=100,
+        batch_size=4,
+        checkpoint_seconds=3600,
+    )
+    with pytest.raises(
+        HarnessError,
+        match=r"^chunk 0 \(documents 1-23\) failed: the device ran out of memory on a "
+        r"batch of 4 texts \(chunk 0\); 4 documents are stored .*--batch-size 2",
+    ):
         list(encode_corpus_devices(job, iter(docs), ["cpu"], progress=False))
     assert len(entry.stored(0, [doc.doc_id for doc in docs])[0]) == 4
 
@@ -436,8 +479,9 @@ def test_a_query_vector_with_a_nan_is_an_error_and_is_not_cached(tmp_path, tiny_
     from harness.retrieval.encode import NonFiniteVectors
 
     cache = tmp_path / "cache"
-    config = EvaluateConfig(dataset_path=tiny_beir, model="nan-queries", output_dir=None, progress=False,
-                            cache_dir=cache, k_values=(1, 10))
+    config = EvaluateConfig(
+        dataset_path=tiny_beir, model="nan-queries", output_dir=None, progress=False, cache_dir=cache, k_values=(1, 10)
+    )
     with pytest.raises(NonFiniteVectors, match=r"for 1 of 3 queries \(first 'q2'\); none is stored; fp16 overflows"):
         evaluate_dataset(config, encoder=NaNQueries())
     kinds = [json.loads(key.read_text())["inputs"]["kind"] for key in cache.glob("embeddings/*/key.json")]
@@ -460,10 +504,16 @@ def test_out_of_memory_while_pinning_in_the_tokenizer_thread_names_that_batch(mo
     monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory)
     encoder = SentenceTransformerEncoder("fake", FakeModel(cuda, "cuda:1"), normalize=False, _pipelined=True)
     docs, entry = corpus(23), _entry(tmp_path)
-    with pytest.raises(HarnessError, match=r"ran out of memory on a batch of 3 texts \(chunk 0\); 20 documents are "
-                                           r"stored"):
-        list(encode_corpus(encoder, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry,
-                           checkpoint_seconds=3600))
+    with pytest.raises(
+        HarnessError,
+        match=r"ran out of memory on a batch of 3 texts \(chunk 0\); 20 documents are "
+        r"stored",
+    ):
+        list(
+            encode_corpus(
+                encoder, iter(docs), chunk_size=100, batch_size=4, progress=False, store=entry, checkpoint_seconds=3600
+            )
+        )
     assert len(entry.stored(0, [doc.doc_id for doc in docs])[0]) == 20
 
 

@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
 from browser import CHROMIUM
 from browser import launch as browser_launch
+from click.testing import CliRunner
+
 from harness.cli import cli
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 from harness.reporting.comparison import load_results
@@ -46,11 +46,12 @@ def results_dir(tiny_beir, tmp_path, monkeypatch):
 
 
 def test_the_page_is_self_contained_and_texts_cannot_escape(results_dir, tmp_path):
-    result = CliRunner().invoke(cli, ["report", str(results_dir), "--format", "html", "--out", str(tmp_path / "p.html"),
-                                      "--metric", "nDCG@3"])
+    result = CliRunner().invoke(
+        cli, ["report", str(results_dir), "--format", "html", "--out", str(tmp_path / "p.html"), "--metric", "nDCG@3"]
+    )
     assert result.exit_code == 0, result.output
     html = (tmp_path / "p.html").read_text(encoding="utf-8")
-    assert "<table id=\"leaderboard\">" in html
+    assert '<table id="leaderboard">' in html
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html) and "@import" not in html
     assert "url(" not in html  # no font, image or style fetched from anywhere
     assert PLANTED not in html  # the planted markup never appears raw...
@@ -62,7 +63,7 @@ def test_the_page_is_self_contained_and_texts_cannot_escape(results_dir, tmp_pat
 
 
 def _relative_luminance(hex_colour: str) -> float:
-    channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    channels = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
     return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
@@ -75,8 +76,19 @@ def _contrast(a: str, b: str) -> float:
 def test_text_colours_pass_wcag_aa():
     template = (Path(__file__).resolve().parents[1] / "harness" / "data" / "report-page.html").read_text()
     colours = dict(re.findall(r"--([a-z-]+):\s*(#[0-9a-f]{6})", template.split(":root", 1)[1].split("}", 1)[0]))
-    pairs = [("fg", "bg"), ("muted", "bg"), ("fg", "panel"), ("muted", "panel"), ("fg", "best"), ("pos", "bg"),
-             ("neg", "bg"), ("accent", "bg"), ("accent", "panel"), ("warn-fg", "warn-bg"), ("pos", "best")]
+    pairs = [
+        ("fg", "bg"),
+        ("muted", "bg"),
+        ("fg", "panel"),
+        ("muted", "panel"),
+        ("fg", "best"),
+        ("pos", "bg"),
+        ("neg", "bg"),
+        ("accent", "bg"),
+        ("accent", "panel"),
+        ("warn-fg", "warn-bg"),
+        ("pos", "best"),
+    ]
     for text, background in pairs:
         assert _contrast(colours[text], colours[background]) >= 4.5, (text, background)
 
@@ -93,15 +105,19 @@ def test_a_missing_run_file_is_said_for_that_column(results_dir):
 
 
 def test_results_of_another_split_are_left_out_and_said(results_dir, tiny_beir):
-    evaluate_dataset(EvaluateConfig(tiny_beir, model="bm25", split="dev", output_dir=results_dir, progress=False,
-                                    k_values=(1, 3, 10)))
+    evaluate_dataset(
+        EvaluateConfig(
+            tiny_beir, model="bm25", split="dev", output_dir=results_dir, progress=False, k_values=(1, 3, 10)
+        )
+    )
     data = build_page(load_results([results_dir]), PageOptions(metric="nDCG@3"))
     assert data["notes"] == ["left out 1 result(s) of other splits: tiny [dev]"]
 
 
 def test_html_to_stdout_and_a_missing_metric(results_dir):
-    result = CliRunner().invoke(cli, ["report", str(results_dir), "--format", "html", "--metric", "nDCG@3",
-                                      "--worst", "1"])
+    result = CliRunner().invoke(
+        cli, ["report", str(results_dir), "--format", "html", "--metric", "nDCG@3", "--worst", "1"]
+    )
     assert result.exit_code == 0 and result.stdout.lstrip().startswith("<!doctype html>")
     drill = _page_data(result.stdout)["drilldowns"]["tiny"]["systems"]
     assert drill and all(len(entry["worst"]) == 1 for entry in drill.values())
@@ -126,8 +142,12 @@ def _open(sync_api, path: Path):
     problems: list[str] = []
     page.on("console", lambda message: problems.append(message.text) if message.type in ("error", "warning") else None)
     page.on("pageerror", lambda error: problems.append(str(error)))
-    page.on("request", lambda request: problems.append(f"request {request.url}")
-            if not request.url.startswith(("file:", "data:")) else None)
+    page.on(
+        "request",
+        lambda request: (
+            problems.append(f"request {request.url}") if not request.url.startswith(("file:", "data:")) else None
+        ),
+    )
     page.goto(path.as_uri())
     page.wait_for_selector("body[data-ready='1']")
     return manager, browser, page, problems
@@ -141,8 +161,9 @@ def _column(page, index: int) -> list[str]:
 def test_sorting_switching_and_a_drill_down_in_chromium(results_dir, tmp_path):
     sync_api = _chromium()
     path = tmp_path / "page.html"
-    path.write_text(render_page(build_page(load_results([results_dir]), PageOptions(metric="nDCG@3"))),
-                    encoding="utf-8")
+    path.write_text(
+        render_page(build_page(load_results([results_dir]), PageOptions(metric="nDCG@3"))), encoding="utf-8"
+    )
     manager, browser, page, problems = _open(sync_api, path)
     try:
         first_rows = _column(page, 0)
@@ -183,33 +204,66 @@ def _synthetic_results(root: Path, systems: int = 20, datasets: int = 15, querie
 
     rng = random.Random(0)
     words = [f"{w}{i}" for i, w in enumerate(["protein", "cell", "study", "effect", "risk", "model"] * 40)]
-    metrics = [f"{family}@{k}" for family in ("nDCG", "MAP", "Recall", "P", "MRR", "Success")
-               for k in (1, 3, 5, 10, 100, 1000)]
+    metrics = [
+        f"{family}@{k}" for family in ("nDCG", "MAP", "Recall", "P", "MRR", "Success") for k in (1, 3, 5, 10, 100, 1000)
+    ]
     out = root / "results"
     for d in range(datasets):
         folder = root / f"set{d:02d}"
         (folder / "qrels").mkdir(parents=True)
         with open(folder / "corpus.jsonl", "w") as handle:
             for i in range(docs):
-                handle.write(json.dumps({"_id": f"doc{d}-{i}", "title": " ".join(rng.choices(words, k=9)),
-                                         "text": " ".join(rng.choices(words, k=30))}) + "\n")
+                handle.write(
+                    json.dumps(
+                        {
+                            "_id": f"doc{d}-{i}",
+                            "title": " ".join(rng.choices(words, k=9)),
+                            "text": " ".join(rng.choices(words, k=30)),
+                        }
+                    )
+                    + "\n"
+                )
         with open(folder / "queries.jsonl", "w") as handle:
             for q in range(queries):
                 handle.write(json.dumps({"_id": f"q{q}", "text": " ".join(rng.choices(words, k=12))}) + "\n")
         pools = {f"q{q}": rng.sample(range(docs), 15) for q in range(queries)}
         difficulty = {query_id: rng.random() for query_id in pools}
-        write_qrels(((q, f"doc{d}-{doc}", rng.choice((1, 2))) for q, pool in pools.items() for doc in pool[:3]),
-                    folder / "qrels" / "test.tsv")
+        write_qrels(
+            ((q, f"doc{d}-{doc}", rng.choice((1, 2))) for q, pool in pools.items() for doc in pool[:3]),
+            folder / "qrels" / "test.tsv",
+        )
         for s in range(systems):
-            per_query = {q: {m: min(1.0, max(0.0, difficulty[q] + rng.gauss(0, 0.1))) for m in ("nDCG@10", "Recall@100")}
-                         for q in pools}
-            run = Run.from_scores({q: {f"doc{d}-{doc}": 10 - r * 0.1 for r, doc in enumerate(rng.sample(pool, 10))}
-                                   for q, pool in pools.items()}, name=f"system{s}")
+            per_query = {
+                q: {m: min(1.0, max(0.0, difficulty[q] + rng.gauss(0, 0.1))) for m in ("nDCG@10", "Recall@100")}
+                for q in pools
+            }
+            run = Run.from_scores(
+                {
+                    q: {f"doc{d}-{doc}": 10 - r * 0.1 for r, doc in enumerate(rng.sample(pool, 10))}
+                    for q, pool in pools.items()
+                },
+                name=f"system{s}",
+            )
             means = {m: rng.random() for m in metrics}
-            write_result(Result(f"set{d:02d}", "test", f"org/system-{s:02d}", means, per_query, queries,
-                                {"dataset_path": str(folder), "top_k": 10, "index": "flat"}, {"corpus": "ab" * 32},
-                                {}, {"beir-harness": "test"}, "2026-12-01T00:00:00+00:00", label=f"org/system-{s:02d}",
-                                config_hash=f"{s:016x}"), run, out)
+            write_result(
+                Result(
+                    f"set{d:02d}",
+                    "test",
+                    f"org/system-{s:02d}",
+                    means,
+                    per_query,
+                    queries,
+                    {"dataset_path": str(folder), "top_k": 10, "index": "flat"},
+                    {"corpus": "ab" * 32},
+                    {},
+                    {"beir-harness": "test"},
+                    "2026-12-01T00:00:00+00:00",
+                    label=f"org/system-{s:02d}",
+                    config_hash=f"{s:016x}",
+                ),
+                run,
+                out,
+            )
     return out
 
 
@@ -248,7 +302,9 @@ def test_published_columns_and_their_delta_are_on_the_page(tiny_beir, tmp_path, 
     kinds = [data["kinds"][data["columns"][i]] for i in board["columns"]]
     assert kinds == ["system", "published", "delta"]
     published, delta = board["values"]["scifact"][1:]
-    assert published == pytest.approx(0.6789) and delta == pytest.approx(board["values"]["scifact"][0] - 0.6789, abs=1e-4)
+    assert published == pytest.approx(0.6789) and delta == pytest.approx(
+        board["values"]["scifact"][0] - 0.6789, abs=1e-4
+    )
 
 
 # The issue's value (0.5359 on a page that stored it as 0.53585), others near a boundary, and 0.03125, an exact
@@ -266,13 +322,34 @@ def test_the_page_shows_the_labels_and_digits_of_the_tables(tmp_path):
     out = tmp_path / "results"
     for dataset, value in ROUNDING.items():
         for model, label, score, config in (
-                (minilm, minilm, 0.5, {}),
-                ("x", "team/ours", 0.25, {}),  # a label with a slash of its own: shown whole
-                ("fusion", f"rrf(bm25, {minilm})", value,
-                 {"inputs": [{"label": "bm25", "model": "bm25"}, {"label": minilm, "model": minilm}]})):
-            write_result(Result(dataset, "test", model, {"nDCG@10": score}, {"q1": {"nDCG@10": score}}, 1, config, {},
-                                {}, {"beir-harness": "test"}, "2026-12-01T00:00:00+00:00", label=label,
-                                config_hash=model[:1] * 16), Run.from_scores({"q1": {"d1": 1.0}}), out)
+            (minilm, minilm, 0.5, {}),
+            ("x", "team/ours", 0.25, {}),  # a label with a slash of its own: shown whole
+            (
+                "fusion",
+                f"rrf(bm25, {minilm})",
+                value,
+                {"inputs": [{"label": "bm25", "model": "bm25"}, {"label": minilm, "model": minilm}]},
+            ),
+        ):
+            write_result(
+                Result(
+                    dataset,
+                    "test",
+                    model,
+                    {"nDCG@10": score},
+                    {"q1": {"nDCG@10": score}},
+                    1,
+                    config,
+                    {},
+                    {},
+                    {"beir-harness": "test"},
+                    "2026-12-01T00:00:00+00:00",
+                    label=label,
+                    config_hash=model[:1] * 16,
+                ),
+                Run.from_scores({"q1": {"d1": 1.0}}),
+                out,
+            )
     path = tmp_path / "page.html"
     path.write_text(render_page(build_page(load_results([out]))), encoding="utf-8")
     manager, browser, page, problems = _open(sync_api, path)
@@ -303,9 +380,25 @@ def _two_by_three(out: Path) -> Path:
         for m, (model, score) in enumerate(models):
             value = score - 0.1 * d
             per_query = {"q1": {"nDCG@10": value}, "q2": {"nDCG@10": value}}
-            write_result(Result(dataset, "test", model, {"nDCG@10": value}, per_query, 2, {}, {}, {},
-                                {"beir-harness": "test"}, "2026-12-01T00:00:00+00:00", label=model,
-                                config_hash=f"{m:016x}"), Run.from_scores({"q1": {"d1": 1.0}, "q2": {"d1": 1.0}}), out)
+            write_result(
+                Result(
+                    dataset,
+                    "test",
+                    model,
+                    {"nDCG@10": value},
+                    per_query,
+                    2,
+                    {},
+                    {},
+                    {},
+                    {"beir-harness": "test"},
+                    "2026-12-01T00:00:00+00:00",
+                    label=model,
+                    config_hash=f"{m:016x}",
+                ),
+                Run.from_scores({"q1": {"d1": 1.0}, "q2": {"d1": 1.0}}),
+                out,
+            )
     return out
 
 
@@ -326,8 +419,10 @@ def _layout(page) -> dict:
 def test_the_chart_uses_its_width_and_the_dataset_column_stays_in_view(tmp_path):
     sync_api = _chromium()
     path = tmp_path / "page.html"
-    path.write_text(render_page(build_page(load_results([_two_by_three(tmp_path / "results")]),
-                                           PageOptions(published=True))), encoding="utf-8")
+    path.write_text(
+        render_page(build_page(load_results([_two_by_three(tmp_path / "results")]), PageOptions(published=True))),
+        encoding="utf-8",
+    )
     manager, browser, page, problems = _open(sync_api, path)
     try:
         loaded = _layout(page)  # as first drawn (1,366 px), then redrawn as the window changes
@@ -356,8 +451,9 @@ def test_the_chart_uses_its_width_and_the_dataset_column_stays_in_view(tmp_path)
 def test_the_cost_table_is_drawn_beside_the_quality_in_chromium(results_dir, tmp_path):
     sync_api = _chromium()
     path = tmp_path / "page.html"
-    path.write_text(render_page(build_page(load_results([results_dir]), PageOptions(metric="nDCG@3"))),
-                    encoding="utf-8")
+    path.write_text(
+        render_page(build_page(load_results([results_dir]), PageOptions(metric="nDCG@3"))), encoding="utf-8"
+    )
     manager, browser, page, problems = _open(sync_api, path)
     try:
         header = page.eval_on_selector_all("#cost-table thead th", "cells => cells.map(c => c.textContent)")

@@ -20,8 +20,13 @@ def test_help_imports_nothing_heavy():
         "    assert CliRunner().invoke(cli, sub).exit_code == 0\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -42,7 +47,12 @@ def test_commands_that_need_no_model_import_no_model_library(tiny_beir, tmp_path
         "    assert CliRunner().invoke(cli, args).exit_code == 0, args\n"
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'faiss') if m in sys.modules))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
-from harness.retrieval.index import IndexSpec, VectorIndex, default_nlist, recall_of_exact
 from harness.records import Run
+from harness.retrieval.index import IndexSpec, VectorIndex, default_nlist, recall_of_exact
 
 
 def test_flat_index_returns_exact_inner_products_in_trec_order():
@@ -37,20 +37,23 @@ def _data(n=3000, d=32, q=50, seed=0):
     return [f"d{i}" for i in range(n)], docs, [f"q{i}" for i in range(q)], queries
 
 
-@pytest.mark.parametrize(("spec", "minimum"), [
-    (IndexSpec("hnsw", hnsw_m=16, ef_search=64), 0.9),
-    (IndexSpec("ivf", nlist=32, nprobe=32), 1.0),  # probing every cell is exact
-    (IndexSpec("ivf", nlist=32, nprobe=4), 0.4),
-    (IndexSpec("sq8"), 0.9),
-    (IndexSpec("pq", pq_m=8, pq_nbits=8), 0.2),
-    (IndexSpec("ivfpq", nlist=16, nprobe=16, pq_m=8, pq_nbits=8), 0.2),
-])
+@pytest.mark.parametrize(
+    ("spec", "minimum"),
+    [
+        (IndexSpec("hnsw", hnsw_m=16, ef_search=64), 0.9),
+        (IndexSpec("ivf", nlist=32, nprobe=32), 1.0),  # probing every cell is exact
+        (IndexSpec("ivf", nlist=32, nprobe=4), 0.4),
+        (IndexSpec("sq8"), 0.9),
+        (IndexSpec("pq", pq_m=8, pq_nbits=8), 0.2),
+        (IndexSpec("ivfpq", nlist=16, nprobe=16, pq_m=8, pq_nbits=8), 0.2),
+    ],
+)
 def test_approximate_kinds_against_flat(spec, minimum):
     doc_ids, docs, query_ids, queries = _data()
     approximate, exact = VectorIndex(32, spec), VectorIndex(32)
     for start in range(0, len(doc_ids), 1000):  # chunk by chunk, as the pipeline adds them
-        approximate.add(doc_ids[start:start + 1000], docs[start:start + 1000])
-        exact.add(doc_ids[start:start + 1000], docs[start:start + 1000])
+        approximate.add(doc_ids[start : start + 1000], docs[start : start + 1000])
+        exact.add(doc_ids[start : start + 1000], docs[start : start + 1000])
     run = approximate.search(query_ids, queries, depth=10)
     reference = exact.search(query_ids, queries, depth=10)
     assert all(len(hits) == 10 for hits in run.values())
@@ -75,14 +78,17 @@ def test_default_nlist():
     assert default_nlist(5183) == 132 and default_nlist(1_000_000) == 4000 and default_nlist(10) == 1
 
 
-@pytest.mark.parametrize(("spec", "dimension", "message"), [
-    (IndexSpec("annoy"), 32, "unknown index 'annoy'"),
-    (IndexSpec("hnsw", hnsw_m=2), 32, r"`hnsw_m` 2 is out of range \[4, 128\]"),
-    (IndexSpec("ivf", nprobe=0), 32, "`nprobe` 0 is out of range"),
-    (IndexSpec("ivf", nlist=0), 32, "`nlist` 0 must be at least 1"),
-    (IndexSpec("pq", pq_nbits=20), 32, "`pq_nbits` 20 is out of range"),
-    (IndexSpec("ivfpq", pq_m=7), 384, "`pq_m` 7 must divide the dimension 384"),
-])
+@pytest.mark.parametrize(
+    ("spec", "dimension", "message"),
+    [
+        (IndexSpec("annoy"), 32, "unknown index 'annoy'"),
+        (IndexSpec("hnsw", hnsw_m=2), 32, r"`hnsw_m` 2 is out of range \[4, 128\]"),
+        (IndexSpec("ivf", nprobe=0), 32, "`nprobe` 0 is out of range"),
+        (IndexSpec("ivf", nlist=0), 32, "`nlist` 0 must be at least 1"),
+        (IndexSpec("pq", pq_nbits=20), 32, "`pq_nbits` 20 is out of range"),
+        (IndexSpec("ivfpq", pq_m=7), 384, "`pq_m` 7 must divide the dimension 384"),
+    ],
+)
 def test_bad_parameters(spec, dimension, message):
     with pytest.raises(HarnessError, match=message):
         spec.check(dimension)
@@ -103,25 +109,38 @@ def test_training_needs_enough_documents():
 def test_spec_config_lists_only_relevant_parameters():
     assert IndexSpec().to_config() == {"index": "flat"}
     assert IndexSpec("hnsw").to_config() == {"index": "hnsw", "hnsw_m": 32, "ef_construction": 200, "ef_search": 128}
-    assert IndexSpec("ivfpq", nlist=64).to_config() == {"index": "ivfpq", "nlist": 64, "nprobe": 16, "pq_m": 48,
-                                                         "pq_nbits": 8}
+    assert IndexSpec("ivfpq", nlist=64).to_config() == {
+        "index": "ivfpq",
+        "nlist": 64,
+        "nprobe": 16,
+        "pq_m": 48,
+        "pq_nbits": 8,
+    }
 
 
-@pytest.mark.parametrize("spec", [IndexSpec("hnsw", hnsw_m=16), IndexSpec("ivf", nlist=16),
-                                  IndexSpec("ivfpq", nlist=8, pq_m=8), IndexSpec("sq8"),
-                                  IndexSpec("pq", pq_m=8, train_size=500)])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        IndexSpec("hnsw", hnsw_m=16),
+        IndexSpec("ivf", nlist=16),
+        IndexSpec("ivfpq", nlist=8, pq_m=8),
+        IndexSpec("sq8"),
+        IndexSpec("pq", pq_m=8, train_size=500),
+    ],
+)
 def test_exact_search_of_any_kind_equals_flat(spec):
     doc_ids, docs, query_ids, queries = _data(n=2000)
     approximate, flat = VectorIndex(32, spec), VectorIndex(32)
     for start in range(0, 2000, 300):  # uneven chunks, trained on a sample drawn across them
-        approximate.add(doc_ids[start:start + 300], docs[start:start + 300])
-        flat.add(doc_ids[start:start + 300], docs[start:start + 300])
+        approximate.add(doc_ids[start : start + 300], docs[start : start + 300])
+        flat.add(doc_ids[start : start + 300], docs[start : start + 300])
     exact = approximate.exact_search(query_ids, queries, 20)
     reference = flat.search(query_ids, queries, 20)
     for query_id in query_ids:
         assert [h.doc_id for h in exact[query_id]] == [h.doc_id for h in reference[query_id]]
-        np.testing.assert_allclose([h.score for h in exact[query_id]], [h.score for h in reference[query_id]],
-                                   rtol=1e-5)
+        np.testing.assert_allclose(
+            [h.score for h in exact[query_id]], [h.score for h in reference[query_id]], rtol=1e-5
+        )
 
 
 def test_flat_search_is_the_same_bits_on_any_thread_count_and_corpus_order():

@@ -38,9 +38,27 @@ def corpus(tmp_path) -> Path:
 def _command(folder: Path, cache: Path, out: Path, checkpoint: str | None = "0") -> list[str]:
     """The CLI call; interrupted runs and reruns checkpoint after every batch (`--checkpoint-seconds 0`),
     the reference run never does (default 60 s, longer than it takes): results must be identical."""
-    return [sys.executable, "-m", "harness", "-q", "evaluate", str(folder), "--model", SLOW_MODEL, "--chunk-size",
-            "100", "--batch-size", "50", "--cache-dir", str(cache), "--output-dir", str(out), "--k", "1,10",
-            *(["--checkpoint-seconds", checkpoint] if checkpoint is not None else [])]
+    return [
+        sys.executable,
+        "-m",
+        "harness",
+        "-q",
+        "evaluate",
+        str(folder),
+        "--model",
+        SLOW_MODEL,
+        "--chunk-size",
+        "100",
+        "--batch-size",
+        "50",
+        "--cache-dir",
+        str(cache),
+        "--output-dir",
+        str(out),
+        "--k",
+        "1,10",
+        *(["--checkpoint-seconds", checkpoint] if checkpoint is not None else []),
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -66,8 +84,13 @@ def _corpus_entry(cache: Path) -> tuple[list[str], bytes]:
 
 
 def _temporary_files(*roots: Path) -> list[Path]:
-    return [p for root in roots if root.exists() for p in root.rglob("*") if p.name.endswith((".tmp", ".part"))
-            or ".extract-" in p.name or ".convert-" in p.name]
+    return [
+        p
+        for root in roots
+        if root.exists()
+        for p in root.rglob("*")
+        if p.name.endswith((".tmp", ".part")) or ".extract-" in p.name or ".convert-" in p.name
+    ]
 
 
 def _wait_for(path_glob, root: Path, timeout: float = 30.0) -> None:
@@ -82,8 +105,9 @@ def _wait_for(path_glob, root: Path, timeout: float = 30.0) -> None:
 @pytest.fixture
 def reference(corpus, tmp_path):
     out = tmp_path / "reference-out"
-    subprocess.run(_command(corpus, tmp_path / "reference-cache", out, checkpoint=None), check=True, env=_env(),
-                   timeout=120)
+    subprocess.run(
+        _command(corpus, tmp_path / "reference-cache", out, checkpoint=None), check=True, env=_env(), timeout=120
+    )
     assert not list((tmp_path / "reference-cache").rglob("*.piece-*"))
     return _result(out)
 
@@ -109,16 +133,19 @@ def test_killed_mid_encode_then_rerun_gives_the_same_result(corpus, tmp_path, re
 
 def test_two_evaluations_on_the_same_cache_at_once(corpus, tmp_path, reference):
     cache = tmp_path / "shared-cache"
-    procs = [subprocess.Popen(_command(corpus, cache, tmp_path / f"out{i}"), env=_env(), stderr=subprocess.PIPE,
-                              text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(_command(corpus, cache, tmp_path / f"out{i}"), env=_env(), stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
     for proc in procs:
         _, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 0, stderr
     assert _result(tmp_path / "out0") == reference == _result(tmp_path / "out1")
     assert _temporary_files(cache) == []
     # And the cache they built together serves a third run.
-    third = subprocess.run(_command(corpus, cache, tmp_path / "out2"), env=_env(), capture_output=True, text=True,
-                           timeout=120)
+    third = subprocess.run(
+        _command(corpus, cache, tmp_path / "out2"), env=_env(), capture_output=True, text=True, timeout=120
+    )
     assert third.returncode == 0 and _result(tmp_path / "out2") == reference
 
 
@@ -126,14 +153,26 @@ def test_two_evaluations_on_the_same_cache_at_once(corpus, tmp_path, reference):
 # atomic write of a matching file (content written, not yet renamed into place).
 KILL_POINTS = {
     "encode, between chunks": ("call", "harness.io.cache:EmbeddingEntry.write_chunk", 2),  # chunk 1 encoded, not stored
-    "encode, inside a chunk": ("call", "harness.retrieval.encode:HashingEncoder.encode_docs", 4),  # half of chunk 1 encoded
+    "encode, inside a chunk": (
+        "call",
+        "harness.retrieval.encode:HashingEncoder.encode_docs",
+        4,
+    ),  # half of chunk 1 encoded
     "encode, inside a cache write": ("write", "chunk-00002.npy", 1),
     "index build": ("call", "harness.retrieval.index:VectorIndex.build", 1),
     "result write": ("write", "test.json", 1),
     "run-file write": ("write", "test.run.trec", 1),
     # Time-based checkpoints inside a chunk (every batch with --checkpoint-seconds 0):
-    "checkpoint, just after a write": ("call", "harness.retrieval.encode:HashingEncoder.encode_docs", 2),  # piece of batch 1 stored
-    "checkpoint, just before a write": ("call", "harness.io.cache:EmbeddingEntry.write_piece", 2),  # chunk 1's batch 1 not
+    "checkpoint, just after a write": (
+        "call",
+        "harness.retrieval.encode:HashingEncoder.encode_docs",
+        2,
+    ),  # piece of batch 1 stored
+    "checkpoint, just before a write": (
+        "call",
+        "harness.io.cache:EmbeddingEntry.write_piece",
+        2,
+    ),  # chunk 1's batch 1 not
     "checkpoint, inside a write": ("write", "chunk-00001.piece-", 1),
 }
 
@@ -183,23 +222,43 @@ def test_a_long_chunk_killed_at_60_percent_resumes_from_its_checkpoints(tmp_path
     folder = tmp_path / "long"
     (folder / "qrels").mkdir(parents=True)
     with open(folder / "corpus.jsonl", "w") as handle:
-        handle.writelines(json.dumps({"_id": f"d{i}", "text": f"w{i % 37} w{i % 11} doc{i}"}) + "\n"
-                          for i in range(1000))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"doc{i * 9}"}) + "\n"
-                                                  for i in range(10)))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"q{i}\td{i * 9}\t1\n" for i in range(10)))
+        handle.writelines(
+            json.dumps({"_id": f"d{i}", "text": f"w{i % 37} w{i % 11} doc{i}"}) + "\n" for i in range(1000)
+        )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"doc{i * 9}"}) + "\n" for i in range(10))
+    )
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i * 9}\t1\n" for i in range(10))
+    )
 
     def command(cache: Path, out: Path, *extra: str) -> list[str]:
-        return [sys.executable, "-m", "harness", "-v", "evaluate", str(folder), "--model", "hash:64:0.02",
-                "--batch-size", "20", "--cache-dir", str(cache), "--output-dir", str(out), *extra]
+        return [
+            sys.executable,
+            "-m",
+            "harness",
+            "-v",
+            "evaluate",
+            str(folder),
+            "--model",
+            "hash:64:0.02",
+            "--batch-size",
+            "20",
+            "--cache-dir",
+            str(cache),
+            "--output-dir",
+            str(out),
+            *extra,
+        ]
 
-    subprocess.run(command(tmp_path / "ref-cache", tmp_path / "ref"), check=True, env=_env(), capture_output=True,
-                   timeout=120)
-    reference = (tmp_path / "ref" / "long" / "hash_64" / "test.json")
+    subprocess.run(
+        command(tmp_path / "ref-cache", tmp_path / "ref"), check=True, env=_env(), capture_output=True, timeout=120
+    )
+    reference = tmp_path / "ref" / "long" / "hash_64" / "test.json"
     cache, out = tmp_path / "cache", tmp_path / "out"
-    proc = subprocess.Popen(command(cache, out, "--checkpoint-seconds", "0.2"), env=_env(),
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command(cache, out, "--checkpoint-seconds", "0.2"), env=_env(), stderr=subprocess.PIPE, text=True
+    )
     stored = 0
     deadline = time.monotonic() + 60
     while stored < 600 and time.monotonic() < deadline:  # 60 % of the documents are checkpointed

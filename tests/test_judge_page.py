@@ -10,10 +10,10 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
 from browser import CHROMIUM
 from browser import launch as browser_launch
+from click.testing import CliRunner
+
 from harness.cli import cli
 
 PLANTED = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold?</b>'
@@ -23,16 +23,25 @@ def _pool(tmp_path: Path, docs: int = 12, queries: int = 2, planted: bool = Fals
     """A folder and one run ranking d00, d01, ... in that order for every query, pooled at full depth."""
     folder = tmp_path / "set"
     folder.mkdir()
-    lines = [json.dumps({"_id": f"d{d:02d}", "title": f"Title {d}" if not (planted and d == 0) else PLANTED,
-                         "text": (PLANTED if planted and d == 0 else f"text {d} " + "long line\n" * 200)})
-             for d in range(docs)]
+    lines = [
+        json.dumps(
+            {
+                "_id": f"d{d:02d}",
+                "title": f"Title {d}" if not (planted and d == 0) else PLANTED,
+                "text": (PLANTED if planted and d == 0 else f"text {d} " + "long line\n" * 200),
+            }
+        )
+        for d in range(docs)
+    ]
     (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n")
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{q}", "text": f"query {q}"}) + "\n"
-                                                  for q in range(queries)))
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{q}", "text": f"query {q}"}) + "\n" for q in range(queries))
+    )
     run = tmp_path / "ranked.trec"
     run.write_text("".join(f"q{q} Q0 d{d:02d} {d + 1} {100 - d} ranked\n" for q in range(queries) for d in range(docs)))
-    result = CliRunner().invoke(cli, ["pool", str(folder), "--runs", str(run), "--depth", str(docs),
-                                      "--out", str(tmp_path / "pool")])
+    result = CliRunner().invoke(
+        cli, ["pool", str(folder), "--runs", str(run), "--depth", str(docs), "--out", str(tmp_path / "pool")]
+    )
     assert result.exit_code == 0, result.output
     return tmp_path / "pool" / "judge.html"
 
@@ -59,8 +68,12 @@ class Browser:
         self.problems: list[str] = []
         self.page.on("console", lambda m: self.problems.append(m.text) if m.type in ("error", "warning") else None)
         self.page.on("pageerror", lambda error: self.problems.append(str(error)))
-        self.page.on("request", lambda r: self.problems.append(f"request {r.url}")
-                     if not r.url.startswith(("file:", "data:", "blob:")) else None)
+        self.page.on(
+            "request",
+            lambda r: (
+                self.problems.append(f"request {r.url}") if not r.url.startswith(("file:", "data:", "blob:")) else None
+            ),
+        )
         self.downloads = downloads
         self.open(path)
 
@@ -136,8 +149,9 @@ def test_the_order_does_not_follow_rank_and_long_documents_scroll(tmp_path):
             shown.append(browser.page.inner_text("#doc-title"))
             browser.keys("n")
         assert shown == [f"Title {int(doc[1:])}" for _, doc in items[:4]]
-        box = browser.page.eval_on_selector("#doc-text", "e => [e.scrollHeight, e.clientHeight, "
-                                                         "getComputedStyle(e).overflowY]")
+        box = browser.page.eval_on_selector(
+            "#doc-text", "e => [e.scrollHeight, e.clientHeight, getComputedStyle(e).overflowY]"
+        )
         assert box[0] > box[1] and box[2] == "auto"
     finally:
         browser.close()
@@ -168,10 +182,24 @@ def test_a_team_scale_takes_only_its_own_keys(tmp_path):
     (folder / "corpus.jsonl").write_text("".join(docs))
     (folder / "queries.jsonl").write_text('{"_id": "q0", "text": "query"}\n')
     run.write_text("".join(f"q0 Q0 d{d} {d + 1} {9 - d} r\n" for d in range(3)))
-    (tmp_path / "g.json").write_text(json.dumps({"scale": [{"grade": 0, "label": "No"}, {"grade": 1, "label": "Yes"}],
-                                                 "guidelines": "Yes if it answers."}))
-    result = CliRunner().invoke(cli, ["pool", str(folder), "--runs", str(run), "--guidelines", str(tmp_path / "g.json"),
-                                      "--out", str(tmp_path / "pool")])
+    (tmp_path / "g.json").write_text(
+        json.dumps(
+            {"scale": [{"grade": 0, "label": "No"}, {"grade": 1, "label": "Yes"}], "guidelines": "Yes if it answers."}
+        )
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "pool",
+            str(folder),
+            "--runs",
+            str(run),
+            "--guidelines",
+            str(tmp_path / "g.json"),
+            "--out",
+            str(tmp_path / "pool"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     path = tmp_path / "pool" / "judge.html"
     items = _items(path)
@@ -241,7 +269,9 @@ def test_progress_an_older_page_saved_per_pool_goes_only_to_its_own_annotator(tm
     browser = Browser(path, tmp_path)
     try:
         old = {"annotator": "alice", "pos": 2, "grades": {f"{q}\t{d}": 2 for q, d in items}}
-        browser.page.evaluate("([k, v]) => localStorage.setItem(k, v)", [f"beir-harness-judge:{pool_id}", json.dumps(old)])
+        browser.page.evaluate(
+            "([k, v]) => localStorage.setItem(k, v)", [f"beir-harness-judge:{pool_id}", json.dumps(old)]
+        )
         browser.open(path)
         browser.judge_as("bob")
         assert browser.page.inner_text("#progress").startswith("0 of 3 judged")

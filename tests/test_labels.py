@@ -18,10 +18,18 @@ import harness.retrieval.encode
 from harness.cli import cli
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-FUSIONS = (f"rrf(bm25, {MINILM}), wsum(bm25, {MINILM}, weights=0.3:0.7, norm=zscore), "
-           f"wsum(bm25, {MINILM}, weights=0.7:0.3), combsum(bm25, {MINILM}, norm=zscore)")
-EXPECTED = ["bm25", "all-MiniLM-L6-v2", "rrf(bm25, all-MiniLM-L6-v2)", "wsum(bm25, all-MiniLM-L6-v2; 0.3:0.7, zscore)",
-            "wsum(bm25, all-MiniLM-L6-v2; 0.7:0.3)", "combsum(bm25, all-MiniLM-L6-v2; zscore)"]
+FUSIONS = (
+    f"rrf(bm25, {MINILM}), wsum(bm25, {MINILM}, weights=0.3:0.7, norm=zscore), "
+    f"wsum(bm25, {MINILM}, weights=0.7:0.3), combsum(bm25, {MINILM}, norm=zscore)"
+)
+EXPECTED = [
+    "bm25",
+    "all-MiniLM-L6-v2",
+    "rrf(bm25, all-MiniLM-L6-v2)",
+    "wsum(bm25, all-MiniLM-L6-v2; 0.3:0.7, zscore)",
+    "wsum(bm25, all-MiniLM-L6-v2; 0.7:0.3)",
+    "combsum(bm25, all-MiniLM-L6-v2; zscore)",
+]
 
 
 def _balanced(text: str) -> bool:
@@ -41,8 +49,20 @@ def fused_results(tiny_beir, tmp_path, monkeypatch, fake_encoder):
     fake_encoder.name = MINILM
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     out = tmp_path / "results"
-    result = CliRunner().invoke(cli, ["-q", "bench", "--systems", f"bm25, {MINILM}, {FUSIONS}", "--datasets",
-                                      str(tiny_beir), "--output-dir", str(out), "--no-cache"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--systems",
+            f"bm25, {MINILM}, {FUSIONS}",
+            "--datasets",
+            str(tiny_beir),
+            "--output-dir",
+            str(out),
+            "--no-cache",
+        ],
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -57,7 +77,9 @@ def test_fusions_keep_method_members_and_settings_in_every_format(fused_results,
     markdown = _report(fused_results, "--format", "markdown").splitlines()[0]
     columns = [cell.strip() for cell in markdown.strip("|").split(" | ")][1:]
     assert sorted(columns) == sorted(EXPECTED)  # the same labels, in the same order, in every format below
-    latex = next(line for line in _report(fused_results, "--format", "latex").splitlines() if line.startswith("dataset"))
+    latex = next(
+        line for line in _report(fused_results, "--format", "latex").splitlines() if line.startswith("dataset")
+    )
     assert [cell.strip() for cell in latex.removesuffix(r"\\").split(" & ")][1:] == columns
     header = next(csv.reader(io.StringIO(_report(fused_results, "--format", "csv"))))
     assert header[1:] == columns
@@ -94,8 +116,20 @@ def test_bench_takes_a_label_per_system(tiny_beir, tmp_path, monkeypatch, fake_e
     fake_encoder.name = MINILM
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     out = tmp_path / "results"
-    result = CliRunner().invoke(cli, ["-q", "bench", "--systems", f"lex=bm25, dense={MINILM}, hybrid=rrf(bm25, {MINILM})",
-                                      "--datasets", str(tiny_beir), "--output-dir", str(out), "--no-cache"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--systems",
+            f"lex=bm25, dense={MINILM}, hybrid=rrf(bm25, {MINILM})",
+            "--datasets",
+            str(tiny_beir),
+            "--output-dir",
+            str(out),
+            "--no-cache",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0].split() == ["nDCG@10", "lex", "dense", "hybrid"]
     header = next(csv.reader(io.StringIO(_report(out, "--format", "csv"))))
@@ -106,13 +140,31 @@ def test_bench_takes_a_label_per_system(tiny_beir, tmp_path, monkeypatch, fake_e
 def test_fuse_takes_the_weights_as_bench_writes_them(tiny_beir, tmp_path):
     out = tmp_path / "results"
     for model in ("bm25", "hash:64"):
-        assert CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", model,
-                                        "--output-dir", str(out)]).exit_code == 0
+        assert (
+            CliRunner()
+            .invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", model, "--output-dir", str(out)])
+            .exit_code
+            == 0
+        )
     inputs = [str(out / "tiny" / "bm25" / "test.json"), str(out / "tiny" / "hash_64" / "test.json")]
     labels = []
     for weights in ("0.3:0.7", "0.3,0.7"):  # bench's syntax, and the older comma form fuse still reads
-        fused = CliRunner().invoke(cli, ["fuse", *inputs, "--method", "wsum", "--weights", weights, "--norm", "zscore",
-                                         "--output-dir", str(out), "--json"])
+        fused = CliRunner().invoke(
+            cli,
+            [
+                "fuse",
+                *inputs,
+                "--method",
+                "wsum",
+                "--weights",
+                weights,
+                "--norm",
+                "zscore",
+                "--output-dir",
+                str(out),
+                "--json",
+            ],
+        )
         assert fused.exit_code == 0, fused.output
         data = json.loads(fused.stdout)
         assert data["config"]["fusion"]["weights"] == [0.3, 0.7]
@@ -123,14 +175,18 @@ def test_fuse_takes_the_weights_as_bench_writes_them(tiny_beir, tmp_path):
 # --------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("systems, message", [
-    ("=bm25", "no label before the '='"),
-    ("a=b=c", "more than one '=' outside parentheses"),
-    ("a=", "no system after the '='"),
-    ("hybrid=rrf(bm25, x", "is never closed"),
-    ("a)=bm25", "a ')' closes nothing"),
-    ("a]=bm25", "a ']' closes nothing"),
-], ids=["empty-label", "two-equals", "empty-system", "unclosed-parenthesis", "stray-parenthesis", "stray-bracket"])
+@pytest.mark.parametrize(
+    "systems, message",
+    [
+        ("=bm25", "no label before the '='"),
+        ("a=b=c", "more than one '=' outside parentheses"),
+        ("a=", "no system after the '='"),
+        ("hybrid=rrf(bm25, x", "is never closed"),
+        ("a)=bm25", "a ')' closes nothing"),
+        ("a]=bm25", "a ']' closes nothing"),
+    ],
+    ids=["empty-label", "two-equals", "empty-system", "unclosed-parenthesis", "stray-parenthesis", "stray-bracket"],
+)
 def test_a_bad_label_syntax_is_one_line_and_writes_nothing(tmp_path, systems, message):
     out = tmp_path / "results"
     result = CliRunner().invoke(cli, ["bench", "--systems", systems, "--datasets", "tiny", "--output-dir", str(out)])
@@ -141,22 +197,30 @@ def test_a_bad_label_syntax_is_one_line_and_writes_nothing(tmp_path, systems, me
 
 def test_two_systems_with_one_label_are_refused_naming_both(tmp_path):
     out = tmp_path / "results"
-    result = CliRunner().invoke(cli, ["bench", "--systems", "a=bm25, a=hash:64", "--datasets", "tiny",
-                                      "--output-dir", str(out)])
+    result = CliRunner().invoke(
+        cli, ["bench", "--systems", "a=bm25, a=hash:64", "--datasets", "tiny", "--output-dir", str(out)]
+    )
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
     assert "'bm25' and 'hash:64' are both labelled 'a'" in result.stderr
     assert '--systems "a=bm25, b=hash:64"' in result.stderr
     assert not out.exists()
-    taken = CliRunner().invoke(cli, ["bench", "--systems", "bm25=hash:64, bm25", "--datasets", "tiny",
-                                     "--output-dir", str(out)])  # a label that is another system's name
+    taken = CliRunner().invoke(
+        cli, ["bench", "--systems", "bm25=hash:64, bm25", "--datasets", "tiny", "--output-dir", str(out)]
+    )  # a label that is another system's name
     assert taken.exit_code == 2 and "both labelled 'bm25'" in taken.stderr and not out.exists()
 
 
 def test_one_label_on_two_results_of_a_table_is_noted_naming_both(tiny_beir, tmp_path):
     out = tmp_path / "results"
     for model in ("bm25", "hash:64"):
-        assert CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", model, "--name", "mine",
-                                        "--output-dir", str(out)]).exit_code == 0
+        assert (
+            CliRunner()
+            .invoke(
+                cli, ["-q", "evaluate", str(tiny_beir), "--model", model, "--name", "mine", "--output-dir", str(out)]
+            )
+            .exit_code
+            == 0
+        )
     report = CliRunner().invoke(cli, ["report", str(out)])
     assert report.exit_code == 0, report.output
     note = next(line for line in report.stdout.splitlines() if "labelled 'mine'" in line)
@@ -167,8 +231,10 @@ def test_one_label_on_two_results_of_a_table_is_noted_naming_both(tiny_beir, tmp
 
 def test_weights_written_with_commas_in_a_bench_fusion_say_the_syntax(tmp_path):
     out = tmp_path / "results"
-    result = CliRunner().invoke(cli, ["bench", "--systems", "wsum(bm25, hash:64, weights=0.3, 0.7)", "--datasets",
-                                      "tiny", "--output-dir", str(out)])
+    result = CliRunner().invoke(
+        cli,
+        ["bench", "--systems", "wsum(bm25, hash:64, weights=0.3, 0.7)", "--datasets", "tiny", "--output-dir", str(out)],
+    )
     assert result.exit_code == 1 and "separate weights with ':', e.g. weights=0.3:0.7" in result.stderr, result.output
     assert not out.exists()
 
@@ -183,18 +249,39 @@ def test_fuse_refuses_a_name_with_an_unbalanced_bracket(tmp_path, name):
 def _result(model: str, label: str, dataset: str = "d", config: dict | None = None, config_hash: str = ""):
     from harness.reporting.report import Result
 
-    return Result(dataset, "test", model, {"nDCG@10": 0.5}, {}, 1, config or {}, {}, {}, {}, "", label=label,
-                  config_hash=config_hash or model)
+    return Result(
+        dataset,
+        "test",
+        model,
+        {"nDCG@10": 0.5},
+        {},
+        1,
+        config or {},
+        {},
+        {},
+        {},
+        "",
+        label=label,
+        config_hash=config_hash or model,
+    )
 
 
 def test_model_names_that_would_show_alike_keep_their_full_labels():
     from harness.reporting.labels import column_labels
 
-    results = [_result("BAAI/bge-small", "BAAI/bge-small"), _result("me/bge-small", "me/bge-small"),
-               _result("intfloat/e5", "intfloat/e5 [dim128 binary]"), _result("bm25", "bm25 >> ms-marco-MiniLM@100"),
-               # A fusion written before members' models were recorded: its members' labels name them.
-               _result("fusion", "rrf(bm25, intfloat/e5)", config={"inputs": [{"label": "bm25"},
-                                                                              {"label": "intfloat/e5"}]})]
+    results = [
+        _result("BAAI/bge-small", "BAAI/bge-small"),
+        _result("me/bge-small", "me/bge-small"),
+        _result("intfloat/e5", "intfloat/e5 [dim128 binary]"),
+        _result("bm25", "bm25 >> ms-marco-MiniLM@100"),
+        # A fusion written before members' models were recorded: its members' labels name them.
+        _result("fusion", "rrf(bm25, intfloat/e5)", config={"inputs": [{"label": "bm25"}, {"label": "intfloat/e5"}]}),
+    ]
     kept, labels = column_labels(results, [])
-    assert [labels[id(r)] for r in kept] == ["BAAI/bge-small", "me/bge-small", "e5 [dim128 binary]",
-                                            "bm25 >> ms-marco-MiniLM@100", "rrf(bm25, e5)"]
+    assert [labels[id(r)] for r in kept] == [
+        "BAAI/bge-small",
+        "me/bge-small",
+        "e5 [dim128 binary]",
+        "bm25 >> ms-marco-MiniLM@100",
+        "rrf(bm25, e5)",
+    ]

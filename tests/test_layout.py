@@ -37,8 +37,7 @@ def _imports(path: Path):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield node.lineno, node.module
             if node.module == "harness":
-                yield from ((node.lineno, f"harness.{alias.name}") for alias in node.names
-                            if alias.name in RANK)
+                yield from ((node.lineno, f"harness.{alias.name}") for alias in node.names if alias.name in RANK)
         elif isinstance(node, ast.Import):
             yield from ((node.lineno, alias.name) for alias in node.names)
 
@@ -89,7 +88,9 @@ def _edges(module: str, path: Path):
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])])
+                base = ".".join(
+                    [*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])]
+                )
             if base not in MODULES:
                 continue
             names = []
@@ -147,20 +148,34 @@ def test_no_private_name_is_used_outside_its_module():
     violations = []
     for module, path in MODULES.items():
         for line, imported, names in _edges(module, path):
-            violations += [f"{path.relative_to(PACKAGE)}:{line} takes {name} from {imported}"
-                           for name in names if _is_private(name)]
+            violations += [
+                f"{path.relative_to(PACKAGE)}:{line} takes {name} from {imported}"
+                for name in names
+                if _is_private(name)
+            ]
         # A module bound to a name (`from harness.datasets import registry`) and a private attribute read on it.
         bound = {}
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                bound.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names
-                              if f"{node.module}.{alias.name}" in MODULES})
+                bound.update(
+                    {
+                        alias.asname or alias.name: f"{node.module}.{alias.name}"
+                        for alias in node.names
+                        if f"{node.module}.{alias.name}" in MODULES
+                    }
+                )
             elif isinstance(node, ast.Import):
-                bound.update({alias.asname: alias.name for alias in node.names if alias.asname and alias.name in MODULES})
+                bound.update(
+                    {alias.asname: alias.name for alias in node.names if alias.asname and alias.name in MODULES}
+                )
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
-                    and _is_private(node.attr):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in bound
+                and _is_private(node.attr)
+            ):
                 violations.append(f"{path.relative_to(PACKAGE)}:{node.lineno} reads {bound[node.value.id]}.{node.attr}")
     assert not violations, "\n".join(violations)
 
@@ -181,11 +196,17 @@ def _name_tests(tree: ast.AST, names: set[str]):
         if isinstance(node, ast.Compare):
             for side in (node.left, *node.comparators):
                 yield from ((node.lineno, text) for text in literals(side) if text in names)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("startswith", "endswith"):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+        ):
             for argument in node.args:
-                yield from ((node.lineno, text) for text in literals(argument)
-                            if any(name == text or name.startswith(text + "-") for name in names))
+                yield from (
+                    (node.lineno, text)
+                    for text in literals(argument)
+                    if any(name == text or name.startswith(text + "-") for name in names)
+                )
 
 
 def test_no_backend_name_is_tested_outside_the_runtime_registry():
@@ -198,14 +219,18 @@ def test_no_backend_name_is_tested_outside_the_runtime_registry():
     for module, path in MODULES.items():
         if module == "harness.runtimes" or module.startswith("harness.runtimes."):
             continue
-        violations += [f"{path.relative_to(PACKAGE)}:{line} tests the backend name {text!r}"
-                       for line, text in _name_tests(ast.parse(path.read_text(encoding="utf-8")), names)]
+        violations += [
+            f"{path.relative_to(PACKAGE)}:{line} tests the backend name {text!r}"
+            for line, text in _name_tests(ast.parse(path.read_text(encoding="utf-8")), names)
+        ]
     assert not violations, "\n".join(violations)
 
 
 def test_the_backend_name_check_sees_each_way_of_testing_a_name():
-    code = ('a == "onnx"\nb in ("x", "openvino-int8")\nc.startswith("openvino")\n"torch" != d\n'
-            'e == "auto"\nf.startswith("on")\ng = "onnx"\n')
+    code = (
+        'a == "onnx"\nb in ("x", "openvino-int8")\nc.startswith("openvino")\n"torch" != d\n'
+        'e == "auto"\nf.startswith("on")\ng = "onnx"\n'
+    )
     found = [line for line, _ in _name_tests(ast.parse(code), {"torch", "onnx", "openvino", "openvino-int8"})]
     assert found == [1, 2, 3, 4]
 
@@ -213,8 +238,8 @@ def test_the_backend_name_check_sees_each_way_of_testing_a_name():
 def _documented_modules(text: str) -> set[str]:
     """The modules the layout of docs/development.md lists: its ``harness/`` block, a file's path made from the
     folders above it (by indentation)."""
-    block = text[text.index("```\nharness/\n") + 4:]
-    block = block[:block.index("```")]
+    block = text[text.index("```\nharness/\n") + 4 :]
+    block = block[: block.index("```")]
     found, folders = set(), []
     for line in block.splitlines()[1:]:
         stripped = line.lstrip(" ")
@@ -224,7 +249,7 @@ def _documented_modules(text: str) -> set[str]:
             break  # the repository's other folders follow the package
         if not name.endswith((".py", "/")):
             continue  # a description's second line
-        folders = folders[:depth - 1]
+        folders = folders[: depth - 1]
         if name.endswith("/"):
             folders.append(name)
         else:

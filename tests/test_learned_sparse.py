@@ -19,6 +19,7 @@ WORDS = "apple banana cherry date zucchini fruit stone fig elder grape kiwi lemo
 def tiny_sparse_encoder(tmp_path_factory) -> Path:
     import torch
     from sentence_transformers import SparseEncoder
+
     try:  # sentence-transformers 6 moved the modules; 5 has them under .models
         from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
     except ImportError:
@@ -28,18 +29,40 @@ def tiny_sparse_encoder(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tiny-sparse")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, initializer_range=0.5)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        initializer_range=0.5,
+    )
     BertForMaskedLM(config).save_pretrained(root / "mlm")
     BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(root / "mlm")
-    SparseEncoder(modules=[MLMTransformer(str(root / "mlm")), SpladePooling(pooling_strategy="max")],
-                  device="cpu").save(str(root / "model"))
+    SparseEncoder(
+        modules=[MLMTransformer(str(root / "mlm")), SpladePooling(pooling_strategy="max")], device="cpu"
+    ).save(str(root / "model"))
     return root / "model"
 
 
 def _evaluate(folder, tmp_path, model, *options):
-    return CliRunner().invoke(cli, ["-q", "evaluate", str(folder), "--model", str(model), "--output-dir",
-                                    str(tmp_path / "r"), "--cache-dir", str(tmp_path / "cache"), "--json", *options])
+    return CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(folder),
+            "--model",
+            str(model),
+            "--output-dir",
+            str(tmp_path / "r"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--json",
+            *options,
+        ],
+    )
 
 
 def test_sparse_retrieval_equals_a_brute_force_dot_product(tiny_sparse_encoder, tiny_beir, tmp_path):
@@ -105,8 +128,9 @@ def test_a_sparse_encoders_cost_record_says_its_rows_came_from_the_cache(tiny_sp
     second = json.loads(_evaluate(tiny_beir, tmp_path, tiny_sparse_encoder).stdout)
     assert first["cost"]["cached"] == [] and first["timings"]["encode_corpus"] > 0 and first["cost"]["docs_per_s"]
     assert second["cost"]["cached"] == ["encode_corpus"] and second["timings"]["encode_corpus"] == 0
-    assert second["cost"]["cache_bytes"] == sum(p.stat().st_size for p in (tmp_path / "cache" / "embeddings").rglob("*")
-                                                if p.is_file())
+    assert second["cost"]["cache_bytes"] == sum(
+        p.stat().st_size for p in (tmp_path / "cache" / "embeddings").rglob("*") if p.is_file()
+    )
     latency = second["cost"]["search_latency"]
     assert latency["queries"] == 3 and latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
 

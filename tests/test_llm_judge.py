@@ -25,9 +25,11 @@ from harness.judging.llm import JudgeSpec, judge_pool
 
 N_QUERIES, N_DOCS, MODEL = 4, 12, "judge-7b"
 ANNOTATOR = f"llm:{MODEL}"
-ANSWERS = {"prose": "The passage seems quite relevant, I would say it is good.",
-           "out-of-scale": "##final score: 7",
-           "several": "##final score: 1\n##final score: 3"}
+ANSWERS = {
+    "prose": "The passage seems quite relevant, I would say it is good.",
+    "out-of-scale": "##final score: 7",
+    "several": "##final score: 1\n##final score: 3",
+}
 
 
 def rule(query: int, doc: int) -> int:
@@ -67,9 +69,18 @@ def service():
             self.wfile.write(body)
 
         def _chat(self, content: str):
-            self._send(200, json.dumps({"object": "chat.completion", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}}).encode())
+            self._send(
+                200,
+                json.dumps(
+                    {
+                        "object": "chat.completion",
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                        ],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105},
+                    }
+                ).encode(),
+            )
 
         def do_POST(self):  # noqa: N802 - http.server's naming
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -119,12 +130,14 @@ def pool_dir(tmp_path) -> Path:
         for q in range(N_QUERIES):
             handle.write(json.dumps({"_id": f"q{q}", "text": f"query {q}"}) + "\n")
     rng = random.Random(3)
-    lines = [f"q{q} Q0 d{d:02d} 0 {10 - r} sys" for q in range(N_QUERIES)
-             for r, d in enumerate(rng.sample(range(N_DOCS), 5))]
+    lines = [
+        f"q{q} Q0 d{d:02d} 0 {10 - r} sys" for q in range(N_QUERIES) for r, d in enumerate(rng.sample(range(N_DOCS), 5))
+    ]
     (tmp_path / "run.trec").write_text("\n".join(lines) + "\n")
     out = tmp_path / "pool"
-    result = CliRunner().invoke(cli, ["pool", str(root), "--runs", str(tmp_path / "run.trec"), "--depth", "5",
-                                      "--out", str(out)])
+    result = CliRunner().invoke(
+        cli, ["pool", str(root), "--runs", str(tmp_path / "run.trec"), "--depth", "5", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -146,14 +159,32 @@ def _written(pool: Path) -> dict[tuple[str, str], int]:
 
 
 def _spec(service, tmp_path, **changes) -> JudgeSpec:
-    endpoint = EndpointSpec(**{"url": service.url, "backoff": 0.01, "timeout": 5.0,
-                               **{k: changes.pop(k) for k in ("concurrency", "attempts") if k in changes}})
+    endpoint = EndpointSpec(
+        **{
+            "url": service.url,
+            "backoff": 0.01,
+            "timeout": 5.0,
+            **{k: changes.pop(k) for k in ("concurrency", "attempts") if k in changes},
+        }
+    )
     return JudgeSpec(f"openai:{MODEL}", endpoint, cache_dir=tmp_path / "cache", **changes)
 
 
 def _judge(service, pool: Path, tmp_path, *args):
-    return CliRunner().invoke(cli, ["judge", str(pool), "--llm", f"openai:{MODEL}", "--endpoint", service.url,
-                                    "--cache-dir", str(tmp_path / "cache"), *map(str, args)])
+    return CliRunner().invoke(
+        cli,
+        [
+            "judge",
+            str(pool),
+            "--llm",
+            f"openai:{MODEL}",
+            "--endpoint",
+            service.url,
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            *map(str, args),
+        ],
+    )
 
 
 def test_grades_are_the_servers_its_own_annotator_and_a_rerun_sends_no_request(service, pool_dir, tmp_path):
@@ -176,8 +207,9 @@ def test_grades_are_the_servers_its_own_annotator_and_a_rerun_sends_no_request(s
     assert f"{len(pairs)} from the cache" in again.output and "service: requests 0, tokens 0" in again.output
 
 
-def test_the_key_is_sent_never_written_and_a_damaged_cache_entry_is_asked_again(service, pool_dir, tmp_path,
-                                                                               monkeypatch):
+def test_the_key_is_sent_never_written_and_a_damaged_cache_entry_is_asked_again(
+    service, pool_dir, tmp_path, monkeypatch
+):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-judge-secret-987")
     judge_pool(pool_dir, _spec(service, tmp_path))
     assert service.auth == {"Bearer sk-judge-secret-987"}
@@ -196,8 +228,9 @@ def test_the_key_is_sent_never_written_and_a_damaged_cache_entry_is_asked_again(
 def test_the_llm_file_merges_into_its_own_split_only_when_asked(service, pool_dir, tmp_path):
     assert _judge(service, pool_dir, tmp_path).exit_code == 0
     dataset = pool_dir.parent / "set"
-    result = CliRunner().invoke(cli, ["judgments", "merge", str(dataset), str(pool_dir / f"judgments-llm_{MODEL}.csv"),
-                                      "--split", "llm"])
+    result = CliRunner().invoke(
+        cli, ["judgments", "merge", str(dataset), str(pool_dir / f"judgments-llm_{MODEL}.csv"), "--split", "llm"]
+    )
     assert result.exit_code == 0, result.output
     lines = (dataset / "qrels" / "llm.tsv").read_text().splitlines()[1:]
     assert {(q, d): int(g) for q, d, g in map(str.split, lines)} == _expected(_pool_pairs(pool_dir))
@@ -270,17 +303,23 @@ def test_agreement_between_the_llm_and_a_human_matches_scikit_learn(service, poo
     graded = sorted(rng.sample(sorted(human), 14))  # the human graded only some pairs
     alice = tmp_path / "alice.csv"
     alice.write_text("query_id,doc_id,grade,annotator\n" + "".join(f"{q},{d},{human[q, d]},alice\n" for q, d in graded))
-    result = CliRunner().invoke(cli, ["judgments", "agreement", str(pool_dir / f"judgments-llm_{MODEL}.csv"),
-                                      str(alice), "--weights", weights])
+    result = CliRunner().invoke(
+        cli, ["judgments", "agreement", str(pool_dir / f"judgments-llm_{MODEL}.csv"), str(alice), "--weights", weights]
+    )
     assert result.exit_code == 0, result.output
     llm = _written(pool_dir)
-    kappa = cohen_kappa_score([human[p] for p in graded], [llm[p] for p in graded], labels=[0, 1, 2, 3],
-                              weights=None if weights == "none" else weights)
+    kappa = cohen_kappa_score(
+        [human[p] for p in graded],
+        [llm[p] for p in graded],
+        labels=[0, 1, 2, 3],
+        weights=None if weights == "none" else weights,
+    )
     row = next(line for line in result.output.splitlines() if line.strip().startswith("alice"))
     assert row.split()[1] == ANNOTATOR and row.split()[2] == "14" and row.split()[-1] == f"{kappa:.3f}"
 
 
 # --- bad input: one line, exit 1, no judgments file --------------------------------------------------------------
+
 
 def _refused(result, pool: Path | None, message: str) -> None:
     assert result.exit_code == 1, result.output
@@ -292,8 +331,11 @@ def _refused(result, pool: Path | None, message: str) -> None:
 
 def test_a_folder_that_is_not_a_pool_is_refused(service, tmp_path):
     (tmp_path / "empty").mkdir()
-    _refused(_judge(service, tmp_path / "empty", tmp_path), tmp_path / "empty",
-             "empty: not a pool folder (no manifest.json or pool.jsonl); make one with `beir-harness pool")
+    _refused(
+        _judge(service, tmp_path / "empty", tmp_path),
+        tmp_path / "empty",
+        "empty: not a pool folder (no manifest.json or pool.jsonl); make one with `beir-harness pool",
+    )
 
 
 def test_a_model_without_the_openai_prefix_is_refused(service, pool_dir, tmp_path):
@@ -306,13 +348,19 @@ def test_a_pool_on_another_grade_scale_is_refused(service, pool_dir, tmp_path):
     manifest = json.loads((pool_dir / "manifest.json").read_text())
     manifest["grade_scale"] = manifest["grade_scale"][:2]
     (pool_dir / "manifest.json").write_text(json.dumps(manifest))
-    _refused(_judge(service, pool_dir, tmp_path), pool_dir,
-             "the pool's grade scale is 0, 1; the LLM prompt grades 0-3 (UMBRELA)")
+    _refused(
+        _judge(service, pool_dir, tmp_path),
+        pool_dir,
+        "the pool's grade scale is 0, 1; the LLM prompt grades 0-3 (UMBRELA)",
+    )
     assert not service.requests
 
 
 def test_429_on_every_attempt_gives_up_in_one_line(service, pool_dir, tmp_path):
     service.behaviours = ["429:0.01"] * 6
-    _refused(_judge(service, pool_dir, tmp_path, "--concurrency", 1), pool_dir,
-             f"/chat/completions: giving up after 6 attempts (HTTP 429) for model {MODEL}")
+    _refused(
+        _judge(service, pool_dir, tmp_path, "--concurrency", 1),
+        pool_dir,
+        f"/chat/completions: giving up after 6 attempts (HTTP 429) for model {MODEL}",
+    )
     assert len(service.requests) == 6  # the run stopped: no other pair was asked

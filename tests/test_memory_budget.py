@@ -16,8 +16,14 @@ GIB = 1 << 30
 
 
 def _config(folder, tmp_path, budget=None) -> EvaluateConfig:
-    return EvaluateConfig(dataset_path=folder, model="hash:64", output_dir=None, progress=False,
-                          cache_dir=tmp_path / "cache", memory_budget=budget)
+    return EvaluateConfig(
+        dataset_path=folder,
+        model="hash:64",
+        output_dir=None,
+        progress=False,
+        cache_dir=tmp_path / "cache",
+        memory_budget=budget,
+    )
 
 
 @pytest.fixture
@@ -48,11 +54,25 @@ def test_the_default_streams_when_the_search_needs_more_than_half_the_memory_fre
 def test_a_given_budget_too_small_is_refused_before_anything_is_encoded(tiny_beir, tmp_path, monkeypatch):
     calls = []
     original = HashingEncoder.encode_docs
-    monkeypatch.setattr(HashingEncoder, "encode_docs", lambda self, texts: calls.append(len(texts)) or
-                        original(self, texts))
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "hash:64", "--memory-budget",
-                                      "1MB", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
-                                      str(tmp_path / "out")])
+    monkeypatch.setattr(
+        HashingEncoder, "encode_docs", lambda self, texts: calls.append(len(texts)) or original(self, texts)
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "hash:64",
+            "--memory-budget",
+            "1MB",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "--memory-budget 1.00 MB is too small for a streamed search" in result.output
     assert calls == []  # refused before the corpus was encoded

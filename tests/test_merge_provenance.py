@@ -20,10 +20,12 @@ from harness.cli import cli
 def _folder(tmp_path: Path, qrels: str | None = None) -> Path:
     root = tmp_path / "set"
     (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n"
-                                               for i in range(1, 7)))
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n"
-                                                for i in range(1, 4)))
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n" for i in range(1, 7))
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(1, 4))
+    )
     if qrels is not None:
         (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
     return root
@@ -89,8 +91,9 @@ def test_a_hand_edited_grade_a_merge_overrules_is_kept_and_the_qrels_rebuild_fro
     again = _merge(root, first, second)  # re-merging: nothing new, nothing written differently
     assert again.exit_code == 0 and "0 new, 0 changed" in again.output
     after = _snapshot(root)
-    assert {k: v for k, v in after.items() if "provenance" not in k} == \
-        {k: v for k, v in before.items() if "provenance" not in k}
+    assert {k: v for k, v in after.items() if "provenance" not in k} == {
+        k: v for k, v in before.items() if "provenance" not in k
+    }
 
 
 def test_a_second_hand_edit_replaces_the_qrels_vote_and_keeps_the_first_as_superseded(tmp_path):
@@ -107,8 +110,9 @@ def test_a_second_hand_edit_replaces_the_qrels_vote_and_keeps_the_first_as_super
 
 def test_a_mean_no_annotator_gave_is_not_taken_for_a_hand_edit_on_re_merge(tmp_path):
     root = _folder(tmp_path)
-    grades = _csv(tmp_path, "g.csv", [("q1", "d1", 0, "a"), ("q1", "d1", 3, "b"), ("q1", "d2", 1, "a"),
-                                      ("q1", "d2", 3, "b")])
+    grades = _csv(
+        tmp_path, "g.csv", [("q1", "d1", 0, "a"), ("q1", "d1", 3, "b"), ("q1", "d2", 1, "a"), ("q1", "d2", 3, "b")]
+    )
     assert _merge(root, grades, "--resolve", "mean").exit_code == 0
     assert _qrels(root) == {("q1", "d1"): 1, ("q1", "d2"): 2} == _rebuilt(root, "mean", "low")
     again = _merge(root, grades, "--resolve", "mean")
@@ -120,8 +124,14 @@ def test_a_mean_no_annotator_gave_is_not_taken_for_a_hand_edit_on_re_merge(tmp_p
 @pytest.mark.parametrize("ties", ["low", "high"])
 def test_two_annotators_disagreeing_are_settled_by_the_named_tie_rule(tmp_path, policy, ties):
     root = _folder(tmp_path)
-    rows = [("q1", "d1", 1, "a"), ("q1", "d1", 2, "b"), ("q1", "d2", 0, "a"), ("q1", "d2", 1, "b"),
-            ("q2", "d3", 3, "a"), ("q2", "d3", 3, "b")]
+    rows = [
+        ("q1", "d1", 1, "a"),
+        ("q1", "d1", 2, "b"),
+        ("q1", "d2", 0, "a"),
+        ("q1", "d2", 1, "b"),
+        ("q2", "d3", 3, "a"),
+        ("q2", "d3", 3, "b"),
+    ]
     result = _merge(root, _csv(tmp_path, "g.csv", rows), "--resolve", policy, "--ties", ties)
     assert result.exit_code == 0, result.output
     assert f"(resolved by {policy}, ties {ties}: 2 settled by the tie rule)" in result.output
@@ -149,13 +159,15 @@ def test_the_provenance_records_annotators_policy_ties_and_agreement(tmp_path):
     assert (record["policy"], record["ties"], record["scale"], record["pairs"]) == ("majority", "high", [0, 3], 6)
     assert record["merged_at"]
     kappa = cohen_kappa_score(a, b, labels=[0, 1, 2, 3], weights="linear")
-    assert record["kappa"] == [{"first": "alice", "second": "bob", "both_graded": 6,
-                                "kappa": pytest.approx(kappa, abs=1e-6)}]
+    assert record["kappa"] == [
+        {"first": "alice", "second": "bob", "both_graded": 6, "kappa": pytest.approx(kappa, abs=1e-6)}
+    ]
     alpha = krippendorff.alpha(reliability_data=[a, b], level_of_measurement="ordinal", value_domain=[0, 1, 2, 3])
     assert record["alpha"] == pytest.approx(alpha, abs=1e-6)
 
 
 # --- bad input ---------------------------------------------------------------------------------------------------
+
 
 def _refused(root: Path, *args) -> str:
     before = _snapshot(root)
@@ -167,12 +179,21 @@ def _refused(root: Path, *args) -> str:
 
 def test_ties_refuse_lists_the_pairs_the_policy_cannot_decide(tmp_path):
     root = _folder(tmp_path)
-    rows = [("q1", "d1", 1, "a"), ("q1", "d1", 2, "b"), ("q1", "d2", 3, "a"), ("q1", "d2", 3, "b"),
-            ("q1", "d3", 0, "a"), ("q1", "d3", 1, "b"), ("q1", "d3", 1, "c")]
+    rows = [
+        ("q1", "d1", 1, "a"),
+        ("q1", "d1", 2, "b"),
+        ("q1", "d2", 3, "a"),
+        ("q1", "d2", 3, "b"),
+        ("q1", "d3", 0, "a"),
+        ("q1", "d3", 1, "b"),
+        ("q1", "d3", 1, "c"),
+    ]
     output = _refused(root, _csv(tmp_path, "g.csv", rows), "--ties", "refuse")
     lines = output.splitlines()
-    assert lines[0] == ("Error: 1 pairs the majority policy cannot decide, and --ties refuse (pass --ties low or "
-                        "--ties high, or settle them; nothing written):")
+    assert lines[0] == (
+        "Error: 1 pairs the majority policy cannot decide, and --ties refuse (pass --ties low or "
+        "--ties high, or settle them; nothing written):"
+    )
     assert lines[1].strip() == "(q1, d1): a=1, b=2"
 
 
@@ -190,7 +211,8 @@ def test_a_judging_page_export_whose_annotator_differs_from_its_session_is_refus
     assert output.splitlines()[0] == (
         f"Error: {export}:3: annotator 'alice', but the judging page exported this file from the session of 'bob' "
         "(its name) (merge the file the page exported for that annotator as it was saved; an export holds only "
-        "the grades of the name typed in the page)")
+        "the grades of the name typed in the page)"
+    )
 
 
 def test_results_scored_on_merged_qrels_carry_the_provenance_and_report_shows_it(tmp_path, monkeypatch):
@@ -206,8 +228,10 @@ def test_results_scored_on_merged_qrels_carry_the_provenance_and_report_shows_it
     report = CliRunner().invoke(cli, ["report", "results", "--metric", "nDCG@3"])
     assert report.exit_code == 0, report.output
     note = next(line for line in report.output.splitlines() if "qrels merged" in line)
-    assert note == (f"set [test]: qrels merged {recorded['merged_at']} from 2 annotators (alice 2, bob 2) by majority, "
-                    f"ties high, scale 0-3; κ alice/bob {recorded['kappa'][0]['kappa']:.3f}; α {recorded['alpha']:.3f}")
+    assert note == (
+        f"set [test]: qrels merged {recorded['merged_at']} from 2 annotators (alice 2, bob 2) by majority, "
+        f"ties high, scale 0-3; κ alice/bob {recorded['kappa'][0]['kappa']:.3f}; α {recorded['alpha']:.3f}"
+    )
 
 
 def test_a_fusion_of_results_on_merged_qrels_carries_their_provenance(tmp_path, monkeypatch):

@@ -100,8 +100,22 @@ def test_parse_metric_and_canonical_names():
     assert parse_metric("ndcg@10") == MetricSpec("nDCG", 10)
     assert str(parse_metric("recall@100")) == "Recall@100"
     assert [str(m) for m in standard_metrics([10, 1])] == [
-        "nDCG@1", "nDCG@10", "MAP@1", "MAP@10", "Recall@1", "Recall@10", "P@1", "P@10", "MRR@1", "MRR@10",
-        "Success@1", "Success@10", "R-Prec", "Judged@1", "Judged@10"]
+        "nDCG@1",
+        "nDCG@10",
+        "MAP@1",
+        "MAP@10",
+        "Recall@1",
+        "Recall@10",
+        "P@1",
+        "P@10",
+        "MRR@1",
+        "MRR@10",
+        "Success@1",
+        "Success@10",
+        "R-Prec",
+        "Judged@1",
+        "Judged@10",
+    ]
     for bad in ("ndcg_cut", "P", "nDCG@0", "nDCG@x", "BLEU@10", "", "@10", "R-Prec@10", "Judged"):
         with pytest.raises(UnknownMetricError):
             parse_metric(bad)
@@ -124,32 +138,60 @@ def test_metric_table_is_valid():
     assert [f.name for f in families.values() if f.trec_eval is None] == ["Judged"]  # computed here
 
 
-@pytest.mark.parametrize("alias, canonical", [
-    ("ndcg_cut_10", "nDCG@10"), ("ndcg_cut.10", "nDCG@10"), ("recall_100", "Recall@100"), ("map_cut_100", "MAP@100"),
-    ("P_10", "P@10"), ("success_10", "Success@10"), ("Rprec", "R-Prec"),  # trec_eval
-    ("nDCG@10", "nDCG@10"), ("R@100", "Recall@100"), ("RR@10", "MRR@10"), ("AP@100", "MAP@100"), ("P@10", "P@10"),
-    ("Success@10", "Success@10"), ("Judged@10", "Judged@10"),  # ir_measures
-    ("ndcg_at_10", "nDCG@10"), ("recall_at_100", "Recall@100"), ("mrr_at_10", "MRR@10"),
-    ("hit_rate_at_10", "Success@10"), ("map_at_100", "MAP@100"), ("precision_at_10", "P@10"),  # MTEB
-    ("map", "MAP"), ("recip_rank", "MRR"), ("ndcg", "nDCG"),  # trec_eval's, over the whole run
-    ("AP", "MAP"), ("RR", "MRR"), ("nDCG", "nDCG"),  # ir_measures', likewise
-])
+@pytest.mark.parametrize(
+    "alias, canonical",
+    [
+        ("ndcg_cut_10", "nDCG@10"),
+        ("ndcg_cut.10", "nDCG@10"),
+        ("recall_100", "Recall@100"),
+        ("map_cut_100", "MAP@100"),
+        ("P_10", "P@10"),
+        ("success_10", "Success@10"),
+        ("Rprec", "R-Prec"),  # trec_eval
+        ("nDCG@10", "nDCG@10"),
+        ("R@100", "Recall@100"),
+        ("RR@10", "MRR@10"),
+        ("AP@100", "MAP@100"),
+        ("P@10", "P@10"),
+        ("Success@10", "Success@10"),
+        ("Judged@10", "Judged@10"),  # ir_measures
+        ("ndcg_at_10", "nDCG@10"),
+        ("recall_at_100", "Recall@100"),
+        ("mrr_at_10", "MRR@10"),
+        ("hit_rate_at_10", "Success@10"),
+        ("map_at_100", "MAP@100"),
+        ("precision_at_10", "P@10"),  # MTEB
+        ("map", "MAP"),
+        ("recip_rank", "MRR"),
+        ("ndcg", "nDCG"),  # trec_eval's, over the whole run
+        ("AP", "MAP"),
+        ("RR", "MRR"),
+        ("nDCG", "nDCG"),  # ir_measures', likewise
+    ],
+)
 def test_other_tools_names_are_accepted(alias, canonical):
     assert str(parse_metric(alias)) == canonical
 
 
-@pytest.mark.parametrize("text, message", [
-    ("nDGC@10", "did you mean nDCG@10?"), ("MRR@1O", "metric 'MRR@1O': cutoff '1O' is not a positive integer"),
-    ("P", "needs a cutoff, e.g. P@10"), ("map_cut", "needs a cutoff, e.g. MAP@10 (or MAP: the whole run)"),
-    ("R-Prec@5", "R-Prec has no cutoff"), ("nDCG@1k", "cutoff '1k' is not a positive integer"),
-    ("bleu@4", "use one of nDCG@k, MAP@k"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("nDGC@10", "did you mean nDCG@10?"),
+        ("MRR@1O", "metric 'MRR@1O': cutoff '1O' is not a positive integer"),
+        ("P", "needs a cutoff, e.g. P@10"),
+        ("map_cut", "needs a cutoff, e.g. MAP@10 (or MAP: the whole run)"),
+        ("R-Prec@5", "R-Prec has no cutoff"),
+        ("nDCG@1k", "cutoff '1k' is not a positive integer"),
+        ("bleu@4", "use one of nDCG@k, MAP@k"),
+    ],
+)
 def test_a_wrong_metric_name_gets_a_suggestion(text, message):
     with pytest.raises(UnknownMetricError, match=re.escape(message)):
         parse_metric(text)
 
 
 # --- an independent reference of trec_eval's semantics, to pin pytrec_eval's and ours ---
+
 
 def _reference(judged: dict[str, int], scores: dict[str, float], name: str, k: int) -> float:
     ranked = [doc for _, doc in sorted(((s, d) for d, s in scores.items()), reverse=True)][:k]
@@ -192,7 +234,8 @@ def test_agrees_with_pytrec_eval_and_the_reference(qrels_dict, run_dict, k_value
     evaluation = evaluate(qrels, run, standard_metrics(k_values))
     measures = {"ndcg_cut", "map_cut", "recall", "P"}
     direct = pytrec_eval.RelevanceEvaluator(
-        qrels_dict, {f"{m}." + ",".join(map(str, k_values)) for m in measures}).evaluate(run_dict)
+        qrels_dict, {f"{m}." + ",".join(map(str, k_values)) for m in measures}
+    ).evaluate(run_dict)
     trec_names = {"nDCG": "ndcg_cut", "MAP": "map_cut", "Recall": "recall", "P": "P"}
     for query_id, judged in qrels_dict.items():
         query_scores = run_dict.get(query_id, {})
@@ -204,12 +247,14 @@ def test_agrees_with_pytrec_eval_and_the_reference(qrels_dict, run_dict, k_value
                     cut = {h.doc_id: h.score for h in run.get(query_id, ())[:k]}
                     if cut:
                         rr = pytrec_eval.RelevanceEvaluator({query_id: judged}, {"recip_rank"}).evaluate(
-                            {query_id: cut})[query_id]["recip_rank"]
+                            {query_id: cut}
+                        )[query_id]["recip_rank"]
                         assert ours == pytest.approx(rr, abs=1e-9)
                 elif query_id in direct:
                     assert ours == pytest.approx(direct[query_id][f"{trec_names[name]}_{k}"], abs=1e-9)
-    direct = pytrec_eval.RelevanceEvaluator(
-        qrels_dict, {"success." + ",".join(map(str, k_values)), "Rprec"}).evaluate(run_dict)
+    direct = pytrec_eval.RelevanceEvaluator(qrels_dict, {"success." + ",".join(map(str, k_values)), "Rprec"}).evaluate(
+        run_dict
+    )
     for query_id in qrels_dict:
         if query_id in direct:
             assert evaluation.per_query[query_id]["R-Prec"] == pytest.approx(direct[query_id]["Rprec"], abs=1e-9)
@@ -221,23 +266,28 @@ def test_agrees_with_pytrec_eval_and_the_reference(qrels_dict, run_dict, k_value
 
 def _ir_measures_judged(qrels_dict: dict, run_dict: dict, k_values: list[int]) -> dict:
     ir_measures = pytest.importorskip("ir_measures")
-    return {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(
-        [ir_measures.Judged @ k for k in k_values],
-        [ir_measures.Qrel(q, d, g) for q, docs in qrels_dict.items() for d, g in docs.items()],
-        [ir_measures.ScoredDoc(q, d, s) for q, docs in run_dict.items() for d, s in docs.items()])}
+    return {
+        (m.query_id, str(m.measure)): m.value
+        for m in ir_measures.iter_calc(
+            [ir_measures.Judged @ k for k in k_values],
+            [ir_measures.Qrel(q, d, g) for q, docs in qrels_dict.items() for d, g in docs.items()],
+            [ir_measures.ScoredDoc(q, d, s) for q, docs in run_dict.items() for d, s in docs.items()],
+        )
+    }
 
 
 def _our_judged(qrels_dict: dict, run_dict: dict, k_values: list[int]) -> list:
     """Judged@k alone and beside every other metric (pytrec_eval then runs too): both agree with the reference."""
     qrels, run = Qrels(qrels_dict), Run.from_scores(run_dict)
-    return [evaluate(qrels, run, [MetricSpec("Judged", k) for k in k_values]),
-            evaluate(qrels, run, standard_metrics(k_values))]
+    return [
+        evaluate(qrels, run, [MetricSpec("Judged", k) for k in k_values]),
+        evaluate(qrels, run, standard_metrics(k_values)),
+    ]
 
 
 # Grades below 1 are judged too; the doc_id pool is larger than any query's judgments, so most runs
 # retrieve unjudged documents.
-any_grade_judgments = st.dictionaries(query_ids, st.dictionaries(doc_ids, st.integers(-1, 3), min_size=1),
-                                      min_size=1)
+any_grade_judgments = st.dictionaries(query_ids, st.dictionaries(doc_ids, st.integers(-1, 3), min_size=1), min_size=1)
 
 
 def test_judged_ranks_as_pytrec_eval_does_so_its_top_k_is_the_one_ndcg_read():
@@ -275,14 +325,17 @@ def test_judged_agrees_with_a_float32_brute_force(qrels_dict, run_dict, k_values
                 expected = _float32_judged(judged, run_dict.get(query_id, {}), k)
                 assert ours.per_query[query_id][f"Judged@{k}"] == pytest.approx(expected, abs=1e-12)
         for k in k_values:
-            expected_mean = sum(_float32_judged(j, run_dict.get(q, {}), k) for q, j in qrels_dict.items()) / len(qrels_dict)
+            expected_mean = sum(_float32_judged(j, run_dict.get(q, {}), k) for q, j in qrels_dict.items()) / len(
+                qrels_dict
+            )
             assert ours.means[f"Judged@{k}"] == pytest.approx(expected_mean, abs=1e-12)
 
 
 # Distinct scores: ir_measures breaks ties its own way; with none, every order agrees. Float32 values, so
 # pytrec_eval's float32 order (which Judged@k reads) is ir_measures' float64 order too.
 distinct_scores = st.dictionaries(doc_ids, st.floats(-5, 5, allow_nan=False, width=32)).filter(
-    lambda d: len(set(d.values())) == len(d))
+    lambda d: len(set(d.values())) == len(d)
+)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -302,8 +355,10 @@ def test_judged_with_ties_agrees_with_ir_measures_on_trec_eval_order(qrels_dict,
     # Scores from a few values tie often, across every cutoff. ir_measures breaks ties by doc_id
     # ascending, trec_eval (and we) descending: it is given the trec_eval order, sorted here by brute
     # force, as distinct scores, so its Judged@k is computed on our order.
-    ordered = {q: {d: -i for i, (_, d) in enumerate(sorted(((s, d) for d, s in docs.items()), reverse=True))}
-               for q, docs in run_dict.items()}
+    ordered = {
+        q: {d: -i for i, (_, d) in enumerate(sorted(((s, d) for d, s in docs.items()), reverse=True))}
+        for q, docs in run_dict.items()
+    }
     theirs = _ir_measures_judged(qrels_dict, ordered, k_values)
     for ours in _our_judged(qrels_dict, run_dict, k_values):
         for query_id in qrels_dict:
@@ -328,7 +383,8 @@ def test_agrees_with_beir_evaluate_retrieval(qrels_dict, run_dict, k_values, ign
     ours = evaluate(Qrels(qrels_dict), run, standard_metrics(k_values)).means
     beir_copy = {q: dict(docs) for q, docs in run_dict.items()}
     ndcg, _map, recall, precision = EvaluateRetrieval.evaluate(
-        qrels_dict, beir_copy, k_values, ignore_identical_ids=ignore_identical_ids)
+        qrels_dict, beir_copy, k_values, ignore_identical_ids=ignore_identical_ids
+    )
     theirs = {**ndcg, **_map, **recall, **precision}
     for k in k_values:
         for ours_name, beir_name in (("nDCG", "NDCG"), ("MAP", "MAP"), ("Recall", "Recall"), ("P", "P")):

@@ -53,16 +53,28 @@ def test_registry_agrees_with_mteb_model_metadata():
         assert row.max_tokens == (int(meta.max_tokens) if meta.max_tokens else None), row
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("model,query_prompt,doc_prompt,max_tokens,normalize,source,note,pooling\n",
-     "model-prompts.csv:1: unknown column(s) pooling; the columns are model, query_prompt"),
-    ("model,query_prompt,doc_prompt,max_tokens,normalize,source,note\na,q: ,,,true,mteb,\na,,,,true,mteb,\n",
-     "model-prompts.csv:3: model a is listed twice"),
-    ("model,query_prompt,doc_prompt,max_tokens,normalize,source,note\na,q: ,,,true,blog,\n",
-     "model-prompts.csv:2: unknown source 'blog'"),
-    ("model,query_prompt,doc_prompt,max_tokens,normalize,source,note\n,q: ,,,true,mteb,\n",
-     "model-prompts.csv:2: empty model name"),
-], ids=["unknown-column", "repeated-model", "unknown-source", "empty-model"])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "model,query_prompt,doc_prompt,max_tokens,normalize,source,note,pooling\n",
+            "model-prompts.csv:1: unknown column(s) pooling; the columns are model, query_prompt",
+        ),
+        (
+            "model,query_prompt,doc_prompt,max_tokens,normalize,source,note\na,q: ,,,true,mteb,\na,,,,true,mteb,\n",
+            "model-prompts.csv:3: model a is listed twice",
+        ),
+        (
+            "model,query_prompt,doc_prompt,max_tokens,normalize,source,note\na,q: ,,,true,blog,\n",
+            "model-prompts.csv:2: unknown source 'blog'",
+        ),
+        (
+            "model,query_prompt,doc_prompt,max_tokens,normalize,source,note\n,q: ,,,true,mteb,\n",
+            "model-prompts.csv:2: empty model name",
+        ),
+    ],
+    ids=["unknown-column", "repeated-model", "unknown-source", "empty-model"],
+)
 def test_bad_registry_rows_are_one_line(text, message):
     with pytest.raises(HarnessError) as caught:
         parse_prompts(text)
@@ -79,8 +91,15 @@ def _bi_encoder(folder: Path, prompts: dict[str, str] | None = None) -> Path:
     raw.mkdir()
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, initializer_range=0.5)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        initializer_range=0.5,
+    )
     BertModel(config).save_pretrained(raw)
     BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(raw)
     transformer = models.Transformer(str(raw), max_seq_length=32)
@@ -102,16 +121,19 @@ def prompted_model(tmp_path_factory) -> Path:
 @pytest.fixture
 def registry_naming(monkeypatch):
     """Point the registry at a table naming the given local models (with query: / passage: prompts)."""
+
     def use(*models: Path, normalize: str = "true") -> None:
         lines = [",".join(FIELDS), *(f'{model},"query: ","passage: ",32,{normalize},mteb,' for model in models)]
         rows = parse_prompts("\n".join(lines) + "\n")
         monkeypatch.setattr(harness.datasets.prompts, "model_prompts", lambda: rows)
+
     return use
 
 
 def _evaluate(folder, out, *options):
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(folder), "--output-dir", str(out), "--json", "--no-cache",
-                                      "--k", "1,3", *options])
+    result = CliRunner().invoke(
+        cli, ["-q", "evaluate", str(folder), "--output-dir", str(out), "--json", "--no-cache", "--k", "1,3", *options]
+    )
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout), result.stderr
 
@@ -121,8 +143,9 @@ def test_registry_prompts_are_the_prefixes_given_by_hand(plain_model, registry_n
     auto, log = _evaluate(tiny_beir, tmp_path / "a", "--model", str(plain_model))
     assert "prompts from the model registry" in log and "'query: '" in log
     assert auto["config"]["prompts"] == "from the model registry"
-    by_hand, log = _evaluate(tiny_beir, tmp_path / "b", "--model", str(plain_model), "--query-prefix", "query: ",
-                             "--doc-prefix", "passage: ")
+    by_hand, log = _evaluate(
+        tiny_beir, tmp_path / "b", "--model", str(plain_model), "--query-prefix", "query: ", "--doc-prefix", "passage: "
+    )
     assert "prompts from the model registry" not in log and "prompts" not in by_hand["config"]
     # One configuration, and the texts really carried the prompts: the same numbers as by hand...
     assert auto["config_hash"] == by_hand["config_hash"] and auto["metrics"] == by_hand["metrics"]
@@ -152,8 +175,19 @@ def test_a_model_with_its_own_prompts_keeps_them(prompted_model, registry_naming
 
 def test_bench_applies_registry_prompts_and_skips_the_done_cell(plain_model, registry_naming, tiny_beir, tmp_path):
     registry_naming(plain_model)
-    args = ["-q", "bench", "--models", str(plain_model), "--datasets", str(tiny_beir), "--output-dir",
-            str(tmp_path / "r"), "--k", "1,3", "--no-cache"]
+    args = [
+        "-q",
+        "bench",
+        "--models",
+        str(plain_model),
+        "--datasets",
+        str(tiny_beir),
+        "--output-dir",
+        str(tmp_path / "r"),
+        "--k",
+        "1,3",
+        "--no-cache",
+    ]
     first = CliRunner().invoke(cli, args)
     assert first.exit_code == 0, first.output
     assert f"tiny × {plain_model}: {plain_model}: prompts from the model registry" in first.stderr

@@ -19,8 +19,13 @@ from harness.runtimes.spec import EncoderSpec
 
 VERSIONS = {"onnxruntime": "1.20.0", "openvino": "2026.4.1", "nncf": "3.4.0"}
 # the packages whose version decides each backend's vectors (from the backends' docstrings)
-DECIDING = {"torch": (), "onnx": (), "onnx-int8": ("onnxruntime",), "openvino": ("openvino",),
-            "openvino-int8": ("openvino", "nncf")}
+DECIDING = {
+    "torch": (),
+    "onnx": (),
+    "onnx-int8": ("onnxruntime",),
+    "openvino": ("openvino",),
+    "openvino-int8": ("openvino", "nncf"),
+}
 
 
 @pytest.fixture
@@ -62,8 +67,9 @@ def model(tmp_path, monkeypatch):
 
 
 def _config(tmp_path, folder, backend):
-    return EvaluateConfig(dataset_path=tmp_path, model=str(folder), encoder=EncoderSpec(backend=backend),
-                          cache_dir=tmp_path / "cache")
+    return EvaluateConfig(
+        dataset_path=tmp_path, model=str(folder), encoder=EncoderSpec(backend=backend), cache_dir=tmp_path / "cache"
+    )
 
 
 @pytest.mark.parametrize("backend", ["onnx-int8", "openvino", "openvino-int8"])
@@ -126,10 +132,13 @@ def kernels(monkeypatch):
     return current
 
 
-@pytest.mark.parametrize("backend, by_cpu", [("torch", False), ("onnx", False), ("onnx-int8", True),
-                                             ("openvino", True), ("openvino-int8", True)])
-def test_the_cpu_kernel_class_keys_the_backends_whose_vectors_it_changes(tmp_path, versions, model, kernels,
-                                                                         backend, by_cpu):
+@pytest.mark.parametrize(
+    "backend, by_cpu",
+    [("torch", False), ("onnx", False), ("onnx-int8", True), ("openvino", True), ("openvino-int8", True)],
+)
+def test_the_cpu_kernel_class_keys_the_backends_whose_vectors_it_changes(
+    tmp_path, versions, model, kernels, backend, by_cpu
+):
     folder, loads = model
     config = _config(tmp_path, folder, backend)
     dense._model_or_lazy(config, str(folder))
@@ -149,20 +158,33 @@ def test_another_calibration_sample_is_another_model(tmp_path, versions, model, 
     config = replace(_config(tmp_path, folder, "openvino-int8"), calibration=sample)
     dense._model_or_lazy(config, str(folder))
     assert isinstance(dense._model_or_lazy(config, str(folder)), LazyEncoder)
-    for other in (Calibration(("a", "x"), "c" * 64, 2, 0), Calibration(("a", "b"), "d" * 64, 2, 0),
-                  Calibration(("a", "b"), "c" * 64, 3, 0), Calibration(("a", "b"), "c" * 64, 2, 1)):
+    for other in (
+        Calibration(("a", "x"), "c" * 64, 2, 0),
+        Calibration(("a", "b"), "d" * 64, 2, 0),
+        Calibration(("a", "b"), "c" * 64, 3, 0),
+        Calibration(("a", "b"), "c" * 64, 2, 1),
+    ):
         assert isinstance(dense._model_or_lazy(replace(config, calibration=other), str(folder)), FakeEncoder)
     assert len(loads) == 5
 
 
-@pytest.mark.parametrize("change", [{"max_seq_length": 128}, {"normalize": False}, {"query_prefix": "q: "},
-                                    {"doc_prefix": "p: "}, {"precision": "bf16"}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"max_seq_length": 128},
+        {"normalize": False},
+        {"query_prefix": "q: "},
+        {"doc_prefix": "p: "},
+        {"precision": "bf16"},
+    ],
+)
 def test_each_decisive_encoder_setting_is_another_model(tmp_path, versions, model, change):
     folder, loads = model
     config = _config(tmp_path, folder, "torch")
     dense._model_or_lazy(config, str(folder))
-    other = EvaluateConfig(dataset_path=tmp_path, model=str(folder), encoder=EncoderSpec(**change),
-                           cache_dir=tmp_path / "cache")
+    other = EvaluateConfig(
+        dataset_path=tmp_path, model=str(folder), encoder=EncoderSpec(**change), cache_dir=tmp_path / "cache"
+    )
     assert isinstance(dense._model_or_lazy(other, str(folder)), FakeEncoder)
     assert isinstance(dense._model_or_lazy(config, str(folder)), LazyEncoder)
 

@@ -212,5 +212,7 @@ def test_the_data_tag_is_stable_across_versions():
     by_hand = hashlib.sha256(("a" * 64 + "\n" + "b" * 64 + "\n" + "c" * 64).encode()).hexdigest()[:8]
     assert data_tag(SimpleNamespace(fingerprints=prints)) == by_hand
     older = {"corpus": "a" * 64, "queries": "b" * 64}  # a result written before qrels were fingerprinted
-    assert data_tag(SimpleNamespace(fingerprints=older)) == hashlib.sha256(
-        ("a" * 64 + "\n" + "b" * 64 + "\n").encode()).hexdigest()[:8]
+    assert (
+        data_tag(SimpleNamespace(fingerprints=older))
+        == hashlib.sha256(("a" * 64 + "\n" + "b" * 64 + "\n").encode()).hexdigest()[:8]
+    )

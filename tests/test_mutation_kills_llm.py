@@ -12,8 +12,15 @@ import hashlib
 import pytest
 
 from harness.io.cache import recall_record, remember_record
-from harness.judging.llm import (CACHE_KIND, JudgePrompt, JudgeSpec, MalformedAnswer, cache_inputs,
-                                 cached_grades, parse_grade)
+from harness.judging.llm import (
+    CACHE_KIND,
+    JudgePrompt,
+    JudgeSpec,
+    MalformedAnswer,
+    cache_inputs,
+    cached_grades,
+    parse_grade,
+)
 
 ROW = {"query_id": "q1", "doc_id": "d1", "query": "what is a cat", "title": "Cats", "text": "A cat is a mammal."}
 SPEC = JudgeSpec(model="openai:judge-a")
@@ -32,9 +39,15 @@ def test_the_key_holds_each_input_by_value(tmp_path):
     assert (inputs["query"], inputs["title"], inputs["text"]) == (ROW["query"], ROW["title"], ROW["text"])
     assert len(set(inputs.values())) == len(inputs)  # no field stands in for another
     # the whole key as cached grades on disk hold it: a renamed field would orphan every one of them
-    assert inputs == {"kind": "llm-judgment", "model": "judge-a", "prompt_version": "1",
-                      "prompt_sha256": hashlib.sha256(PROMPT.text.encode("utf-8")).hexdigest(),
-                      "query": ROW["query"], "title": ROW["title"], "text": ROW["text"]}
+    assert inputs == {
+        "kind": "llm-judgment",
+        "model": "judge-a",
+        "prompt_version": "1",
+        "prompt_sha256": hashlib.sha256(PROMPT.text.encode("utf-8")).hexdigest(),
+        "query": ROW["query"],
+        "title": ROW["title"],
+        "text": ROW["text"],
+    }
 
 
 def test_the_unchanged_inputs_are_served_from_the_cache(tmp_path):
@@ -92,20 +105,37 @@ def test_without_the_cache_nothing_is_read(tmp_path):
     assert cached_grades(spec, PROMPT, [ROW], tmp_path) == ({}, [ROW])
 
 
-@pytest.mark.parametrize("answer, grade", [
-    ("##final score: 2", 2), ("## Final Score : 3", 3), ("reasoning...\n##final score:0", 0),
-    ("3", 3), ("  1 \n", 1), ("0", 0), ("##FINAL SCORE: 1\nthanks", 1),
-])
+@pytest.mark.parametrize(
+    "answer, grade",
+    [
+        ("##final score: 2", 2),
+        ("## Final Score : 3", 3),
+        ("reasoning...\n##final score:0", 0),
+        ("3", 3),
+        ("  1 \n", 1),
+        ("0", 0),
+        ("##FINAL SCORE: 1\nthanks", 1),
+    ],
+)
 def test_a_grade_is_read(answer, grade):
     assert parse_grade(answer) == grade
 
 
-@pytest.mark.parametrize("answer, kind", [
-    ("", "prose"), ("the passage is relevant", "prose"), ("grade 2", "prose"),
-    ("##final score: 1\n##final score: 2", "prose"), ("2 3", "prose"),
-    ("4", "out-of-scale"), ("-1", "out-of-scale"), ("2.0", "out-of-scale"), ("##final score: 2.5", "out-of-scale"),
-    ("##final score: 9", "out-of-scale"),
-])
+@pytest.mark.parametrize(
+    "answer, kind",
+    [
+        ("", "prose"),
+        ("the passage is relevant", "prose"),
+        ("grade 2", "prose"),
+        ("##final score: 1\n##final score: 2", "prose"),
+        ("2 3", "prose"),
+        ("4", "out-of-scale"),
+        ("-1", "out-of-scale"),
+        ("2.0", "out-of-scale"),
+        ("##final score: 2.5", "out-of-scale"),
+        ("##final score: 9", "out-of-scale"),
+    ],
+)
 def test_an_answer_without_one_grade_on_the_scale_is_malformed(answer, kind):
     with pytest.raises(MalformedAnswer) as caught:
         parse_grade(answer)
@@ -118,13 +148,16 @@ def test_the_prompt_fills_both_places_once_and_never_from_the_texts():
     assert prompt.render("a", "", "x") == "Q=a P=x"
 
 
-@pytest.mark.parametrize("answer, detail", [
-    ("the passage is relevant", "no final score in 'the passage is relevant'"),
-    ("  " + "a" * 100 + " ", f"no final score in {'a' * 80!r}"),
-    ("##final score: 1 ##final score: 2", "2 final scores in '##final score: 1 ##final score: 2'"),
-    ("4", "grade 4 is not one of 0, 1, 2, 3"),
-    ("##final score: 2.5", "grade 2.5 is not one of 0, 1, 2, 3"),
-])
+@pytest.mark.parametrize(
+    "answer, detail",
+    [
+        ("the passage is relevant", "no final score in 'the passage is relevant'"),
+        ("  " + "a" * 100 + " ", f"no final score in {'a' * 80!r}"),
+        ("##final score: 1 ##final score: 2", "2 final scores in '##final score: 1 ##final score: 2'"),
+        ("4", "grade 4 is not one of 0, 1, 2, 3"),
+        ("##final score: 2.5", "grade 2.5 is not one of 0, 1, 2, 3"),
+    ],
+)
 def test_a_malformed_answer_says_what_it_held(answer, detail):
     with pytest.raises(MalformedAnswer) as caught:
         parse_grade(answer)
@@ -151,22 +184,27 @@ def _content(payload):
 
 
 def test_the_first_choice_s_content_and_the_usage_are_read():
-    payload = {"choices": [{"message": {"content": "##final score: 1"}}, {"message": {"content": "2"}}],
-               "usage": {"prompt_tokens": 7}}
+    payload = {
+        "choices": [{"message": {"content": "##final score: 1"}}, {"message": {"content": "2"}}],
+        "usage": {"prompt_tokens": 7},
+    }
     assert _content(payload) == ("##final score: 1", {"prompt_tokens": 7})
     assert _content({"choices": [{"message": {"content": "x"}}]}) == ("x", {})
     assert _content({"choices": [{"message": {"content": "x"}}], "usage": None}) == ("x", {})
 
 
-@pytest.mark.parametrize("payload, detail", [
-    ({}, "no choices[0].message.content in '{}'"),
-    ({"choices": []}, "no choices[0].message.content in \"{'choices': []}\""),
-    ({"choices": [{"message": {}}]}, "no choices[0].message.content in \"{'choices': [{'message': {}}]}\""),
-    ({"choices": [{"text": "2"}]}, "no choices[0].message.content in \"{'choices': [{'text': '2'}]}\""),
-    ({"choices": "x" * 200}, f"no choices[0].message.content in {str({'choices': 'x' * 200})[:80]!r}"),
-    ({"choices": [{"message": {"content": 3}}]}, "the message content is int, not text"),
-    ({"choices": [{"message": {"content": None}}]}, "the message content is NoneType, not text"),
-])
+@pytest.mark.parametrize(
+    "payload, detail",
+    [
+        ({}, "no choices[0].message.content in '{}'"),
+        ({"choices": []}, "no choices[0].message.content in \"{'choices': []}\""),
+        ({"choices": [{"message": {}}]}, "no choices[0].message.content in \"{'choices': [{'message': {}}]}\""),
+        ({"choices": [{"text": "2"}]}, "no choices[0].message.content in \"{'choices': [{'text': '2'}]}\""),
+        ({"choices": "x" * 200}, f"no choices[0].message.content in {str({'choices': 'x' * 200})[:80]!r}"),
+        ({"choices": [{"message": {"content": 3}}]}, "the message content is int, not text"),
+        ({"choices": [{"message": {"content": None}}]}, "the message content is NoneType, not text"),
+    ],
+)
 def test_an_answer_without_a_message_is_no_answer(payload, detail):
     with pytest.raises(MalformedAnswer) as caught:
         _content(payload)

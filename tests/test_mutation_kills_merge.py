@@ -72,10 +72,21 @@ def test_max_is_the_highest():
         assert resolve(list(grades), "max") == max(grades), grades
 
 
-@pytest.mark.parametrize("grades, majority, mean", [
-    ([1, 2], 1, 1), ([2, 1], 1, 1), ([0, 3], 0, 1), ([3, 0, 0, 3], 0, 1), ([1, 2, 2, 1], 1, 1),
-    ([-1, 0], -1, -1), ([0, 1, 1, 0], 0, 0), ([2, 2, 3], 2, 2), ([0, 0, 1], 0, 0), ([1, 2, 2], 2, 2),
-])
+@pytest.mark.parametrize(
+    "grades, majority, mean",
+    [
+        ([1, 2], 1, 1),
+        ([2, 1], 1, 1),
+        ([0, 3], 0, 1),
+        ([3, 0, 0, 3], 0, 1),
+        ([1, 2, 2, 1], 1, 1),
+        ([-1, 0], -1, -1),
+        ([0, 1, 1, 0], 0, 0),
+        ([2, 2, 3], 2, 2),
+        ([0, 0, 1], 0, 0),
+        ([1, 2, 2], 2, 2),
+    ],
+)
 def test_named_ties_and_halves(grades, majority, mean):
     assert resolve(grades, "majority") == majority
     assert resolve(grades, "mean") == mean
@@ -84,10 +95,12 @@ def test_named_ties_and_halves(grades, majority, mean):
 def _folder(tmp_path: Path, qrels: str | None = None) -> Path:
     root = tmp_path / "set"
     (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n"
-                                               for i in range(1, 5)))
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n"
-                                                for i in range(1, 3)))
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n" for i in range(1, 5))
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(1, 3))
+    )
     if qrels is not None:
         (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
     return root
@@ -100,11 +113,13 @@ def _qrels_by_hand(path: Path) -> dict[tuple[str, str], int]:
 
 
 # (q1, d1): a 1-2 tie; (q1, d2): a 0-3 tie (mean 1.5); (q2, d3): 2-2-3-3 (mean 2.5); (q2, d4): agreed 1.
-TIES = ("query_id,doc_id,grade,annotator\n"
-        "q1,d1,1,a\nq1,d1,2,b\n"
-        "q1,d2,3,a\nq1,d2,0,b\n"
-        "q2,d3,3,a\nq2,d3,2,b\nq2,d3,3,c\nq2,d3,2,d\n"
-        "q2,d4,1,a\nq2,d4,1,b\n")
+TIES = (
+    "query_id,doc_id,grade,annotator\n"
+    "q1,d1,1,a\nq1,d1,2,b\n"
+    "q1,d2,3,a\nq1,d2,0,b\n"
+    "q2,d3,3,a\nq2,d3,2,b\nq2,d3,3,c\nq2,d3,2,d\n"
+    "q2,d4,1,a\nq2,d4,1,b\n"
+)
 VOTES = {("q1", "d1"): [1, 2], ("q1", "d2"): [3, 0], ("q2", "d3"): [3, 2, 3, 2], ("q2", "d4"): [1, 1]}
 BY_HAND = {"majority": majority_by_hand, "mean": mean_by_hand, "max": max}
 
@@ -115,9 +130,12 @@ def test_a_merge_with_ties_resolves_each_pair_by_its_policy(tmp_path, policy):
     (tmp_path / "g.csv").write_text(TIES)
     report = merge_judgments(root, [tmp_path / "g.csv"], policy=policy)
     expected = {pair: BY_HAND[policy](grades) for pair, grades in VOTES.items()}
-    assert expected == {("q1", "d1"): {"majority": 1, "mean": 1, "max": 2}[policy],
-                        ("q1", "d2"): {"majority": 0, "mean": 1, "max": 3}[policy],
-                        ("q2", "d3"): {"majority": 2, "mean": 2, "max": 3}[policy], ("q2", "d4"): 1}
+    assert expected == {
+        ("q1", "d1"): {"majority": 1, "mean": 1, "max": 2}[policy],
+        ("q1", "d2"): {"majority": 0, "mean": 1, "max": 3}[policy],
+        ("q2", "d3"): {"majority": 2, "mean": 2, "max": 3}[policy],
+        ("q2", "d4"): 1,
+    }
     assert _qrels_by_hand(root / "qrels" / "test.tsv") == expected
     assert report.n_read == 10 and report.n_pairs == 4 and report.added == 4 and report.changed == []
     assert [(q, d) for q, d, _ in report.conflicts] == [("q1", "d1"), ("q1", "d2"), ("q2", "d3")]
@@ -183,7 +201,8 @@ def test_one_annotator_grading_a_pair_two_ways_is_refused_naming_both_places(tmp
     two.write_text("query_id,doc_id,grade,annotator\nq1,d1,3,a\nq1,d2,2,a\nq1,d1,1,b\n")
     assert _refusal_text(root, [one, two]) == (
         "1 pairs graded twice differently by the same annotator (keep one grade per annotator and pair; nothing "
-        f"written):\n  a graded (q1, d1) 1 at {one}:2 and 3 at {two}:2")
+        f"written):\n  a graded (q1, d1) 1 at {one}:2 and 3 at {two}:2"
+    )
 
 
 def test_grades_off_the_scale_are_refused_each_named(tmp_path):
@@ -192,7 +211,8 @@ def test_grades_off_the_scale_are_refused_each_named(tmp_path):
     grades.write_text("query_id,doc_id,grade,annotator\nq1,d1,4,a\nq1,d2,3,a\nq2,d3,-1,a\n")
     assert _refusal_text(root, [grades]) == (
         f"2 grades outside the scale 0-3 (fix them or pass `scale`; nothing written):\n"
-        f"  {grades}:2: grade 4 for (q1, d1)\n  {grades}:4: grade -1 for (q2, d3)")
+        f"  {grades}:2: grade 4 for (q1, d1)\n  {grades}:4: grade -1 for (q2, d3)"
+    )
     assert merge_judgments(root, [grades], scale=(-1, 4)).n_pairs == 3
 
 
@@ -223,8 +243,10 @@ def test_a_split_on_another_scale_is_refused_naming_it(tmp_path):
     other.write_text("query_id,doc_id,grade,annotator\nq2,d3,1,b\n")
     with pytest.raises(DatasetError) as caught:
         merge_judgments(root, [other])
-    assert str(caught.value) == (f"{root / 'qrels' / 'test.tsv'}: split 'test' was merged on the scale 0-4, not 0-3 "
-                                 "(pass that `scale`, or merge into a new split; nothing written)")
+    assert str(caught.value) == (
+        f"{root / 'qrels' / 'test.tsv'}: split 'test' was merged on the scale 0-4, not 0-3 "
+        "(pass that `scale`, or merge into a new split; nothing written)"
+    )
 
 
 def test_a_split_holding_grades_off_the_scale_is_refused_naming_them(tmp_path):
@@ -233,8 +255,10 @@ def test_a_split_holding_grades_off_the_scale_is_refused_naming_them(tmp_path):
     grades.write_text("query_id,doc_id,grade,annotator\nq2,d4,1,b\n")
     with pytest.raises(DatasetError) as caught:
         merge_judgments(root, [grades])
-    assert str(caught.value) == (f"{root / 'qrels' / 'test.tsv'}: split 'test' holds grades 4, 5, not 0-3 "
-                                 "(pass that `scale`, or merge into a new split; nothing written)")
+    assert str(caught.value) == (
+        f"{root / 'qrels' / 'test.tsv'}: split 'test' holds grades 4, 5, not 0-3 "
+        "(pass that `scale`, or merge into a new split; nothing written)"
+    )
 
 
 def test_strict_lists_each_conflict_with_every_vote(tmp_path):
@@ -244,7 +268,8 @@ def test_strict_lists_each_conflict_with_every_vote(tmp_path):
         merge_judgments(root, [tmp_path / "g.csv"], policy="strict")
     assert str(caught.value) == (
         "3 pairs with disagreeing grades under the strict policy (resolve by majority, mean or max, or settle them; "
-        "nothing written):\n  (q1, d1): a=1, b=2\n  (q1, d2): a=3, b=0\n  (q2, d3): a=3, b=2, c=3, d=2, qrels:test=1")
+        "nothing written):\n  (q1, d1): a=1, b=2\n  (q1, d2): a=3, b=0\n  (q2, d3): a=3, b=2, c=3, d=2, qrels:test=1"
+    )
 
 
 def test_an_unknown_policy_is_refused(tmp_path):
@@ -271,6 +296,11 @@ def test_a_later_merge_adds_its_votes_to_the_recorded_ones(tmp_path):
     (tmp_path / "more.csv").write_text("query_id,doc_id,grade,annotator\nq1,d1,2,c\nq1,d3,0,a\n")
     report = merge_judgments(root, [tmp_path / "more.csv"], policy="majority")
     # (q1, d1): a=1, b=2, c=2 -> 2 (was the 1-2 tie's 1); (q1, d3) is new
-    assert _qrels_by_hand(root / "qrels" / "test.tsv") == {("q1", "d1"): 2, ("q1", "d2"): 0, ("q2", "d3"): 2,
-                                                           ("q2", "d4"): 1, ("q1", "d3"): 0}
+    assert _qrels_by_hand(root / "qrels" / "test.tsv") == {
+        ("q1", "d1"): 2,
+        ("q1", "d2"): 0,
+        ("q2", "d3"): 2,
+        ("q2", "d4"): 1,
+        ("q1", "d3"): 0,
+    }
     assert report.changed == [("q1", "d1", 1, 2)] and report.added == 1 and report.n_read == 2

@@ -132,8 +132,9 @@ def test_a_pool_spec_is_checked_at_its_bounds():
     check_spec(PoolSpec(depth=1, max_per_query=1))
     check_spec(PoolSpec(depth=1, max_per_query=None))
     check_spec(PoolSpec(scale=({"grade": 0}, {"grade": 9})))
-    assert _refused(PoolSpec(depth=0)) == ("pool depth 0: pool at least the top 1 document of each system "
-                                           "(set `depth` ≥ 1; TREC pools use 10 to 100)")
+    assert _refused(PoolSpec(depth=0)) == (
+        "pool depth 0: pool at least the top 1 document of each system (set `depth` ≥ 1; TREC pools use 10 to 100)"
+    )
     assert _refused(PoolSpec(max_per_query=0)) == "max per query 0: give a cap ≥ 1, or none"
     message = "grade scale {}: grades must be distinct integers 0-9 (one key each)"
     for grades in ([], [1, 1], [10], [-1], [True], ["1"], [1.0], [None]):

@@ -52,16 +52,29 @@ def test_unknown_names_and_forums_pass():
 
 def _folder(root: Path, n_docs: int, queries: list[str], split: str = "test") -> Path:
     (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": "x"}) + "\n" for i in range(n_docs))
-                                       + "\n")  # a blank line is no document
-    (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\td{i % max(n_docs, 1)}\t1\n" for q in queries for i in range(2)))  # two judgments a query
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": "x"}) + "\n" for i in range(n_docs)) + "\n"
+    )  # a blank line is no document
+    (root / "qrels" / f"{split}.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\td{i % max(n_docs, 1)}\t1\n" for q in queries for i in range(2))
+    )  # two judgments a query
     return root
 
 
 def _spec(n_docs, n_queries, subsets=()):
-    return DatasetSpec(name="tiny", eval_split="test", n_queries=n_queries, n_docs=n_docs, avg_rel_per_query=None,
-                       zip_mb=None, md5=None, public=True, ignore_identical_ids=False, note="", subsets=subsets)
+    return DatasetSpec(
+        name="tiny",
+        eval_split="test",
+        n_queries=n_queries,
+        n_docs=n_docs,
+        avg_rel_per_query=None,
+        zip_mb=None,
+        md5=None,
+        public=True,
+        ignore_identical_ids=False,
+        note="",
+        subsets=subsets,
+    )
 
 
 @pytest.mark.parametrize("docs_off, queries_off", [(0, 0), (1, 0), (0, 1), (-1, 0), (0, -1), (1, 1)])
@@ -69,13 +82,18 @@ def test_an_import_under_a_registry_name_checks_both_counts(tmp_path, docs_off, 
     queries = ["q1", "q2", "q3"]
     folder = _folder(tmp_path / "f", 5, queries)
     n_docs_by_hand = sum(1 for line in (folder / "corpus.jsonl").read_text().splitlines() if line.strip())
-    n_queries_by_hand = len({line.split("\t")[0] for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]})
+    n_queries_by_hand = len(
+        {line.split("\t")[0] for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]}
+    )
     spec = _spec(n_docs_by_hand + docs_off, n_queries_by_hand + queries_off)
     if (docs_off, queries_off) == (0, 0):
         assert _check_counts(folder, spec) == {"n_docs": 5, "n_queries": 3}
     else:
-        with pytest.raises(DatasetError, match=f"has 5 documents and 3 judged test queries, the registry expects "
-                                               f"{spec.n_docs:,} and {spec.n_queries:,}"):
+        with pytest.raises(
+            DatasetError,
+            match=f"has 5 documents and 3 judged test queries, the registry expects "
+            f"{spec.n_docs:,} and {spec.n_queries:,}",
+        ):
             _check_counts(folder, spec)
 
 
@@ -98,29 +116,39 @@ def test_a_folder_without_the_eval_split_is_refused(tmp_path):
 def test_the_mismatch_says_both_sides_word_for_word():
     row = registry_rows()["scifact"]
     docs, queries = int(row["corpus_docs"]), int(row["queries"])
-    tail = ("its numbers are not comparable with published scifact scores (give the folder another name to evaluate "
-            "it as a custom dataset)")
+    tail = (
+        "its numbers are not comparable with published scifact scores (give the folder another name to evaluate "
+        "it as a custom dataset)"
+    )
     assert count_mismatch("scifact", "test", 1234, 5) == (
         f"this folder has 1,234 documents and 5 judged test queries, the registry's scifact has {docs:,} and "
-        f"{queries:,}: {tail}")
+        f"{queries:,}: {tail}"
+    )
     assert count_mismatch("scifact", "train", 1234, 5) == (
-        f"this folder has 1,234 documents, the registry's scifact has {docs:,}: {tail}")
+        f"this folder has 1,234 documents, the registry's scifact has {docs:,}: {tail}"
+    )
 
 
 def test_the_import_refusals_word_for_word(tmp_path):
     folder = _folder(tmp_path / "f", 5, ["q1", "q2", "q3"])
     with pytest.raises(DatasetError) as caught:
         _check_counts(folder, _spec(1234, 3))
-    assert str(caught.value) == ("tiny: the archive has 5 documents and 3 judged test queries, the registry expects "
-                                 "1,234 and 3; not installed")
+    assert str(caught.value) == (
+        "tiny: the archive has 5 documents and 3 judged test queries, the registry expects 1,234 and 3; not installed"
+    )
     with pytest.raises(DatasetError) as caught:
         _check_counts(folder, _spec(5, 4), "the folder", "import it under another name")
-    assert str(caught.value) == ("tiny: the folder has 5 documents and 3 judged test queries, the registry expects "
-                                 "5 and 4; import it under another name")
+    assert str(caught.value) == (
+        "tiny: the folder has 5 documents and 3 judged test queries, the registry expects "
+        "5 and 4; import it under another name"
+    )
     (folder / "corpus.jsonl").unlink()
     with pytest.raises(DatasetError) as caught:
         _check_counts(folder, _spec(5, 3))
-    assert str(caught.value) == f"{folder}: the archive lacks corpus.jsonl or qrels/test.tsv, so it cannot be tiny; not installed"
+    assert (
+        str(caught.value)
+        == f"{folder}: the archive lacks corpus.jsonl or qrels/test.tsv, so it cannot be tiny; not installed"
+    )
 
 
 def test_a_gzipped_corpus_is_counted_by_its_lines(tmp_path):

@@ -89,5 +89,5 @@ def test_query_blocks_cover_the_queries_with_the_remainder_in_the_last(n, block)
     if n:
         assert all(high - low == block for low, high in blocks[:-1])
         last = blocks[-1][1] - blocks[-1][0]
-        assert (last == n if n < block else block <= last < 2 * block)
+        assert last == n if n < block else block <= last < 2 * block
     assert query_blocks(3, 0) == [(0, 1), (1, 2), (2, 3)]

@@ -36,7 +36,7 @@ def brute_force(doc_ids, docs, queries, depth):
 
 
 def index(doc_ids, docs, budget, strict=True):
-    chunks = [docs[start:start + CHUNK] for start in range(0, len(docs), CHUNK)]
+    chunks = [docs[start : start + CHUNK] for start in range(0, len(docs), CHUNK)]
     return StreamedIndex(lambda: iter(chunks), docs.__getitem__, doc_ids, DIM, budget, CHUNK, strict=strict)
 
 

@@ -34,7 +34,9 @@ def _parquet(rows: list[dict]) -> bytes:
 def _tables(name: str, n_docs: int = 40, n_queries: int = 6) -> dict[str, bytes]:
     docs = [{"_id": f"{name}-d{i}", "text": f"document {i} about {name} topic{i % 5}"} for i in range(n_docs)]
     queries = [{"_id": f"{name}-q{i}", "text": f"what about topic{i % 5}"} for i in range(n_queries)]
-    qrels = [{"query-id": f"{name}-q{i}", "corpus-id": f"{name}-d{i * 5 + j}"} for i in range(n_queries) for j in (0, 1)]
+    qrels = [
+        {"query-id": f"{name}-q{i}", "corpus-id": f"{name}-d{i * 5 + j}"} for i in range(n_queries) for j in (0, 1)
+    ]
     return {"docs": _parquet(docs), "queries": _parquet(queries), "qrels": _parquet(qrels)}
 
 
@@ -59,8 +61,23 @@ def nano(http_server, monkeypatch):
 
 def test_the_shipped_registry_is_valid():
     files = registry.nanobeir_files()
-    assert sorted(files) == sorted(["arguana", "climate-fever", "dbpedia-entity", "fever", "fiqa", "hotpotqa", "msmarco",
-                                    "nfcorpus", "nq", "quora", "scidocs", "scifact", "webis-touche2020"])
+    assert sorted(files) == sorted(
+        [
+            "arguana",
+            "climate-fever",
+            "dbpedia-entity",
+            "fever",
+            "fiqa",
+            "hotpotqa",
+            "msmarco",
+            "nfcorpus",
+            "nq",
+            "quora",
+            "scidocs",
+            "scifact",
+            "webis-touche2020",
+        ]
+    )
     for name, tables in files.items():
         assert set(tables) == {"docs", "queries", "qrels"}
         for file in tables.values():
@@ -80,7 +97,10 @@ def test_download_converts_verifies_and_stamps(nano, tmp_path):
     assert installed.path == folder and validate_folder(folder).ok
     stamp = read_stamp(folder)
     assert stamp["grades"] == nanobeir.GRADE_NOTE and (stamp["n_docs"], stamp["n_queries"], stamp["n_judgments"]) == (
-        40, 6, 12)
+        40,
+        6,
+        12,
+    )
     assert set(read_qrels(folder / "qrels" / "test.tsv").to_dict()["scifact-q1"].values()) == {1}
     requests = len(server.requests)
     nanobeir.download("nanobeir/scifact", tmp_path / "data", base_url=server.url, progress=False)
@@ -98,8 +118,22 @@ def test_all_thirteen_by_one_name_and_a_bench_with_their_mean(nano, tmp_path, mo
     rows = {row["name"]: row for row in json.loads(listed.stdout)}
     assert rows["nanobeir/scifact"]["installed"] and rows["nanobeir/arguana"]["family"] == "NanoBEIR"
     out = tmp_path / "results"
-    bench = CliRunner().invoke(cli, ["bench", "--models", "hash:64", "--datasets", "nanobeir", "--data-dir", data,
-                                     "--no-download", "--output-dir", str(out), "-q"])
+    bench = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            "--models",
+            "hash:64",
+            "--datasets",
+            "nanobeir",
+            "--data-dir",
+            data,
+            "--no-download",
+            "--output-dir",
+            str(out),
+            "-q",
+        ],
+    )
     assert bench.exit_code == 0, bench.output
     values = {line.split()[0]: float(line.split()[-1]) for line in bench.stdout.splitlines()[1:3]}
     mean_line = next(line for line in bench.stdout.splitlines() if line.startswith("NanoBEIR (mean of 2)"))
@@ -115,20 +149,44 @@ def test_import_from_a_folder_for_an_offline_machine(nano, tmp_path, monkeypatch
         (source / PATHS[table]).mkdir(parents=True)
         (source / PATHS[table] / "train-00000-of-00001.parquet").write_bytes(data)
     data_dir = tmp_path / "data"
-    result = CliRunner().invoke(cli, ["datasets", "import", str(source), "--name", "nanobeir/arguana", "--data-dir",
-                                      str(data_dir)])
+    result = CliRunner().invoke(
+        cli, ["datasets", "import", str(source), "--name", "nanobeir/arguana", "--data-dir", str(data_dir)]
+    )
     assert result.exit_code == 0, result.output
     monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    evaluated = CliRunner().invoke(cli, ["evaluate", "nanobeir/arguana", "--data-dir", str(data_dir), "--no-download",
-                                         "--model", "hash:64", "--output-dir", str(tmp_path / "out"), "--json"])
+    evaluated = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            "nanobeir/arguana",
+            "--data-dir",
+            str(data_dir),
+            "--no-download",
+            "--model",
+            "hash:64",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+    )
     assert evaluated.exit_code == 0, evaluated.output
     record = json.loads(evaluated.stdout)
     assert record["dataset"] == "nanobeir/arguana" and record["config"]["ignore_identical_ids"] is True
 
 
 def test_offline_download_fails_fast_naming_the_way_out(nano, tmp_path):
-    result = CliRunner().invoke(cli, ["datasets", "download", "nanobeir/scifact", "--data-dir", str(tmp_path / "d"),
-                                      "--base-url", "http://127.0.0.1:9"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "datasets",
+            "download",
+            "nanobeir/scifact",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--base-url",
+            "http://127.0.0.1:9",
+        ],
+    )
     error = result.stderr.strip().splitlines()[-1]  # after the progress bar's line
     assert result.exit_code == 1 and error.startswith("Error: http://127.0.0.1:9/zeta-alpha-ai/NanoSciFact/")
     assert "datasets import FOLDER --name nanobeir/NAME" in error and "--base-url" in error
@@ -153,9 +211,13 @@ def _serve(server, name: str, table: str, data: bytes, monkeypatch, rows: int | 
 
 def test_unexpected_columns_are_named(nano, tmp_path, monkeypatch):
     server, _ = nano
-    _serve(server, "scifact", "qrels", _parquet([{"qid": "scifact-q0", "docid": "scifact-d0", "label": 1}]), monkeypatch)
-    with pytest.raises(FormatError, match="unexpected columns for NanoBEIR qrels: found docid, label, qid; expected "
-                                          "corpus-id, query-id"):
+    _serve(
+        server, "scifact", "qrels", _parquet([{"qid": "scifact-q0", "docid": "scifact-d0", "label": 1}]), monkeypatch
+    )
+    with pytest.raises(
+        FormatError,
+        match="unexpected columns for NanoBEIR qrels: found docid, label, qid; expected corpus-id, query-id",
+    ):
         nanobeir.download("nanobeir/scifact", tmp_path / "data", base_url=server.url, progress=False)
     assert read_stamp(tmp_path / "data" / "nanobeir" / "scifact") is None
 
@@ -179,8 +241,9 @@ def test_a_judgment_naming_an_absent_document_is_refused(nano, tmp_path, monkeyp
     qrels += [{"query-id": "scifact-q0", "corpus-id": f"scifact-d{j}"} for j in range(6, 11)]
     qrels.append({"query-id": "scifact-q1", "corpus-id": "scifact-d999"})
     _serve(server, "scifact", "qrels", _parquet(qrels), monkeypatch)
-    result = CliRunner().invoke(cli, ["datasets", "download", "nanobeir/scifact", "--data-dir", str(tmp_path / "d"),
-                                      "--base-url", server.url])
+    result = CliRunner().invoke(
+        cli, ["datasets", "download", "nanobeir/scifact", "--data-dir", str(tmp_path / "d"), "--base-url", server.url]
+    )
     assert result.exit_code == 1 and "1 judgment(s) name unknown documents: row 12 'scifact-d999'" in result.stderr
     assert read_stamp(tmp_path / "d" / "nanobeir" / "scifact") is None
 
@@ -194,10 +257,19 @@ def test_mteb_export_uses_mtebs_split_name_and_reads_back(nano, tmp_path, monkey
     server, _ = nano
     monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     nanobeir.download("nanobeir/scifact", tmp_path / "data", base_url=server.url, progress=False)
-    evaluate_dataset(EvaluateConfig("nanobeir/scifact", model="hash:64", data_dir=tmp_path / "data", download=False,
-                                    output_dir=tmp_path / "out", progress=False))
-    result = CliRunner().invoke(cli, ["export", str(tmp_path / "out"), "--format", "mteb", "--out",
-                                      str(tmp_path / "mteb")])
+    evaluate_dataset(
+        EvaluateConfig(
+            "nanobeir/scifact",
+            model="hash:64",
+            data_dir=tmp_path / "data",
+            download=False,
+            output_dir=tmp_path / "out",
+            progress=False,
+        )
+    )
+    result = CliRunner().invoke(
+        cli, ["export", str(tmp_path / "out"), "--format", "mteb", "--out", str(tmp_path / "mteb")]
+    )
     assert result.exit_code == 0, result.output
     task_file = next((tmp_path / "mteb").rglob("NanoSciFactRetrieval.json"))
     splits = list(json.loads(task_file.read_text())["scores"])

@@ -32,15 +32,22 @@ def test_the_guard_refuses_every_way_out_of_loopback(network_guard):
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     try:
-        attempts = [lambda: tcp.connect((OUTSIDE, 80)), lambda: tcp.connect_ex((OUTSIDE, 80)),
-                    lambda: udp.sendto(b"x", (OUTSIDE, 53)), lambda: udp.sendto(b"x", 0, (OUTSIDE, 53)),
-                    lambda: udp6.sendto(b"x", ("2001:db8::1", 53)),
-                    lambda: socket.create_connection((OUTSIDE, 80), timeout=1)]
+        attempts = [
+            lambda: tcp.connect((OUTSIDE, 80)),
+            lambda: tcp.connect_ex((OUTSIDE, 80)),
+            lambda: udp.sendto(b"x", (OUTSIDE, 53)),
+            lambda: udp.sendto(b"x", 0, (OUTSIDE, 53)),
+            lambda: udp6.sendto(b"x", ("2001:db8::1", 53)),
+            lambda: socket.create_connection((OUTSIDE, 80), timeout=1),
+        ]
         for attempt in attempts:
             with pytest.raises(network_guard.error, match=re.escape(OUTSIDE) + "|2001:db8::1"):
                 attempt()
-        for lookup in (lambda: socket.getaddrinfo("huggingface.co", 443), lambda: socket.gethostbyname("example.com"),
-                       lambda: socket.create_connection(("example.com", 80), timeout=1)):
+        for lookup in (
+            lambda: socket.getaddrinfo("huggingface.co", 443),
+            lambda: socket.gethostbyname("example.com"),
+            lambda: socket.create_connection(("example.com", 80), timeout=1),
+        ):
             with pytest.raises(network_guard.error, match=r"look up \(\w+\) '(huggingface\.co|example\.com)'"):
                 lookup()
     finally:
@@ -52,8 +59,10 @@ def test_the_guard_refuses_every_way_out_of_loopback(network_guard):
 def test_loopback_and_unix_sockets_pass_the_guard(tmp_path):
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        with socket.create_connection(("127.0.0.1", port), timeout=5), \
-                socket.create_connection(("localhost", port), timeout=5):
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5),
+            socket.create_connection(("localhost", port), timeout=5),
+        ):
             pass
     assert socket.getaddrinfo("localhost", 80) and socket.getaddrinfo(None, 80)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
@@ -97,13 +106,31 @@ def test_loopback_only():
 def test_a_swallowed_or_threaded_violation_still_fails_its_test(tmp_path):
     shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_provoking.py").write_text(_PROVOKING_TESTS)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W",
-                           "ignore::pytest.PytestUnhandledThreadExceptionWarning", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::pytest.PytestUnhandledThreadExceptionWarning",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert re.search(r"\b4 failed, 1 passed in\b", proc.stdout), proc.stdout[-3000:]  # failed once each, no error
     for test, target in (("test_swallowed", OUTSIDE), ("test_in_a_thread", OUTSIDE), ("test_resolver", "pypi.org")):
         assert re.search(rf"_ {test} _+\nnetwork guard: [^\n]*{re.escape(target)}", proc.stdout), proc.stdout[-3000:]
-    assert re.search(rf"NetworkGuardError: network guard: a test tried to send a datagram to \('{re.escape(OUTSIDE)}'", proc.stdout)
+    assert re.search(
+        rf"NetworkGuardError: network guard: a test tried to send a datagram to \('{re.escape(OUTSIDE)}'", proc.stdout
+    )
 
 
 _SESSION_FIXTURE_LEAK = f'''
@@ -128,9 +155,14 @@ def test_a_violation_no_test_owns_still_fails_the_run(tmp_path):
     shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_session_leak.py").write_text(_SESSION_FIXTURE_LEAK)
     outcomes = tmp_path / "outcomes.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "BEIR_HARNESS_TEST_OUTCOMES": str(outcomes)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "BEIR_HARNESS_TEST_OUTCOMES": str(outcomes)},
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "1 passed" in proc.stdout and OUTSIDE in proc.stdout  # the test passed; the run did not
     assert "test_uses_the_leaky_fixture" in outcomes.read_text()
@@ -140,72 +172,117 @@ def test_a_violation_no_test_owns_still_fails_the_run(tmp_path):
 
 
 def test_a_call_refused_for_want_of_a_route_passes_only_when_allowed():
-    trace = "\n".join([
-        '301 connect(24, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, '
-        '"2001:4860:4860::8888", &sin6_addr), sin6_scope_id=0}, 28) = -1 EADDRNOTAVAIL (Cannot assign requested address)',
-        '302 connect(23, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("10.255.255.53")}, 16 <unfinished ...>',
-        '303 connect(9, {sa_family=AF_INET, sin_port=htons(80), sin_addr=inet_addr("192.0.2.7")}, 16 <unfinished ...>',
-        '302 <... connect resumed>) = -1 ENETUNREACH (Network is unreachable)',
-        '303 <... connect resumed>) = 0',
-    ])
-    assert non_loopback_targets(trace) == ["301 connect 2001:4860:4860::8888", "302 connect 10.255.255.53",
-                                           "303 connect 192.0.2.7"]
+    trace = "\n".join(
+        [
+            "301 connect(24, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "
+            '"2001:4860:4860::8888", &sin6_addr), sin6_scope_id=0}, 28) = -1 EADDRNOTAVAIL (Cannot assign requested address)',
+            '302 connect(23, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("10.255.255.53")}, 16 <unfinished ...>',
+            '303 connect(9, {sa_family=AF_INET, sin_port=htons(80), sin_addr=inet_addr("192.0.2.7")}, 16 <unfinished ...>',
+            "302 <... connect resumed>) = -1 ENETUNREACH (Network is unreachable)",
+            "303 <... connect resumed>) = 0",
+        ]
+    )
+    assert non_loopback_targets(trace) == [
+        "301 connect 2001:4860:4860::8888",
+        "302 connect 10.255.255.53",
+        "303 connect 192.0.2.7",
+    ]
     assert non_loopback_targets(trace, unreachable_ok=True) == ["303 connect 192.0.2.7"]
 
 
 def test_the_strace_parser_flags_what_leaves_loopback():
-    trace = "\n".join([
-        '101 connect(6, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("8.8.8.8")}, 16) = 0',
-        '102 connect(23, {sa_family=AF_INET, sin_port=htons(80), sin_addr=inet_addr("169.254.169.254")}, 16 '
-        '<unfinished ...>',
-        '103 sendto(3, "\\1\\2", 2, 0, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("10.255.255.53")}, 16) = 2',
-        '[pid   104] connect(9, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), '
-        'inet_pton(AF_INET6, "::ffff:192.0.2.2", &sin6_addr), sin6_scope_id=0}, 28) = 0',
-        '105 connect(9, {sa_family=AF_INET, sa_data="\\0\\0"}, 16) = -1',  # unreadable: counts as outside
-        # all of these stay on the machine
-        '201 connect(5, {sa_family=AF_INET, sin_port=htons(6379), sin_addr=inet_addr("127.0.0.1")}, 16) = 0',
-        '202 connect(5, {sa_family=AF_INET6, sin6_port=htons(80), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "::1", '
-        '&sin6_addr), sin6_scope_id=0}, 28) = 0',
-        '203 connect(7, {sa_family=AF_UNIX, sun_path="/tmp/ray/session_latest/sockets/raylet"}, 110) = 0',
-        '204 sendto(23, "GET / HTTP/1.1", 14, MSG_NOSIGNAL, NULL, 0) = 14',
-        '205 sendmsg(4, {msg_name={sa_family=AF_NETLINK, nl_pid=0, nl_groups=00000000}, msg_namelen=12}, 0) = 20',
-        '206 connect(8, {sa_family=AF_INET, sin_port=htons(9), sin_addr=inet_addr("127.8.0.1")}, 16) = 0',
-        '207 +++ exited with 0 +++',
-    ])
+    trace = "\n".join(
+        [
+            '101 connect(6, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("8.8.8.8")}, 16) = 0',
+            '102 connect(23, {sa_family=AF_INET, sin_port=htons(80), sin_addr=inet_addr("169.254.169.254")}, 16 '
+            "<unfinished ...>",
+            '103 sendto(3, "\\1\\2", 2, 0, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("10.255.255.53")}, 16) = 2',
+            "[pid   104] connect(9, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), "
+            'inet_pton(AF_INET6, "::ffff:192.0.2.2", &sin6_addr), sin6_scope_id=0}, 28) = 0',
+            '105 connect(9, {sa_family=AF_INET, sa_data="\\0\\0"}, 16) = -1',  # unreadable: counts as outside
+            # all of these stay on the machine
+            '201 connect(5, {sa_family=AF_INET, sin_port=htons(6379), sin_addr=inet_addr("127.0.0.1")}, 16) = 0',
+            '202 connect(5, {sa_family=AF_INET6, sin6_port=htons(80), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "::1", '
+            "&sin6_addr), sin6_scope_id=0}, 28) = 0",
+            '203 connect(7, {sa_family=AF_UNIX, sun_path="/tmp/ray/session_latest/sockets/raylet"}, 110) = 0',
+            '204 sendto(23, "GET / HTTP/1.1", 14, MSG_NOSIGNAL, NULL, 0) = 14',
+            "205 sendmsg(4, {msg_name={sa_family=AF_NETLINK, nl_pid=0, nl_groups=00000000}, msg_namelen=12}, 0) = 20",
+            '206 connect(8, {sa_family=AF_INET, sin_port=htons(9), sin_addr=inet_addr("127.8.0.1")}, 16) = 0',
+            "207 +++ exited with 0 +++",
+        ]
+    )
     assert non_loopback_targets(trace) == [
-        "101 connect 8.8.8.8", "102 connect 169.254.169.254", "103 sendto 10.255.255.53",
-        "104 connect ::ffff:192.0.2.2", '105 connect <unparsed: 9, {sa_family=AF_INET, sa_data="\\0\\0"}, 16) = -1>']
+        "101 connect 8.8.8.8",
+        "102 connect 169.254.169.254",
+        "103 sendto 10.255.255.53",
+        "104 connect ::ffff:192.0.2.2",
+        '105 connect <unparsed: 9, {sa_family=AF_INET, sa_data="\\0\\0"}, 16) = -1>',
+    ]
 
 
 def _ray_local_run(tmp_path: Path, tiny_beir: Path) -> tuple[subprocess.CompletedProcess, str]:
     """`evaluate --engine ray --ray-local 1` under strace -f; (the process, the trace)."""
     # The user's environment, not the suite's: the harness must turn Ray's probes off by itself.
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith("RAY_") and name.lower() not in ("http_proxy", "no_proxy")}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("RAY_") and name.lower() not in ("http_proxy", "no_proxy")
+    }
     trace = tmp_path / "trace.txt"
-    command = traced([sys.executable, "-m", "harness", "-q", "evaluate", str(tiny_beir), "--model", "hash:64",
-                      "--engine", "ray", "--ray-local", "1", "--cache-dir", str(tmp_path / "cache"),
-                      "--output-dir", str(tmp_path / "results")], trace, NETWORK_CALLS + ",execve")
-    proc = subprocess.run(command, cwd=tmp_path, env={**env, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=180)
+    command = traced(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "hash:64",
+            "--engine",
+            "ray",
+            "--ray-local",
+            "1",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "results"),
+        ],
+        trace,
+        NETWORK_CALLS + ",execve",
+    )
+    proc = subprocess.run(
+        command,
+        cwd=tmp_path,
+        env={**env, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     return proc, trace.read_text(errors="replace") if trace.exists() else ""
 
 
 def test_a_ray_local_cluster_never_leaves_loopback(tmp_path, tiny_beir):
     proc, trace = _ray_local_run(tmp_path, tiny_beir)
     if proc.returncode != 0 and "ptrace" in proc.stderr and not trace:
-        pytest.fail(f"strace cannot trace here ({proc.stderr.strip().splitlines()[0]}): run as root, or with "
-                    "CAP_SYS_PTRACE, and not under another tracer", pytrace=False)
+        pytest.fail(
+            f"strace cannot trace here ({proc.stderr.strip().splitlines()[0]}): run as root, or with "
+            "CAP_SYS_PTRACE, and not under another tracer",
+            pytrace=False,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    started = set(re.findall(r'execve\("[^"]*/(raylet|gcs_server|default_worker\.py|dashboard\.py)"', trace)) | \
-        set(re.findall(r'execve\("[^"]*python[^"]*", \[[^]]*/(default_worker\.py|dashboard\.py|agent\.py)"', trace))
+    started = set(re.findall(r'execve\("[^"]*/(raylet|gcs_server|default_worker\.py|dashboard\.py)"', trace)) | set(
+        re.findall(r'execve\("[^"]*python[^"]*", \[[^]]*/(default_worker\.py|dashboard\.py|agent\.py)"', trace)
+    )
     # The trace followed Ray's own processes (else a clean trace proves nothing).
     assert {"raylet", "gcs_server", "default_worker.py", "dashboard.py"} <= started, sorted(started)
     assert 'inet_addr("127.0.0.1")' in trace or "AF_UNIX" in trace
     outside = non_loopback_targets(trace)
     by_address = Counter(target.rsplit(" ", 1)[-1] for target in outside)
-    assert not outside, (f"{len(outside)} connect/send calls left loopback ({dict(by_address.most_common())}), e.g.:\n"
-                         + "\n".join(outside[:10]))
+    assert not outside, (
+        f"{len(outside)} connect/send calls left loopback ({dict(by_address.most_common())}), e.g.:\n"
+        + "\n".join(outside[:10])
+    )
 
 
 # --- child processes: Chromium, OpenVINO and NNCF, traced ------------------------------------------
@@ -225,12 +302,16 @@ def test_the_browser_tests_never_leave_loopback(tmp_path):
         pytest.skip("no /usr/bin/chromium with Playwright (.ci/run installs Debian's chromium package)")
     assert browser.executable() != str(browser.CHROMIUM), "Chromium cannot get a network namespace of its own here"
     trace = tmp_path / "trace.txt"
-    tests = [f"{TESTS}/test_html_report.py::test_sorting_switching_and_a_drill_down_in_chromium",
-             f"{TESTS}/test_judge_page.py::test_keys_grade_a_reload_keeps_the_work_and_the_export_is_what_was_typed"]
-    command = traced([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], trace,
-                     NETWORK_CALLS + ",execve")
-    proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    tests = [
+        f"{TESTS}/test_html_report.py::test_sorting_switching_and_a_drill_down_in_chromium",
+        f"{TESTS}/test_judge_page.py::test_keys_grade_a_reload_keeps_the_work_and_the_export_is_what_was_typed",
+    ]
+    command = traced(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], trace, NETWORK_CALLS + ",execve"
+    )
+    proc = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
     text = trace.read_text(errors="replace")
     assert re.search(r'execve\("[^"]*/chromium"', text), "the trace did not follow Chromium"
@@ -246,13 +327,38 @@ def test_openvino_int8_sends_nothing_and_writes_nothing_under_home(tmp_path, tin
     model = tiny_bert(["alpha", "beta", "gamma", "delta", "first", "second", "document", "query"])
     home = tmp_path / "home"
     home.mkdir()
-    env = {name: value for name, value in os.environ.items() if name not in ("CI", "NNCF_CI", "TF_BUILD", "JENKINS_URL")}
+    env = {
+        name: value for name, value in os.environ.items() if name not in ("CI", "NNCF_CI", "TF_BUILD", "JENKINS_URL")
+    }
     trace = tmp_path / "trace.txt"
-    command = traced([sys.executable, "-m", "harness", "-q", "evaluate", str(tiny_beir), "--model", str(model),
-                      "--backend", "openvino-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
-                      "--output-dir", str(tmp_path / "results")], trace)
-    proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**env, "HOME": str(home), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
+    command = traced(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            str(model),
+            "--backend",
+            "openvino-int8",
+            "--json",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "results"),
+        ],
+        trace,
+    )
+    proc = subprocess.run(
+        command,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "HOME": str(home), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '"openvino-int8"' in proc.stdout  # it ran the OpenVINO int8 path (NNCF quantized the tiny model)
     check_stayed_home(trace.read_text(errors="replace"), "evaluate --backend openvino-int8")
@@ -264,10 +370,18 @@ def test_importing_openvino_the_harness_way_declines_its_telemetry(tmp_path):
     pytest.importorskip("openvino")
     env = {name: value for name, value in os.environ.items() if name not in ("CI", "NNCF_CI")}
     trace = tmp_path / "trace.txt"
-    code = ("from harness.runtimes.openvino_backend import openvino_module; import os; openvino_module(); "
-            "import openvino_telemetry as t; print(t.Telemetry().consent, os.environ.get('CI'))")
-    proc = subprocess.run(traced([sys.executable, "-c", code], trace), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={**env, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    code = (
+        "from harness.runtimes.openvino_backend import openvino_module; import os; openvino_module(); "
+        "import openvino_telemetry as t; print(t.Telemetry().consent, os.environ.get('CI'))"
+    )
+    proc = subprocess.run(
+        traced([sys.executable, "-c", code], trace),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["False", "None"]  # declined; the environment restored after the import
     check_stayed_home(trace.read_text(errors="replace"), "import openvino")
@@ -285,6 +399,5 @@ def test_in_ci_the_suite_runs_where_only_loopback_exists():
     assert names == ["lo"], f"network interfaces visible to the suite: {names} (.ci/run must use unshare -n)"
     flags = int(Path("/sys/class/net/lo/flags").read_text(), 16)
     assert flags & 0x1, "loopback is down in the suite's namespace (.ci/run: ip link set lo up)"
-    with socket.create_server(("127.0.0.1", 0)) as server, \
-            socket.create_connection(server.getsockname(), timeout=5):
+    with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname(), timeout=5):
         pass

@@ -43,4 +43,5 @@ def test_no_file_cites_an_issue_number():
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:160]}")
     assert not found, (
         "issue numbers say nothing to a reader: cite the BENCHMARKS.md section title, the docs page, or say in words "
-        "what changed\n" + "\n".join(found))
+        "what changed\n" + "\n".join(found)
+    )

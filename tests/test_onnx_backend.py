@@ -11,8 +11,11 @@ from click.testing import CliRunner
 from harness.cli import cli
 from harness.errors import MissingDependencyError
 
-TEXTS = ["Wireless earbuds with noise cancellation", "a budget laptop for students",
-         "Over-ear headphones built for long flights, with active noise cancelling and a long battery life " * 3]
+TEXTS = [
+    "Wireless earbuds with noise cancellation",
+    "a budget laptop for students",
+    "Over-ear headphones built for long flights, with active noise cancelling and a long battery life " * 3,
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +47,14 @@ def test_int8_quantizes_the_linear_weights_signed_per_channel(encoders):
     graph = onnx.load(int8.session._model_path).graph
     initializers = {tensor.name: tensor for tensor in graph.initializer}
     weights = [t for name, t in initializers.items() if name.endswith("_quantized")]
-    assert len(weights) == 36 and all(t.data_type == onnx.TensorProto.INT8 for t in weights)  # 6 layers × (Q, K, V, attention output, FFN in, FFN out)
-    scales = [initializers[name] for name in initializers if name.endswith("_scale") and
-              name.removesuffix("_scale") + "_quantized" in initializers]
+    assert len(weights) == 36 and all(
+        t.data_type == onnx.TensorProto.INT8 for t in weights
+    )  # 6 layers × (Q, K, V, attention output, FFN in, FFN out)
+    scales = [
+        initializers[name]
+        for name in initializers
+        if name.endswith("_scale") and name.removesuffix("_scale") + "_quantized" in initializers
+    ]
     assert scales and all(len(scale.dims) == 1 and scale.dims[0] > 1 for scale in scales)  # one per channel
     embeddings = [t for name, t in initializers.items() if "word_embeddings" in name]
     assert embeddings and all(t.data_type == onnx.TensorProto.FLOAT for t in embeddings)  # the tables stay fp32
@@ -68,8 +76,21 @@ def test_evaluate_with_the_onnx_backend(encoders, tiny_beir, tmp_path, monkeypat
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
     runs = {}
     for backend in ("torch", "onnx"):
-        result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--backend", backend, "--json",
-                                          "--cache-dir", str(root), "--output-dir", str(tmp_path / backend)])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "-q",
+                "evaluate",
+                str(tiny_beir),
+                "--backend",
+                backend,
+                "--json",
+                "--cache-dir",
+                str(root),
+                "--output-dir",
+                str(tmp_path / backend),
+            ],
+        )
         assert result.exit_code == 0, result.stderr
         runs[backend] = result.stdout
     import json

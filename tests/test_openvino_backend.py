@@ -22,8 +22,10 @@ from harness.errors import HarnessError, MissingDependencyError
 pytest.importorskip("openvino")
 pytest.importorskip("nncf")
 
-WORDS = ("apple banana cherry date fig grape kiwi lemon mango melon olive peach pear plum fruit stone tree "
-         "sweet sour green red ripe seed juice").split()
+WORDS = (
+    "apple banana cherry date fig grape kiwi lemon mango melon olive peach pear plum fruit stone tree "
+    "sweet sour green red ripe seed juice"
+).split()
 
 
 def _texts(count: int, seed: int) -> list[str]:
@@ -67,7 +69,7 @@ def _cosines(vectors, reference_vectors):
 
 
 def test_openvino_matches_sentence_transformers_and_records_its_precision(torch_encoder, reference, tmp_path):
-    from harness.runtimes.openvino_backend import openvino_module, openvino_encoder
+    from harness.runtimes.openvino_backend import openvino_encoder, openvino_module
 
     openvino = openvino_module()  # telemetry declined, as the harness imports it
 
@@ -98,15 +100,18 @@ def test_int8_is_close_and_calibrated_on_the_corpus(torch_encoder, reference, tm
     texts, expected = reference
     calls = []
     real = nncf.quantize
-    monkeypatch.setattr(nncf, "quantize", lambda *args, **kwargs: calls.append(len(list(args[1].get_data()))) or
-                        real(*args, **kwargs))
+    monkeypatch.setattr(
+        nncf, "quantize", lambda *args, **kwargs: calls.append(len(list(args[1].get_data()))) or real(*args, **kwargs)
+    )
     calibration = _calibration()
     encoder = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=calibration)
     cosines = _cosines(encoder.encode_docs(texts), expected)
     assert cosines.min() >= 0.99
     assert calls == [50]  # one quantization, on the 50 sampled corpus texts
     settings = encoder.settings()
-    assert settings["calibration"] == calibration.identity() and settings["quantization"]["activations"] == "int8 static"
+    assert (
+        settings["calibration"] == calibration.identity() and settings["quantization"]["activations"] == "int8 static"
+    )
     again = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=calibration)
     assert calls == [50] and again.fingerprint() == encoder.fingerprint()  # cached
     other = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=_calibration(seed=3))
@@ -118,7 +123,7 @@ def test_int8_keeps_the_matmuls_of_two_activations_in_float(torch_encoder, tmp_p
     """The recipe quantizes every weight MatMul's input and leaves the attention MatMuls (both inputs activations)
     in float: read from the saved int8 model's graph, by each MatMul's inputs (a FakeQuantize in front of an input
     is int8), against the float export's own MatMuls classified here by their inputs."""
-    from harness.runtimes.openvino_backend import openvino_module, openvino_encoder
+    from harness.runtimes.openvino_backend import openvino_encoder, openvino_module
 
     openvino = openvino_module()  # telemetry declined, as the harness imports it
 
@@ -129,7 +134,9 @@ def test_int8_keeps_the_matmuls_of_two_activations_in_float(torch_encoder, tmp_p
     def kinds(op):
         return [op.input_value(i).get_node().get_type_name() for i in range(2)]
 
-    weights = {op.get_friendly_name() for op in onnx.get_ops() if op.get_type_name() == "MatMul" and "Constant" in kinds(op)}
+    weights = {
+        op.get_friendly_name() for op in onnx.get_ops() if op.get_type_name() == "MatMul" and "Constant" in kinds(op)
+    }
     both = {op.get_friendly_name() for op in onnx.get_ops() if op.get_type_name() == "MatMul"} - weights
     assert len(both) == 4 and len(weights) == 12  # 2 layers: Q·K and scores·V; Q, K, V, output, FFN in and out
 
@@ -138,6 +145,7 @@ def test_int8_keeps_the_matmuls_of_two_activations_in_float(torch_encoder, tmp_p
             while node.get_type_name() in ("Convert", "Reshape", "Transpose"):
                 node = node.input_value(0).get_node()
             return node.get_type_name() == "FakeQuantize"
+
         return any(through(op.input_value(i).get_node()) for i in range(2))
 
     matmuls = {op.get_friendly_name(): op for op in quantized.get_ops() if op.get_type_name() == "MatMul"}
@@ -156,17 +164,34 @@ def test_the_calibration_sample_is_a_seeded_uniform_subset():
     numbers = [int(text.split()[1]) for text in first.texts]
     assert len(set(numbers)) == 300 and numbers == sorted(numbers)  # distinct, in corpus order
     assert 350 < np.mean(numbers) < 650  # not the first 300 (mean 149.5): drawn over the whole corpus
-    assert first.identity()["drawn"] == 300 and first.identity()["texts_sha256"] != \
-        corpus_calibration(iter(docs[:-1]), "sha", size=300, seed=1).identity()["texts_sha256"]
+    assert (
+        first.identity()["drawn"] == 300
+        and first.identity()["texts_sha256"]
+        != corpus_calibration(iter(docs[:-1]), "sha", size=300, seed=1).identity()["texts_sha256"]
+    )
 
 
 def test_a_corpus_smaller_than_the_sample_calibrates_on_all_of_it(tiny_model, tiny_beir, tmp_path):
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
-                                      "openvino-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
-                                      "--output-dir", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            str(tiny_model),
+            "--backend",
+            "openvino-int8",
+            "--json",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
-    assert "the corpus has 5 documents, fewer than the 300-text calibration sample; calibrating on all 5" in \
-        result.stderr
+    assert (
+        "the corpus has 5 documents, fewer than the 300-text calibration sample; calibrating on all 5" in result.stderr
+    )
     config = json.loads(result.stdout)["config"]
     assert config["calibration"]["drawn"] == 5 and config["calibration"]["requested"] == 300
 
@@ -176,9 +201,23 @@ def test_evaluate_records_the_backend_cold_and_warm(tiny_model, tiny_beir, tmp_p
     loaded) records the same, and scores the same."""
     runs = []
     for run in range(2):
-        result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
-                                          "openvino-int8", "--json", "--cache-dir", str(tmp_path / "cache"),
-                                          "--output-dir", str(tmp_path / f"out{run}")])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "-q",
+                "evaluate",
+                str(tiny_beir),
+                "--model",
+                str(tiny_model),
+                "--backend",
+                "openvino-int8",
+                "--json",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--output-dir",
+                str(tmp_path / f"out{run}"),
+            ],
+        )
         assert result.exit_code == 0, result.stderr
         runs.append(json.loads(result.stdout))
     cold, warm = runs
@@ -195,11 +234,23 @@ def test_missing_extra_is_one_line(monkeypatch, tiny_beir, tmp_path):
     monkeypatch.setitem(sys.modules, "openvino", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[openvino\]'"):
         openvino_backend.openvino_module()
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--backend", "openvino", "--output-dir",
-                                      str(tmp_path), "--cache-dir", str(tmp_path / "cache")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--backend",
+            "openvino",
+            "--output-dir",
+            str(tmp_path),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+    )
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "Error: --backend openvino needs openvino (and nncf for openvino-int8): pip install 'beir-harness[openvino]'")
+        "Error: --backend openvino needs openvino (and nncf for openvino-int8): pip install 'beir-harness[openvino]'"
+    )
     assert not list(tmp_path.glob("**/*.json"))
 
 
@@ -207,7 +258,9 @@ def test_missing_nncf_is_one_line(monkeypatch, torch_encoder, tmp_path):
     from harness.runtimes.openvino_backend import openvino_encoder
 
     monkeypatch.setitem(sys.modules, "nncf", None)
-    with pytest.raises(MissingDependencyError, match=r"openvino-int8 needs nncf: pip install 'beir-harness\[openvino\]'"):
+    with pytest.raises(
+        MissingDependencyError, match=r"openvino-int8 needs nncf: pip install 'beir-harness\[openvino\]'"
+    ):
         openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=_calibration())
 
 
@@ -217,18 +270,22 @@ def _unconvertible(folder: Path) -> Path:
     from onnx import TensorProto, helper
 
     node = helper.make_node("Mystery", ["input_ids"], ["last_hidden_state"], domain="com.example.unknown")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 4])],
-                              [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, 4, 8])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.example.unknown", 1)])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 4])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, 4, 8])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example.unknown", 1)]
+    )
     folder.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(folder / "model.onnx"))
     return folder / "model.onnx"
 
 
 @pytest.mark.parametrize("backend", ["openvino", "openvino-int8"])
-def test_a_model_openvino_cannot_convert_is_one_line_and_caches_nothing(backend, torch_encoder, tmp_path,
-                                                                         monkeypatch):
+def test_a_model_openvino_cannot_convert_is_one_line_and_caches_nothing(backend, torch_encoder, tmp_path, monkeypatch):
     from harness.runtimes import openvino_backend
 
     monkeypatch.setattr(openvino_backend, "export", lambda model, folder, quantize: _unconvertible(tmp_path / "x"))
@@ -254,7 +311,7 @@ def test_a_damaged_cached_model_is_quantized_again_with_a_warning(damage, torch_
         weights.write_bytes(data[: len(data) // 2])
     else:  # the same size, other bytes: OpenVINO would read it and run wrong weights; the sha256 catches it
         middle = len(data) // 2
-        weights.write_bytes(data[:middle] + bytes(255 - b for b in data[middle:middle + 512]) + data[middle + 512:])
+        weights.write_bytes(data[:middle] + bytes(255 - b for b in data[middle : middle + 512]) + data[middle + 512 :])
     with caplog.at_level(logging.WARNING, logger="harness"):
         again = openvino_encoder(torch_encoder, "openvino-int8", tmp_path, calibration=calibration)
     assert [r for r in caplog.records if "is damaged" in r.getMessage() and "quantizing it again" in r.getMessage()]
@@ -271,8 +328,10 @@ def test_int8_without_a_corpus_is_refused(torch_encoder, tmp_path):
 
 def test_nncf_telemetry_is_declined(tmp_path):
     """Imported the harness's way, NNCF keeps its telemetry stub and writes no client id under ~/intel."""
-    code = ("from harness.runtimes.openvino_backend import nncf_module; nncf_module(); "
-            "import nncf.telemetry.wrapper as w, os; print(type(w.telemetry).__name__, os.environ.get('CI'))")
+    code = (
+        "from harness.runtimes.openvino_backend import nncf_module; nncf_module(); "
+        "import nncf.telemetry.wrapper as w, os; print(type(w.telemetry).__name__, os.environ.get('CI'))"
+    )
     env = {**os.environ, "HOME": str(tmp_path)}
     env.pop("CI", None)
     env.pop("NNCF_CI", None)
@@ -284,9 +343,23 @@ def test_nncf_telemetry_is_declined(tmp_path):
 
 def _evaluated_config(tiny_beir, tiny_model, tmp_path, backend: str, out: str) -> dict:
     """`evaluate --backend BACKEND --json` of the tiny model on the tiny folder, one cache: the result's config."""
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--backend",
-                                      backend, "--json", "--cache-dir", str(tmp_path / "cache"),
-                                      "--output-dir", str(tmp_path / out)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            str(tiny_model),
+            "--backend",
+            backend,
+            "--json",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / out),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)["config"]
 
@@ -315,8 +388,14 @@ def test_threads_limit_the_runtime_session_as_they_limit_torch(tiny_model, tmp_p
     from harness.pipeline.config import EvaluateConfig, load_model
     from harness.runtimes.spec import EncoderSpec
 
-    config = EvaluateConfig(dataset_path=tmp_path, model=str(tiny_model), encoder=EncoderSpec(backend=backend),
-                            cache_dir=tmp_path / "cache", threads=1, calibration=_calibration())
+    config = EvaluateConfig(
+        dataset_path=tmp_path,
+        model=str(tiny_model),
+        encoder=EncoderSpec(backend=backend),
+        cache_dir=tmp_path / "cache",
+        threads=1,
+        calibration=_calibration(),
+    )
 
     def threads_of(encoder) -> int:
         if backend.startswith("openvino"):

@@ -31,8 +31,17 @@ def test_dense_evaluation_writes_a_complete_result(tiny_beir, tmp_path, fake_enc
     assert json_path == tmp_path / "results" / "tiny" / "fake-bow" / "test.json"
     assert run_path == json_path.with_name("test.run.trec")
     data = json.loads(json_path.read_text())
-    assert {"dataset", "split", "model", "metrics", "per_query", "config", "fingerprints", "timings",
-            "versions"} <= set(data)
+    assert {
+        "dataset",
+        "split",
+        "model",
+        "metrics",
+        "per_query",
+        "config",
+        "fingerprints",
+        "timings",
+        "versions",
+    } <= set(data)
     assert data["dataset"] == "tiny" and data["split"] == "test" and data["model"] == "fake-bow"
     assert list(data["metrics"])[:6] == ["nDCG@1", "nDCG@3", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG@100"]
     assert set(data["per_query"]) == {"q1", "q2", "q3"}
@@ -41,8 +50,17 @@ def test_dense_evaluation_writes_a_complete_result(tiny_beir, tmp_path, fake_enc
     assert data["config"]["self_hit_policy_source"] == "default"
     assert data["config"]["top_k"] == 100 and data["config"]["index"] == "flat"
     assert data["config"]["n_docs"] == 5
-    assert set(data["timings"]) == {"load", "encode_corpus", "encode_queries", "encode", "index", "search",
-                                    "latency_probe", "score", "total"}
+    assert set(data["timings"]) == {
+        "load",
+        "encode_corpus",
+        "encode_queries",
+        "encode",
+        "index",
+        "search",
+        "latency_probe",
+        "score",
+        "total",
+    }
     assert {"python", "beir-harness", "torch", "faiss-cpu", "pytrec-eval-terrier"} <= set(data["versions"])
     for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
         key = name.split(".")[0].split("/")[0]
@@ -66,8 +84,10 @@ def test_written_run_rescored_by_pytrec_eval_gives_the_same_numbers(tiny_beir, t
 def test_external_run_hand_computed(tiny_beir, tmp_path):
     run_file = tmp_path / "system.trec"
     # q1: d2 (grade 1) above d1 (grade 2); q2 absent; q3: d5 third.
-    run_file.write_text("q1 Q0 d2 1 2.0 sys\nq1 Q0 d1 2 1.0 sys\n"
-                        "q3 Q0 d1 1 3 sys\nq3 Q0 d2 2 2 sys\nq3 Q0 d5 3 1 sys\nq4 Q0 d1 1 1 sys\n")
+    run_file.write_text(
+        "q1 Q0 d2 1 2.0 sys\nq1 Q0 d1 2 1.0 sys\n"
+        "q3 Q0 d1 1 3 sys\nq3 Q0 d2 2 2 sys\nq3 Q0 d5 3 1 sys\nq4 Q0 d1 1 1 sys\n"
+    )
     outcome = evaluate_dataset(_config(tiny_beir, tmp_path, k_values=(1, 10), run_path=run_file))
     result = outcome.result
     q1 = (1 + 2 / LOG2_3) / (2 + 1 / LOG2_3)
@@ -90,15 +110,17 @@ def test_self_hit_policy_option_registry_and_depth(tiny_beir, tmp_path, fake_enc
         handle.write('{"_id": "q1", "title": "", "text": "banana"}\n')
     kept = evaluate_dataset(_config(tiny_beir, tmp_path, top_k=3, k_values=(1, 3)), encoder=fake_encoder)
     assert kept.run["q1"][0].doc_id == "q1"
-    dropped = evaluate_dataset(_config(tiny_beir, tmp_path, top_k=3, k_values=(1, 3), ignore_identical_ids=True),
-                               encoder=fake_encoder)
+    dropped = evaluate_dataset(
+        _config(tiny_beir, tmp_path, top_k=3, k_values=(1, 3), ignore_identical_ids=True), encoder=fake_encoder
+    )
     assert all(hit.doc_id != "q1" for hit in dropped.run["q1"])
     assert len(dropped.run["q1"]) == 3  # one extra retrieved, so depth survives the drop
     assert dropped.result.config["ignore_identical_ids"] is True
     assert dropped.result.config["self_hit_policy_source"] == "option"
     assert dropped.result.metrics["MRR@1"] > kept.result.metrics["MRR@1"]
-    registry_default = evaluate_dataset(_config(tiny_beir, tmp_path, dataset_name="arguana", output_dir=None),
-                                        encoder=fake_encoder)
+    registry_default = evaluate_dataset(
+        _config(tiny_beir, tmp_path, dataset_name="arguana", output_dir=None), encoder=fake_encoder
+    )
     assert registry_default.result.config["ignore_identical_ids"] is True
     assert registry_default.result.config["self_hit_policy_source"] == "registry"
     assert registry_default.paths is None
@@ -113,17 +135,31 @@ def test_run_is_cut_to_top_k(tiny_beir, tmp_path, fake_encoder):
 @pytest.mark.parametrize(
     ("breakage", "error", "message"),
     [
-        (lambda d: (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tnope\t1\n"),
-         DatasetError, r"1 judged document id\(s\) are not in .*corpus.jsonl \(e.g. 'nope'\)"),
-        (lambda d: (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq77\td1\t1\n"),
-         DatasetError, r"1 judged query is not in .*queries.jsonl \(e.g. 'q77'\)"),
+        (
+            lambda d: (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tnope\t1\n"),
+            DatasetError,
+            r"1 judged document id\(s\) are not in .*corpus.jsonl \(e.g. 'nope'\)",
+        ),
+        (
+            lambda d: (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq77\td1\t1\n"),
+            DatasetError,
+            r"1 judged query is not in .*queries.jsonl \(e.g. 'q77'\)",
+        ),
         (lambda d: (d / "corpus.jsonl").write_text(""), DatasetError, "the corpus is empty"),
         (lambda d: (d / "qrels" / "test.tsv").write_text("q\td\tscore\n"), FormatError, "wrong header"),
-        (lambda d: (d / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n{oops\n'), FormatError,
-         r"corpus.jsonl:2: invalid JSON"),
+        (
+            lambda d: (d / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n{oops\n'),
+            FormatError,
+            r"corpus.jsonl:2: invalid JSON",
+        ),
     ],
-    ids=["judged-doc-not-in-corpus", "judged-query-not-in-queries", "empty-corpus", "wrong-qrels-header",
-         "malformed-corpus-line"],
+    ids=[
+        "judged-doc-not-in-corpus",
+        "judged-query-not-in-queries",
+        "empty-corpus",
+        "wrong-qrels-header",
+        "malformed-corpus-line",
+    ],
 )
 def test_bad_input_leaves_previous_results_untouched(tiny_beir, tmp_path, fake_encoder, breakage, error, message):
     first = evaluate_dataset(_config(tiny_beir, tmp_path), encoder=fake_encoder)
@@ -182,8 +218,9 @@ def test_real_scifact_files_with_an_external_run(shared_beir, tmp_path):
 def test_approximate_index_records_its_recall_of_exact(tiny_beir, tmp_path, fake_encoder, kind):
     from harness.retrieval.index import IndexSpec
 
-    outcome = evaluate_dataset(_config(tiny_beir, tmp_path, k_values=(1, 3), index=IndexSpec(kind)),
-                               encoder=fake_encoder)
+    outcome = evaluate_dataset(
+        _config(tiny_beir, tmp_path, k_values=(1, 3), index=IndexSpec(kind)), encoder=fake_encoder
+    )
     result = outcome.result
     assert result.config["index"] == kind
     assert set(result.index_quality) == {"recall_of_exact@5"}  # top-k 100 is cut to the 5 documents
@@ -216,8 +253,9 @@ def small_filesystem(tmp_path):
 
     mount_point = tmp_path / "small-fs"
     mount_point.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)], capture_output=True, text=True
+    )
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
     try:
@@ -248,8 +286,9 @@ def test_a_full_disk_fails_clearly_and_keeps_previous_results(tiny_beir, tmp_pat
     assert _snapshot(out) == before  # the earlier result is whole, and no temporary file is left
 
 
-def test_a_read_only_output_folder_fails_clearly_and_keeps_previous_results(tiny_beir, tmp_path, fake_encoder,
-                                                                             small_filesystem):
+def test_a_read_only_output_folder_fails_clearly_and_keeps_previous_results(
+    tiny_beir, tmp_path, fake_encoder, small_filesystem
+):
     import subprocess
 
     out = small_filesystem / "results"

@@ -112,8 +112,23 @@ def test_systems_pick_runs_by_tag_and_the_split_limits_what_counts_as_judged(tmp
     folder = _write_folder(tmp_path / "set", PARTIAL)
     runs = _write_runs(tmp_path)
     out = tmp_path / "pool"
-    result = _pool([folder, "--runs", runs[0], "--runs", runs[1], "--runs", runs[2], "--systems", "gamma, alpha",
-                    "--depth", 5, "--out", out])
+    result = _pool(
+        [
+            folder,
+            "--runs",
+            runs[0],
+            "--runs",
+            runs[1],
+            "--runs",
+            runs[2],
+            "--systems",
+            "gamma, alpha",
+            "--depth",
+            5,
+            "--out",
+            out,
+        ]
+    )
     assert result.exit_code == 0, result.output
     judged = {(q, d) for q, docs in PARTIAL.items() for d in docs}
     assert _pool_pairs(out) == _expected([runs[2], runs[0]], 5, judged)
@@ -123,8 +138,7 @@ def test_a_cap_keeps_each_systems_best_documents_round_robin(tmp_path):
     folder = _write_folder(tmp_path / "set", None)
     runs = _write_runs(tmp_path)
     out = tmp_path / "pool"
-    result = _pool([folder, *sum((["--runs", p] for p in runs), []), "--depth", 10, "--max-per-query", 4,
-                    "--out", out])
+    result = _pool([folder, *sum((["--runs", p] for p in runs), []), "--depth", 10, "--max-per-query", 4, "--out", out])
     assert result.exit_code == 0, result.output
     pooled, union = _pool_pairs(out), _expected(runs, 10, set())
     top2 = [_expected([p], 1, set()) for p in runs]  # each system's rank 1 is taken before anyone's rank 2
@@ -151,8 +165,9 @@ def test_added_pairs_are_pooled_on_top_unless_judged(tmp_path):
 
 def test_systems_are_retrieved_on_a_folder_without_qrels(tmp_path):
     folder = _write_folder(tmp_path / "set", None)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{d}", "text": f"word{d % 5} common"}) + "\n"
-                                                 for d in range(20)))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{d}", "text": f"word{d % 5} common"}) + "\n" for d in range(20))
+    )
     (folder / "queries.jsonl").write_text('{"_id": "q0", "text": "word1"}\n{"_id": "q1", "text": "word2 common"}\n')
     out = tmp_path / "pool"
     result = _pool([folder, "--systems", "bm25", "--depth", 3, "--out", out])
@@ -183,29 +198,43 @@ def _bad(tmp_path, case: str):
     runs = _write_runs(tmp_path)
     add = tmp_path / "add.tsv"
     add.write_text({"add-unknown-query": "q0\td01\nq99\td01\n", "add-unknown-doc": "q0\tnope\n"}.get(case, ""))
-    (tmp_path / "g.json").write_text({"guidelines-not-json": "{scale: [",
-                                      "scale-repeats-a-grade": '{"scale": [{"grade": 1, "label": "a"}, '
-                                                               '{"grade": 1, "label": "b"}]}'}.get(case, "{}"))
+    (tmp_path / "g.json").write_text(
+        {
+            "guidelines-not-json": "{scale: [",
+            "scale-repeats-a-grade": '{"scale": [{"grade": 1, "label": "a"}, {"grade": 1, "label": "b"}]}',
+        }.get(case, "{}")
+    )
     (tmp_path / "other.trec").write_text("q0 Q0 d01 1 2.0 other\nq0 Q0 x99 2 1.0 other\n")
-    args = {"system-without-run": ["--runs", runs[0], "--systems", "alpha,delta"],
-            "guidelines-not-json": ["--runs", runs[0], "--guidelines", tmp_path / "g.json"],
-            "scale-repeats-a-grade": ["--runs", runs[0], "--guidelines", tmp_path / "g.json"],
-            "run-of-another-corpus": ["--runs", tmp_path / "other.trec"],
-            "depth-zero": ["--runs", runs[0], "--depth", 0],
-            "add-unknown-query": ["--runs", runs[0], "--add", add],
-            "add-unknown-doc": ["--runs", runs[0], "--add", add]}[case]
+    args = {
+        "system-without-run": ["--runs", runs[0], "--systems", "alpha,delta"],
+        "guidelines-not-json": ["--runs", runs[0], "--guidelines", tmp_path / "g.json"],
+        "scale-repeats-a-grade": ["--runs", runs[0], "--guidelines", tmp_path / "g.json"],
+        "run-of-another-corpus": ["--runs", tmp_path / "other.trec"],
+        "depth-zero": ["--runs", runs[0], "--depth", 0],
+        "add-unknown-query": ["--runs", runs[0], "--add", add],
+        "add-unknown-doc": ["--runs", runs[0], "--add", add],
+    }[case]
     return _pool([folder, *args, "--out", tmp_path / "pool"])
 
 
-@pytest.mark.parametrize(("case", "message"), [pytest.param(case, message, id=case) for case, message in [
-    ("system-without-run", "system 'delta': no run among the run files (alpha (alpha.trec)); add its run file"),
-    ("depth-zero", "pool depth 0: pool at least the top 1 document of each system"),
-    ("add-unknown-query", "add.tsv:2: unknown query id 'q99'"),
-    ("add-unknown-doc", "add.tsv:1: unknown document id 'nope'"),
-    ("guidelines-not-json", "g.json: not a guidelines file: "),
-    ("scale-repeats-a-grade", "g.json: grade scale [1, 1]: grades must be distinct integers 0-9 (one key each)"),
-    ("run-of-another-corpus", "other.trec: document 'x99' (query 'q0') is not in the folder's corpus.jsonl"),
-]])
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        pytest.param(case, message, id=case)
+        for case, message in [
+            ("system-without-run", "system 'delta': no run among the run files (alpha (alpha.trec)); add its run file"),
+            ("depth-zero", "pool depth 0: pool at least the top 1 document of each system"),
+            ("add-unknown-query", "add.tsv:2: unknown query id 'q99'"),
+            ("add-unknown-doc", "add.tsv:1: unknown document id 'nope'"),
+            ("guidelines-not-json", "g.json: not a guidelines file: "),
+            (
+                "scale-repeats-a-grade",
+                "g.json: grade scale [1, 1]: grades must be distinct integers 0-9 (one key each)",
+            ),
+            ("run-of-another-corpus", "other.trec: document 'x99' (query 'q0') is not in the folder's corpus.jsonl"),
+        ]
+    ],
+)
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, case, message):
     result = _bad(tmp_path, case)
     assert result.exit_code == 1, result.output
@@ -227,16 +256,21 @@ def test_an_existing_pool_is_never_overwritten(tmp_path):
 
 def test_a_result_file_pools_the_run_it_was_scored_on(tiny_beir, tmp_path):
     results = tmp_path / "results"
-    evaluated = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--top-k", "5", "--k", "5",
-                                         "--output-dir", str(results)])
+    evaluated = CliRunner().invoke(
+        cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--top-k", "5", "--k", "5", "--output-dir", str(results)]
+    )
     assert evaluated.exit_code == 0, evaluated.output
     (result_file,) = results.rglob("*.json")
     (run_file,) = results.rglob("*.run.trec")
     out = tmp_path / "pool"
     result = _pool([tiny_beir, "--runs", result_file, "--depth", 3, "--out", out])
     assert result.exit_code == 0, result.output
-    judged = {tuple(line.split("\t")[:2]) for path in (tiny_beir / "qrels").glob("*.tsv")
-              for line in path.read_text().splitlines()[1:] if line.strip()}
+    judged = {
+        tuple(line.split("\t")[:2])
+        for path in (tiny_beir / "qrels").glob("*.tsv")
+        for line in path.read_text().splitlines()[1:]
+        if line.strip()
+    }
     assert _pool_pairs(out) == _expected([run_file], 3, judged) != set()
     assert json.loads((out / "manifest.json").read_text())["systems"][0]["name"].startswith("bm25")
 
@@ -244,8 +278,11 @@ def test_a_result_file_pools_the_run_it_was_scored_on(tiny_beir, tmp_path):
 def test_guidelines_bring_their_scale_and_text_to_the_manifest_and_page(tmp_path):
     folder = _write_folder(tmp_path / "set", None)
     runs = _write_runs(tmp_path)
-    scale = [{"grade": 0, "label": "No", "definition": "off topic"}, {"grade": 1, "label": "Partly", "definition": ""},
-             {"grade": 2, "label": "Yes", "definition": "answers it"}]
+    scale = [
+        {"grade": 0, "label": "No", "definition": "off topic"},
+        {"grade": 1, "label": "Partly", "definition": ""},
+        {"grade": 2, "label": "Yes", "definition": "answers it"},
+    ]
     (tmp_path / "g.json").write_text(json.dumps({"scale": scale, "guidelines": "Be strict."}))
     (tmp_path / "g.txt").write_text("Judge by the first paragraph.\n")
     cases = (("g.json", scale, "Be strict."), ("g.txt", None, "Judge by the first paragraph."))

@@ -20,10 +20,12 @@ N_QUERIES, N_DOCS = 8, 30
 
 def _folder(root: Path) -> Path:
     root.mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{d:02d}", "title": "", "text": f"doc {d}"}) + "\n"
-                                               for d in range(N_DOCS)))
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{q}", "text": f"query {q}"}) + "\n"
-                                                for q in range(N_QUERIES)))
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{d:02d}", "title": "", "text": f"doc {d}"}) + "\n" for d in range(N_DOCS))
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{q}", "text": f"query {q}"}) + "\n" for q in range(N_QUERIES))
+    )
     (root / "qrels").mkdir()
     (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td00\t1\n")
     return root
@@ -31,8 +33,13 @@ def _folder(root: Path) -> Path:
 
 def _run(path: Path, seed: int) -> Path:
     rng = random.Random(seed)
-    path.write_text("".join(f"q{q} Q0 d{d:02d} {r + 1} {100 - r} sys{seed}\n" for q in range(N_QUERIES)
-                            for r, d in enumerate(rng.sample(range(N_DOCS), 8))))
+    path.write_text(
+        "".join(
+            f"q{q} Q0 d{d:02d} {r + 1} {100 - r} sys{seed}\n"
+            for q in range(N_QUERIES)
+            for r, d in enumerate(rng.sample(range(N_DOCS), 8))
+        )
+    )
     return path
 
 
@@ -44,8 +51,18 @@ def _invoke(*args) -> object:
 def pool(tmp_path) -> tuple[Path, Path, str]:
     """(the dataset, the pool folder, its id): two random runs pooled at depth 5."""
     folder = _folder(tmp_path / "set")
-    result = _invoke("pool", folder, "--runs", _run(tmp_path / "a.trec", 1), "--runs", _run(tmp_path / "b.trec", 2),
-                     "--depth", 5, "--out", tmp_path / "pool")
+    result = _invoke(
+        "pool",
+        folder,
+        "--runs",
+        _run(tmp_path / "a.trec", 1),
+        "--runs",
+        _run(tmp_path / "b.trec", 2),
+        "--depth",
+        5,
+        "--out",
+        tmp_path / "pool",
+    )
     assert result.exit_code == 0, result.output
     return folder, tmp_path / "pool", json.loads((tmp_path / "pool" / "manifest.json").read_text())["pool_id"]
 
@@ -75,7 +92,8 @@ def test_status_counts_every_source_as_a_loop_over_the_files_does(pool, tmp_path
     carol = _judge(open_pairs, 0.2, 3)
     _write_csv(pool_dir / f"judgments-{pool_id}-alice.csv", "alice", alice)  # the page's export, in the pool folder
     (pool_dir / f"judgments-{pool_id}-dan.qrels").write_text(  # its TREC export: the annotator is in the name
-        "".join(f"{q} 0 {d} {g}\n" for q, d, g in _judge(open_pairs, 0.1, 4)))
+        "".join(f"{q} 0 {d} {g}\n" for q, d, g in _judge(open_pairs, 0.1, 4))
+    )
     bob_file = _write_csv(tmp_path / "bob.csv", "bob", bob)
     merged = _invoke("judgments", "merge", folder, _write_csv(tmp_path / "carol.csv", "carol", carol))
     assert merged.exit_code == 0, merged.output
@@ -88,10 +106,16 @@ def test_status_counts_every_source_as_a_loop_over_the_files_does(pool, tmp_path
     status = json.loads(result.stdout)
 
     # The same by hand: each source's lines, as written, kept where they name a pool pair.
-    sources = {"alice": [(q, d) for q, d, _ in alice], "bob": [(q, d) for q, d, _ in bob],
-               "carol": [(q, d) for q, d, _ in carol], "qrels:test": [hand]}
-    sources["dan"] = [(line.split()[0], line.split()[2])
-                      for line in (pool_dir / f"judgments-{pool_id}-dan.qrels").read_text().splitlines()]
+    sources = {
+        "alice": [(q, d) for q, d, _ in alice],
+        "bob": [(q, d) for q, d, _ in bob],
+        "carol": [(q, d) for q, d, _ in carol],
+        "qrels:test": [hand],
+    }
+    sources["dan"] = [
+        (line.split()[0], line.split()[2])
+        for line in (pool_dir / f"judgments-{pool_id}-dan.qrels").read_text().splitlines()
+    ]
     judged = {p for found in sources.values() for p in found if p in pairs}
     per_query = {}
     for q, d in pairs:
@@ -106,16 +130,19 @@ def test_status_counts_every_source_as_a_loop_over_the_files_does(pool, tmp_path
     assert states["none"] >= 2 and states["partial"] >= 1 and 0 < len(judged) < len(pairs)
     assert status["annotators"] == {name: len({p for p in found if p in pairs}) for name, found in sources.items()}
     assert {s["source"]: s["outside_pool"] for s in status["sources"]}[str(bob_file)] == len(bob) - len(
-        [p for p in sources["bob"] if p in pairs])
+        [p for p in sources["bob"] if p in pairs]
+    )
     by_source = {s["source"]: (s["pool_pairs"], s["outside_pool"]) for s in status["sources"]}
     assert by_source["qrels/test.tsv"] == (len({(q, d) for q, d, _ in carol} | {hand}), 0)  # q0 d00: no stray
     assert status["stale"] == []
 
     text = _invoke("pool", "--status", pool_dir, "--judgments", bob_file).stdout
     share = 100 * len(judged) / len(pairs)
-    assert text.startswith(f"{pool_dir}: {len(judged)} of {len(pairs)} pairs judged ({share:.1f}"
-                           f"%); {len(per_query)} queries: {states['full']} fully judged, {states['partial']} partly, "
-                           f"{states['none']} not at all\n")
+    assert text.startswith(
+        f"{pool_dir}: {len(judged)} of {len(pairs)} pairs judged ({share:.1f}"
+        f"%); {len(per_query)} queries: {states['full']} fully judged, {states['partial']} partly, "
+        f"{states['none']} not at all\n"
+    )
     assert f"  annotator alice: {status['annotators']['alice']} pairs\n" in text
 
 
@@ -180,10 +207,18 @@ def _bad_case(case: str, pool_dir: Path, pool_id: str, tmp_path: Path) -> list:
 
 CASES = [
     ("not-a-pool", 1, r"set: not a pool folder \(no manifest.json\); give the folder that `beir-harness pool --out`"),
-    ("export-of-another-pool", 1, r"judgments-0123456789abcdef-alice.csv: exported from pool 0123456789abcdef, not "
-                                  r"this pool \([0-9a-f]{16}\); judge this pool's judge.html"),
-    ("judgments-of-another-pool", 1, r"other.csv: none of its 1 judgments is a pair of this pool \(is it the "
-                                     r"judgments of another pool\?\)"),
+    (
+        "export-of-another-pool",
+        1,
+        r"judgments-0123456789abcdef-alice.csv: exported from pool 0123456789abcdef, not "
+        r"this pool \([0-9a-f]{16}\); judge this pool's judge.html",
+    ),
+    (
+        "judgments-of-another-pool",
+        1,
+        r"other.csv: none of its 1 judgments is a pair of this pool \(is it the "
+        r"judgments of another pool\?\)",
+    ),
     ("pooling-option", 2, r"--depth: pooling options, not for --status POOL_DIR"),
 ]
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_pool import SYSTEMS, _write_folder, _write_runs
 
 from harness.cli import cli
-
-from test_pool import SYSTEMS, _write_folder, _write_runs
 
 
 def _pool(args: list) -> object:
@@ -46,21 +45,30 @@ def _top(scores: dict[str, float], depth: int) -> tuple[set[str], set[str]]:
     return {d for d, s in scores.items() if s > boundary}, {d for d, s in scores.items() if s >= boundary}
 
 
-@pytest.mark.parametrize(("systems", "method", "norm", "params"), [
-    ("rrf(alpha, beta)", "rrf", "min-max", {"k": 60}),
-    ("hybrid=wsum(alpha, beta, weights=0.3:0.7)", "wsum", "min-max", {"weights": [0.3, 0.7]}),
-    ("mnz=combmnz(alpha, beta, norm=zscore)", "mnz", "zmuv", None),
-], ids=["rrf", "labelled-wsum-weights", "combmnz-zscore"])
+@pytest.mark.parametrize(
+    ("systems", "method", "norm", "params"),
+    [
+        ("rrf(alpha, beta)", "rrf", "min-max", {"k": 60}),
+        ("hybrid=wsum(alpha, beta, weights=0.3:0.7)", "wsum", "min-max", {"weights": [0.3, 0.7]}),
+        ("mnz=combmnz(alpha, beta, norm=zscore)", "mnz", "zmuv", None),
+    ],
+    ids=["rrf", "labelled-wsum-weights", "combmnz-zscore"],
+)
 def test_a_fused_system_pools_the_top_of_the_fusion_ranx_makes(tmp_path, systems, method, norm, params):
     ranx = pytest.importorskip("ranx")
     folder = _write_folder(tmp_path / "set", None)
     paths = _write_runs(tmp_path)
     out = tmp_path / "pool"
-    result = _pool([folder, *[a for p in paths for a in ("--runs", p)], "--systems", systems, "--depth", 4,
-                    "--out", out])
+    result = _pool(
+        [folder, *[a for p in paths for a in ("--runs", p)], "--systems", systems, "--depth", 4, "--out", out]
+    )
     assert result.exit_code == 0, result.output
-    fused = ranx.fuse([ranx.Run(run, name=f"r{i}") for i, run in enumerate(_ranx_runs(paths[:2]))], norm=norm,
-                      method=method, params=params).to_dict()
+    fused = ranx.fuse(
+        [ranx.Run(run, name=f"r{i}") for i, run in enumerate(_ranx_runs(paths[:2]))],
+        norm=norm,
+        method=method,
+        params=params,
+    ).to_dict()
     pooled = _pairs_by_query(out)
     for query_id, scores in fused.items():
         sure, may = _top(dict(scores), 4)
@@ -75,18 +83,24 @@ def test_listed_systems_and_their_fusion_are_pooled_together(tmp_path):
     paths = _write_runs(tmp_path)
     out = tmp_path / "pool"
     systems = "alpha, beta, gamma, all=rrf(alpha, beta, gamma)"
-    result = _pool([folder, *[a for p in paths for a in ("--runs", p)], "--systems", systems, "--depth", 2,
-                    "--out", out])
+    result = _pool(
+        [folder, *[a for p in paths for a in ("--runs", p)], "--systems", systems, "--depth", 2, "--out", out]
+    )
     assert result.exit_code == 0, result.output
-    assert [s["name"] for s in json.loads((out / "manifest.json").read_text())["systems"]] == \
-        ["alpha", "beta", "gamma", "all"]
+    assert [s["name"] for s in json.loads((out / "manifest.json").read_text())["systems"]] == [
+        "alpha",
+        "beta",
+        "gamma",
+        "all",
+    ]
     assert "(4 systems, depth 2;" in result.output
 
 
 def test_bench_syntax_with_retrieval_pools_bm25_a_dense_model_and_their_fusion(tmp_path):
     folder = _write_folder(tmp_path / "set", None)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{d}", "text": f"word{d % 5} common {d}"})
-                                                 + "\n" for d in range(20)))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{d}", "text": f"word{d % 5} common {d}"}) + "\n" for d in range(20))
+    )
     (folder / "queries.jsonl").write_text('{"_id": "q0", "text": "word1"}\n{"_id": "q1", "text": "word2 common"}\n')
     out = tmp_path / "pool"
     result = _pool([folder, "--systems", "bm25, h=hash:32, rrf(bm25, h)", "--depth", 3, "--out", out])
@@ -95,8 +109,9 @@ def test_bench_syntax_with_retrieval_pools_bm25_a_dense_model_and_their_fusion(t
     assert [s["name"] for s in manifest["systems"]] == ["bm25", "h", "rrf(bm25, h)"]
     ranx = pytest.importorskip("ranx")
     runs = [_ranx_runs([out / s["run"]])[0] for s in manifest["systems"][:2]]
-    fused = ranx.fuse([ranx.Run(run, name=f"r{i}") for i, run in enumerate(runs)], method="rrf",
-                      params={"k": 60}).to_dict()
+    fused = ranx.fuse(
+        [ranx.Run(run, name=f"r{i}") for i, run in enumerate(runs)], method="rrf", params={"k": 60}
+    ).to_dict()
     saved = _ranx_runs([out / manifest["systems"][2]["run"]])[0]  # the fused run, as the pool fused it
     assert {q: set(docs) for q, docs in saved.items()} == {q: set(docs) for q, docs in fused.items()}
     for query_id, scores in fused.items():
@@ -105,6 +120,7 @@ def test_bench_syntax_with_retrieval_pools_bm25_a_dense_model_and_their_fusion(t
 
 
 # --- bad input: checked before any retrieval ---------------------------------------------------------------------
+
 
 @pytest.fixture
 def no_retrieval(monkeypatch):
@@ -117,14 +133,20 @@ def no_retrieval(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize(("systems", "message"), [
-    ("bm25, rrf(bm25, no-such-org/no-such-model)",
-     "--systems 'no-such-org/no-such-model': cannot load model 'no-such-org/no-such-model': not a local folder"),
-    ("bm25, no-such-org/no-such-model", "--systems 'no-such-org/no-such-model': cannot load model"),
-    ("bm25, rrf(bm25, x, weights=0.5)", "system 'rrf(bm25, x, weights=0.5)': weights"),
-    ("bm25, foo(bm25, e5)", "system 'foo(bm25, e5)': unknown fusion method 'foo'"),
-    ("bm25, rrf(bm25", "a '(' is never closed"),
-], ids=["fusion-member-model-not-installed", "model-not-installed", "bad-weights", "unknown-method", "unclosed"])
+@pytest.mark.parametrize(
+    ("systems", "message"),
+    [
+        (
+            "bm25, rrf(bm25, no-such-org/no-such-model)",
+            "--systems 'no-such-org/no-such-model': cannot load model 'no-such-org/no-such-model': not a local folder",
+        ),
+        ("bm25, no-such-org/no-such-model", "--systems 'no-such-org/no-such-model': cannot load model"),
+        ("bm25, rrf(bm25, x, weights=0.5)", "system 'rrf(bm25, x, weights=0.5)': weights"),
+        ("bm25, foo(bm25, e5)", "system 'foo(bm25, e5)': unknown fusion method 'foo'"),
+        ("bm25, rrf(bm25", "a '(' is never closed"),
+    ],
+    ids=["fusion-member-model-not-installed", "model-not-installed", "bad-weights", "unknown-method", "unclosed"],
+)
 def test_a_bad_system_is_one_line_exit_2_before_any_retrieval(tmp_path, no_retrieval, systems, message):
     folder = _write_folder(tmp_path / "set", None)
     out = tmp_path / "pool"
@@ -138,9 +160,12 @@ def test_a_fusion_member_with_no_run_is_refused_before_pooling(tmp_path):
     folder = _write_folder(tmp_path / "set", None)
     paths = _write_runs(tmp_path)
     out = tmp_path / "pool"
-    result = _pool([folder, *[a for p in paths for a in ("--runs", p)], "--systems", "alpha, rrf(alpha, delta)",
-                    "--out", out])
+    result = _pool(
+        [folder, *[a for p in paths for a in ("--runs", p)], "--systems", "alpha, rrf(alpha, delta)", "--out", out]
+    )
     assert result.exit_code == 2, result.output
-    assert result.output.startswith("Error: --systems 'rrf(alpha, delta)': fusion member 'delta' is none of the runs "
-                                    f"({', '.join(f'{s} ({s}.trec)' for s in SYSTEMS)})")
+    assert result.output.startswith(
+        "Error: --systems 'rrf(alpha, delta)': fusion member 'delta' is none of the runs "
+        f"({', '.join(f'{s} ({s}.trec)' for s in SYSTEMS)})"
+    )
     assert not out.exists()

@@ -48,10 +48,25 @@ def rounding_results(tmp_path):
 
     out = tmp_path / "results"
     for dataset, value in VALUES.items():
-        write_result(Result(dataset, "test", "sys", {"nDCG@10": value}, {"q1": {"nDCG@10": value}}, 1,
-                            {"top_k": 10, "dataset_path": str(TINY)}, {}, {}, {"beir-harness": "test"},
-                            "2026-12-01T00:00:00+00:00", label="sys",
-                            config_hash="a" * 16), Run.from_scores({"q1": {"d1": 1.0}}), out)
+        write_result(
+            Result(
+                dataset,
+                "test",
+                "sys",
+                {"nDCG@10": value},
+                {"q1": {"nDCG@10": value}},
+                1,
+                {"top_k": 10, "dataset_path": str(TINY)},
+                {},
+                {},
+                {"beir-harness": "test"},
+                "2026-12-01T00:00:00+00:00",
+                label="sys",
+                config_hash="a" * 16,
+            ),
+            Run.from_scores({"q1": {"d1": 1.0}}),
+            out,
+        )
     return out
 
 
@@ -107,4 +122,5 @@ def test_the_printed_metrics_table_and_the_page_drill_down_round_once(rounding_r
         assert f"nDCG@10  {format(VALUES[result.dataset], '.4f')}" in format_metrics_table(result)
     drilldowns = build_page(results)["drilldowns"]
     assert {d: drill["systems"]["sys"]["worst"][0][1] for d, drill in drilldowns.items()} == {
-        d: format(value, ".4f") for d, value in VALUES.items()}
+        d: format(value, ".4f") for d, value in VALUES.items()
+    }

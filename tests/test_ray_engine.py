@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.io.cache import embedding_entry
-from harness.retrieval.encode import load_encoder
 from harness.cli import cli
+from harness.engines.ray_engine import LOCAL_CLUSTER_ENV, RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
+from harness.engines.shards import EncodeJob
 from harness.errors import HarnessError, MissingDependencyError
+from harness.io.cache import embedding_entry
 from harness.io.formats import iter_corpus
 from harness.io.lines import content_digest
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
-from harness.engines.ray_engine import LOCAL_CLUSTER_ENV, RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
-from harness.engines.shards import EncodeJob
+from harness.retrieval.encode import load_encoder
 
 ray = pytest.importorskip("ray")
 
@@ -54,17 +54,24 @@ def _corpus(folder: Path, n_docs: int) -> Path:
             handle.write(json.dumps({"_id": f"d{i}", "title": f"T{i % 5}", "text": text}) + "\n")
     with open(folder / "queries.jsonl", "w") as handle:
         for q in range(6):
-            handle.write(json.dumps({"_id": f"q{q}", "text": " ".join(words[q:q + 3])}) + "\n")
+            handle.write(json.dumps({"_id": f"q{q}", "text": " ".join(words[q : q + 3])}) + "\n")
     (folder / "qrels").mkdir()
-    lines = ["query-id\tcorpus-id\tscore"] + [f"q{q}\td{(q * 5 + j) % n_docs}\t{1 + j % 2}"
-                                              for q in range(6) for j in range(3)]
+    lines = ["query-id\tcorpus-id\tscore"] + [
+        f"q{q}\td{(q * 5 + j) % n_docs}\t{1 + j % 2}" for q in range(6) for j in range(3)
+    ]
     (folder / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
     return folder
 
 
 def _config(folder: Path, tmp_path: Path, **changes) -> EvaluateConfig:
-    base = EvaluateConfig(dataset_path=folder, model="hash:64", output_dir=tmp_path / "results", progress=False,
-                          cache_dir=tmp_path / "cache", k_values=(1, 3, 10))
+    base = EvaluateConfig(
+        dataset_path=folder,
+        model="hash:64",
+        output_dir=tmp_path / "results",
+        progress=False,
+        cache_dir=tmp_path / "cache",
+        k_values=(1, 3, 10),
+    )
     return replace(base, **changes)
 
 
@@ -94,8 +101,10 @@ def test_ray_engine_equals_the_local_engine(cluster, tmp_path):
     assert local_vectors.keys() == ray_vectors.keys() and len(ray_vectors) == 37
     for doc_id, vector in local_vectors.items():
         np.testing.assert_allclose(ray_vectors[doc_id], vector, atol=1e-5)
-    chunks = sorted(p.name for p in next((tmp_path / "ray" / "cache" / "embeddings").glob("*/chunk-00004.npy")).parent
-                    .glob("chunk-*.npy"))
+    chunks = sorted(
+        p.name
+        for p in next((tmp_path / "ray" / "cache" / "embeddings").glob("*/chunk-00004.npy")).parent.glob("chunk-*.npy")
+    )
     assert len(chunks) == 5  # 37 documents in shards of 8
 
 
@@ -106,7 +115,9 @@ def test_the_local_cluster_turns_probes_off_for_itself_only(cluster):
     assert ray.get(getenv.remote("http_proxy")) == user_proxy  # workers get the user's proxy back
     assert ray.get_runtime_context().get_node_id() and ray.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"
     # The driver's environment is as it was before the cluster started.
-    assert os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") is None and os.environ.get("http_proxy") != LOOPBACK_PROXY
+    assert (
+        os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") is None and os.environ.get("http_proxy") != LOOPBACK_PROXY
+    )
 
 
 def test_a_ray_entry_is_a_cache_hit_for_the_local_engine(cluster, tmp_path):
@@ -119,8 +130,9 @@ def test_a_ray_entry_is_a_cache_hit_for_the_local_engine(cluster, tmp_path):
 
 def test_the_real_model_on_ray_matches_local_to_1e5(cluster, tmp_path, tiny_beir):
     local = evaluate_dataset(_config(tiny_beir, tmp_path / "local", model="all-MiniLM-L6-v2"))
-    distributed = evaluate_dataset(_config(tiny_beir, tmp_path / "ray", model="all-MiniLM-L6-v2", engine="ray",
-                                           ray=RaySpec(shards=2)))
+    distributed = evaluate_dataset(
+        _config(tiny_beir, tmp_path / "ray", model="all-MiniLM-L6-v2", engine="ray", ray=RaySpec(shards=2))
+    )
     assert distributed.result.metrics == local.result.metrics
     local_vectors, ray_vectors = _vectors(tmp_path / "local" / "cache"), _vectors(tmp_path / "ray" / "cache")
     for doc_id, vector in local_vectors.items():
@@ -152,8 +164,13 @@ def _corpus_entry_root(folder: Path, cache: Path) -> Path:
     from harness.io.lines import content_sha256
     from harness.pipeline.evaluate import DOC_TEXT_RULE
 
-    inputs = {"kind": "corpus", "model": load_encoder("hash:64").fingerprint(), "text_rule": DOC_TEXT_RULE,
-              "dtype": "float32", "corpus_sha256": content_sha256(folder / "corpus.jsonl")}
+    inputs = {
+        "kind": "corpus",
+        "model": load_encoder("hash:64").fingerprint(),
+        "text_rule": DOC_TEXT_RULE,
+        "dtype": "float32",
+        "corpus_sha256": content_sha256(folder / "corpus.jsonl"),
+    }
     return embedding_entry(cache, inputs).root
 
 
@@ -186,8 +203,14 @@ def test_workers_that_cannot_see_the_cache_stop_the_run_before_encoding(cluster,
     folder = _corpus(tmp_path / "data", 5)
     entry = embedding_entry(tmp_path / "elsewhere", {"kind": "corpus"})  # never started: not there for workers
     with pytest.raises(HarnessError, match="cannot see the cache entry .* filesystem every Ray node mounts"):
-        list(encode_corpus_ray(EncodeJob(_hash_loader, {"name": "hash:64"}, entry, 2, 32),
-                               iter_corpus(folder / "corpus.jsonl"), RaySpec(), progress=False))
+        list(
+            encode_corpus_ray(
+                EncodeJob(_hash_loader, {"name": "hash:64"}, entry, 2, 32),
+                iter_corpus(folder / "corpus.jsonl"),
+                RaySpec(),
+                progress=False,
+            )
+        )
     assert not entry.root.exists()
 
 
@@ -196,8 +219,14 @@ def test_a_worker_with_another_model_is_refused(cluster, tmp_path):
     entry = embedding_entry(tmp_path / "cache", {"kind": "corpus"})
     entry.start(2)
     with pytest.raises(HarnessError, match="loaded a different model than the driver"):
-        list(encode_corpus_ray(EncodeJob(_hash_loader, {"name": "hash:64", "scheme": "other"}, entry, 2, 32),
-                               iter_corpus(folder / "corpus.jsonl"), RaySpec(), progress=False))
+        list(
+            encode_corpus_ray(
+                EncodeJob(_hash_loader, {"name": "hash:64", "scheme": "other"}, entry, 2, 32),
+                iter_corpus(folder / "corpus.jsonl"),
+                RaySpec(),
+                progress=False,
+            )
+        )
     assert not list(entry.root.glob("chunk-*"))
 
 
@@ -239,34 +268,108 @@ def test_missing_ray_is_one_line(monkeypatch, tmp_path, tiny_beir):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[ray\]'"):
         connect(RaySpec())
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", "--engine", "ray",
-                                      "--cache-dir", str(tmp_path / "c"), "--output-dir", str(tmp_path / "r")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "hash:64",
+            "--engine",
+            "ray",
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--output-dir",
+            str(tmp_path / "r"),
+        ],
+    )
     assert result.exit_code != 0 and "beir-harness[ray]" in result.output
     assert "Traceback" not in result.output
 
 
 def test_cli_ray_local_and_option_checks(cluster, tmp_path, tiny_beir):
     runner = CliRunner()
-    ok = runner.invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "hash:64", "--engine", "ray", "--shards",
-                             "2", "--cache-dir", str(tmp_path / "c"), "--output-dir", str(tmp_path / "r"), "--json"])
+    ok = runner.invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "hash:64",
+            "--engine",
+            "ray",
+            "--shards",
+            "2",
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--output-dir",
+            str(tmp_path / "r"),
+            "--json",
+        ],
+    )
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.stdout)["config"]["engine"] == "ray"
     misuse = runner.invoke(cli, ["evaluate", str(tiny_beir), "--shards", "4"])
     assert misuse.exit_code == 2 and "need --engine ray" in misuse.output
-    no_gpus = runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", "--engine", "ray",
-                                  "--ray-gpus-per-worker", "1", "--cache-dir", str(tmp_path / "c4"), "--output-dir",
-                                  str(tmp_path / "r4")])
+    no_gpus = runner.invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "hash:64",
+            "--engine",
+            "ray",
+            "--ray-gpus-per-worker",
+            "1",
+            "--cache-dir",
+            str(tmp_path / "c4"),
+            "--output-dir",
+            str(tmp_path / "r4"),
+        ],
+    )
     assert no_gpus.exit_code == 1 and "asks for GPUs, but the Ray cluster has 0" in no_gpus.stderr
     assert not (tmp_path / "r4").exists()
-    local = runner.invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "hash:64", "--engine", "ray",
-                                "--ray-local", "2", "--cache-dir", str(tmp_path / "c2"), "--output-dir",
-                                str(tmp_path / "r2")])
+    local = runner.invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "hash:64",
+            "--engine",
+            "ray",
+            "--ray-local",
+            "2",
+            "--cache-dir",
+            str(tmp_path / "c2"),
+            "--output-dir",
+            str(tmp_path / "r2"),
+        ],
+    )
     assert local.exit_code == 0, local.output  # joins this test's running session instead of starting one
-    unreachable = runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", "--engine", "ray",
-                                      "--ray-address", "127.0.0.1:1", "--cache-dir", str(tmp_path / "c3"),
-                                      "--output-dir", str(tmp_path / "r3")])
+    unreachable = runner.invoke(
+        cli,
+        [
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "hash:64",
+            "--engine",
+            "ray",
+            "--ray-address",
+            "127.0.0.1:1",
+            "--cache-dir",
+            str(tmp_path / "c3"),
+            "--output-dir",
+            str(tmp_path / "r3"),
+        ],
+    )
     assert unreachable.exit_code == 1 and "cannot reach the Ray cluster at 127.0.0.1:1" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr and not (tmp_path / "r3").exists()
-    both = runner.invoke(cli, ["evaluate", str(tiny_beir), "--engine", "ray", "--ray-address", "auto",
-                               "--ray-local", "2"])
+    both = runner.invoke(
+        cli, ["evaluate", str(tiny_beir), "--engine", "ray", "--ray-address", "auto", "--ray-local", "2"]
+    )
     assert both.exit_code == 1 and "not both" in both.stderr

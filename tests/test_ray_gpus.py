@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import pytest
 
-from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 from harness.engines.ray_engine import RaySpec, start_local_cluster
 from harness.errors import HarnessError
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 ray = pytest.importorskip("ray")
 
@@ -38,17 +38,25 @@ def _folder(tmp_path):
     (folder / "qrels").mkdir(parents=True)
     with open(folder / "corpus.jsonl", "w") as handle:
         handle.writelines(json.dumps({"_id": f"d{i}", "text": f"w{i % 7} w{i % 5} doc{i}"}) + "\n" for i in range(40))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"doc{i * 3}"}) + "\n"
-                                                  for i in range(5)))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"q{i}\td{i * 3}\t1\n" for i in range(5)))
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"doc{i * 3}"}) + "\n" for i in range(5))
+    )
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i * 3}\t1\n" for i in range(5))
+    )
     return folder
 
 
 def test_actors_ask_for_gpus_and_each_gets_its_own(gpu_cluster, tmp_path, caplog):
     folder = _folder(tmp_path)
-    base = EvaluateConfig(dataset_path=folder, model="hash:64", output_dir=None, progress=False,
-                          cache_dir=tmp_path / "cache", k_values=(1, 10))
+    base = EvaluateConfig(
+        dataset_path=folder,
+        model="hash:64",
+        output_dir=None,
+        progress=False,
+        cache_dir=tmp_path / "cache",
+        k_values=(1, 10),
+    )
     with caplog.at_level(logging.INFO, logger="harness"):
         on_gpus = evaluate_dataset(replace(base, engine="ray", ray=RaySpec(shards=4, gpus_per_worker=1)))
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Ray engine: "))
@@ -63,9 +71,16 @@ def test_actors_ask_for_gpus_and_each_gets_its_own(gpu_cluster, tmp_path, caplog
 
 def test_fractional_gpus_pack_workers(gpu_cluster, tmp_path, caplog):
     folder = _folder(tmp_path)
-    config = EvaluateConfig(dataset_path=folder, model="hash:64", output_dir=None, progress=False,
-                            cache_dir=tmp_path / "cache", k_values=(1, 10), engine="ray",
-                            ray=RaySpec(shards=4, gpus_per_worker=0.5))
+    config = EvaluateConfig(
+        dataset_path=folder,
+        model="hash:64",
+        output_dir=None,
+        progress=False,
+        cache_dir=tmp_path / "cache",
+        k_values=(1, 10),
+        engine="ray",
+        ray=RaySpec(shards=4, gpus_per_worker=0.5),
+    )
     with caplog.at_level(logging.INFO, logger="harness"):
         evaluate_dataset(config)
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Ray engine: "))
@@ -75,11 +90,21 @@ def test_fractional_gpus_pack_workers(gpu_cluster, tmp_path, caplog):
 def test_fp16_from_a_cpu_driver_is_checked_on_the_actors_not_refused_on_the_driver(gpu_cluster, tiny_beir, tmp_path):
     """The driver has no GPU and fp16 is not refused there; each actor checks where the model runs: these
     logical-GPU actors' torch sees no CUDA, so it is they that refuse, naming themselves."""
-    config = EvaluateConfig(dataset_path=tiny_beir, output_dir=None, progress=False, cache_dir=tmp_path / "cache",
-                            engine="ray", ray=RaySpec(gpus_per_worker=1), device="cpu")
+    config = EvaluateConfig(
+        dataset_path=tiny_beir,
+        output_dir=None,
+        progress=False,
+        cache_dir=tmp_path / "cache",
+        engine="ray",
+        ray=RaySpec(gpus_per_worker=1),
+        device="cpu",
+    )
     config = replace(config, encoder=replace(config.encoder, precision="fp16"))
-    with pytest.raises(HarnessError, match=r"a Ray worker could not start: on Ray worker .* \(Ray GPU\(s\) \[\d\], "
-                                           r"cpu\): precision fp16 on a CPU is not supported"):
+    with pytest.raises(
+        HarnessError,
+        match=r"a Ray worker could not start: on Ray worker .* \(Ray GPU\(s\) \[\d\], "
+        r"cpu\): precision fp16 on a CPU is not supported",
+    ):
         evaluate_dataset(config)
 
 
@@ -123,8 +148,14 @@ def fake_gpu_cluster():
     if ray.is_initialized():
         ray.shutdown()
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this test module
-    start_local_cluster(ray, 2, num_gpus=2, include_dashboard=False, log_to_driver=False,
-                        runtime_env={"worker_process_setup_hook": _sees_one_gpu})  # as --ray-local does
+    start_local_cluster(
+        ray,
+        2,
+        num_gpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"worker_process_setup_hook": _sees_one_gpu},
+    )  # as --ray-local does
     yield
     ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])

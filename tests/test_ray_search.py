@@ -47,7 +47,7 @@ def _entry(root: Path, chunks: list[np.ndarray], seed: int = 0):
     entry.start(max(map(len, chunks)))
     start = 0
     for index, vectors in enumerate(chunks):
-        entry.write_chunk(index, names[start:start + len(vectors)], vectors)
+        entry.write_chunk(index, names[start : start + len(vectors)], vectors)
         start += len(vectors)
     entry.finish(len(chunks), start, chunks[0].shape[1])
     return entry, names
@@ -67,7 +67,7 @@ def _local_flat(chunks: list[np.ndarray], doc_ids: list[str], queries: np.ndarra
     index = VectorIndex(chunks[0].shape[1])
     start = 0
     for vectors in chunks:
-        index.add(doc_ids[start:start + len(vectors)], vectors)
+        index.add(doc_ids[start : start + len(vectors)], vectors)
         start += len(vectors)
     return index.search([f"q{i}" for i in range(len(queries))], queries, depth)
 
@@ -103,8 +103,9 @@ def test_sharded_search_equals_local_flat_search_on_float_vectors(cluster, tmp_p
     entry, doc_ids = _entry(tmp_path, chunks, seed=3)
     queries = rng.standard_normal((300, 384)).astype(np.float32)
     local = _local_flat(chunks, doc_ids, queries, 50)
-    run, _ = search_sharded(entry, [len(c) for c in chunks], doc_ids, [f"q{i}" for i in range(300)], queries, 50,
-                            shards=4)
+    run, _ = search_sharded(
+        entry, [len(c) for c in chunks], doc_ids, [f"q{i}" for i in range(300)], queries, 50, shards=4
+    )
     assert run == local  # bit for bit
     reference = queries.astype(np.float64) @ np.concatenate(chunks).astype(np.float64).T
     for i, hits in enumerate(run.to_dict().values()):
@@ -126,8 +127,16 @@ def test_a_worker_lost_mid_search_has_its_shard_searched_again(cluster, tmp_path
     entry, doc_ids = _entry(tmp_path / "cache", chunks)
     queries = rng.integers(-1, 2, size=(25, 6)).astype(np.float32)
     marker = tmp_path / "lost"
-    run, _ = search_sharded(entry, UNEVEN, doc_ids, [f"q{i}" for i in range(25)], queries, 20, shards=3,
-                            before=partial(lose_worker_once, str(marker), 1))
+    run, _ = search_sharded(
+        entry,
+        UNEVEN,
+        doc_ids,
+        [f"q{i}" for i in range(25)],
+        queries,
+        20,
+        shards=3,
+        before=partial(lose_worker_once, str(marker), 1),
+    )
     assert marker.exists()  # the worker searching shard 1 did die
     assert run == _brute_force(queries, np.concatenate(chunks), doc_ids, 20)
 
@@ -137,11 +146,23 @@ def test_a_worker_lost_on_every_try_fails_the_run_naming_its_shard(cluster, tmp_
     chunks = _tied_chunks(rng)
     entry, doc_ids = _entry(tmp_path / "cache", chunks)
     queries = rng.integers(-1, 2, size=(5, 6)).astype(np.float32)
-    with pytest.raises(HarnessError, match=r"^shard 1 of 3 \(cache chunks 2-3, documents 308-358\) failed during "
-                                           r"sharded search: its Ray worker was lost \(WorkerCrashedError\) on its only try; "
-                                           r"rerun, or search on the driver \(`ray_search` driver\)$"):
-        search_sharded(entry, UNEVEN, doc_ids, [f"q{i}" for i in range(5)], queries, 10, shards=3, retries=0,
-                       before=partial(lose_worker_once, str(tmp_path / "lost"), 1))
+    with pytest.raises(
+        HarnessError,
+        match=r"^shard 1 of 3 \(cache chunks 2-3, documents 308-358\) failed during "
+        r"sharded search: its Ray worker was lost \(WorkerCrashedError\) on its only try; "
+        r"rerun, or search on the driver \(`ray_search` driver\)$",
+    ):
+        search_sharded(
+            entry,
+            UNEVEN,
+            doc_ids,
+            [f"q{i}" for i in range(5)],
+            queries,
+            10,
+            shards=3,
+            retries=0,
+            before=partial(lose_worker_once, str(tmp_path / "lost"), 1),
+        )
 
 
 def _corpus(folder: Path, n_docs: int) -> Path:
@@ -150,8 +171,12 @@ def _corpus(folder: Path, n_docs: int) -> Path:
     words = "apple banana cherry date elder fig grape".split()
     with open(folder / "corpus.jsonl", "w") as handle:
         for i in range(n_docs):
-            handle.write(json.dumps({"_id": f"d{i}", "title": "", "text": " ".join(words[(i * 3 + j) % 7]
-                                                                                    for j in range(1 + i % 3))}) + "\n")
+            handle.write(
+                json.dumps(
+                    {"_id": f"d{i}", "title": "", "text": " ".join(words[(i * 3 + j) % 7] for j in range(1 + i % 3))}
+                )
+                + "\n"
+            )
     with open(folder / "queries.jsonl", "w") as handle:
         for q in range(6):
             handle.write(json.dumps({"_id": f"q{q}", "text": words[q]}) + "\n")
@@ -163,8 +188,15 @@ def _corpus(folder: Path, n_docs: int) -> Path:
 
 def test_evaluate_on_ray_searches_sharded_and_equals_the_local_engine(cluster, tmp_path):
     folder = _corpus(tmp_path / "data", 41)
-    base = EvaluateConfig(dataset_path=folder, model="hash:64", output_dir=tmp_path / "results", progress=False,
-                          cache_dir=tmp_path / "cache", k_values=(1, 3, 10), top_k=10)
+    base = EvaluateConfig(
+        dataset_path=folder,
+        model="hash:64",
+        output_dir=tmp_path / "results",
+        progress=False,
+        cache_dir=tmp_path / "cache",
+        k_values=(1, 3, 10),
+        top_k=10,
+    )
     local = evaluate_dataset(base)
     on_ray = replace(base, engine="ray", cache_dir=tmp_path / "ray-cache")  # 5 chunks, not the local run's one
     sharded = evaluate_dataset(replace(on_ray, ray=RaySpec(shards=5)))
@@ -194,8 +226,9 @@ def test_a_worker_killed_from_outside_mid_search_loses_nothing(cluster, tmp_path
 
     killer = threading.Thread(target=kill_a_searching_worker)
     killer.start()
-    run, _ = search_sharded(entry, [len(c) for c in chunks], doc_ids, [f"q{i}" for i in range(1500)], queries, 20,
-                            shards=3)
+    run, _ = search_sharded(
+        entry, [len(c) for c in chunks], doc_ids, [f"q{i}" for i in range(1500)], queries, 20, shards=3
+    )
     killer.join()
     assert killed, "no searching worker was found to kill"
     assert run == _local_flat(chunks, doc_ids, queries, 20)
@@ -210,8 +243,9 @@ def test_cli_ray_search_needs_the_ray_engine_and_is_recorded(cluster, tmp_path):
     common = [str(folder), "--model", "hash:64", "--cache-dir", str(tmp_path / "cache"), "-q"]
     refused = CliRunner().invoke(cli, ["evaluate", *common, "--ray-search", "driver"])
     assert refused.exit_code == 2 and "--ray-search need --engine ray" in refused.output
-    ran = CliRunner().invoke(cli, ["evaluate", *common, "--engine", "ray", "--shards", "4", "--output-dir",
-                                   str(tmp_path / "out"), "--json"])
+    ran = CliRunner().invoke(
+        cli, ["evaluate", *common, "--engine", "ray", "--shards", "4", "--output-dir", str(tmp_path / "out"), "--json"]
+    )
     assert ran.exit_code == 0, ran.output
     config = json.loads(next((tmp_path / "out").rglob("test*.json")).read_text())["config"]
     assert config["search_path"] == "ray-sharded" and config["search_shards"] == 2

@@ -47,8 +47,17 @@ def test_published_scores_table_is_valid():
 
     text = importlib.resources.files("harness").joinpath("data/published-scores.csv").read_text(encoding="utf-8")
     reader = csv.DictReader(text.splitlines())
-    assert reader.fieldnames == ["dataset", "system", "variant", "split", "ndcg@10", "recall@100", "mrr@10",
-                                 "map@100", "source"]
+    assert reader.fieldnames == [
+        "dataset",
+        "system",
+        "variant",
+        "split",
+        "ndcg@10",
+        "recall@100",
+        "mrr@10",
+        "map@100",
+        "source",
+    ]
     assert len(list(reader)) == 1000
     rows = published.published_scores()
     keys = set()
@@ -71,12 +80,25 @@ def test_published_scores_table_is_valid():
 
 
 def test_the_registry_knows_mtebs_task_names():
-    tasks = {"SciFact": "scifact", "NFCorpus": "nfcorpus", "FiQA2018": "fiqa", "ArguAna": "arguana",
-             "SCIDOCS": "scidocs", "TRECCOVID": "trec-covid", "Touche2020": "webis-touche2020",
-             "QuoraRetrieval": "quora", "NQ": "nq", "HotpotQA": "hotpotqa", "DBPedia": "dbpedia-entity",
-             "FEVER": "fever", "ClimateFEVER": "climate-fever", "MSMARCO": "msmarco",
-             "CQADupstackAndroidRetrieval": "cqadupstack/android", "CQADupstackWordpressRetrieval":
-             "cqadupstack/wordpress", "CQADupstackGisRetrieval": "cqadupstack/gis"}
+    tasks = {
+        "SciFact": "scifact",
+        "NFCorpus": "nfcorpus",
+        "FiQA2018": "fiqa",
+        "ArguAna": "arguana",
+        "SCIDOCS": "scidocs",
+        "TRECCOVID": "trec-covid",
+        "Touche2020": "webis-touche2020",
+        "QuoraRetrieval": "quora",
+        "NQ": "nq",
+        "HotpotQA": "hotpotqa",
+        "DBPedia": "dbpedia-entity",
+        "FEVER": "fever",
+        "ClimateFEVER": "climate-fever",
+        "MSMARCO": "msmarco",
+        "CQADupstackAndroidRetrieval": "cqadupstack/android",
+        "CQADupstackWordpressRetrieval": "cqadupstack/wordpress",
+        "CQADupstackGisRetrieval": "cqadupstack/gis",
+    }
     for task, name in tasks.items():
         assert registry.from_mteb_task(task) == name
         assert registry.from_mteb_task(task.lower()) == name
@@ -88,9 +110,9 @@ def test_the_registry_knows_mtebs_task_names():
 def test_an_mteb_task_name_resolves_to_the_installed_dataset(tmp_path):
     import shutil
 
-    from harness.datasets.catalog import STAMP, resolve_dataset
-
     from conftest import DATA
+
+    from harness.datasets.catalog import STAMP, resolve_dataset
 
     shutil.copytree(DATA / "tiny", tmp_path / "scifact")
     (tmp_path / "scifact" / STAMP).write_text("{}")

@@ -49,8 +49,11 @@ def rows_that_did_not_run(outcomes: dict[str, str]) -> list[str]:
     """
     missed = []
     for number, section, test in _rows():
-        nodes = {node: outcome for node, outcome in outcomes.items()
-                 if node == test or ("[" not in test and node.startswith(test + "["))}
+        nodes = {
+            node: outcome
+            for node, outcome in outcomes.items()
+            if node == test or ("[" not in test and node.startswith(test + "["))
+        }
         if not nodes:
             missed.append(f"RELIABILITY.md:{number} ({section}): {test} was not collected")
         for node, outcome in sorted(nodes.items()):
@@ -62,8 +65,9 @@ def rows_that_did_not_run(outcomes: dict[str, str]) -> list[str]:
 @pytest.fixture(scope="module")
 def collected() -> set[str]:
     """The node ids `pytest` collects with the project's default options (slow tests deselected)."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {line.strip() for line in proc.stdout.splitlines() if "::" in line}
 
@@ -72,8 +76,11 @@ def test_every_row_names_a_test_that_ci_runs(collected):
     missing = []
     for section, tests in _rows_by_section().items():
         for test in tests:
-            found = test in collected if "[" in test else any(
-                node == test or node.startswith(test + "[") for node in collected)
+            found = (
+                test in collected
+                if "[" in test
+                else any(node == test or node.startswith(test + "[") for node in collected)
+            )
             if not found:
                 missing.append(f"{section}: {test}")
     assert not missing, "RELIABILITY.md names tests that pytest does not run:\n" + "\n".join(missing)
@@ -96,8 +103,10 @@ def test_every_convert_bad_input_case_is_listed():
 
 def test_the_readme_quotes_the_current_counts():
     sections = _rows_by_section()
-    counts = (f"{len(sections['Bad input'])} bad inputs, {len(sections['Download faults'])} download faults, "
-              f"{len(sections['Interruption points'])} interruption points")
+    counts = (
+        f"{len(sections['Bad input'])} bad inputs, {len(sections['Download faults'])} download faults, "
+        f"{len(sections['Interruption points'])} interruption points"
+    )
     assert counts in " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
 
 
@@ -135,11 +144,17 @@ def test_every_table_renders(name):
 
 def test_the_table_check_catches_each_way_a_table_breaks(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("| a | b |\n|---|---|\n| 1 | `x \\| y` |\n\ntext\n\n| a | b |\n| 1 | 2 |\n|---|---|\n\n"
-                    "| a | b |\n|---|---|---|\n| 1 | 2 | 3 |\n", encoding="utf-8")
-    assert _table_faults(page) == ["page.md:8: the table's second line is not a |---| separator",
-                                   "page.md:9: a |---| separator inside the table",
-                                   "page.md:12: 3 cells, the header has 2", "page.md:13: 3 cells, the header has 2"]
+    page.write_text(
+        "| a | b |\n|---|---|\n| 1 | `x \\| y` |\n\ntext\n\n| a | b |\n| 1 | 2 |\n|---|---|\n\n"
+        "| a | b |\n|---|---|---|\n| 1 | 2 | 3 |\n",
+        encoding="utf-8",
+    )
+    assert _table_faults(page) == [
+        "page.md:8: the table's second line is not a |---| separator",
+        "page.md:9: a |---| separator inside the table",
+        "page.md:12: 3 cells, the header has 2",
+        "page.md:13: 3 cells, the header has 2",
+    ]
 
 
 def test_rows_whose_test_was_skipped_deselected_or_missing_are_listed():
@@ -154,9 +169,11 @@ def test_rows_whose_test_was_skipped_deselected_or_missing_are_listed():
     outcomes[whole[2] + "[c]"] = "deselected"
     del outcomes[plain[2]]
     outcomes[plain[2] + "_longer"] = "passed"  # a name that only starts like the row's is another test
-    expected = [f"RELIABILITY.md:{exact[0]} ({exact[1]}): {exact[2]} skipped (no atheris)",
-                f"RELIABILITY.md:{whole[0]} ({whole[1]}): {whole[2]}[c] deselected",
-                f"RELIABILITY.md:{plain[0]} ({plain[1]}): {plain[2]} was not collected"]
+    expected = [
+        f"RELIABILITY.md:{exact[0]} ({exact[1]}): {exact[2]} skipped (no atheris)",
+        f"RELIABILITY.md:{whole[0]} ({whole[1]}): {whole[2]}[c] deselected",
+        f"RELIABILITY.md:{plain[0]} ({plain[1]}): {plain[2]} was not collected",
+    ]
     assert sorted(rows_that_did_not_run(outcomes)) == sorted(expected)
 
 
@@ -165,15 +182,30 @@ def test_a_skipped_row_fails_the_ci_check_end_to_end(tmp_path):
     row = "tests/test_formats.py::test_atomic_writer_unwritable_parent"
     (tmp_path / "skip_one.py").write_text(
         "import pytest\n\ndef pytest_collection_modifyitems(items):\n    for item in items:\n"
-        f"        if item.nodeid == {row!r}:\n            item.add_marker(pytest.mark.skip(reason='on purpose'))\n")
+        f"        if item.nodeid == {row!r}:\n            item.add_marker(pytest.mark.skip(reason='on purpose'))\n"
+    )
     outcomes = tmp_path / "outcomes.json"
-    env = {**os.environ, "BEIR_HARNESS_TEST_OUTCOMES": str(outcomes),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "skip_one", "tests/test_formats.py",
-                          "-k", "atomic_writer"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "BEIR_HARNESS_TEST_OUTCOMES": str(outcomes),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    }
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "skip_one", "tests/test_formats.py", "-k", "atomic_writer"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stdout[-2000:]  # pytest alone passes on a skip
-    check = subprocess.run([sys.executable, str(Path(__file__)), "--require-ran", str(outcomes)], cwd=ROOT,
-                           capture_output=True, text=True, timeout=60)
+    check = subprocess.run(
+        [sys.executable, str(Path(__file__)), "--require-ran", str(outcomes)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert check.returncode == 1
     assert f"{row} skipped (on purpose)" in check.stderr
     assert "tests/test_formats.py::test_atomic_writer_disk_full" not in check.stderr  # it ran
@@ -189,13 +221,19 @@ def main(argv: list[str]) -> int:
         return 2
     path = Path(argv[1])
     if not path.is_file() or not path.stat().st_size:
-        print(f"{path}: no test outcomes (pytest did not finish, or BEIR_HARNESS_TEST_OUTCOMES was not set)",
-              file=sys.stderr)
+        print(
+            f"{path}: no test outcomes (pytest did not finish, or BEIR_HARNESS_TEST_OUTCOMES was not set)",
+            file=sys.stderr,
+        )
         return 1
     missed = rows_that_did_not_run(json.loads(path.read_text(encoding="utf-8")))
     if missed:
-        print(f"{len(missed)} RELIABILITY.md row(s) say their test runs in CI, but it did not run here:",
-              *missed, sep="\n", file=sys.stderr)
+        print(
+            f"{len(missed)} RELIABILITY.md row(s) say their test runs in CI, but it did not run here:",
+            *missed,
+            sep="\n",
+            file=sys.stderr,
+        )
         return 1
     print(f"all {len(_rows())} RELIABILITY.md rows ran their tests")
     return 0

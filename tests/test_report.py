@@ -39,9 +39,21 @@ def test_a_result_reads_back_typed_and_equal(tmp_path):
     from harness.records import Run
     from harness.reporting.report import Result, write_result
 
-    result = Result(dataset="d", split="test", model="m", metrics={"nDCG@10": 0.5}, per_query={"q": {"nDCG@10": 0.5}},
-                    n_queries=1, config={"top_k": 10}, fingerprints={"qrels": "x"}, timings={"total": 1.0},
-                    versions={"beir-harness": "1"}, created="2026-11-30T00:00:00+00:00", label="mine", config_hash="h")
+    result = Result(
+        dataset="d",
+        split="test",
+        model="m",
+        metrics={"nDCG@10": 0.5},
+        per_query={"q": {"nDCG@10": 0.5}},
+        n_queries=1,
+        config={"top_k": 10},
+        fingerprints={"qrels": "x"},
+        timings={"total": 1.0},
+        versions={"beir-harness": "1"},
+        created="2026-11-30T00:00:00+00:00",
+        label="mine",
+        config_hash="h",
+    )
     path, _ = write_result(result, Run.from_scores({"q": {"a": 1.0}}), tmp_path)
     back = Result.from_json(path)
     assert back.path == path and back.label == "mine" and back.metrics == result.metrics
@@ -49,8 +61,9 @@ def test_a_result_reads_back_typed_and_equal(tmp_path):
     assert back == Result(**{**result.__dict__, "fingerprints": back.fingerprints})  # `path` is not compared
 
 
-@pytest.mark.parametrize("text, why", [("{", "invalid JSON"), ('{"dataset": "d"}', "no split, model"),
-                                       ("[1, 2]", "no dataset")])
+@pytest.mark.parametrize(
+    "text, why", [("{", "invalid JSON"), ('{"dataset": "d"}', "no split, model"), ("[1, 2]", "no dataset")]
+)
 def test_a_file_that_is_not_a_result_says_what_it_lacks(tmp_path, text, why):
     from harness.errors import HarnessError
     from harness.reporting.report import Result, read_result

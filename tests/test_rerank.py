@@ -27,8 +27,16 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-cross-encoder")
     (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=5 + len(WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, num_labels=1, initializer_range=0.5)
+    config = BertConfig(
+        vocab_size=5 + len(WORDS),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=1,
+        initializer_range=0.5,
+    )
     BertForSequenceClassification(config).save_pretrained(folder)
     vocab = (folder / "vocab.txt").read_text().split()
     BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder)
@@ -65,19 +73,48 @@ def test_reranked_scores_are_the_cross_encoders_and_depth_1_keeps_the_ranking(ti
         got = [reranked.scores[query_id][hit.doc_id] for hit in hits]
         np.testing.assert_allclose(got, expected, rtol=1e-6)
     assert counts == {"pairs": 5, "cached": 0}
-    top1, _ = rerank(first, queries, docs, Reranker(RerankSpec(str(tiny_cross_encoder), depth=1)),
-                     ScoreCache(None, {}), progress=False)
+    top1, _ = rerank(
+        first,
+        queries,
+        docs,
+        Reranker(RerankSpec(str(tiny_cross_encoder), depth=1)),
+        ScoreCache(None, {}),
+        progress=False,
+    )
     assert {q: [h.doc_id for h in top1[q]] for q in top1} == {q: [first[q][0].doc_id] for q in first}
 
 
-def test_a_deeper_rerun_scores_only_new_pairs_and_the_result_names_both_stages(tiny_cross_encoder, tiny_beir,
-                                                                             tmp_path):
+def test_a_deeper_rerun_scores_only_new_pairs_and_the_result_names_both_stages(tiny_cross_encoder, tiny_beir, tmp_path):
     cache = tmp_path / "cache"
-    shallow = _evaluate(tiny_beir, tmp_path / "r", "--model", "hash:64", "--rerank", str(tiny_cross_encoder),
-                        "--rerank-depth", "2", "--k", "1,2", "--cache-dir", str(cache))
+    shallow = _evaluate(
+        tiny_beir,
+        tmp_path / "r",
+        "--model",
+        "hash:64",
+        "--rerank",
+        str(tiny_cross_encoder),
+        "--rerank-depth",
+        "2",
+        "--k",
+        "1,2",
+        "--cache-dir",
+        str(cache),
+    )
     assert shallow.exit_code == 0, shallow.stderr
-    deep = _evaluate(tiny_beir, tmp_path / "r", "--model", "hash:64", "--rerank", str(tiny_cross_encoder),
-                     "--rerank-depth", "4", "--k", "1,2", "--cache-dir", str(cache))
+    deep = _evaluate(
+        tiny_beir,
+        tmp_path / "r",
+        "--model",
+        "hash:64",
+        "--rerank",
+        str(tiny_cross_encoder),
+        "--rerank-depth",
+        "4",
+        "--k",
+        "1,2",
+        "--cache-dir",
+        str(cache),
+    )
     a, b = json.loads(shallow.stdout), json.loads(deep.stdout)
     assert a["config"]["rerank"]["cached_pairs"] == 0 and a["config"]["rerank"]["pairs"] == 6
     assert b["config"]["rerank"]["cached_pairs"] == 6 and b["config"]["rerank"]["pairs"] == 12
@@ -97,7 +134,7 @@ def _run_lengths(out, data):
 def test_an_interrupted_rerank_keeps_the_scored_pairs(tiny_cross_encoder, tmp_path, monkeypatch):
     first = Run.from_scores({f"q{i}": {f"d{j}": float(j) for j in range(10)} for i in range(30)})
     queries = {f"q{i}": f"apple {WORDS[i % len(WORDS)]}" for i in range(30)}
-    docs = {f"d{j}": " ".join(WORDS[j:j + 3]) for j in range(10)}
+    docs = {f"d{j}": " ".join(WORDS[j : j + 3]) for j in range(10)}
     reranker = Reranker(RerankSpec(str(tiny_cross_encoder), depth=10, batch_size=4))
     original, calls = reranker.score, []
 
@@ -110,14 +147,19 @@ def test_an_interrupted_rerank_keeps_the_scored_pairs(tiny_cross_encoder, tmp_pa
     monkeypatch.setattr(reranker, "score", interrupted)
     fingerprint = reranker.fingerprint()
     with pytest.raises(KeyboardInterrupt):
-        rerank(first, queries, docs, reranker, ScoreCache(tmp_path, fingerprint), progress=False, checkpoint_seconds=3600)
+        rerank(
+            first, queries, docs, reranker, ScoreCache(tmp_path, fingerprint), progress=False, checkpoint_seconds=3600
+        )
     assert len(ScoreCache(tmp_path, fingerprint).scores) == 64  # the two batches of 32 pairs scored before
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    (["--rerank-depth", "5"], "rerank depth 5 is below the largest cutoff 100"),
-    (["--top-k", "50", "--k", "10"], "set --rerank-depth, not --top-k"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--rerank-depth", "5"], "rerank depth 5 is below the largest cutoff 100"),
+        (["--top-k", "50", "--k", "10"], "set --rerank-depth, not --top-k"),
+    ],
+)
 def test_bad_rerank_settings_are_one_line(tiny_cross_encoder, tiny_beir, tmp_path, options, message):
     result = _evaluate(tiny_beir, tmp_path / "r", "--model", "bm25", "--rerank", str(tiny_cross_encoder), *options)
     assert result.exit_code == 1 and message in result.stderr and not (tmp_path / "r").exists()
@@ -140,14 +182,39 @@ def test_bench_takes_reranking_systems(tiny_cross_encoder, tiny_beir, tmp_path):
     import csv
 
     system = f"bm25 >> {tiny_cross_encoder}@3"
-    result = CliRunner().invoke(cli, ["-q", "bench", "--models", f"{system},hash:64", "--datasets", str(tiny_beir),
-                                      "--k", "1,3", "--output-dir", str(tmp_path / "grid"), "--cache-dir",
-                                      str(tmp_path / "cache")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--models",
+            f"{system},hash:64",
+            "--datasets",
+            str(tiny_beir),
+            "--k",
+            "1,3",
+            "--output-dir",
+            str(tmp_path / "grid"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     labels = {row["label"] for row in csv.DictReader(open(tmp_path / "grid" / "results.csv"))}
     assert labels == {f"bm25 >> {tiny_cross_encoder.name}@3", "hash:64"}
-    bad = CliRunner().invoke(cli, ["-q", "bench", "--models", "bm25 >> x@ten", "--datasets", str(tiny_beir),
-                                   "--output-dir", str(tmp_path / "grid2")])
+    bad = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--models",
+            "bm25 >> x@ten",
+            "--datasets",
+            str(tiny_beir),
+            "--output-dir",
+            str(tmp_path / "grid2"),
+        ],
+    )
     assert bad.exit_code == 1 and "write FIRST >> CROSS_ENCODER@DEPTH" in bad.output
 
 
@@ -164,8 +231,18 @@ def test_top_k_equal_to_the_rerank_depth_is_accepted(tiny_cross_encoder, tiny_be
 
 
 def test_a_rerun_whose_pairs_are_all_cached_records_rerank_as_cached(tiny_cross_encoder, tiny_beir, tmp_path):
-    args = ["--model", "hash:64", "--rerank", str(tiny_cross_encoder), "--rerank-depth", "2", "--k", "1,2",
-            "--cache-dir", str(tmp_path / "cache")]
+    args = [
+        "--model",
+        "hash:64",
+        "--rerank",
+        str(tiny_cross_encoder),
+        "--rerank-depth",
+        "2",
+        "--k",
+        "1,2",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    ]
     first, again = (json.loads(_evaluate(tiny_beir, tmp_path / "r", *args).stdout) for _ in range(2))
     assert "rerank" not in first["cost"]["cached"] and first["timings"]["rerank"] > 0
     assert "rerank" in again["cost"]["cached"]

@@ -66,9 +66,11 @@ def test_the_registry_imports_no_runtime_library():
     import subprocess
     import sys
 
-    code = ("import sys, harness.runtimes.registry, harness.runtimes.spec\n"
-            "print(sorted(m for m in ('torch', 'onnx', 'onnxruntime', 'openvino', 'nncf', 'numpy', "
-            "'harness.runtimes.onnx_backend', 'harness.runtimes.openvino_backend') if m in sys.modules))")
+    code = (
+        "import sys, harness.runtimes.registry, harness.runtimes.spec\n"
+        "print(sorted(m for m in ('torch', 'onnx', 'onnxruntime', 'openvino', 'nncf', 'numpy', "
+        "'harness.runtimes.onnx_backend', 'harness.runtimes.openvino_backend') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

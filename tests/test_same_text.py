@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from harness.cli import cli
-
 from test_judge_page import Browser, _items
 from test_llm_judge import MODEL, _judge, rule, service  # noqa: F401 - service is the fake LLM fixture
+
+from harness.cli import cli
 
 TWINS = {"d01": "d00", "d04": "d00", "d05": "d03"}  # document → the one whose title and text it repeats
 
@@ -44,10 +43,12 @@ def _pool(tmp_path: Path, query_docs: dict[str, list[int]]) -> Path:
     folder = tmp_path / "set"
     _corpus(folder)
     run = tmp_path / "run.trec"
-    run.write_text("".join(f"{q} Q0 d{d:02d} 0 {50 - r} sys\n" for q, docs in query_docs.items()
-                           for r, d in enumerate(docs)))
-    result = CliRunner().invoke(cli, ["pool", str(folder), "--runs", str(run), "--depth", "9",
-                                      "--out", str(tmp_path / "pool")])
+    run.write_text(
+        "".join(f"{q} Q0 d{d:02d} 0 {50 - r} sys\n" for q, docs in query_docs.items() for r, d in enumerate(docs))
+    )
+    result = CliRunner().invoke(
+        cli, ["pool", str(folder), "--runs", str(run), "--depth", "9", "--out", str(tmp_path / "pool")]
+    )
     assert result.exit_code == 0, result.output
     pooled = {(q, f"d{d:02d}") for q, docs in query_docs.items() for d in docs}
     n_copies = sum(len(ids) - 1 for ids in _groups(folder, pooled).values())

@@ -34,8 +34,10 @@ def _synthetic(seed: int = 0) -> tuple[dict, dict]:
     """qrels and a run as BEIR-like dicts: graded and grade-0 judgments, unjudged documents, tied scores,
     judged queries the run lacks (they score 0) and run queries nobody judged (ignored)."""
     rng = random.Random(seed)
-    qrels = {f"q{i}": {f"d{rng.randrange(20_000)}": rng.choice((0, 1, 1, 2))
-                       for _ in range(rng.randint(1, 6))} for i in range(N_QUERIES)}
+    qrels = {
+        f"q{i}": {f"d{rng.randrange(20_000)}": rng.choice((0, 1, 1, 2)) for _ in range(rng.randint(1, 6))}
+        for i in range(N_QUERIES)
+    }
     run = {}
     for query_id, judged in list(qrels.items())[MISSING:]:
         # Scores rounded to 2 digits: ties are common, as in BM25 runs.
@@ -94,22 +96,31 @@ def test_scoring_stays_within_3x_pytrec_eval_and_agrees_with_it():
     ratio = times["ours"] / times["pytrec_eval"]
     assert ratio <= MAX_RATIO, (
         f"scoring {n_lines:,} lines took {times['ours']:.3f} s, {ratio:.1f}x pytrec_eval's "
-        f"{times['pytrec_eval']:.3f} s (limit {MAX_RATIO}x): profile harness.evaluation.metrics")
+        f"{times['pytrec_eval']:.3f} s (limit {MAX_RATIO}x): profile harness.evaluation.metrics"
+    )
 
     evaluation, direct = ours(), theirs()
     expected = {}
     for query_id, judged in qrels_dict.items():
         reference = direct.get(query_id)  # pytrec_eval leaves out the judged queries the run lacks: 0
         values = {"R-Prec": reference["Rprec"] if reference else 0.0}
-        values.update({f"{name}@{k}": reference[f"{trec_name}_{k}"] if reference else 0.0
-                       for name, trec_name in TREC_NAMES.items() for k in K_VALUES})
+        values.update(
+            {
+                f"{name}@{k}": reference[f"{trec_name}_{k}"] if reference else 0.0
+                for name, trec_name in TREC_NAMES.items()
+                for k in K_VALUES
+            }
+        )
         values.update(_brute_force(judged, run_dict.get(query_id, {})))
         expected[query_id] = values
     assert set(evaluation.per_query) == set(qrels_dict)
     assert all(row.keys() == expected[q].keys() for q, row in evaluation.per_query.items())
-    wrong = [(query_id, name, value, expected[query_id][name])
-             for query_id, row in evaluation.per_query.items() for name, value in row.items()
-             if not math.isclose(value, expected[query_id][name], abs_tol=1e-12)]
+    wrong = [
+        (query_id, name, value, expected[query_id][name])
+        for query_id, row in evaluation.per_query.items()
+        for name, value in row.items()
+        if not math.isclose(value, expected[query_id][name], abs_tol=1e-12)
+    ]
     assert not wrong, wrong[:5]
     # The mean is over every judged query (the missing ones count as 0), not over the scored ones.
     means = {name: math.fsum(row[name] for row in expected.values()) / N_QUERIES for name in evaluation.means}

@@ -39,8 +39,10 @@ def test_queries_without_terms_get_no_results():
 
 
 def test_bm25_through_the_cli(tiny_beir, tmp_path):
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "bm25", "--k", "1,10", "--json",
-                                      "--output-dir", str(tmp_path)])
+    result = CliRunner().invoke(
+        cli,
+        ["-q", "evaluate", str(tiny_beir), "--model", "bm25", "--k", "1,10", "--json", "--output-dir", str(tmp_path)],
+    )
     assert result.exit_code == 0, result.stderr
     import json
 
@@ -98,5 +100,6 @@ def test_term_ids_index_ranks_and_scores_as_bm25s_on_strings(name, docs, queries
         run = retriever.search(queries, depth)
         expected = _bm25s_on_string_tokens(docs, queries, depth)
         # Documents and their scores, bit for bit; the run orders them by its own tie rule (score, doc id).
-        assert {q: {h.doc_id: h.score for h in run[q]} for q in expected} == \
-            {q: dict(hits) for q, hits in expected.items()}, name
+        assert {q: {h.doc_id: h.score for h in run[q]} for q in expected} == {
+            q: dict(hits) for q, hits in expected.items()
+        }, name

@@ -47,16 +47,18 @@ def _hits(run, query_id):
 
 
 @pytest.mark.parametrize("depth", [1, 10, 100, 700])
-@pytest.mark.parametrize(("chunk", "doc_block", "query_block"), [(500, None, 20), (333, 7, 25), (2000, 100, 1000),
-                                                                  (64, 64, 44)])
+@pytest.mark.parametrize(
+    ("chunk", "doc_block", "query_block"), [(500, None, 20), (333, 7, 25), (2000, 100, 1000), (64, 64, 44)]
+)
 def test_streamed_and_in_memory_flat_rank_as_brute_force_ties_included(depth, chunk, doc_block, query_block):
     doc_ids, docs, query_ids, queries = _tied_data()
-    chunks = [docs[start:start + chunk] for start in range(0, len(docs), chunk)]
+    chunks = [docs[start : start + chunk] for start in range(0, len(docs), chunk)]
     in_memory = VectorIndex(docs.shape[1])
     for start in range(0, len(docs), chunk):
-        in_memory.add(doc_ids[start:start + chunk], docs[start:start + chunk])
-    streamed = StreamedIndex(lambda: iter(chunks), docs.__getitem__, doc_ids, docs.shape[1], None, chunk, doc_block,
-                             query_block)
+        in_memory.add(doc_ids[start : start + chunk], docs[start : start + chunk])
+    streamed = StreamedIndex(
+        lambda: iter(chunks), docs.__getitem__, doc_ids, docs.shape[1], None, chunk, doc_block, query_block
+    )
     expected = _brute_force(doc_ids, docs, queries, depth)
     for run in (in_memory.search(query_ids, queries, depth), streamed.search(query_ids, queries, depth)):
         assert [_hits(run, query_id) for query_id in query_ids] == expected
@@ -71,21 +73,22 @@ def test_streamed_equals_in_memory_on_real_valued_vectors(chunk, doc_block, quer
     doc_ids, query_ids = [f"d{i}" for i in range(len(docs))], [f"q{i}" for i in range(len(queries))]
     in_memory = VectorIndex(48)
     in_memory.add(doc_ids, docs)
-    chunks = [docs[start:start + chunk] for start in range(0, len(docs), chunk)]
+    chunks = [docs[start : start + chunk] for start in range(0, len(docs), chunk)]
     streamed = StreamedIndex(lambda: iter(chunks), docs.__getitem__, doc_ids, 48, None, chunk, doc_block, query_block)
     reference = np.sort(queries.astype(np.float64) @ docs.astype(np.float64).T, axis=1)[:, ::-1][:, :100]
     expected, got = in_memory.search(query_ids, queries, 100), streamed.search(query_ids, queries, 100)
     for position, query_id in enumerate(query_ids):
         assert _hits(got, query_id) == _hits(expected, query_id)  # same float32 scores, same order
-        np.testing.assert_allclose([score for score, _ in _hits(got, query_id)], reference[position], rtol=1e-5,
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            [score for score, _ in _hits(got, query_id)], reference[position], rtol=1e-5, atol=1e-5
+        )
 
 
 def test_merge_topk_keeps_the_best_scores_of_all_partials():
     rng = np.random.default_rng(1)
     scores = rng.integers(0, 5, (4, 30)).astype(np.float32)
     rows = np.tile(np.arange(30), (4, 1))
-    partials = [(scores[:, start:start + 10], rows[:, start:start + 10]) for start in (0, 10, 20)]
+    partials = [(scores[:, start : start + 10], rows[:, start : start + 10]) for start in (0, 10, 20)]
     merged_scores, merged_rows = merge_topk(partials, 7)
     for query in range(4):
         assert merged_scores[query].tolist() == sorted(scores[query].tolist(), reverse=True)[:7]
@@ -119,8 +122,9 @@ def test_peak_rss_stays_under_the_budget_on_a_corpus_larger_than_it(tmp_path):
     np.save(tmp_path / "queries.npy", rng.standard_normal((500, dimension), dtype=np.float32))
     budget = 150 << 20
     assert rows * dimension * 4 * chunks > 1.4 * budget
-    proc = subprocess.run([sys.executable, "-c", PEAK, str(tmp_path), str(budget)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK, str(tmp_path), str(budget)], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     measured = json.loads(proc.stdout.splitlines()[-1])
     assert measured["hits"] == 100
@@ -128,8 +132,11 @@ def test_peak_rss_stays_under_the_budget_on_a_corpus_larger_than_it(tmp_path):
 
 
 def test_a_budget_below_one_query_block_against_one_chunk_names_the_minimum():
-    with pytest.raises(MemoryBudgetError, match=r"one block of 20 queries against one 16384-document chunk needs "
-                                                 r"at least (\d+\.\d\d) MB") as raised:
+    with pytest.raises(
+        MemoryBudgetError,
+        match=r"one block of 20 queries against one 16384-document chunk needs "
+        r"at least (\d+\.\d\d) MB",
+    ) as raised:
         plan_search(100 << 20, 50 << 20, 1000, 768, 100, 16384)
     named = float(re.search(r"at least (\d+\.\d\d) MB", str(raised.value)).group(1))
     assert named > 50 + 2 * 16384 * 768 * 4 / 2**20  # what the process holds, and the mapped chunks
@@ -149,8 +156,10 @@ def _folder(root: Path, n_docs: int) -> Path:
     with open(root / "corpus.jsonl", "w", encoding="utf-8") as handle:
         for i, text in enumerate(texts):
             handle.write(json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n")
-    with open(root / "queries.jsonl", "w", encoding="utf-8") as queries, \
-            open(root / "qrels" / "test.tsv", "w", encoding="utf-8") as qrels:
+    with (
+        open(root / "queries.jsonl", "w", encoding="utf-8") as queries,
+        open(root / "qrels" / "test.tsv", "w", encoding="utf-8") as qrels,
+    ):
         qrels.write("query-id\tcorpus-id\tscore\n")
         for j in range(30):
             target = int(rng.integers(n_docs))
@@ -160,8 +169,16 @@ def _folder(root: Path, n_docs: int) -> Path:
 
 
 def _config(folder: Path, cache: Path, budget: int | None) -> EvaluateConfig:
-    return EvaluateConfig(dataset_path=folder, model="hash:1024", output_dir=None, progress=False, cache_dir=cache,
-                          chunk_size=1000, memory_budget=budget, k_values=(10, 100))
+    return EvaluateConfig(
+        dataset_path=folder,
+        model="hash:1024",
+        output_dir=None,
+        progress=False,
+        cache_dir=cache,
+        chunk_size=1000,
+        memory_budget=budget,
+        k_values=(10, 100),
+    )
 
 
 def test_evaluate_streams_when_the_vectors_exceed_the_budget_with_the_same_run(tmp_path):
@@ -207,9 +224,22 @@ def test_a_chunk_damaged_mid_stream_is_named_and_refused_then_recomputed(tmp_pat
 
 
 def test_cli_memory_budget_too_small_exits_2_naming_the_minimum(tiny_beir, tmp_path):
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "hash:64", "--memory-budget",
-                                      "1MB", "--cache-dir", str(tmp_path / "cache"), "--output-dir",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "evaluate",
+            str(tiny_beir),
+            "--model",
+            "hash:64",
+            "--memory-budget",
+            "1MB",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "--memory-budget 1.00 MB is too small" in result.output and "raise it to" in result.output
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.json"))
@@ -238,8 +268,9 @@ def test_a_reserved_flat_index_holds_its_vectors_once_while_it_grows():
     emb = rows * 128 * 4
     grown = {}
     for mode in ("grow", "reserve"):
-        proc = subprocess.run([sys.executable, "-c", RESERVE, str(rows), mode], capture_output=True, text=True,
-                              cwd=ROOT, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-c", RESERVE, str(rows), mode], capture_output=True, text=True, cwd=ROOT, timeout=300
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         grown[mode], count = json.loads(proc.stdout)
         assert count == rows

@@ -18,8 +18,9 @@ from harness.reporting.variant import Configuration
 
 
 def _evaluate(folder: Path, out: Path, *options: str):
-    return CliRunner().invoke(cli, ["-q", "evaluate", str(folder), "--model", "hash:64", "--output-dir", str(out),
-                                    *options])
+    return CliRunner().invoke(
+        cli, ["-q", "evaluate", str(folder), "--model", "hash:64", "--output-dir", str(out), *options]
+    )
 
 
 def _results(out: Path) -> list[Path]:
@@ -31,8 +32,14 @@ def test_each_configuration_has_its_own_file_and_both_reach_the_report(tiny_beir
     assert _evaluate(tiny_beir, out).exit_code == 0
     default = out / "tiny" / "hash_64" / "test.json"
     before = default.read_bytes()
-    for options in (["--index", "hnsw"], ["--query-prefix", "q: "], ["--top-k", "200"],
-                    ["--ignore-identical-ids"], ["--similarity", "dot"], ["--max-seq-length", "64"]):
+    for options in (
+        ["--index", "hnsw"],
+        ["--query-prefix", "q: "],
+        ["--top-k", "200"],
+        ["--ignore-identical-ids"],
+        ["--similarity", "dot"],
+        ["--max-seq-length", "64"],
+    ):
         assert _evaluate(tiny_beir, out, *options).exit_code == 0, options
     assert default.read_bytes() == before  # no other configuration touched the default's file
     names = [path.name for path in _results(out)]
@@ -75,8 +82,21 @@ def test_name_labels_the_result_in_reports_and_bench_labels_each_model(tiny_beir
     assert data["label"] == "my baseline" and data["variant"] == ""
     table = CliRunner().invoke(cli, ["report", str(out)]).stdout
     assert "my baseline" in table
-    bench = CliRunner().invoke(cli, ["-q", "bench", "--models", "hash:64,bm25", "--datasets", str(tiny_beir),
-                                     "--output-dir", str(tmp_path / "grid"), "--name", "run7"])
+    bench = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench",
+            "--models",
+            "hash:64,bm25",
+            "--datasets",
+            str(tiny_beir),
+            "--output-dir",
+            str(tmp_path / "grid"),
+            "--name",
+            "run7",
+        ],
+    )
     assert bench.exit_code == 0, bench.stderr
     rows = list(csv.DictReader(open(tmp_path / "grid" / "results.csv")))
     assert {row["label"] for row in rows} == {"run7: hash:64", "run7: bm25"}
@@ -124,18 +144,31 @@ def test_same_label_for_two_configurations_is_told_apart(tiny_beir, tmp_path):
 
 
 def test_the_variant_is_stable_and_only_differences_count():
-    default = Configuration.from_settings("m", "test", {"depth": 100, "index": {"index": "flat"}},
-                                          {"depth": 100, "index": {"index": "flat"}})
+    default = Configuration.from_settings(
+        "m", "test", {"depth": 100, "index": {"index": "flat"}}, {"depth": 100, "index": {"index": "flat"}}
+    )
     assert default.variant == "" and default.label() == "m"
-    hnsw = Configuration.from_settings("m", "test", {"depth": 100, "index": {"index": "hnsw", "hnsw_m": 16}},
-                                       {"depth": 100, "index": {"index": "flat"}})
-    other = Configuration.from_settings("m", "test", {"depth": 100, "index": {"index": "hnsw", "hnsw_m": 32}},
-                                        {"depth": 100, "index": {"index": "flat"}})
+    hnsw = Configuration.from_settings(
+        "m",
+        "test",
+        {"depth": 100, "index": {"index": "hnsw", "hnsw_m": 16}},
+        {"depth": 100, "index": {"index": "flat"}},
+    )
+    other = Configuration.from_settings(
+        "m",
+        "test",
+        {"depth": 100, "index": {"index": "hnsw", "hnsw_m": 32}},
+        {"depth": 100, "index": {"index": "flat"}},
+    )
     assert hnsw.variant.startswith("hnsw-") and hnsw.variant != other.variant
     assert hnsw.label() == "m [hnsw]" and hnsw.label("mine") == "mine"
     # A setting added later with today's behaviour as its default changes no name and no hash.
-    later = Configuration.from_settings("m", "test", {"depth": 100, "index": {"index": "flat"}, "precision": "fp32"},
-                                        {"depth": 100, "index": {"index": "flat"}, "precision": "fp32"})
+    later = Configuration.from_settings(
+        "m",
+        "test",
+        {"depth": 100, "index": {"index": "flat"}, "precision": "fp32"},
+        {"depth": 100, "index": {"index": "flat"}, "precision": "fp32"},
+    )
     assert later.config_hash == default.config_hash
 
 
@@ -183,11 +216,14 @@ def test_allow_unknown_docs_needs_a_run(tiny_beir, tmp_path):
 # --------------------------------------------------------------------------- ids and texts
 
 
-@pytest.mark.parametrize(("where", "line"), [
-    ("corpus.jsonl", '{"_id": "d 6", "title": "", "text": "fig"}\n'),
-    ("corpus.jsonl", '{"_id": "d\\u00a07", "title": "", "text": "fig"}\n'),
-    ("queries.jsonl", '{"_id": "q 9", "text": "fig"}\n'),
-])
+@pytest.mark.parametrize(
+    ("where", "line"),
+    [
+        ("corpus.jsonl", '{"_id": "d 6", "title": "", "text": "fig"}\n'),
+        ("corpus.jsonl", '{"_id": "d\\u00a07", "title": "", "text": "fig"}\n'),
+        ("queries.jsonl", '{"_id": "q 9", "text": "fig"}\n'),
+    ],
+)
 def test_ids_with_whitespace_are_refused_before_any_model_loads(tiny_beir, tmp_path, monkeypatch, where, line):
     import harness.retrieval.encode
 
@@ -240,19 +276,40 @@ def test_every_result_records_its_host(tiny_beir, tmp_path):
     data = json.loads(_evaluate(tiny_beir, tmp_path / "r", "--json").stdout)
     host = data["host"]
     assert host["cpu"] and host["logical_cores"] >= 1 and isinstance(host["cpu_flags"], list)
-    assert host["kernel_class"] in {"amx", "avx512-vnni", "avx-vnni", "avx512", "avx2", "sve", "neon-dot", "neon",
-                                    "baseline"}
+    assert host["kernel_class"] in {
+        "amx",
+        "avx512-vnni",
+        "avx-vnni",
+        "avx512",
+        "avx2",
+        "sve",
+        "neon-dot",
+        "neon",
+        "baseline",
+    }
     again = json.loads(_evaluate(tiny_beir, tmp_path / "r", "--json").stdout)["host"]
     assert again == host  # stable between runs on one machine
 
 
 def test_env_prints_versions_folders_and_devices(tiny_beir, tmp_path):
     _evaluate(tiny_beir, tmp_path / "results")
-    result = CliRunner().invoke(cli, ["env", "--output-dir", str(tmp_path / "results"), "--cache-dir",
-                                      str(tmp_path / "c")])
+    result = CliRunner().invoke(
+        cli, ["env", "--output-dir", str(tmp_path / "results"), "--cache-dir", str(tmp_path / "c")]
+    )
     assert result.exit_code == 0, result.stderr
-    for needle in ("beir-harness:", "torch:", "sentence-transformers:", "faiss-cpu:", "pytrec-eval-terrier:",
-                   "numpy:", "cpu:", "cuda:", "mps:", f"cache dir: {tmp_path / 'c'}", "(1 result files)"):
+    for needle in (
+        "beir-harness:",
+        "torch:",
+        "sentence-transformers:",
+        "faiss-cpu:",
+        "pytrec-eval-terrier:",
+        "numpy:",
+        "cpu:",
+        "cuda:",
+        "mps:",
+        f"cache dir: {tmp_path / 'c'}",
+        "(1 result files)",
+    ):
         assert needle in result.stdout, needle
     data = json.loads(CliRunner().invoke(cli, ["env", "--json"]).stdout)
     assert {"versions", "host", "devices", "folders", "installed_datasets", "cache"} <= set(data)
@@ -298,7 +355,13 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
     assert result.exit_code == 0, result.stderr
     rows = {row["backend"]: row for row in json.loads(result.stdout)["backends"]}
     openvino = importlib.util.find_spec("openvino") is not None and importlib.util.find_spec("nncf") is not None
-    assert set(rows) == {"torch", "torch bf16", "onnx", "onnx-int8", *(("openvino", "openvino-int8") if openvino else ())}
+    assert set(rows) == {
+        "torch",
+        "torch bf16",
+        "onnx",
+        "onnx-int8",
+        *(("openvino", "openvino-int8") if openvino else ()),
+    }
     assert all(row["docs_per_s"] > 0 for row in rows.values())  # measured, not asserted against a target
     # The closeness columns, recomputed here: cosines in numpy to sentence-transformers' own encode of the
     # same sample (the demo corpus's first 8 texts, title + " " + text), not to the harness's torch path.

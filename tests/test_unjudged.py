@@ -45,8 +45,9 @@ def test_convert_without_judgments_writes_a_folder_not_judged_yet(tmp_path):
     assert lines[-1] == f"no judgments yet: pool it (beir-harness pool {out} --systems ... --out POOL)"
     assert not [line for line in lines if "WARNING" in line or "grade scale" in line], lines
     assert (out / "qrels" / "test.tsv").read_text() == "query-id\tcorpus-id\tscore\n"
-    assert [json.loads(line)["_id"] for line in (out / "corpus.jsonl").read_text().splitlines()] == \
-        [f"d{i}" for i in range(8)]
+    assert [json.loads(line)["_id"] for line in (out / "corpus.jsonl").read_text().splitlines()] == [
+        f"d{i}" for i in range(8)
+    ]
 
 
 @pytest.mark.parametrize("form", ["header-only", "no-qrels"])
@@ -54,8 +55,10 @@ def test_validate_reports_a_folder_not_judged_yet_as_valid(tmp_path, form):
     out = _unjudged(tmp_path, form)
     result = _invoke("validate", out)
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[0] == \
-        f"{out}: OK; no judgments yet: pool it (beir-harness pool {out} --systems ... --out POOL)"
+    assert (
+        result.output.splitlines()[0]
+        == f"{out}: OK; no judgments yet: pool it (beir-harness pool {out} --systems ... --out POOL)"
+    )
     as_json = json.loads(_invoke("validate", out, "--json").output)
     assert as_json["ok"] is True and as_json["judged"] is False
 
@@ -69,8 +72,9 @@ def test_pool_then_merge_take_a_folder_not_judged_yet(tmp_path, form):
     pairs = [json.loads(line) for line in (pool / "pool.jsonl").read_text().splitlines()]
     assert pairs and all(p["query_id"] in ("q1", "q2") for p in pairs)
     grades = tmp_path / "alice.csv"
-    grades.write_text("query_id,doc_id,grade,annotator\n" +
-                      "".join(f"{p['query_id']},{p['doc_id']},1,alice\n" for p in pairs))
+    grades.write_text(
+        "query_id,doc_id,grade,annotator\n" + "".join(f"{p['query_id']},{p['doc_id']},1,alice\n" for p in pairs)
+    )
     merged = _invoke("judgments", "merge", out, grades)
     assert merged.exit_code == 0, merged.output
     lines = (out / "qrels" / "test.tsv").read_text().splitlines()

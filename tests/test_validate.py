@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.errors import DatasetError
 from harness.datasets.validate import MAX_LISTED, validate_folder
+from harness.errors import DatasetError
 
 
 def test_tiny_folder_summary(tiny_beir):
@@ -41,7 +41,8 @@ def test_every_problem_is_listed_with_file_and_line(tiny_beir):
     with open(tiny_beir / "queries.jsonl", "a") as handle:
         handle.write('{"_id": "q5", "text": " "}\n')
     (tiny_beir / "qrels" / "train.tsv").write_text(
-        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t2\nqX\td1\t1\nq2\tdX\t1\nq3\td2\tbad\nq3\td3\n")
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t2\nqX\td1\t1\nq2\tdX\t1\nq3\td2\tbad\nq3\td3\n"
+    )
     (tiny_beir / "qrels" / "dev.tsv").write_text("qid\tdocid\tscore\nq4\td1\t1\n")
     report = validate_folder(tiny_beir)
     text = report.format_text()
@@ -99,12 +100,14 @@ def test_cli_validate(tiny_beir):
 
 def test_a_corpus_with_id_instead_of__id_gets_one_hint(tiny_beir):
     rows = [json.loads(line) for line in (tiny_beir / "corpus.jsonl").read_text().splitlines() if line.strip()]
-    (tiny_beir / "corpus.jsonl").write_text("".join(
-        json.dumps({"id": row.pop("_id"), **row}) + "\n" for row in rows))
+    (tiny_beir / "corpus.jsonl").write_text("".join(json.dumps({"id": row.pop("_id"), **row}) + "\n" for row in rows))
     report = validate_folder(tiny_beir)
     assert [p.message for p in report.problems] == [
-        "the first record has no \"_id\" (the records name their id 'id': rename the field to \"_id\", or build "
-        "the folder with `beir-harness convert`, which reads 'id'); the checks that need its ids were skipped"]
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:8", "--output-dir", str(tiny_beir / "r")])
+        'the first record has no "_id" (the records name their id \'id\': rename the field to "_id", or build '
+        "the folder with `beir-harness convert`, which reads 'id'); the checks that need its ids were skipped"
+    ]
+    result = CliRunner().invoke(
+        cli, ["evaluate", str(tiny_beir), "--model", "hash:8", "--output-dir", str(tiny_beir / "r")]
+    )
     assert result.exit_code == 1
     assert "corpus.jsonl:1: missing or empty \"_id\" (the records name their id 'id': rename" in result.stderr

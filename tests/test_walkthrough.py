@@ -14,10 +14,10 @@ import shlex
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
 from browser import CHROMIUM
 from browser import launch as browser_launch
+from click.testing import CliRunner
+
 from harness.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +107,8 @@ def test_every_command_of_the_walkthrough_prints_what_the_page_shows(tmp_path, m
                     assert path.name == f"judgments-{pool_id}-{lines[1].split(',')[3]}.csv"  # the page's own name
                 path.write_text("\n".join(lines) + "\n", encoding="utf-8")
             else:
-                assert [TIME.sub("TIME", line) for line in run(what)] == \
-                    [TIME.sub("TIME", line) for line in lines], what
+                assert [TIME.sub("TIME", line) for line in run(what)] == [TIME.sub("TIME", line) for line in lines], (
+                    what
+                )
     finally:
         judges.close()

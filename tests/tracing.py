@@ -25,8 +25,11 @@ def strace() -> str:
     """strace's path; a missing strace fails the test (nothing would check the children otherwise)."""
     found = shutil.which("strace")
     if found is None:
-        pytest.fail("strace is not installed, so nothing checks that child processes stay on loopback: "
-                    "install it (apt-get install strace; .ci/run does)", pytrace=False)
+        pytest.fail(
+            "strace is not installed, so nothing checks that child processes stay on loopback: "
+            "install it (apt-get install strace; .ci/run does)",
+            pytrace=False,
+        )
     return found
 
 

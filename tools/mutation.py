@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import argparse
 import ast
-import io
-import tokenize
 import datetime as _dt
+import io
 import os
 import re
 import shutil
@@ -34,6 +33,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,63 +57,153 @@ class Module:
     note: str = ""
 
 
-MODULES: dict[str, Module] = {m.name: m for m in [
-    Module("llm", "harness/judging/llm.py", (), fast=("tests/test_mutation_kills_llm.py",),
-           scope=("SCALE", "_FINAL_SCORE", "_BARE", "_PLACEHOLDER", "JudgePrompt.sha256", "JudgePrompt.render",
-                  "parse_grade", "answer_content", "cache_inputs", "cached_grades", "JudgeSpec.service_model",
-                  "JudgeSpec.annotator"),
-           note="the judge's cache key and its answer parser"),
-    Module("merge", "harness/judging/merge.py", ("tests/test_judgments.py",),
-           fast=("tests/test_mutation_kills_merge.py",),
-           scope=("parse_scale", "_check_same_annotator", "_check_scale", "resolve", "_existing", "_votes",
-                  "merge_judgments"),
-           note="the grade each pair gets (reading files and writing them are covered elsewhere)"),
-    Module("agreement", "harness/judging/agreement.py",
-           ("tests/test_judgments.py",)),
-    Module("pool", "harness/judging/pool.py", ("tests/test_pool.py",),
-           fast=("tests/test_mutation_kills_pool.py",), scope=("check_spec", "pool_runs"),
-           note="the pool itself (the folder writing around it is not trust-critical)"),
-    Module("fusion-label", "harness/retrieval/fusion.py", ("tests/test_labels.py",),
-           fast=("tests/test_mutation_kills_labels.py",),
-           scope=("_number", "FusionSpec.label", "FusionSpec.to_config"),
-           note="a fused result's label and recorded settings"),
-    Module("labels", "harness/reporting/labels.py", ("tests/test_labels.py",)),
-    Module("scoring", "harness/cli/scoring.py", ("tests/test_score.py",),
-           fast=("tests/test_mutation_kills_score.py",), scope=("metrics_callback", "score", "_counted", "_depth_note"),
-           note="what `score` prints (its options' help texts are not mutated)"),
-    Module("registry", "harness/datasets/registry.py", ("tests/test_registry.py",),
-           fast=("tests/test_mutation_kills_registry.py",), scope=("count_mismatch",),
-           note="a folder evaluated under a registry name"),
-    Module("import-check", "harness/datasets/catalog.py", ("tests/test_data_fingerprints.py",),
-           fast=("tests/test_mutation_kills_registry.py",), scope=("_count_lines", "_check_counts"),
-           note="a folder imported or installed under a registry name"),
-    Module("fingerprints", "harness/reporting/report.py", ("tests/test_data_fingerprints.py",),
-           fast=("tests/test_mutation_kills_fingerprints.py",),
-           scope=("DATA_FILES", "data_changes", "data_tag", "folder_fingerprints", "_file_sha256"),
-           note="data fingerprints and their memo"),
-    Module("bench", "harness/pipeline/bench.py", ("tests/test_data_fingerprints.py",),
-           fast=("tests/test_mutation_kills_fingerprints.py",), scope=("_changed_data",),
-           note="bench's staleness rule"),
-    Module("streamed", "harness/retrieval/streamed.py", (),
-           fast=("tests/test_mutation_kills_streamed.py",), scope=("plan_search", "StreamedIndex._search"),
-           note="the streamed search's budget and its deeper passes"),
-    Module("sharded", "harness/engines/ray_search.py", (),
-           fast=("tests/test_mutation_kills_sharded.py",), scope=("plan_shards", "query_blocks"),
-           note="how chunks become shards and queries blocks"),
-    Module("search-cut", "harness/retrieval/index.py", (),
-           fast=("tests/test_mutation_kills_sharded.py", "tests/test_mutation_kills_streamed.py"),
-           scope=("exact_top", "merge_top", "_ranked"),
-           note="the exact top and the tie rule at the cut, shared by the streamed and the sharded search"),
-    Module("dense-identity", "harness/pipeline/dense.py", (),
-           fast=("tests/test_mutation_kills_backend_identity.py",), scope=("_model_or_lazy",),
-           note="the remembered model fingerprint's key (settings, CPU class, runtime versions)"),
-    Module("onnx-identity", "harness/runtimes/onnx_backend.py", (),
-           fast=("tests/test_mutation_kills_backend_identity.py",), scope=("QUANTIZATION", "runtime_identity")),
-    Module("openvino-identity", "harness/runtimes/openvino_backend.py", (),
-           fast=("tests/test_mutation_kills_backend_identity.py",), scope=("runtime_identity",)),
-    Module("metrics", "harness/evaluation/metrics.py",
-           ("tests/test_metrics.py", "tests/test_score.py")),
-]}
+MODULES: dict[str, Module] = {
+    m.name: m
+    for m in [
+        Module(
+            "llm",
+            "harness/judging/llm.py",
+            (),
+            fast=("tests/test_mutation_kills_llm.py",),
+            scope=(
+                "SCALE",
+                "_FINAL_SCORE",
+                "_BARE",
+                "_PLACEHOLDER",
+                "JudgePrompt.sha256",
+                "JudgePrompt.render",
+                "parse_grade",
+                "answer_content",
+                "cache_inputs",
+                "cached_grades",
+                "JudgeSpec.service_model",
+                "JudgeSpec.annotator",
+            ),
+            note="the judge's cache key and its answer parser",
+        ),
+        Module(
+            "merge",
+            "harness/judging/merge.py",
+            ("tests/test_judgments.py",),
+            fast=("tests/test_mutation_kills_merge.py",),
+            scope=(
+                "parse_scale",
+                "_check_same_annotator",
+                "_check_scale",
+                "resolve",
+                "_existing",
+                "_votes",
+                "merge_judgments",
+            ),
+            note="the grade each pair gets (reading files and writing them are covered elsewhere)",
+        ),
+        Module("agreement", "harness/judging/agreement.py", ("tests/test_judgments.py",)),
+        Module(
+            "pool",
+            "harness/judging/pool.py",
+            ("tests/test_pool.py",),
+            fast=("tests/test_mutation_kills_pool.py",),
+            scope=("check_spec", "pool_runs"),
+            note="the pool itself (the folder writing around it is not trust-critical)",
+        ),
+        Module(
+            "fusion-label",
+            "harness/retrieval/fusion.py",
+            ("tests/test_labels.py",),
+            fast=("tests/test_mutation_kills_labels.py",),
+            scope=("_number", "FusionSpec.label", "FusionSpec.to_config"),
+            note="a fused result's label and recorded settings",
+        ),
+        Module("labels", "harness/reporting/labels.py", ("tests/test_labels.py",)),
+        Module(
+            "scoring",
+            "harness/cli/scoring.py",
+            ("tests/test_score.py",),
+            fast=("tests/test_mutation_kills_score.py",),
+            scope=("metrics_callback", "score", "_counted", "_depth_note"),
+            note="what `score` prints (its options' help texts are not mutated)",
+        ),
+        Module(
+            "registry",
+            "harness/datasets/registry.py",
+            ("tests/test_registry.py",),
+            fast=("tests/test_mutation_kills_registry.py",),
+            scope=("count_mismatch",),
+            note="a folder evaluated under a registry name",
+        ),
+        Module(
+            "import-check",
+            "harness/datasets/catalog.py",
+            ("tests/test_data_fingerprints.py",),
+            fast=("tests/test_mutation_kills_registry.py",),
+            scope=("_count_lines", "_check_counts"),
+            note="a folder imported or installed under a registry name",
+        ),
+        Module(
+            "fingerprints",
+            "harness/reporting/report.py",
+            ("tests/test_data_fingerprints.py",),
+            fast=("tests/test_mutation_kills_fingerprints.py",),
+            scope=("DATA_FILES", "data_changes", "data_tag", "folder_fingerprints", "_file_sha256"),
+            note="data fingerprints and their memo",
+        ),
+        Module(
+            "bench",
+            "harness/pipeline/bench.py",
+            ("tests/test_data_fingerprints.py",),
+            fast=("tests/test_mutation_kills_fingerprints.py",),
+            scope=("_changed_data",),
+            note="bench's staleness rule",
+        ),
+        Module(
+            "streamed",
+            "harness/retrieval/streamed.py",
+            (),
+            fast=("tests/test_mutation_kills_streamed.py",),
+            scope=("plan_search", "StreamedIndex._search"),
+            note="the streamed search's budget and its deeper passes",
+        ),
+        Module(
+            "sharded",
+            "harness/engines/ray_search.py",
+            (),
+            fast=("tests/test_mutation_kills_sharded.py",),
+            scope=("plan_shards", "query_blocks"),
+            note="how chunks become shards and queries blocks",
+        ),
+        Module(
+            "search-cut",
+            "harness/retrieval/index.py",
+            (),
+            fast=("tests/test_mutation_kills_sharded.py", "tests/test_mutation_kills_streamed.py"),
+            scope=("exact_top", "merge_top", "_ranked"),
+            note="the exact top and the tie rule at the cut, shared by the streamed and the sharded search",
+        ),
+        Module(
+            "dense-identity",
+            "harness/pipeline/dense.py",
+            (),
+            fast=("tests/test_mutation_kills_backend_identity.py",),
+            scope=("_model_or_lazy",),
+            note="the remembered model fingerprint's key (settings, CPU class, runtime versions)",
+        ),
+        Module(
+            "onnx-identity",
+            "harness/runtimes/onnx_backend.py",
+            (),
+            fast=("tests/test_mutation_kills_backend_identity.py",),
+            scope=("QUANTIZATION", "runtime_identity"),
+        ),
+        Module(
+            "openvino-identity",
+            "harness/runtimes/openvino_backend.py",
+            (),
+            fast=("tests/test_mutation_kills_backend_identity.py",),
+            scope=("runtime_identity",),
+        ),
+        Module("metrics", "harness/evaluation/metrics.py", ("tests/test_metrics.py", "tests/test_score.py")),
+    ]
+}
 
 
 def scope_lines(path: Path, qualnames: tuple[str, ...]) -> set[int]:
@@ -169,8 +259,16 @@ def fence_scope(module: Module, where: Path) -> None:
 
 def make_scratch() -> Path:
     """A fresh copy of the tracked and untracked-but-not-ignored files (git's own view of the tree)."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           check=True, capture_output=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     caches = SCRATCH / "caches"
     kept = {p.name: p.read_bytes() for p in caches.glob("*.sqlite")} if caches.is_dir() else {}
     if SCRATCH.exists():
@@ -201,12 +299,24 @@ def run_module(module: Module, where: Path) -> int:
     tests = " ".join(t for t in module.tests if (where / t).exists())
     steps = ([f"{pytest} --noconftest {fast}"] if fast else []) + ([f"{pytest} {tests}"] if tests else [])
     runner = f"bash -c '{' && '.join(steps)}'"
-    command = ["mutmut", "run", "--paths-to-mutate", module.path, "--tests-dir", "tests", "--runner", runner,
-               "--no-progress", "--simple-output"]
+    command = [
+        "mutmut",
+        "run",
+        "--paths-to-mutate",
+        module.path,
+        "--tests-dir",
+        "tests",
+        "--runner",
+        runner,
+        "--no-progress",
+        "--simple-output",
+    ]
     if module.scope:
         fence_scope(module, where)
-    print(f"== {module.name}: {module.path}" + (f" (scoped: {', '.join(module.scope)})" if module.scope else ""),
-          flush=True)
+    print(
+        f"== {module.name}: {module.path}" + (f" (scoped: {', '.join(module.scope)})" if module.scope else ""),
+        flush=True,
+    )
     print("   " + runner, flush=True)
     (where / ".mutmut-cache").unlink(missing_ok=True)
     # its own process group: an interrupted run takes mutmut's workers and their pytest with it
@@ -229,8 +339,9 @@ def mutants_of(db: Path, path: str) -> list[tuple[int, int, str, str]]:
     with sqlite3.connect(db) as con:
         return con.execute(
             "SELECT m.id, l.line_number, l.line, m.status FROM Mutant m JOIN Line l ON m.line = l.id "
-            "JOIN SourceFile s ON l.sourcefile = s.id WHERE s.filename = ? ORDER BY l.line_number, m.\"index\"",
-            (path,)).fetchall()
+            'JOIN SourceFile s ON l.sourcefile = s.id WHERE s.filename = ? ORDER BY l.line_number, m."index"',
+            (path,),
+        ).fetchall()
 
 
 def mutant_diff(where: Path, mutant_id: int) -> tuple[str, str]:
@@ -319,8 +430,10 @@ def main(argv=None) -> int:
     chosen = [MODULES[m] for m in (args.modules or MODULES)]
     if args.list:
         for m in chosen:
-            print(f"{m.name:12} {m.path}  scope: {', '.join(m.scope) or 'whole file'}\n{'':12} tests: "
-                  f"{' '.join(m.fast + m.tests)}")
+            print(
+                f"{m.name:12} {m.path}  scope: {', '.join(m.scope) or 'whole file'}\n{'':12} tests: "
+                f"{' '.join(m.fast + m.tests)}"
+            )
         return 0
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill PID stops mutmut's process group too
     where = SCRATCH if args.report_only else make_scratch()
@@ -356,7 +469,8 @@ def write_report(rows) -> None:
         previous[module.name] = (
             f"| {module.name} | `{module.path}` | {scope} | {counts['mutants']} | {counts['killed']} | "
             f"{counts['survived']} | {counts['equivalent']} | {counts['timeout']} | {counts['untested']} | "
-            f"{'-' if s is None else f'{s:.1%}'} | {today} |")
+            f"{'-' if s is None else f'{s:.1%}'} | {today} |"
+        )
     head = [
         "# Mutation report",
         "",
@@ -375,7 +489,7 @@ def write_report(rows) -> None:
     ]
     order = list(MODULES)
     body = [previous[name] for name in sorted(previous, key=lambda n: order.index(n) if n in order else 99)]
-    notes = old[old.index("\n## Notes"):] if "\n## Notes" in old else ""  # kept as written by hand
+    notes = old[old.index("\n## Notes") :] if "\n## Notes" in old else ""  # kept as written by hand
     REPORT.write_text("\n".join(head + body) + "\n" + notes, encoding="utf-8")
 
 

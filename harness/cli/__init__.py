@@ -10,8 +10,8 @@ datasets), `results` (report, export, fuse, compare, inspect), `machine` (cache,
 `judgments` (merge, agreement), `scoring` (score).
 """
 
-from harness.cli.group import cli, main
 # each family registers its commands on `cli` when imported
 from harness.cli import data, judging, judgments, machine, results, running, scoring  # noqa: F401
+from harness.cli.group import cli, main
 
 __all__ = ["cli", "main"]

@@ -10,7 +10,6 @@ import click
 
 from harness.cli.group import as_flags, cli
 
-
 _COLUMN_OPTIONS = (
     ("--corpus-id-column", "corpus_id", "document id"),
     ("--corpus-title-column", "corpus_title", "document title"),
@@ -25,45 +24,88 @@ _COLUMN_OPTIONS = (
 
 def _column_options(command):
     for option, name, role in reversed(_COLUMN_OPTIONS):
-        command = click.option(option, name, default=None, metavar="NAME",
-                               help=f"Column holding the {role} [default: detected].")(command)
+        command = click.option(
+            option, name, default=None, metavar="NAME", help=f"Column holding the {role} [default: detected]."
+        )(command)
     return command
 
 
 @cli.command()
-@click.option("--corpus", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz, or an .xlsx sheet.")
-@click.option("--queries", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Queries, same formats.")
-@click.option("--qrels", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Judgments (query id, document id, grade), same formats, or a TREC qrels file (.qrels/.txt); "
-                   "omit it for a folder not judged yet (qrels/SPLIT.tsv a header only: pool it).")
-@click.option("--eval-set", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Instead of the three tables: one .json/.yaml file with documents and queries.")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
-              help="The BEIR folder to create.")
+@click.option(
+    "--corpus",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz, or an .xlsx sheet.",
+)
+@click.option("--queries", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Queries, same formats.")
+@click.option(
+    "--qrels",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Judgments (query id, document id, grade), same formats, or a TREC qrels file (.qrels/.txt); "
+    "omit it for a folder not judged yet (qrels/SPLIT.tsv a header only: pool it).",
+)
+@click.option(
+    "--eval-set",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Instead of the three tables: one .json/.yaml file with documents and queries.",
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path, file_okay=False), required=True, help="The BEIR folder to create."
+)
 @click.option("--split", default="test", show_default=True, help="Name of the qrels split written.")
 @click.option("--force", is_flag=True, help="Replace an existing output folder.")
 @click.option("--drop-empty", is_flag=True, help="Skip documents/queries with empty text instead of failing.")
-@click.option("--delimiter", type=click.Choice(["comma", "semicolon", "tab", "pipe"]), default=None,
-              help="Field separator of the .csv tables [default: detected from each header row].")
+@click.option(
+    "--delimiter",
+    type=click.Choice(["comma", "semicolon", "tab", "pipe"]),
+    default=None,
+    help="Field separator of the .csv tables [default: detected from each header row].",
+)
 @click.option("--allow-negative", is_flag=True, help="Accept negative grades (TREC-COVID-style -1).")
-@click.option("--default-grade", type=int, default=None, metavar="N",
-              help="Judgments without a grade column (query id, document id pairs): every pair has grade N.")
-@click.option("--sheet", "sheets", multiple=True, metavar="[TABLE=]NAME",
-              help="The sheet of an .xlsx input to read: NAME for every workbook, or corpus=NAME, queries=NAME, "
-                   "qrels=NAME (repeatable) [default: the only sheet, or the one named or headed like the table].")
-@click.option("--decimal-comma", is_flag=True,
-              help="Grades are written 3,0 (always so in a ;-separated CSV).")
-@click.option("--grade-scale", default=None, metavar="LOW-HIGH",
-              help="The grades allowed, e.g. 0-3: a grade outside is refused [default: any; the summary states "
-                   "the range found].")
+@click.option(
+    "--default-grade",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Judgments without a grade column (query id, document id pairs): every pair has grade N.",
+)
+@click.option(
+    "--sheet",
+    "sheets",
+    multiple=True,
+    metavar="[TABLE=]NAME",
+    help="The sheet of an .xlsx input to read: NAME for every workbook, or corpus=NAME, queries=NAME, "
+    "qrels=NAME (repeatable) [default: the only sheet, or the one named or headed like the table].",
+)
+@click.option("--decimal-comma", is_flag=True, help="Grades are written 3,0 (always so in a ;-separated CSV).")
+@click.option(
+    "--grade-scale",
+    default=None,
+    metavar="LOW-HIGH",
+    help="The grades allowed, e.g. 0-3: a grade outside is refused [default: any; the summary states the range found].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_column_options
-def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_set: Path | None, out: Path,
-            split: str, force: bool, drop_empty: bool, delimiter: str | None, allow_negative: bool,
-            default_grade: int | None, sheets: tuple[str, ...], decimal_comma: bool, grade_scale: str | None,
-            as_json: bool, **columns: str | None) -> None:
+def convert(
+    corpus: Path | None,
+    queries: Path | None,
+    qrels: Path | None,
+    eval_set: Path | None,
+    out: Path,
+    split: str,
+    force: bool,
+    drop_empty: bool,
+    delimiter: str | None,
+    allow_negative: bool,
+    default_grade: int | None,
+    sheets: tuple[str, ...],
+    decimal_comma: bool,
+    grade_scale: str | None,
+    as_json: bool,
+    **columns: str | None,
+) -> None:
     """Convert your own eval set into a BEIR folder, checking it first.
 
     Columns are detected from common names: document id from
@@ -103,19 +145,37 @@ def convert(corpus: Path | None, queries: Path | None, qrels: Path | None, eval_
         raise click.UsageError("give either --eval-set or --corpus/--queries/--qrels, not both")
     if eval_set is None and qrels is None and (corpus is None or queries is None):
         raise click.UsageError("give --corpus and --queries (and --qrels, unless nothing is judged yet), or --eval-set")
-    summary = run_convert(out, corpus, queries, qrels, eval_set=eval_set, columns=columns, split=split, force=force,
-                          drop_empty=drop_empty, allow_negative=allow_negative, default_grade=default_grade,
-                          delimiter=delimiter, decimal_comma=decimal_comma, sheets=_sheet_choices(sheets),
-                          grade_scale=grade_scale)
+    summary = run_convert(
+        out,
+        corpus,
+        queries,
+        qrels,
+        eval_set=eval_set,
+        columns=columns,
+        split=split,
+        force=force,
+        drop_empty=drop_empty,
+        allow_negative=allow_negative,
+        default_grade=default_grade,
+        delimiter=delimiter,
+        decimal_comma=decimal_comma,
+        sheets=_sheet_choices(sheets),
+        grade_scale=grade_scale,
+    )
     if as_json:
         click.echo(json.dumps(summary.to_json(), indent=2))
         return
     grades = ", ".join(f"{g}: {n}" for g, n in sorted(summary.grades.items()))
     verb = {"new": "wrote", "replace": "replaced", "add-split": "added split to"}[summary.mode]
-    judged = (f"with {summary.n_judgments} judgments for {summary.n_judged_queries} queries (grades {{{grades}}})"
-              if summary.n_judgments else "with no judgments yet")
-    click.echo(f"{verb} {summary.out}: {summary.n_docs} documents, {summary.n_queries} queries, "
-               f"qrels/{summary.split}.tsv {judged}")
+    judged = (
+        f"with {summary.n_judgments} judgments for {summary.n_judged_queries} queries (grades {{{grades}}})"
+        if summary.n_judgments
+        else "with no judgments yet"
+    )
+    click.echo(
+        f"{verb} {summary.out}: {summary.n_docs} documents, {summary.n_queries} queries, "
+        f"qrels/{summary.split}.tsv {judged}"
+    )
     for source, how in summary.formats.items():
         click.echo(as_flags(f"read {source} as {how}"))
     if summary.grade_scale:
@@ -139,11 +199,18 @@ def _sheet_choices(values: tuple[str, ...]) -> dict[str, str]:
 @cli.command()
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--run", "runs", multiple=True, type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
-              help="A run (TREC or JSON) whose coverage to show: Judged@k and unjudged top-k documents (repeatable).")
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="A run (TREC or JSON) whose coverage to show: Judged@k and unjudged top-k documents (repeatable).",
+)
 @click.option("--split", default="test", show_default=True, help="The split --run is measured on.")
-@click.option("--k", "k", type=click.IntRange(min=1), default=10, show_default=True,
-              help="The depth --run is measured at.")
+@click.option(
+    "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="The depth --run is measured at."
+)
 def validate(folder: Path, as_json: bool, runs: tuple[Path, ...], split: str, k: int) -> None:
     """Check a BEIR folder and summarise it; exit 1 if it has errors.
 
@@ -161,13 +228,17 @@ def validate(folder: Path, as_json: bool, runs: tuple[Path, ...], split: str, k:
         beir-harness validate ./my-eval-set --json
         beir-harness validate ./my-eval-set --run bm25.trec --run dense.trec --k 10
     """
-    from harness.api import coverage as run_coverage, validate as validate_folder
+    from harness.api import coverage as run_coverage
+    from harness.api import validate as validate_folder
 
     report = validate_folder(folder)
     coverage = [run_coverage(folder, run, split, k) for run in runs] if runs and report.ok else []
     if as_json:
-        click.echo(json.dumps({**report.to_json(), **({"coverage": [c.to_json() for c in coverage]} if runs else {})},
-                              indent=2))
+        click.echo(
+            json.dumps(
+                {**report.to_json(), **({"coverage": [c.to_json() for c in coverage]} if runs else {})}, indent=2
+            )
+        )
     else:
         click.echo("\n".join([report.format_text(), *(c.format_text() for c in coverage)]))
     if not report.ok:
@@ -190,8 +261,11 @@ def datasets() -> None:
 
 
 _data_dir_option = click.option(
-    "--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-    help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
+)
 
 
 @datasets.command("list")
@@ -219,9 +293,19 @@ def datasets_list(data_dir: Path | None, as_json: bool) -> None:
     for row in rows:
         note = "not distributed" if not row["public"] else ("self-hits dropped" if row["ignore_identical_ids"] else "")
         note = "your own eval set" if row["family"] == "custom" else note
-        table.append([row["name"], row["family"], row["split"], _count(row["docs"]), _count(row["queries"]),
-                      f"{row['zip_mb']:.1f}" if row["zip_mb"] else "-", "yes" if row["installed"] else "no",
-                      str(row["published_scores"]), note])
+        table.append(
+            [
+                row["name"],
+                row["family"],
+                row["split"],
+                _count(row["docs"]),
+                _count(row["queries"]),
+                f"{row['zip_mb']:.1f}" if row["zip_mb"] else "-",
+                "yes" if row["installed"] else "no",
+                str(row["published_scores"]),
+                note,
+            ]
+        )
     click.echo("\n".join(align(table, right=[False, False, False, True, True, True, False, True, False])))
 
 
@@ -232,12 +316,17 @@ def _count(value: int | None) -> str:
 @datasets.command("download")
 @click.argument("names", nargs=-1, required=True)
 @_data_dir_option
-@click.option("--base-url", default=None, metavar="URL",
-              help="Mirror to download <URL>/<name>.zip from [default: $BEIR_HARNESS_MIRROR or BEIR's server].")
+@click.option(
+    "--base-url",
+    default=None,
+    metavar="URL",
+    help="Mirror to download <URL>/<name>.zip from [default: $BEIR_HARNESS_MIRROR or BEIR's server].",
+)
 @click.option("--force", is_flag=True, help="Download and install again even when installed.")
 @click.pass_context
-def datasets_download(ctx: click.Context, names: tuple[str, ...], data_dir: Path | None, base_url: str | None,
-                      force: bool) -> None:
+def datasets_download(
+    ctx: click.Context, names: tuple[str, ...], data_dir: Path | None, base_url: str | None, force: bool
+) -> None:
     """Download, verify (md5, counts) and install BEIR datasets.
 
     An interrupted download resumes where it stopped on the next run.

@@ -47,15 +47,29 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
 
 
 # Settings whose option is not named after them (`harness.errors.setting` names → flags).
-_FLAG_OF = {"run_path": "--run", "rerank_model": "--rerank", "cache": "--cache/--no-cache", "local_cpus": "--ray-local", "address": "--ray-address",
-            "gpus_per_worker": "--ray-gpus-per-worker", "rerank_depth": "--rerank-depth", "base_url": "--base-url",
-            "out": "--out", "kind": "--index", "rounds": "--rounds", "sheets": "--sheet"}
+_FLAG_OF = {
+    "run_path": "--run",
+    "rerank_model": "--rerank",
+    "cache": "--cache/--no-cache",
+    "local_cpus": "--ray-local",
+    "address": "--ray-address",
+    "gpus_per_worker": "--ray-gpus-per-worker",
+    "rerank_depth": "--rerank-depth",
+    "base_url": "--base-url",
+    "out": "--out",
+    "kind": "--index",
+    "rounds": "--rounds",
+    "sheets": "--sheet",
+}
 
 
 def as_flags(message: str) -> str:
     """A library message with each named setting (`top_k`) shown as the option that sets it (--top-k)."""
-    return re.sub(r"`([a-z][a-z0-9_]*)`",
-                  lambda match: _FLAG_OF.get(match.group(1)) or f"--{match.group(1).replace('_', '-')}", message)
+    return re.sub(
+        r"`([a-z][a-z0-9_]*)`",
+        lambda match: _FLAG_OF.get(match.group(1)) or f"--{match.group(1).replace('_', '-')}",
+        message,
+    )
 
 
 class _UsageError(click.UsageError):
@@ -108,15 +122,22 @@ class _Group(click.Group):
                 raise _UsageError(as_flags(str(exc)), ctx) from None
             raise click.ClickException(as_flags(str(exc))) from None
         except KeyboardInterrupt:
-            click.echo("interrupted: finished work is kept (cached embedding chunks, verified downloads, complete "
-                       "result files) and nothing half-written is; rerun the same command to resume", err=True)
+            click.echo(
+                "interrupted: finished work is kept (cached embedding chunks, verified downloads, complete "
+                "result files) and nothing half-written is; rerun the same command to resume",
+                err=True,
+            )
             ctx.exit(130)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="beir-harness")
-@click.option("-v", "--verbose", count=True, help="More on stderr: -v adds progress notes (INFO), -vv debug logs and "
-              "third-party output.")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="More on stderr: -v adds progress notes (INFO), -vv debug logs and third-party output.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors on stderr, no progress bars.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:

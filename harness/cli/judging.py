@@ -30,12 +30,16 @@ def _guidelines(path: Path | None) -> dict:
         return {"guidelines": text.strip()}
     try:
         data = json.loads(text)
-        scale = tuple({"grade": e["grade"], "label": str(e["label"]), "definition": str(e.get("definition", ""))}
-                      for e in data.get("scale", ()))
+        scale = tuple(
+            {"grade": e["grade"], "label": str(e["label"]), "definition": str(e.get("definition", ""))}
+            for e in data.get("scale", ())
+        )
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise FormatError(path, f"not a guidelines file: {exc}",
-                          hint='write {"scale": [{"grade": 0, "label": "...", "definition": "..."}], '
-                               '"guidelines": "..."}') from exc
+        raise FormatError(
+            path,
+            f"not a guidelines file: {exc}",
+            hint='write {"scale": [{"grade": 0, "label": "...", "definition": "..."}], "guidelines": "..."}',
+        ) from exc
     if scale:
         from harness.errors import HarnessError
         from harness.judging.pool import PoolSpec, check_spec
@@ -44,43 +48,99 @@ def _guidelines(path: Path | None) -> dict:
             check_spec(PoolSpec(scale=scale))
         except HarnessError as exc:
             raise FormatError(path, str(exc)) from None
-    return {**({"scale": scale} if scale else {}), **({"guidelines": str(data["guidelines"])}
-                                                     if data.get("guidelines") else {})}
+    return {
+        **({"scale": scale} if scale else {}),
+        **({"guidelines": str(data["guidelines"])} if data.get("guidelines") else {}),
+    }
 
 
 @cli.command()
 @click.argument("dataset", type=click.Path(path_type=Path), required=False)
-@click.option("--systems", callback=_systems, default=None, metavar="SYSTEM,...",
-              help="Systems to pool, comma-separated, written as for `bench --systems`: models retrieved now (bm25, "
-                   "all-MiniLM-L6-v2, ...), FIRST >> CROSS_ENCODER@DEPTH, fusions (rrf(bm25, all-MiniLM-L6-v2), "
-                   "wsum(a, b, weights=0.3:0.7)), each optionally LABEL=SYSTEM; or with --runs the runs to take (by "
-                   "tag or file name) and fusions of them. Every one is checked before anything is retrieved.")
-@click.option("--runs", "run_files", multiple=True, type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              metavar="FILE", help="Saved runs to pool (TREC, MS MARCO or JSON, as `evaluate --run`), or result files "
-                   "(their scored run). Repeatable.")
+@click.option(
+    "--systems",
+    callback=_systems,
+    default=None,
+    metavar="SYSTEM,...",
+    help="Systems to pool, comma-separated, written as for `bench --systems`: models retrieved now (bm25, "
+    "all-MiniLM-L6-v2, ...), FIRST >> CROSS_ENCODER@DEPTH, fusions (rrf(bm25, all-MiniLM-L6-v2), "
+    "wsum(a, b, weights=0.3:0.7)), each optionally LABEL=SYSTEM; or with --runs the runs to take (by "
+    "tag or file name) and fusions of them. Every one is checked before anything is retrieved.",
+)
+@click.option(
+    "--runs",
+    "run_files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    metavar="FILE",
+    help="Saved runs to pool (TREC, MS MARCO or JSON, as `evaluate --run`), or result files "
+    "(their scored run). Repeatable.",
+)
 @click.option("--depth", type=int, default=10, show_default=True, help="Top documents pooled from each system.")
-@click.option("--max-per-query", type=int, default=None, metavar="N",
-              help="At most N documents per query: round-robin by rank across systems (systems in a seeded order).")
-@click.option("--add", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None, metavar="FILE",
-              help="Extra (query id, document id) pairs to judge, one a line, tab- or comma-separated.")
+@click.option(
+    "--max-per-query",
+    type=int,
+    default=None,
+    metavar="N",
+    help="At most N documents per query: round-robin by rank across systems (systems in a seeded order).",
+)
+@click.option(
+    "--add",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    metavar="FILE",
+    help="Extra (query id, document id) pairs to judge, one a line, tab- or comma-separated.",
+)
 @click.option("--split", default=None, help="Only this qrels split counts as judged [default: every split].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the cap and the judging page's order.")
-@click.option("--guidelines", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
-              metavar="FILE", help='Guidelines for the judges: a text file, or JSON {"scale": [{"grade", "label", '
-                                   '"definition"}, ...], "guidelines": "..."} [default: 0-3, UMBRELA style].')
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="The pool folder to create (never overwritten). Required unless --status.")
-@click.option("--status", "status_of", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
-              metavar="POOL_DIR", help="Instead of pooling: how much of the pool in POOL_DIR is judged (by the "
-                                       "dataset's qrels, the judgments files in POOL_DIR, and --judgments).")
-@click.option("--judgments", "judgment_files", multiple=True,
-              type=click.Path(path_type=Path, dir_okay=False, exists=True), metavar="FILE",
-              help="With --status: more judgments files (the judging page's exports). Repeatable.")
+@click.option(
+    "--guidelines",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    metavar="FILE",
+    help='Guidelines for the judges: a text file, or JSON {"scale": [{"grade", "label", '
+    '"definition"}, ...], "guidelines": "..."} [default: 0-3, UMBRELA style].',
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The pool folder to create (never overwritten). Required unless --status.",
+)
+@click.option(
+    "--status",
+    "status_of",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    metavar="POOL_DIR",
+    help="Instead of pooling: how much of the pool in POOL_DIR is judged (by the "
+    "dataset's qrels, the judgments files in POOL_DIR, and --judgments).",
+)
+@click.option(
+    "--judgments",
+    "judgment_files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    metavar="FILE",
+    help="With --status: more judgments files (the judging page's exports). Repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest (with --status: the status) as JSON.")
 @click.pass_context
-def pool(ctx: click.Context, dataset: Path | None, systems: tuple[str, ...], run_files: tuple[Path, ...], depth: int,
-         max_per_query: int | None, add: Path | None, split: str | None, seed: int, guidelines: Path | None,
-         out: Path | None, status_of: Path | None, judgment_files: tuple[Path, ...], as_json: bool) -> None:
+def pool(
+    ctx: click.Context,
+    dataset: Path | None,
+    systems: tuple[str, ...],
+    run_files: tuple[Path, ...],
+    depth: int,
+    max_per_query: int | None,
+    add: Path | None,
+    split: str | None,
+    seed: int,
+    guidelines: Path | None,
+    out: Path | None,
+    status_of: Path | None,
+    judgment_files: tuple[Path, ...],
+    as_json: bool,
+) -> None:
     """Pool the documents to judge (TREC depth-k) and write them with a blind judging page.
 
     For every query of DATASET (a BEIR folder; qrels optional), the union of each system's top --depth
@@ -106,59 +166,121 @@ def pool(ctx: click.Context, dataset: Path | None, systems: tuple[str, ...], run
         raise click.UsageError("give DATASET and --out to pool (or --status POOL_DIR for a pool's progress)")
     if judgment_files:
         raise click.UsageError("--judgments goes with --status POOL_DIR")
-    manifest = run_pool(dataset, out, systems, run_files, depth=depth, max_per_query=max_per_query, add=add,
-                        split=split, seed=seed, **_guidelines(guidelines))
+    manifest = run_pool(
+        dataset,
+        out,
+        systems,
+        run_files,
+        depth=depth,
+        max_per_query=max_per_query,
+        add=add,
+        split=split,
+        seed=seed,
+        **_guidelines(guidelines),
+    )
     if as_json:
         click.echo(json.dumps(manifest, indent=2))
         return
     counts = manifest["counts"]
-    click.echo(f"{out}: {counts['pairs']} pairs to judge over {counts['queries_pooled']} of {counts['queries']} "
-               f"queries ({len(manifest['systems'])} systems, depth {depth}; {counts['already_judged']} already "
-               f"judged, {counts['capped_out']} over the cap, {counts['added']} added); open {out / 'judge.html'}")
+    click.echo(
+        f"{out}: {counts['pairs']} pairs to judge over {counts['queries_pooled']} of {counts['queries']} "
+        f"queries ({len(manifest['systems'])} systems, depth {depth}; {counts['already_judged']} already "
+        f"judged, {counts['capped_out']} over the cap, {counts['added']} added); open {out / 'judge.html'}"
+    )
     if counts.get("same_text"):
-        click.echo(f"{counts['same_text']} pooled documents have the text of another of their query: each is judged "
-                   "once, its grade given to every id (marked same_text_as in the exports)")
+        click.echo(
+            f"{counts['same_text']} pooled documents have the text of another of their query: each is judged "
+            "once, its grade given to every id (marked same_text_as in the exports)"
+        )
 
 
-def _status(ctx: click.Context, dataset: Path | None, pool_dir: Path, judgment_files: tuple[Path, ...],
-            as_json: bool) -> None:
+def _status(
+    ctx: click.Context, dataset: Path | None, pool_dir: Path, judgment_files: tuple[Path, ...], as_json: bool
+) -> None:
     """`pool --status`: refuses the pooling options, which would be silently ignored."""
     from harness.judging.status import pool_status
 
-    given = [f"--{name.replace('_', '-')}" for name in ("systems", "run_files", "depth", "max_per_query", "add",
-                                                         "split", "seed", "guidelines", "out")
-             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("systems", "run_files", "depth", "max_per_query", "add", "split", "seed", "guidelines", "out")
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    ]
     if given:
-        raise click.UsageError(f"{', '.join(given).replace('--run-files', '--runs')}: pooling options, not for "
-                               "--status POOL_DIR (which takes DATASET, --judgments and --json)")
+        raise click.UsageError(
+            f"{', '.join(given).replace('--run-files', '--runs')}: pooling options, not for "
+            "--status POOL_DIR (which takes DATASET, --judgments and --json)"
+        )
     status = pool_status(pool_dir, dataset, judgment_files)
     click.echo(json.dumps(status.to_json(), indent=2) if as_json else status.format_text())
 
 
 @cli.command()
 @click.argument("pool_dir", metavar="POOL_DIR", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--llm", "model", required=True, metavar="openai:MODEL",
-              help="The chat model that grades, behind an OpenAI-compatible /chat/completions endpoint.")
-@click.option("--endpoint", default=None, metavar="URL",
-              help="The service, e.g. https://api.openai.com/v1 or http://localhost:8000/v1 "
-                   "[default: $BEIR_HARNESS_ENDPOINT].")
-@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="NAME",
-              help="The environment variable holding the API key (never written anywhere).")
+@click.option(
+    "--llm",
+    "model",
+    required=True,
+    metavar="openai:MODEL",
+    help="The chat model that grades, behind an OpenAI-compatible /chat/completions endpoint.",
+)
+@click.option(
+    "--endpoint",
+    default=None,
+    metavar="URL",
+    help="The service, e.g. https://api.openai.com/v1 or http://localhost:8000/v1 [default: $BEIR_HARNESS_ENDPOINT].",
+)
+@click.option(
+    "--api-key-env",
+    default="OPENAI_API_KEY",
+    show_default=True,
+    metavar="NAME",
+    help="The environment variable holding the API key (never written anywhere).",
+)
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Requests in flight.")
-@click.option("--endpoint-timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for one answer (then retried).")
-@click.option("--answer-attempts", type=int, default=3, show_default=True,
-              help="Questions per pair while its answers are malformed; then it is left ungraded.")
-@click.option("--price-per-1m-tokens", type=float, default=None, metavar="PRICE",
-              help="Record the cost of the tokens the service reports.")
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="The cache folder [default: $BEIR_HARNESS_CACHE_DIR, else the user cache].")
-@click.option("--no-cache", "use_cache", is_flag=True, default=True, flag_value=False,
-              help="Ask every pair; store nothing.")
+@click.option(
+    "--endpoint-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for one answer (then retried).",
+)
+@click.option(
+    "--answer-attempts",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Questions per pair while its answers are malformed; then it is left ungraded.",
+)
+@click.option(
+    "--price-per-1m-tokens",
+    type=float,
+    default=None,
+    metavar="PRICE",
+    help="Record the cost of the tokens the service reports.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The cache folder [default: $BEIR_HARNESS_CACHE_DIR, else the user cache].",
+)
+@click.option(
+    "--no-cache", "use_cache", is_flag=True, default=True, flag_value=False, help="Ask every pair; store nothing."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def judge(pool_dir: Path, model: str, endpoint: str | None, api_key_env: str, concurrency: int,
-          endpoint_timeout: float, answer_attempts: int, price_per_1m_tokens: float | None, cache_dir: Path | None,
-          use_cache: bool, as_json: bool) -> None:
+def judge(
+    pool_dir: Path,
+    model: str,
+    endpoint: str | None,
+    api_key_env: str,
+    concurrency: int,
+    endpoint_timeout: float,
+    answer_attempts: int,
+    price_per_1m_tokens: float | None,
+    cache_dir: Path | None,
+    use_cache: bool,
+    as_json: bool,
+) -> None:
     """Pre-judge a pool with an LLM, as its own annotator llm:MODEL, to be measured before it is trusted.
 
     Every pair of POOL_DIR (made by `beir-harness pool`) is graded 0-3 with the UMBRELA prompt; grades go
@@ -176,8 +298,18 @@ def judge(pool_dir: Path, model: str, endpoint: str | None, api_key_env: str, co
     from harness.io.service import EndpointSpec
     from harness.judging.llm import JudgeSpec, judge_pool
 
-    spec = JudgeSpec(model, EndpointSpec(url=endpoint, api_key_env=api_key_env, concurrency=concurrency,
-                                         timeout=endpoint_timeout, price_per_1m_tokens=price_per_1m_tokens),
-                     answer_attempts=answer_attempts, cache_dir=cache_dir, use_cache=use_cache)
+    spec = JudgeSpec(
+        model,
+        EndpointSpec(
+            url=endpoint,
+            api_key_env=api_key_env,
+            concurrency=concurrency,
+            timeout=endpoint_timeout,
+            price_per_1m_tokens=price_per_1m_tokens,
+        ),
+        answer_attempts=answer_attempts,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+    )
     report = judge_pool(pool_dir, spec)
     click.echo(json.dumps(report.summary(), indent=2) if as_json else report.format_text())

@@ -37,16 +37,41 @@ def judgments() -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
 @click.option("--split", default="test", show_default=True, help="The qrels split to add to (created if absent).")
-@click.option("--resolve", "policy", type=click.Choice(["majority", "mean", "max", "strict"]), default="majority",
-              show_default=True, help="How disagreeing grades become one; strict refuses any disagreement.")
-@click.option("--ties", type=click.Choice(["low", "high", "refuse"]), default="low", show_default=True,
-              help="Where --resolve cannot decide (majority: a tie; mean: exactly halfway; with two annotators, "
-                   "every disagreement): the lower grade, the higher, or refuse.")
-@click.option("--scale", default="0-3", show_default=True, callback=_scale, metavar="LOW-HIGH",
-              help="The grade scale; a grade off it, or a split on another scale, is refused.")
+@click.option(
+    "--resolve",
+    "policy",
+    type=click.Choice(["majority", "mean", "max", "strict"]),
+    default="majority",
+    show_default=True,
+    help="How disagreeing grades become one; strict refuses any disagreement.",
+)
+@click.option(
+    "--ties",
+    type=click.Choice(["low", "high", "refuse"]),
+    default="low",
+    show_default=True,
+    help="Where --resolve cannot decide (majority: a tie; mean: exactly halfway; with two annotators, "
+    "every disagreement): the lower grade, the higher, or refuse.",
+)
+@click.option(
+    "--scale",
+    default="0-3",
+    show_default=True,
+    callback=_scale,
+    metavar="LOW-HIGH",
+    help="The grade scale; a grade off it, or a split on another scale, is refused.",
+)
 @click.option("--weights", type=_WEIGHTS, default="linear", show_default=True, help="Cohen's κ weighting.")
-def merge(folder: Path, files: tuple[Path, ...], annotator: str | None, split: str, policy: str, ties: str,
-          scale: tuple[int, int], weights: str) -> None:
+def merge(
+    folder: Path,
+    files: tuple[Path, ...],
+    annotator: str | None,
+    split: str,
+    policy: str,
+    ties: str,
+    scale: tuple[int, int],
+    weights: str,
+) -> None:
     """Add judgment files (CSV query_id,doc_id,grade[,annotator] or TREC qrels) to a split.
 
     Who judged what goes to qrels/SPLIT.annotations.jsonl; the qrels get one grade per pair, resolved by
@@ -64,8 +89,9 @@ def merge(folder: Path, files: tuple[Path, ...], annotator: str | None, split: s
     """
     from harness.api import merge_judgments
 
-    report = merge_judgments(folder, files, split, annotator=annotator, resolve=policy, scale=scale, weights=weights,
-                             ties=ties)
+    report = merge_judgments(
+        folder, files, split, annotator=annotator, resolve=policy, scale=scale, weights=weights, ties=ties
+    )
     click.echo(report.format_text())
 
 
@@ -73,13 +99,25 @@ def merge(folder: Path, files: tuple[Path, ...], annotator: str | None, split: s
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @click.option("--split", default="test", show_default=True, help="A folder's split whose annotations are read.")
 @click.option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
-@click.option("--scale", default="0-3", show_default=True, callback=_scale, metavar="LOW-HIGH",
-              help="The grade scale (κ's distances and the confusion counts' rows).")
+@click.option(
+    "--scale",
+    default="0-3",
+    show_default=True,
+    callback=_scale,
+    metavar="LOW-HIGH",
+    help="The grade scale (κ's distances and the confusion counts' rows).",
+)
 @click.option("--weights", type=_WEIGHTS, default="linear", show_default=True, help="Cohen's κ weighting.")
-@click.option("--level", type=click.Choice(["ordinal", "interval", "nominal"]), default="ordinal",
-              show_default=True, help="Krippendorff's α level of measurement.")
-def agreement_command(sources: tuple[Path, ...], split: str, annotator: str | None, scale: tuple[int, int],
-                      weights: str, level: str) -> None:
+@click.option(
+    "--level",
+    type=click.Choice(["ordinal", "interval", "nominal"]),
+    default="ordinal",
+    show_default=True,
+    help="Krippendorff's α level of measurement.",
+)
+def agreement_command(
+    sources: tuple[Path, ...], split: str, annotator: str | None, scale: tuple[int, int], weights: str, level: str
+) -> None:
     """Agreement of annotators on the pairs they both graded: κ per pair, α overall, confusion counts.
 
     SOURCES are BEIR folders (their qrels/SPLIT.annotations.jsonl) or judgment files.

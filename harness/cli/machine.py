@@ -29,8 +29,11 @@ def cache() -> None:
 
 
 _cache_dir_option = click.option(
-    "--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-    help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR, else ~/.cache/beir-harness on Linux].")
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR, else ~/.cache/beir-harness on Linux].",
+)
 
 
 @cache.command("list")
@@ -60,15 +63,26 @@ def _format_entries(entries: list[dict]) -> str:
     from harness.presentation import align
 
     table = [["key", "kind", "dataset", "rows", "MB", "complete", "model"]]
-    table += [[e["key"][:12], e["kind"] or "?", e["dataset"] or "?", f"{e['rows']:,}" if e["rows"] is not None else "-",
-               f"{e['bytes'] / 2**20:.1f}", "yes" if e["complete"] else "partial", e["model"] or "?"] for e in entries]
+    table += [
+        [
+            e["key"][:12],
+            e["kind"] or "?",
+            e["dataset"] or "?",
+            f"{e['rows']:,}" if e["rows"] is not None else "-",
+            f"{e['bytes'] / 2**20:.1f}",
+            "yes" if e["complete"] else "partial",
+            e["model"] or "?",
+        ]
+        for e in entries
+    ]
     return "\n".join(align(table, right=[False, False, False, True, True, False, False]))
 
 
 @cache.command("clear")
 @_cache_dir_option
-@click.option("--model", default=None,
-              help="Only entries of this model (any name evaluate accepts, e.g. all-MiniLM-L6-v2).")
+@click.option(
+    "--model", default=None, help="Only entries of this model (any name evaluate accepts, e.g. all-MiniLM-L6-v2)."
+)
 @click.option("--dataset", default=None, help="Only entries of this dataset.")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Clear the whole cache without asking.")
@@ -104,22 +118,47 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
 
 
 @cli.command("env")
-@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
+)
 @_cache_dir_option
-@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
-              help="Results folder.")
+@click.option(
+    "--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True, help="Results folder."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the block as JSON.")
-@click.option("--bench", is_flag=True,
-              help="Also encode one sample with each available backend (torch fp32 and bf16, onnx, onnx-int8, "
-                   "openvino, openvino-int8): docs/s here and cosine to torch fp32 (about a minute).")
-@click.option("--bench-texts", type=click.IntRange(min=1), default=256, show_default=True,
-              help="With --bench: how many texts to encode.")
-@click.option("--bench-dataset", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="With --bench: take the texts from this BEIR folder [default: the bundled demo corpus].")
+@click.option(
+    "--bench",
+    is_flag=True,
+    help="Also encode one sample with each available backend (torch fp32 and bf16, onnx, onnx-int8, "
+    "openvino, openvino-int8): docs/s here and cosine to torch fp32 (about a minute).",
+)
+@click.option(
+    "--bench-texts",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="With --bench: how many texts to encode.",
+)
+@click.option(
+    "--bench-dataset",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="With --bench: take the texts from this BEIR folder [default: the bundled demo corpus].",
+)
 @click.option("--model", default=None, help="With --bench: the model [default: the default model].")
-def env(data_dir: Path | None, cache_dir: Path | None, output_dir: Path, as_json: bool, bench: bool,
-        bench_texts: int, bench_dataset: Path | None, model: str | None) -> None:
+def env(
+    data_dir: Path | None,
+    cache_dir: Path | None,
+    output_dir: Path,
+    as_json: bool,
+    bench: bool,
+    bench_texts: int,
+    bench_dataset: Path | None,
+    model: str | None,
+) -> None:
     """Print versions, the host, torch's devices and the folders in use (for bug reports).
 
     Shows python, beir-harness, torch, sentence-transformers, transformers, faiss, pytrec_eval
@@ -139,8 +178,13 @@ def env(data_dir: Path | None, cache_dir: Path | None, output_dir: Path, as_json
     from harness.api import environment
     from harness.pipeline.environment import format_bench, format_environment
 
-    info = environment(data_dir, cache_dir, output_dir, bench=bench,
-                       **({"model": model, "texts": bench_texts, "dataset": bench_dataset} if bench else {}))
+    info = environment(
+        data_dir,
+        cache_dir,
+        output_dir,
+        bench=bench,
+        **({"model": model, "texts": bench_texts, "dataset": bench_dataset} if bench else {}),
+    )
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return

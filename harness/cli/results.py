@@ -19,57 +19,145 @@ logger = logging.getLogger("harness")
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--metric", default="nDCG@10", show_default=True, callback=metric_callback, help="The metric tabulated.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv", "json", "html"]), default="markdown",
-              show_default=True, help="Output format (csv and json are unrounded; html: one self-contained page "
-                                      "with a sortable leaderboard, chart, drill-downs and provenance).")
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Write the table here (atomically) instead of stdout.")
-@click.option("--by", type=click.Choice(["dataset", "model"]), default="dataset", show_default=True,
-              help="Rows are datasets (columns models), or the transpose.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["markdown", "latex", "csv", "json", "html"]),
+    default="markdown",
+    show_default=True,
+    help="Output format (csv and json are unrounded; html: one self-contained page "
+    "with a sortable leaderboard, chart, drill-downs and provenance).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the table here (atomically) instead of stdout.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["dataset", "model"]),
+    default="dataset",
+    show_default=True,
+    help="Rows are datasets (columns models), or the transpose.",
+)
 @click.option("--digits", type=click.IntRange(0, 10), default=4, show_default=True, help="Decimals when rendering.")
 @click.option("--split", default=None, help="Split to report [default: each dataset's registry eval split].")
-@click.option("--published", "with_published", is_flag=True,
-              help="Add the published scores as columns, with deltas for models that have one.")
-@click.option("--published-systems", callback=lambda ctx, param, value: [v.strip() for v in value.split(",") if
-              v.strip()] if value else [], default=None, metavar="NAME,...",
-              help="More published columns: systems (bm25+ce, splade-pp-ed, BAAI/bge-base-en-v1.5) or column "
-                   "headings ('bm25 · BEIR paper'); implies --published.")
-@click.option("--published-from", multiple=True, type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
-              help="An MTEB results folder (MTEB's results repository, or an `export --format mteb`); its models "
-                   "become published columns. Repeatable.")
-@click.option("--check-published", is_flag=True,
-              help="Reproduction check: OK/OFF per result against the published row it should reproduce; exit 1 "
-                   "if any is off, 2 if nothing could be compared.")
-@click.option("--tolerance", type=click.FloatRange(min=0), default=None,
-              help="Largest |ours - published| that --check-published calls OK [default: 0.003 for nDCG@10, MAP@100 "
-                   "and MRR@10; 0.005 for Recall@100].")
-@click.option("--significance", "baseline", default=None, metavar="MODEL",
-              help="Mark (†) cells that differ significantly from this baseline model.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="Significance level.")
-@click.option("--correction", type=click.Choice(["holm", "bonferroni"]), default="holm", show_default=True,
-              help="Multiple-testing correction across datasets.")
-@click.option("--rounds", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="Randomization-test rounds.")
-@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals (with --compression: "
-                   "the metric against bytes per document, one line per precision).")
-@click.option("--worst", type=click.IntRange(min=1), default=20, show_default=True,
-              help="With --format html: the worst queries per system and dataset in the drill-downs.")
-@click.option("--compression", is_flag=True,
-              help="Quality against storage: each dimension and precision of a model with its bytes per document and "
-                   "the % of its float32 full-dimension score retained.")
-@click.option("--cost", "with_cost", is_flag=True,
-              help="Quality beside cost: per result the metric, seconds per phase (or 'cached'), wall time, docs/s, "
-                   "search latency p50/p95/p99, peak RSS, index and cache size, an endpoint's tokens and price.")
-@click.option("--allow-mixed-data", is_flag=True,
-              help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
-                   "of their own, 'scifact [data 1a2b3c4d]', instead of an error.")
-def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by: str, digits: int, split: str | None,
-           with_published: bool, published_systems: list[str], published_from: tuple[Path, ...],
-           check_published: bool, tolerance: float | None,
-           baseline: str | None, alpha: float, correction: str, rounds: int, plot: Path | None,
-           worst: int, compression: bool, with_cost: bool, allow_mixed_data: bool) -> None:
+@click.option(
+    "--published",
+    "with_published",
+    is_flag=True,
+    help="Add the published scores as columns, with deltas for models that have one.",
+)
+@click.option(
+    "--published-systems",
+    callback=lambda ctx, param, value: [v.strip() for v in value.split(",") if v.strip()] if value else [],
+    default=None,
+    metavar="NAME,...",
+    help="More published columns: systems (bm25+ce, splade-pp-ed, BAAI/bge-base-en-v1.5) or column "
+    "headings ('bm25 · BEIR paper'); implies --published.",
+)
+@click.option(
+    "--published-from",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
+    help="An MTEB results folder (MTEB's results repository, or an `export --format mteb`); its models "
+    "become published columns. Repeatable.",
+)
+@click.option(
+    "--check-published",
+    is_flag=True,
+    help="Reproduction check: OK/OFF per result against the published row it should reproduce; exit 1 "
+    "if any is off, 2 if nothing could be compared.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Largest |ours - published| that --check-published calls OK [default: 0.003 for nDCG@10, MAP@100 "
+    "and MRR@10; 0.005 for Recall@100].",
+)
+@click.option(
+    "--significance",
+    "baseline",
+    default=None,
+    metavar="MODEL",
+    help="Mark (†) cells that differ significantly from this baseline model.",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Significance level.",
+)
+@click.option(
+    "--correction",
+    type=click.Choice(["holm", "bonferroni"]),
+    default="holm",
+    show_default=True,
+    help="Multiple-testing correction across datasets.",
+)
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=10_000, show_default=True, help="Randomization-test rounds."
+)
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals (with --compression: "
+    "the metric against bytes per document, one line per precision).",
+)
+@click.option(
+    "--worst",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="With --format html: the worst queries per system and dataset in the drill-downs.",
+)
+@click.option(
+    "--compression",
+    is_flag=True,
+    help="Quality against storage: each dimension and precision of a model with its bytes per document and "
+    "the % of its float32 full-dimension score retained.",
+)
+@click.option(
+    "--cost",
+    "with_cost",
+    is_flag=True,
+    help="Quality beside cost: per result the metric, seconds per phase (or 'cached'), wall time, docs/s, "
+    "search latency p50/p95/p99, peak RSS, index and cache size, an endpoint's tokens and price.",
+)
+@click.option(
+    "--allow-mixed-data",
+    is_flag=True,
+    help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
+    "of their own, 'scifact [data 1a2b3c4d]', instead of an error.",
+)
+def report(
+    paths: tuple[Path, ...],
+    metric: str,
+    fmt: str,
+    out: Path | None,
+    by: str,
+    digits: int,
+    split: str | None,
+    with_published: bool,
+    published_systems: list[str],
+    published_from: tuple[Path, ...],
+    check_published: bool,
+    tolerance: float | None,
+    baseline: str | None,
+    alpha: float,
+    correction: str,
+    rounds: int,
+    plot: Path | None,
+    worst: int,
+    compression: bool,
+    with_cost: bool,
+    allow_mixed_data: bool,
+) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
     PATHS are result files or folders searched recursively (default: results/). Reads result
@@ -94,8 +182,19 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
 
     results = load_results(paths or (Path("results"),), allow_mixed_data)
     if fmt == "html":
-        _report_page(results, out, metric, split, with_published or bool(published_systems), baseline, alpha,
-                     correction, rounds, worst, digits)
+        _report_page(
+            results,
+            out,
+            metric,
+            split,
+            with_published or bool(published_systems),
+            baseline,
+            alpha,
+            correction,
+            rounds,
+            worst,
+            digits,
+        )
         return
     if compression:
         _report_compression(results, metric, fmt, digits, split, out, plot)
@@ -115,9 +214,18 @@ def report(paths: tuple[Path, ...], metric: str, fmt: str, out: Path | None, by:
         return
     from harness.api import report as build_report
 
-    comparison = build_report(results, metric, split=split, published=with_published, published_systems=published_systems,
-                              published_from=published_from, significance=baseline, alpha=alpha, correction=correction,
-                              rounds=rounds)
+    comparison = build_report(
+        results,
+        metric,
+        split=split,
+        published=with_published,
+        published_systems=published_systems,
+        published_from=published_from,
+        significance=baseline,
+        alpha=alpha,
+        correction=correction,
+        rounds=rounds,
+    )
     _emit(comparison.render(fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
 
 
@@ -135,20 +243,43 @@ def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
         logger.info("wrote %s", plot)
 
 
-def _report_page(results, out: Path | None, metric: str, split: str | None, with_published: bool,
-                 baseline: str | None, alpha: float, correction: str, rounds: int, worst: int, digits: int) -> None:
+def _report_page(
+    results,
+    out: Path | None,
+    metric: str,
+    split: str | None,
+    with_published: bool,
+    baseline: str | None,
+    alpha: float,
+    correction: str,
+    rounds: int,
+    worst: int,
+    digits: int,
+) -> None:
     from harness.api import report_page
 
-    page = report_page(results, out, metric=metric, split=split, published=with_published, baseline=baseline,
-                       alpha=alpha, correction=correction, rounds=rounds, worst=worst, digits=digits)
+    page = report_page(
+        results,
+        out,
+        metric=metric,
+        split=split,
+        published=with_published,
+        baseline=baseline,
+        alpha=alpha,
+        correction=correction,
+        rounds=rounds,
+        worst=worst,
+        digits=digits,
+    )
     if out is None:
         click.echo(page)
         return
     logger.info("wrote %s (%.1f KB)", out, len(page.encode("utf-8")) / 1024)
 
 
-def _report_compression(results, metric: str, fmt: str, digits: int, split: str | None, out: Path | None,
-                        plot: Path | None) -> None:
+def _report_compression(
+    results, metric: str, fmt: str, digits: int, split: str | None, out: Path | None, plot: Path | None
+) -> None:
     from harness.api import compression
     from harness.reporting.compression import plot_compression, render_compression
 
@@ -158,13 +289,27 @@ def _report_compression(results, metric: str, fmt: str, digits: int, split: str 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["mteb", "csv", "trec"]), required=True,
-              help="mteb: MTEB's results layout; csv: one row per dataset, system, split, query and metric; trec: "
-                   "the run files, tagged with each result's label.")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="The folder to write (mteb, trec), or the CSV file [default for csv: stdout].")
-@click.option("--metric", "metrics", multiple=True, callback=lambda ctx, param, value: [metric_callback(ctx, param, v)
-              for v in value], help="With --format csv: only this metric (repeatable) [default: every one stored].")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["mteb", "csv", "trec"]),
+    required=True,
+    help="mteb: MTEB's results layout; csv: one row per dataset, system, split, query and metric; trec: "
+    "the run files, tagged with each result's label.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The folder to write (mteb, trec), or the CSV file [default for csv: stdout].",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    callback=lambda ctx, param, value: [metric_callback(ctx, param, v) for v in value],
+    help="With --format csv: only this metric (repeatable) [default: every one stored].",
+)
 @click.option("--split", default=None, help="Only results of this split [default: each dataset's eval split].")
 def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[str], split: str | None) -> None:
     """Export results for other tools: MTEB's results layout, per-query CSV, or TREC runs.
@@ -205,26 +350,72 @@ def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--method", type=click.Choice(["rrf", "combsum", "combmnz", "wsum", "dbsf"]), default="rrf",
-              show_default=True, help="Fusion method.")
-@click.option("--norm", type=click.Choice(["minmax", "zscore", "none"]), default="minmax", show_default=True,
-              help="Per-query score normalization for combsum, combmnz and wsum.")
-@click.option("--weights", callback=_weights, default=None, metavar="W1:W2:...",
-              help="With --method wsum: one weight per result, as in bench's weights=0.3:0.7 (0.3,0.7 is read "
-                   "too) [default: equal].")
+@click.option(
+    "--method",
+    type=click.Choice(["rrf", "combsum", "combmnz", "wsum", "dbsf"]),
+    default="rrf",
+    show_default=True,
+    help="Fusion method.",
+)
+@click.option(
+    "--norm",
+    type=click.Choice(["minmax", "zscore", "none"]),
+    default="minmax",
+    show_default=True,
+    help="Per-query score normalization for combsum, combmnz and wsum.",
+)
+@click.option(
+    "--weights",
+    callback=_weights,
+    default=None,
+    metavar="W1:W2:...",
+    help="With --method wsum: one weight per result, as in bench's weights=0.3:0.7 (0.3,0.7 is read "
+    "too) [default: equal].",
+)
 @click.option("--rrf-k", type=click.IntRange(min=0), default=60, show_default=True, help="The k of RRF.")
-@click.option("--depth", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Documents kept per query in the fused run.")
-@click.option("--name", default=None, metavar="LABEL", callback=label_callback,
-              help="Label of the fused result [default: method(labels; settings), e.g. wsum(bm25, e5; 0.3:0.7)].")
-@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
-              help="Where the fused result goes: <output-dir>/<dataset>/fusion/<split>.<variant>.json.")
-@click.option("--out", "out_run", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
-              help="Fuse run files instead (TREC, MS MARCO or JSON runs; no qrels needed): the fused TREC run "
-                   "goes to FILE, and nothing is scored.")
+@click.option(
+    "--depth",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Documents kept per query in the fused run.",
+)
+@click.option(
+    "--name",
+    default=None,
+    metavar="LABEL",
+    callback=label_callback,
+    help="Label of the fused result [default: method(labels; settings), e.g. wsum(bm25, e5; 0.3:0.7)].",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Where the fused result goes: <output-dir>/<dataset>/fusion/<split>.<variant>.json.",
+)
+@click.option(
+    "--out",
+    "out_run",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Fuse run files instead (TREC, MS MARCO or JSON runs; no qrels needed): the fused TREC run "
+    "goes to FILE, and nothing is scored.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the fused result JSON instead of the table.")
-def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float, ...] | None, rrf_k: int,
-         depth: int, name: str | None, output_dir: Path, out_run: Path | None, as_json: bool) -> None:
+def fuse(
+    results: tuple[Path, ...],
+    method: str,
+    norm: str,
+    weights: tuple[float, ...] | None,
+    rrf_k: int,
+    depth: int,
+    name: str | None,
+    output_dir: Path,
+    out_run: Path | None,
+    as_json: bool,
+) -> None:
     """Fuse the runs of two or more results (hybrid search) and score the fused run; or, with --out, fuse
     run files (no qrels needed) into one run.
 
@@ -247,11 +438,14 @@ def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float
 
         if as_json:
             raise click.UsageError("--json prints a scored result; with --out nothing is scored")
-        click.echo(fuse_runs(results, out_run, method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth,
-                             name=name).format_text())
+        click.echo(
+            fuse_runs(
+                results, out_run, method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth, name=name
+            ).format_text()
+        )
         return
-    from harness.retrieval.fusion import FusionSpec
     from harness.pipeline.fuse import fuse_results
+    from harness.retrieval.fusion import FusionSpec
 
     spec = FusionSpec(method=method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth)
     outcome = fuse_results(list(results), spec, output_dir, name)
@@ -261,16 +455,26 @@ def fuse(results: tuple[Path, ...], method: str, norm: str, weights: tuple[float
 @cli.command()
 @click.argument("first", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("second", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--metric", "metrics", multiple=True, callback=lambda ctx, p, v: [metric_callback(ctx, p, m) for m in v],
-              help="Metric to compare (repeatable) [default: every metric both results have].")
-@click.option("--rounds", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="Randomization-test rounds.")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    callback=lambda ctx, p, v: [metric_callback(ctx, p, m) for m in v],
+    help="Metric to compare (repeatable) [default: every metric both results have].",
+)
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=10_000, show_default=True, help="Randomization-test rounds."
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Randomization-test seed.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="Significance level for the * mark.")
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Significance level for the * mark.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the tests as JSON.")
-def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: int, alpha: float,
-            as_json: bool) -> None:
+def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: int, alpha: float, as_json: bool) -> None:
     """Paired significance of SECOND against FIRST, per metric.
 
     Per-query differences on the same judged queries; paired t-test (scipy) and paired
@@ -298,7 +502,9 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
 @cli.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--worst", type=click.IntRange(min=1), default=10, show_default=True, help="How many queries.")
-@click.option("--metric", default="nDCG@10", show_default=True, callback=metric_callback, help="Metric to rank queries by.")
+@click.option(
+    "--metric", default="nDCG@10", show_default=True, callback=metric_callback, help="Metric to rank queries by."
+)
 @click.option("--depth", type=click.IntRange(min=1), default=5, show_default=True, help="Retrieved documents shown.")
 @click.option("--json", "as_json", is_flag=True, help="Print the queries, judgments, ranks and top documents as JSON.")
 def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_json: bool) -> None:

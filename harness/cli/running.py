@@ -9,8 +9,14 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
-from harness.cli.options import Sectioned, k_values_callback, metric_callback, retrieval_options, run_options, \
-    show_outcome
+from harness.cli.options import (
+    Sectioned,
+    k_values_callback,
+    metric_callback,
+    retrieval_options,
+    run_options,
+    show_outcome,
+)
 from harness.errors import HarnessError
 from harness.retrieval.compress import PRECISIONS
 from harness.retrieval.models import DEFAULT_MODEL
@@ -20,8 +26,9 @@ logger = logging.getLogger("harness")
 
 
 @cli.command()
-@click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="sentence-transformers model name or local model folder.")
+@click.option(
+    "--model", default=DEFAULT_MODEL, show_default=True, help="sentence-transformers model name or local model folder."
+)
 @click.pass_context
 def demo(ctx: click.Context, model: str) -> None:
     """Score the bundled lesson eval set (15 products, 5 queries) with a model.
@@ -42,89 +49,157 @@ def demo(ctx: click.Context, model: str) -> None:
 
 def _format_demo(outcome) -> str:
     result, run, qrels = outcome.result, outcome.run, outcome.qrels
-    lines = [f"demo: lesson eval set, {result.config['n_docs']} documents, {result.n_queries} queries, "
-             f"model {result.model}", ""]
+    lines = [
+        f"demo: lesson eval set, {result.config['n_docs']} documents, {result.n_queries} queries, model {result.model}",
+        "",
+    ]
     rows = [("query", "relevant", "top-3", "Recall@3", "RR@10")]
     for query_id in qrels:
         relevant = sorted(qrels.relevant(query_id), key=lambda d: (len(d), d))
         top = [hit.doc_id for hit in run.get(query_id, ())[:3]]
         values = result.per_query[query_id]
-        rows.append((query_id, f"[{', '.join(relevant)}]", f"[{', '.join(top)}]",
-                     f"{values['Recall@3']:.2f}", f"{values['MRR@10']:.2f}"))
+        rows.append(
+            (
+                query_id,
+                f"[{', '.join(relevant)}]",
+                f"[{', '.join(top)}]",
+                f"{values['Recall@3']:.2f}",
+                f"{values['MRR@10']:.2f}",
+            )
+        )
     rows.append(("mean", "", "", f"{result.metrics['Recall@3']:.2f}", f"{result.metrics['MRR@10']:.2f}"))
     from harness.presentation import align
 
     lines += align(rows, right=[False] * 5)
-    lines += ["", f"mean Recall@3 {result.metrics['Recall@3']:.2f}   MRR@10 {result.metrics['MRR@10']:.2f}   "
-              f"nDCG@10 {result.metrics['nDCG@10']:.4f}"]
+    lines += [
+        "",
+        f"mean Recall@3 {result.metrics['Recall@3']:.2f}   MRR@10 {result.metrics['MRR@10']:.2f}   "
+        f"nDCG@10 {result.metrics['nDCG@10']:.4f}",
+    ]
     return "\n".join(lines)
 
 
 def _config(ctx: click.Context, dataset, model: str, options: dict):
     """An EvaluateConfig from the shared options (consumed from `options`)."""
-    from harness.runtimes.spec import EncoderSpec
-    from harness.retrieval.index import IndexSpec
-    from harness.pipeline.evaluate import EvaluateConfig
     from harness.engines.ray_engine import RaySpec
+    from harness.pipeline.evaluate import EvaluateConfig
     from harness.retrieval.compress import CompressionSpec
     from harness.retrieval.endpoint import EndpointSpec
+    from harness.retrieval.index import IndexSpec
     from harness.retrieval.rerank import RerankSpec
+    from harness.runtimes.spec import EncoderSpec
 
     similarity, normalize = options.pop("similarity"), options.pop("normalize")
     if normalize is None:
         normalize = similarity == "cosine"
     elif similarity == "cosine" and not normalize:
         raise click.UsageError("--similarity cosine needs normalized vectors; use --similarity dot with --no-normalize")
-    index = IndexSpec(kind=options.pop("index_kind"), hnsw_m=options.pop("hnsw_m"),
-                      ef_construction=options.pop("ef_construction"), ef_search=options.pop("ef_search"),
-                      nlist=options.pop("nlist"), nprobe=options.pop("nprobe"), pq_m=options.pop("pq_m"),
-                      pq_nbits=options.pop("pq_nbits"))
-    ray_spec = RaySpec(address=options.pop("ray_address"), local_cpus=options.pop("ray_local"),
-                       shards=options.pop("shards"), gpus_per_worker=options.pop("ray_gpus_per_worker"),
-                       search=options.pop("ray_search"))
+    index = IndexSpec(
+        kind=options.pop("index_kind"),
+        hnsw_m=options.pop("hnsw_m"),
+        ef_construction=options.pop("ef_construction"),
+        ef_search=options.pop("ef_search"),
+        nlist=options.pop("nlist"),
+        nprobe=options.pop("nprobe"),
+        pq_m=options.pop("pq_m"),
+        pq_nbits=options.pop("pq_nbits"),
+    )
+    ray_spec = RaySpec(
+        address=options.pop("ray_address"),
+        local_cpus=options.pop("ray_local"),
+        shards=options.pop("shards"),
+        gpus_per_worker=options.pop("ray_gpus_per_worker"),
+        search=options.pop("ray_search"),
+    )
     if options["engine"] != "ray" and ray_spec != RaySpec():
-        raise click.UsageError("--ray-address, --ray-local, --shards, --ray-gpus-per-worker and --ray-search need "
-                               "--engine ray")
-    rerank = RerankSpec(model=options.pop("rerank_model"), depth=options.pop("rerank_depth"),
-                        batch_size=options.pop("rerank_batch_size"), max_length=options.pop("rerank_max_length")) \
-        if options.get("rerank_model") else None
+        raise click.UsageError(
+            "--ray-address, --ray-local, --shards, --ray-gpus-per-worker and --ray-search need --engine ray"
+        )
+    rerank = (
+        RerankSpec(
+            model=options.pop("rerank_model"),
+            depth=options.pop("rerank_depth"),
+            batch_size=options.pop("rerank_batch_size"),
+            max_length=options.pop("rerank_max_length"),
+        )
+        if options.get("rerank_model")
+        else None
+    )
     for name in ("rerank_model", "rerank_depth", "rerank_batch_size", "rerank_max_length"):
         options.pop(name, None)
     options["rerank"] = rerank
     prefixes = {name: options.pop(name) for name in ("query_prefix", "doc_prefix")}
     given = any(value is not None for value in prefixes.values())  # even '' is a choice: no registry prompts
-    encoder = EncoderSpec(normalize=normalize, **{name: value or "" for name, value in prefixes.items()},
-                          prompt_source=PROMPTS_GIVEN if given else "", **{name: options.pop(name) for name in (
-                              "max_seq_length", "backend", "precision", "batch_size", "trust_remote_code")})
-    compression = CompressionSpec(**{name: options.pop(name) for name in (
-        "truncate_dim", "embedding_precision", "rescore_multiplier")})
-    endpoint = EndpointSpec(url=options.pop("endpoint"), api_key_env=options.pop("api_key_env"),
-                            batch_size=options.pop("endpoint_batch_size"), concurrency=options.pop("concurrency"),
-                            timeout=options.pop("endpoint_timeout"),
-                            price_per_1m_tokens=options.pop("price_per_1m_tokens"))
-    return EvaluateConfig(dataset_path=dataset, model=model, encoder=encoder, index=index, ray=ray_spec,
-                          compression=compression, endpoint=endpoint, cache=options.pop("use_cache"),
-                          progress=ctx.obj["progress"], **options)
+    encoder = EncoderSpec(
+        normalize=normalize,
+        **{name: value or "" for name, value in prefixes.items()},
+        prompt_source=PROMPTS_GIVEN if given else "",
+        **{
+            name: options.pop(name)
+            for name in ("max_seq_length", "backend", "precision", "batch_size", "trust_remote_code")
+        },
+    )
+    compression = CompressionSpec(
+        **{name: options.pop(name) for name in ("truncate_dim", "embedding_precision", "rescore_multiplier")}
+    )
+    endpoint = EndpointSpec(
+        url=options.pop("endpoint"),
+        api_key_env=options.pop("api_key_env"),
+        batch_size=options.pop("endpoint_batch_size"),
+        concurrency=options.pop("concurrency"),
+        timeout=options.pop("endpoint_timeout"),
+        price_per_1m_tokens=options.pop("price_per_1m_tokens"),
+    )
+    return EvaluateConfig(
+        dataset_path=dataset,
+        model=model,
+        encoder=encoder,
+        index=index,
+        ray=ray_spec,
+        compression=compression,
+        endpoint=endpoint,
+        cache=options.pop("use_cache"),
+        progress=ctx.obj["progress"],
+        **options,
+    )
 
 
 @cli.command(cls=Sectioned)
 @click.argument("dataset", type=click.Path(path_type=Path))
-@click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="The first stage: bm25; a sentence-transformers bi-encoder or SparseEncoder (SPLADE), by hub id, "
-                   "short alias (all-MiniLM-L6-v2) or local folder; openai:MODEL (an OpenAI-compatible embedding "
-                   "service, with --endpoint); hash:DIM (a hashing stand-in, no model). A cross-encoder goes to "
-                   "--rerank.")
+@click.option(
+    "--model",
+    default=DEFAULT_MODEL,
+    show_default=True,
+    help="The first stage: bm25; a sentence-transformers bi-encoder or SparseEncoder (SPLADE), by hub id, "
+    "short alias (all-MiniLM-L6-v2) or local folder; openai:MODEL (an OpenAI-compatible embedding "
+    "service, with --endpoint); hash:DIM (a hashing stand-in, no model). A cross-encoder goes to "
+    "--rerank.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
-@click.option("--run", "run_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Score this run file instead of retrieving: TREC (qid Q0 docid rank score tag), MS MARCO "
-                   "(qid docid rank) or JSON ({qid: {docid: score}}), told apart by their content.")
-@click.option("--allow-unknown-docs", is_flag=True,
-              help="With --run: score documents that are not in the corpus as non-relevant instead of refusing "
-                   "the run.")
+@click.option(
+    "--run",
+    "run_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Score this run file instead of retrieving: TREC (qid Q0 docid rank score tag), MS MARCO "
+    "(qid docid rank) or JSON ({qid: {docid: score}}), told apart by their content.",
+)
+@click.option(
+    "--allow-unknown-docs",
+    is_flag=True,
+    help="With --run: score documents that are not in the corpus as non-relevant instead of refusing the run.",
+)
 @run_options
 @click.pass_context
-def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_path: Path | None,
-             allow_unknown_docs: bool, **options) -> None:
+def evaluate(
+    ctx: click.Context,
+    dataset: Path,
+    model: str,
+    as_json: bool,
+    run_path: Path | None,
+    allow_unknown_docs: bool,
+    **options,
+) -> None:
     """Evaluate a model, or an external run, on a BEIR folder or dataset.
 
     DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv, or a
@@ -158,12 +233,25 @@ def evaluate(ctx: click.Context, dataset: Path, model: str, as_json: bool, run_p
 
 @cli.command(cls=Sectioned)
 @click.argument("dataset", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
-              help="The TREC run file to write (atomically).")
-@click.option("--queries", "queries_path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
-              help="Search these queries (a BEIR queries.jsonl) instead of the dataset's own.")
-@click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="sentence-transformers model name or local folder (bi-encoder or sparse encoder), or bm25.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="The TREC run file to write (atomically).",
+)
+@click.option(
+    "--queries",
+    "queries_path",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="Search these queries (a BEIR queries.jsonl) instead of the dataset's own.",
+)
+@click.option(
+    "--model",
+    default=DEFAULT_MODEL,
+    show_default=True,
+    help="sentence-transformers model name or local folder (bi-encoder or sparse encoder), or bm25.",
+)
 @retrieval_options
 @click.pass_context
 def retrieve(ctx: click.Context, dataset: Path, out: Path, queries_path: Path | None, model: str, **options) -> None:
@@ -182,8 +270,9 @@ def retrieve(ctx: click.Context, dataset: Path, out: Path, queries_path: Path | 
 
     config = _config(ctx, dataset, model, {**options, "output_dir": None, "k_values": (1,)})
     run = run_retrieval(config, out, queries=queries_path)
-    click.echo(f"{out}: {len(run)} queries, up to {max((run.depth(q) for q in run), default=0)} documents each "
-               f"({run.name})")
+    click.echo(
+        f"{out}: {len(run)} queries, up to {max((run.depth(q) for q in run), default=0)} documents each ({run.name})"
+    )
 
 
 def _comma_list(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
@@ -224,29 +313,67 @@ def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 
 
 @cli.command(cls=Sectioned)
-@click.option("--models", "--systems", "models", required=True, callback=_systems,
-              help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
-                   "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
-                   "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf; "
-                   "each optionally labelled LABEL=SYSTEM (e.g. 'hybrid=rrf(bm25, e5)'), its name in every table.")
-@click.option("--datasets", "dataset_names", required=True, callback=_comma_list,
-              help="Comma-separated datasets: registry names or BEIR folders.")
-@click.option("--metric", default="nDCG@10", show_default=True, callback=lambda ctx, param, value: metric_callback(ctx, param,
-              value), help="Metric of the summary table.")
+@click.option(
+    "--models",
+    "--systems",
+    "models",
+    required=True,
+    callback=_systems,
+    help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
+    "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
+    "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf; "
+    "each optionally labelled LABEL=SYSTEM (e.g. 'hybrid=rrf(bm25, e5)'), its name in every table.",
+)
+@click.option(
+    "--datasets",
+    "dataset_names",
+    required=True,
+    callback=_comma_list,
+    help="Comma-separated datasets: registry names or BEIR folders.",
+)
+@click.option(
+    "--metric",
+    default="nDCG@10",
+    show_default=True,
+    callback=lambda ctx, param, value: metric_callback(ctx, param, value),
+    help="Metric of the summary table.",
+)
 @click.option("--force", is_flag=True, help="Redo cells whose result already exists with the same settings.")
-@click.option("--truncate-dims", callback=lambda ctx, param, value: _int_list(param, value), default=None,
-              metavar="D,...", help="An axis of the grid: each dense system at each of these dimensions.")
-@click.option("--embedding-precisions", callback=lambda ctx, param, value: _precisions(param, value), default=None,
-              metavar="P,...",
-              help="An axis of the grid: each dense system stored in each of these precisions (float32, int8, uint8, "
-                   "binary, ubinary).")
-@click.option("--rescore-multipliers", callback=lambda ctx, param, value: _int_list(param, value), default=None,
-              metavar="M,...", help="An axis of the grid for compressed precisions, e.g. 0,2 (raw and rescored).")
+@click.option(
+    "--truncate-dims",
+    callback=lambda ctx, param, value: _int_list(param, value),
+    default=None,
+    metavar="D,...",
+    help="An axis of the grid: each dense system at each of these dimensions.",
+)
+@click.option(
+    "--embedding-precisions",
+    callback=lambda ctx, param, value: _precisions(param, value),
+    default=None,
+    metavar="P,...",
+    help="An axis of the grid: each dense system stored in each of these precisions (float32, int8, uint8, "
+    "binary, ubinary).",
+)
+@click.option(
+    "--rescore-multipliers",
+    callback=lambda ctx, param, value: _int_list(param, value),
+    default=None,
+    metavar="M,...",
+    help="An axis of the grid for compressed precisions, e.g. 0,2 (raw and rescored).",
+)
 @run_options
 @click.pass_context
-def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metric: str, force: bool,
-          truncate_dims: list[int], embedding_precisions: list[str], rescore_multipliers: list[int],
-          **options) -> None:
+def bench(
+    ctx: click.Context,
+    models: list[str],
+    dataset_names: list[str],
+    metric: str,
+    force: bool,
+    truncate_dims: list[int],
+    embedding_precisions: list[str],
+    rescore_multipliers: list[int],
+    **options,
+) -> None:
     """Evaluate a grid of models × datasets; resumable.
 
     Each cell writes its result as `evaluate` does. A cell whose result already exists with the
@@ -270,9 +397,15 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
     from harness.pipeline.systems import parse_system
 
     base = _config(ctx, None, parse_system(models[0]).spec, options)
-    report = run_bench(models, dataset_names, force=force, truncate_dims=truncate_dims or (),
-                       embedding_precisions=embedding_precisions or (), rescore_multipliers=rescore_multipliers or (),
-                       config=base)
+    report = run_bench(
+        models,
+        dataset_names,
+        force=force,
+        truncate_dims=truncate_dims or (),
+        embedding_precisions=embedding_precisions or (),
+        rescore_multipliers=rescore_multipliers or (),
+        config=base,
+    )
     click.echo(report.format_table(metric))
     if report.csv_path:
         logger.info("wrote %s", report.csv_path)
@@ -282,24 +415,64 @@ def bench(ctx: click.Context, models: list[str], dataset_names: list[str], metri
 
 @cli.command()
 @click.argument("dataset")
-@click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="sentence-transformers model name or local folder.")
+@click.option(
+    "--model", default=DEFAULT_MODEL, show_default=True, help="sentence-transformers model name or local folder."
+)
 @click.option("--split", default="test", show_default=True, help="Qrels split.")
-@click.option("--k", "k_values", default="1,3,5,10,100", show_default=True, callback=k_values_callback,
-              help="Comma-separated cutoffs.")
-@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1),
-              help="Texts per forward pass (both pipelines).")
-@click.option("--tolerance", type=float, default=1e-4, show_default=True,
-              help="Largest |ours - BEIR| called agreement; exit 1 above it.")
-@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].")
-@click.option("--cache/--no-cache", "use_cache", default=True, show_default=True,
-              help="Let our side reuse cached embeddings (BEIR's side always encodes).")
-@click.option("--device", default=None, metavar="DEVICE",
-              help="Where both sides run: auto, cpu, cuda, cuda:N, mps [default: $BEIR_HARNESS_DEVICE, else auto].")
+@click.option(
+    "--k",
+    "k_values",
+    default="1,3,5,10,100",
+    show_default=True,
+    callback=k_values_callback,
+    help="Comma-separated cutoffs.",
+)
+@click.option(
+    "--batch-size",
+    default=32,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Texts per forward pass (both pipelines).",
+)
+@click.option(
+    "--tolerance",
+    type=float,
+    default=1e-4,
+    show_default=True,
+    help="Largest |ours - BEIR| called agreement; exit 1 above it.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
+)
+@click.option(
+    "--cache/--no-cache",
+    "use_cache",
+    default=True,
+    show_default=True,
+    help="Let our side reuse cached embeddings (BEIR's side always encodes).",
+)
+@click.option(
+    "--device",
+    default=None,
+    metavar="DEVICE",
+    help="Where both sides run: auto, cpu, cuda, cuda:N, mps [default: $BEIR_HARNESS_DEVICE, else auto].",
+)
 @click.pass_context
-def crosscheck(ctx: click.Context, dataset: str, model: str, split: str, k_values: tuple[int, ...], batch_size: int,
-               tolerance: float, data_dir: Path | None, use_cache: bool, device: str | None) -> None:
+def crosscheck(
+    ctx: click.Context,
+    dataset: str,
+    model: str,
+    split: str,
+    k_values: tuple[int, ...],
+    batch_size: int,
+    tolerance: float,
+    data_dir: Path | None,
+    use_cache: bool,
+    device: str | None,
+) -> None:
     """Run BEIR's own pipeline beside ours and print both metric sets and their differences.
 
     BEIR's side: GenericDataLoader, SentenceBERT, DenseRetrievalExactSearch (cosine),
@@ -314,8 +487,17 @@ def crosscheck(ctx: click.Context, dataset: str, model: str, split: str, k_value
     """
     from harness.api import crosscheck as run
 
-    result = run(dataset, model, split=split, k_values=k_values, batch_size=batch_size, data_dir=data_dir,
-                 cache=use_cache, progress=ctx.obj["progress"], device=device)
+    result = run(
+        dataset,
+        model,
+        split=split,
+        k_values=k_values,
+        batch_size=batch_size,
+        data_dir=data_dir,
+        cache=use_cache,
+        progress=ctx.obj["progress"],
+        device=device,
+    )
     click.echo(result.format_text(tolerance))
     if result.largest() > tolerance:
         sys.exit(1)

@@ -26,21 +26,37 @@ def metrics_callback(ctx: click.Context, param: click.Parameter, value: tuple[st
 @cli.command()
 @click.argument("qrels", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("run", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@click.option("-m", "--metric", "metrics", multiple=True, metavar="METRIC", callback=metrics_callback,
-              help="A metric, in any tool's spelling (nDCG@10, ndcg_cut_10, map, recip_rank, AP, RR@10, Rprec, "
-                   "Judged@10); repeatable [default: " + ", ".join(DEFAULT_SCORE_METRICS) + "]. nDCG, MAP and MRR "
-                   "without a cutoff read the whole run, as trec_eval's ndcg, map and recip_rank do.")
-@click.option("-q", "--per-query", is_flag=True,
-              help="Each query's values before the means, as trec_eval -q prints them (here -q is this flag; "
-                   "--quiet stays the global one).")
-@click.option("--judged-only", is_flag=True,
-              help="Count only the judged queries the run has results for (trec_eval without -c) [default: every "
-                   "judged query counts, one missing from the run scores 0, as trec_eval -c].")
+@click.option(
+    "-m",
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="METRIC",
+    callback=metrics_callback,
+    help="A metric, in any tool's spelling (nDCG@10, ndcg_cut_10, map, recip_rank, AP, RR@10, Rprec, "
+    "Judged@10); repeatable [default: " + ", ".join(DEFAULT_SCORE_METRICS) + "]. nDCG, MAP and MRR "
+    "without a cutoff read the whole run, as trec_eval's ndcg, map and recip_rank do.",
+)
+@click.option(
+    "-q",
+    "--per-query",
+    is_flag=True,
+    help="Each query's values before the means, as trec_eval -q prints them (here -q is this flag; "
+    "--quiet stays the global one).",
+)
+@click.option(
+    "--judged-only",
+    is_flag=True,
+    help="Count only the judged queries the run has results for (trec_eval without -c) [default: every "
+    "judged query counts, one missing from the run scores 0, as trec_eval -c].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON (unrounded).")
-@click.option("--digits", type=click.IntRange(0, 17), default=4, show_default=True,
-              help="Decimals printed (trec_eval prints 4).")
-def score(qrels: Path, run: Path, metrics: tuple[str, ...], per_query: bool, judged_only: bool, as_json: bool,
-          digits: int) -> None:
+@click.option(
+    "--digits", type=click.IntRange(0, 17), default=4, show_default=True, help="Decimals printed (trec_eval prints 4)."
+)
+def score(
+    qrels: Path, run: Path, metrics: tuple[str, ...], per_query: bool, judged_only: bool, as_json: bool, digits: int
+) -> None:
     """Score a run file against a qrels file, the trec_eval way: QRELS RUN.
 
     QRELS is TREC qrels (query_id 0 doc_id grade), a BEIR qrels TSV (with its header) or JSON
@@ -65,24 +81,37 @@ def score(qrels: Path, run: Path, metrics: tuple[str, ...], per_query: bool, jud
     counted = _counted(evaluation, len(judgments), judged_only)
     depth = _depth_note(evaluation, metrics)
     if as_json:
-        document = {"qrels": str(qrels), "qrels_format": qrels_format(qrels), "run": str(run),
-                    "run_format": ranked.metadata.get("format"), "run_name": ranked.name, "queries": counted,
-                    "judged_only": judged_only, "n_queries": evaluation.n_queries, "n_missing": evaluation.n_missing,
-                    "n_unjudged": evaluation.n_unjudged, "depth": evaluation.depth, "metrics": list(metrics),
-                    "means": evaluation.means}
+        document = {
+            "qrels": str(qrels),
+            "qrels_format": qrels_format(qrels),
+            "run": str(run),
+            "run_format": ranked.metadata.get("format"),
+            "run_name": ranked.name,
+            "queries": counted,
+            "judged_only": judged_only,
+            "n_queries": evaluation.n_queries,
+            "n_missing": evaluation.n_missing,
+            "n_unjudged": evaluation.n_unjudged,
+            "depth": evaluation.depth,
+            "metrics": list(metrics),
+            "means": evaluation.means,
+        }
         if per_query:
             document["per_query"] = evaluation.per_query
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
         return
     kinds = {"beir": "BEIR", "trec": "TREC", "json": "JSON", "msmarco": "MS MARCO"}
-    click.echo(f"# qrels {qrels} ({kinds[qrels_format(qrels)]} qrels: {len(judgments)} queries, "
-               f"{judgments.n_judgments} judgments); run {run} ({kinds[ranked.metadata['format']]} run "
-               f"{ranked.name!r}: {len(ranked)} queries)")
+    click.echo(
+        f"# qrels {qrels} ({kinds[qrels_format(qrels)]} qrels: {len(judgments)} queries, "
+        f"{judgments.n_judgments} judgments); run {run} ({kinds[ranked.metadata['format']]} run "
+        f"{ranked.name!r}: {len(ranked)} queries)"
+    )
     click.echo(f"# queries: {counted}")
     if depth:
         click.echo(f"# {depth}")
-    rows = [(query_id, evaluation.per_query[query_id]) for query_id in sorted(evaluation.per_query)] \
-        if per_query else []
+    rows = (
+        [(query_id, evaluation.per_query[query_id]) for query_id in sorted(evaluation.per_query)] if per_query else []
+    )
     for query_id, values in [*rows, ("all", evaluation.means)]:
         for name in metrics:
             click.echo(f"{name:<22}\t{query_id}\t{values[name]:.{digits}f}")
@@ -92,10 +121,14 @@ def _counted(evaluation, n_judged: int, judged_only: bool) -> str:
     """Which queries the means are over, in words, with trec_eval's flag for the same choice."""
     if judged_only:
         left_out = n_judged - evaluation.n_queries
-        return (f"{evaluation.n_queries} of {n_judged} judged queries, those the run has results for (--judged-only, "
-                f"as trec_eval without -c); {left_out} judged without results left out")
-    return (f"every judged query, {evaluation.n_queries} (as trec_eval -c); {evaluation.n_missing} without results "
-            f"in the run score 0; {evaluation.n_unjudged} run queries nobody judged are ignored")
+        return (
+            f"{evaluation.n_queries} of {n_judged} judged queries, those the run has results for (--judged-only, "
+            f"as trec_eval without -c); {left_out} judged without results left out"
+        )
+    return (
+        f"every judged query, {evaluation.n_queries} (as trec_eval -c); {evaluation.n_missing} without results "
+        f"in the run score 0; {evaluation.n_unjudged} run queries nobody judged are ignored"
+    )
 
 
 def _depth_note(evaluation, metrics: tuple[str, ...]) -> str:
@@ -106,5 +139,7 @@ def _depth_note(evaluation, metrics: tuple[str, ...]) -> str:
     whole = [metric_families()[spec.name] for spec in specs if not spec.k and metric_families()[spec.name].cutoff]
     if not whole or evaluation.depth is None:
         return ""
-    return (f"{', '.join(family.name for family in whole)}: no cutoff, over the whole run as retrieved, up to "
-            f"{evaluation.depth} documents a query (as trec_eval's {', '.join(family.uncut for family in whole)})")
+    return (
+        f"{', '.join(family.name for family in whole)}: no cutoff, over the whole run as retrieved, up to "
+        f"{evaluation.depth} documents a query (as trec_eval's {', '.join(family.uncut for family in whole)})"
+    )

@@ -22,12 +22,12 @@ from typing import Any
 
 from harness import __version__
 from harness.datasets import registry
-from harness.io.download import RetryPolicy, fetch, md5_file, safe_extract
-from harness.errors import ChecksumMismatchError, DatasetError, setting
-from harness.io.files import default_permissions, private_dir, remove_stale_temporaries, write_json
 from harness.datasets.install import STAMP, Installed, base_url, data_dir, data_root, locked, now, read_stamp
 from harness.datasets.published import counts_by_dataset
 from harness.datasets.registry import DatasetSpec
+from harness.errors import ChecksumMismatchError, DatasetError, setting
+from harness.io.download import RetryPolicy, fetch, md5_file, safe_extract
+from harness.io.files import default_permissions, private_dir, remove_stale_temporaries, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +60,9 @@ def _count_lines(path: Path) -> int:
         return sum(1 for line in handle if line.strip())
 
 
-def _check_counts(folder: Path, spec: DatasetSpec, what: str = "the archive", hint: str = "not installed"
-                  ) -> dict[str, int]:
+def _check_counts(
+    folder: Path, spec: DatasetSpec, what: str = "the archive", hint: str = "not installed"
+) -> dict[str, int]:
     """Compare docs and eval-split judged queries with the registry; CQADupStack sums its forums."""
     from harness.io.formats import find_file
     from harness.io.trec import iter_qrels
@@ -71,8 +72,9 @@ def _check_counts(folder: Path, spec: DatasetSpec, what: str = "the archive", hi
     for part in parts:
         corpus, qrels = find_file(part / "corpus.jsonl"), find_file(part / "qrels" / f"{spec.eval_split}.tsv")
         if corpus is None or qrels is None:
-            raise DatasetError(f"{part}: {what} lacks corpus.jsonl or qrels/{spec.eval_split}.tsv, so it cannot be "
-                               f"{spec.name}; {hint}")
+            raise DatasetError(
+                f"{part}: {what} lacks corpus.jsonl or qrels/{spec.eval_split}.tsv, so it cannot be {spec.name}; {hint}"
+            )
         n_docs += _count_lines(corpus)
         n_queries += len({query_id for _, query_id, _, _ in iter_qrels(qrels)})
     if (n_docs, n_queries) != (spec.n_docs, spec.n_queries):
@@ -122,10 +124,15 @@ def _require_valid(folder: Path) -> dict[str, Any]:
     report = validate_folder(folder)
     if not report.ok:
         first = next(p for p in report.problems if p.severity == "error")
-        raise DatasetError(f"{folder}: not a valid BEIR folder ({report.count('error')} error(s), first: {first}); "
-                           "run `beir-harness validate` on it for the list")
-    return {"n_docs": report.n_docs, "n_queries_file": report.n_queries,
-            "splits": {summary.split: summary.judged_queries for summary in report.splits}}
+        raise DatasetError(
+            f"{folder}: not a valid BEIR folder ({report.count('error')} error(s), first: {first}); "
+            "run `beir-harness validate` on it for the list"
+        )
+    return {
+        "n_docs": report.n_docs,
+        "n_queries_file": report.n_queries,
+        "splits": {summary.split: summary.judged_queries for summary in report.splits},
+    }
 
 
 def download_dataset(
@@ -184,8 +191,9 @@ def _download_nanobeir(name: str, root, url, policy: RetryPolicy, progress: bool
     return Installed(registry.NANOBEIR, data_dir(root) / registry.NANOBEIR, {"datasets": 13})
 
 
-def import_dataset(source: str | Path, root: str | Path | None = None, name: str | None = None,
-                   force: bool = False) -> Installed:
+def import_dataset(
+    source: str | Path, root: str | Path | None = None, name: str | None = None, force: bool = False
+) -> Installed:
     """Install a local BEIR zip or folder into the data dir, verified.
 
     A zip named like a registry dataset (``nfcorpus.zip``) must have the registry's md5 and
@@ -224,8 +232,9 @@ def import_dataset(source: str | Path, root: str | Path | None = None, name: str
             md5 = md5_file(source)
             if spec is not None and spec.md5 and md5 != spec.md5:
                 hint = "give it another name" if named else f"pass {setting('name')} to import it under another name"
-                raise ChecksumMismatchError(f"{source}: md5 {md5} is not {name}'s {spec.md5}; not the BEIR archive "
-                                            f"({hint})")
+                raise ChecksumMismatchError(
+                    f"{source}: md5 {md5} is not {name}'s {spec.md5}; not the BEIR archive ({hint})"
+                )
             stamp["md5"] = md5
             path = _install_archive(source, root, name, spec if spec is not None and spec.md5 else None, stamp)
         else:
@@ -237,8 +246,15 @@ def _install_folder(source: Path, root: Path, name: str, stamp: dict[str, Any], 
     """Copy a valid folder in; under a registry name it must have the registry's counts, else it is custom."""
     counts = _require_valid(source)
     if spec is not None:
-        stamp.update(_check_counts(source, spec, "the folder", f"not {name}: import it under another name "
-                                   f"({setting('name')} {name}-custom), which makes it a custom dataset"))
+        stamp.update(
+            _check_counts(
+                source,
+                spec,
+                "the folder",
+                f"not {name}: import it under another name "
+                f"({setting('name')} {name}-custom), which makes it a custom dataset",
+            )
+        )
     else:
         stamp.update(counts)
     remove_stale_temporaries(root, f".{name}.")
@@ -290,18 +306,20 @@ def list_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
     rows = []
     nano = [spec for spec in registry.nanobeir().values() if not spec.subsets]
     for spec in [*registry.datasets().values(), *nano]:
-        rows.append({
-            "name": spec.name,
-            "family": spec.family,
-            "split": spec.eval_split,
-            "docs": spec.n_docs,
-            "queries": spec.n_queries,
-            "zip_mb": spec.zip_mb,
-            "public": spec.public,
-            "installed": read_stamp(root / spec.name) is not None,  # nanobeir/<name> is its own folder too
-            "published_scores": counts_by_dataset().get(spec.name, 0),
-            "ignore_identical_ids": spec.ignore_identical_ids,
-        })
+        rows.append(
+            {
+                "name": spec.name,
+                "family": spec.family,
+                "split": spec.eval_split,
+                "docs": spec.n_docs,
+                "queries": spec.n_queries,
+                "zip_mb": spec.zip_mb,
+                "public": spec.public,
+                "installed": read_stamp(root / spec.name) is not None,  # nanobeir/<name> is its own folder too
+                "published_scores": counts_by_dataset().get(spec.name, 0),
+                "ignore_identical_ids": spec.ignore_identical_ids,
+            }
+        )
     return rows + custom_datasets(root)
 
 
@@ -316,9 +334,20 @@ def custom_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
             continue
         splits = stamp.get("splits") or {}
         split = "test" if "test" in splits else next(iter(splits), "")
-        rows.append({"name": folder.name, "family": "custom", "split": split, "docs": stamp.get("n_docs"),
-                     "queries": splits.get(split), "zip_mb": None, "public": False, "installed": True,
-                     "published_scores": 0, "ignore_identical_ids": False})
+        rows.append(
+            {
+                "name": folder.name,
+                "family": "custom",
+                "split": split,
+                "docs": stamp.get("n_docs"),
+                "queries": splits.get(split),
+                "zip_mb": None,
+                "public": False,
+                "installed": True,
+                "published_scores": 0,
+                "ignore_identical_ids": False,
+            }
+        )
     return rows
 
 
@@ -343,8 +372,13 @@ def _safe_custom(name: str, root: str | Path | None) -> Path | None:
     return folder if read_stamp(folder) is not None else None
 
 
-def resolve_dataset(argument: str | Path, root: str | Path | None = None, download: bool = True,
-                    url: str | None = None, progress: bool = True) -> tuple[Path, str]:
+def resolve_dataset(
+    argument: str | Path,
+    root: str | Path | None = None,
+    download: bool = True,
+    url: str | None = None,
+    progress: bool = True,
+) -> tuple[Path, str]:
     """Turn `evaluate`'s DATASET argument into (folder, dataset name).
 
     An existing folder is used as it is (its name is the folder name). Otherwise a registry name
@@ -369,28 +403,33 @@ def resolve_dataset(argument: str | Path, root: str | Path | None = None, downlo
             raise DatasetError(f"{argument} is a file; pass the BEIR folder that holds it ({path.parent})")
         if "/" in str(argument) or "\\" in str(argument) or str(argument).startswith("."):
             raise DatasetError(f"{argument}: no such dataset folder{_siblings(path)}")
-        raise DatasetError(f"{argument}: no such dataset folder, and not a BEIR dataset name "
-                           f"({registry.suggest(name)})")
+        raise DatasetError(
+            f"{argument}: no such dataset folder, and not a BEIR dataset name ({registry.suggest(name)})"
+        )
     what = "datasets" if spec.family == "NanoBEIR" else "forums"
     if spec.subsets and subset not in spec.subsets:
-        raise DatasetError(f"{name} is {len(spec.subsets)} separate {what}; evaluate one, e.g. "
-                           f"{name}/{spec.subsets[0]}, or all of them with `beir-harness bench --datasets {name}`, "
-                           f"which also reports their mean ({what}: {', '.join(spec.subsets)})")
+        raise DatasetError(
+            f"{name} is {len(spec.subsets)} separate {what}; evaluate one, e.g. "
+            f"{name}/{spec.subsets[0]}, or all of them with `beir-harness bench --datasets {name}`, "
+            f"which also reports their mean ({what}: {', '.join(spec.subsets)})"
+        )
     if subset and not spec.subsets:
         raise DatasetError(f"{name} has no sub-corpora; use {name}")
     root = data_dir(root)
     if spec.family == "NanoBEIR":  # each of the 13 is installed (and stamped) on its own
         if read_stamp(root / name / subset) is None:
             if not download:
-                raise DatasetError(f"{argument} is not installed in {root}; run `beir-harness datasets download "
-                                   f"{argument}` or drop --no-download")
+                raise DatasetError(
+                    f"{argument} is not installed in {root}; run `beir-harness datasets download "
+                    f"{argument}` or drop --no-download"
+                )
             download_dataset(str(argument), root, url, progress=progress)
         return root / name / subset, str(argument)
     if read_stamp(root / name) is None:
         if not download:
-            raise DatasetError(f"{name} is not installed in {root}; run `beir-harness datasets download {name}` "
-                               "or drop --no-download")
+            raise DatasetError(
+                f"{name} is not installed in {root}; run `beir-harness datasets download {name}` or drop --no-download"
+            )
         download_dataset(name, root, url, progress=progress)
     folder = root / name / subset if subset else root / name
     return folder, str(argument)
-

@@ -187,8 +187,11 @@ def _kind(path: Path) -> tuple[str, bool]:
                 raise FormatError(path, "a compressed workbook", hint="an .xlsx file is compressed already; unpack it")
             return suffix, gz
     if name.endswith(".xls"):
-        raise FormatError(path, "the old Excel format (.xls) is not read",
-                          hint="open it in Excel or LibreOffice and save it as .xlsx, or as .csv")
+        raise FormatError(
+            path,
+            "the old Excel format (.xls) is not read",
+            hint="open it in Excel or LibreOffice and save it as .xlsx, or as .csv",
+        )
     raise FormatError(path, "unsupported file type", hint=f"use one of {', '.join(TABLE_SUFFIXES)}, optionally .gz")
 
 
@@ -230,8 +233,11 @@ def open_table(path: str | Path, delimiter: str | None = None, sheet: str | None
         if kind in EXCEL_SUFFIXES:
             book = stack.enter_context(Workbook(path))
             if sheet is None and len(book.sheet_names) > 1:
-                raise FormatError(path, f"{len(book.sheet_names)} sheets: {', '.join(map(repr, book.sheet_names))}",
-                                  hint=f"choose one with {setting('sheets')}")
+                raise FormatError(
+                    path,
+                    f"{len(book.sheet_names)} sheets: {', '.join(map(repr, book.sheet_names))}",
+                    hint=f"choose one with {setting('sheets')}",
+                )
             name = book.find_sheet(sheet, setting("sheets")) if sheet else book.sheet_names[0]
             yield excel_table(book, name, "chosen" if sheet else "its only sheet")
         elif kind in (".csv", ".tsv"):
@@ -273,14 +279,20 @@ def _read_errors(path: Path, unit: str = "line"):
         try:
             yield
         except UnicodeDecodeError as exc:
-            bad = exc.object[exc.start:exc.start + 1].hex()
-            raise FormatError(path, f"not UTF-8 (byte 0x{bad} at byte {exc.start + 1} of the line)", position,
-                              "save the file as UTF-8", unit=unit) from None
+            bad = exc.object[exc.start : exc.start + 1].hex()
+            raise FormatError(
+                path,
+                f"not UTF-8 (byte 0x{bad} at byte {exc.start + 1} of the line)",
+                position,
+                "save the file as UTF-8",
+                unit=unit,
+            ) from None
         except csv.Error as exc:
             raise FormatError(path, f"malformed CSV: {exc}", position, "check quoting", unit=unit) from None
         except (OSError, EOFError) as exc:
-            raise FormatError(path, f"cannot read: {exc}", position, "the file is damaged or truncated",
-                              unit=unit) from None
+            raise FormatError(
+                path, f"cannot read: {exc}", position, "the file is damaged or truncated", unit=unit
+            ) from None
 
     return guard
 
@@ -331,10 +343,14 @@ def _csv_table(path: Path, lines: Iterator[str], delimiter: str) -> Table:
             if not any(cell.strip() for cell in fields):
                 continue
             if len(fields) != len(columns):
-                table.skip(FormatError(
-                    path, f"row has {len(fields)} fields, the header has {len(columns)}", line,
-                    "quote fields that contain the delimiter or a line break",
-                ))
+                table.skip(
+                    FormatError(
+                        path,
+                        f"row has {len(fields)} fields, the header has {len(columns)}",
+                        line,
+                        "quote fields that contain the delimiter or a line break",
+                    )
+                )
                 continue
             yield line, dict(zip(columns, fields))
 
@@ -369,8 +385,9 @@ def _json_table(path: Path, gz: bool) -> Table:
     except (ValueError, UnicodeDecodeError, OSError, EOFError) as exc:
         raise FormatError(path, f"invalid JSON: {exc}", hint="a .json input is one list of objects") from None
     if not isinstance(data, list):
-        raise FormatError(path, f"expected a list of objects, got {type(data).__name__}",
-                          hint="use .jsonl for one object per line")
+        raise FormatError(
+            path, f"expected a list of objects, got {type(data).__name__}", hint="use .jsonl for one object per line"
+        )
     if not data:
         raise FormatError(path, "empty file: no records")
     for position, record in enumerate(data, start=1):
@@ -403,8 +420,15 @@ def _parquet_table(path: Path, gz: bool) -> Table:
 # --------------------------------------------------------------------------- columns and values
 
 
-def resolve_column(table: Table, candidates: tuple[str, ...], explicit: str | None, option: str, role: str,
-                   required: bool = True, hint: str | None = None) -> str | None:
+def resolve_column(
+    table: Table,
+    candidates: tuple[str, ...],
+    explicit: str | None,
+    option: str,
+    role: str,
+    required: bool = True,
+    hint: str | None = None,
+) -> str | None:
     """Pick the column playing `role`: the explicit name (case ignored), else the one common name present.
 
     Raises:
@@ -418,13 +442,19 @@ def resolve_column(table: Table, candidates: tuple[str, ...], explicit: str | No
     by_lower = {column.lower(): column for column in table.columns}
     matches = list(dict.fromkeys(by_lower[c] for c in candidates if c in by_lower))
     if len(matches) > 1:
-        raise FormatError(table.path, f"ambiguous {role} column: {' and '.join(map(repr, matches))} both match",
-                          hint=f"pick one with {option}; columns found: {found}")
+        raise FormatError(
+            table.path,
+            f"ambiguous {role} column: {' and '.join(map(repr, matches))} both match",
+            hint=f"pick one with {option}; columns found: {found}",
+        )
     if not matches:
         if not required:
             return None
-        raise FormatError(table.path, f"no {role} column (looked for {', '.join(candidates)})",
-                          hint=f"{hint or f'name it with {option}'}; columns found: {found}")
+        raise FormatError(
+            table.path,
+            f"no {role} column (looked for {', '.join(candidates)})",
+            hint=f"{hint or f'name it with {option}'}; columns found: {found}",
+        )
     return matches[0]
 
 
@@ -438,10 +468,15 @@ def _explicit_column(table: Table, explicit: str, option: str) -> str:
         return folded[0]
     found = ", ".join(table.columns)
     if folded:
-        raise FormatError(table.path, f"{' and '.join(map(repr, folded))} all match {explicit!r} (from {option}) "
-                                      "but for case", hint=f"give the exact name; columns found: {found}")
-    raise FormatError(table.path, f"no column {explicit!r} (from {option}); {suggestion(explicit, table.columns)}"
-                                  f"columns found: {found}")
+        raise FormatError(
+            table.path,
+            f"{' and '.join(map(repr, folded))} all match {explicit!r} (from {option}) but for case",
+            hint=f"give the exact name; columns found: {found}",
+        )
+    raise FormatError(
+        table.path,
+        f"no column {explicit!r} (from {option}); {suggestion(explicit, table.columns)}columns found: {found}",
+    )
 
 
 @dataclass(frozen=True)
@@ -460,16 +495,19 @@ class _Role:
 
 
 _ROLES = {
-    "corpus": (_Role("id", CORPUS_ID, "corpus_id", "document id"),
-               _Role("title", CORPUS_TITLE, "corpus_title", "title", required=False),
-               _Role("text", CORPUS_TEXT, "corpus_text", "text")),
-    "queries": (_Role("id", QUERY_ID, "query_id", "query id"),
-                _Role("text", QUERY_TEXT, "query_text", "text")),
-    "qrels": (_Role("query", QRELS_QUERY, "qrels_query", "query id"),
-              _Role("doc", QRELS_DOC, "qrels_doc", "document id"),
-              _Role("score", QRELS_SCORE, "qrels_score", "grade")),
+    "corpus": (
+        _Role("id", CORPUS_ID, "corpus_id", "document id"),
+        _Role("title", CORPUS_TITLE, "corpus_title", "title", required=False),
+        _Role("text", CORPUS_TEXT, "corpus_text", "text"),
+    ),
+    "queries": (_Role("id", QUERY_ID, "query_id", "query id"), _Role("text", QUERY_TEXT, "query_text", "text")),
+    "qrels": (
+        _Role("query", QRELS_QUERY, "qrels_query", "query id"),
+        _Role("doc", QRELS_DOC, "qrels_doc", "document id"),
+        _Role("score", QRELS_SCORE, "qrels_score", "grade"),
+    ),
 }
-_NO_GRADE_HINT = ("name it with --qrels-score-column, or pass --default-grade 1 if every listed pair is relevant")
+_NO_GRADE_HINT = "name it with --qrels-score-column, or pass --default-grade 1 if every listed pair is relevant"
 
 
 def _resolve_roles(table: Table, kind: str, options: ConvertOptions) -> tuple[dict[str, str | None], list[FormatError]]:
@@ -480,9 +518,14 @@ def _resolve_roles(table: Table, kind: str, options: ConvertOptions) -> tuple[di
         grade = role.name == "score"
         try:
             resolved[role.name] = resolve_column(
-                table, role.candidates, getattr(options.columns, role.setting), role.option, role.role,
+                table,
+                role.candidates,
+                getattr(options.columns, role.setting),
+                role.option,
+                role.role,
                 required=role.required and not (grade and options.default_grade is not None),
-                hint=_NO_GRADE_HINT if grade else None)
+                hint=_NO_GRADE_HINT if grade else None,
+            )
         except FormatError as exc:
             problems.append(exc)
     return resolved, problems
@@ -495,8 +538,9 @@ def _columns_of(table: Table, kind: str, options: ConvertOptions) -> dict[str, s
     return resolved
 
 
-def _check_columns(sources: list[tuple[str, Path]], options: ConvertOptions,
-                   books: dict[Path, Workbook] | None = None) -> None:
+def _check_columns(
+    sources: list[tuple[str, Path]], options: ConvertOptions, books: dict[Path, Workbook] | None = None
+) -> None:
     """Read each table's header and resolve its columns before anything is converted, so that a run
     reports every column problem of all the tables at once (a user otherwise learns them one run at a time).
 
@@ -526,8 +570,12 @@ class ColumnProblems(FormatError):
         self.problems = problems
         self.count = len(problems) if count is None else count
         more = f"\n  and {self.count - len(problems)} more" if self.count > len(problems) else ""
-        HarnessError.__init__(self, f"{self.count} problems {self.what} (nothing written):\n  "
-                              + "\n  ".join(str(problem) for problem in problems) + more)
+        HarnessError.__init__(
+            self,
+            f"{self.count} problems {self.what} (nothing written):\n  "
+            + "\n  ".join(str(problem) for problem in problems)
+            + more,
+        )
         self.path, self.reason, self.line_no, self.hint, self.unit = problems[0].path, str(self), None, None, "line"
 
 
@@ -566,8 +614,11 @@ def _id(table: Table, position: int, record: dict[str, Any], column: str, what: 
     if not text:
         raise table.error(f"empty {what} in column {column!r}", position)
     if any(ch.isspace() for ch in text):
-        raise table.error(f"{what} {text!r} contains whitespace", position,
-                          "BEIR qrels and TREC run files cannot hold such ids; replace the spaces")
+        raise table.error(
+            f"{what} {text!r} contains whitespace",
+            position,
+            "BEIR qrels and TREC run files cannot hold such ids; replace the spaces",
+        )
     return text
 
 
@@ -602,7 +653,9 @@ def parse_grade(value: Any, allow_negative: bool, decimal_comma: bool = False) -
             try:
                 number = float(number_text)
             except ValueError:
-                comma = f" (a decimal comma? pass {setting('decimal_comma')})" if "," in text and not decimal_comma else ""
+                comma = (
+                    f" (a decimal comma? pass {setting('decimal_comma')})" if "," in text and not decimal_comma else ""
+                )
                 raise ValueError(f"grade {text!r} is not an integer{comma}") from None
             if not number.is_integer():
                 raise ValueError(f"grade {text!r} is not an integer") from None
@@ -638,16 +691,20 @@ def _grade(table: Table, position: int, record: dict[str, Any], column: str, opt
         raise table.error(f"{exc} in column {column!r}", position) from None
     scale = options.grade_scale
     if scale and not scale[0] <= grade <= scale[1]:
-        raise table.error(f"grade {grade} is outside the scale {scale[0]}-{scale[1]} in column {column!r}", position,
-                          f"correct it, or widen {setting('grade_scale')}")
+        raise table.error(
+            f"grade {grade} is outside the scale {scale[0]}-{scale[1]} in column {column!r}",
+            position,
+            f"correct it, or widen {setting('grade_scale')}",
+        )
     return grade
 
 
 def _scaled_grade(value: Any, options: ConvertOptions, decimal_comma: bool = False) -> int:
     """`parse_grade` under the options: negative grades allowed when the scale starts below 0."""
     scale = options.grade_scale
-    return parse_grade(value, options.allow_negative or bool(scale and scale[0] < 0),
-                       decimal_comma or options.decimal_comma)
+    return parse_grade(
+        value, options.allow_negative or bool(scale and scale[0] < 0), decimal_comma or options.decimal_comma
+    )
 
 
 def _metadata(record: dict[str, Any], used: set[str]) -> dict[str, Any]:
@@ -677,9 +734,13 @@ class _Judgments:
     def add(self, query_id: str, doc_id: str, grade: int, position: int) -> None:
         previous = self.by_pair.get((query_id, doc_id))
         if previous is not None and previous[0] != grade:
-            problem = FormatError(self.path, f"({query_id}, {doc_id}) judged {previous[0]} at {self.unit} "
-                                             f"{previous[1]} and {grade} here", position, "keep one judgment per pair",
-                                  unit=self.unit)
+            problem = FormatError(
+                self.path,
+                f"({query_id}, {doc_id}) judged {previous[0]} at {self.unit} {previous[1]} and {grade} here",
+                position,
+                "keep one judgment per pair",
+                unit=self.unit,
+            )
             if self.sink is None:
                 raise problem
             self.sink.add(problem)
@@ -722,8 +783,12 @@ def _trec_qrels_table(path: Path) -> Iterator[Table]:
             raise FormatError(path, "no judgments")
         width = len(first[1])
         if width not in _WHITESPACE_QRELS:
-            raise FormatError(path, f"expected 4 columns, found {width}", first[0],
-                              "a TREC qrels line is 'query_id 0 doc_id grade' (or 'query_id doc_id [grade]')")
+            raise FormatError(
+                path,
+                f"expected 4 columns, found {width}",
+                first[0],
+                "a TREC qrels line is 'query_id 0 doc_id grade' (or 'query_id doc_id [grade]')",
+            )
         names, description = _WHITESPACE_QRELS[width]
         if first[0] != 1 or not _is_header(first[1]):
             lines = itertools.chain([first], lines)
@@ -731,16 +796,21 @@ def _trec_qrels_table(path: Path) -> Iterator[Table]:
         def rows() -> Iterator[tuple[int, dict[str, Any]]]:
             for line_no, fields in lines:
                 if len(fields) != width:
-                    raise FormatError(path, f"expected {width} columns (as on the first line), found {len(fields)}",
-                                      line_no, f"every line must be {' '.join(names)}")
+                    raise FormatError(
+                        path,
+                        f"expected {width} columns (as on the first line), found {len(fields)}",
+                        line_no,
+                        f"every line must be {' '.join(names)}",
+                    )
                 yield line_no, dict(zip(names, fields))
 
         yield Table(path, list(names), rows(), "line", description)
 
 
 @contextlib.contextmanager
-def _open_any(path: Path, kind: str, options: ConvertOptions,
-              books: dict[Path, Workbook] | None = None) -> Iterator[Table]:
+def _open_any(
+    path: Path, kind: str, options: ConvertOptions, books: dict[Path, Workbook] | None = None
+) -> Iterator[Table]:
     """Any input table of `kind`; judgments may also be whitespace-separated text (.qrels/.txt), and a
     workbook's sheet is chosen by `_choose_sheet`. Workbooks opened are kept in `books` (the caller closes
     them): one workbook holding three tables is loaded once."""
@@ -780,11 +850,16 @@ def _choose_sheet(book: Workbook, kind: str, options: ConvertOptions) -> tuple[s
     fitting = [sheet for sheet in named or book.sheet_names if _header_fits(book, sheet, kind, options)]
     if len(fitting) == 1:
         return fitting[0], "found by its header"
-    reason = (f"sheets {' and '.join(map(repr, fitting))} all have the columns of the {_TABLE_NAMES[kind]}" if fitting
-              else f"no sheet is named {' or '.join(SHEET_NAMES[kind][:3])} or has the columns of the "
-                   f"{_TABLE_NAMES[kind]}")
-    raise FormatError(book.path, reason, hint=f"choose one with {setting('sheets')} {kind}=NAME; sheets: "
-                                              f"{', '.join(map(repr, book.sheet_names))}")
+    reason = (
+        f"sheets {' and '.join(map(repr, fitting))} all have the columns of the {_TABLE_NAMES[kind]}"
+        if fitting
+        else f"no sheet is named {' or '.join(SHEET_NAMES[kind][:3])} or has the columns of the {_TABLE_NAMES[kind]}"
+    )
+    raise FormatError(
+        book.path,
+        reason,
+        hint=f"choose one with {setting('sheets')} {kind}=NAME; sheets: {', '.join(map(repr, book.sheet_names))}",
+    )
 
 
 def _header_fits(book: Workbook, sheet: str, kind: str, options: ConvertOptions) -> bool:
@@ -795,8 +870,9 @@ def _header_fits(book: Workbook, sheet: str, kind: str, options: ConvertOptions)
     return header is not None and not _resolve_roles(Table(book.path, header[1], iter(()), "row"), kind, options)[1]
 
 
-def _read_qrels_table(path: Path, options: ConvertOptions, problems: Problems,
-                      books: dict[Path, Workbook] | None = None) -> _Judgments:
+def _read_qrels_table(
+    path: Path, options: ConvertOptions, problems: Problems, books: dict[Path, Workbook] | None = None
+) -> _Judgments:
     """Every judgment of the table; rows that cannot be read go to `problems` (all of them, not the first)."""
     with _open_any(path, "qrels", options, books) as table:
         table.sink = problems
@@ -804,8 +880,9 @@ def _read_qrels_table(path: Path, options: ConvertOptions, problems: Problems,
         score_col = columns["score"]
         notes = [table.description] if table.description else []
         if score_col is None:
-            notes.append(f"no grade column, so every pair has grade {options.default_grade} "
-                         f"({setting('default_grade')})")
+            notes.append(
+                f"no grade column, so every pair has grade {options.default_grade} ({setting('default_grade')})"
+            )
         elif table.decimal_comma or options.decimal_comma:
             notes.append("grades with a decimal comma (3,0 is 3)")
         judgments = _Judgments(table.path, table.unit, description="; ".join(notes), sink=problems)
@@ -813,8 +890,9 @@ def _read_qrels_table(path: Path, options: ConvertOptions, problems: Problems,
             try:
                 query_id = _id(table, position, record, columns["query"], "query id")
                 doc_id = _id(table, position, record, columns["doc"], "document id")
-                grade = options.default_grade if score_col is None else _grade(table, position, record, score_col,
-                                                                               options)
+                grade = (
+                    options.default_grade if score_col is None else _grade(table, position, record, score_col, options)
+                )
             except FormatError as exc:
                 problems.add(exc)
                 continue
@@ -837,8 +915,9 @@ class _RecordWriter:
         self.description = ""
         self.source = ""  # how messages name the table: the file, or the workbook and sheet
 
-    def write_table(self, path: Path, handle: IO[str], options: ConvertOptions,
-                    books: dict[Path, Workbook] | None = None) -> None:
+    def write_table(
+        self, path: Path, handle: IO[str], options: ConvertOptions, books: dict[Path, Workbook] | None = None
+    ) -> None:
         with _open_any(path, "corpus" if self.kind == "document" else "queries", options, books) as table:
             table.sink = self.problems
             self.description, self.source = table.description, str(table.path)
@@ -853,24 +932,45 @@ class _RecordWriter:
                         raise
                     self.problems.add(exc)
 
-    def write_row(self, handle: IO[str], table: Table, position: int, record: dict[str, Any],
-                  columns: tuple[str, str | None, str], used: set[str]) -> None:
+    def write_row(
+        self,
+        handle: IO[str],
+        table: Table,
+        position: int,
+        record: dict[str, Any],
+        columns: tuple[str, str | None, str],
+        used: set[str],
+    ) -> None:
         id_col, title_col, text_col = columns
         record_id = _id(table, position, record, id_col, f"{self.kind} id")
         title = _text(table, position, record, title_col)
         text = _text(table, position, record, text_col)
         if record_id in self.ids or record_id in self.dropped:
             first = self.ids.get(record_id) or self.dropped[record_id]
-            raise table.error(f"duplicate {self.kind} id {record_id!r} (first at {table.unit} {first})",
-                              position, f"{self.kind} ids must be unique")
+            raise table.error(
+                f"duplicate {self.kind} id {record_id!r} (first at {table.unit} {first})",
+                position,
+                f"{self.kind} ids must be unique",
+            )
         self.add(handle, record_id, title, text, _metadata(record, used), table.error, position)
 
-    def add(self, handle: IO[str], record_id: str, title: str, text: str, metadata: dict[str, Any],
-            error: Callable[[str, int, str], FormatError], position: int) -> None:
+    def add(
+        self,
+        handle: IO[str],
+        record_id: str,
+        title: str,
+        text: str,
+        metadata: dict[str, Any],
+        error: Callable[[str, int, str], FormatError],
+        position: int,
+    ) -> None:
         if not f"{title} {text}".strip():
             if not self.drop_empty:
-                raise error(f"{self.kind} {record_id!r} has empty text", position,
-                            "fill it in, or pass --drop-empty to skip such records")
+                raise error(
+                    f"{self.kind} {record_id!r} has empty text",
+                    position,
+                    "fill it in, or pass --drop-empty to skip such records",
+                )
             self.dropped[record_id] = str(position)
             return
         self.ids[record_id] = position
@@ -881,8 +981,13 @@ class _RecordWriter:
             handle.write(query_line(Query(record_id, text), metadata))
 
 
-def _unresolved(judgments: _Judgments, known_ids: tuple[Any, Any], dropped_ids: tuple[dict[str, str], dict[str, str]],
-                names: tuple[str, str], problems: Problems) -> None:
+def _unresolved(
+    judgments: _Judgments,
+    known_ids: tuple[Any, Any],
+    dropped_ids: tuple[dict[str, str], dict[str, str]],
+    names: tuple[str, str],
+    problems: Problems,
+) -> None:
     """Judgments whose query or document does not exist, one problem for each kind, listing the first ones."""
     for index, kind in enumerate(("queries", "documents")):
         known, dropped = known_ids[index], dropped_ids[index]
@@ -891,10 +996,16 @@ def _unresolved(judgments: _Judgments, known_ids: tuple[Any, Any], dropped_ids: 
             continue
         shown = ", ".join(
             f"{judgments.unit} {position} {record_id!r}" + (" (dropped: empty text)" if record_id in dropped else "")
-            for record_id, position in bad[:_SHOWN])
+            for record_id, position in bad[:_SHOWN]
+        )
         more = f" and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else ""
-        problems.add(FormatError(judgments.path, f"{len(bad)} judgment(s) name unknown {kind}: {shown}{more}",
-                                 hint=f"every id must be in {names[index]}"))
+        problems.add(
+            FormatError(
+                judgments.path,
+                f"{len(bad)} judgment(s) name unknown {kind}: {shown}{more}",
+                hint=f"every id must be in {names[index]}",
+            )
+        )
 
 
 # --------------------------------------------------------------------------- output folder
@@ -925,8 +1036,16 @@ class _Staging:
         if kind is not None:  # any failure, Ctrl-C included: nothing half-made stays behind
             self.discard()
 
-    def finish(self, summary: ConversionSummary, judgments: _Judgments, queries: _RecordWriter,
-               docs: _RecordWriter, names: tuple[str, str], options: ConvertOptions, problems: Problems) -> None:
+    def finish(
+        self,
+        summary: ConversionSummary,
+        judgments: _Judgments,
+        queries: _RecordWriter,
+        docs: _RecordWriter,
+        names: tuple[str, str],
+        options: ConvertOptions,
+        problems: Problems,
+    ) -> None:
         """Check the judgments resolve, refuse if any row had a problem, write the qrels, summarise, and move
         the folder into place."""
         _unresolved(judgments, (queries.ids, docs.ids), (queries.dropped, docs.dropped), names, problems)
@@ -952,7 +1071,9 @@ class _Staging:
                 shutil.rmtree(old, ignore_errors=True)
         except OSError as exc:
             self.discard()
-            raise OutputError(f"{self.out}: cannot move the converted folder into place: {exc.strerror or exc}") from exc
+            raise OutputError(
+                f"{self.out}: cannot move the converted folder into place: {exc.strerror or exc}"
+            ) from exc
 
 
 def _plan(out: Path, split: str, force: bool) -> str:
@@ -968,8 +1089,10 @@ def _plan(out: Path, split: str, force: bool) -> str:
     if _existing_beir_files(out) is None:
         raise OutputError(f"{out}: exists and is not a BEIR folder; pass {setting('force')} to replace it")
     if any((out / "qrels" / name).exists() for name in (f"{split}.tsv", f"{split}.tsv.gz")):
-        raise OutputError(f"{out}: qrels/{split}.tsv already exists; pass {setting('force')} to replace the folder, "
-                          f"or --split NAME to add another split")
+        raise OutputError(
+            f"{out}: qrels/{split}.tsv already exists; pass {setting('force')} to replace the folder, "
+            f"or --split NAME to add another split"
+        )
     return "add-split"
 
 
@@ -1006,13 +1129,23 @@ def convert_tables(
     _check_options(options, {"corpus": corpus, "queries": queries, "qrels": qrels})
     mode = _plan(out, options.split, options.force)
     if (mode != "add-split" or qrels is None) and (corpus is None or queries is None):
-        raise HarnessError(f"{setting('corpus')} and {setting('queries')} are required unless {setting('split')} adds a split to an existing folder")
+        raise HarnessError(
+            f"{setting('corpus')} and {setting('queries')} are required unless {setting('split')} adds a split to an existing folder"
+        )
     problems, books = Problems(), {}
     try:
-        _check_columns([(kind, Path(path)) for kind, path in (("corpus", corpus), ("queries", queries),
-                                                              ("qrels", qrels)) if path is not None], options, books)
-        return _convert(corpus, queries, Path(qrels) if qrels is not None else None, out, options, mode, problems,
-                        books)
+        _check_columns(
+            [
+                (kind, Path(path))
+                for kind, path in (("corpus", corpus), ("queries", queries), ("qrels", qrels))
+                if path is not None
+            ],
+            options,
+            books,
+        )
+        return _convert(
+            corpus, queries, Path(qrels) if qrels is not None else None, out, options, mode, problems, books
+        )
     except ColumnProblems:
         raise
     except FormatError as exc:
@@ -1030,23 +1163,37 @@ def convert_tables(
 
 def _check_options(options: ConvertOptions, inputs: dict[str, str | Path | None]) -> None:
     """Refuse settings that contradict each other or the inputs, before any file is read."""
-    workbooks = {kind for kind, path in inputs.items() if path is not None and str(path).lower().endswith(EXCEL_SUFFIXES)}
+    workbooks = {
+        kind for kind, path in inputs.items() if path is not None and str(path).lower().endswith(EXCEL_SUFFIXES)
+    }
     for kind in options.sheets:
         if kind not in workbooks and (kind != "*" or not workbooks):
             which = "no input is" if kind == "*" else f"the {kind} input is not"
-            raise HarnessError(f"{setting('sheets')} {'' if kind == '*' else kind + '='}{options.sheets[kind]}: "
-                               f"{which} an .xlsx workbook")
+            raise HarnessError(
+                f"{setting('sheets')} {'' if kind == '*' else kind + '='}{options.sheets[kind]}: "
+                f"{which} an .xlsx workbook"
+            )
     grade, scale = options.default_grade, options.grade_scale
     if grade is not None and grade < 0 and not options.allow_negative and not (scale and scale[0] <= grade):
-        raise HarnessError(f"{setting('default_grade')} {grade} is negative (pass "
-                           f"{setting('allow_negative')} to allow it)")
+        raise HarnessError(
+            f"{setting('default_grade')} {grade} is negative (pass {setting('allow_negative')} to allow it)"
+        )
     if grade is not None and scale and not scale[0] <= grade <= scale[1]:
-        raise HarnessError(f"{setting('default_grade')} {grade} is outside {setting('grade_scale')} "
-                           f"{scale[0]}-{scale[1]}")
+        raise HarnessError(
+            f"{setting('default_grade')} {grade} is outside {setting('grade_scale')} {scale[0]}-{scale[1]}"
+        )
 
 
-def _convert(corpus: str | Path | None, queries: str | Path | None, qrels: Path | None, out: Path,
-             options: ConvertOptions, mode: str, problems: Problems, books: dict[Path, Workbook]) -> ConversionSummary:
+def _convert(
+    corpus: str | Path | None,
+    queries: str | Path | None,
+    qrels: Path | None,
+    out: Path,
+    options: ConvertOptions,
+    mode: str,
+    problems: Problems,
+    books: dict[Path, Workbook],
+) -> ConversionSummary:
     judgments = _read_qrels_table(qrels, options, problems, books) if qrels else _Judgments(out, "row", sink=problems)
     summary = ConversionSummary(str(out), options.split, mode)
     if judgments.description:
@@ -1055,8 +1202,10 @@ def _convert(corpus: str | Path | None, queries: str | Path | None, qrels: Path 
         docs = _RecordWriter("document", options.drop_empty, problems)
         queries_writer = _RecordWriter("query", options.drop_empty, problems)
         existing = _existing_beir_files(out) if mode == "add-split" else None
-        for kind, source, writer, name in (("queries", queries, queries_writer, "queries.jsonl"),
-                                           ("corpus", corpus, docs, "corpus.jsonl")):
+        for kind, source, writer, name in (
+            ("queries", queries, queries_writer, "queries.jsonl"),
+            ("corpus", corpus, docs, "corpus.jsonl"),
+        ):
             if source is None:
                 # Adding a split: its ids resolve against the folder's own files.
                 reader = iter_corpus if kind == "corpus" else iter_queries
@@ -1069,8 +1218,9 @@ def _convert(corpus: str | Path | None, queries: str | Path | None, qrels: Path 
                 summary.formats[writer.source] = writer.description
             if existing is not None and not problems.count:
                 _require_same(kind, staging.root / name, existing[kind])
-        staging.finish(summary, judgments, queries_writer, docs, (queries_writer.source, docs.source), options,
-                       problems)
+        staging.finish(
+            summary, judgments, queries_writer, docs, (queries_writer.source, docs.source), options, problems
+        )
     return summary
 
 
@@ -1086,8 +1236,13 @@ def _require_same(kind: str, staged: Path, existing: Path) -> None:
             )
 
 
-def _summarize(summary: ConversionSummary, judgments: _Judgments, queries: _RecordWriter,
-               docs: _RecordWriter, scale: tuple[int, int] | None) -> None:
+def _summarize(
+    summary: ConversionSummary,
+    judgments: _Judgments,
+    queries: _RecordWriter,
+    docs: _RecordWriter,
+    scale: tuple[int, int] | None,
+) -> None:
     judged = {query_id for query_id, _ in judgments.by_pair}
     summary.n_docs = docs.count or len(docs.ids)
     summary.n_queries = queries.count or len(queries.ids)
@@ -1099,13 +1254,16 @@ def _summarize(summary: ConversionSummary, judgments: _Judgments, queries: _Reco
         summary.grade_scale = ""
     else:
         low, high = min(summary.grades), max(summary.grades)
-        summary.grade_scale = (f"{low}-{high} (the grades found, not checked: pass {setting('grade_scale')} "
-                               f"{low}-{high} or your scale to check them)")
+        summary.grade_scale = (
+            f"{low}-{high} (the grades found, not checked: pass {setting('grade_scale')} "
+            f"{low}-{high} or your scale to check them)"
+        )
     summary.dropped_docs = len(docs.dropped)
     summary.dropped_queries = len(queries.dropped)
     if docs.dropped or queries.dropped:
-        summary.warnings.append(f"dropped {len(docs.dropped)} document(s) and {len(queries.dropped)} "
-                                f"quer(y/ies) with empty text")
+        summary.warnings.append(
+            f"dropped {len(docs.dropped)} document(s) and {len(queries.dropped)} quer(y/ies) with empty text"
+        )
     if queries.count and judged:
         unjudged = sorted(queries.ids.keys() - judged)
         summary.unjudged_queries = len(unjudged)
@@ -1151,8 +1309,9 @@ def _eval_set_id(path: Path, where: str, value: Any) -> str:
         raise FormatError(path, f"{where}: missing or empty id")
     text = str(value).strip()
     if any(ch.isspace() for ch in text):
-        raise FormatError(path, f"{where}: id {text!r} contains whitespace",
-                          hint="BEIR qrels and TREC run files cannot hold such ids")
+        raise FormatError(
+            path, f"{where}: id {text!r} contains whitespace", hint="BEIR qrels and TREC run files cannot hold such ids"
+        )
     return text
 
 
@@ -1164,7 +1323,9 @@ def _eval_set_text(path: Path, where: str, value: Any) -> str:
     return value
 
 
-def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions = ConvertOptions()) -> ConversionSummary:
+def convert_eval_set(
+    path: str | Path, out: str | Path, options: ConvertOptions = ConvertOptions()
+) -> ConversionSummary:
     """Convert one eval-set file (JSON or YAML) into a BEIR folder.
 
     Positions in messages are 1-based (``query 3`` is the third entry of ``queries``). The file
@@ -1179,8 +1340,11 @@ def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions 
     """
     path, out = Path(path), Path(out)
     data = _load_eval_set(path)
-    if not isinstance(data, dict) or not isinstance(data.get("documents"), list) or not isinstance(
-            data.get("queries"), list):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("documents"), list)
+        or not isinstance(data.get("queries"), list)
+    ):
         raise FormatError(path, "expected an object with lists 'documents' and 'queries'")
     if not data["documents"] or not data["queries"]:
         raise FormatError(path, "'documents' and 'queries' must not be empty")
@@ -1239,17 +1403,21 @@ def convert_eval_set(path: str | Path, out: str | Path, options: ConvertOptions 
                             raise FormatError(path, f"{where}: relevant {doc_id!r}: {exc}") from None
                         scale = options.grade_scale
                         if scale and not scale[0] <= given <= scale[1]:
-                            raise FormatError(path, f"{where}: relevant {doc_id!r}: grade {given} is outside the "
-                                                    f"scale {scale[0]}-{scale[1]}",
-                                              hint=f"correct it, or widen {setting('grade_scale')}")
+                            raise FormatError(
+                                path,
+                                f"{where}: relevant {doc_id!r}: grade {given} is outside the "
+                                f"scale {scale[0]}-{scale[1]}",
+                                hint=f"correct it, or widen {setting('grade_scale')}",
+                            )
                 elif relevant is None:
                     grades = {}
                 else:
                     raise FormatError(path, f"{where}: 'relevant' must be a list of ids or an object id → grade")
                 for doc_id, grade in grades.items():
                     judgments.add(query_id, doc_id, grade, index + 1)
-                queries.add(handle, query_id, "", text, _metadata(entry, {"id", "text", "relevant"}),
-                            query_error, index + 1)
+                queries.add(
+                    handle, query_id, "", text, _metadata(entry, {"id", "text", "relevant"}), query_error, index + 1
+                )
         if not judgments.by_pair:
             raise FormatError(path, "no query has relevant documents", hint="give each query a 'relevant' list")
         staging.finish(summary, judgments, queries, docs, ("the queries", "the documents"), options, Problems())

@@ -22,8 +22,10 @@ from xml.etree import ElementTree
 from harness.errors import FormatError, MissingDependencyError
 
 EXCEL_SUFFIXES = (".xlsx", ".xlsm")
-_NO_VALUE_HINT = ("openpyxl reads the values Excel saves with its formulas and computes none: open the workbook "
-                  "in Excel or LibreOffice and save it, or paste the cells as values")
+_NO_VALUE_HINT = (
+    "openpyxl reads the values Excel saves with its formulas and computes none: open the workbook "
+    "in Excel or LibreOffice and save it, or paste the cells as values"
+)
 
 
 def _load(path: Path) -> Any:
@@ -31,15 +33,17 @@ def _load(path: Path) -> Any:
         import openpyxl
     except ImportError as exc:
         raise MissingDependencyError(
-            "reading .xlsx needs openpyxl: pip install 'beir-harness[excel]' (or save the sheets as .csv)") from exc
+            "reading .xlsx needs openpyxl: pip install 'beir-harness[excel]' (or save the sheets as .csv)"
+        ) from exc
     try:
         # openpyxl warns about parts it drops (data validation extensions, print settings): nothing a table needs.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             return openpyxl.load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:  # noqa: BLE001 - zipfile, XML and openpyxl raise several unrelated types
-        raise FormatError(path, f"not a readable .xlsx workbook: {exc}",
-                          hint="save it from Excel as 'Excel Workbook (.xlsx)'") from None
+        raise FormatError(
+            path, f"not a readable .xlsx workbook: {exc}", hint="save it from Excel as 'Excel Workbook (.xlsx)'"
+        ) from None
 
 
 def suggestion(wanted: str, names: list[str]) -> str:
@@ -105,8 +109,11 @@ class Workbook:
         found = by_lower.get(name.strip().lower())
         if found is not None:
             return found
-        raise FormatError(self.path, f"no sheet {name!r} (from {option})",
-                          hint=f"{suggestion(name, self.sheet_names)}sheets: {', '.join(map(repr, self.sheet_names))}")
+        raise FormatError(
+            self.path,
+            f"no sheet {name!r} (from {option})",
+            hint=f"{suggestion(name, self.sheet_names)}sheets: {', '.join(map(repr, self.sheet_names))}",
+        )
 
     def _rows(self, sheet: str) -> Iterator[tuple[Any, ...]]:
         worksheet = self.book[sheet]
@@ -121,8 +128,13 @@ class Workbook:
             except StopIteration:
                 return
             except Exception as exc:  # noqa: BLE001 - a damaged sheet raises XML, zip and value errors alike
-                raise FormatError(self.where(sheet), f"cannot read the sheet: {exc!r}", row_no,
-                                  "the workbook is damaged; save it again from Excel or LibreOffice", unit="row") from None
+                raise FormatError(
+                    self.where(sheet),
+                    f"cannot read the sheet: {exc!r}",
+                    row_no,
+                    "the workbook is damaged; save it again from Excel or LibreOffice",
+                    unit="row",
+                ) from None
             yield row
 
     def header(self, sheet: str) -> tuple[int, list[str]] | None:
@@ -138,16 +150,24 @@ class Workbook:
             cells = list(values)
             while cells and _is_empty(cells[-1]):
                 cells.pop()
-            names = [str(v).strip() if not _is_empty(v) else f"column {column_letter(i)}"
-                     for i, v in enumerate(cells, start=1)]
+            names = [
+                str(v).strip() if not _is_empty(v) else f"column {column_letter(i)}"
+                for i, v in enumerate(cells, start=1)
+            ]
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
-                raise FormatError(self.where(sheet), f"duplicate column name(s) {', '.join(map(repr, duplicates))} "
-                                                     "in the header", row_no, unit="row")
+                raise FormatError(
+                    self.where(sheet),
+                    f"duplicate column name(s) {', '.join(map(repr, duplicates))} in the header",
+                    row_no,
+                    unit="row",
+                )
             return row_no, names
         return None
 
-    def open_sheet(self, sheet: str, skip: Callable[[FormatError], None]) -> tuple[list[str], Iterator[tuple[int, dict]]]:
+    def open_sheet(
+        self, sheet: str, skip: Callable[[FormatError], None]
+    ) -> tuple[list[str], Iterator[tuple[int, dict]]]:
         """The columns of `sheet` and a stream of (row number, record) for its non-empty rows after the
         header. A row that cannot be read (a formula without a saved value, a value under no column
         name) is passed to `skip` (which raises it, or keeps it so that one run reports all of them).
@@ -158,32 +178,55 @@ class Workbook:
         where = self.where(sheet)
         found = self.header(sheet)
         if found is None:
-            raise FormatError(where, "empty sheet: no header row",
-                              hint="put the column names in its first row, or choose another sheet with --sheet")
+            raise FormatError(
+                where,
+                "empty sheet: no header row",
+                hint="put the column names in its first row, or choose another sheet with --sheet",
+            )
         header_row, columns = found
         merged = [cells for cells in self.scan(sheet)[0] if cells[1] <= header_row <= cells[2]]
         if merged:
-            raise FormatError(where, f"merged header cells {', '.join(cells[0] for cells in merged)}", header_row,
-                              "unmerge them and give each column its own name in its own cell", unit="row")
+            raise FormatError(
+                where,
+                f"merged header cells {', '.join(cells[0] for cells in merged)}",
+                header_row,
+                "unmerge them and give each column its own name in its own cell",
+                unit="row",
+            )
         return columns, self._records(sheet, header_row, columns, skip)
 
-    def _records(self, sheet: str, header_row: int, columns: list[str],
-                 skip: Callable[[FormatError], None]) -> Iterator[tuple[int, dict]]:
+    def _records(
+        self, sheet: str, header_row: int, columns: list[str], skip: Callable[[FormatError], None]
+    ) -> Iterator[tuple[int, dict]]:
         where = self.where(sheet)
         width = len(columns)
         uncached = self.scan(sheet)[1]
         for row_no, values in enumerate(self._rows(sheet), start=1):
             if row_no in uncached:
-                skip(FormatError(where, f"formula without a saved value in cell {uncached[row_no]}", row_no,
-                                 _NO_VALUE_HINT, unit="row"))
+                skip(
+                    FormatError(
+                        where,
+                        f"formula without a saved value in cell {uncached[row_no]}",
+                        row_no,
+                        _NO_VALUE_HINT,
+                        unit="row",
+                    )
+                )
                 continue
             if row_no <= header_row or all(_is_empty(v) for v in values):
                 continue
             beyond = [i for i, v in enumerate(values[width:], start=width + 1) if not _is_empty(v)]
             if beyond:
                 cell = f"{column_letter(beyond[0])}{row_no}"
-                skip(FormatError(where, f"cell {cell} holds a value under no column name", row_no,
-                                            "name its column in the header row, or clear the cell", unit="row"))
+                skip(
+                    FormatError(
+                        where,
+                        f"cell {cell} holds a value under no column name",
+                        row_no,
+                        "name its column in the header row, or clear the cell",
+                        unit="row",
+                    )
+                )
                 continue
             # A number shows as Excel's General format shows it: 12.0 is 12 (an id "12", not "12.0").
             cells = [int(v) if isinstance(v, float) and v.is_integer() else v for v in values[:width]]
@@ -197,8 +240,11 @@ class Workbook:
             try:
                 self.scans[sheet] = self._scan(sheet)
             except (KeyError, StopIteration, ElementTree.ParseError, zipfile.BadZipFile, OSError) as exc:
-                raise FormatError(self.where(sheet), f"cannot read the sheet's XML: {exc!r}",
-                                  hint="save the workbook again from Excel or LibreOffice as .xlsx") from None
+                raise FormatError(
+                    self.where(sheet),
+                    f"cannot read the sheet's XML: {exc!r}",
+                    hint="save the workbook again from Excel or LibreOffice as .xlsx",
+                ) from None
         return self.scans[sheet]
 
     def _scan(self, sheet: str) -> tuple[list[tuple[str, int, int]], dict[int, str]]:
@@ -228,11 +274,16 @@ class Workbook:
         """The zip member holding `sheet`: the package names the workbook part, the workbook the sheet's
         relationship, and the workbook's relationships the sheet's file."""
         package = ElementTree.fromstring(archive.read("_rels/.rels"))
-        workbook = next(_part("", node.get("Target", "")) for node in package
-                        if node.get("Type", "").endswith("/officeDocument"))
-        rel_id = next(value for node in ElementTree.fromstring(archive.read(workbook)).iter()
-                      if _local(node.tag) == "sheet" and node.get("name") == sheet
-                      for key, value in node.attrib.items() if key.endswith("}id"))
+        workbook = next(
+            _part("", node.get("Target", "")) for node in package if node.get("Type", "").endswith("/officeDocument")
+        )
+        rel_id = next(
+            value
+            for node in ElementTree.fromstring(archive.read(workbook)).iter()
+            if _local(node.tag) == "sheet" and node.get("name") == sheet
+            for key, value in node.attrib.items()
+            if key.endswith("}id")
+        )
         folder, name = posixpath.split(workbook)
         rels = ElementTree.fromstring(archive.read(posixpath.join(folder, "_rels", f"{name}.rels")))
         return next(_part(folder, node.get("Target", "")) for node in rels if node.get("Id") == rel_id)

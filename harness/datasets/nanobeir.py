@@ -20,7 +20,7 @@ from typing import Any
 from harness import __version__
 from harness.datasets import registry
 from harness.datasets.install import STAMP, Installed, data_dir, locked, now, read_stamp
-from harness.datasets.registry import NANOBEIR, NANO_TABLES, NanoFile
+from harness.datasets.registry import NANO_TABLES, NANOBEIR, NanoFile
 from harness.errors import ChecksumMismatchError, DatasetError, FormatError, setting
 from harness.io.download import RetryPolicy, fetch, md5_file
 from harness.io.files import default_permissions, private_dir, remove_stale_temporaries, write_json
@@ -28,8 +28,11 @@ from harness.io.files import default_permissions, private_dir, remove_stale_temp
 logger = logging.getLogger(__name__)
 
 # The columns each table must have (NanoBEIR's own names); others are refused, naming what was found.
-COLUMNS = {"docs": ({"_id", "text"}, {"title"}), "queries": ({"_id", "text"}, set()),
-           "qrels": ({"query-id", "corpus-id"}, {"score"})}
+COLUMNS = {
+    "docs": ({"_id", "text"}, {"title"}),
+    "queries": ({"_id", "text"}, set()),
+    "qrels": ({"query-id", "corpus-id"}, {"score"}),
+}
 GRADE_NOTE = "the qrels files have no grade column: every listed (query, document) pair has grade 1"
 HF_PREFIX = "https://huggingface.co/datasets/"
 
@@ -46,8 +49,7 @@ def subset_name(name: str) -> str:
     files = registry.nanobeir_files()
     if subset not in files:
         close = difflib.get_close_matches(subset, list(files), n=3)
-        hint = f"did you mean {', '.join(f'{NANOBEIR}/{c}' for c in close)}?" if close else \
-            f"known: {', '.join(files)}"
+        hint = f"did you mean {', '.join(f'{NANOBEIR}/{c}' for c in close)}?" if close else f"known: {', '.join(files)}"
         raise DatasetError(f"{name!r} is not a NanoBEIR dataset ({hint})")
     return subset
 
@@ -59,8 +61,14 @@ def _source(file: NanoFile, base_url: str | None) -> str:
     return base_url.rstrip("/") + "/" + file.url.removeprefix(HF_PREFIX)
 
 
-def download(name: str, root: str | Path | None = None, base_url: str | None = None,
-             policy: RetryPolicy = RetryPolicy(), progress: bool = True, force: bool = False) -> Installed:
+def download(
+    name: str,
+    root: str | Path | None = None,
+    base_url: str | None = None,
+    policy: RetryPolicy = RetryPolicy(),
+    progress: bool = True,
+    force: bool = False,
+) -> Installed:
     """Download, verify and install ``nanobeir/<name>`` (a no-op when installed).
 
     Raises:
@@ -109,7 +117,8 @@ def import_folder(source: str | Path, name: str, root: str | Path | None = None,
         if file.md5 not in by_md5:
             raise ChecksumMismatchError(
                 f"{source}: no .parquet file with the md5 of {name}'s {table} ({file.md5}, {file.path}); "
-                f"download it from {file.url}")
+                f"download it from {file.url}"
+            )
         paths[table] = by_md5[file.md5]
     with locked(root, f"{NANOBEIR}-{subset}"):
         target = root / NANOBEIR / subset
@@ -127,9 +136,12 @@ def _check_columns(table: str, path: Path) -> None:
     required, optional = COLUMNS[table]
     missing, unknown = required - found, found - required - optional
     if missing or unknown:
-        raise FormatError(path, f"unexpected columns for NanoBEIR {table}: found {', '.join(sorted(found))}; "
-                                f"expected {', '.join(sorted(required))}"
-                                + (f" (and optionally {', '.join(sorted(optional))})" if optional else ""))
+        raise FormatError(
+            path,
+            f"unexpected columns for NanoBEIR {table}: found {', '.join(sorted(found))}; "
+            f"expected {', '.join(sorted(required))}"
+            + (f" (and optionally {', '.join(sorted(optional))})" if optional else ""),
+        )
 
 
 def _install(subset: str, paths: dict[str, Path], root: Path, stamp: dict[str, Any]) -> Installed:
@@ -145,21 +157,38 @@ def _install(subset: str, paths: dict[str, Path], root: Path, stamp: dict[str, A
     staging = private_dir(parent, f".{subset}.install")
     try:
         folder = staging / subset
-        summary = convert_tables(paths["docs"], paths["queries"], paths["qrels"], folder,
-                                 ConvertOptions(split="test", default_grade=1))
+        summary = convert_tables(
+            paths["docs"], paths["queries"], paths["qrels"], folder, ConvertOptions(split="test", default_grade=1)
+        )
         counts = {"docs": summary.n_docs, "queries": summary.n_queries, "qrels": summary.n_judgments}
         expected = {table: file.rows for table, file in files.items()}
         if counts != expected:
-            raise DatasetError(f"{NANOBEIR}/{subset}: the files hold {counts['docs']:,} documents, {counts['queries']} "
-                               f"queries and {counts['qrels']} judgments; the registry expects {expected['docs']:,}, "
-                               f"{expected['queries']} and {expected['qrels']}; not installed")
-        grades = GRADE_NOTE if "no grade column" in summary.formats.get(str(paths["qrels"]), "") else \
-            "graded by the qrels files' score column"
-        write_json({"name": f"{NANOBEIR}/{subset}", **stamp, "md5": {t: f.md5 for t, f in files.items()},
-                    "grades": grades, "split": "test (Hugging Face calls it train)", "n_docs": counts["docs"],
-                    "n_queries": counts["queries"], "n_judgments": counts["qrels"],
-                    "self_hits_dropped": spec.ignore_identical_ids, "installed_at": now(),
-                    "harness_version": __version__}, folder / STAMP)
+            raise DatasetError(
+                f"{NANOBEIR}/{subset}: the files hold {counts['docs']:,} documents, {counts['queries']} "
+                f"queries and {counts['qrels']} judgments; the registry expects {expected['docs']:,}, "
+                f"{expected['queries']} and {expected['qrels']}; not installed"
+            )
+        grades = (
+            GRADE_NOTE
+            if "no grade column" in summary.formats.get(str(paths["qrels"]), "")
+            else "graded by the qrels files' score column"
+        )
+        write_json(
+            {
+                "name": f"{NANOBEIR}/{subset}",
+                **stamp,
+                "md5": {t: f.md5 for t, f in files.items()},
+                "grades": grades,
+                "split": "test (Hugging Face calls it train)",
+                "n_docs": counts["docs"],
+                "n_queries": counts["queries"],
+                "n_judgments": counts["qrels"],
+                "self_hits_dropped": spec.ignore_identical_ids,
+                "installed_at": now(),
+                "harness_version": __version__,
+            },
+            folder / STAMP,
+        )
         default_permissions(folder, folder=True)
         target = parent / subset
         if target.exists():

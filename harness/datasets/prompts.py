@@ -57,10 +57,14 @@ def parse_prompts(text: str, where: str = FILE) -> dict[str, ModelPrompts]:
     unknown = [name for name in header if name not in FIELDS]
     missing = [name for name in FIELDS if name not in header]
     if unknown or missing:
-        raise HarnessError(f"{where}:1: " + "; ".join(
-            ([f"unknown column(s) {', '.join(unknown)}"] if unknown else [])
-            + ([f"missing column(s) {', '.join(missing)}"] if missing else []))
-            + f"; the columns are {', '.join(FIELDS)}")
+        raise HarnessError(
+            f"{where}:1: "
+            + "; ".join(
+                ([f"unknown column(s) {', '.join(unknown)}"] if unknown else [])
+                + ([f"missing column(s) {', '.join(missing)}"] if missing else [])
+            )
+            + f"; the columns are {', '.join(FIELDS)}"
+        )
     rows: dict[str, ModelPrompts] = {}
     for line, row in enumerate(reader, start=2):
         rows_row = _row(row, f"{where}:{line}")
@@ -83,8 +87,15 @@ def _row(row: dict, where: str) -> ModelPrompts:
     tokens = row["max_tokens"] or ""
     if tokens and not (tokens.isdigit() and int(tokens) > 0):
         raise HarnessError(f"{where}: max_tokens must be a positive whole number or empty, got {tokens!r}")
-    return ModelPrompts(model, row["query_prompt"] or "", row["doc_prompt"] or "", int(tokens) if tokens else None,
-                        row["normalize"] == "true", row["source"], row["note"] or "")
+    return ModelPrompts(
+        model,
+        row["query_prompt"] or "",
+        row["doc_prompt"] or "",
+        int(tokens) if tokens else None,
+        row["normalize"] == "true",
+        row["source"],
+        row["note"] or "",
+    )
 
 
 @functools.lru_cache(maxsize=1)

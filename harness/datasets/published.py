@@ -137,8 +137,9 @@ def published_scores() -> tuple[PublishedScore, ...]:
     rows = []
     for row in _csv("published-scores.csv"):
         values = {metric: float(row[column]) for metric, column in METRIC_COLUMNS.items() if row.get(column)}
-        rows.append(PublishedScore(_dataset(row["dataset"]), row["system"], row["variant"], row["split"], values,
-                                   row["source"]))
+        rows.append(
+            PublishedScore(_dataset(row["dataset"]), row["system"], row["variant"], row["split"], values, row["source"])
+        )
     return tuple(rows)
 
 
@@ -211,20 +212,32 @@ def columns(names: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-def column_rows(column: str, split_of, datasets: Iterable[str] | None = None,
-                rows: Iterable[PublishedScore] | None = None) -> dict[str, PublishedScore]:
+def column_rows(
+    column: str, split_of, datasets: Iterable[str] | None = None, rows: Iterable[PublishedScore] | None = None
+) -> dict[str, PublishedScore]:
     """The comparable rows of one column by dataset, on each dataset's evaluation split (`split_of(dataset)`),
     from `rows` (default: the shipped table)."""
     wanted = None if datasets is None else set(datasets)
-    return {row.dataset: row for row in (published_scores() if rows is None else rows)
-            if row.column == column and row.comparable and row.split == split_of(row.dataset)
-            and (wanted is None or row.dataset in wanted)}
+    return {
+        row.dataset: row
+        for row in (published_scores() if rows is None else rows)
+        if row.column == column
+        and row.comparable
+        and row.split == split_of(row.dataset)
+        and (wanted is None or row.dataset in wanted)
+    }
 
 
 def find(dataset: str, split: str, system: str | None = None) -> list[PublishedScore]:
     """Comparable published rows for a dataset and split (and a system, if given)."""
-    return [row for row in published_scores() if row.dataset == dataset and row.split == split and row.comparable
-            and (system is None or row.system == system_of(system))]
+    return [
+        row
+        for row in published_scores()
+        if row.dataset == dataset
+        and row.split == split
+        and row.comparable
+        and (system is None or row.system == system_of(system))
+    ]
 
 
 def reproduced(dataset: str, split: str, model: str, rerank_model: str | None = None) -> PublishedScore | None:
@@ -274,8 +287,9 @@ def from_mteb_folder(folder: str | Path) -> list[PublishedScore]:
             rows.append(row)
     rows += _forum_means(rows, f"{family}; root={root}")
     if not rows:
-        raise HarnessError(f"{root}: no MTEB task file of a BEIR dataset (<model>/<revision>/<Task>.json, e.g. "
-                           "SciFact.json)")
+        raise HarnessError(
+            f"{root}: no MTEB task file of a BEIR dataset (<model>/<revision>/<Task>.json, e.g. SciFact.json)"
+        )
     return rows
 
 
@@ -296,8 +310,14 @@ def _mteb_row(path: Path, dataset: str, family: str) -> PublishedScore | None:
     if "nDCG@10" not in values:
         return None
     model = _model_name(path.parent)
-    return PublishedScore(dataset, model, f"folder {family}; task={path.stem}; revision={path.parent.name}; "
-                          f"mteb={data.get('mteb_version')}", split, values, str(path))
+    return PublishedScore(
+        dataset,
+        model,
+        f"folder {family}; task={path.stem}; revision={path.parent.name}; mteb={data.get('mteb_version')}",
+        split,
+        values,
+        str(path),
+    )
 
 
 def _model_name(revision_folder: Path) -> str:
@@ -311,13 +331,24 @@ def _forum_means(rows: list[PublishedScore], family: str) -> list[PublishedScore
     forums = registry.get("cqadupstack").subsets
     means = []
     for system in sorted({row.system for row in rows}):
-        by_forum = {row.dataset.split("/")[1]: row for row in rows
-                    if row.system == system and row.dataset.startswith("cqadupstack/")}
+        by_forum = {
+            row.dataset.split("/")[1]: row
+            for row in rows
+            if row.system == system and row.dataset.startswith("cqadupstack/")
+        }
         if sorted(by_forum) != sorted(forums):
             continue
         values = {}
         for metric in set.intersection(*(set(row.values) for row in by_forum.values())):
             values[metric] = registry.subset_mean("cqadupstack", {f: r.values[metric] for f, r in by_forum.items()})[0]
-        means.append(PublishedScore("cqadupstack", system, f"folder {family}; mean of 12 CQADupstack forums",
-                                    by_forum[forums[0]].split, values, str(Path(by_forum[forums[0]].source).parent)))
+        means.append(
+            PublishedScore(
+                "cqadupstack",
+                system,
+                f"folder {family}; mean of 12 CQADupstack forums",
+                by_forum[forums[0]].split,
+                values,
+                str(Path(by_forum[forums[0]].source).parent),
+            )
+        )
     return means

@@ -138,17 +138,38 @@ def nanobeir() -> dict[str, DatasetSpec]:
         full = datasets()[name]
         repo = tables["docs"].url.split("/datasets/", 1)[-1].split("/")[1]  # zeta-alpha-ai/NanoSciFact → NanoSciFact
         specs[f"{NANOBEIR}/{name}"] = DatasetSpec(
-            name=f"{NANOBEIR}/{name}", eval_split="test", n_queries=tables["queries"].rows, n_docs=tables["docs"].rows,
-            avg_rel_per_query=round(tables["qrels"].rows / tables["queries"].rows, 2), zip_mb=None, md5=None,
-            public=True, ignore_identical_ids=full.ignore_identical_ids,
+            name=f"{NANOBEIR}/{name}",
+            eval_split="test",
+            n_queries=tables["queries"].rows,
+            n_docs=tables["docs"].rows,
+            avg_rel_per_query=round(tables["qrels"].rows / tables["queries"].rows, 2),
+            zip_mb=None,
+            md5=None,
+            public=True,
+            ignore_identical_ids=full.ignore_identical_ids,
             note=f"NanoBEIR: {tables['queries'].rows} queries of {name} over {tables['docs'].rows:,} documents",
-            mteb_task=f"{repo}Retrieval", family="NanoBEIR", mteb_split="train")
+            mteb_task=f"{repo}Retrieval",
+            family="NanoBEIR",
+            mteb_split="train",
+        )
     children = list(specs.values())
-    return {NANOBEIR: DatasetSpec(
-        name=NANOBEIR, eval_split="test", n_queries=sum(s.n_queries for s in children),
-        n_docs=sum(s.n_docs for s in children), avg_rel_per_query=None, zip_mb=None, md5=None, public=True,
-        ignore_identical_ids=False, note="the 13 NanoBEIR datasets; bench reports their mean",
-        subsets=tuple(s.name.split("/", 1)[1] for s in children), family="NanoBEIR"), **specs}
+    return {
+        NANOBEIR: DatasetSpec(
+            name=NANOBEIR,
+            eval_split="test",
+            n_queries=sum(s.n_queries for s in children),
+            n_docs=sum(s.n_docs for s in children),
+            avg_rel_per_query=None,
+            zip_mb=None,
+            md5=None,
+            public=True,
+            ignore_identical_ids=False,
+            note="the 13 NanoBEIR datasets; bench reports their mean",
+            subsets=tuple(s.name.split("/", 1)[1] for s in children),
+            family="NanoBEIR",
+        ),
+        **specs,
+    }
 
 
 def mteb_task(dataset: str) -> str | None:
@@ -220,6 +241,8 @@ def count_mismatch(name: str, split: str, n_docs: int, n_queries: int) -> str:
         theirs.append(f"{spec.n_queries:,}")
     if (n_docs, n_queries if split == spec.eval_split else spec.n_queries) == (spec.n_docs, spec.n_queries):
         return ""
-    return (f"this folder has {' and '.join(mine)}, the registry's {name} has {' and '.join(theirs)}: its numbers "
-            f"are not comparable with published {name} scores (give the folder another name to evaluate it as a "
-            "custom dataset)")
+    return (
+        f"this folder has {' and '.join(mine)}, the registry's {name} has {' and '.join(theirs)}: its numbers "
+        f"are not comparable with published {name} scores (give the folder another name to evaluate it as a "
+        "custom dataset)"
+    )

@@ -97,9 +97,14 @@ class ValidationReport:
             "n_queries": self.n_queries,
             "mean_doc_words": self.mean_doc_words,
             "splits": [
-                {"split": s.split, "path": s.path, "judgments": s.judgments, "judged_queries": s.judged_queries,
-                 "mean_judged_per_query": s.mean_judged_per_query,
-                 "grades": {str(g): n for g, n in sorted(s.grades.items())}}
+                {
+                    "split": s.split,
+                    "path": s.path,
+                    "judgments": s.judgments,
+                    "judged_queries": s.judged_queries,
+                    "mean_judged_per_query": s.mean_judged_per_query,
+                    "grades": {str(g): n for g, n in sorted(s.grades.items())},
+                }
                 for s in self.splits
             ],
             "problems": [p.__dict__ for p in self.problems],
@@ -122,8 +127,10 @@ class ValidationReport:
         lines.append(f"queries    {self.n_queries:>9,}")
         for s in self.splits:
             grades = ", ".join(f"{g}: {n:,}" for g, n in sorted(s.grades.items()))
-            lines.append(f"qrels {s.split:<6}{s.judgments:>8,} judgments, {s.judged_queries:,} judged queries, "
-                         f"{s.mean_judged_per_query:.2f} judged docs/query, grades {{{grades}}}")
+            lines.append(
+                f"qrels {s.split:<6}{s.judgments:>8,} judgments, {s.judged_queries:,} judged queries, "
+                f"{s.mean_judged_per_query:.2f} judged docs/query, grades {{{grades}}}"
+            )
         if self.problems:
             lines.append("problems:")
             lines += [f"  {problem}" for problem in self.problems]
@@ -136,7 +143,7 @@ class ValidationReport:
 def _file_info(path: Path) -> dict[str, Any]:
     gz = path.name.endswith(".gz")
     try:
-        with (gzip.open(path, "rb") if gz else open(path, "rb")) as handle:
+        with gzip.open(path, "rb") if gz else open(path, "rb") as handle:
             head = handle.read(1 << 16)
     except (OSError, EOFError):
         head = b""
@@ -176,8 +183,11 @@ def validate_folder(root: str | Path) -> ValidationReport:
         raise DatasetError(f"{root}: no such folder")
     report = ValidationReport(str(root))
     corpus, queries = find_file(root / "corpus.jsonl"), find_file(root / "queries.jsonl")
-    qrels_files = sorted(p for p in (root / "qrels").glob("*.tsv*") if p.name.endswith((".tsv", ".tsv.gz"))) \
-        if (root / "qrels").is_dir() else []
+    qrels_files = (
+        sorted(p for p in (root / "qrels").glob("*.tsv*") if p.name.endswith((".tsv", ".tsv.gz")))
+        if (root / "qrels").is_dir()
+        else []
+    )
     for path, name in ((corpus, "corpus.jsonl"), (queries, "queries.jsonl")):
         if path is None:
             report.add("error", str(root), f"missing {name}")
@@ -211,8 +221,13 @@ def validate_folder(root: str | Path) -> ValidationReport:
     for path in qrels_files:
         split = path.name.split(".")[0]
         qrels = read_qrels(path, on_error=report.add_error, check_ids=True, allow_empty=True)  # a header: to judge
-        summary = SplitSummary(split, str(path), qrels.n_judgments, len(qrels),
-                               dict(Counter(g for docs in qrels.values() for g in docs.values())))
+        summary = SplitSummary(
+            split,
+            str(path),
+            qrels.n_judgments,
+            len(qrels),
+            dict(Counter(g for docs in qrels.values() for g in docs.values())),
+        )
         report.splits.append(summary)
         if corpus is None or queries is None:
             continue

@@ -21,11 +21,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
-from harness.io.cache import EmbeddingEntry
-from harness.retrieval.encode import Encoder
-from harness.errors import HarnessError
-from harness.records import Doc
 from harness.engines.shards import EncodeJob, FanOut, ShardEncoder
+from harness.errors import HarnessError
+from harness.io.cache import EmbeddingEntry
+from harness.records import Doc
+from harness.retrieval.encode import Encoder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,8 +35,9 @@ logger = logging.getLogger(__name__)
 _WORKER: ShardEncoder | None = None
 
 
-def start_worker(load: Callable[[str], Encoder], entry: EmbeddingEntry, fingerprint: dict[str, Any],
-                  devices: Any) -> None:
+def start_worker(
+    load: Callable[[str], Encoder], entry: EmbeddingEntry, fingerprint: dict[str, Any], devices: Any
+) -> None:
     """Process initializer: take a device from the queue and load the model there."""
     global _WORKER
     device = devices.get()
@@ -50,8 +51,9 @@ def start_worker(load: Callable[[str], Encoder], entry: EmbeddingEntry, fingerpr
     _WORKER.host = f"{_WORKER.host} ({device})"
 
 
-def _encode_shard(index: int, docs: list[Doc], batch_size: int, checkpoint_seconds: float,
-                  token_budget: int | None) -> tuple[int, float]:
+def _encode_shard(
+    index: int, docs: list[Doc], batch_size: int, checkpoint_seconds: float, token_budget: int | None
+) -> tuple[int, float]:
     _WORKER.ready()  # raises what went wrong when the worker started
     return _WORKER.encode(index, docs, batch_size, checkpoint_seconds, token_budget)
 
@@ -66,9 +68,13 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
 
 
-def encode_corpus_devices(job: EncodeJob, docs: Iterator[Doc], devices: list[str], progress: bool = True,
-                          cached: Callable[[int, list[str]], bool] | None = None
-                          ) -> Iterator[tuple[list[str], np.ndarray, float]]:
+def encode_corpus_devices(
+    job: EncodeJob,
+    docs: Iterator[Doc],
+    devices: list[str],
+    progress: bool = True,
+    cached: Callable[[int, list[str]], bool] | None = None,
+) -> Iterator[tuple[list[str], np.ndarray, float]]:
     """Encode a document stream on one worker process per device, chunk by chunk, into `job.entry`.
 
     Args:
@@ -90,16 +96,26 @@ def encode_corpus_devices(job: EncodeJob, docs: Iterator[Doc], devices: list[str
     from tqdm.auto import tqdm
 
     if not job.entry.writable:
-        raise HarnessError(f"several devices write their embeddings into the cache, but {job.entry.root} is not "
-                           "writable")
+        raise HarnessError(
+            f"several devices write their embeddings into the cache, but {job.entry.root} is not writable"
+        )
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     for device in devices:
         queue.put(device)
-    bar = tqdm(desc=f"encoding corpus ({len(devices)} devices)", unit="doc", disable=not progress,
-               file=sys.stderr, dynamic_ncols=True)
-    pool = ProcessPoolExecutor(max_workers=len(devices), mp_context=context, initializer=start_worker,
-                               initargs=(job.load, job.entry, job.fingerprint, queue))
+    bar = tqdm(
+        desc=f"encoding corpus ({len(devices)} devices)",
+        unit="doc",
+        disable=not progress,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
+    pool = ProcessPoolExecutor(
+        max_workers=len(devices),
+        mp_context=context,
+        initializer=start_worker,
+        initargs=(job.load, job.entry, job.fingerprint, queue),
+    )
     in_flight: dict[Future, tuple[int, list[str]]] = {}
     fan = FanOut(job.entry, job.chunk_size, bar)
 
@@ -118,8 +134,9 @@ def encode_corpus_devices(job: EncodeJob, docs: Iterator[Doc], devices: list[str
     def submit(index: int, chunk: list[Doc], doc_ids: list[str]) -> None:
         while len(in_flight) >= len(devices):  # at most one chunk in flight per worker
             collect(True)
-        in_flight[pool.submit(_encode_shard, index, chunk, job.batch_size, job.checkpoint_seconds,
-                              job.token_budget)] = (index, doc_ids)
+        in_flight[
+            pool.submit(_encode_shard, index, chunk, job.batch_size, job.checkpoint_seconds, job.token_budget)
+        ] = (index, doc_ids)
 
     try:
         yield from fan.stream(docs, cached, submit, collect, lambda: bool(in_flight))

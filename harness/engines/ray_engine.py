@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from harness.retrieval.encode import Encoder
+from harness.engines.shards import EncodeJob, FanOut, ShardEncoder
 from harness.errors import HarnessError, MissingDependencyError, setting
 from harness.host import environment_variables
 from harness.records import Doc
-from harness.engines.shards import EncodeJob, FanOut, ShardEncoder
+from harness.retrieval.encode import Encoder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,7 +79,9 @@ class RaySpec:
     def check(self) -> None:
         """Raise HarnessError for contradictory or out-of-range settings."""
         if self.address is not None and self.local_cpus is not None:
-            raise HarnessError(f"give either {setting('address')} (a running cluster) or {setting('local_cpus')} (a new one), not both")
+            raise HarnessError(
+                f"give either {setting('address')} (a running cluster) or {setting('local_cpus')} (a new one), not both"
+            )
         if self.local_cpus is not None and self.local_cpus <= 0:
             raise HarnessError(f"{setting('local_cpus')} must be a positive number of CPUs, got {self.local_cpus}")
         if self.shards is not None and self.shards <= 0:
@@ -90,9 +92,11 @@ class RaySpec:
             raise HarnessError(f"ray_gpus_per_worker must be in (0, 64], got {self.gpus_per_worker}")
         if self.gpus_per_worker is not None and self.gpus_per_worker > 1:
             # Refused rather than half used: an actor's model runs on one GPU, the rest would idle reserved.
-            raise HarnessError(f"ray_gpus_per_worker {self.gpus_per_worker:g}: an actor encodes on one GPU, so the "
-                               "others would sit reserved and idle; use 1 (one actor per GPU: the same GPUs, all "
-                               "busy) or a fraction such as 0.5 (several actors per GPU)")
+            raise HarnessError(
+                f"ray_gpus_per_worker {self.gpus_per_worker:g}: an actor encodes on one GPU, so the "
+                "others would sit reserved and idle; use 1 (one actor per GPU: the same GPUs, all "
+                "busy) or a fraction such as 0.5 (several actors per GPU)"
+            )
 
 
 def _ray() -> Any:
@@ -119,8 +123,10 @@ def _probe(address: str) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S).close()
     except OSError as exc:
-        raise HarnessError(f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it with "
-                           "`ray start --head` or check --ray-address") from None
+        raise HarnessError(
+            f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it with "
+            "`ray start --head` or check --ray-address"
+        ) from None
 
 
 # A cluster started here (--ray-local) stays on this machine. Ray would otherwise take as node address the
@@ -149,8 +155,10 @@ def _loopback_cluster_env(ray: Any) -> Iterator[dict[str, str]]:
     constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
     single_machine = getattr(constants, "ENABLE_RAY_CLUSTER", None)
     if single_machine is None:  # a Ray without the switch: its node address may be the machine's own
-        logger.warning("this Ray version has no single-machine switch; the local cluster may use this "
-                       "machine's network address rather than 127.0.0.1")
+        logger.warning(
+            "this Ray version has no single-machine switch; the local cluster may use this "
+            "machine's network address rather than 127.0.0.1"
+        )
     else:
         constants.ENABLE_RAY_CLUSTER = False
     try:
@@ -167,8 +175,14 @@ def start_local_cluster(ray: Any, cpus: int, **options: Any) -> None:
     runtime_env = dict(options.pop("runtime_env", None) or {})  # the caller's, plus the user's own environment
     with _loopback_cluster_env(ray) as user_env:
         runtime_env["env_vars"] = {**user_env, **runtime_env.get("env_vars", {})}
-        ray.init(address="local", num_cpus=cpus, _node_ip_address=LOOPBACK, dashboard_host=LOOPBACK,
-                 runtime_env=runtime_env, **options)
+        ray.init(
+            address="local",
+            num_cpus=cpus,
+            _node_ip_address=LOOPBACK,
+            dashboard_host=LOOPBACK,
+            runtime_env=runtime_env,
+            **options,
+        )
 
 
 def connect(spec: RaySpec) -> bool:
@@ -188,8 +202,10 @@ def connect(spec: RaySpec) -> bool:
     except HarnessError:
         raise
     except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
-        raise HarnessError(f"cannot join the Ray cluster at {spec.address or 'the default address'} "
-                           f"({type(exc).__name__}: {str(exc)[:300]})") from None
+        raise HarnessError(
+            f"cannot join the Ray cluster at {spec.address or 'the default address'} "
+            f"({type(exc).__name__}: {str(exc)[:300]})"
+        ) from None
     return True
 
 
@@ -217,9 +233,11 @@ def _actor_count(resources: dict[str, float], gpus_per_worker: float | None) -> 
         return max(1, cpus), {"num_cpus": 1}
     gpus = resources.get("GPU", 0)
     if gpus < gpus_per_worker:
-        raise HarnessError(f"ray_gpus_per_worker {gpus_per_worker:g} asks for GPUs, but the Ray cluster has "
-                           f"{gpus:g} (resources: {', '.join(f'{k} {v:g}' for k, v in sorted(resources.items()) if k in ('CPU', 'GPU'))}); "
-                           "add GPU nodes or drop --ray-gpus-per-worker")
+        raise HarnessError(
+            f"ray_gpus_per_worker {gpus_per_worker:g} asks for GPUs, but the Ray cluster has "
+            f"{gpus:g} (resources: {', '.join(f'{k} {v:g}' for k, v in sorted(resources.items()) if k in ('CPU', 'GPU'))}); "
+            "add GPU nodes or drop --ray-gpus-per-worker"
+        )
     return max(1, min(int(gpus // gpus_per_worker), cpus)), {"num_cpus": 1, "num_gpus": gpus_per_worker}
 
 
@@ -271,9 +289,13 @@ def _start_actors(ray, job: EncodeJob, spec: RaySpec, actors: list[Any]) -> None
     logger.info("Ray engine: %d workers on %s", len(actors), ", ".join(sorted(set(hosts))))
 
 
-def encode_corpus_ray(job: EncodeJob, docs: Iterator[Doc], spec: RaySpec, progress: bool = True,
-                      cached: Callable[[int, list[str]], bool] | None = None
-                      ) -> Iterator[tuple[list[str], np.ndarray, float]]:
+def encode_corpus_ray(
+    job: EncodeJob,
+    docs: Iterator[Doc],
+    spec: RaySpec,
+    progress: bool = True,
+    cached: Callable[[int, list[str]], bool] | None = None,
+) -> Iterator[tuple[list[str], np.ndarray, float]]:
     """Encode a document stream on Ray, shard by shard, into `job.entry`.
 
     Args:
@@ -338,8 +360,11 @@ def encode_corpus_ray(job: EncodeJob, docs: Iterator[Doc], spec: RaySpec, progre
         while not idle:  # at most one shard in flight per actor
             collect(True)
         actor = idle.pop()
-        in_flight[actor.encode.remote(index, chunk, job.batch_size, job.checkpoint_seconds, job.token_budget)] = \
-            (index, doc_ids, actor)
+        in_flight[actor.encode.remote(index, chunk, job.batch_size, job.checkpoint_seconds, job.token_budget)] = (
+            index,
+            doc_ids,
+            actor,
+        )
 
     try:
         yield from fan.stream(docs, cached, submit, collect, lambda: bool(in_flight))

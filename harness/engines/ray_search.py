@@ -67,8 +67,10 @@ class SearchShard:
     def describe(self, total: int) -> str:
         """``shard 1 of 3 (cache chunks 2-3, documents 17-40)``."""
         last = self.start + sum(self.rows)
-        return (f"shard {self.number} of {total} (cache chunks {self.chunks[0]}-{self.chunks[-1]}, "
-                f"documents {self.start + 1}-{last})")
+        return (
+            f"shard {self.number} of {total} (cache chunks {self.chunks[0]}-{self.chunks[-1]}, "
+            f"documents {self.start + 1}-{last})"
+        )
 
 
 def plan_shards(chunk_rows: Sequence[int], shards: int) -> list[SearchShard]:
@@ -83,10 +85,12 @@ def plan_shards(chunk_rows: Sequence[int], shards: int) -> list[SearchShard]:
         seen += rows
         left_chunks, left_shards = len(chunk_rows) - index - 1, shards - len(plan) - 1
         # Close a shard at its share of the rows, or when the chunks left are just enough for the shards left.
-        if index == len(chunk_rows) - 1 or (left_shards > 0 and (seen * shards >= total * (len(plan) + 1)
-                                                                 or left_chunks == left_shards)):
-            plan.append(SearchShard(len(plan), tuple(range(first, index + 1)), tuple(chunk_rows[first:index + 1]),
-                                    start))
+        if index == len(chunk_rows) - 1 or (
+            left_shards > 0 and (seen * shards >= total * (len(plan) + 1) or left_chunks == left_shards)
+        ):
+            plan.append(
+                SearchShard(len(plan), tuple(range(first, index + 1)), tuple(chunk_rows[first : index + 1]), start)
+            )
             first, start = index + 1, seen
     return plan
 
@@ -100,9 +104,14 @@ def query_blocks(n_queries: int, block: int = QUERY_BLOCK) -> list[tuple[int, in
     return [(start, stop) for start, stop in zip(starts, starts[1:] + [n_queries])]
 
 
-def search_shard(entry: EmbeddingEntry, shard: SearchShard, queries: np.ndarray, depth: int,
-                 block: int = QUERY_BLOCK, before: Callable[[int], None] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray, str]:
+def search_shard(
+    entry: EmbeddingEntry,
+    shard: SearchShard,
+    queries: np.ndarray,
+    depth: int,
+    block: int = QUERY_BLOCK,
+    before: Callable[[int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, str]:
     """On a worker: the exact top `depth` of every query over one shard's chunks.
 
     Returns:
@@ -116,8 +125,10 @@ def search_shard(entry: EmbeddingEntry, shard: SearchShard, queries: np.ndarray,
     if before is not None:
         before(shard.number)  # a fault-injection hook (`lose_worker_once`)
     if not (entry.root / "manifest.json").is_file():
-        raise HarnessError(f"worker on {socket.gethostname()} cannot see the cache entry {entry.root}: the cache "
-                           "directory must be on a filesystem every Ray node mounts (set --cache-dir to such a path)")
+        raise HarnessError(
+            f"worker on {socket.gethostname()} cannot see the cache entry {entry.root}: the cache "
+            "directory must be on a filesystem every Ray node mounts (set --cache-dir to such a path)"
+        )
     depth = min(depth, sum(shard.rows))
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     blocks = query_blocks(len(queries), block)
@@ -134,8 +145,10 @@ def search_shard(entry: EmbeddingEntry, shard: SearchShard, queries: np.ndarray,
         except CacheCorrupt as exc:
             raise HarnessError(f"search shard {shard.number}: {exc}") from None
         if len(vectors) != expected or vectors.shape[1] != queries.shape[1]:
-            raise HarnessError(f"chunk {index} of {entry.root} holds {vectors.shape} vectors, the driver read "
-                               f"{expected} of dimension {queries.shape[1]} (was the cache rewritten meanwhile?)")
+            raise HarnessError(
+                f"chunk {index} of {entry.root} holds {vectors.shape} vectors, the driver read "
+                f"{expected} of dimension {queries.shape[1]} (was the cache rewritten meanwhile?)"
+            )
         vectors = np.ascontiguousarray(vectors)  # a C-ordered float32 map already: no copy
         shard_ids.extend(doc_ids)
         search = partial(_knn, vectors, start)
@@ -185,10 +198,19 @@ def _lost(ray: Any, exc: BaseException) -> str:
     return text[-1][:300] if text else type(exc).__name__
 
 
-def search_sharded(entry: EmbeddingEntry, chunk_rows: Sequence[int], doc_ids: Sequence[str],
-                   query_ids: Sequence[str], queries: np.ndarray, depth: int, spec: RaySpec = RaySpec(),
-                   shards: int | None = None, retries: int = DEFAULT_RETRIES, name: str = "run",
-                   before: Callable[[int], None] | None = None) -> tuple[Run, dict[str, Any]]:
+def search_sharded(
+    entry: EmbeddingEntry,
+    chunk_rows: Sequence[int],
+    doc_ids: Sequence[str],
+    query_ids: Sequence[str],
+    queries: np.ndarray,
+    depth: int,
+    spec: RaySpec = RaySpec(),
+    shards: int | None = None,
+    retries: int = DEFAULT_RETRIES,
+    name: str = "run",
+    before: Callable[[int], None] | None = None,
+) -> tuple[Run, dict[str, Any]]:
     """Exact inner-product search over a complete cache entry, one Ray task per shard of its chunks.
 
     Args:
@@ -232,9 +254,11 @@ def search_sharded(entry: EmbeddingEntry, chunk_rows: Sequence[int], doc_ids: Se
                 for other in pending:
                     ray.cancel(other, force=True)
                 tries = f" on each of its {retries + 1} tries" if retries else " on its only try"
-                raise HarnessError(f"{shard.describe(len(plan))} failed during sharded search: {_lost(ray, exc)}"
-                                   f"{tries if _is_lost(ray, exc) else ''}; rerun, or search on the driver "
-                                   f"({setting('ray_search')} driver)") from None
+                raise HarnessError(
+                    f"{shard.describe(len(plan))} failed during sharded search: {_lost(ray, exc)}"
+                    f"{tries if _is_lost(ray, exc) else ''}; rerun, or search on the driver "
+                    f"({setting('ray_search')} driver)"
+                ) from None
             hosts.add(host)
             best = (scores, rows) if best is None else merge_top([best, (scores, rows)], depth, doc_ids.__getitem__)
     finally:
@@ -244,13 +268,17 @@ def search_sharded(entry: EmbeddingEntry, chunk_rows: Sequence[int], doc_ids: Se
     for query_id, query_scores, query_rows in zip(query_ids, best[0].tolist(), best[1].tolist()):
         results[query_id] = {doc_ids[row]: score for row, score in zip(query_rows, query_scores)}
     logger.info("sharded search: %d shards on %s", len(plan), ", ".join(sorted(hosts)))
-    return Run.adopt(results, name=name), {"search_path": SEARCH_PATH, "search_shards": len(plan),
-                                           "search_workers": ", ".join(sorted(hosts))}
+    return Run.adopt(results, name=name), {
+        "search_path": SEARCH_PATH,
+        "search_shards": len(plan),
+        "search_workers": ", ".join(sorted(hosts)),
+    }
 
 
 def _is_lost(ray: Any, exc: BaseException) -> bool:
-    return isinstance(exc, (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                            ray.exceptions.OutOfMemoryError))
+    return isinstance(
+        exc, (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.OutOfMemoryError)
+    )
 
 
 def _import_ray() -> Any:
@@ -292,8 +320,9 @@ class ShardedCorpus:
 
     def search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int, name: str = "run") -> Run:
         """`search_sharded` over the entry: the run a flat `VectorIndex` over the same vectors returns."""
-        run, facts = search_sharded(self.entry, self.chunk_rows, self.doc_ids, query_ids, vectors, depth, self.spec,
-                                    name=name)
+        run, facts = search_sharded(
+            self.entry, self.chunk_rows, self.doc_ids, query_ids, vectors, depth, self.spec, name=name
+        )
         self.shards = facts.get("search_shards", 0)
         return run
 

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.io.cache import CacheCorrupt, EmbeddingEntry
-from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked, encode_corpus
 from harness.errors import HarnessError
+from harness.io.cache import CacheCorrupt, EmbeddingEntry
 from harness.records import Doc
+from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked, encode_corpus
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,14 +41,18 @@ class ShardEncoder:
         self.problem: HarnessError | None = None
         try:
             if not (entry.root / "key.json").is_file():
-                raise HarnessError(f"worker on {self.host} cannot see the cache entry {entry.root}: the cache "
-                                   "directory must be on a filesystem every Ray node mounts (set --cache-dir to such "
-                                   "a path)")
+                raise HarnessError(
+                    f"worker on {self.host} cannot see the cache entry {entry.root}: the cache "
+                    "directory must be on a filesystem every Ray node mounts (set --cache-dir to such "
+                    "a path)"
+                )
             self.encoder = load()
             mine = self.encoder.fingerprint() if hasattr(self.encoder, "fingerprint") else None
             if _plain(mine) != _plain(fingerprint):
-                raise HarnessError(f"worker on {self.host} loaded a different model than the driver (fingerprints "
-                                   f"{mine} vs {fingerprint}); install the same model and versions on every node")
+                raise HarnessError(
+                    f"worker on {self.host} loaded a different model than the driver (fingerprints "
+                    f"{mine} vs {fingerprint}); install the same model and versions on every node"
+                )
         except HarnessError as exc:
             self.problem = exc
 
@@ -60,9 +64,14 @@ class ShardEncoder:
         device = getattr(self.encoder, "device", None)
         return self.host + _ray_gpus() + (f" {device}" if device else "")
 
-    def encode(self, index: int, docs: list[Doc], batch_size: int,
-               checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
-               token_budget: int | None = None) -> tuple[int, float]:
+    def encode(
+        self,
+        index: int,
+        docs: list[Doc],
+        batch_size: int,
+        checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
+        token_budget: int | None = None,
+    ) -> tuple[int, float]:
         """Encode one shard as the local engine encodes a chunk, and store it; returns (rows, seconds).
 
         The shard is checkpointed by time into the entry as the local engine's chunks are, so a
@@ -71,9 +80,16 @@ class ShardEncoder:
         if self.problem is not None:
             raise self.problem
         store = _ShardStore(self.entry, index)
-        (doc_ids, vectors, seconds), = encode_corpus(self.encoder, iter(docs), chunk_size=len(docs),
-                                                     batch_size=batch_size, progress=False, store=store,
-                                                     checkpoint_seconds=checkpoint_seconds, token_budget=token_budget)
+        ((doc_ids, vectors, seconds),) = encode_corpus(
+            self.encoder,
+            iter(docs),
+            chunk_size=len(docs),
+            batch_size=batch_size,
+            progress=False,
+            store=store,
+            checkpoint_seconds=checkpoint_seconds,
+            token_budget=token_budget,
+        )
         self.entry.write_chunk(index, doc_ids, vectors, strict=True)
         return len(doc_ids), seconds
 
@@ -171,7 +187,8 @@ class FanOut:
         first = index * self.chunk_size + 1
         return HarnessError(
             f"{self.noun} {index} (documents {first}-{first + n_docs - 1}) failed{self.where}: {reason}. "
-            f"{self.encoded + self.cached} finished {self.noun}(s) are kept in {self.entry.root}; rerun to resume")
+            f"{self.encoded + self.cached} finished {self.noun}(s) are kept in {self.entry.root}; rerun to resume"
+        )
 
     def _ordered(self) -> Iterator[tuple[list[str], np.ndarray]]:
         while self.next_index in self.finished:
@@ -182,14 +199,21 @@ class FanOut:
             except CacheCorrupt as exc:
                 raise HarnessError(f"{self.noun} {index}: {exc}") from None
             if stored_ids != doc_ids:
-                raise HarnessError(f"{self.noun} {index}: {self.entry.root} holds other documents than the corpus has "
-                                   "(was the cache written by another run at the same time?)")
+                raise HarnessError(
+                    f"{self.noun} {index}: {self.entry.root} holds other documents than the corpus has "
+                    "(was the cache written by another run at the same time?)"
+                )
             self.next_index += 1
             yield doc_ids, vectors
 
-    def stream(self, docs: Iterator[Doc], cached: Callable[[int, list[str]], bool] | None,
-               submit: Callable[[int, list[Doc], list[str]], None], collect: Callable[[bool], None],
-               busy: Callable[[], bool]) -> Iterator[tuple[list[str], np.ndarray, float]]:
+    def stream(
+        self,
+        docs: Iterator[Doc],
+        cached: Callable[[int, list[str]], bool] | None,
+        submit: Callable[[int, list[Doc], list[str]], None],
+        collect: Callable[[bool], None],
+        busy: Callable[[], bool],
+    ) -> Iterator[tuple[list[str], np.ndarray, float]]:
         """Run the corpus through the workers.
 
         Args:

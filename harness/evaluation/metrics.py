@@ -51,7 +51,6 @@ Each metric but Judged is 0 for a query with no relevant document.
 from __future__ import annotations
 
 import bisect
-from array import array
 import csv
 import difflib
 import functools
@@ -59,6 +58,7 @@ import importlib.resources
 import math
 import operator
 import re
+from array import array
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -98,9 +98,14 @@ def metric_families() -> dict[str, MetricFamily]:
     for row in csv.DictReader(text.splitlines()):
         if row["name"] in families:
             raise ValueError(f"metrics.csv: duplicate metric {row['name']!r}")
-        families[row["name"]] = MetricFamily(row["name"], row["trec_eval"] or None, row["description"],
-                                             row["cutoff"] == "yes", tuple(row["aliases"].split(";")),
-                                             row["uncut"] or None)
+        families[row["name"]] = MetricFamily(
+            row["name"],
+            row["trec_eval"] or None,
+            row["description"],
+            row["cutoff"] == "yes",
+            tuple(row["aliases"].split(";")),
+            row["uncut"] or None,
+        )
     return families
 
 
@@ -154,7 +159,7 @@ def parse_metric(text: str) -> MetricSpec:
     name = aliases.get(match["name"]) if match else None
     if name is None:
         raise UnknownMetricError(f"unknown metric {raw!r}; {_suggest(lowered)}")
-    k_text = raw[match.start("k"):]
+    k_text = raw[match.start("k") :]
     if not (k_text.isascii() and k_text.isdigit()) or int(k_text) <= 0:
         raise UnknownMetricError(f"metric {raw!r}: cutoff {k_text!r} is not a positive integer (e.g. {name}@10)")
     if not metric_families()[name].cutoff:
@@ -170,8 +175,9 @@ def _suggest(lowered: str) -> str:
     if close:
         family = families[_aliases()[close[0]]]
         return f"did you mean {family.name}{'@' + (k or '10') if family.cutoff else ''}?"
-    return "use one of " + ", ".join(f"{f.name}@k" if f.cutoff else f.name for f in families.values()) + \
-        " (e.g. nDCG@10)"
+    return (
+        "use one of " + ", ".join(f"{f.name}@k" if f.cutoff else f.name for f in families.values()) + " (e.g. nDCG@10)"
+    )
 
 
 def parse_k_values(text: str) -> list[int]:
@@ -192,8 +198,7 @@ def parse_k_values(text: str) -> list[int]:
 def standard_metrics(k_values: Iterable[int]) -> list[MetricSpec]:
     """Every metric family at every cutoff (a family without one, once), in table order then by k."""
     ks = sorted(set(k_values))
-    return [MetricSpec(family.name, k) for family in metric_families().values()
-            for k in (ks if family.cutoff else [0])]
+    return [MetricSpec(family.name, k) for family in metric_families().values() for k in (ks if family.cutoff else [0])]
 
 
 @dataclass(frozen=True)
@@ -274,8 +279,7 @@ class _Plan:
         computed = direct + self.cut + self.judged  # the order a row's values are put together in
         self.reorder = _getter([computed.index(spec) for spec in metrics])  # computed order → asked order
 
-    def rows(self, qrels: Qrels, trec: dict[str, dict[str, float]],
-             judged: dict[str, tuple[float, ...]]) -> _Values:
+    def rows(self, qrels: Qrels, trec: dict[str, dict[str, float]], judged: dict[str, tuple[float, ...]]) -> _Values:
         """query_id → metric name → value for every judged query, each row made once, in the asked order.
 
         One comprehension, C-level calls only per query: a query trec_eval has no values for reads
@@ -284,13 +288,24 @@ class _Plan:
         blank = dict.fromkeys([*self.keys, "recip_rank"], 0.0)
         no_judged = (0.0,) * len(self.judged)
         if not self.cut:
-            return {query_id: dict(zip(names, reorder(take(trec.get(query_id, blank))
-                                                      + judged.get(query_id, no_judged))))
-                    for query_id in qrels}
+            return {
+                query_id: dict(zip(names, reorder(take(trec.get(query_id, blank)) + judged.get(query_id, no_judged))))
+                for query_id in qrels
+            }
         cut = {value: self._cut(value) for value in {row["recip_rank"] for row in trec.values()} | {0.0}}
-        return {query_id: dict(zip(names, reorder(take(row := trec.get(query_id, blank)) + cut[row["recip_rank"]]
-                                                  + judged.get(query_id, no_judged))))
-                for query_id in qrels}
+        return {
+            query_id: dict(
+                zip(
+                    names,
+                    reorder(
+                        take(row := trec.get(query_id, blank))
+                        + cut[row["recip_rank"]]
+                        + judged.get(query_id, no_judged)
+                    ),
+                )
+            )
+            for query_id in qrels
+        }
 
     def _cut(self, reciprocal_rank: float) -> tuple[float, ...]:
         """MRR@k for each asked k: trec_eval's recip_rank where the first relevant rank is ≤ k, else 0."""
@@ -314,8 +329,10 @@ def _trec_eval(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec]) -
     by_measure: dict[str, list[MetricSpec]] = {}
     for spec in metrics:
         by_measure.setdefault(_measure(spec), []).append(spec)
-    measure_strings = {m if m in _UNCUT or not specs[0].k else f"{m}." + ",".join(str(s.k) for s in specs)
-                       for m, specs in by_measure.items()}
+    measure_strings = {
+        m if m in _UNCUT or not specs[0].k else f"{m}." + ",".join(str(s.k) for s in specs)
+        for m, specs in by_measure.items()
+    }
     return pytrec_eval.RelevanceEvaluator(qrels, measure_strings).evaluate(scores)
 
 
@@ -331,8 +348,9 @@ def _measure(spec: MetricSpec) -> str:
     return family.uncut if not spec.k and family.uncut else family.trec_eval
 
 
-def _judged(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec],
-            trec: dict[str, dict[str, float]]) -> dict[str, tuple[float, ...]]:
+def _judged(
+    qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec], trec: dict[str, dict[str, float]]
+) -> dict[str, tuple[float, ...]]:
     """Judged@k at every k: query_id → the judged share of its top k (of those retrieved), in `metrics`
     order, on the ranking every other metric reads: trec_eval's order of the scores as pytrec_eval
     compares them (float32, so 1e-50 and 0.0 tie, and the top k is the one nDCG@k looked at).
@@ -360,8 +378,7 @@ def _judged(qrels: _Grades, scores: _Values, metrics: Sequence[MetricSpec],
             continue
         as_float32 = dict(zip(query_scores, array("f", query_scores.values())))  # as pytrec_eval has them
         ranks = _ranks(as_float32, hits) if smallest < n else []
-        values[query_id] = tuple(len(hits) / n if k >= n else bisect.bisect_right(ranks, k) / k
-                                 for k in cutoffs)
+        values[query_id] = tuple(len(hits) / n if k >= n else bisect.bisect_right(ranks, k) / k for k in cutoffs)
     return values
 
 

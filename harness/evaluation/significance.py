@@ -53,8 +53,10 @@ def paired_values(a: Mapping[str, float], b: Mapping[str, float]) -> tuple[list[
     """
     if set(a) != set(b):
         only_a, only_b = len(set(a) - set(b)), len(set(b) - set(a))
-        raise HarnessError(f"the results cover different queries ({only_a} only in the first, {only_b} only in "
-                           "the second); compare results of the same dataset, split and qrels")
+        raise HarnessError(
+            f"the results cover different queries ({only_a} only in the first, {only_b} only in "
+            "the second); compare results of the same dataset, split and qrels"
+        )
     query_ids = sorted(a)
     return query_ids, [a[q] for q in query_ids], [b[q] for q in query_ids]
 
@@ -71,8 +73,9 @@ def t_test(a: Sequence[float], b: Sequence[float]) -> float:
     return float(stats.ttest_rel(b, a).pvalue)
 
 
-def randomization_test(a: Sequence[float], b: Sequence[float], rounds: int = DEFAULT_ROUNDS,
-                       seed: int = DEFAULT_SEED) -> float:
+def randomization_test(
+    a: Sequence[float], b: Sequence[float], rounds: int = DEFAULT_ROUNDS, seed: int = DEFAULT_SEED
+) -> float:
     """Two-sided paired randomization (sign-flip) test p-value, reproducible for a seed."""
     import numpy as np
 
@@ -92,16 +95,25 @@ def randomization_test(a: Sequence[float], b: Sequence[float], rounds: int = DEF
     return (exceed + 1) / (rounds + 1)
 
 
-def compare_metric(metric: str, a: Mapping[str, float], b: Mapping[str, float], rounds: int = DEFAULT_ROUNDS,
-                   seed: int = DEFAULT_SEED) -> PairedTest:
+def compare_metric(
+    metric: str, a: Mapping[str, float], b: Mapping[str, float], rounds: int = DEFAULT_ROUNDS, seed: int = DEFAULT_SEED
+) -> PairedTest:
     """Both tests and the win/tie/loss counts for one metric (B relative to A)."""
     _, values_a, values_b = paired_values(a, b)
     n = len(values_a)
     wins = sum(y > x for x, y in zip(values_a, values_b))
     losses = sum(y < x for x, y in zip(values_a, values_b))
-    return PairedTest(metric, n, sum(values_a) / n if n else 0.0, sum(values_b) / n if n else 0.0, wins,
-                      n - wins - losses, losses, t_test(values_a, values_b),
-                      randomization_test(values_a, values_b, rounds, seed))
+    return PairedTest(
+        metric,
+        n,
+        sum(values_a) / n if n else 0.0,
+        sum(values_b) / n if n else 0.0,
+        wins,
+        n - wins - losses,
+        losses,
+        t_test(values_a, values_b),
+        randomization_test(values_a, values_b, rounds, seed),
+    )
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -121,8 +133,9 @@ def bonferroni(p_values: Sequence[float]) -> list[float]:
     return [min(1.0, p * len(p_values)) for p in p_values]
 
 
-def bootstrap_ci(values: Sequence[float], rounds: int = 1000, seed: int = DEFAULT_SEED,
-                 level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float], rounds: int = 1000, seed: int = DEFAULT_SEED, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of the mean over queries."""
     import numpy as np
 

@@ -155,13 +155,18 @@ class EmbeddingEntry:
         for ids_path in sorted(self.root.glob(f"chunk-{index:05d}.piece-*.ids.json")):
             try:
                 piece_ids = json.loads(ids_path.read_text(encoding="utf-8"))
-                vectors = np.load(ids_path.with_name(ids_path.name[:-len(".ids.json")] + ".npy"), allow_pickle=False)
+                vectors = np.load(ids_path.with_name(ids_path.name[: -len(".ids.json")] + ".npy"), allow_pickle=False)
             except (OSError, ValueError) as exc:
                 logger.debug("ignoring an unreadable checkpoint %s: %s", ids_path, exc)
                 continue
-            usable = (isinstance(piece_ids, list) and vectors.dtype == np.float32 and vectors.ndim == 2
-                      and len(piece_ids) == len(vectors) and wanted.issuperset(piece_ids)
-                      and (not blocks or vectors.shape[1] == blocks[0].shape[1]))
+            usable = (
+                isinstance(piece_ids, list)
+                and vectors.dtype == np.float32
+                and vectors.ndim == 2
+                and len(piece_ids) == len(vectors)
+                and wanted.issuperset(piece_ids)
+                and (not blocks or vectors.shape[1] == blocks[0].shape[1])
+            )
             if usable:
                 ids += piece_ids
                 blocks.append(vectors)
@@ -212,8 +217,10 @@ class EmbeddingEntry:
                     path.unlink()
                 (self.root / "key.json").unlink()
             if not (self.root / "key.json").is_file():
-                write_json({"format": CACHE_FORMAT, "chunk_size": chunk_size, "inputs": self.inputs,
-                            "labels": self.labels}, self.root / "key.json")
+                write_json(
+                    {"format": CACHE_FORMAT, "chunk_size": chunk_size, "inputs": self.inputs, "labels": self.labels},
+                    self.root / "key.json",
+                )
         except (OSError, OutputError) as exc:
             self._disable(exc)
 
@@ -238,8 +245,13 @@ class EmbeddingEntry:
         try:
             with atomic_writer(vectors_path, "wb") as handle:
                 if self.sparse:
-                    np.savez(handle, data=vectors.data.astype(np.float32), indices=vectors.indices.astype(np.int32),
-                             indptr=vectors.indptr.astype(np.int64), shape=np.asarray(vectors.shape, np.int64))
+                    np.savez(
+                        handle,
+                        data=vectors.data.astype(np.float32),
+                        indices=vectors.indices.astype(np.int32),
+                        indptr=vectors.indptr.astype(np.int64),
+                        shape=np.asarray(vectors.shape, np.int64),
+                    )
                 else:
                     np.save(handle, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
             with atomic_writer(ids_path) as handle:
@@ -251,8 +263,9 @@ class EmbeddingEntry:
             return
         self._drop_pieces(index)
 
-    def read_chunk(self, index: int, expected_sha: str | None = None,
-                   mmap: bool = False) -> tuple[list[str], np.ndarray]:
+    def read_chunk(
+        self, index: int, expected_sha: str | None = None, mmap: bool = False
+    ) -> tuple[list[str], np.ndarray]:
         """Load one chunk, checking its bytes, dtype and shape.
 
         With `mmap`, the vectors are a read-only memory map of the chunk file: their pages belong
@@ -283,8 +296,9 @@ class EmbeddingEntry:
         import scipy.sparse
 
         with np.load(path, allow_pickle=False) as parts:
-            rows = scipy.sparse.csr_matrix((parts["data"], parts["indices"], parts["indptr"]),
-                                           shape=tuple(int(n) for n in parts["shape"]))
+            rows = scipy.sparse.csr_matrix(
+                (parts["data"], parts["indices"], parts["indptr"]), shape=tuple(int(n) for n in parts["shape"])
+            )
         if rows.dtype != np.float32 or rows.shape[0] != len(doc_ids):
             raise CacheCorrupt(f"{path}: shape {rows.shape} / {rows.dtype} for {len(doc_ids)} ids")
         return doc_ids, rows
@@ -295,8 +309,17 @@ class EmbeddingEntry:
             return
         try:
             shas = [_sha256(self._chunk(i)[0]) for i in range(n_chunks)]
-            write_json({"format": CACHE_FORMAT, "chunks": n_chunks, "rows": n_rows, "dimension": dimension,
-                        "sha256": shas, "inputs": self.inputs}, self.root / "manifest.json")
+            write_json(
+                {
+                    "format": CACHE_FORMAT,
+                    "chunks": n_chunks,
+                    "rows": n_rows,
+                    "dimension": dimension,
+                    "sha256": shas,
+                    "inputs": self.inputs,
+                },
+                self.root / "manifest.json",
+            )
         except (OSError, OutputError) as exc:
             self._disable(exc)
 
@@ -326,8 +349,9 @@ class EmbeddingEntry:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def embedding_entry(root: Path, inputs: Mapping[str, Any], labels: Mapping[str, Any] | None = None,
-                    sparse: bool = False) -> EmbeddingEntry:
+def embedding_entry(
+    root: Path, inputs: Mapping[str, Any], labels: Mapping[str, Any] | None = None, sparse: bool = False
+) -> EmbeddingEntry:
     """The cache entry for `inputs` (which need not exist yet); `labels` (dataset name...) only inform listings."""
     inputs = dict(inputs)
     return EmbeddingEntry(root / "embeddings" / content_key(inputs), inputs, dict(labels or {}), sparse=sparse)
@@ -352,21 +376,24 @@ def list_entries(root: Path) -> list[dict[str, Any]]:
                 rows = json.loads(manifest_path.read_text(encoding="utf-8")).get("rows")
             except (OSError, ValueError):
                 rows = None
-        entries.append({
-            "key": folder.name,
-            "model": inputs.get("model", {}).get("name"),
-            "dataset": labels.get("dataset"),
-            "kind": inputs.get("kind"),
-            "rows": rows,
-            "bytes": sum(p.stat().st_size for p in folder.iterdir() if p.is_file()),
-            "complete": manifest_path.is_file(),
-            "path": str(folder),
-        })
+        entries.append(
+            {
+                "key": folder.name,
+                "model": inputs.get("model", {}).get("name"),
+                "dataset": labels.get("dataset"),
+                "kind": inputs.get("kind"),
+                "rows": rows,
+                "bytes": sum(p.stat().st_size for p in folder.iterdir() if p.is_file()),
+                "complete": manifest_path.is_file(),
+                "path": str(folder),
+            }
+        )
     return entries
 
 
-def clear_entries(root: Path, model: str | None = None, dataset: str | None = None,
-                  dry_run: bool = False) -> list[dict[str, Any]]:
+def clear_entries(
+    root: Path, model: str | None = None, dataset: str | None = None, dry_run: bool = False
+) -> list[dict[str, Any]]:
     """Delete the entries matching `model` and `dataset` (all when both are None).
 
     Args:
@@ -383,17 +410,23 @@ def clear_entries(root: Path, model: str | None = None, dataset: str | None = No
             do have entries.
     """
     entries = list_entries(root)
-    chosen = [entry for entry in entries if (model is None or entry["model"] == model)
-              and (dataset is None or entry["dataset"] == dataset)]
+    chosen = [
+        entry
+        for entry in entries
+        if (model is None or entry["model"] == model) and (dataset is None or entry["dataset"] == dataset)
+    ]
     if not chosen and (model is not None or dataset is not None):
-        wanted = " and ".join(f"{what} {value!r}" for what, value in (("model", model), ("dataset", dataset))
-                              if value is not None)
+        wanted = " and ".join(
+            f"{what} {value!r}" for what, value in (("model", model), ("dataset", dataset)) if value is not None
+        )
         if not entries:
             raise HarnessError(f"no cache entry matches {wanted}: the cache {root} is empty")
         models = sorted({str(entry["model"]) for entry in entries})
         datasets = sorted({str(entry["dataset"]) for entry in entries})
-        raise HarnessError(f"no cache entry in {root} matches {wanted}; entries exist for models "
-                           f"{', '.join(models)} and datasets {', '.join(datasets)}")
+        raise HarnessError(
+            f"no cache entry in {root} matches {wanted}; entries exist for models "
+            f"{', '.join(models)} and datasets {', '.join(datasets)}"
+        )
     if not dry_run:
         for entry in chosen:
             shutil.rmtree(entry["path"], ignore_errors=True)
@@ -464,8 +497,9 @@ def remember_record(root: Path, kind: str, inputs: Mapping[str, Any], value: Map
     """Store `value` for `inputs`, atomically (a reader sees the whole record or none); best effort: an
     unwritable cache logs a warning and returns False."""
     try:
-        write_json({"format": CACHE_FORMAT, "inputs": dict(inputs), "value": dict(value)},
-                   record_path(root, kind, inputs))
+        write_json(
+            {"format": CACHE_FORMAT, "inputs": dict(inputs), "value": dict(value)}, record_path(root, kind, inputs)
+        )
     except OutputError as exc:
         logger.warning("cache %s is not writable (%s); continuing without caching", root / kind, exc)
         return False

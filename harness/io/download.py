@@ -97,8 +97,15 @@ def fetch(
     part = dest.with_name(dest.name + ".part")
     dest.parent.mkdir(parents=True, exist_ok=True)
     session = requests.Session()
-    bar = tqdm(desc=dest.name, unit="B", unit_scale=True, unit_divisor=1024, disable=not progress,
-               file=sys.stderr, dynamic_ncols=True)
+    bar = tqdm(
+        desc=dest.name,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        disable=not progress,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
     try:
         for attempt in range(1, policy.attempts + 1):
             try:
@@ -109,8 +116,9 @@ def fetch(
                     kept = f" ({part.name} kept; rerun to resume)" if part.exists() else ""
                     raise DownloadError(f"{url}: giving up after {attempt} attempts: {exc}{kept}") from None
                 wait = policy.backoff * 2 ** (attempt - 1)
-                logger.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", url, exc, wait, attempt + 1,
-                               policy.attempts)
+                logger.warning(
+                    "%s: %s; retrying in %.1f s (attempt %d of %d)", url, exc, wait, attempt + 1, policy.attempts
+                )
                 time.sleep(wait)
     finally:
         bar.close()
@@ -124,8 +132,10 @@ def fetch(
         logger.warning("%s: no md5 known; the download is not verified", url)
     elif got != md5:
         part.unlink(missing_ok=True)
-        raise ChecksumMismatchError(f"{url}: md5 mismatch: expected {md5}, got {got}; the partial file was deleted "
-                                    "(the server or a mirror serves different bytes)")
+        raise ChecksumMismatchError(
+            f"{url}: md5 mismatch: expected {md5}, got {got}; the partial file was deleted "
+            "(the server or a mirror serves different bytes)"
+        )
     os.replace(part, dest)
     return dest
 
@@ -133,13 +143,16 @@ def fetch(
 def _unreachable(exc: BaseException) -> str:
     """Why a connection failed for good ("name not resolved", "connection refused"), or "" when a retry may help."""
     text = repr(exc) + repr(exc.__cause__) + repr(exc.__context__)
-    for marker, why in (("NameResolution", "the server name does not resolve"),
-                        ("Name or service not known", "the server name does not resolve"),
-                        ("Temporary failure in name resolution", "the server name does not resolve"),
-                        ("nodename nor servname", "the server name does not resolve"),
-                        ("getaddrinfo failed", "the server name does not resolve"),
-                        ("Connection refused", "connection refused"), ("ConnectionRefused", "connection refused"),
-                        ("Network is unreachable", "network is unreachable")):
+    for marker, why in (
+        ("NameResolution", "the server name does not resolve"),
+        ("Name or service not known", "the server name does not resolve"),
+        ("Temporary failure in name resolution", "the server name does not resolve"),
+        ("nodename nor servname", "the server name does not resolve"),
+        ("getaddrinfo failed", "the server name does not resolve"),
+        ("Connection refused", "connection refused"),
+        ("ConnectionRefused", "connection refused"),
+        ("Network is unreachable", "network is unreachable"),
+    ):
         if marker in text:
             return why
     return ""
@@ -149,25 +162,33 @@ class _Retryable(Exception):
     """A failure worth another attempt (connection, timeout, 5xx)."""
 
 
-def _attempt(session, url: str, part: Path, expected_size: int | None, policy: RetryPolicy, bar,
-             kind: str = "zip archive"):
+def _attempt(
+    session, url: str, part: Path, expected_size: int | None, policy: RetryPolicy, bar, kind: str = "zip archive"
+):
     """One HTTP request, resuming from the part file's length. Returns (md5 so far, total size)."""
     import requests
 
     have = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={have}-"} if have else {}
     try:
-        response = session.get(url, headers=headers, stream=True, allow_redirects=True,
-                               timeout=(policy.connect_timeout, policy.read_timeout))
+        response = session.get(
+            url,
+            headers=headers,
+            stream=True,
+            allow_redirects=True,
+            timeout=(policy.connect_timeout, policy.read_timeout),
+        )
     except requests.exceptions.InvalidSchema as exc:
         raise DownloadError(f"{url}: redirected to a non-http(s) URL: {exc}") from None
     except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
         if _unreachable(exc):  # no network, or nothing listening: retrying would only wait
             kept = f"; the partial file {part.name} is kept for a later resume" if part.exists() else ""
             copy = "FOLDER --name nanobeir/NAME` (its .parquet files)" if kind == "parquet file" else "FILE.zip`"
-            raise DownloadError(f"{url}: cannot reach the server ({_unreachable(exc)}): offline? Install the dataset "
-                                f"from a copy with `beir-harness datasets import {copy}, or download from a mirror "
-                                f"({setting('base_url')}){kept}") from None
+            raise DownloadError(
+                f"{url}: cannot reach the server ({_unreachable(exc)}): offline? Install the dataset "
+                f"from a copy with `beir-harness datasets import {copy}, or download from a mirror "
+                f"({setting('base_url')}){kept}"
+            ) from None
         raise _Retryable(f"cannot connect: {type(exc).__name__}") from None
     with response:
         _check_scheme(response.url)
@@ -178,19 +199,25 @@ def _attempt(session, url: str, part: Path, expected_size: int | None, policy: R
         if response.status_code >= 500:
             raise _Retryable(f"HTTP {response.status_code}")
         if response.status_code >= 400:
-            raise DownloadError(f"{url}: HTTP {response.status_code} {response.reason} (check the name or {setting('base_url')})")
+            raise DownloadError(
+                f"{url}: HTTP {response.status_code} {response.reason} (check the name or {setting('base_url')})"
+            )
         content_type = response.headers.get("Content-Type", "")
         if "text/html" in content_type.lower():
-            raise DownloadError(f"{url}: the server answered with an HTML page, not a zip archive "
-                                "(a login or error page? check --base-url)")
+            raise DownloadError(
+                f"{url}: the server answered with an HTML page, not a zip archive "
+                "(a login or error page? check --base-url)"
+            )
         resumed = response.status_code == 206 and have
         if have and not resumed:
             logger.info("%s: the server ignored the resume request; starting over", url)
             have = 0
         total = _total_size(response, have)
         if expected_size and total and abs(total - expected_size) > 0.1 * expected_size + 100_000:
-            raise DownloadError(f"{url}: the server offers {total:,} bytes, the registry expects about "
-                                f"{expected_size:,}; refusing (wrong file or mirror?)")
+            raise DownloadError(
+                f"{url}: the server offers {total:,} bytes, the registry expects about "
+                f"{expected_size:,}; refusing (wrong file or mirror?)"
+            )
         digest = hashlib.md5()
         if resumed:
             with open(part, "rb") as handle:
@@ -206,8 +233,9 @@ def _attempt(session, url: str, part: Path, expected_size: int | None, policy: R
                         if not block.startswith(MAGIC[kind]):
                             handle.close()
                             part.unlink(missing_ok=True)
-                            raise DownloadError(f"{url}: the content is not a {kind} "
-                                                f"(starts with {block[:16]!r}; check --base-url)")
+                            raise DownloadError(
+                                f"{url}: the content is not a {kind} (starts with {block[:16]!r}; check --base-url)"
+                            )
                         first = False
                     _write(handle, block, part)
                     digest.update(block)
@@ -286,11 +314,15 @@ def safe_extract(archive: str | Path, target: str | Path, max_bytes: int, max_ra
             seen.add(info.filename)
             total += info.file_size
             if info.file_size > CHUNK and info.compress_size and info.file_size / info.compress_size > max_ratio:
-                raise UnsafeArchiveError(f"{archive}: member {info.filename!r} would expand "
-                                         f"{info.file_size / info.compress_size:.0f}x; refusing (zip bomb?)")
+                raise UnsafeArchiveError(
+                    f"{archive}: member {info.filename!r} would expand "
+                    f"{info.file_size / info.compress_size:.0f}x; refusing (zip bomb?)"
+                )
         if total > max_bytes:
-            raise UnsafeArchiveError(f"{archive}: would unpack to {total:,} bytes, more than the {max_bytes:,} "
-                                     "expected; refusing (zip bomb?)")
+            raise UnsafeArchiveError(
+                f"{archive}: would unpack to {total:,} bytes, more than the {max_bytes:,} "
+                "expected; refusing (zip bomb?)"
+            )
         target.mkdir(parents=True)
         for info in members:
             out = target.joinpath(*PurePosixPath(info.filename).parts)
@@ -309,4 +341,3 @@ def safe_extract(archive: str | Path, target: str | Path, max_bytes: int, max_ra
                         sink.write(block)
             except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
                 raise DatasetError(f"{archive}: damaged member {info.filename!r}: {exc}") from None
-

@@ -57,7 +57,9 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO]:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         if isinstance(exc, OSError):
-            raise OutputError(f"{path}: cannot write: {exc.strerror or exc} (check free space and permissions)") from exc
+            raise OutputError(
+                f"{path}: cannot write: {exc.strerror or exc} (check free space and permissions)"
+            ) from exc
         raise
 
 

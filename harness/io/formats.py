@@ -26,16 +26,38 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DatasetError, FormatError, setting
-from harness.io.lines import ErrorHandler, check_trec_id, iter_lines, open_binary, report_error
-from harness.records import Doc, Query
 
 # Importable from here as well, as they were before the writers, the qrels and runs and the line reading had
 # modules of their own (`harness.io.files`, `harness.io.trec`, `harness.io.lines`).
 from harness.io.files import (  # noqa: F401
-    atomic_writer, default_permissions, private_dir, remove_stale_temporaries, write_json, write_text)
-from harness.io.lines import TREC_ID_HINT, content_digest, content_sha256  # noqa: F401
+    atomic_writer,
+    default_permissions,
+    private_dir,
+    remove_stale_temporaries,
+    write_json,
+    write_text,
+)
+from harness.io.lines import (  # noqa: F401
+    TREC_ID_HINT,
+    ErrorHandler,
+    check_trec_id,
+    content_digest,
+    content_sha256,
+    iter_lines,
+    open_binary,
+    report_error,
+)
 from harness.io.trec import (  # noqa: F401
-    QRELS_FORMATS, RUN_FORMATS, iter_qrels, qrels_format, read_qrels, read_run, write_qrels, write_run)
+    QRELS_FORMATS,
+    RUN_FORMATS,
+    iter_qrels,
+    qrels_format,
+    read_qrels,
+    read_run,
+    write_qrels,
+    write_run,
+)
+from harness.records import Doc, Query
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +89,10 @@ def locate_corpus_and_queries(root: str | Path) -> BeirFolder:
     """
     root = Path(root)
     if not root.is_dir():
-        raise DatasetError(f"{root}: no such dataset folder (expected a BEIR folder with corpus.jsonl, "
-                           "queries.jsonl and, to score, qrels/<split>.tsv)")
+        raise DatasetError(
+            f"{root}: no such dataset folder (expected a BEIR folder with corpus.jsonl, "
+            "queries.jsonl and, to score, qrels/<split>.tsv)"
+        )
     found = {}
     for key, relative in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl")):
         path = find_file(root / relative)
@@ -94,9 +118,9 @@ def locate_beir_folder(root: str | Path, split: str) -> BeirFolder:
     root = folder.root
     qrels = find_file(root / "qrels" / f"{split}.tsv")
     if qrels is None:
-        available = sorted(
-            p.name.split(".")[0] for p in (root / "qrels").glob("*.tsv*")
-        ) if (root / "qrels").is_dir() else []
+        available = (
+            sorted(p.name.split(".")[0] for p in (root / "qrels").glob("*.tsv*")) if (root / "qrels").is_dir() else []
+        )
         choice = f"available splits: {', '.join(available)}" if available else "the folder has no qrels/*.tsv"
         raise DatasetError(f"{root}: missing qrels/{split}.tsv ({choice}; pick one with {setting('split')})")
     return BeirFolder(root, split, folder.corpus, folder.queries, qrels)
@@ -107,8 +131,9 @@ def _json_objects(path: Path, digest: Any | None, on_error: ErrorHandler | None)
         try:
             record = json.loads(line)
         except (ValueError, UnicodeDecodeError) as exc:
-            report_error(FormatError(path, f"invalid JSON: {exc}", line_no, "each line must be one JSON object"),
-                    on_error, exc)
+            report_error(
+                FormatError(path, f"invalid JSON: {exc}", line_no, "each line must be one JSON object"), on_error, exc
+            )
             continue
         if not isinstance(record, dict):
             report_error(FormatError(path, f"expected a JSON object, got {type(record).__name__}", line_no), on_error)
@@ -124,8 +149,10 @@ def _id_hint(record: dict) -> str:
     alias = next((name for name in ID_ALIASES if name in record), None)
     if "_id" in record or alias is None:
         return 'each record needs a string "_id"'
-    return (f'the records name their id {alias!r}: rename the field to "_id", or build the folder with '
-            f'`beir-harness convert`, which reads {alias!r}')
+    return (
+        f'the records name their id {alias!r}: rename the field to "_id", or build the folder with '
+        f"`beir-harness convert`, which reads {alias!r}"
+    )
 
 
 def _record_id(path: Path, line_no: int, record: dict) -> str:
@@ -162,8 +189,14 @@ def _record_text(path: Path, line_no: int, record: dict, key: str, required: boo
     return value
 
 
-def _iter_records(path: Path, kind: str, digest: Any | None, on_error: ErrorHandler | None,
-                  make: Callable[[str, int, dict], Any], check_ids: bool = False) -> Iterator[Any]:
+def _iter_records(
+    path: Path,
+    kind: str,
+    digest: Any | None,
+    on_error: ErrorHandler | None,
+    make: Callable[[str, int, dict], Any],
+    check_ids: bool = False,
+) -> Iterator[Any]:
     seen: set[str] = set()
     for line_no, record in _json_objects(path, digest, on_error):
         try:
@@ -180,8 +213,9 @@ def _iter_records(path: Path, kind: str, digest: Any | None, on_error: ErrorHand
         yield item
 
 
-def iter_corpus(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
-                check_ids: bool = False) -> Iterator[Doc]:
+def iter_corpus(
+    path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None, check_ids: bool = False
+) -> Iterator[Doc]:
     """Stream the documents of a BEIR ``corpus.jsonl[.gz]``.
 
     Args:
@@ -198,13 +232,23 @@ def iter_corpus(path: str | Path, digest: Any | None = None, on_error: ErrorHand
         FormatError: A line is not a JSON object with ``_id`` and ``text``, or an id repeats.
     """
     path = Path(path)
-    return _iter_records(path, "document", digest, on_error, lambda doc_id, line_no, record: Doc(
-        doc_id, _record_text(path, line_no, record, "title", False), _record_text(path, line_no, record, "text", True)),
-        check_ids)
+    return _iter_records(
+        path,
+        "document",
+        digest,
+        on_error,
+        lambda doc_id, line_no, record: Doc(
+            doc_id,
+            _record_text(path, line_no, record, "title", False),
+            _record_text(path, line_no, record, "text", True),
+        ),
+        check_ids,
+    )
 
 
-def iter_queries(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
-                 check_ids: bool = False) -> Iterator[Query]:
+def iter_queries(
+    path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None, check_ids: bool = False
+) -> Iterator[Query]:
     """Stream the queries of a BEIR ``queries.jsonl[.gz]``.
 
     Args:
@@ -217,8 +261,14 @@ def iter_queries(path: str | Path, digest: Any | None = None, on_error: ErrorHan
         FormatError: A line is not a JSON object with ``_id`` and ``text``, or an id repeats.
     """
     path = Path(path)
-    return _iter_records(path, "query", digest, on_error, lambda query_id, line_no, record: Query(
-        query_id, _record_text(path, line_no, record, "text", True)), check_ids)
+    return _iter_records(
+        path,
+        "query",
+        digest,
+        on_error,
+        lambda query_id, line_no, record: Query(query_id, _record_text(path, line_no, record, "text", True)),
+        check_ids,
+    )
 
 
 def corpus_line(doc: Doc, metadata: Mapping[str, Any] | None = None) -> str:

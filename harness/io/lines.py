@@ -94,7 +94,7 @@ def _scan_ids(path: Path, lines: bytes, first_line_index: int) -> None:
         line_no += lines.count(b"\n", counted_to, start)
         counted_to = start
         try:
-            identifier = json.loads(lines[start:end if end >= 0 else len(lines)]).get("_id")
+            identifier = json.loads(lines[start : end if end >= 0 else len(lines)]).get("_id")
         except (ValueError, UnicodeDecodeError, AttributeError):
             continue  # not a record: the parser reports the line when it reaches it
         if isinstance(identifier, str):

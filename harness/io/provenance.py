@@ -37,8 +37,11 @@ def read_provenance(qrels_path: str | Path) -> dict[str, Any] | None:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise FormatError(path, f"not JSON ({exc})", hint="this file is written by `judgments merge`; "
-                          "restore it from version control or merge again") from None
+        raise FormatError(
+            path,
+            f"not JSON ({exc})",
+            hint="this file is written by `judgments merge`; restore it from version control or merge again",
+        ) from None
     if not isinstance(record, dict):
         raise FormatError(path, "not a JSON object", hint="this file is written by `judgments merge`")
     return record
@@ -59,9 +62,12 @@ def format_provenance(record: Mapping[str, Any]) -> str:
     who = ", ".join(f"{name} {count}" for name, count in annotators.items())
     scale = record.get("scale") or ["?", "?"]
     kappas = "; ".join(f"κ {k['first']}/{k['second']} {_num(k.get('kappa'))}" for k in record.get("kappa", []))
-    return (f"qrels merged {record.get('merged_at', '?')} from {len(annotators)} annotators ({who}) by "
-            f"{record.get('policy', '?')}, ties {record.get('ties', '?')}, scale {scale[0]}-{scale[1]}"
-            + (f"; {kappas}" if kappas else "") + f"; α {_num(record.get('alpha'))}")
+    return (
+        f"qrels merged {record.get('merged_at', '?')} from {len(annotators)} annotators ({who}) by "
+        f"{record.get('policy', '?')}, ties {record.get('ties', '?')}, scale {scale[0]}-{scale[1]}"
+        + (f"; {kappas}" if kappas else "")
+        + f"; α {_num(record.get('alpha'))}"
+    )
 
 
 def _num(value: Any) -> str:
@@ -78,7 +84,12 @@ def qrels_notes(scored: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> 
     notes = []
     for (dataset, split), records in found.items():
         latest = records[max(records)]
-        notes.append(f"{dataset} [{split}]: {format_provenance(latest)}" + (
-            f" (results here were scored on {len(records)} different merges of these qrels)" if len(records) > 1
-            else ""))
+        notes.append(
+            f"{dataset} [{split}]: {format_provenance(latest)}"
+            + (
+                f" (results here were scored on {len(records)} different merges of these qrels)"
+                if len(records) > 1
+                else ""
+            )
+        )
     return notes

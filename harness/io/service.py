@@ -72,8 +72,10 @@ class EndpointSpec:
         """
         url = self.url or os.environ.get("BEIR_HARNESS_ENDPOINT")
         if not url:
-            raise EndpointError(f"an openai: model needs an endpoint: set {setting('endpoint')} (or "
-                                "$BEIR_HARNESS_ENDPOINT), e.g. https://api.openai.com/v1")
+            raise EndpointError(
+                f"an openai: model needs an endpoint: set {setting('endpoint')} (or "
+                "$BEIR_HARNESS_ENDPOINT), e.g. https://api.openai.com/v1"
+            )
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise EndpointError(f"{setting('endpoint')} {url!r} is not an http(s) URL (e.g. http://localhost:8080/v1)")
@@ -88,11 +90,14 @@ class EndpointSpec:
         self.resolved_url()
         for name in ("batch_size", "token_budget", "concurrency", "attempts"):
             if getattr(self, name) < 1:
-                raise EndpointError(f"{setting(name if name != 'batch_size' else 'endpoint_batch_size')} must be at "
-                                    f"least 1, got {getattr(self, name)}")
+                raise EndpointError(
+                    f"{setting(name if name != 'batch_size' else 'endpoint_batch_size')} must be at "
+                    f"least 1, got {getattr(self, name)}"
+                )
         if self.timeout <= 0 or (self.price_per_1m_tokens is not None and self.price_per_1m_tokens < 0):
-            raise EndpointError(f"{setting('endpoint_timeout')} must be positive and "
-                                f"{setting('price_per_1m_tokens')} 0 or more")
+            raise EndpointError(
+                f"{setting('endpoint_timeout')} must be positive and {setting('price_per_1m_tokens')} 0 or more"
+            )
 
     def where(self) -> str:
         """Host and path, the endpoint part of an identity (``api.openai.com/v1``)."""
@@ -153,8 +158,9 @@ class ServiceClient:
                 raise EndpointError(f"{self.url}: giving up after {attempt} attempts ({reason}) for model {self.model}")
             with self.lock:
                 self.retries += 1
-            logger.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", self.url, reason, wait, attempt + 1,
-                           self.spec.attempts)
+            logger.warning(
+                "%s: %s; retrying in %.1f s (attempt %d of %d)", self.url, reason, wait, attempt + 1, self.spec.attempts
+            )
             time.sleep(wait)
         raise AssertionError("unreachable")
 
@@ -162,12 +168,17 @@ class ServiceClient:
         """Stop at once on answers a retry cannot fix (401, 403, 404, other 4xx but 429)."""
         status = response.status_code
         if status in (401, 403):
-            hint = (f"no API key: set ${self.spec.api_key_env}, or name the variable with {setting('api_key_env')}"
-                    if not self.has_key else f"check the key in ${self.spec.api_key_env}")
+            hint = (
+                f"no API key: set ${self.spec.api_key_env}, or name the variable with {setting('api_key_env')}"
+                if not self.has_key
+                else f"check the key in ${self.spec.api_key_env}"
+            )
             raise EndpointError(f"{self.url}: HTTP {status} for model {self.model} ({hint})")
         if status == 404:
-            raise EndpointError(f"{self.url}: HTTP 404 for model {self.model}: no such model or path (check "
-                                f"{setting('endpoint')}, which should end before /{self.path}, and the model name)")
+            raise EndpointError(
+                f"{self.url}: HTTP 404 for model {self.model}: no such model or path (check "
+                f"{setting('endpoint')}, which should end before /{self.path}, and the model name)"
+            )
         if status != 429 and status < 500:
             raise EndpointError(f"{self.url}: HTTP {status} for model {self.model}: {response.text[:200].strip()}")
 

@@ -34,8 +34,9 @@ def qrels_format(path: str | Path) -> str:
     return "beir" if first.count(b"\t") == 2 else "trec"
 
 
-def iter_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
-               check_ids: bool = False) -> Iterator[tuple[int | None, str, str, int]]:
+def iter_qrels(
+    path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None, check_ids: bool = False
+) -> Iterator[tuple[int | None, str, str, int]]:
     """Stream the judgments of a qrels file as (line_no, query_id, doc_id, grade), in the format
     `qrels_format` finds: BEIR TSV, TREC qrels or JSON (whose judgments have no line: line_no is None).
 
@@ -74,7 +75,9 @@ def _beir_qrels(path: Path, digest: Any | None, on_error: ErrorHandler | None) -
                 header_seen = True
                 if tuple(c.strip() for c in columns) != QRELS_HEADER:
                     raise FormatError(
-                        path, f"wrong header {line.decode('utf-8', 'replace')!r}", line_no,
+                        path,
+                        f"wrong header {line.decode('utf-8', 'replace')!r}",
+                        line_no,
                         "the first line must be 'query-id<TAB>corpus-id<TAB>score' (BEIR); a TREC qrels line "
                         "has four columns, 'query_id 0 doc_id grade'",
                     )
@@ -92,9 +95,13 @@ def _trec_qrels(path: Path, digest: Any | None, on_error: ErrorHandler | None) -
             if not columns or columns[0].startswith("#"):
                 continue  # trec_eval skips comment lines (and str.split's whitespace is wider than bytes')
             if len(columns) != 4:
-                raise FormatError(path, f"expected 4 columns (TREC qrels), found {len(columns)}", line_no,
-                                  "a TREC qrels line is 'query_id 0 doc_id grade'; a BEIR qrels file starts "
-                                  "with the header query-id<TAB>corpus-id<TAB>score")
+                raise FormatError(
+                    path,
+                    f"expected 4 columns (TREC qrels), found {len(columns)}",
+                    line_no,
+                    "a TREC qrels line is 'query_id 0 doc_id grade'; a BEIR qrels file starts "
+                    "with the header query-id<TAB>corpus-id<TAB>score",
+                )
             query_id, _, doc_id, grade_text = columns
             yield line_no, query_id, doc_id, _grade(path, line_no, grade_text, "grade")
         except FormatError as exc:
@@ -109,14 +116,25 @@ def _json_qrels(path: Path, digest: Any | None, on_error: ErrorHandler | None) -
     for query_id, docs in data.items():
         for doc_id, grade in docs.items():
             if isinstance(grade, bool) or not isinstance(grade, int):
-                report_error(FormatError(path, f"grade {grade!r} of {query_id!r}/{doc_id!r} is not an integer",
-                                    hint="relevance grades are integers such as 0, 1, 2 (is this a run?)"), on_error)
+                report_error(
+                    FormatError(
+                        path,
+                        f"grade {grade!r} of {query_id!r}/{doc_id!r} is not an integer",
+                        hint="relevance grades are integers such as 0, 1, 2 (is this a run?)",
+                    ),
+                    on_error,
+                )
                 continue
             yield None, str(query_id), str(doc_id), grade
 
 
-def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandler | None = None,
-               check_ids: bool = False, allow_empty: bool = False) -> Qrels:
+def read_qrels(
+    path: str | Path,
+    digest: Any | None = None,
+    on_error: ErrorHandler | None = None,
+    check_ids: bool = False,
+    allow_empty: bool = False,
+) -> Qrels:
     """Read a qrels file into `Qrels`: BEIR TSV, TREC qrels or JSON, told apart by `qrels_format`.
 
     A (query, document) pair written twice with the same grade is accepted once; with two
@@ -141,23 +159,38 @@ def read_qrels(path: str | Path, digest: Any | None = None, on_error: ErrorHandl
     for line_no, query_id, doc_id, grade in iter_qrels(path, digest, on_error, check_ids):
         docs = judgments.setdefault(query_id, {})
         if doc_id in docs and docs[doc_id] != grade:
-            report_error(FormatError(
-                path, f"({query_id}, {doc_id}) judged {docs[doc_id]} on line "
-                f"{first_line[(query_id, doc_id)]} and {grade} here", line_no, "keep one judgment per pair",
-            ), on_error)
+            report_error(
+                FormatError(
+                    path,
+                    f"({query_id}, {doc_id}) judged {docs[doc_id]} on line "
+                    f"{first_line[(query_id, doc_id)]} and {grade} here",
+                    line_no,
+                    "keep one judgment per pair",
+                ),
+                on_error,
+            )
             continue
         first_line.setdefault((query_id, doc_id), line_no)
         docs[doc_id] = grade
     if not judgments and not allow_empty:
-        report_error(FormatError(path, "no judgments", hint="a BEIR qrels file needs a header and at least one line; "
-                            "TREC qrels one line 'query_id 0 doc_id grade'"), on_error)
+        report_error(
+            FormatError(
+                path,
+                "no judgments",
+                hint="a BEIR qrels file needs a header and at least one line; "
+                "TREC qrels one line 'query_id 0 doc_id grade'",
+            ),
+            on_error,
+        )
     return Qrels(judgments)
 
 
 def _qrels_line(path: Path, line_no: int, columns: list[str]) -> tuple[str, str, int]:
     if len(columns) != 3:
         raise FormatError(
-            path, f"expected 3 tab-separated columns, found {len(columns)}", line_no,
+            path,
+            f"expected 3 tab-separated columns, found {len(columns)}",
+            line_no,
             "each line is query-id<TAB>corpus-id<TAB>score",
         )
     query_id, doc_id, grade_text = (c.strip() for c in columns)
@@ -171,8 +204,9 @@ def _grade(path: Path, line_no: int, text: str, column: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise FormatError(path, f"{column} {text!r} is not an integer", line_no,
-                          "relevance grades are integers such as 0, 1, 2") from None
+        raise FormatError(
+            path, f"{column} {text!r} is not an integer", line_no, "relevance grades are integers such as 0, 1, 2"
+        ) from None
 
 
 RUN_FORMATS = ("trec", "msmarco", "json")
@@ -236,28 +270,50 @@ def _check_run_columns(path: Path, line_no: int, columns: list[str], detected: s
     if fits:
         return
     if len(columns) == 5 and detected in ("trec", None):
-        raise FormatError(path, "the run tag (sixth column) is missing: found 5 columns", line_no,
-                          "a TREC run line is 'query_id Q0 doc_id rank score tag'; add a name for the run "
-                          "as the sixth column")
-    raise FormatError(path, f"expected {'6' if detected == 'trec' else '3' if detected else '6 or 3'} columns, "
-                      f"found {len(columns)}", line_no, "a TREC run line is 'query_id Q0 doc_id rank score tag'; "
-                      "an MS MARCO one 'query_id doc_id rank'; a JSON run is {query_id: {doc_id: score}}")
+        raise FormatError(
+            path,
+            "the run tag (sixth column) is missing: found 5 columns",
+            line_no,
+            "a TREC run line is 'query_id Q0 doc_id rank score tag'; add a name for the run as the sixth column",
+        )
+    raise FormatError(
+        path,
+        f"expected {'6' if detected == 'trec' else '3' if detected else '6 or 3'} columns, found {len(columns)}",
+        line_no,
+        "a TREC run line is 'query_id Q0 doc_id rank score tag'; "
+        "an MS MARCO one 'query_id doc_id rank'; a JSON run is {query_id: {doc_id: score}}",
+    )
 
 
-def _add_score(scores: dict[str, dict[str, float]], path: Path, line_no: int, query_id: str, doc_id: str,
-               score_text: str, run_format: str) -> None:
+def _add_score(
+    scores: dict[str, dict[str, float]],
+    path: Path,
+    line_no: int,
+    query_id: str,
+    doc_id: str,
+    score_text: str,
+    run_format: str,
+) -> None:
     try:
         score = float(score_text)
     except ValueError:
         what = "the fifth column is the retrieval score" if run_format == "trec" else "the third column is the rank"
-        raise FormatError(path, f"{'score' if run_format == 'trec' else 'rank'} {score_text.lstrip('-')!r} is not "
-                          "a number", line_no, what) from None
+        raise FormatError(
+            path,
+            f"{'score' if run_format == 'trec' else 'rank'} {score_text.lstrip('-')!r} is not a number",
+            line_no,
+            what,
+        ) from None
     if not math.isfinite(score):
         raise FormatError(path, f"score {score_text!r} is not finite", line_no)
     docs = scores.setdefault(query_id, {})
     if doc_id in docs:
-        raise FormatError(path, f"document {doc_id!r} listed twice for query {query_id!r}", line_no,
-                          "trec_eval rejects duplicate documents; keep one line per pair")
+        raise FormatError(
+            path,
+            f"document {doc_id!r} listed twice for query {query_id!r}",
+            line_no,
+            "trec_eval rejects duplicate documents; keep one line per pair",
+        )
     docs[doc_id] = score
 
 
@@ -285,8 +341,9 @@ def _json_document(path: Path, digest: Any | None, what: str, hint: str) -> Any:
     except (ValueError, UnicodeDecodeError) as exc:
         lines = raw.strip().splitlines()
         jsonl = len(lines) > 1 and lines[0].strip().startswith(b"{") and lines[0].strip().endswith(b"}")
-        problem = "one JSON object per line (JSON Lines: a corpus or queries file?)" if jsonl else \
-            f"not valid JSON ({exc})"
+        problem = (
+            "one JSON object per line (JSON Lines: a corpus or queries file?)" if jsonl else f"not valid JSON ({exc})"
+        )
         raise FormatError(path, f"not {what}: {problem}", hint=hint) from None
     return data
 
@@ -321,8 +378,11 @@ def write_run(run: Run, path: str | Path) -> None:
         for query_id, hits in run.items():
             for rank, hit in enumerate(hits, start=1):
                 if len(hit.doc_id.split()) != 1 or len(query_id.split()) != 1:
-                    raise FormatError(path, f"id {query_id!r}/{hit.doc_id!r} contains whitespace",
-                                      hint="TREC run files cannot hold such ids")
+                    raise FormatError(
+                        path,
+                        f"id {query_id!r}/{hit.doc_id!r} contains whitespace",
+                        hint="TREC run files cannot hold such ids",
+                    )
                 handle.write(f"{query_id} Q0 {hit.doc_id} {rank} {hit.score!r} {tag}\n")
 
 

@@ -29,8 +29,7 @@ def _weight(a: int, b: int, weights: str | None) -> float:
     raise ValueError(f"unknown weights {weights!r} (none, linear or quadratic)")
 
 
-def cohen_kappa(first: Sequence[int], second: Sequence[int], scale: Sequence[int],
-                weights: str | None = None) -> float:
+def cohen_kappa(first: Sequence[int], second: Sequence[int], scale: Sequence[int], weights: str | None = None) -> float:
     """Cohen's κ of two annotators' grades for the same items, in the same order.
 
     Args:
@@ -120,20 +119,27 @@ class Agreement:
 
     def format_text(self, confusion: bool = False) -> str:
         """The agreement table (and, with `confusion`, each pair's confusion counts)."""
-        lines = [f"agreement ({len(self.annotators)} annotators; Cohen's κ {self.weights}-weighted):",
-                 f"  {'annotator A':<20} {'annotator B':<20} {'both graded':>11} {'same':>6} {'κ':>7}"]
+        lines = [
+            f"agreement ({len(self.annotators)} annotators; Cohen's κ {self.weights}-weighted):",
+            f"  {'annotator A':<20} {'annotator B':<20} {'both graded':>11} {'same':>6} {'κ':>7}",
+        ]
         for pair in self.pairs:
             lines.append(f"  {pair.first:<20} {pair.second:<20} {pair.n:>11} {pair.exact:>6.1%} {_num(pair.kappa):>7}")
         if not self.pairs:
             lines.append("  (no two annotators graded the same pair)")
-        lines.append(f"Krippendorff's α ({self.level}) over {self.alpha_units} pairs graded by two or more: "
-                     f"{_num(self.alpha)}")
+        lines.append(
+            f"Krippendorff's α ({self.level}) over {self.alpha_units} pairs graded by two or more: {_num(self.alpha)}"
+        )
         if confusion:
             for pair in self.pairs:
-                lines += [f"confusion {pair.first} (rows) × {pair.second} (columns):",
-                          "  " + " " * 6 + "".join(f"{g:>6}" for g in self.scale)]
-                lines += ["  " + f"{a:>6}" + "".join(f"{pair.confusion.get((a, b), 0):>6}" for b in self.scale)
-                          for a in self.scale]
+                lines += [
+                    f"confusion {pair.first} (rows) × {pair.second} (columns):",
+                    "  " + " " * 6 + "".join(f"{g:>6}" for g in self.scale),
+                ]
+                lines += [
+                    "  " + f"{a:>6}" + "".join(f"{pair.confusion.get((a, b), 0):>6}" for b in self.scale)
+                    for a in self.scale
+                ]
         return "\n".join(lines)
 
 
@@ -150,8 +156,23 @@ def agreement(votes: Votes, scale: Sequence[int], weights: str = "linear", level
         if not both:
             continue
         a, b = [x for x, _ in both], [y for _, y in both]
-        pairs.append(PairAgreement(first, second, len(both), sum(x == y for x, y in both) / len(both),
-                                   cohen_kappa(a, b, scale, weights), dict(Counter(both))))
+        pairs.append(
+            PairAgreement(
+                first,
+                second,
+                len(both),
+                sum(x == y for x, y in both) / len(both),
+                cohen_kappa(a, b, scale, weights),
+                dict(Counter(both)),
+            )
+        )
     units = [list(g.values()) for g in votes.values()]
-    return Agreement(annotators, pairs, krippendorff_alpha(units, scale, level),
-                     sum(1 for u in units if len(u) >= 2), weights, level, list(scale))
+    return Agreement(
+        annotators,
+        pairs,
+        krippendorff_alpha(units, scale, level),
+        sum(1 for u in units if len(u) >= 2),
+        weights,
+        level,
+        list(scale),
+    )

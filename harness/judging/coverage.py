@@ -27,13 +27,20 @@ class Coverage:
 
     def to_json(self) -> dict[str, Any]:
         """The coverage as a JSON object."""
-        return {"run": self.run, "k": self.k, f"Judged@{self.k}": self.judged_at_k,
-                "unjudged_in_top_k": self.unjudged, "n_queries": self.n_queries}
+        return {
+            "run": self.run,
+            "k": self.k,
+            f"Judged@{self.k}": self.judged_at_k,
+            "unjudged_in_top_k": self.unjudged,
+            "n_queries": self.n_queries,
+        }
 
     def format_text(self) -> str:
         """One line: the run, its Judged@k and its unjudged pairs."""
-        return (f"{self.run}: Judged@{self.k} {self.judged_at_k:.3f}, {self.unjudged} unjudged documents in the "
-                f"top {self.k} of {self.n_queries} judged queries")
+        return (
+            f"{self.run}: Judged@{self.k} {self.judged_at_k:.3f}, {self.unjudged} unjudged documents in the "
+            f"top {self.k} of {self.n_queries} judged queries"
+        )
 
 
 def run_coverage(root: str | Path, split: str, run_path: str | Path, k: int = 10) -> Coverage:
@@ -47,6 +54,11 @@ def run_coverage(root: str | Path, split: str, run_path: str | Path, k: int = 10
     run = read_run(run_path)
     spec = parse_metric(f"Judged@{k}")
     judged = evaluate(qrels, run, [spec]).means[str(spec)]
-    unjudged = sum(1 for query_id in qrels if query_id in run
-                   for scored in run[query_id][:k] if scored.doc_id not in qrels[query_id])
+    unjudged = sum(
+        1
+        for query_id in qrels
+        if query_id in run
+        for scored in run[query_id][:k]
+        if scored.doc_id not in qrels[query_id]
+    )
     return Coverage(str(run_path), k, judged, unjudged, len(qrels))

@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.errors import DatasetError, FormatError, HarnessError, setting
-from harness.io.cache import cache_dir as default_cache_dir, recall_record, remember_record
+from harness.io.cache import cache_dir as default_cache_dir
+from harness.io.cache import recall_record, remember_record
 from harness.io.formats import atomic_writer
-from harness.io.service import EndpointError, EndpointSpec, ServiceClient, usage_summary
+from harness.io.service import EndpointSpec, ServiceClient, usage_summary
 from harness.judging.page import same_text
 from harness.reporting.report import model_slug
 
@@ -165,8 +166,10 @@ class JudgeSpec:
             HarnessError: Naming the setting at fault.
         """
         if not self.model.startswith(LLM_PREFIX) or not self.service_model.strip():
-            raise HarnessError(f"{setting('llm')} {self.model!r}: name the chat model as openai:MODEL (an "
-                               "OpenAI-compatible /chat/completions service), e.g. openai:gpt-4o-mini")
+            raise HarnessError(
+                f"{setting('llm')} {self.model!r}: name the chat model as openai:MODEL (an "
+                "OpenAI-compatible /chat/completions service), e.g. openai:gpt-4o-mini"
+            )
         if self.answer_attempts < 1:
             raise HarnessError(f"{setting('answer_attempts')} must be at least 1, got {self.answer_attempts}")
         self.endpoint.check()
@@ -190,32 +193,46 @@ class JudgeReport:
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary written beside the judgments."""
-        return {"annotator": self.annotator, "pool": str(self.pool), "judgments": self.judgments_path.name,
-                "prompt_version": self.prompt.version, "prompt_sha256": self.prompt.sha256,
-                "prompt": self.prompt.text, "scale": list(SCALE),
-                "counts": {"pairs": self.pairs, "graded": len(self.grades), "from_cache": self.cached,
-                           "asked": len(self.grades) - self.cached + len(self.ungraded),
-                           "ungraded": len(self.ungraded)},
-                "malformed_answers": {kind: self.malformed.get(kind, 0) for kind in MALFORMED_KINDS},
-                "usage": self.usage,
-                "ungraded": [{"query_id": q, "doc_id": d, "problem": why} for q, d, why in self.ungraded],
-                "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        return {
+            "annotator": self.annotator,
+            "pool": str(self.pool),
+            "judgments": self.judgments_path.name,
+            "prompt_version": self.prompt.version,
+            "prompt_sha256": self.prompt.sha256,
+            "prompt": self.prompt.text,
+            "scale": list(SCALE),
+            "counts": {
+                "pairs": self.pairs,
+                "graded": len(self.grades),
+                "from_cache": self.cached,
+                "asked": len(self.grades) - self.cached + len(self.ungraded),
+                "ungraded": len(self.ungraded),
+            },
+            "malformed_answers": {kind: self.malformed.get(kind, 0) for kind in MALFORMED_KINDS},
+            "usage": self.usage,
+            "ungraded": [{"query_id": q, "doc_id": d, "problem": why} for q, d, why in self.ungraded],
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
 
     def format_text(self, listed: int = 10) -> str:
         """A few lines: counts, malformed answers, usage, the ungraded pairs and where the grades went."""
         malformed = ", ".join(f"{n} {kind}" for kind in MALFORMED_KINDS if (n := self.malformed.get(kind, 0)))
         usage = ", ".join(f"{name} {value}" for name, value in self.usage.items())
-        lines = [f"{self.annotator} graded {len(self.grades)} of {self.pairs} pairs of {self.pool} (prompt "
-                 f"{self.prompt.version}): {self.cached} from the cache, {len(self.ungraded)} ungraded",
-                 f"  malformed answers (each asked again, never guessed): {malformed or 'none'}",
-                 f"  service: {usage}"]
+        lines = [
+            f"{self.annotator} graded {len(self.grades)} of {self.pairs} pairs of {self.pool} (prompt "
+            f"{self.prompt.version}): {self.cached} from the cache, {len(self.ungraded)} ungraded",
+            f"  malformed answers (each asked again, never guessed): {malformed or 'none'}",
+            f"  service: {usage}",
+        ]
         lines += [f"  ungraded ({q}, {d}): {why}" for q, d, why in self.ungraded[:listed]]
         if len(self.ungraded) > listed:
             lines.append(f"  ... and {len(self.ungraded) - listed} more (all in {self.summary_path.name})")
         if self.ungraded:
             lines.append("  rerun to ask the ungraded pairs again (graded pairs come from the cache)")
-        lines.append(f"-> {self.judgments_path} (annotator {self.annotator}); before trusting it: beir-harness "
-                     f"judgments agreement {self.judgments_path} YOUR-JUDGMENTS.csv")
+        lines.append(
+            f"-> {self.judgments_path} (annotator {self.annotator}); before trusting it: beir-harness "
+            f"judgments agreement {self.judgments_path} YOUR-JUDGMENTS.csv"
+        )
         return "\n".join(lines)
 
 
@@ -229,17 +246,21 @@ def read_pool(pool_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     pool_dir = Path(pool_dir)
     manifest_path, rows_path = pool_dir / "manifest.json", pool_dir / "pool.jsonl"
     if not manifest_path.is_file() or not rows_path.is_file():
-        raise DatasetError(f"{pool_dir}: not a pool folder (no manifest.json or pool.jsonl); make one with "
-                           "`beir-harness pool DATASET --systems ... --out POOL`")
+        raise DatasetError(
+            f"{pool_dir}: not a pool folder (no manifest.json or pool.jsonl); make one with "
+            "`beir-harness pool DATASET --systems ... --out POOL`"
+        )
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         grades = sorted(int(entry["grade"]) for entry in manifest.get("grade_scale", ()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise FormatError(manifest_path, f"not a pool manifest ({exc})", hint="remake the pool") from None
     if tuple(grades) != SCALE:
-        raise DatasetError(f"{manifest_path}: the pool's grade scale is {', '.join(map(str, grades))}; the LLM prompt "
-                           f"grades {SCALE[0]}-{SCALE[-1]} (UMBRELA): judge this pool by hand, or pool again with the "
-                           "default scale")
+        raise DatasetError(
+            f"{manifest_path}: the pool's grade scale is {', '.join(map(str, grades))}; the LLM prompt "
+            f"grades {SCALE[0]}-{SCALE[-1]} (UMBRELA): judge this pool by hand, or pool again with the "
+            "default scale"
+        )
     rows = []
     with open(rows_path, encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, start=1):
@@ -247,8 +268,12 @@ def read_pool(pool_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
                 continue
             try:
                 row = json.loads(line)
-                rows.append({name: str(row[name] if name != "title" else row.get(name) or "")
-                             for name in ("query_id", "query", "doc_id", "title", "text")})
+                rows.append(
+                    {
+                        name: str(row[name] if name != "title" else row.get(name) or "")
+                        for name in ("query_id", "query", "doc_id", "title", "text")
+                    }
+                )
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise FormatError(rows_path, f"not a pool row ({exc})", line_no, "remake the pool") from None
     return manifest, rows
@@ -276,8 +301,11 @@ class Grader:
     def grade(self, row: Mapping[str, str]) -> tuple[int | None, str]:
         """(grade, the answer) or (None, the last answer's problem) after `JudgeSpec.answer_attempts` questions."""
         message = self.prompt.render(row["query"], row["title"], row["text"])
-        payload = {"model": self.spec.service_model, "temperature": 0,
-                   "messages": [{"role": "user", "content": message}]}
+        payload = {
+            "model": self.spec.service_model,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": message}],
+        }
         problem = ""
         for attempt in range(1, self.spec.answer_attempts + 1):
             response = self.client.post(payload)
@@ -289,19 +317,34 @@ class Grader:
                 with self.lock:
                     self.malformed[exc.kind] += 1
                 problem = str(exc)
-                logger.warning("%s: (%s, %s): malformed answer (%s), attempt %d of %d", self.client.url,
-                               row["query_id"], row["doc_id"], problem, attempt, self.spec.answer_attempts)
+                logger.warning(
+                    "%s: (%s, %s): malformed answer (%s), attempt %d of %d",
+                    self.client.url,
+                    row["query_id"],
+                    row["doc_id"],
+                    problem,
+                    attempt,
+                    self.spec.answer_attempts,
+                )
         return None, problem
 
 
 def cache_inputs(spec: JudgeSpec, prompt: JudgePrompt, row: Mapping[str, str]) -> dict[str, str]:
     """What decides a grade, the cache key: model, prompt version and sha256, the query and document texts."""
-    return {"kind": "llm-judgment", "model": spec.service_model, "prompt_version": prompt.version,
-            "prompt_sha256": prompt.sha256, "query": row["query"], "title": row["title"], "text": row["text"]}
+    return {
+        "kind": "llm-judgment",
+        "model": spec.service_model,
+        "prompt_version": prompt.version,
+        "prompt_sha256": prompt.sha256,
+        "query": row["query"],
+        "title": row["title"],
+        "text": row["text"],
+    }
 
 
-def cached_grades(spec: JudgeSpec, prompt: JudgePrompt, rows: Sequence[Mapping[str, str]],
-                  root: Path) -> tuple[dict[tuple[str, str], int], list[Mapping[str, str]]]:
+def cached_grades(
+    spec: JudgeSpec, prompt: JudgePrompt, rows: Sequence[Mapping[str, str]], root: Path
+) -> tuple[dict[tuple[str, str], int], list[Mapping[str, str]]]:
     """(query, doc) → the grade the cache holds, and the rows it holds none for (all of them without cache)."""
     grades, todo = {}, []
     for row in rows:
@@ -328,8 +371,9 @@ def ask_all(grader: Grader, rows: Sequence[Mapping[str, str]], root: Path) -> li
             stop.set()
             raise
         if grade is not None and spec.use_cache:  # only a grade is kept: a malformed answer is asked again
-            remember_record(root, CACHE_KIND, cache_inputs(spec, grader.prompt, row),
-                            {"grade": grade, "answer": answer[:500]})
+            remember_record(
+                root, CACHE_KIND, cache_inputs(spec, grader.prompt, row), {"grade": grade, "answer": answer[:500]}
+            )
         return grade, answer
 
     with ThreadPoolExecutor(max_workers=spec.endpoint.concurrency) as workers:
@@ -369,9 +413,19 @@ def judge_pool(pool_dir: str | Path, spec: JudgeSpec, prompt: JudgePrompt | None
         if (query_id, shown) in grades:
             grades[query_id, doc_id] = grades[query_id, shown]
     slug = model_slug(spec.annotator)
-    report = JudgeReport(pool_dir, spec.annotator, prompt, len(rows), grades, cached, grader.malformed,
-                         sorted(ungraded), grader.usage(), pool_dir / f"judgments-{slug}.csv",
-                         pool_dir / f"judgments-{slug}.json")
+    report = JudgeReport(
+        pool_dir,
+        spec.annotator,
+        prompt,
+        len(rows),
+        grades,
+        cached,
+        grader.malformed,
+        sorted(ungraded),
+        grader.usage(),
+        pool_dir / f"judgments-{slug}.csv",
+        pool_dir / f"judgments-{slug}.json",
+    )
     write_judgments(report)
     return report
 

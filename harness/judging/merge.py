@@ -33,17 +33,27 @@ from typing import Iterable, Iterator
 
 from harness.datasets.convert import open_table, parse_grade
 from harness.errors import DatasetError, FormatError, setting
-from harness.io.formats import atomic_writer, find_file, iter_corpus, iter_queries, locate_corpus_and_queries, \
-    read_qrels
+from harness.io.formats import (
+    atomic_writer,
+    find_file,
+    iter_corpus,
+    iter_queries,
+    locate_corpus_and_queries,
+    read_qrels,
+)
 from harness.io.provenance import read_provenance, write_provenance
 from harness.judging.agreement import Agreement, agreement
 
 POLICIES = ("majority", "mean", "max", "strict")
 TIES = ("low", "high", "refuse")
 _TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
-_COLUMNS = {"query": ("query_id", "query-id", "qid", "query"), "doc": ("doc_id", "corpus-id", "docid", "doc-id",
-            "corpus_id", "doc"), "grade": ("grade", "score", "relevance", "rel"), "annotator": ("annotator",),
-            "twin": ("same_text_as",)}
+_COLUMNS = {
+    "query": ("query_id", "query-id", "qid", "query"),
+    "doc": ("doc_id", "corpus-id", "docid", "doc-id", "corpus_id", "doc"),
+    "grade": ("grade", "score", "relevance", "rel"),
+    "annotator": ("annotator",),
+    "twin": ("same_text_as",),
+}
 _LISTED = 10  # problems listed under a refusal's first line; the rest are counted
 _PAGE_EXPORT = re.compile(r"^judgments-[0-9a-f]{16}-(.+?)(?: \(\d+\))?\.(?:csv|qrels)$")  # a browser may add " (1)"
 
@@ -99,8 +109,12 @@ def _whitespace_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
             names = ("query", "doc", "grade") if len(fields) == 3 else ("query", "_", "doc", "grade", "annotator")
             yield line_no, dict(zip(names, fields))
         else:
-            raise FormatError(path, f"expected 4 columns (TREC qrels 'query_id 0 doc_id grade'), found {len(fields)}",
-                              line_no, "export TREC qrels or CSV query_id,doc_id,grade,annotator")
+            raise FormatError(
+                path,
+                f"expected 4 columns (TREC qrels 'query_id 0 doc_id grade'), found {len(fields)}",
+                line_no,
+                "export TREC qrels or CSV query_id,doc_id,grade,annotator",
+            )
 
 
 def _table_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
@@ -108,8 +122,11 @@ def _table_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         found = {role: next((c for c in table.columns if c.lower() in names), None) for role, names in _COLUMNS.items()}
         missing = [role for role in ("query", "doc", "grade") if found[role] is None]
         if missing:
-            raise FormatError(path, f"no {' / '.join(missing)} column among {', '.join(table.columns)}",
-                              hint="the header must be query_id,doc_id,grade[,annotator]")
+            raise FormatError(
+                path,
+                f"no {' / '.join(missing)} column among {', '.join(table.columns)}",
+                hint="the header must be query_id,doc_id,grade[,annotator]",
+            )
         for position, record in table.rows:
             yield position, {role: record.get(column) for role, column in found.items() if column}
 
@@ -132,10 +149,14 @@ def read_judgments(path: str | Path, annotator: str | None = None) -> list[Judgm
         query_id, doc_id = str(row.get("query") or "").strip(), str(row.get("doc") or "").strip()
         name = str(row.get("annotator") or "").strip() or annotator or session
         if session is not None and name and export_name(name) != session:
-            raise FormatError(path, f"annotator {name!r}, but the judging page exported this file from the "
-                              f"session of {session!r} (its name)", line,
-                              "merge the file the page exported for that annotator as it was saved; an export "
-                              "holds only the grades of the name typed in the page")
+            raise FormatError(
+                path,
+                f"annotator {name!r}, but the judging page exported this file from the "
+                f"session of {session!r} (its name)",
+                line,
+                "merge the file the page exported for that annotator as it was saved; an export "
+                "holds only the grades of the name typed in the page",
+            )
         try:
             grade = parse_grade(row.get("grade"), allow_negative=True)
         except ValueError as exc:
@@ -143,8 +164,9 @@ def read_judgments(path: str | Path, annotator: str | None = None) -> list[Judgm
         if not query_id or not doc_id:
             raise FormatError(path, "empty query or document id", line)
         if not name:
-            raise FormatError(path, "no annotator for this judgment", line,
-                              f"add an annotator column or pass {setting('annotator')}")
+            raise FormatError(
+                path, "no annotator for this judgment", line, f"add an annotator column or pass {setting('annotator')}"
+            )
         twin = str(row.get("twin") or "").strip() or None
         judgments.append(Judgment(query_id, doc_id, grade, name, str(path), line, same_text_as=twin))
     if not judgments:
@@ -160,11 +182,16 @@ def _check_same_annotator(judgments: Iterable[Judgment]) -> dict[tuple[str, str,
         key = (j.query_id, j.doc_id, j.annotator)
         earlier = seen.setdefault(key, j)
         if earlier.grade != j.grade:
-            problems.append(f"{j.annotator} graded ({j.query_id}, {j.doc_id}) {earlier.grade} at "
-                            f"{_where(earlier)} and {j.grade} at {_where(j)}")
+            problems.append(
+                f"{j.annotator} graded ({j.query_id}, {j.doc_id}) {earlier.grade} at "
+                f"{_where(earlier)} and {j.grade} at {_where(j)}"
+            )
     if problems:
-        raise _refusal(f"{len(problems)} pairs graded twice differently by the same annotator (keep one grade "
-                       "per annotator and pair; nothing written):", problems)
+        raise _refusal(
+            f"{len(problems)} pairs graded twice differently by the same annotator (keep one grade "
+            "per annotator and pair; nothing written):",
+            problems,
+        )
     return seen
 
 
@@ -173,11 +200,17 @@ def _where(j: Judgment) -> str:
 
 
 def _check_scale(judgments: Iterable[Judgment], scale: tuple[int, int]) -> None:
-    outside = [f"{_where(j)}: grade {j.grade} for ({j.query_id}, {j.doc_id})" for j in judgments
-               if not scale[0] <= j.grade <= scale[1]]
+    outside = [
+        f"{_where(j)}: grade {j.grade} for ({j.query_id}, {j.doc_id})"
+        for j in judgments
+        if not scale[0] <= j.grade <= scale[1]
+    ]
     if outside:
-        raise _refusal(f"{len(outside)} grades outside the scale {scale[0]}-{scale[1]} (fix them or pass "
-                       f"{setting('scale')}; nothing written):", outside)
+        raise _refusal(
+            f"{len(outside)} grades outside the scale {scale[0]}-{scale[1]} (fix them or pass "
+            f"{setting('scale')}; nothing written):",
+            outside,
+        )
 
 
 def _check_known(judgments: list[Judgment], root: Path) -> None:
@@ -188,8 +221,11 @@ def _check_known(judgments: list[Judgment], root: Path) -> None:
     problems = [f"{_where(j)}: unknown query {j.query_id!r}" for j in judgments if j.query_id not in queries]
     problems += [f"{_where(j)}: unknown document {j.doc_id!r}" for j in judgments if j.doc_id not in docs]
     if problems:
-        raise _refusal(f"{len(problems)} judgments name queries or documents not in {root} (check the ids, "
-                       "or judge a pool of this folder; nothing written):", problems)
+        raise _refusal(
+            f"{len(problems)} judgments name queries or documents not in {root} (check the ids, "
+            "or judge a pool of this folder; nothing written):",
+            problems,
+        )
 
 
 def annotations_path(root: str | Path, split: str) -> Path:
@@ -212,13 +248,25 @@ def _read_records(root: str | Path, split: str) -> tuple[list[Judgment], set[tup
     for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
             r = json.loads(line)
-            judgment = Judgment(r["query_id"], r["doc_id"], int(r["grade"]), r["annotator"], r["source"], None,
-                                r.get("time"), r.get("same_text_as"))
+            judgment = Judgment(
+                r["query_id"],
+                r["doc_id"],
+                int(r["grade"]),
+                r["annotator"],
+                r["source"],
+                None,
+                r.get("time"),
+                r.get("same_text_as"),
+            )
             (superseded.append(r) if r.get("superseded") else found.append(judgment))
             scales.add((int(r["scale"][0]), int(r["scale"][1])))
         except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise FormatError(path, f"not an annotation record ({exc})", line_no,
-                              "this file is written by `judgments merge`; restore it from version control") from None
+            raise FormatError(
+                path,
+                f"not an annotation record ({exc})",
+                line_no,
+                "this file is written by `judgments merge`; restore it from version control",
+            ) from None
     return found, scales, superseded
 
 
@@ -260,22 +308,28 @@ class MergeReport:
 
     def format_text(self) -> str:
         """A summary, the changed pairs and the agreement table."""
-        lines = [f"merged {self.n_read} judgments into {self.qrels_path}: {self.n_pairs} pairs, {self.added} new, "
-                 f"{len(self.changed)} changed, {len(self.conflicts)} with disagreeing annotators "
-                 f"(resolved by {self.policy}, ties {self.ties}: {self.n_ties} settled by the tie rule)"]
+        lines = [
+            f"merged {self.n_read} judgments into {self.qrels_path}: {self.n_pairs} pairs, {self.added} new, "
+            f"{len(self.changed)} changed, {len(self.conflicts)} with disagreeing annotators "
+            f"(resolved by {self.policy}, ties {self.ties}: {self.n_ties} settled by the tie rule)"
+        ]
         lines += [f"  changed ({q}, {d}): {old} -> {new}" for q, d, old, new in self.changed[:_LISTED]]
         if len(self.changed) > _LISTED:
             lines.append(f"  ... and {len(self.changed) - _LISTED} more")
         return "\n".join(lines + [self.agreement.format_text()])
 
 
-def _existing(root: Path, split: str, scale: tuple[int, int]) -> tuple[Path | None, dict[tuple[str, str], int],
-                                                                        list[Judgment], list[dict], dict]:
+def _existing(
+    root: Path, split: str, scale: tuple[int, int]
+) -> tuple[Path | None, dict[tuple[str, str], int], list[Judgment], list[dict], dict]:
     """The split's qrels file (if any), its grades, its annotations and superseded records, refusing a
     different grade scale (of the annotations, the provenance or the grades)."""
     qrels_path = find_file(root / "qrels" / f"{split}.tsv")
-    grades = {(q, d): g for q, docs in read_qrels(qrels_path, allow_empty=True).items() for d, g in docs.items()} \
-        if qrels_path else {}
+    grades = (
+        {(q, d): g for q, docs in read_qrels(qrels_path, allow_empty=True).items() for d, g in docs.items()}
+        if qrels_path
+        else {}
+    )
     annotations, scales, superseded = _read_records(root, split)
     recorded = read_provenance(qrels_path or root / "qrels" / f"{split}.tsv") or {}
     if recorded and isinstance(recorded.get("scale"), list) and len(recorded["scale"]) == 2:
@@ -283,16 +337,22 @@ def _existing(root: Path, split: str, scale: tuple[int, int]) -> tuple[Path | No
     other = sorted(s for s in scales if s != scale)
     outside = sorted({g for g in grades.values() if not scale[0] <= g <= scale[1]})
     if other or outside:
-        what = (f"was merged on the scale {other[0][0]}-{other[0][1]}" if other
-                else f"holds grades {', '.join(map(str, outside))}")
-        raise DatasetError(f"{qrels_path or annotations_path(root, split)}: split {split!r} {what}, not "
-                           f"{scale[0]}-{scale[1]} (pass that {setting('scale')}, or merge into a new split; "
-                           "nothing written)")
+        what = (
+            f"was merged on the scale {other[0][0]}-{other[0][1]}"
+            if other
+            else f"holds grades {', '.join(map(str, outside))}"
+        )
+        raise DatasetError(
+            f"{qrels_path or annotations_path(root, split)}: split {split!r} {what}, not "
+            f"{scale[0]}-{scale[1]} (pass that {setting('scale')}, or merge into a new split; "
+            "nothing written)"
+        )
     return qrels_path, grades, annotations, superseded, recorded
 
 
-def _qrels_votes(grades: dict[tuple[str, str], int], annotations: list[Judgment], source: str, split: str,
-                 rule: tuple[str, str]) -> tuple[list[Judgment], list[Judgment]]:
+def _qrels_votes(
+    grades: dict[tuple[str, str], int], annotations: list[Judgment], source: str, split: str, rule: tuple[str, str]
+) -> tuple[list[Judgment], list[Judgment]]:
     """The qrels' own grades that the recorded annotations neither give nor resolve to (by `rule`, the policy
     and tie rule of the last merge): grades judged before the annotations file, or edited by hand, each the
     vote of annotator ``qrels:SPLIT``; and the recorded ``qrels:SPLIT`` votes they replace."""
@@ -303,8 +363,11 @@ def _qrels_votes(grades: dict[tuple[str, str], int], annotations: list[Judgment]
     votes, replaced = [], []
     for (query_id, doc_id), grade in sorted(grades.items()):
         given = by_pair.get((query_id, doc_id), {})
-        if given and grade not in {j.grade for j in given.values()} and grade == resolve([j.grade for j in
-                                                                                   given.values()], *rule):
+        if (
+            given
+            and grade not in {j.grade for j in given.values()}
+            and grade == resolve([j.grade for j in given.values()], *rule)
+        ):
             continue  # the last merge's own resolution (a mean no annotator gave)
         if grade not in {j.grade for j in given.values()}:
             votes.append(Judgment(query_id, doc_id, grade, name, source))
@@ -313,9 +376,17 @@ def _qrels_votes(grades: dict[tuple[str, str], int], annotations: list[Judgment]
     return votes, replaced
 
 
-def merge_judgments(root: str | Path, files: Iterable[str | Path], split: str = "test", annotator: str | None = None,
-                    policy: str = "majority", scale: tuple[int, int] = (0, 3), weights: str = "linear",
-                    write: bool = True, ties: str = "low") -> MergeReport:
+def merge_judgments(
+    root: str | Path,
+    files: Iterable[str | Path],
+    split: str = "test",
+    annotator: str | None = None,
+    policy: str = "majority",
+    scale: tuple[int, int] = (0, 3),
+    weights: str = "linear",
+    write: bool = True,
+    ties: str = "low",
+) -> MergeReport:
     """Add the judgments in `files` to `split` of the BEIR folder `root` (see the module's docstring).
 
     Raises:
@@ -346,27 +417,49 @@ def merge_judgments(root: str | Path, files: Iterable[str | Path], split: str = 
         votes[j.query_id, j.doc_id][j.annotator] = j.grade
     conflicts = [(q, d, dict(v)) for (q, d), v in sorted(votes.items()) if len(set(v.values())) > 1]
     if policy == "strict" and conflicts:
-        raise _refusal(f"{len(conflicts)} pairs with disagreeing grades under the strict policy (resolve by "
-                       "majority, mean or max, or settle them; nothing written):",
-                       [f"({q}, {d}): " + ", ".join(f"{a}={g}" for a, g in sorted(v.items())) for q, d, v in conflicts])
+        raise _refusal(
+            f"{len(conflicts)} pairs with disagreeing grades under the strict policy (resolve by "
+            "majority, mean or max, or settle them; nothing written):",
+            [f"({q}, {d}): " + ", ".join(f"{a}={g}" for a, g in sorted(v.items())) for q, d, v in conflicts],
+        )
     resolved = {pair: resolve(list(v.values()), policy, ties) for pair, v in votes.items()}
     undecided = [(q, d, votes[q, d]) for (q, d), g in sorted(resolved.items()) if g is None]
     if undecided:
-        raise _refusal(f"{len(undecided)} pairs the {policy} policy cannot decide, and --ties refuse (pass "
-                       "--ties low or --ties high, or settle them; nothing written):",
-                       [f"({q}, {d}): " + ", ".join(f"{a}={g}" for a, g in sorted(v.items())) for q, d, v in undecided])
+        raise _refusal(
+            f"{len(undecided)} pairs the {policy} policy cannot decide, and --ties refuse (pass "
+            "--ties low or --ties high, or settle them; nothing written):",
+            [f"({q}, {d}): " + ", ".join(f"{a}={g}" for a, g in sorted(v.items())) for q, d, v in undecided],
+        )
     n_ties = sum(1 for pair, v in votes.items() if resolve(list(v.values()), policy, "refuse") is None)
-    changed = [(q, d, grades[q, d], g) for (q, d), g in sorted(resolved.items()) if (q, d) in grades and
-               grades[q, d] != g]
+    changed = [
+        (q, d, grades[q, d], g) for (q, d), g in sorted(resolved.items()) if (q, d) in grades and grades[q, d] != g
+    ]
     measured = agreement(votes, range(scale[0], scale[1] + 1), weights)
     every = [*annotations, *fresh.values()]
-    report = MergeReport(target, len(read), len(resolved), sum(1 for p in resolved if p not in grades), changed,
-                         conflicts, policy, measured, ties=ties, n_ties=n_ties,
-                         provenance=_provenance(every, split, policy, ties, scale, measured, len(resolved),
-                                                len(conflicts), n_ties))
+    report = MergeReport(
+        target,
+        len(read),
+        len(resolved),
+        sum(1 for p in resolved if p not in grades),
+        changed,
+        conflicts,
+        policy,
+        measured,
+        ties=ties,
+        n_ties=n_ties,
+        provenance=_provenance(every, split, policy, ties, scale, measured, len(resolved), len(conflicts), n_ties),
+    )
     if write:
-        _write(root, split, target, resolved, every, [*superseded, *(_record(j, scale) for j in replaced)], scale,
-               report.provenance)
+        _write(
+            root,
+            split,
+            target,
+            resolved,
+            every,
+            [*superseded, *(_record(j, scale) for j in replaced)],
+            scale,
+            report.provenance,
+        )
         report.written = True
     return report
 
@@ -375,25 +468,61 @@ def _finite(value: float) -> float | None:
     return None if value != value else round(value, 6)
 
 
-def _provenance(annotations: list[Judgment], split: str, policy: str, ties: str, scale: tuple[int, int],
-                measured: Agreement, n_pairs: int, n_conflicts: int, n_ties: int) -> dict:
-    return {"split": split, "annotators": dict(sorted(Counter(j.annotator for j in annotations).items())),
-            "policy": policy, "ties": ties, "scale": list(scale), "pairs": n_pairs, "disagreements": n_conflicts,
-            "settled_by_ties": n_ties, "kappa_weights": measured.weights,
-            "kappa": [{"first": p.first, "second": p.second, "both_graded": p.n, "kappa": _finite(p.kappa)}
-                      for p in measured.pairs],
-            "alpha": _finite(measured.alpha), "alpha_level": measured.level, "alpha_units": measured.alpha_units,
-            "merged_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+def _provenance(
+    annotations: list[Judgment],
+    split: str,
+    policy: str,
+    ties: str,
+    scale: tuple[int, int],
+    measured: Agreement,
+    n_pairs: int,
+    n_conflicts: int,
+    n_ties: int,
+) -> dict:
+    return {
+        "split": split,
+        "annotators": dict(sorted(Counter(j.annotator for j in annotations).items())),
+        "policy": policy,
+        "ties": ties,
+        "scale": list(scale),
+        "pairs": n_pairs,
+        "disagreements": n_conflicts,
+        "settled_by_ties": n_ties,
+        "kappa_weights": measured.weights,
+        "kappa": [
+            {"first": p.first, "second": p.second, "both_graded": p.n, "kappa": _finite(p.kappa)}
+            for p in measured.pairs
+        ],
+        "alpha": _finite(measured.alpha),
+        "alpha_level": measured.level,
+        "alpha_units": measured.alpha_units,
+        "merged_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
 
 
 def _record(j: Judgment, scale: tuple[int, int], now: str | None = None) -> dict:
-    return {"query_id": j.query_id, "doc_id": j.doc_id, "annotator": j.annotator, "grade": j.grade,
-            "source": j.source, "time": j.time or now, "scale": list(scale),
-            **({"same_text_as": j.same_text_as} if j.same_text_as else {})}
+    return {
+        "query_id": j.query_id,
+        "doc_id": j.doc_id,
+        "annotator": j.annotator,
+        "grade": j.grade,
+        "source": j.source,
+        "time": j.time or now,
+        "scale": list(scale),
+        **({"same_text_as": j.same_text_as} if j.same_text_as else {}),
+    }
 
 
-def _write(root: Path, split: str, target: Path, resolved: dict[tuple[str, str], int], annotations: list[Judgment],
-           superseded: list[dict], scale: tuple[int, int], provenance: dict) -> None:
+def _write(
+    root: Path,
+    split: str,
+    target: Path,
+    resolved: dict[tuple[str, str], int],
+    annotations: list[Judgment],
+    superseded: list[dict],
+    scale: tuple[int, int],
+    provenance: dict,
+) -> None:
     now = provenance["merged_at"]
     with atomic_writer(annotations_path(root, split)) as handle:
         for record in superseded:
@@ -406,15 +535,18 @@ def _write(root: Path, split: str, target: Path, resolved: dict[tuple[str, str],
         handle.write(gzip.compress(body.encode()) if target.name.endswith(".gz") else body.encode())
 
 
-def judgment_votes(sources: Iterable[str | Path], split: str = "test", annotator: str | None = None,
-                   scale: tuple[int, int] = (0, 3)) -> dict[tuple[str, str], dict[str, int]]:
+def judgment_votes(
+    sources: Iterable[str | Path], split: str = "test", annotator: str | None = None, scale: tuple[int, int] = (0, 3)
+) -> dict[tuple[str, str], dict[str, int]]:
     """(query, doc) → annotator → grade from BEIR folders' annotations and judgment files, checked as a merge
     checks them (scale, one grade per annotator and pair)."""
     read: list[Judgment] = []
     for source in map(Path, sources):
         if source.is_dir() and not annotations_path(source, split).is_file():
-            raise DatasetError(f"{annotations_path(source, split)}: no annotations (merge judgments into "
-                               f"this split first, or pick another with {setting('split')})")
+            raise DatasetError(
+                f"{annotations_path(source, split)}: no annotations (merge judgments into "
+                f"this split first, or pick another with {setting('split')})"
+            )
         read += read_annotations(source, split)[0] if source.is_dir() else read_judgments(source, annotator)
     _check_scale(read, scale)
     votes: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)

@@ -61,18 +61,23 @@ def page_data(manifest: Mapping[str, Any], rows: Sequence[Mapping[str, str]]) ->
     grouped: dict[str, list[str]] = {}
     for (query_id, doc_id), shown in copies.items():
         grouped.setdefault(f"{query_id}\t{shown}", []).append(doc_id)
-    items = blind_order([(row["query_id"], row["doc_id"]) for row in rows
-                         if (row["query_id"], row["doc_id"]) not in copies], manifest["seed"])
+    items = blind_order(
+        [(row["query_id"], row["doc_id"]) for row in rows if (row["query_id"], row["doc_id"]) not in copies],
+        manifest["seed"],
+    )
     counts = manifest["counts"]
     return {
         "pool_id": manifest["pool_id"],
         "title": f"Judging {manifest['dataset'].rstrip('/').split('/')[-1]}: {counts['pairs']} pairs, "
-                 f"{counts['queries_pooled']} queries",
-        "scale": manifest["grade_scale"], "guidelines": manifest["guidelines"],
+        f"{counts['queries_pooled']} queries",
+        "scale": manifest["grade_scale"],
+        "guidelines": manifest["guidelines"],
         "queries": {row["query_id"]: row["query"] for row in rows},
-        "docs": {row["doc_id"]: [row["title"], row["text"]] for row in rows
-                 if (row["query_id"], row["doc_id"]) not in copies},
-        "items": [list(item) for item in items], "copies": grouped,
+        "docs": {
+            row["doc_id"]: [row["title"], row["text"]] for row in rows if (row["query_id"], row["doc_id"]) not in copies
+        },
+        "items": [list(item) for item in items],
+        "copies": grouped,
     }
 
 

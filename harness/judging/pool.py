@@ -34,31 +34,40 @@ from harness.io.formats import (
     default_permissions,
     find_file,
     iter_corpus,
+    iter_qrels,
     iter_queries,
     locate_corpus_and_queries,
     private_dir,
-    iter_qrels,
     read_run,
     write_run,
 )
+from harness.judging.pool_systems import check_retrievable, fused_runs, parse_pool_systems, pick_members
 from harness.records import Run
 from harness.reporting.report import model_slug, read_result, result_label
-from harness.judging.pool_systems import check_retrievable, fused_runs, parse_pool_systems, pick_members
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SCALE = (
     {"grade": 0, "label": "Irrelevant", "definition": "The passage has nothing to do with the query."},
     {"grade": 1, "label": "Related", "definition": "The passage seems related to the query but does not answer it."},
-    {"grade": 2, "label": "Highly relevant", "definition": "The passage has some answer for the query, but the "
-                                                             "answer may be a bit unclear or hidden among extraneous "
-                                                             "information."},
-    {"grade": 3, "label": "Perfectly relevant", "definition": "The passage is dedicated to the query and contains "
-                                                                "the exact answer."},
+    {
+        "grade": 2,
+        "label": "Highly relevant",
+        "definition": "The passage has some answer for the query, but the "
+        "answer may be a bit unclear or hidden among extraneous "
+        "information.",
+    },
+    {
+        "grade": 3,
+        "label": "Perfectly relevant",
+        "definition": "The passage is dedicated to the query and contains the exact answer.",
+    },
 )
-DEFAULT_GUIDELINES = ("Judge each document on its own against the query, as a searcher who typed the query would. "
-                      "You do not see which system found it or at which rank. Skip (s) when you cannot tell; "
-                      "go back (b or ←) to change a grade.")
+DEFAULT_GUIDELINES = (
+    "Judge each document on its own against the query, as a searcher who typed the query would. "
+    "You do not see which system found it or at which rank. Skip (s) when you cannot tell; "
+    "go back (b or ←) to change a grade."
+)
 POOL_COLUMNS = ("query_id", "query", "doc_id", "title", "text", "grade")
 
 
@@ -99,18 +108,29 @@ class Pool:
 def check_spec(spec: PoolSpec) -> None:
     """Refuse a depth or cap below 1 and a scale without distinct integer grades (before any retrieval)."""
     if spec.depth < 1:
-        raise HarnessError(f"pool depth {spec.depth}: pool at least the top 1 document of each system "
-                           f"(set {setting('depth')} ≥ 1; TREC pools use 10 to 100)")
+        raise HarnessError(
+            f"pool depth {spec.depth}: pool at least the top 1 document of each system "
+            f"(set {setting('depth')} ≥ 1; TREC pools use 10 to 100)"
+        )
     if spec.max_per_query is not None and spec.max_per_query < 1:
         raise HarnessError(f"max per query {spec.max_per_query}: give a cap ≥ 1, or none")
     grades = [entry.get("grade") for entry in spec.scale]
-    if not grades or any(not isinstance(g, int) or isinstance(g, bool) or not 0 <= g <= 9 for g in grades) \
-            or len(set(grades)) != len(grades):
+    if (
+        not grades
+        or any(not isinstance(g, int) or isinstance(g, bool) or not 0 <= g <= 9 for g in grades)
+        or len(set(grades)) != len(grades)
+    ):
         raise HarnessError(f"grade scale {grades}: grades must be distinct integers 0-9 (one key each)")
 
 
-def pool_runs(runs: Sequence[Run], depth: int, judged: Mapping[str, Iterable[str]], max_per_query: int | None = None,
-              seed: int = 0, extra: Iterable[tuple[str, str]] = ()) -> Pool:
+def pool_runs(
+    runs: Sequence[Run],
+    depth: int,
+    judged: Mapping[str, Iterable[str]],
+    max_per_query: int | None = None,
+    seed: int = 0,
+    extra: Iterable[tuple[str, str]] = (),
+) -> Pool:
     """The depth-`depth` pool of `runs`, minus the `judged` pairs, capped and extended by `extra`.
 
     Args:
@@ -158,8 +178,10 @@ def judged_pairs(folder: BeirFolder, split: str | None) -> tuple[dict[str, set[s
     if split is not None:
         path = find_file(qrels_dir / f"{split}.tsv")
         if path is None:
-            raise DatasetError(f"{folder.root}: no qrels/{split}.tsv to take judged pairs from "
-                               f"(leave {setting('split')} unset to use every split, or none)")
+            raise DatasetError(
+                f"{folder.root}: no qrels/{split}.tsv to take judged pairs from "
+                f"(leave {setting('split')} unset to use every split, or none)"
+            )
         files = [path]
     else:
         files = sorted(qrels_dir.glob("*.tsv*")) if qrels_dir.is_dir() else []
@@ -191,11 +213,13 @@ def read_pairs(path: Path, queries: Mapping[str, str], corpus_ids: set[str]) -> 
             raise FormatError(path, "expected query id and document id, tab- or comma-separated", line_no)
         query_id, doc_id = columns[:2]
         if query_id not in queries:
-            raise FormatError(path, f"unknown query id {query_id!r}", line_no,
-                              "use an _id of the folder's queries.jsonl")
+            raise FormatError(
+                path, f"unknown query id {query_id!r}", line_no, "use an _id of the folder's queries.jsonl"
+            )
         if doc_id not in corpus_ids:
-            raise FormatError(path, f"unknown document id {doc_id!r}", line_no,
-                              "use an _id of the folder's corpus.jsonl")
+            raise FormatError(
+                path, f"unknown document id {doc_id!r}", line_no, "use an _id of the folder's corpus.jsonl"
+            )
         pairs.append((query_id, doc_id))
     return pairs
 
@@ -204,12 +228,16 @@ def check_run(run: Run, source: str, queries: Mapping[str, str], corpus_ids: set
     """Refuse a run naming a query or document the folder does not have (it was made on other data)."""
     for query_id, ranked in run.items():
         if query_id not in queries:
-            raise DatasetError(f"{source}: query {query_id!r} is not in the folder's queries.jsonl "
-                               "(was this run made on another dataset?)")
+            raise DatasetError(
+                f"{source}: query {query_id!r} is not in the folder's queries.jsonl "
+                "(was this run made on another dataset?)"
+            )
         unknown = next((s.doc_id for s in ranked if s.doc_id not in corpus_ids), None)
         if unknown is not None:
-            raise DatasetError(f"{source}: document {unknown!r} (query {query_id!r}) is not in the folder's "
-                               "corpus.jsonl (was this run made on another dataset?)")
+            raise DatasetError(
+                f"{source}: document {unknown!r} (query {query_id!r}) is not in the folder's "
+                "corpus.jsonl (was this run made on another dataset?)"
+            )
 
 
 def load_run(path: Path) -> tuple[Path, Run]:
@@ -222,13 +250,15 @@ def load_run(path: Path) -> tuple[Path, Run]:
     if result is None:
         return path, read_run(path)
     if not result.run_path.is_file():
-        raise HarnessError(f"{path}: its run file {result.run_path.name} is missing; rerun the evaluation, "
-                           "or give a run file")
+        raise HarnessError(
+            f"{path}: its run file {result.run_path.name} is missing; rerun the evaluation, or give a run file"
+        )
     return path, read_run(result.run_path).renamed(result_label(result))
 
 
-def pick_runs(systems: Sequence[str], run_files: Sequence[Path],
-              loaded: Sequence[tuple[Path, Run]] | None = None) -> list[tuple[str, Run]]:
+def pick_runs(
+    systems: Sequence[str], run_files: Sequence[Path], loaded: Sequence[tuple[Path, Run]] | None = None
+) -> list[tuple[str, Run]]:
     """(name, run) of each saved run or result file (`load_run`); with `systems`, only the runs whose tag or
     file name each system names.
 
@@ -243,14 +273,17 @@ def pick_runs(systems: Sequence[str], run_files: Sequence[Path],
         match = next(((p, r) for p, r in runs if system in (r.name, p.name, p.stem, str(p))), None)
         if match is None:
             available = ", ".join(f"{r.name} ({p.name})" for p, r in runs)
-            raise HarnessError(f"system {system!r}: no run among the run files ({available}); add its run file, "
-                               "or drop it from the systems")
+            raise HarnessError(
+                f"system {system!r}: no run among the run files ({available}); add its run file, "
+                "or drop it from the systems"
+            )
         found.append((system, match[1]))
     return found
 
 
-def retrieve_runs(configs: Sequence, systems: Sequence[str], workdir: Path,
-                  progress: bool = False) -> list[tuple[str, Run]]:
+def retrieve_runs(
+    configs: Sequence, systems: Sequence[str], workdir: Path, progress: bool = False
+) -> list[tuple[str, Run]]:
     """Each system's run over every query (`harness.pipeline.retrieve`: no judgments needed), by its checked
     config (`harness.judging.pool_systems.check_retrievable`: the defaults of ``beir-harness retrieve``, top
     depth); the run files go to `workdir`."""
@@ -258,8 +291,10 @@ def retrieve_runs(configs: Sequence, systems: Sequence[str], workdir: Path,
 
     from harness.pipeline.retrieve import retrieve
 
-    return [(system, retrieve(replace(config, progress=progress), workdir / f"run-{number}.trec"))
-            for number, (system, config) in enumerate(zip(systems, configs))]
+    return [
+        (system, retrieve(replace(config, progress=progress), workdir / f"run-{number}.trec"))
+        for number, (system, config) in enumerate(zip(systems, configs))
+    ]
 
 
 def pool_id(fingerprints: Mapping, pool: Pool) -> str:
@@ -276,8 +311,9 @@ class PoolSources:
     run_files: tuple[Path, ...] = ()
 
 
-def build_pool(dataset: str | Path, sources: PoolSources, out: str | Path, spec: PoolSpec = PoolSpec(),
-               progress: bool = False) -> dict:
+def build_pool(
+    dataset: str | Path, sources: PoolSources, out: str | Path, spec: PoolSpec = PoolSpec(), progress: bool = False
+) -> dict:
     """Pool `dataset` (a BEIR folder, or an installed registry dataset; qrels optional) and write the pool folder.
 
     Returns:
@@ -290,8 +326,10 @@ def build_pool(dataset: str | Path, sources: PoolSources, out: str | Path, spec:
     check_spec(spec)
     out = Path(out)
     if out.exists():
-        raise OutputError(f"{out}: already exists; a pool is never overwritten (its judgments may be in it): "
-                          "choose another output folder")
+        raise OutputError(
+            f"{out}: already exists; a pool is never overwritten (its judgments may be in it): "
+            "choose another output folder"
+        )
     if not sources.systems and not sources.run_files:
         raise HarnessError("nothing to pool: name systems to retrieve with, or give saved run files")
     plan = parse_pool_systems(sources.systems) if sources.systems else None  # every spec, before any work
@@ -317,8 +355,11 @@ def build_pool(dataset: str | Path, sources: PoolSources, out: str | Path, spec:
         for name, run in runs:
             check_run(run, str(run.metadata.get("source", name)), queries, corpus_ids)
         pool = pool_runs([run for _, run in runs], spec.depth, judged, spec.max_per_query, spec.seed, extra)
-        fingerprints = {"corpus": content_sha256(folder.corpus), "queries": content_sha256(folder.queries),
-                        "qrels": qrels_fingerprints}
+        fingerprints = {
+            "corpus": content_sha256(folder.corpus),
+            "queries": content_sha256(folder.queries),
+            "qrels": qrels_fingerprints,
+        }
         manifest = _manifest(spec, runs, fingerprints, pool, len(queries), str(root))
         for stale in work.glob("run-*.trec"):
             stale.unlink()
@@ -330,22 +371,34 @@ def build_pool(dataset: str | Path, sources: PoolSources, out: str | Path, spec:
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    logger.info("pool of %d pairs over %d queries → %s", manifest["counts"]["pairs"],
-                manifest["counts"]["queries_pooled"], out)
+    logger.info(
+        "pool of %d pairs over %d queries → %s", manifest["counts"]["pairs"], manifest["counts"]["queries_pooled"], out
+    )
     return manifest
 
 
 def _manifest(spec: PoolSpec, runs, fingerprints: dict, pool: Pool, n_queries: int, dataset: str) -> dict:
     return {
-        "pool_id": pool_id(fingerprints, pool), "harness_version": __version__, "dataset": dataset,
+        "pool_id": pool_id(fingerprints, pool),
+        "harness_version": __version__,
+        "dataset": dataset,
         "systems": [{"name": name, "run": f"runs/{n + 1}-{model_slug(name)}.trec"} for n, (name, _) in enumerate(runs)],
-        "depth": spec.depth, "max_per_query": spec.max_per_query,
+        "depth": spec.depth,
+        "max_per_query": spec.max_per_query,
         "cap_policy": "round-robin by rank across systems, systems in a seeded order per query; added pairs on top",
-        "seed": spec.seed, "split": spec.split, "fingerprints": fingerprints,
-        "counts": {"queries": n_queries, "queries_pooled": len(pool.pairs),
-                   "pairs": sum(len(d) for d in pool.pairs.values()), "already_judged": pool.judged_dropped,
-                   "capped_out": pool.capped_out, "added": pool.added},
-        "grade_scale": [dict(entry) for entry in spec.scale], "guidelines": spec.guidelines,
+        "seed": spec.seed,
+        "split": spec.split,
+        "fingerprints": fingerprints,
+        "counts": {
+            "queries": n_queries,
+            "queries_pooled": len(pool.pairs),
+            "pairs": sum(len(d) for d in pool.pairs.values()),
+            "already_judged": pool.judged_dropped,
+            "capped_out": pool.capped_out,
+            "added": pool.added,
+        },
+        "grade_scale": [dict(entry) for entry in spec.scale],
+        "guidelines": spec.guidelines,
     }
 
 
@@ -356,12 +409,16 @@ def write_pool_files(folder: Path, pool: Pool, queries: Mapping[str, str], corpu
 
     wanted = {doc_id for docs in pool.pairs.values() for doc_id in docs}
     docs = {doc.doc_id: doc for doc in iter_corpus(corpus_path) if doc.doc_id in wanted}
-    rows = [{"query_id": q, "query": queries[q], "doc_id": d, "title": docs[d].title, "text": docs[d].text,
-             "grade": ""} for q, doc_ids in pool.pairs.items() for d in doc_ids]
+    rows = [
+        {"query_id": q, "query": queries[q], "doc_id": d, "title": docs[d].title, "text": docs[d].text, "grade": ""}
+        for q, doc_ids in pool.pairs.items()
+        for d in doc_ids
+    ]
     copies = same_text(rows)
     manifest["counts"]["same_text"] = len(copies)
-    manifest["same_text"] = {q: {d: shown for (query, d), shown in copies.items() if query == q}
-                             for q in dict.fromkeys(q for q, _ in copies)}
+    manifest["same_text"] = {
+        q: {d: shown for (query, d), shown in copies.items() if query == q} for q in dict.fromkeys(q for q, _ in copies)
+    }
     with atomic_writer(folder / "pool.csv") as handle:
         writer = csv.DictWriter(handle, fieldnames=POOL_COLUMNS, lineterminator="\n")
         writer.writeheader()

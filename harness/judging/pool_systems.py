@@ -48,9 +48,7 @@ def parse_pool_systems(systems: Sequence[str]) -> PoolSystems:
     Raises:
         HarnessError (usage): A malformed system, label or fusion (unknown method, setting or weights).
     """
-    from harness.pipeline.systems import parse_fusion, parse_systems
-
-    from harness.pipeline.systems import split_systems
+    from harness.pipeline.systems import parse_fusion, parse_systems, split_systems
 
     try:
         parsed = parse_systems([item for text in systems for item in split_systems(text)])
@@ -61,8 +59,9 @@ def parse_pool_systems(systems: Sequence[str]) -> PoolSystems:
             try:
                 fused = parse_fusion(system.spec)
             except HarnessError as exc:  # name the system the message is about
-                raise HarnessError(str(exc) if str(exc).startswith("system ") else
-                                   f"system {system.spec!r}: {exc}") from None
+                raise HarnessError(
+                    str(exc) if str(exc).startswith("system ") else f"system {system.spec!r}: {exc}"
+                ) from None
             listed.append((name, system.spec))
             if fused is None:
                 retrieve.append(system.spec)
@@ -70,8 +69,10 @@ def parse_pool_systems(systems: Sequence[str]) -> PoolSystems:
             members = tuple(labels.get(member, member) for member in fused.members)  # a member may be a label
             for member in members:
                 if parse_fusion(member) is not None:
-                    raise HarnessError(f"system {system.spec!r}: a fusion of a fusion ({member!r}) is not "
-                                       "supported; fuse the systems in one")
+                    raise HarnessError(
+                        f"system {system.spec!r}: a fusion of a fusion ({member!r}) is not "
+                        "supported; fuse the systems in one"
+                    )
             fusions[name] = (members, fused.spec)
             retrieve += members
     except HarnessError as exc:
@@ -112,8 +113,10 @@ def pick_members(systems: PoolSystems, loaded: Sequence[tuple[object, Run]]) -> 
         for member in members:
             if member not in names:
                 runs = ", ".join(f"{run.name} ({path.name})" for path, run in loaded)
-                raise _usage(f"--systems {fused!r}: fusion member {member!r} is none of the runs ({runs}); add "
-                             "its run file, or fuse runs that are there (nothing pooled)")
+                raise _usage(
+                    f"--systems {fused!r}: fusion member {member!r} is none of the runs ({runs}); add "
+                    "its run file, or fuse runs that are there (nothing pooled)"
+                )
 
 
 def fused_runs(systems: PoolSystems, runs: Mapping[str, Run]) -> list[tuple[str, Run]]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.datasets.catalog import resolve_dataset
-from harness.errors import DatasetError, FormatError, setting
+from harness.errors import DatasetError, FormatError
 from harness.io.formats import content_sha256, find_file, iter_qrels, locate_corpus_and_queries
 from harness.judging.merge import page_export_annotator, read_annotations, read_judgments
 
@@ -65,31 +65,45 @@ class PoolStatus:
     def to_json(self) -> dict[str, Any]:
         """The status as a JSON object."""
         groups = self.queries_by_state()
-        return {"pool": str(self.pool), "pool_id": self.pool_id, "pairs": self.n_pairs, "judged": self.n_judged,
-                "queries": {state: len(ids) for state, ids in groups.items()},
-                "per_query": {q: {"pairs": len(docs), "judged": len(self.judged.get(q, ()))}
-                              for q, docs in sorted(self.pairs.items())},
-                "annotators": dict(sorted(self.annotators.items())), "sources": self.sources, "stale": self.stale,
-                "not_counted": self.not_counted}
+        return {
+            "pool": str(self.pool),
+            "pool_id": self.pool_id,
+            "pairs": self.n_pairs,
+            "judged": self.n_judged,
+            "queries": {state: len(ids) for state, ids in groups.items()},
+            "per_query": {
+                q: {"pairs": len(docs), "judged": len(self.judged.get(q, ()))} for q, docs in sorted(self.pairs.items())
+            },
+            "annotators": dict(sorted(self.annotators.items())),
+            "sources": self.sources,
+            "stale": self.stale,
+            "not_counted": self.not_counted,
+        }
 
     def format_text(self) -> str:
         """A few lines: pairs judged, queries fully/partly/not judged, per annotator, per source."""
         groups = self.queries_by_state()
         share = f" ({100 * self.n_judged / self.n_pairs:.1f}%)" if self.n_pairs else ""
-        lines = [f"{self.pool}: {self.n_judged} of {self.n_pairs} pairs judged{share}; {len(self.pairs)} queries: "
-                 f"{len(groups['full'])} fully judged, {len(groups['partial'])} partly, {len(groups['none'])} "
-                 "not at all"]
+        lines = [
+            f"{self.pool}: {self.n_judged} of {self.n_pairs} pairs judged{share}; {len(self.pairs)} queries: "
+            f"{len(groups['full'])} fully judged, {len(groups['partial'])} partly, {len(groups['none'])} "
+            "not at all"
+        ]
         for state, label in (("partial", "partly judged"), ("none", "not judged")):
             if groups[state]:
                 shown = [f"{q} ({len(self.judged.get(q, ()))}/{len(self.pairs[q])})" for q in groups[state][:_LISTED]]
                 more = f", ... and {len(groups[state]) - _LISTED} more" if len(groups[state]) > _LISTED else ""
                 lines.append(f"  {label}: {', '.join(shown)}{more}")
         lines += [f"  annotator {name}: {count} pairs" for name, count in sorted(self.annotators.items())]
-        lines += [f"  source {s['source']}: {s['pool_pairs']} pool pairs" +
-                  (f", {s['outside_pool']} outside the pool (not counted)" if s["outside_pool"] else "")
-                  for s in self.sources]
-        lines += [f"  not counted: {path} (LLM pre-judgments; give it with --judgments to count it)"
-                  for path in self.not_counted]
+        lines += [
+            f"  source {s['source']}: {s['pool_pairs']} pool pairs"
+            + (f", {s['outside_pool']} outside the pool (not counted)" if s["outside_pool"] else "")
+            for s in self.sources
+        ]
+        lines += [
+            f"  not counted: {path} (LLM pre-judgments; give it with --judgments to count it)"
+            for path in self.not_counted
+        ]
         return "\n".join(lines)
 
 
@@ -106,8 +120,11 @@ def read_pool(pool: str | Path) -> tuple[dict, dict[str, set[str]]]:
         raise DatasetError(f"{pool}: not a pool folder (no manifest.json); {hint}")
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        missing = [key for key in ("pool_id", "dataset", "fingerprints")
-                   if not isinstance(manifest, dict) or key not in manifest]
+        missing = [
+            key
+            for key in ("pool_id", "dataset", "fingerprints")
+            if not isinstance(manifest, dict) or key not in manifest
+        ]
     except (OSError, ValueError, TypeError) as exc:
         raise FormatError(manifest_path, f"not a pool manifest ({exc})", hint=hint) from None
     if missing:
@@ -126,8 +143,11 @@ def stale_files(manifest: dict, root: Path) -> list[str]:
     """The dataset files (corpus, queries) whose content is not what the pool was made on."""
     folder = locate_corpus_and_queries(root)
     made_on = manifest["fingerprints"]
-    return [name for name, path in (("corpus", folder.corpus), ("queries", folder.queries))
-            if made_on.get(name) != content_sha256(path)]
+    return [
+        name
+        for name, path in (("corpus", folder.corpus), ("queries", folder.queries))
+        if made_on.get(name) != content_sha256(path)
+    ]
 
 
 def qrels_votes(root: Path, split: str | None) -> list[tuple[str, str, str, str]]:
@@ -156,19 +176,24 @@ def file_votes(path: Path, pool_id: str, pairs: dict[str, set[str]]) -> list[tup
     """(source, query, document, annotator) of a judgments file, refusing one made on another pool."""
     match = EXPORT_NAME.search(path.name)
     if match and match[1] != pool_id:
-        raise DatasetError(f"{path}: exported from pool {match[1]}, not this pool ({pool_id}); judge this pool's "
-                           "judge.html, or give the file to the status of its own pool")
+        raise DatasetError(
+            f"{path}: exported from pool {match[1]}, not this pool ({pool_id}); judge this pool's "
+            "judge.html, or give the file to the status of its own pool"
+        )
     # A TREC file names no annotator: its file name does (judgments-POOLID-NAME.qrels; else the name's stem).
     name = page_export_annotator(path) or path.name.split(".")[0]
     votes = [(str(path), j.query_id, j.doc_id, j.annotator) for j in read_judgments(path, annotator=name)]
     if not any(d in pairs.get(q, ()) for _, q, d, _ in votes):
-        raise DatasetError(f"{path}: none of its {len(votes)} judgments is a pair of this pool (is it the "
-                           "judgments of another pool?); give the judgments made on this pool's judge.html")
+        raise DatasetError(
+            f"{path}: none of its {len(votes)} judgments is a pair of this pool (is it the "
+            "judgments of another pool?); give the judgments made on this pool's judge.html"
+        )
     return votes
 
 
-def pool_status(pool: str | Path, dataset: str | Path | None = None,
-                judgments: Iterable[str | Path] = ()) -> PoolStatus:
+def pool_status(
+    pool: str | Path, dataset: str | Path | None = None, judgments: Iterable[str | Path] = ()
+) -> PoolStatus:
     """How much of the pool in `pool` is judged (see the module's docstring).
 
     Args:
@@ -185,9 +210,12 @@ def pool_status(pool: str | Path, dataset: str | Path | None = None,
     root, _ = resolve_dataset(dataset if dataset is not None else manifest["dataset"], download=False, progress=False)
     stale = stale_files(manifest, root)
     if stale:
-        logger.warning("%s: the dataset's %s changed since the pool was made (sha256 differs from the manifest's): "
-                       "its pairs may name documents or queries that are gone or changed; pool again",
-                       pool, " and ".join(stale))
+        logger.warning(
+            "%s: the dataset's %s changed since the pool was made (sha256 differs from the manifest's): "
+            "its pairs may name documents or queries that are gone or changed; pool again",
+            pool,
+            " and ".join(stale),
+        )
     files = [*sorted(p for p in pool.iterdir() if EXPORT_NAME.search(p.name)), *map(Path, judgments)]
     # `beir-harness judge` writes an LLM's grades beside the pool: pre-judgments, counted only when asked.
     given = {path.resolve() for path in files}
@@ -207,7 +235,16 @@ def pool_status(pool: str | Path, dataset: str | Path | None = None,
             found.add((query_id, doc_id))
         elif not source.startswith("qrels/"):  # qrels judge far more than a pool: only a file's strays count
             outside[0] += 1
-    sources = [{"source": s, "pool_pairs": len(found), "outside_pool": outside[0]}
-               for s, (found, outside) in by_source.items()]
-    return PoolStatus(pool, manifest["pool_id"], pairs, dict(judged),
-                      {a: len(p) for a, p in by_annotator.items()}, sources, stale, not_counted)
+    sources = [
+        {"source": s, "pool_pairs": len(found), "outside_pool": outside[0]} for s, (found, outside) in by_source.items()
+    ]
+    return PoolStatus(
+        pool,
+        manifest["pool_id"],
+        pairs,
+        dict(judged),
+        {a: len(p) for a, p in by_annotator.items()},
+        sources,
+        stale,
+        not_counted,
+    )

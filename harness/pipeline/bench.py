@@ -29,10 +29,10 @@ from harness.pipeline.evaluate import (
 from harness.pipeline.fuse import fuse_results
 from harness.pipeline.sparse import is_sparse_model
 from harness.presentation import align, metric_text
-from harness.runtimes.registry import is_auto, runtime
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.encode import Encoder
 from harness.retrieval.rerank import RerankSpec
+from harness.runtimes.registry import is_auto, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -74,24 +74,33 @@ class BenchReport:
             value = cell.metrics.get(metric)
             return metric_text(value) if value is not None else "n/a"
 
-        rows = [[metric, *models]] + [[dataset, *(show(by_key.get((dataset, m))) for m in models)]
-                                      for dataset in datasets]
-        for family, title in (("cqadupstack", "cqadupstack (mean of {n} forums)"),
-                              (registry.NANOBEIR, "NanoBEIR (mean of {n})")):
+        rows = [[metric, *models]] + [
+            [dataset, *(show(by_key.get((dataset, m))) for m in models)] for dataset in datasets
+        ]
+        for family, title in (
+            ("cqadupstack", "cqadupstack (mean of {n} forums)"),
+            (registry.NANOBEIR, "NanoBEIR (mean of {n})"),
+        ):
             parts = registry.get(family).subsets
             means = []
             for m in models:
                 cells = {part: by_key.get((f"{family}/{part}", m)) for part in parts}
-                mean, _ = registry.subset_mean(family, {
-                    part: cell.metrics.get(metric) if cell is not None and cell.status != "failed" else None
-                    for part, cell in cells.items()})
+                mean, _ = registry.subset_mean(
+                    family,
+                    {
+                        part: cell.metrics.get(metric) if cell is not None and cell.status != "failed" else None
+                        for part, cell in cells.items()
+                    },
+                )
                 means.append(metric_text(mean) if mean is not None else "-")
             if any(mean != "-" for mean in means):
                 rows.append([title.format(n=len(parts)), *means])
         lines = align(rows, right=[False] + [True] * len(models))
         counts = {status: sum(c.status == status for c in self.cells) for status in ("done", "skipped", "failed")}
-        lines.append(f"{len(self.cells)} cells: {counts['done']} done, {counts['skipped']} skipped "
-                     f"(already done on the same data with the same settings), {counts['failed']} failed")
+        lines.append(
+            f"{len(self.cells)} cells: {counts['done']} done, {counts['skipped']} skipped "
+            f"(already done on the same data with the same settings), {counts['failed']} failed"
+        )
         lines += [f"redone: {cell.dataset} × {cell.model}: {cell.why}" for cell in self.cells if cell.why]
         lines += [f"failed: {cell.dataset} × {cell.model}: {cell.error}" for cell in self.failed]
         return "\n".join(lines)
@@ -128,14 +137,21 @@ def system_config(base: EvaluateConfig, system: str) -> EvaluateConfig:
     if not at:
         reranker, depth = second.strip(), "100"
     if not first.strip() or not reranker or not depth.isascii() or not depth.isdigit():
-        raise HarnessError(f"system {system!r}: write FIRST >> CROSS_ENCODER@DEPTH, e.g. bm25 >> "
-                           "cross-encoder/ms-marco-MiniLM-L-6-v2@100")
+        raise HarnessError(
+            f"system {system!r}: write FIRST >> CROSS_ENCODER@DEPTH, e.g. bm25 >> "
+            "cross-encoder/ms-marco-MiniLM-L-6-v2@100"
+        )
     template = base.rerank or RerankSpec(reranker)
     return replace(base, model=first.strip(), rerank=replace(template, model=reranker, depth=int(depth)))
 
 
-def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, force: bool = False,
-              compressions: Sequence[CompressionSpec] = ()) -> BenchReport:
+def run_bench(
+    models: list[str],
+    datasets: list[str],
+    base: EvaluateConfig,
+    force: bool = False,
+    compressions: Sequence[CompressionSpec] = (),
+) -> BenchReport:
     """Evaluate every system on every dataset with the settings of `base`.
 
     Each cell is an `evaluate_dataset` run writing its result files. A cell whose result exists
@@ -161,8 +177,8 @@ def run_bench(models: list[str], datasets: list[str], base: EvaluateConfig, forc
         HarnessError: A malformed system or label, two systems sharing a label, or fusions asked for with no
             output folder; before any cell runs.
     """
-    from harness.reporting.report import write_results_csv
     from harness.pipeline.systems import parse_fusion, parse_systems
+    from harness.reporting.report import write_results_csv
 
     listed = parse_systems(list(models))
     models = [system.spec for system in listed]
@@ -237,8 +253,14 @@ def naming_cell(cell: str) -> Iterator[None]:
 class _Grid:
     """The cells of one bench run, and the models loaded for them (once each)."""
 
-    def __init__(self, base: EvaluateConfig, force: bool, per_dataset: int,
-                 compressions: list[CompressionSpec] | None = None, labels: dict[str, str] | None = None):
+    def __init__(
+        self,
+        base: EvaluateConfig,
+        force: bool,
+        per_dataset: int,
+        compressions: list[CompressionSpec] | None = None,
+        labels: dict[str, str] | None = None,
+    ):
         self.base, self.force, self.per_dataset = base, force, per_dataset
         self.compressions = compressions or []
         self.labels = labels or {}  # system → the label given with LABEL=SYSTEM
@@ -269,8 +291,9 @@ class _Grid:
         settled = settled_backend(config) if is_auto(config.encoder.backend) and config.cache else config
         stored = self._stored(settled, name) if base.output_dir is not None and not self.force else None
         if stored is not None and not stored[2]:
-            logger.info("skipping %s × %s: done with the same settings and data (--force to redo)", dataset,
-                        system_name)
+            logger.info(
+                "skipping %s × %s: done with the same settings and data (--force to redo)", dataset, system_name
+            )
             self.cells.append(Cell(name, system_name, "skipped", stored[1].metrics))
             return stored[0]
         why = f"{' and '.join(stored[2])} changed since the stored result" if stored is not None else ""
@@ -281,8 +304,12 @@ class _Grid:
                 encoder = None
                 # A calibrated backend's model is fitted to each corpus: the dense stage loads it there; auto's
                 # probe reads each corpus's texts and picks the backend before anything loads.
-                if config.model.lower() != BM25_MODEL and not is_sparse_model(config) and \
-                        not is_auto(config.encoder.backend) and not runtime(config.encoder.backend).calibrated:
+                if (
+                    config.model.lower() != BM25_MODEL
+                    and not is_sparse_model(config)
+                    and not is_auto(config.encoder.backend)
+                    and not runtime(config.encoder.backend).calibrated
+                ):
                     if config.model not in self.encoders:
                         self.encoders[config.model] = load_model(config)
                     encoder = self.encoders[config.model]
@@ -333,9 +360,12 @@ class _Grid:
             identity = configuration(candidate, name)
             path = result_paths(self.base.output_dir, name, identity.model, self.base.split, identity.variant)[0]
             previous = read_result(path)
-            if previous is not None and previous.config_hash == identity.config_hash \
-                    and previous.versions.get("beir-harness") == __version__ \
-                    and (dimension is None or previous.config.get("dimension") == dimension):
+            if (
+                previous is not None
+                and previous.config_hash == identity.config_hash
+                and previous.versions.get("beir-harness") == __version__
+                and (dimension is None or previous.config.get("dimension") == dimension)
+            ):
                 return path, previous
         return None
 
@@ -350,8 +380,9 @@ class _Grid:
             return
         label = given or (f"{self.base.name}: {fused.text}" if self.base.name else None)
         try:
-            outcome = fuse_results([saved[member] for member in fused.members], fused.spec, self.base.output_dir,
-                                   name=label)
+            outcome = fuse_results(
+                [saved[member] for member in fused.members], fused.spec, self.base.output_dir, name=label
+            )
         except HarnessError as exc:
             logger.error("%s × %s failed: %s", dataset, shown, exc)
             self.cells.append(Cell(name, shown, "failed", error=str(exc)))

@@ -9,15 +9,15 @@ import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from harness.engines.ray_engine import RaySpec
 from harness.io.cache import cache_dir
-from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
-from harness.retrieval.models import DEFAULT_MODEL
-from harness.retrieval.devices import DeviceSpec
-from harness.retrieval.rerank import RerankSpec
 from harness.retrieval.compress import CompressionSpec
+from harness.retrieval.devices import DeviceSpec
+from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
 from harness.retrieval.endpoint import ENDPOINT_PREFIX, EndpointSpec
 from harness.retrieval.index import IndexSpec
-from harness.engines.ray_engine import RaySpec
+from harness.retrieval.models import DEFAULT_MODEL
+from harness.retrieval.rerank import RerankSpec
 from harness.runtimes.calibration import Calibration
 from harness.runtimes.spec import EncoderSpec
 
@@ -150,10 +150,21 @@ def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
         from harness.retrieval.endpoint import EndpointEncoder
 
         spec = config.encoder
-        return EndpointEncoder(config.model, config.endpoint, spec.normalize, spec.query_prefix, spec.doc_prefix,
-                               cache_dir(config.cache_dir) / "models" if config.cache else None)
-    return config.encoder.load(config.model, device or first_device(config), cache_dir(config.cache_dir),
-                               calibration=config.calibration, threads=config.threads)
+        return EndpointEncoder(
+            config.model,
+            config.endpoint,
+            spec.normalize,
+            spec.query_prefix,
+            spec.doc_prefix,
+            cache_dir(config.cache_dir) / "models" if config.cache else None,
+        )
+    return config.encoder.load(
+        config.model,
+        device or first_device(config),
+        cache_dir(config.cache_dir),
+        calibration=config.calibration,
+        threads=config.threads,
+    )
 
 
 REGISTRY_PROMPTS = "model registry"  # EncoderSpec.prompt_source of prefixes taken from `harness.datasets.prompts`
@@ -171,8 +182,11 @@ def with_model_prompts(config: EvaluateConfig) -> EvaluateConfig:
     from harness.retrieval.models import model_folder
 
     spec = config.encoder
-    if config.run_path is not None or config.model.lower() == BM25_MODEL \
-            or config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX)):
+    if (
+        config.run_path is not None
+        or config.model.lower() == BM25_MODEL
+        or config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
+    ):
         return config
     row = prompts_for(config.model)
     if row is None:
@@ -186,10 +200,17 @@ def with_model_prompts(config: EvaluateConfig) -> EvaluateConfig:
         logger.info("%s: prompts from its own sentence-transformers config (%s)", config.model, ", ".join(own))
         return config
     # A warning, so that it shows without -v: the texts encoded are not the ones given.
-    logger.warning("%s: prompts from the model registry (%s): query %r, document %r; --query-prefix/--doc-prefix "
-                   "override them", config.model, FILE, row.query_prompt, row.doc_prompt)
-    return replace(config, encoder=replace(spec, query_prefix=row.query_prompt, doc_prefix=row.doc_prompt,
-                                           prompt_source=REGISTRY_PROMPTS))
+    logger.warning(
+        "%s: prompts from the model registry (%s): query %r, document %r; --query-prefix/--doc-prefix override them",
+        config.model,
+        FILE,
+        row.query_prompt,
+        row.doc_prompt,
+    )
+    return replace(
+        config,
+        encoder=replace(spec, query_prefix=row.query_prompt, doc_prefix=row.doc_prompt, prompt_source=REGISTRY_PROMPTS),
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -200,8 +221,13 @@ def _note_similarity(model: str, published: bool, used: bool) -> None:
     def name(normalized: bool) -> str:
         return "normalized vectors (cosine)" if normalized else "raw dot products"
 
-    logger.warning("%s: its published scores use %s (%s); this run uses %s (--similarity/--normalize)", model,
-                   name(published), FILE, name(used))
+    logger.warning(
+        "%s: its published scores use %s (%s); this run uses %s (--similarity/--normalize)",
+        model,
+        name(published),
+        FILE,
+        name(used),
+    )
 
 
 def _own_prompts(folder: str) -> list[str]:

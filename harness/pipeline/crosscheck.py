@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.retrieval.models import resolve_model_source
-from harness.runtimes.spec import EncoderSpec
 from harness.errors import HarnessError, MissingDependencyError
 from harness.io.formats import locate_beir_folder
 from harness.pipeline.evaluate import BM25_MODEL, EvaluateConfig, evaluate_dataset
+from harness.retrieval.models import resolve_model_source
+from harness.runtimes.spec import EncoderSpec
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +47,26 @@ class CrossCheck:
         from harness.presentation import align
 
         table = [["metric", "ours", "BEIR", "difference", ""]]
-        table += [[name, f"{self.ours[name]:.5f}", f"{self.beir[name]:.5f}", f"{difference:+.2e}",
-                   "" if abs(difference) <= tolerance else "<-- differs"]
-                  for name, difference in self.differences().items()]
-        lines = [f"{self.dataset} · {self.model} · ours vs BEIR's own pipeline (self-hits dropped on both sides)",
-                 *align(table, right=[False, True, True, True, False])]
+        table += [
+            [
+                name,
+                f"{self.ours[name]:.5f}",
+                f"{self.beir[name]:.5f}",
+                f"{difference:+.2e}",
+                "" if abs(difference) <= tolerance else "<-- differs",
+            ]
+            for name, difference in self.differences().items()
+        ]
+        lines = [
+            f"{self.dataset} · {self.model} · ours vs BEIR's own pipeline (self-hits dropped on both sides)",
+            *align(table, right=[False, True, True, True, False]),
+        ]
         verdict = "AGREE" if self.largest() <= tolerance else "DIFFER"
-        lines.append(f"{verdict}: largest |difference| {self.largest():.2e} (tolerance {tolerance:g}; BEIR rounds "
-                     f"to 5 decimals). Wall time: ours {self.seconds.get('ours', 0):.1f} s, "
-                     f"BEIR {self.seconds.get('beir', 0):.1f} s")
+        lines.append(
+            f"{verdict}: largest |difference| {self.largest():.2e} (tolerance {tolerance:g}; BEIR rounds "
+            f"to 5 decimals). Wall time: ours {self.seconds.get('ours', 0):.1f} s, "
+            f"BEIR {self.seconds.get('beir', 0):.1f} s"
+        )
         return "\n".join(lines)
 
 
@@ -65,15 +76,27 @@ def _plain_copy(folder, split: str, target: Path) -> Path:
     for name, source in files.items():
         destination = target / name
         destination.parent.mkdir(parents=True, exist_ok=True)
-        with (gzip.open(source, "rb") if source.name.endswith(".gz") else open(source, "rb")) as src, \
-                open(destination, "wb") as dst:
+        with (
+            gzip.open(source, "rb") if source.name.endswith(".gz") else open(source, "rb") as src,
+            open(destination, "wb") as dst,
+        ):
             shutil.copyfileobj(src, dst, 1 << 20)
     return target
 
 
-def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: tuple[int, ...] = (1, 3, 5, 10, 100),
-               batch_size: int = 32, data_dir: Path | None = None, download: bool = True, cache: bool = True,
-               cache_dir: Path | None = None, progress: bool = True, device: str | None = None) -> CrossCheck:
+def crosscheck(
+    dataset: str | Path,
+    model: str,
+    split: str = "test",
+    k_values: tuple[int, ...] = (1, 3, 5, 10, 100),
+    batch_size: int = 32,
+    data_dir: Path | None = None,
+    download: bool = True,
+    cache: bool = True,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+    device: str | None = None,
+) -> CrossCheck:
     """Evaluate `model` on `dataset` with beir-harness and with BEIR's pipeline.
 
     Both sides run on the same device (`device`, resolved as `harness.retrieval.devices.DeviceSpec` does;
@@ -98,10 +121,24 @@ def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: t
 
     device = DeviceSpec(device).resolve()[0]
     started = time.perf_counter()
-    outcome = evaluate_dataset(EvaluateConfig(
-        dataset_path=dataset, split=split, model=model, k_values=k_values, top_k=max(k_values),
-        encoder=EncoderSpec(batch_size=batch_size), ignore_identical_ids=True, output_dir=None, data_dir=data_dir, download=download,
-        cache=cache, cache_dir=cache_dir, progress=progress, device=device))
+    outcome = evaluate_dataset(
+        EvaluateConfig(
+            dataset_path=dataset,
+            split=split,
+            model=model,
+            k_values=k_values,
+            top_k=max(k_values),
+            encoder=EncoderSpec(batch_size=batch_size),
+            ignore_identical_ids=True,
+            output_dir=None,
+            data_dir=data_dir,
+            download=download,
+            cache=cache,
+            cache_dir=cache_dir,
+            progress=progress,
+            device=device,
+        )
+    )
     ours_seconds = time.perf_counter() - started
     folder = locate_beir_folder(outcome.result.config["dataset_path"], split)
 
@@ -114,11 +151,15 @@ def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: t
             if doc.get("title") is None:
                 doc["title"] = ""
         retriever = EvaluateRetrieval(
-            DenseRetrievalExactSearch(SentenceBERT(resolve_model_source(model), device=device), batch_size=batch_size,
-                                      # BEIR's own "Batches" bars are third-party output: only with -vv.
-                                      show_progress_bar=progress and logging.getLogger("harness").isEnabledFor(
-                                          logging.DEBUG)),
-            score_function="cos_sim", k_values=list(k_values))
+            DenseRetrievalExactSearch(
+                SentenceBERT(resolve_model_source(model), device=device),
+                batch_size=batch_size,
+                # BEIR's own "Batches" bars are third-party output: only with -vv.
+                show_progress_bar=progress and logging.getLogger("harness").isEnabledFor(logging.DEBUG),
+            ),
+            score_function="cos_sim",
+            k_values=list(k_values),
+        )
         results = retriever.retrieve(corpus, queries)
         ndcg, _map, recall, precision = retriever.evaluate(qrels, results, list(k_values), ignore_identical_ids=True)
         mrr = retriever.evaluate_custom(qrels, results, list(k_values), metric="mrr")
@@ -128,5 +169,6 @@ def crosscheck(dataset: str | Path, model: str, split: str = "test", k_values: t
         for name, value in values.items():
             beir[f"{family}@{name.split('@')[1]}"] = value
     ours = {name: value for name, value in outcome.result.metrics.items() if name in beir}
-    return CrossCheck(outcome.result.dataset, outcome.result.model, ours, beir,
-                      {"ours": ours_seconds, "beir": beir_seconds})
+    return CrossCheck(
+        outcome.result.dataset, outcome.result.model, ours, beir, {"ours": ours_seconds, "beir": beir_seconds}
+    )

@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib.resources
 from pathlib import Path
 
-from harness.retrieval.encode import Encoder
-from harness.retrieval.models import DEFAULT_MODEL
 from harness.pipeline.config import EvaluateConfig
 from harness.pipeline.evaluate import Outcome, evaluate_dataset
+from harness.retrieval.encode import Encoder
+from harness.retrieval.models import DEFAULT_MODEL
 
 
 def demo_folder() -> Path:
@@ -22,7 +22,14 @@ def run_demo(encoder: Encoder | None = None, model: str = DEFAULT_MODEL, progres
     Nothing is written; the Outcome holds the per-query values and the run.
     """
     config = EvaluateConfig(
-        dataset_path=demo_folder(), split="test", model=model, k_values=(3, 10), top_k=10,
-        output_dir=None, dataset_name="demo", progress=progress, cache=False,
+        dataset_path=demo_folder(),
+        split="test",
+        model=model,
+        k_values=(3, 10),
+        top_k=10,
+        output_dir=None,
+        dataset_name="demo",
+        progress=progress,
+        cache=False,
     )
     return evaluate_dataset(config, encoder=encoder)

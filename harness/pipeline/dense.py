@@ -13,21 +13,29 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
-from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpus
-from harness.retrieval.models import resolve_model_source
-from harness.runtimes.registry import runtime
 from harness.errors import HarnessError, OutputError, setting
+from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
 from harness.io.lines import content_digest
+from harness.metering import tree_bytes
+from harness.pipeline.config import EvaluateConfig, load_model
+from harness.pipeline.stages import (
+    DOC_TEXT_RULE,
+    Clock,
+    CorpusState,
+    FirstStage,
+    Inputs,
+    check_corpus,
+    checked_corpus,
+    probe_latency,
+)
+from harness.records import Doc, Query, Run
 from harness.retrieval.compress import CompressionSpec
+from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpus
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
-from harness.metering import tree_bytes
+from harness.retrieval.models import resolve_model_source
 from harness.retrieval.streamed import format_size
-from harness.records import Doc, Query, Run
-from harness.pipeline.config import EvaluateConfig, load_model
-from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
-    checked_corpus, probe_latency
+from harness.runtimes.registry import runtime
 
 logger = logging.getLogger(__name__)
 
@@ -58,13 +66,17 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
     key = model_files_key(source, settings)
     remembered = recall_fingerprint(root, key) if key else None
     if remembered is not None and "fingerprint" in remembered:
-        return LazyEncoder(remembered["fingerprint"], lambda: load_model(config), remembered.get("dimension"),
-                           remembered.get("device"))
+        return LazyEncoder(
+            remembered["fingerprint"], lambda: load_model(config), remembered.get("dimension"), remembered.get("device")
+        )
     encoder = load_model(config)
     fingerprint = encoder.fingerprint()
     if key is not None and fingerprint is not None:
-        remember_fingerprint(root, key, {"fingerprint": fingerprint, "dimension": encoder.dimension,
-                                         "device": _device_used(encoder, config)})
+        remember_fingerprint(
+            root,
+            key,
+            {"fingerprint": fingerprint, "dimension": encoder.dimension, "device": _device_used(encoder, config)},
+        )
     return encoder
 
 
@@ -76,8 +88,9 @@ def _calibrated(config: EvaluateConfig, inputs: Inputs, corpus_sha256: str) -> E
     return replace(config, calibration=calibrate(iter_corpus(inputs.folder.corpus), corpus_sha256))
 
 
-def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None, depth: int, top_k: int,
-           clock: Clock) -> FirstStage:
+def dense_stage(
+    config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None, depth: int, top_k: int, clock: Clock
+) -> FirstStage:
     """A bi-encoder: load (or not, when the cache holds everything), encode, index, search."""
     with clock.stage("load"):
         # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
@@ -99,13 +112,26 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         chunk_size = shard_size(corpus_lines, config.ray.shards)
     path = _search_path(config, corpus_lines, encoder.dimension, len(inputs.queries), depth, chunk_size)
     if path.streamed:
-        inputs.notes.append(f"streamed exact search: the corpus vectors ({format_size(path.needed)} in memory) "
-                            f"exceed {path.budget_words()}")
+        inputs.notes.append(
+            f"streamed exact search: the corpus vectors ({format_size(path.needed)} in memory) "
+            f"exceed {path.budget_words()}"
+        )
         logger.info(inputs.notes[-1])
     cost: dict[str, object] = {}
     with _one_ray_session(config):
-        run, quality = _retrieve(encoder, checked_corpus(inputs.folder, corpus), inputs.queries, depth, top_k,
-                                 config, clock, corpus, chunk_size, cost, path)
+        run, quality = _retrieve(
+            encoder,
+            checked_corpus(inputs.folder, corpus),
+            inputs.queries,
+            depth,
+            top_k,
+            config,
+            clock,
+            corpus,
+            chunk_size,
+            cost,
+            path,
+        )
     check_corpus(inputs.folder, corpus)
     record = dict(
         model_source=model_source,
@@ -118,8 +144,11 @@ def dense_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None,
         threads=config.threads,
         engine=config.engine,
         device=_device_used(encoder, config, corpus.workers),
-        **({"shard_size": chunk_size, "search_path": quality.get("search_path", "driver")} if config.engine == "ray"
-           else {}),
+        **(
+            {"shard_size": chunk_size, "search_path": quality.get("search_path", "driver")}
+            if config.engine == "ray"
+            else {}
+        ),
         **({"search_shards": int(quality["search_shards"])} if "search_shards" in quality else {}),
         **path.record(),
     ) | _compression_record(config.compression, quality, encoder.dimension)  # the stored dimension wins
@@ -163,26 +192,33 @@ class SearchPath:
         return {"search": "streamed" if self.streamed else "in-memory", **budget}
 
 
-def _search_path(config: EvaluateConfig, n_docs: int, dimension: int | None, n_queries: int,
-                 depth: int, chunk_size: int) -> SearchPath:
+def _search_path(
+    config: EvaluateConfig, n_docs: int, dimension: int | None, n_queries: int, depth: int, chunk_size: int
+) -> SearchPath:
     """Stream when a plain flat index of `n_docs` vectors would not fit the memory budget (the setting, else the
     process's size now and half the memory available: the search's own needs against the memory free); other
     indexes and compressed vectors are always in memory. A given budget too small for even a streamed search is
     refused here, before anything is encoded (`harness.retrieval.streamed.MemoryBudgetError`)."""
     from harness.retrieval.streamed import default_budget, in_memory_bytes, plan_search, resident_bytes
 
-    if config.index.kind != "flat" or config.compression.compressed or config.compression.truncate_dim is not None \
-            or (config.engine == "ray" and config.ray.search == "sharded") \
-            or dimension is None:  # the workers hold the shards; an endpoint's dimension is known at its first answer
+    if (
+        config.index.kind != "flat"
+        or config.compression.compressed
+        or config.compression.truncate_dim is not None
+        or (config.engine == "ray" and config.ray.search == "sharded")
+        or dimension is None
+    ):  # the workers hold the shards; an endpoint's dimension is known at its first answer
         return SearchPath(n_docs=n_docs)
     budget = config.memory_budget if config.memory_budget is not None else default_budget()
     needed = resident_bytes() + in_memory_bytes(n_docs, dimension, n_queries, depth, config.chunk_size)
     streamed = budget is not None and needed > budget
     path = SearchPath(streamed, budget, config.memory_budget is not None, needed, n_docs)
     if streamed and not config.cache:
-        raise HarnessError(f"the corpus vectors need {format_size(needed)} in memory, more than {path.budget_words()}; "
-                           f"a streamed search reads them from the embedding cache, which is off: turn "
-                           f"{setting('cache')} on" + (f" or raise {setting('memory_budget')}" if path.given else ""))
+        raise HarnessError(
+            f"the corpus vectors need {format_size(needed)} in memory, more than {path.budget_words()}; "
+            f"a streamed search reads them from the embedding cache, which is off: turn "
+            f"{setting('cache')} on" + (f" or raise {setting('memory_budget')}" if path.given else "")
+        )
     if streamed and path.given:
         plan_search(budget, resident_bytes(), n_queries, dimension, depth, max(1, min(chunk_size, n_docs)))
     return path
@@ -199,11 +235,15 @@ def _compression_record(spec: CompressionSpec, quality: dict[str, float], dimens
         record["truncate_dim"] = spec.truncate_dim
     if not spec.compressed:
         return record
-    record.update(embedding_precision=spec.embedding_precision, rescore_multiplier=spec.rescore_multiplier,
-                  compressed_index="IndexBinaryFlat (Hamming)" if spec.binary else
-                  f"IndexScalarQuantizer (QT_8bit_direct{'_signed' if spec.embedding_precision == 'int8' else ''},"
-                  " exact inner product of the codes)",
-                  rescore="float32 query · float32 document vectors" if spec.rescore_multiplier else "none")
+    record.update(
+        embedding_precision=spec.embedding_precision,
+        rescore_multiplier=spec.rescore_multiplier,
+        compressed_index="IndexBinaryFlat (Hamming)"
+        if spec.binary
+        else f"IndexScalarQuantizer (QT_8bit_direct{'_signed' if spec.embedding_precision == 'int8' else ''},"
+        " exact inner product of the codes)",
+        rescore="float32 query · float32 document vectors" if spec.rescore_multiplier else "none",
+    )
     if "calibration_docs" in quality:
         record["calibration"] = f"per-dimension min/max over all {int(quality['calibration_docs'])} corpus vectors"
     return record
@@ -216,8 +256,11 @@ def _device_used(encoder: Encoder, config: EvaluateConfig, workers: list[str] = 
     if config.engine == "ray" and workers:
         return ", ".join(workers)
     device = encoder.device
-    return device if device is not None and config.engine == "local" and "," not in str(config.device) \
+    return (
+        device
+        if device is not None and config.engine == "local" and "," not in str(config.device)
         else str(config.device)
+    )
 
 
 class _IndexBuilder:
@@ -228,9 +271,17 @@ class _IndexBuilder:
     and cached when it is approximate.
     """
 
-    def __init__(self, spec: IndexSpec, index_file: Path | None, usable: bool,
-                 compression: tuple[CompressionSpec, bool] = (CompressionSpec(), True),
-                 calibration_file: Path | None = None, sharded=None, streamed=None, expected_rows: int = 0):
+    def __init__(
+        self,
+        spec: IndexSpec,
+        index_file: Path | None,
+        usable: bool,
+        compression: tuple[CompressionSpec, bool] = (CompressionSpec(), True),
+        calibration_file: Path | None = None,
+        sharded=None,
+        streamed=None,
+        expected_rows: int = 0,
+    ):
         from harness.retrieval.index import DocIds
 
         self.spec, self.index_file, self.use_cached = spec, index_file, usable
@@ -262,8 +313,11 @@ class _IndexBuilder:
             if self.index is None and self.sharded is not None:
                 self.index = self.sharded(vectors.shape[1])
             elif self.index is None:
-                self.index = CompressedIndex(vectors.shape[1], compression, self.calibration_file) \
-                    if compression.compressed else VectorIndex(vectors.shape[1], self.spec)
+                self.index = (
+                    CompressedIndex(vectors.shape[1], compression, self.calibration_file)
+                    if compression.compressed
+                    else VectorIndex(vectors.shape[1], self.spec)
+                )
                 if isinstance(self.index, VectorIndex):
                     self.index.reserve(self.expected_rows)
             self.index.add(doc_ids, vectors)
@@ -271,18 +325,28 @@ class _IndexBuilder:
 
     def reset(self) -> None:
         """Forget everything added (the cache entry being read turned out damaged)."""
-        self.__init__(self.spec, self.index_file, False, self.compression, self.calibration_file, self.sharded,
-                      self.streamed, self.expected_rows)
+        self.__init__(
+            self.spec,
+            self.index_file,
+            False,
+            self.compression,
+            self.calibration_file,
+            self.sharded,
+            self.streamed,
+            self.expected_rows,
+        )
 
     def finish(self, writable: bool):
         """The built (or cached) index, or None when no vector was added."""
         built = time.perf_counter()
         if self.streamed is not None:
-            self.index = _streamed_index(*self.streamed, self.loaded_ids, self.dimension, self.lengths) \
-                if self.rows else None
+            self.index = (
+                _streamed_index(*self.streamed, self.loaded_ids, self.dimension, self.lengths) if self.rows else None
+            )
         elif self.use_cached and self.loaded_vectors:
-            self.index, self.from_cache = _load_index(self.index_file, self.spec, self.loaded_ids, self.loaded_vectors,
-                                                      writable)
+            self.index, self.from_cache = _load_index(
+                self.index_file, self.spec, self.loaded_ids, self.loaded_vectors, writable
+            )
             self.loaded_vectors.clear()
         elif self.index is not None:
             self.index.build()
@@ -301,9 +365,11 @@ def _streamed_index(entry, budget: int | None, given: bool, doc_ids, dimension: 
     from harness.retrieval.streamed import StreamedIndex, rows_from_chunks
 
     if not entry.complete:
-        raise HarnessError(f"the embedding cache {entry.root} could not be written, and a streamed search reads the "
-                           f"corpus vectors from it: free disk space there"
-                           + (f" or raise {setting('memory_budget')}" if given else ""))
+        raise HarnessError(
+            f"the embedding cache {entry.root} could not be written, and a streamed search reads the "
+            f"corpus vectors from it: free disk space there"
+            + (f" or raise {setting('memory_budget')}" if given else "")
+        )
 
     def chunks():
         try:
@@ -311,19 +377,32 @@ def _streamed_index(entry, budget: int | None, given: bool, doc_ids, dimension: 
                 yield vectors
         except CacheCorrupt as exc:
             entry.drop()
-            raise HarnessError(f"{exc}: a chunk of the embedding cache changed during the streamed search; "
-                               "the entry was removed (nothing was scored): rerun to recompute it") from None
+            raise HarnessError(
+                f"{exc}: a chunk of the embedding cache changed during the streamed search; "
+                "the entry was removed (nothing was scored): rerun to recompute it"
+            ) from None
 
     def load(index: int):
         return entry.read_chunk(index, mmap=True)[1]  # verified by the pass that found the candidates
 
-    return StreamedIndex(chunks, rows_from_chunks(load, lengths), doc_ids, dimension, budget, max(lengths),
-                         strict=given)
+    return StreamedIndex(
+        chunks, rows_from_chunks(load, lengths), doc_ids, dimension, budget, max(lengths), strict=given
+    )
 
 
-def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth: int, top_k: int,
-              config: EvaluateConfig, clock: Clock, corpus: CorpusState,
-              chunk_size: int, cost: dict[str, object], path: SearchPath = SearchPath()) -> tuple[Run, dict[str, float]]:
+def _retrieve(
+    encoder: Encoder,
+    docs: Iterator[Doc],
+    queries: list[Query],
+    depth: int,
+    top_k: int,
+    config: EvaluateConfig,
+    clock: Clock,
+    corpus: CorpusState,
+    chunk_size: int,
+    cost: dict[str, object],
+    path: SearchPath = SearchPath(),
+) -> tuple[Run, dict[str, float]]:
     """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search;
     what it cost beyond the clock's phases goes into `cost`."""
     started = time.perf_counter()
@@ -333,21 +412,39 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
     entry, builder = None, _IndexBuilder(config.index, None, False, compression, expected_rows=path.n_docs)
     if cache_root is not None:
         logger.info("embedding cache: %s", cache_root)
-        entry = embedding_entry(cache_root, {"kind": "corpus", "model": fingerprint, "text_rule": DOC_TEXT_RULE,
-                                             "dtype": "float32", "corpus_sha256": corpus.sha256},
-                                {"dataset": corpus.dataset})
-        builder = _IndexBuilder(config.index, *_cached_index_file(cache_root, entry, config.index,
-                                                                   config.compression), compression,
-                                _calibration_file(cache_root, entry, config.compression), _sharded(config, entry),
-                                (entry, path.budget, path.given) if path.streamed else None, path.n_docs)
+        entry = embedding_entry(
+            cache_root,
+            {
+                "kind": "corpus",
+                "model": fingerprint,
+                "text_rule": DOC_TEXT_RULE,
+                "dtype": "float32",
+                "corpus_sha256": corpus.sha256,
+            },
+            {"dataset": corpus.dataset},
+        )
+        builder = _IndexBuilder(
+            config.index,
+            *_cached_index_file(cache_root, entry, config.index, config.compression),
+            compression,
+            _calibration_file(cache_root, entry, config.compression),
+            _sharded(config, entry),
+            (entry, path.budget, path.given) if path.streamed else None,
+            path.n_docs,
+        )
         _from_cache(entry, builder, corpus)
     if path.streamed and entry is None:
-        raise HarnessError(f"the corpus vectors need {format_size(path.needed)} in memory, more than "
-                           f"{path.budget_words()}, and a streamed search reads them from the embedding cache, which "
-                           "this model cannot use (no weight fingerprint)"
-                           + (f": raise {setting('memory_budget')}" if path.given else ": free memory"))
-    encode_seconds = 0.0 if corpus.cached else _encode_missing(encoder, docs, config, entry, builder, fingerprint,
-                                                               chunk_size, corpus.workers)
+        raise HarnessError(
+            f"the corpus vectors need {format_size(path.needed)} in memory, more than "
+            f"{path.budget_words()}, and a streamed search reads them from the embedding cache, which "
+            "this model cannot use (no weight fingerprint)"
+            + (f": raise {setting('memory_budget')}" if path.given else ": free memory")
+        )
+    encode_seconds = (
+        0.0
+        if corpus.cached
+        else _encode_missing(encoder, docs, config, entry, builder, fingerprint, chunk_size, corpus.workers)
+    )
     index = builder.finish(entry is not None and entry.writable)
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
@@ -361,13 +458,23 @@ def _retrieve(encoder: Encoder, docs: Iterator[Doc], queries: list[Query], depth
     if index is None:
         return Run.from_scores({}), {}
     with clock.stage("encode_queries"):
-        vectors, queries_cached, queries_entry = _query_vectors(encoder, queries, cache_root, fingerprint,
-                                                                corpus.dataset)
+        vectors, queries_cached, queries_entry = _query_vectors(
+            encoder, queries, cache_root, fingerprint, corpus.dataset
+        )
         query_vectors = config.compression.prepare(vectors, encoder.normalize)
     if queries_cached:
         clock.mark_cached("encode_queries")
-    run, quality = _search(index, encoder.name, queries, query_vectors, depth, top_k,
-                           config.index.kind != "flat" or config.compression.compressed, clock, cost)
+    run, quality = _search(
+        index,
+        encoder.name,
+        queries,
+        query_vectors,
+        depth,
+        top_k,
+        config.index.kind != "flat" or config.compression.compressed,
+        clock,
+        cost,
+    )
     cost["index_bytes"] = int(quality.pop("index_bytes", 0)) or None
     if cache_root is not None:
         cost["cache_bytes"] = tree_bytes([entry.root, queries_entry, builder.index_file, builder.calibration_file])
@@ -390,8 +497,13 @@ def _sharded(config: EvaluateConfig, entry):
     """How the ray engine's sharded search stands in for the flat index (dimension → `ShardedCorpus`), or None
     where search stays on the driver: another engine, ``ray_search driver``, an approximate index, or vectors the
     index does not take as cached (compressed, truncated)."""
-    if config.engine != "ray" or config.ray.search != "sharded" or config.index.kind != "flat" \
-            or config.compression.compressed or config.compression.truncate_dim is not None:
+    if (
+        config.engine != "ray"
+        or config.ray.search != "sharded"
+        or config.index.kind != "flat"
+        or config.compression.compressed
+        or config.compression.truncate_dim is not None
+    ):
         return None
     from functools import partial
 
@@ -400,8 +512,9 @@ def _sharded(config: EvaluateConfig, entry):
     return partial(ShardedCorpus, entry=entry, spec=config.ray)
 
 
-def _cached_index_file(cache_root: Path, entry, spec: IndexSpec,
-                       compression: CompressionSpec) -> tuple[Path | None, bool]:
+def _cached_index_file(
+    cache_root: Path, entry, spec: IndexSpec, compression: CompressionSpec
+) -> tuple[Path | None, bool]:
     """Where an approximate index over this entry (truncated as `compression` says) is cached, and whether it
     can be used now."""
     if spec.kind == "flat":
@@ -409,8 +522,14 @@ def _cached_index_file(cache_root: Path, entry, spec: IndexSpec,
     import faiss
 
     truncation = {"truncate_dim": compression.truncate_dim} if compression.truncate_dim is not None else {}
-    path = cache_root / "indexes" / (content_key(
-        {"embeddings": entry.key, "index": asdict(spec), "faiss": faiss.__version__, **truncation}) + ".faiss")
+    path = (
+        cache_root
+        / "indexes"
+        / (
+            content_key({"embeddings": entry.key, "index": asdict(spec), "faiss": faiss.__version__, **truncation})
+            + ".faiss"
+        )
+    )
     return path, entry.complete and path.is_file()
 
 
@@ -418,8 +537,14 @@ def _calibration_file(cache_root: Path, entry, compression: CompressionSpec) -> 
     """Where the int8/uint8 ranges of this entry's corpus vectors (truncated as `compression` says) are kept."""
     if compression.embedding_precision not in ("int8", "uint8"):
         return None
-    return cache_root / "indexes" / (content_key({"embeddings": entry.key, "calibration": "minmax",
-                                                  "truncate_dim": compression.truncate_dim}) + ".ranges.npz")
+    return (
+        cache_root
+        / "indexes"
+        / (
+            content_key({"embeddings": entry.key, "calibration": "minmax", "truncate_dim": compression.truncate_dim})
+            + ".ranges.npz"
+        )
+    )
 
 
 def _from_cache(entry, builder: _IndexBuilder, corpus: CorpusState) -> None:
@@ -439,8 +564,16 @@ def _from_cache(entry, builder: _IndexBuilder, corpus: CorpusState) -> None:
         corpus.n_docs, corpus.cached, corpus.unseen = 0, False, set(corpus.judged)
 
 
-def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfig, entry, builder: _IndexBuilder,
-                    fingerprint, chunk_size: int, workers: list[str] | None = None) -> float:
+def _encode_missing(
+    encoder: Encoder,
+    docs: Iterator[Doc],
+    config: EvaluateConfig,
+    entry,
+    builder: _IndexBuilder,
+    fingerprint,
+    chunk_size: int,
+    workers: list[str] | None = None,
+) -> float:
     """Encode what the cache lacks — here, or on Ray / several devices — into the entry and the index.
 
     Returns:
@@ -453,21 +586,38 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
     n_chunks = 0
     if config.engine == "ray" or len(devices) > 1:
         if entry is None:
-            raise HarnessError(f"{'the ray engine' if config.engine == 'ray' else 'several devices'} need a model "
-                               "with a weight fingerprint, for the embedding cache the workers write into")
+            raise HarnessError(
+                f"{'the ray engine' if config.engine == 'ray' else 'several devices'} need a model "
+                "with a weight fingerprint, for the embedding cache the workers write into"
+            )
         resumable = entry.resumable(chunk_size)
         entry.start(chunk_size)
-        chunks = _fan_out(config, fingerprint, docs, entry, chunk_size, devices,
-                          cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids, workers=workers)
+        chunks = _fan_out(
+            config,
+            fingerprint,
+            docs,
+            entry,
+            chunk_size,
+            devices,
+            cached=lambda i, ids: resumable and entry.chunk_ids(i) == ids,
+            workers=workers,
+        )
     else:
         if entry is not None:
             done = entry.done_chunks(chunk_size)
             entry.start(chunk_size)  # drops a partial entry of another chunk size: its pieces cannot fit
             if done:
                 logger.info("resuming: %d chunk(s) of %d documents already encoded in the cache", done, chunk_size)
-        chunks = encode_corpus(encoder, docs, chunk_size=chunk_size, batch_size=config.encoder.batch_size,
-                               progress=config.progress, store=entry, checkpoint_seconds=config.checkpoint_seconds,
-                               token_budget=config.token_budget)
+        chunks = encode_corpus(
+            encoder,
+            docs,
+            chunk_size=chunk_size,
+            batch_size=config.encoder.batch_size,
+            progress=config.progress,
+            store=entry,
+            checkpoint_seconds=config.checkpoint_seconds,
+            token_budget=config.token_budget,
+        )
     # A trained index keeps every vector until it is built (and for exact search after): memory maps of
     # the cache's chunk files then, so that memory does not grow with the corpus.
     keep_mapped = config.index.kind in TRAINED or config.compression.compressed
@@ -485,8 +635,17 @@ def _encode_missing(encoder: Encoder, docs: Iterator[Doc], config: EvaluateConfi
     return seconds
 
 
-def _search(index, name: str, queries: list[Query], query_vectors, depth: int, top_k: int, approximate: bool,
-            clock: Clock, cost: dict[str, object]) -> tuple[Run, dict[str, float]]:
+def _search(
+    index,
+    name: str,
+    queries: list[Query],
+    query_vectors,
+    depth: int,
+    top_k: int,
+    approximate: bool,
+    clock: Clock,
+    cost: dict[str, object],
+) -> tuple[Run, dict[str, float]]:
     """Search the index (then a sample of queries alone, for their latency, into `cost`); an approximate one is
     also measured against exact search on the same vectors."""
     from harness.retrieval.index import recall_of_exact
@@ -494,8 +653,9 @@ def _search(index, name: str, queries: list[Query], query_vectors, depth: int, t
     query_ids = [query.query_id for query in queries]
     with clock.stage("search"):
         run = index.search(query_ids, query_vectors, depth, name=name)
-    probe_latency(clock, cost, lambda i: index.search(query_ids[i:i + 1], query_vectors[i:i + 1], depth),
-                  len(query_ids))
+    probe_latency(
+        clock, cost, lambda i: index.search(query_ids[i : i + 1], query_vectors[i : i + 1], depth), len(query_ids)
+    )
     quality: dict[str, float] = index.facts()
     if approximate:
         with clock.stage("exact_search"):
@@ -506,15 +666,31 @@ def _search(index, name: str, queries: list[Query], query_vectors, depth: int, t
     return run, quality
 
 
-def _fan_out(config: EvaluateConfig, fingerprint, docs: Iterator[Doc], entry, chunk_size: int, devices: list[str],
-             cached, workers: list[str] | None = None) -> Iterator:
+def _fan_out(
+    config: EvaluateConfig,
+    fingerprint,
+    docs: Iterator[Doc],
+    entry,
+    chunk_size: int,
+    devices: list[str],
+    cached,
+    workers: list[str] | None = None,
+) -> Iterator:
     """The engines that encode chunks in other processes: Ray actors, or one local worker per device."""
     from functools import partial
 
     from harness.engines.shards import EncodeJob
 
-    job = EncodeJob(partial(load_model, config), fingerprint, entry, chunk_size, config.encoder.batch_size,
-                    config.checkpoint_seconds, config.token_budget, workers if workers is not None else [])
+    job = EncodeJob(
+        partial(load_model, config),
+        fingerprint,
+        entry,
+        chunk_size,
+        config.encoder.batch_size,
+        config.checkpoint_seconds,
+        config.token_budget,
+        workers if workers is not None else [],
+    )
     if config.engine == "ray":
         from harness.engines.ray_engine import encode_corpus_ray
 
@@ -550,7 +726,7 @@ def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bo
         rebuilt = VectorIndex(dimension, spec)
         start = 0
         for vectors in chunks:
-            rebuilt.add(doc_ids[start:start + len(vectors)], vectors)
+            rebuilt.add(doc_ids[start : start + len(vectors)], vectors)
             start += len(vectors)
         rebuilt.build()
         if writable:  # replace the damaged file, or every later run rebuilds (and warns) again
@@ -570,11 +746,14 @@ def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | No
         check_finite_queries(vectors, [query.query_id for query in queries], encoder)
         return vectors, False, None
     texts_sha = hashlib.sha256(json.dumps([[q.query_id, q.text] for q in queries]).encode()).hexdigest()
-    entry = embedding_entry(cache_root, {"kind": "queries", "model": fingerprint, "dtype": "float32",
-                                         "queries_sha256": texts_sha}, {"dataset": dataset})
+    entry = embedding_entry(
+        cache_root,
+        {"kind": "queries", "model": fingerprint, "dtype": "float32", "queries_sha256": texts_sha},
+        {"dataset": dataset},
+    )
     if entry.complete:
         try:
-            (ids, vectors), = list(entry.chunks())
+            ((ids, vectors),) = list(entry.chunks())
             if ids == [query.query_id for query in queries]:
                 return vectors, True, entry.root
         except (CacheCorrupt, ValueError) as exc:

@@ -11,10 +11,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from harness.presentation import align
-from harness.io.cache import cache_dir, list_entries
 from harness.datasets.catalog import data_dir, list_datasets
 from harness.host import host_info, versions
+from harness.io.cache import cache_dir, list_entries
+from harness.presentation import align
 from harness.runtimes.registry import TORCH
 
 logger = logging.getLogger(__name__)
@@ -26,20 +26,34 @@ def torch_devices() -> dict[str, Any]:
         return {"torch": "not installed"}
     import torch
 
-    cuda = [{"index": i, "name": torch.cuda.get_device_name(i),
-             "memory_gib": round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1)}
-            for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    cuda = (
+        [
+            {
+                "index": i,
+                "name": torch.cuda.get_device_name(i),
+                "memory_gib": round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1),
+            }
+            for i in range(torch.cuda.device_count())
+        ]
+        if torch.cuda.is_available()
+        else []
+    )
     mps = getattr(torch.backends, "mps", None)
-    return {"cuda": cuda, "cuda_version": torch.version.cuda, "mps": bool(mps and mps.is_available()),
-            "cpu_threads": torch.get_num_threads()}
+    return {
+        "cuda": cuda,
+        "cuda_version": torch.version.cuda,
+        "mps": bool(mps and mps.is_available()),
+        "cpu_threads": torch.get_num_threads(),
+    }
 
 
 def _folder_size(root: Path) -> int:
     return sum(path.stat().st_size for path in root.rglob("*") if path.is_file()) if root.is_dir() else 0
 
 
-def describe(data: str | Path | None = None, cache: str | Path | None = None,
-             results: str | Path = "results") -> dict[str, Any]:
+def describe(
+    data: str | Path | None = None, cache: str | Path | None = None, results: str | Path = "results"
+) -> dict[str, Any]:
     """Everything `beir-harness env` shows, as a JSON-ready dict.
 
     Args:
@@ -55,12 +69,16 @@ def describe(data: str | Path | None = None, cache: str | Path | None = None,
         "host": host_info(),
         "devices": torch_devices(),
         "folders": {
-            "data": str(data_root.resolve()), "cache": str(cache_root.resolve()),
+            "data": str(data_root.resolve()),
+            "cache": str(cache_root.resolve()),
             "results": str(results_root.resolve()),
         },
         "installed_datasets": installed,
-        "cache": {"entries": len(entries), "complete": sum(e["complete"] for e in entries),
-                  "bytes": _folder_size(cache_root)},
+        "cache": {
+            "entries": len(entries),
+            "complete": sum(e["complete"] for e in entries),
+            "bytes": _folder_size(cache_root),
+        },
         "results": len(list(results_root.glob("*/*/*.json"))) if results_root.is_dir() else 0,
     }
 
@@ -71,17 +89,20 @@ def format_environment(info: dict[str, Any]) -> str:
     cuda = devices.get("cuda") or []
     lines = [f"{name}: {version}" for name, version in info["versions"].items()]
     lines += [
-        f"cpu: {host['cpu']} ({host['machine']}, {host['logical_cores']} logical cores, "
-        f"{host['cores_used']} usable)",
+        f"cpu: {host['cpu']} ({host['machine']}, {host['logical_cores']} logical cores, {host['cores_used']} usable)",
         f"cpu kernels: {host['kernel_class']} ({' '.join(host['cpu_flags']) or 'none of the tracked flags'})",
         f"os: {host['os']}",
-        "cuda: " + ("; ".join(f"cuda:{d['index']} {d['name']} ({d['memory_gib']} GiB)" for d in cuda)
-                    + f" (CUDA {devices.get('cuda_version')})" if cuda else "none"),
+        "cuda: "
+        + (
+            "; ".join(f"cuda:{d['index']} {d['name']} ({d['memory_gib']} GiB)" for d in cuda)
+            + f" (CUDA {devices.get('cuda_version')})"
+            if cuda
+            else "none"
+        ),
         f"mps: {'available' if devices.get('mps') else 'no'}",
         f"data dir: {folders['data']}",
         f"installed datasets: {', '.join(info['installed_datasets']) or 'none'}",
-        f"cache dir: {folders['cache']} ({info['cache']['entries']} entries, "
-        f"{info['cache']['bytes'] / 2**20:.1f} MB)",
+        f"cache dir: {folders['cache']} ({info['cache']['entries']} entries, {info['cache']['bytes'] / 2**20:.1f} MB)",
         f"results dir: {folders['results']} ({info['results']} result files)",
     ]
     return "\n".join(lines)
@@ -117,23 +138,35 @@ def _runtime_encoders(torch_encoder: Any, sample: list[str], cache: Path) -> dic
         members = [record for record in RUNTIMES if record.build is not None and record.extra == extra]
         needs = dict.fromkeys(module for record in members for module in record.needs)
         if any(importlib.util.find_spec(module) is None for module in needs):
-            logger.info("%s %s not installed: the %s backends are not measured (pip install 'beir-harness[%s]')",
-                        "/".join(needs), "is" if len(needs) == 1 else "are", extra, extra)
+            logger.info(
+                "%s %s not installed: the %s backends are not measured (pip install 'beir-harness[%s]')",
+                "/".join(needs),
+                "is" if len(needs) == 1 else "are",
+                extra,
+                extra,
+            )
             continue
         for record in members:
             calibration = None
             if record.calibrated:  # on the sample itself: a short sample is no fault here
                 docs = [Doc(str(i), "", text) for i, text in enumerate(sample)]
-                calibration = corpus_calibration(iter(docs), content_key({"bench sample": sample}),
-                                                 size=min(CALIBRATION_TEXTS, len(sample)))
+                calibration = corpus_calibration(
+                    iter(docs), content_key({"bench sample": sample}), size=min(CALIBRATION_TEXTS, len(sample))
+                )
             encoders[record.name] = record.wrap(torch_encoder, cache, calibration)
             if hasattr(encoders[record.name], "inference_precision"):
                 logger.info("%s: inference precision %s here", record.name, encoders[record.name].inference_precision)
     return encoders
 
 
-def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Path | None = None,
-                   cache: str | Path | None = None, rounds: int = 2, batch_size: int = 32) -> list[dict[str, Any]]:
+def bench_backends(
+    model: str | None = None,
+    texts: int = 256,
+    dataset: str | Path | None = None,
+    cache: str | Path | None = None,
+    rounds: int = 2,
+    batch_size: int = 32,
+) -> list[dict[str, Any]]:
     """Encode one sample with every available backend here; docs/s and closeness to torch fp32.
 
     Backends are alternated round by round (so a slow-down of the machine hits all of them), each
@@ -158,7 +191,9 @@ def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Pa
     torch_encoder = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size)
     encoders: dict[str, Any] = {TORCH: torch_encoder}
     encoders.update(_runtime_encoders(torch_encoder, sample, cache_dir(cache)))
-    encoders[f"{TORCH} bf16"] = load_encoder(model or DEFAULT_MODEL, batch_size=batch_size, device="cpu", precision="bf16")
+    encoders[f"{TORCH} bf16"] = load_encoder(
+        model or DEFAULT_MODEL, batch_size=batch_size, device="cpu", precision="bf16"
+    )
     from harness.runtimes.auto import measure
 
     return measure(encoders, sample, rounds=rounds, batch_size=batch_size)
@@ -166,11 +201,20 @@ def bench_backends(model: str | None = None, texts: int = 256, dataset: str | Pa
 
 def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -> str:
     """The backend table, headed by the machine it was measured on."""
-    lines = [f"measured on {host['cpu']} ({host['kernel_class']}: {' '.join(host['cpu_flags'])}; "
-             f"{host['cores_used']} cores), {texts} texts"]
+    lines = [
+        f"measured on {host['cpu']} ({host['kernel_class']}: {' '.join(host['cpu_flags'])}; "
+        f"{host['cores_used']} cores), {texts} texts"
+    ]
     table = [["backend", "docs/s", "vs torch", "cosine to torch fp32 (mean / min)"]]
-    table += [[row["backend"], f"{row['docs_per_s']:.1f}", f"{row['vs_torch']:.2f}x",
-               f"{row['cosine_mean']:.4f} / {row['cosine_min']:.4f}"] for row in rows]
+    table += [
+        [
+            row["backend"],
+            f"{row['docs_per_s']:.1f}",
+            f"{row['vs_torch']:.2f}x",
+            f"{row['cosine_mean']:.4f} / {row['cosine_min']:.4f}",
+        ]
+        for row in rows
+    ]
     lines += align(table, right=[False, True, True, True])
     fastest = max(rows, key=lambda row: row["docs_per_s"])
     lines.append(f"fastest here: {fastest['backend']}")
@@ -182,7 +226,11 @@ def _auto_pick(rows: list[dict[str, Any]], host: dict[str, Any]) -> str:
     """What `harness.runtimes.auto.choose` makes of these rows: its candidates only (torch bf16 where native)."""
     from harness.runtimes.auto import EXCLUDED, Candidate, choose, native_bf16
 
-    usable = [row for row in rows if row["backend"] not in EXCLUDED and
-              (row["backend"] != Candidate(TORCH, "bf16").name or native_bf16(host["cpu_flags"]))]
+    usable = [
+        row
+        for row in rows
+        if row["backend"] not in EXCLUDED
+        and (row["backend"] != Candidate(TORCH, "bf16").name or native_bf16(host["cpu_flags"]))
+    ]
     choice = choose(usable, [Candidate(*row["backend"].split(" ")) for row in usable])
     return f"{choice['picked']} ({choice['reason']})"

@@ -18,31 +18,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.datasets import registry
-from harness.io.cache import cache_dir
 from harness.datasets.catalog import resolve_dataset
-from harness.retrieval.encode import HASH_PREFIX, Encoder
-from harness.retrieval.models import check_model_available, model_folder
-from harness.runtimes.registry import TORCH, is_auto, runtime
-from harness.runtimes.spec import EncoderSpec
-from harness.retrieval.devices import DeviceError, DeviceSpec
+from harness.engines.ray_engine import ENGINES
 from harness.errors import DatasetError, HarnessError, setting
+from harness.evaluation.metrics import evaluate, standard_metrics
+from harness.host import host_info, versions
+from harness.io.cache import cache_dir
 from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder
 from harness.io.provenance import read_provenance
 from harness.io.trec import read_qrels, read_run
-from harness.host import host_info, versions
-from harness.retrieval.compress import CompressionSpec
-from harness.retrieval.endpoint import ENDPOINT_PREFIX
-from harness.retrieval.index import IndexSpec
-from harness.evaluation.metrics import evaluate, standard_metrics
-from harness.engines.ray_engine import ENGINES
-from harness.records import Qrels, Query, Run, doc_text
-from harness.reporting.report import Result, write_result
-from harness.reporting.variant import Configuration
 from harness.pipeline.config import (
     BM25_MODEL,
     DEFAULT_DEPTH,
-    STANDARD_K,
     REGISTRY_PROMPTS,
+    STANDARD_K,
     EvaluateConfig,
     first_device,
     load_model,  # noqa: F401 - the config's names are importable from here too (bench, tests)
@@ -62,6 +51,17 @@ from harness.pipeline.stages import (
     checked_corpus,
     cost_record,
 )
+from harness.records import Qrels, Query, Run, doc_text
+from harness.reporting.report import Result, write_result
+from harness.reporting.variant import Configuration
+from harness.retrieval.compress import CompressionSpec
+from harness.retrieval.devices import DeviceError, DeviceSpec
+from harness.retrieval.encode import HASH_PREFIX, Encoder
+from harness.retrieval.endpoint import ENDPOINT_PREFIX
+from harness.retrieval.index import IndexSpec
+from harness.retrieval.models import check_model_available, model_folder
+from harness.runtimes.registry import TORCH, is_auto, runtime
+from harness.runtimes.spec import EncoderSpec
 
 logger = logging.getLogger(__name__)
 
@@ -130,9 +130,11 @@ def _check_model_kind(config: EvaluateConfig) -> None:
     if config.run_path is not None or config.model.lower() == BM25_MODEL or config.model.startswith(HASH_PREFIX):
         return
     if model_kind(model_folder(config.model)) == "cross-encoder":
-        raise HarnessError(f"{config.model} is a cross-encoder (it scores query-document pairs), not a retriever; "
-                           f"rerank with it (--rerank {config.model}) after a first stage given as --model, e.g. "
-                           "--model bm25")
+        raise HarnessError(
+            f"{config.model} is a cross-encoder (it scores query-document pairs), not a retriever; "
+            f"rerank with it (--rerank {config.model}) after a first stage given as --model, e.g. "
+            "--model bm25"
+        )
 
 
 def rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder: BeirFolder) -> tuple[Run, dict]:
@@ -144,14 +146,24 @@ def rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder:
     documents = {doc.doc_id: doc_text(doc) for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
     fingerprint = reranker.fingerprint()
     cache = ScoreCache(cache_dir(config.cache_dir) if config.cache else None, fingerprint)
-    reranked, counts = rerank(run, {query.query_id: query.text for query in queries}, documents, reranker, cache,
-                              progress=config.progress, checkpoint_seconds=config.checkpoint_seconds)
-    logger.info("reranked %d pairs with %s (%d from the cache)", counts["pairs"], config.rerank.model,
-                counts["cached"])
-    return reranked, {**config.rerank.to_config(), "batch_size": config.rerank.batch_size,
-                      "fingerprint": fingerprint, "pairs": counts["pairs"], "cached_pairs": counts["cached"],
-                      "protocol": "top-depth first-stage documents re-sorted by the cross-encoder score; the rest "
-                                  "dropped"}
+    reranked, counts = rerank(
+        run,
+        {query.query_id: query.text for query in queries},
+        documents,
+        reranker,
+        cache,
+        progress=config.progress,
+        checkpoint_seconds=config.checkpoint_seconds,
+    )
+    logger.info("reranked %d pairs with %s (%d from the cache)", counts["pairs"], config.rerank.model, counts["cached"])
+    return reranked, {
+        **config.rerank.to_config(),
+        "batch_size": config.rerank.batch_size,
+        "fingerprint": fingerprint,
+        "pairs": counts["pairs"],
+        "cached_pairs": counts["cached"],
+        "protocol": "top-depth first-stage documents re-sorted by the cross-encoder score; the rest dropped",
+    }
 
 
 def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
@@ -163,22 +175,33 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
     encoder = config.encoder
     if is_auto(encoder.backend):  # devices as for torch; the probe (`_auto_backend`) resolves the rest
         if encoder.precision != "fp32":
-            raise HarnessError(f"{setting('backend')} auto picks the precision too; leave {setting('precision')} at "
-                               "fp32, or name the backend")
+            raise HarnessError(
+                f"{setting('backend')} auto picks the precision too; leave {setting('precision')} at "
+                "fp32, or name the backend"
+            )
         return replace(_resolve_devices(replace(config, encoder=replace(encoder, backend=TORCH))), encoder=encoder)
-    spec = DeviceSpec(config.device, encoder.precision,
-                      queries_only=config.engine == "ray" and bool(config.ray.gpus_per_worker))
+    spec = DeviceSpec(
+        config.device, encoder.precision, queries_only=config.engine == "ray" and bool(config.ray.gpus_per_worker)
+    )
     spec.check_syntax()
-    needs_torch = config.run_path is None and config.model.lower() != BM25_MODEL and \
-        not config.model.startswith(HASH_PREFIX)
+    needs_torch = (
+        config.run_path is None and config.model.lower() != BM25_MODEL and not config.model.startswith(HASH_PREFIX)
+    )
     if not needs_torch:
         parts = spec.option.split(",")
-        if any(part not in ("auto", "cpu") for part in parts) and config.run_path is None and \
-                config.model.startswith(HASH_PREFIX):
+        if (
+            any(part not in ("auto", "cpu") for part in parts)
+            and config.run_path is None
+            and config.model.startswith(HASH_PREFIX)
+        ):
             raise DeviceError(f"the hashing stand-in encoder runs on CPUs only, not {spec.option}")
         # A list of CPUs keeps its length: `cpu,cpu` is two worker processes.
-        return replace(config, device=",".join("cpu" for _ in parts) if config.run_path is None and
-                       config.model.startswith(HASH_PREFIX) else "cpu")
+        return replace(
+            config,
+            device=",".join("cpu" for _ in parts)
+            if config.run_path is None and config.model.startswith(HASH_PREFIX)
+            else "cpu",
+        )
     record = runtime(encoder.backend)
     if record.device_refusal is not None:  # a CPU runtime at its own precision
         record.check_device(spec.option, encoder.precision)
@@ -188,8 +211,10 @@ def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
         return replace(config, device="auto")
     devices = spec.resolve()
     if len(devices) > 1 and config.engine == "ray":
-        raise DeviceError("a device list fans out over local worker processes; with the ray engine, ask each worker "
-                          "for GPUs instead (ray_gpus_per_worker)")
+        raise DeviceError(
+            "a device list fans out over local worker processes; with the ray engine, ask each worker "
+            "for GPUs instead (ray_gpus_per_worker)"
+        )
     return replace(config, device=",".join(devices))
 
 
@@ -214,9 +239,11 @@ def _judged_queries(folder: BeirFolder, qrels: Qrels, digest, notes: list[str]) 
         )
     empty = [query.query_id for query in wanted if not query.text.strip()]
     if empty:
-        notes.append(f"{len(empty)} judged quer{'y has' if len(empty) == 1 else 'ies have'} empty text in "
-                     f"{folder.queries} ({_examples(empty)}); they are searched with an empty string and "
-                     "count in every mean")
+        notes.append(
+            f"{len(empty)} judged quer{'y has' if len(empty) == 1 else 'ies have'} empty text in "
+            f"{folder.queries} ({_examples(empty)}); they are searched with an empty string and "
+            "count in every mean"
+        )
         logger.warning(notes[-1])
     return wanted
 
@@ -242,11 +269,15 @@ def _unknown_run_docs(corpus: CorpusState, run_path: Path, folder: BeirFolder, a
     if not corpus.unseen_run:
         return []
     count = len(corpus.unseen_run)
-    what = (f"{count} document id{'s' if count > 1 else ''} in {run_path} {'are' if count > 1 else 'is'} not "
-            f"in {folder.corpus} ({_examples(corpus.unseen_run)})")
+    what = (
+        f"{count} document id{'s' if count > 1 else ''} in {run_path} {'are' if count > 1 else 'is'} not "
+        f"in {folder.corpus} ({_examples(corpus.unseen_run)})"
+    )
     if not allow:
-        raise DatasetError(f"{what}; the run was probably made on another corpus version: rerun it on this "
-                           "corpus, or allow unknown documents (--allow-unknown-docs) to score them as non-relevant")
+        raise DatasetError(
+            f"{what}; the run was probably made on another corpus version: rerun it on this "
+            "corpus, or allow unknown documents (--allow-unknown-docs) to score them as non-relevant"
+        )
     note = f"{what}; scored as non-relevant (unknown documents allowed)"
     logger.warning(note)
     return [note]
@@ -276,8 +307,9 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     clock = Clock(reset_peak_memory=True)  # the cost record's peak RSS is this evaluation's (bench: each cell's)
     with clock.stage("load"):  # the settings' checks, the dataset (a download is a load), qrels and queries
         config, k_values, top_k, stored_k = checked(config, loaded=encoder is not None)
-        folder_path, resolved_name = resolve_dataset(config.dataset_path, config.data_dir, config.download,
-                                                     config.base_url, config.progress)
+        folder_path, resolved_name = resolve_dataset(
+            config.dataset_path, config.data_dir, config.download, config.base_url, config.progress
+        )
         folder = locate_beir_folder(folder_path, config.split)
         dataset = config.dataset_name or resolved_name
         ignore_identical_ids, policy_source = self_hit_policy(config, dataset)
@@ -310,12 +342,19 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     if evaluation.n_unjudged:
         logger.info("%d run queries are not judged in %s and were ignored", evaluation.n_unjudged, folder.qrels)
     if evaluation.n_missing:
-        inputs.notes.append(f"{evaluation.n_missing} of {evaluation.n_queries} judged queries have no results in "
-                            "the run and score 0")
+        inputs.notes.append(
+            f"{evaluation.n_missing} of {evaluation.n_queries} judged queries have no results in the run and score 0"
+        )
         logger.warning(inputs.notes[-1])
-    config_record = {"k_values": list(k_values), "top_k": top_k, "ignore_identical_ids": ignore_identical_ids,
-                     "self_hit_policy_source": policy_source, "dataset_path": str(Path(folder_path).resolve()),
-                     "n_docs": stage.corpus.n_docs, **stage.record}
+    config_record = {
+        "k_values": list(k_values),
+        "top_k": top_k,
+        "ignore_identical_ids": ignore_identical_ids,
+        "self_hit_policy_source": policy_source,
+        "dataset_path": str(Path(folder_path).resolve()),
+        "n_docs": stage.corpus.n_docs,
+        **stage.record,
+    }
     if auto is not None:
         config_record["backend_auto"] = auto
     if provenance:  # how the qrels were made (a merge's annotators, policy, ties, agreement)
@@ -335,8 +374,12 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
 def _probed(config: EvaluateConfig) -> bool:
     """Whether ``--backend auto`` has a model to probe: a dense model with weights (not a run, BM25, a sparse
     encoder, the hashing stand-in or a service, which ignore the backend)."""
-    return config.run_path is None and config.model.lower() != BM25_MODEL and not is_sparse_model(config) and \
-        not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
+    return (
+        config.run_path is None
+        and config.model.lower() != BM25_MODEL
+        and not is_sparse_model(config)
+        and not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
+    )
 
 
 def settled_backend(config: EvaluateConfig) -> EvaluateConfig:
@@ -357,8 +400,9 @@ def settled_backend(config: EvaluateConfig) -> EvaluateConfig:
     return _auto_backend(config, folder, [])[0]
 
 
-def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
-                  loaded: bool = False) -> tuple[EvaluateConfig, dict]:
+def _auto_backend(
+    config: EvaluateConfig, folder: BeirFolder, notes: list[str], loaded: bool = False
+) -> tuple[EvaluateConfig, dict]:
     """`config` with the backend (and precision) that ``--backend auto`` picks here, and what it picked and why.
 
     The probe (`harness.runtimes.auto.pick_backend`) compares CPU runtimes on the corpus's first texts; a model on a
@@ -372,17 +416,26 @@ def _auto_backend(config: EvaluateConfig, folder: BeirFolder, notes: list[str],
     # An empty corpus has nothing to probe: torch, and the dense stage says what is wrong with the corpus.
     sample = [doc_text(doc) for doc in islice(iter_corpus(folder.corpus), PROBE_TEXTS)] if not loaded else []
     if loaded or device != "cpu" or not sample:
-        choice = moot("the encoder was given already loaded" if loaded else
-                      f"the probe compares CPU runtimes; the model runs on {device}, with torch" if device != "cpu"
-                      else "the corpus has no documents to probe")
+        choice = moot(
+            "the encoder was given already loaded"
+            if loaded
+            else f"the probe compares CPU runtimes; the model runs on {device}, with torch"
+            if device != "cpu"
+            else "the corpus has no documents to probe"
+        )
     else:
         if config.threads is not None:
             _set_threads(config.threads)  # the probe measures what the run will have
         root = cache_dir(config.cache_dir)
         load = candidate_loader(config.encoder, config.model, root, config.threads)
-        choice = pick_backend(reference_fingerprint(config.encoder, config.model, root, config.cache, load), sample,
-                              load, root if config.cache else None, batch_size=config.encoder.batch_size,
-                              threads=config.threads)
+        choice = pick_backend(
+            reference_fingerprint(config.encoder, config.model, root, config.cache, load),
+            sample,
+            load,
+            root if config.cache else None,
+            batch_size=config.encoder.batch_size,
+            threads=config.threads,
+        )
     notes.append(f"--backend auto picked {choice['picked']}: {choice['reason']}")
     logger.info(notes[-1])
     picked = replace(config, encoder=replace(config.encoder, backend=choice["backend"], precision=choice["precision"]))
@@ -397,13 +450,17 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
         raise HarnessError(f"no cutoffs given in {setting('k_values')} (e.g. 1,3,10)")
     if config.rerank is not None:
         if config.top_k is not None and config.top_k != config.rerank.depth:  # the same depth twice is no conflict
-            raise HarnessError(f"with a reranker the depth is the rerank depth; set {setting('rerank_depth')}, "
-                               f"not {setting('top_k')} (or give both the same value)")
+            raise HarnessError(
+                f"with a reranker the depth is the rerank depth; set {setting('rerank_depth')}, "
+                f"not {setting('top_k')} (or give both the same value)"
+            )
         config.rerank.check(k_values[-1])
     top_k = retrieval_depth(config)
     stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
     if top_k < k_values[-1]:
-        raise HarnessError(f"{setting('top_k')} {top_k} is smaller than the largest cutoff {k_values[-1]}; raise {setting('top_k')}")
+        raise HarnessError(
+            f"{setting('top_k')} {top_k} is smaller than the largest cutoff {k_values[-1]}; raise {setting('top_k')}"
+        )
     if config.token_budget is not None and config.token_budget <= 0:
         raise HarnessError(f"token_budget must be positive, got {config.token_budget}")
     if config.checkpoint_seconds < 0:
@@ -416,9 +473,11 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
     config.index.check()  # before any encoding, so a typo costs nothing
     config.compression.check()
     if config.compression.compressed and config.index.kind != "flat":
-        raise HarnessError(f"{setting('embedding_precision')} {config.compression.embedding_precision} searches its "
-                           f"own exact compressed index; {setting('index')} {config.index.kind} does not combine "
-                           "with it")
+        raise HarnessError(
+            f"{setting('embedding_precision')} {config.compression.embedding_precision} searches its "
+            f"own exact compressed index; {setting('index')} {config.index.kind} does not combine "
+            "with it"
+        )
     if config.engine not in ENGINES:
         raise HarnessError(f"unknown engine {config.engine!r}; use local or ray")
     config.ray.check()
@@ -427,16 +486,23 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
         logger.info("--engine ray: %s needs no encoding and runs here", "--run" if config.run_path else "BM25")
         config = replace(config, engine="local")
     if config.engine == "ray" and not config.cache:
-        raise HarnessError(f"the ray engine stores the workers' embeddings in the cache; turn the cache on ({setting('cache')})")
+        raise HarnessError(
+            f"the ray engine stores the workers' embeddings in the cache; turn the cache on ({setting('cache')})"
+        )
     config = _resolve_devices(config)
     _note_unused_settings(config)
     if config.run_path is None and config.model.startswith(ENDPOINT_PREFIX):
         config.endpoint.check()
         # Each encode call should fill every request in flight.
-        config = replace(config, encoder=replace(config.encoder, batch_size=config.endpoint.batch_size *
-                                                 config.endpoint.concurrency))
-    elif config.run_path is None and config.model.lower() != BM25_MODEL and not config.model.startswith(HASH_PREFIX) \
-            and not loaded:
+        config = replace(
+            config, encoder=replace(config.encoder, batch_size=config.endpoint.batch_size * config.endpoint.concurrency)
+        )
+    elif (
+        config.run_path is None
+        and config.model.lower() != BM25_MODEL
+        and not config.model.startswith(HASH_PREFIX)
+        and not loaded
+    ):
         check_model_available(config.model, known=(BM25_MODEL,))  # seconds, not the hub client's retries
     if config.rerank is not None:
         check_model_available(config.rerank.model)
@@ -449,14 +515,24 @@ def _note_unused_settings(config: EvaluateConfig) -> None:
     dense = config.run_path is None and config.model.lower() != BM25_MODEL and not is_sparse_model(config)
     if dense:
         return
-    what = "an external run" if config.run_path is not None else \
-        "BM25" if config.model.lower() == BM25_MODEL else "a sparse encoder"
+    what = (
+        "an external run"
+        if config.run_path is not None
+        else "BM25"
+        if config.model.lower() == BM25_MODEL
+        else "a sparse encoder"
+    )
     if config.compression != CompressionSpec():
-        changed = [setting(name) for name, value in asdict(config.compression).items()
-                   if value != getattr(CompressionSpec(), name)]
+        changed = [
+            setting(name)
+            for name, value in asdict(config.compression).items()
+            if value != getattr(CompressionSpec(), name)
+        ]
         one = len(changed) == 1
-        raise HarnessError(f"{', '.join(changed)} appl{'ies' if one else 'y'} to a dense model's vectors; {what} "
-                           f"has none (drop {'it' if one else 'them'})")
+        raise HarnessError(
+            f"{', '.join(changed)} appl{'ies' if one else 'y'} to a dense model's vectors; {what} "
+            f"has none (drop {'it' if one else 'them'})"
+        )
     unused = []
     if config.index != IndexSpec():
         unused.append(f"{setting('index')} {config.index.kind}")
@@ -468,8 +544,9 @@ def _note_unused_settings(config: EvaluateConfig) -> None:
         logger.warning("%s does not use %s: ignored, and not recorded in the result", what, ", ".join(unused))
 
 
-def first_stage(config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None, depth: int, top_k: int,
-                clock: Clock) -> FirstStage:
+def first_stage(
+    config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None, depth: int, top_k: int, clock: Clock
+) -> FirstStage:
     """The stage that turns queries into a run: an external run, BM25, a sparse encoder, or a dense model."""
     if config.run_path is not None:
         return _external_run(config, inputs, clock)
@@ -499,12 +576,17 @@ def _read_external_run(config: EvaluateConfig, inputs: Inputs) -> FirstStage:
     check_corpus(inputs.folder, corpus)
     inputs.notes += _unknown_run_docs(corpus, config.run_path, inputs.folder, config.allow_unknown_docs)
     logger.info("%s: a %s run", config.run_path, run.metadata.get("format"))
-    return FirstStage(run, corpus, run_model_name(config), {"run_file": str(config.run_path), "run_tag": run.name,
-                                                             "run_format": run.metadata.get("format")})
+    return FirstStage(
+        run,
+        corpus,
+        run_model_name(config),
+        {"run_file": str(config.run_path), "run_tag": run.name, "run_format": run.metadata.get("format")},
+    )
 
 
-def _result(config: EvaluateConfig, inputs: Inputs, stage: FirstStage, evaluation, config_record: dict,
-            clock: Clock) -> Result:
+def _result(
+    config: EvaluateConfig, inputs: Inputs, stage: FirstStage, evaluation, config_record: dict, clock: Clock
+) -> Result:
     """The Result of one evaluation, with its identity (`configuration`), host and versions."""
     identity = configuration(config, inputs.dataset, stage.model_name)
     return Result(
@@ -517,8 +599,10 @@ def _result(config: EvaluateConfig, inputs: Inputs, stage: FirstStage, evaluatio
         per_query=evaluation.per_query,
         n_queries=evaluation.n_queries,
         config=config_record,
-        fingerprints={"corpus": stage.corpus.sha256,
-                      **{name: digest.hexdigest() for name, digest in inputs.digests.items()}},
+        fingerprints={
+            "corpus": stage.corpus.sha256,
+            **{name: digest.hexdigest() for name, digest in inputs.digests.items()},
+        },
         timings=clock.rounded(),
         cost=cost_record(clock, stage, evaluation.n_queries),
         versions=versions(),

@@ -29,8 +29,9 @@ from harness.retrieval.fusion import FusionSpec, fuse
 logger = logging.getLogger(__name__)
 
 
-def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = Path("results"),
-                 name: str | None = None) -> Outcome:
+def fuse_results(
+    paths: list[Path], spec: FusionSpec, output_dir: Path | None = Path("results"), name: str | None = None
+) -> Outcome:
     """Fuse the runs saved beside results of one dataset, score the fused run, write it as a result.
 
     Args:
@@ -56,45 +57,71 @@ def fuse_results(paths: list[Path], spec: FusionSpec, output_dir: Path | None = 
     for path, data in inputs[1:]:
         for key in ("dataset", "split"):
             if getattr(data, key) != getattr(first, key):
-                raise HarnessError(f"cannot fuse results of different {key}s: {first_path} is {getattr(first, key)}, "
-                                   f"{path} is {getattr(data, key)}")
+                raise HarnessError(
+                    f"cannot fuse results of different {key}s: {first_path} is {getattr(first, key)}, "
+                    f"{path} is {getattr(data, key)}"
+                )
     check_same_data([data for _, data in inputs])
     notes: list[str] = []
     runs = [_saved_run(data, notes) for _, data in inputs]
     for (path, _), run in zip(inputs, runs):
         deepest = max((run.depth(q) for q in run), default=0)
         if deepest < spec.depth:
-            notes.append(f"{path.name}: at most {deepest} documents per query, fewer than the fusion depth "
-                         f"{spec.depth}")
+            notes.append(
+                f"{path.name}: at most {deepest} documents per query, fewer than the fusion depth {spec.depth}"
+            )
             logger.info(notes[-1])
     folder = locate_beir_folder(first.config["dataset_path"], first.split)
     digest = hashlib.sha256()
     qrels = read_qrels(folder.qrels, digest)
     if digest.hexdigest() != first.fingerprints.get("qrels"):
-        raise HarnessError(f"{folder.qrels} changed since the results were scored (its fingerprint differs); "
-                           "rerun the evaluations")
+        raise HarnessError(
+            f"{folder.qrels} changed since the results were scored (its fingerprint differs); rerun the evaluations"
+        )
     labels = [data.label or data.model for _, data in inputs]
     label = name if name is not None else spec.label(labels)
     fused = fuse(runs, spec, name=label)
     depth = min(spec.depth, max((fused.depth(q) for q in fused), default=0)) or spec.depth
     evaluation = evaluate(qrels, fused, standard_metrics(sorted(k for k in STANDARD_K if k <= depth) or [depth]))
-    identity = Configuration.from_settings("fusion", first.split, {
-        "fusion": spec.to_config(), "inputs": sorted(data.config_hash or str(path) for path, data in inputs)}, {})
+    identity = Configuration.from_settings(
+        "fusion",
+        first.split,
+        {"fusion": spec.to_config(), "inputs": sorted(data.config_hash or str(path) for path, data in inputs)},
+        {},
+    )
     result = Result(
-        dataset=first.dataset, split=first.split, model="fusion", label=label, variant=identity.variant,
-        metrics=evaluation.means, per_query=evaluation.per_query, n_queries=evaluation.n_queries,
-        config={"fusion": spec.to_config(), "top_k": depth, "dataset_path": first.config["dataset_path"],
-                "k_values": [10], "inputs": [{"result": str(path), "label": labels[i], "model": data.model,
-                                              "config_hash": data.config_hash,
-                                              "run_sha256": data.fingerprints.get("scored_run")}
-                                             for i, (path, data) in enumerate(inputs)],
-                **({"qrels_provenance": first.config["qrels_provenance"]} if first.config.get("qrels_provenance")
-                   else {})},
-        fingerprints={key: value for key, value in first.fingerprints.items()
-                      if key in ("corpus", "queries", "qrels")},
-        timings={"total": round(time.perf_counter() - started, 4)}, versions=versions(), host=host_info(),
+        dataset=first.dataset,
+        split=first.split,
+        model="fusion",
+        label=label,
+        variant=identity.variant,
+        metrics=evaluation.means,
+        per_query=evaluation.per_query,
+        n_queries=evaluation.n_queries,
+        config={
+            "fusion": spec.to_config(),
+            "top_k": depth,
+            "dataset_path": first.config["dataset_path"],
+            "k_values": [10],
+            "inputs": [
+                {
+                    "result": str(path),
+                    "label": labels[i],
+                    "model": data.model,
+                    "config_hash": data.config_hash,
+                    "run_sha256": data.fingerprints.get("scored_run"),
+                }
+                for i, (path, data) in enumerate(inputs)
+            ],
+            **({"qrels_provenance": first.config["qrels_provenance"]} if first.config.get("qrels_provenance") else {}),
+        },
+        fingerprints={key: value for key, value in first.fingerprints.items() if key in ("corpus", "queries", "qrels")},
+        timings={"total": round(time.perf_counter() - started, 4)},
+        versions=versions(),
+        host=host_info(),
         cost=_peak_memory(),
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), notes=notes,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        notes=notes,
         config_hash=identity.config_hash,
     )
     paths_written = write_result(result, fused, output_dir) if output_dir is not None else None
@@ -119,8 +146,10 @@ def _saved_run(data: Result, notes: list[str]) -> Run:
         notes.append(f"{path.name} predates run fingerprints: its run file could not be checked")
         logger.warning(notes[-1])
     elif content_sha256(run_path) != recorded:
-        raise HarnessError(f"{run_path} was altered after {path.name} was written (its sha256 differs from the one "
-                           "recorded); rerun that evaluation")
+        raise HarnessError(
+            f"{run_path} was altered after {path.name} was written (its sha256 differs from the one "
+            "recorded); rerun that evaluation"
+        )
     return read_run(run_path)
 
 
@@ -134,8 +163,10 @@ class FusedRun:
 
     def format_text(self) -> str:
         n_queries = len(self.run)
-        return (f"fused {len(self.members)} runs ({', '.join(self.members)}) into {self.path}: "
-                f"{self.run.name}, {n_queries} queries (nothing scored: no qrels needed)")
+        return (
+            f"fused {len(self.members)} runs ({', '.join(self.members)}) into {self.path}: "
+            f"{self.run.name}, {n_queries} queries (nothing scored: no qrels needed)"
+        )
 
 
 def is_result_file(path: str | Path) -> bool:
@@ -154,8 +185,10 @@ def fuse_run_files(paths: Iterable[str | Path], spec: FusionSpec, out: str | Pat
     spec.check(len(paths))  # before any file is read
     scored = [p for p in paths if is_result_file(p)]
     if scored:
-        raise HarnessError(f"{scored[0]}: a result file, not a run; fuse results without an output run (the fused "
-                           "run is then scored), or give the run files")
+        raise HarnessError(
+            f"{scored[0]}: a result file, not a run; fuse results without an output run (the fused "
+            "run is then scored), or give the run files"
+        )
     name = check_label(name) if name is not None else None
     out = Path(out)
     if any(out.resolve() == p.resolve() for p in paths):

@@ -48,8 +48,9 @@ def retrieve(config: EvaluateConfig, out: str | Path, queries_path: str | Path |
         raise DatasetError("retrieve makes a run; there is nothing to retrieve when one is given")
     clock = Clock()
     config, _, top_k, _ = checked(config)
-    folder_path, dataset = resolve_dataset(config.dataset_path, config.data_dir, config.download, config.base_url,
-                                           config.progress)
+    folder_path, dataset = resolve_dataset(
+        config.dataset_path, config.data_dir, config.download, config.base_url, config.progress
+    )
     folder = locate_corpus_and_queries(folder_path)
     inputs = Inputs(folder, config.dataset_name or dataset, digests={}, qrels=Qrels({}))
     inputs.queries = list(iter_queries(Path(queries_path) if queries_path else folder.queries))
@@ -63,6 +64,7 @@ def retrieve(config: EvaluateConfig, out: str | Path, queries_path: str | Path |
     label = configuration(config, inputs.dataset, stage.model_name).label(config.name)
     run = run.renamed(label)
     write_run(run, out)
-    logger.info("%d queries × up to %d documents (%s) → %s in %.1f s", len(run), top_k, label, out,
-                clock.rounded()["total"])
+    logger.info(
+        "%d queries × up to %d documents (%s) → %s in %.1f s", len(run), top_k, label, out, clock.rounded()["total"]
+    )
     return run

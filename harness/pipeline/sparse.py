@@ -9,19 +9,27 @@ import hashlib
 import logging
 import time
 
-from harness.io.cache import cache_dir, embedding_entry
-from harness.retrieval.encode import HASH_PREFIX
-from harness.retrieval.models import model_folder, resolve_model_source
-from harness.runtimes.registry import is_auto, runtime
 from harness.errors import HarnessError
+from harness.io.cache import cache_dir, embedding_entry
 from harness.io.formats import BeirFolder
 from harness.io.lines import content_digest
-from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.metering import tree_bytes
-from harness.records import Query, Run, doc_text
 from harness.pipeline.config import BM25_MODEL, EvaluateConfig, first_device, run_model_name
-from harness.pipeline.stages import DOC_TEXT_RULE, Clock, CorpusState, FirstStage, Inputs, check_corpus, \
-    checked_corpus, probe_latency
+from harness.pipeline.stages import (
+    DOC_TEXT_RULE,
+    Clock,
+    CorpusState,
+    FirstStage,
+    Inputs,
+    check_corpus,
+    checked_corpus,
+    probe_latency,
+)
+from harness.records import Query, Run, doc_text
+from harness.retrieval.encode import HASH_PREFIX
+from harness.retrieval.endpoint import ENDPOINT_PREFIX
+from harness.retrieval.models import model_folder, resolve_model_source
+from harness.runtimes.registry import is_auto, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +41,12 @@ def is_sparse_model(config: EvaluateConfig) -> bool:
     """Whether `config.model` is a learned sparse encoder (a SparseEncoder folder), which `learned_sparse_stage` runs."""
     from harness.retrieval.rerank import model_kind
 
-    return config.run_path is None and config.model.lower() != BM25_MODEL and \
-        not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX)) and \
-        model_kind(model_folder(config.model)) == "sparse-encoder"
+    return (
+        config.run_path is None
+        and config.model.lower() != BM25_MODEL
+        and not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
+        and model_kind(model_folder(config.model)) == "sparse-encoder"
+    )
 
 
 def _sparse_rows(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, model, entry):
@@ -79,8 +90,15 @@ def _sparse_rows(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState
     return index
 
 
-def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, queries: list[Query],
-                     depth: int, clock: Clock, cost: dict[str, object]) -> tuple[Run, dict]:
+def _retrieve_sparse(
+    config: EvaluateConfig,
+    folder: BeirFolder,
+    corpus: CorpusState,
+    queries: list[Query],
+    depth: int,
+    clock: Clock,
+    cost: dict[str, object],
+) -> tuple[Run, dict]:
     """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search; the
     phases on `clock`, what else it cost into `cost`."""
     from harness.retrieval.learned_sparse import SparseModel
@@ -90,12 +108,26 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusS
         raise HarnessError(f"backend {spec.backend} is for dense models; a sparse encoder runs with torch")
     source = resolve_model_source(config.model)
     with clock.stage("load"):
-        model = SparseModel(run_model_name(config), source, spec.batch_size, first_device(config), spec.precision,
-                            spec.max_seq_length)
+        model = SparseModel(
+            run_model_name(config), source, spec.batch_size, first_device(config), spec.precision, spec.max_seq_length
+        )
     started = time.perf_counter()
-    entry = embedding_entry(cache_dir(config.cache_dir), {
-        "kind": "sparse-corpus", "model": model.fingerprint(), "text_rule": DOC_TEXT_RULE, "dtype": "float32",
-        "corpus_sha256": corpus.sha256}, {"dataset": corpus.dataset}, sparse=True) if config.cache else None
+    entry = (
+        embedding_entry(
+            cache_dir(config.cache_dir),
+            {
+                "kind": "sparse-corpus",
+                "model": model.fingerprint(),
+                "text_rule": DOC_TEXT_RULE,
+                "dtype": "float32",
+                "corpus_sha256": corpus.sha256,
+            },
+            {"dataset": corpus.dataset},
+            sparse=True,
+        )
+        if config.cache
+        else None
+    )
     index = _sparse_rows(config, folder, corpus, model, entry)
     # Reading cached rows is loading; otherwise reading, encoding and adding rows interleave.
     clock.add("load" if corpus.cached else "encode_corpus", time.perf_counter() - started)
@@ -106,13 +138,21 @@ def _retrieve_sparse(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusS
     query_ids = [query.query_id for query in queries]
     with clock.stage("search"):
         run = index.search(query_ids, query_rows, depth, name=model.name)
-    probe_latency(clock, cost, lambda i: index.search(query_ids[i:i + 1], query_rows[i:i + 1], depth),
-                  len(query_ids))
+    probe_latency(
+        clock, cost, lambda i: index.search(query_ids[i : i + 1], query_rows[i : i + 1], depth), len(query_ids)
+    )
     cost["cache_bytes"] = tree_bytes([entry.root]) if entry is not None else None
-    return run, {"model_source": source, "retriever": "learned-sparse", **index.stats(query_rows),
-                 "dimension": index.dimension, "batch_size": spec.batch_size, "doc_text": DOC_TEXT_RULE,
-                 "embedding_cache": "hit" if corpus.cached else ("stored" if config.cache else "off"),
-                 "device": config.device, "precision": spec.precision}
+    return run, {
+        "model_source": source,
+        "retriever": "learned-sparse",
+        **index.stats(query_rows),
+        "dimension": index.dimension,
+        "batch_size": spec.batch_size,
+        "doc_text": DOC_TEXT_RULE,
+        "embedding_cache": "hit" if corpus.cached else ("stored" if config.cache else "off"),
+        "device": config.device,
+        "precision": spec.precision,
+    }
 
 
 def bm25_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock) -> FirstStage:
@@ -130,7 +170,7 @@ def bm25_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock)
     with clock.stage("search"):
         run = retriever.search(inputs.queries, depth)
     cost: dict[str, object] = {}
-    probe_latency(clock, cost, lambda i: retriever.search(inputs.queries[i:i + 1], depth), len(inputs.queries))
+    probe_latency(clock, cost, lambda i: retriever.search(inputs.queries[i : i + 1], depth), len(inputs.queries))
     return FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config(), cost=cost)
 
 

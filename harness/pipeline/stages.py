@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from harness.errors import DatasetError
 from harness.io.formats import BeirFolder, iter_corpus
 from harness.metering import latency_record, peak_rss, per_second, reset_high_water, search_latencies
-from harness.records import Doc, Qrels, Query, Run
 from harness.pipeline.config import EvaluateConfig
+from harness.records import Doc, Qrels, Query, Run
 
 DOC_TEXT_RULE = "(title + ' ' + text).strip()"
 
@@ -75,8 +75,14 @@ class Clock:
     def rounded(self) -> dict[str, float]:
         """The phases, ``encode`` and the total, to 0.1 ms (what a result records)."""
         encode = self.seconds["encode_corpus"] + self.seconds["encode_queries"]
-        return {name: round(seconds, 4) for name, seconds in
-                {**self.seconds, "encode": encode, "total": time.perf_counter() - self._started}.items()}
+        return {
+            name: round(seconds, 4)
+            for name, seconds in {
+                **self.seconds,
+                "encode": encode,
+                "total": time.perf_counter() - self._started,
+            }.items()
+        }
 
 
 def probe_latency(clock: Clock, cost: dict[str, object], search_one, n_queries: int) -> None:
@@ -131,7 +137,9 @@ class FirstStage:
     model_name: str
     record: dict[str, object] = field(default_factory=dict)
     index_quality: dict[str, float] = field(default_factory=dict)
-    config: EvaluateConfig | None = None  # the settings as applied, when the stage resolved one (a full-size truncation)
+    config: EvaluateConfig | None = (
+        None  # the settings as applied, when the stage resolved one (a full-size truncation)
+    )
     cost: dict[str, object] = field(default_factory=dict)  # what the stage measured of its cost (`cost_record`)
 
 
@@ -149,7 +157,10 @@ def cost_record(clock: Clock, stage: FirstStage, n_queries: int) -> dict[str, ob
         "docs_per_s": None if corpus_phase in clock.cached else per_second(stage.corpus.n_docs, seconds[corpus_phase]),
         "docs_per_s_phase": corpus_phase,
         "queries_per_s": per_second(n_queries, seconds["search"]),
-        "search_latency": None, "index_bytes": None, "cache_bytes": None, "endpoint": None,
+        "search_latency": None,
+        "index_bytes": None,
+        "cache_bytes": None,
+        "endpoint": None,
         **stage.cost,
     }
     rss = peak_rss()

@@ -74,7 +74,7 @@ def parse_system(text: str) -> System:
     how = "write LABEL=SYSTEM, e.g. hybrid=rrf(bm25, e5)"
     if len(cuts) > 1:
         raise HarnessError(f"system {text!r}: more than one '=' outside parentheses; {how}")
-    label, spec = text[:cuts[0]].strip(), text[cuts[0] + 1:].strip()
+    label, spec = text[: cuts[0]].strip(), text[cuts[0] + 1 :].strip()
     if not label or not spec:
         raise HarnessError(f"system {text!r}: no {'label before' if not label else 'system after'} the '='; {how}")
     try:
@@ -97,15 +97,19 @@ def parse_systems(value: str | list[str]) -> list[System]:
     for system in systems:
         other = by_spec.setdefault(system.spec, system)
         if other is not system:
-            raise HarnessError(f"system {system.spec!r} is listed twice, as {other.label or system.spec!r} and "
-                               f"{system.label or system.spec!r}; list it once")
+            raise HarnessError(
+                f"system {system.spec!r} is listed twice, as {other.label or system.spec!r} and "
+                f"{system.label or system.spec!r}; list it once"
+            )
     shown: dict[str, System] = {}
     for system in systems:
         name = system.label or system.spec
         other = shown.setdefault(name, system)
         if other is not system:
-            raise HarnessError(f"systems {other.spec!r} and {system.spec!r} are both labelled {name!r} in one table; "
-                               f"give each its own label, e.g. --systems \"a={other.spec}, b={system.spec}\"")
+            raise HarnessError(
+                f"systems {other.spec!r} and {system.spec!r} are both labelled {name!r} in one table; "
+                f'give each its own label, e.g. --systems "a={other.spec}, b={system.spec}"'
+            )
     return systems
 
 
@@ -143,25 +147,28 @@ def parse_fusion(text: str) -> FusedSystem | None:
         return None
     method = match["method"].lower()
     if method not in METHODS:
-        raise HarnessError(f"system {text!r}: unknown fusion method {match['method']!r}; use one of "
-                           f"{', '.join(METHODS)}")
+        raise HarnessError(
+            f"system {text!r}: unknown fusion method {match['method']!r}; use one of {', '.join(METHODS)}"
+        )
     members, settings = [], {}
     for item in split_systems(match["inner"]):
         key, equals, value = item.partition("=")
         if not equals or ">>" in key:
             if _is_number(item):
-                raise HarnessError(f"system {text!r}: {item!r} is not a system; separate weights with ':', e.g. "
-                                   "weights=0.3:0.7 (a ',' separates systems)")
+                raise HarnessError(
+                    f"system {text!r}: {item!r} is not a system; separate weights with ':', e.g. "
+                    "weights=0.3:0.7 (a ',' separates systems)"
+                )
             members.append(item)
             continue
         if key.strip() not in _SETTINGS:
-            raise HarnessError(f"system {text!r}: unknown fusion setting {key.strip()!r}; use "
-                               f"{', '.join(_SETTINGS)}")
+            raise HarnessError(f"system {text!r}: unknown fusion setting {key.strip()!r}; use {', '.join(_SETTINGS)}")
         settings[_SETTINGS[key.strip()]] = _setting(text, key.strip(), value.strip())
     nested = [member for member in members if _FUSION.match(member)]
     if nested:
-        raise HarnessError(f"system {text!r}: a fusion of a fusion ({nested[0]!r}) is not supported; fuse the "
-                           "systems in one")
+        raise HarnessError(
+            f"system {text!r}: a fusion of a fusion ({nested[0]!r}) is not supported; fuse the systems in one"
+        )
     spec = FusionSpec(method=method, **settings)
     spec.check(len(members))
     return FusedSystem(text.strip(), tuple(members), spec)
@@ -181,5 +188,6 @@ def _setting(text: str, key: str, value: str):
             return parse_weights(value)
         return int(value) if key in ("k", "depth") else value
     except (ValueError, HarnessError):
-        raise HarnessError(f"system {text!r}: {key}={value!r} is not a valid value (e.g. k=60, depth=1000, "
-                           "weights=0.3:0.7)") from None
+        raise HarnessError(
+            f"system {text!r}: {key}={value!r} is not a valid value (e.g. k=60, depth=1000, weights=0.3:0.7)"
+        ) from None

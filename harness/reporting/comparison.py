@@ -27,16 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.datasets import published
-from harness.datasets import registry
+from harness.datasets import published, registry
 from harness.errors import HarnessError, setting
+from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 from harness.io.files import atomic_writer
 from harness.io.provenance import qrels_notes
 from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table, metric_text
 from harness.reporting.labels import column_labels, display_label
 from harness.reporting.report import Result, check_same_data
 from harness.runtimes.registry import kernel_dependent
-from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 
 logger = logging.getLogger(__name__)
 
@@ -153,8 +152,12 @@ class Comparison:
     def shared_datasets(self) -> list[str]:
         """The datasets every value column (systems and published) has a value for: what the average is over."""
         value_columns = [*self.models, *self.published_columns]
-        return [d for d in self.datasets if d != nanobeir_row()  # its 13 datasets are rows already
-                and all(self.value(d, c) is not None for c in value_columns)]
+        return [
+            d
+            for d in self.datasets
+            if d != nanobeir_row()  # its 13 datasets are rows already
+            and all(self.value(d, c) is not None for c in value_columns)
+        ]
 
     def average_note(self) -> str | None:
         """Which datasets the average leaves out and the columns that lack them (None when none is left out)."""
@@ -164,18 +167,25 @@ class Comparison:
         if not left or len(self.datasets) < 2:
             return None
         shared = self.shared_datasets()
-        what = "; ".join(f"{d} (no value for {', '.join(columns[:3])}{', ...' if len(columns) > 3 else ''})"
-                         for d, columns in left.items())
-        return (f"the average is over {len(shared)} of {len(self.datasets)} datasets ({', '.join(shared) or 'none'}): "
-                f"left out {what}")
+        what = "; ".join(
+            f"{d} (no value for {', '.join(columns[:3])}{', ...' if len(columns) > 3 else ''})"
+            for d, columns in left.items()
+        )
+        return (
+            f"the average is over {len(shared)} of {len(self.datasets)} datasets ({', '.join(shared) or 'none'}): "
+            f"left out {what}"
+        )
 
     def average(self) -> tuple[dict[str, float], int]:
         """Column means over the datasets that have every (non-delta) column, and how many those are."""
         shared = self.shared_datasets()
         if not shared:
             return {}, 0
-        return {c: sum(self.value(d, c) for d in shared) / len(shared) for c in self.columns
-                if all(self.value(d, c) is not None for d in shared)}, len(shared)
+        return {
+            c: sum(self.value(d, c) for d in shared) / len(shared)
+            for c in self.columns
+            if all(self.value(d, c) is not None for d in shared)
+        }, len(shared)
 
     def best(self, dataset: str) -> set[str]:
         """The systems the user ran holding the row's best value (never a published column; nothing when
@@ -228,7 +238,9 @@ def build_comparison(
     notes: list[str] = []
     results, labels = labelled_results(_pick_split(results, split), notes)
     if not any(metric in result.metrics for result in results):
-        raise HarnessError(f"no result has {metric} (compute it with {setting('k_values')}, e.g. {metric.split('@')[-1]})")
+        raise HarnessError(
+            f"no result has {metric} (compute it with {setting('k_values')}, e.g. {metric.split('@')[-1]})"
+        )
     table: dict[tuple[str, str], Cell] = {}
     forums: dict[str, dict[str, Cell]] = {}
     label_models: dict[str, str] = {}
@@ -255,8 +267,10 @@ def build_comparison(
     for label, by_forum in forums.items():
         mean, missing = registry.subset_mean(CQADUPSTACK, {forum: cell.value for forum, cell in by_forum.items()})
         if missing:
-            notes.append(f"{CQADUPSTACK} × {label}: {n_forums - len(missing)} of {n_forums} forums (missing "
-                         f"{', '.join(missing)}); no mean reported")
+            notes.append(
+                f"{CQADUPSTACK} × {label}: {n_forums - len(missing)} of {n_forums} forums (missing "
+                f"{', '.join(missing)}); no mean reported"
+            )
             table[(CQADUPSTACK, label)] = Cell(None)
             continue
         pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
@@ -269,8 +283,16 @@ def build_comparison(
         notes.append(warning)
     datasets = dataset_order(d for d, _ in table)
     models = sorted({m for _, m in table}, key=lambda m: (stored.get(m, m), m))
-    comparison = Comparison(metric, datasets, models, table, label_models=label_models, stored_labels=stored,
-                            label_rerankers=label_rerankers, notes=notes)
+    comparison = Comparison(
+        metric,
+        datasets,
+        models,
+        table,
+        label_models=label_models,
+        stored_labels=stored,
+        label_rerankers=label_rerankers,
+        notes=notes,
+    )
     if with_published or published_systems or published_from:
         _add_published(comparison, split, published_systems or ())
     for folder in published_from:
@@ -292,8 +314,10 @@ def _add_nanobeir_means(table: dict[tuple[str, str], Cell], notes: list[str]) ->
         cells = {subset: table.get((f"{registry.NANOBEIR}/{subset}", label)) for subset in subsets}
         mean, missing = registry.subset_mean(registry.NANOBEIR, {s: c.value if c else None for s, c in cells.items()})
         if missing:
-            notes.append(f"{registry.NANOBEIR} × {label}: {len(subsets) - len(missing)} of {len(subsets)} datasets "
-                         f"(missing {', '.join(missing)}); no mean reported")
+            notes.append(
+                f"{registry.NANOBEIR} × {label}: {len(subsets) - len(missing)} of {len(subsets)} datasets "
+                f"(missing {', '.join(missing)}); no mean reported"
+            )
             table[(nanobeir_row(), label)] = Cell(None)
             continue
         pooled = {f"{s}/{q}": v for s, cell in cells.items() for q, v in cell.per_query.items()}
@@ -320,16 +344,21 @@ def mixed_kernels(results: Sequence[Result]) -> str | None:
     if len(classes) < 2:
         return None
     where = "; ".join(f"{kernel}: {', '.join(sorted(files)[:3])}" for kernel, files in sorted(classes.items()))
-    return (f"int8 results here come from CPUs with different int8 kernels ({where}); their vectors, and so their "
-            "scores, can differ slightly between these hosts")
+    return (
+        f"int8 results here come from CPUs with different int8 kernels ({where}); their vectors, and so their "
+        "scores, can differ slightly between these hosts"
+    )
 
 
 def _lacking(result: Result, metric: str) -> str:
     """Why a result has no value for `metric`, naming its file."""
     depth = result.config.get("top_k")
     cutoff = metric.rsplit("@", 1)[-1]
-    why = (f"it retrieved {depth} documents per query" if cutoff.isdigit() and depth and int(cutoff) > depth
-           else "it was written before results stored the standard metric set; rerun it")
+    why = (
+        f"it retrieved {depth} documents per query"
+        if cutoff.isdigit() and depth and int(cutoff) > depth
+        else "it was written before results stored the standard metric set; rerun it"
+    )
     return f"{result.where}: no {metric} ({why})"
 
 
@@ -341,17 +370,23 @@ def _eval_split(dataset: str, split: str | None) -> str:
 def _add_published(comparison: Comparison, split: str | None, systems: Sequence[str]) -> None:
     """Published columns: each result system's own (with a Δ column against it), the BM25 baseline, and
     `systems`; notes cite each column's sources once with the datasets it covers."""
-    own = {label: published.preferred_column(
-        published.systems_of_result(comparison.label_models.get(label, label),
-                                    {"model": comparison.label_rerankers[label]}
-                                    if label in comparison.label_rerankers else None),
-        comparison.label_rerankers.get(label)) for label in comparison.models}
+    own = {
+        label: published.preferred_column(
+            published.systems_of_result(
+                comparison.label_models.get(label, label),
+                {"model": comparison.label_rerankers[label]} if label in comparison.label_rerankers else None,
+            ),
+            comparison.label_rerankers.get(label),
+        )
+        for label in comparison.models
+    }
     try:
         chosen = published.columns(systems)
     except KeyError as exc:
         known = sorted({row.system for row in published.published_scores()})
-        raise HarnessError(f"published system {exc.args[0]!r} is not in the published table (known: "
-                           f"{', '.join(known[:12])}, ...)") from None
+        raise HarnessError(
+            f"published system {exc.args[0]!r} is not in the published table (known: {', '.join(known[:12])}, ...)"
+        ) from None
     covered: set[str] = set()
     for column in dict.fromkeys([*(c for c in own.values() if c), published.BASELINE, *chosen]):
         rows = published.column_rows(column, lambda d: _eval_split(d, split), comparison.datasets)
@@ -372,13 +407,20 @@ def _add_published(comparison: Comparison, split: str | None, systems: Sequence[
             comparison.delta_columns[f"Δ {label} vs {column}"] = (label, column)
     for dataset in comparison.datasets:
         if dataset not in covered:
-            comparison.notes.append(f"{dataset}: nothing published for it in these columns"
-                                    + ("" if registry.lookup(dataset.split("/")[0]) else
-                                       " (not a BEIR dataset: published numbers exist only for BEIR's)"))
+            comparison.notes.append(
+                f"{dataset}: nothing published for it in these columns"
+                + (
+                    ""
+                    if registry.lookup(dataset.split("/")[0])
+                    else " (not a BEIR dataset: published numbers exist only for BEIR's)"
+                )
+            )
     if published.TOUCHE in comparison.datasets:
-        comparison.notes.append(f"{published.TOUCHE}: published rows on other qrels editions (MTEB's "
-                                "Touche2020Retrieval.v3, the reranking leaderboard's pre-v2 rows) are not shown; "
-                                "the BEIR download is v2")
+        comparison.notes.append(
+            f"{published.TOUCHE}: published rows on other qrels editions (MTEB's "
+            "Touche2020Retrieval.v3, the reranking leaderboard's pre-v2 rows) are not shown; "
+            "the BEIR download is v2"
+        )
 
 
 def _add_folder_columns(comparison: Comparison, split: str | None, folder: str | Path) -> None:
@@ -392,14 +434,17 @@ def _add_folder_columns(comparison: Comparison, split: str | None, folder: str |
         comparison.published_columns.append(column)
         for dataset, row in found.items():
             comparison.published_values[(dataset, column)] = row.values[comparison.metric]
-        comparison.notes.append(f"{column}: {next(iter(found.values())).source_short} (datasets: "
-                                f"{', '.join(dataset_order(found))})")
+        comparison.notes.append(
+            f"{column}: {next(iter(found.values())).source_short} (datasets: {', '.join(dataset_order(found))})"
+        )
 
 
 def _mark_significance(comparison: Comparison, baseline: str, alpha: float, correction: str, rounds: int) -> None:
     matches = [m for m in comparison.models if baseline in (m, comparison.stored_labels.get(m))] or [
-        m for m in comparison.models
-        if published.system_of(comparison.label_models.get(m, m)) == published.system_of(baseline)]
+        m
+        for m in comparison.models
+        if published.system_of(comparison.label_models.get(m, m)) == published.system_of(baseline)
+    ]
     if not matches:
         raise HarnessError(f"baseline {baseline!r} is not among the models: {', '.join(comparison.models)}")
     base = matches[0]
@@ -420,8 +465,10 @@ def _mark_significance(comparison: Comparison, baseline: str, alpha: float, corr
         for (dataset, _), p in zip(tested, adjust([p for _, p in tested])):
             if p < alpha:
                 comparison.marks[(dataset, model)] = "†"
-    comparison.notes.append(f"† differs from {base} (paired randomization test, {rounds:,} rounds, {correction} "
-                            f"correction across datasets, p < {alpha})")
+    comparison.notes.append(
+        f"† differs from {base} (paired randomization test, {rounds:,} rounds, {correction} "
+        f"correction across datasets, p < {alpha})"
+    )
 
 
 # --------------------------------------------------------------------------- rendering
@@ -443,8 +490,12 @@ def _grid(comparison: Comparison, digits: int, by: str) -> tuple[list[str], list
             text += comparison.marks.get((dataset, column), "")
             row.append(Bold(text) if column in best and comparison.value(dataset, column) is not None else text)
         body.append(row)
-    avg_row = [f"average over {n_shared} dataset{'s' if n_shared > 1 else ''} shared by all columns"] + [
-        _fmt(average.get(c), digits, c in comparison.delta_columns) for c in comparison.columns] if average else []
+    avg_row = (
+        [f"average over {n_shared} dataset{'s' if n_shared > 1 else ''} shared by all columns"]
+        + [_fmt(average.get(c), digits, c in comparison.delta_columns) for c in comparison.columns]
+        if average
+        else []
+    )
     if by == "model":
         rows = [header, *body] + ([avg_row] if avg_row else [])
         transposed = [list(col) for col in zip(*rows)]
@@ -469,20 +520,30 @@ def render_csv(comparison: Comparison, by: str = "dataset") -> str:
     """The plain pivot, unrounded."""
     rows = comparison.to_rows()
     if by == "model":
-        return csv_text(["model", *(row["dataset"] for row in rows)],
-                        [[column, *(row[column] for row in rows)] for column in comparison.columns])
-    return csv_text(["dataset", *comparison.columns], [[row[c] for c in ("dataset", *comparison.columns)]
-                                                        for row in rows])
+        return csv_text(
+            ["model", *(row["dataset"] for row in rows)],
+            [[column, *(row[column] for row in rows)] for column in comparison.columns],
+        )
+    return csv_text(
+        ["dataset", *comparison.columns], [[row[c] for c in ("dataset", *comparison.columns)] for row in rows]
+    )
 
 
 def render_json(comparison: Comparison) -> str:
     """Rows, average, marks and notes as JSON (unrounded)."""
     average, n_shared = comparison.average()
-    return json_text({
-        "metric": comparison.metric, "columns": comparison.columns, "rows": comparison.to_rows(),
-        "average": average, "average_over": n_shared, "average_datasets": comparison.shared_datasets(),
-        "significant": [{"dataset": d, "model": m} for (d, m) in comparison.marks], "notes": comparison.notes,
-    })
+    return json_text(
+        {
+            "metric": comparison.metric,
+            "columns": comparison.columns,
+            "rows": comparison.to_rows(),
+            "average": average,
+            "average_over": n_shared,
+            "average_datasets": comparison.shared_datasets(),
+            "significant": [{"dataset": d, "model": m} for (d, m) in comparison.marks],
+            "notes": comparison.notes,
+        }
+    )
 
 
 RENDERERS = {"markdown", "latex", "csv", "json"}
@@ -528,8 +589,9 @@ class Check:
         return self.status != "OFF"
 
 
-def check_published(results: list[Result], metric: str = "nDCG@10", tolerance: float | None = None,
-                    split: str | None = None) -> list[Check]:
+def check_published(
+    results: list[Result], metric: str = "nDCG@10", tolerance: float | None = None, split: str | None = None
+) -> list[Check]:
     """Compare each result with the published row it should reproduce (`published.reproduced`).
 
     CQADupStack forums are averaged first, as in the table. A result with no published counterpart gets
@@ -545,8 +607,11 @@ def check_published(results: list[Result], metric: str = "nDCG@10", tolerance: f
     comparison = build_comparison(results, metric, split)
     tolerance = tolerance if tolerance is not None else published.TOLERANCE.get(metric, 0.003)
     # One dataset's results share their data (`load_results`), so a count mismatch is the dataset's.
-    mismatches = {result.dataset: result.config["registry_mismatch"] for result in results
-                  if result.config.get("registry_mismatch")}
+    mismatches = {
+        result.dataset: result.config["registry_mismatch"]
+        for result in results
+        if result.config.get("registry_mismatch")
+    }
     checks = []
     for (dataset, label), cell in sorted(comparison.cells.items()):
         if cell.value is None:
@@ -554,8 +619,17 @@ def check_published(results: list[Result], metric: str = "nDCG@10", tolerance: f
         model = comparison.label_models.get(label, label)
         row = published.reproduced(dataset, _eval_split(dataset, split), model, comparison.label_rerankers.get(label))
         value = row.values.get(metric) if row is not None else None
-        checks.append(Check(dataset, label, row.column if value is not None else "", value, cell.value, tolerance,
-                            mismatches.get(dataset, "")))
+        checks.append(
+            Check(
+                dataset,
+                label,
+                row.column if value is not None else "",
+                value,
+                cell.value,
+                tolerance,
+                mismatches.get(dataset, ""),
+            )
+        )
     return checks
 
 
@@ -576,17 +650,37 @@ def format_checks(checks: Sequence[Check], metric: str, digits: int = 4) -> str:
     table = [["dataset", "model", "published", "ours", "delta", "status", f"({metric})"]]
     for c in checks:
         if c.published is None:
-            table.append([c.dataset, c.model, "-", metric_text(c.ours, digits), "-", "none",
-                          "nothing published for this system on this dataset"])
+            table.append(
+                [
+                    c.dataset,
+                    c.model,
+                    "-",
+                    metric_text(c.ours, digits),
+                    "-",
+                    "none",
+                    "nothing published for this system on this dataset",
+                ]
+            )
         else:
-            table.append([c.dataset, c.model, metric_text(c.published, digits), metric_text(c.ours, digits),
-                          metric_text(c.ours - c.published, digits, signed=True), c.status, c.column])
+            table.append(
+                [
+                    c.dataset,
+                    c.model,
+                    metric_text(c.published, digits),
+                    metric_text(c.ours, digits),
+                    metric_text(c.ours - c.published, digits, signed=True),
+                    c.status,
+                    c.column,
+                ]
+            )
     lines = align(table, right=[False, False, True, True, True, False, False])
     lines += [f"{dataset}: {why}" for dataset, why in dict.fromkeys((c.dataset, c.why) for c in checks if c.why)]
     counts = {status: sum(c.status == status for c in checks) for status in ("OK", "OFF", "none")}
     if counts["OK"] + counts["OFF"]:
-        lines.append(f"{counts['OK'] + counts['OFF']} checked, {counts['OK']} OK, {counts['OFF']} off (tolerance "
-                     f"{checks[0].tolerance:g}); {counts['none']} with nothing published")
+        lines.append(
+            f"{counts['OK'] + counts['OFF']} checked, {counts['OK']} OK, {counts['OFF']} off (tolerance "
+            f"{checks[0].tolerance:g}); {counts['none']} with nothing published"
+        )
     else:
         lines.append(f"nothing to compare: no result has a published {metric} for its system and dataset")
     return "\n".join(lines)
@@ -612,13 +706,13 @@ def plot_comparison(comparison: Comparison, path: str | Path, rounds: int = 1000
         for dataset in datasets:
             cell = comparison.cells.get((dataset, model))
             value = cell.value if cell and cell.value is not None else float("nan")
-            low, high = bootstrap_ci(list(cell.per_query.values()), rounds) if cell and cell.per_query \
-                else (value, value)
+            low, high = (
+                bootstrap_ci(list(cell.per_query.values()), rounds) if cell and cell.per_query else (value, value)
+            )
             heights.append(value)
             lower.append(max(0.0, value - low) if cell else 0.0)
             upper.append(max(0.0, high - value) if cell else 0.0)
-        ax.bar(x + (i - (len(models) - 1) / 2) * width, heights, width, yerr=[lower, upper], capsize=3,
-               label=model)
+        ax.bar(x + (i - (len(models) - 1) / 2) * width, heights, width, yerr=[lower, upper], capsize=3, label=model)
     ax.set_xticks(x, datasets, rotation=20 if len(datasets) > 4 else 0, ha="right" if len(datasets) > 4 else "center")
     ax.set_ylabel(comparison.metric)
     ax.set_ylim(0, 1)
@@ -643,8 +737,9 @@ def save_png(fig, path: str | Path) -> None:
 # --------------------------------------------------------------------------- paired comparison
 
 
-def compare_results(first: Result, second: Result, metrics: Sequence[str] | None = None,
-                    rounds: int = DEFAULT_ROUNDS, seed: int = 0) -> list:
+def compare_results(
+    first: Result, second: Result, metrics: Sequence[str] | None = None, rounds: int = DEFAULT_ROUNDS, seed: int = 0
+) -> list:
     """Paired tests of `second` against `first` for each shared metric (see `harness.evaluation.significance`).
 
     Raises:
@@ -654,8 +749,10 @@ def compare_results(first: Result, second: Result, metrics: Sequence[str] | None
 
     for key in ("dataset", "split"):
         if getattr(first, key) != getattr(second, key):
-            raise HarnessError(f"the results are on different {key}s ({getattr(first, key)} vs {getattr(second, key)}); "
-                               "compare results of the same dataset and split")
+            raise HarnessError(
+                f"the results are on different {key}s ({getattr(first, key)} vs {getattr(second, key)}); "
+                "compare results of the same dataset and split"
+            )
     qrels_a, qrels_b = first.fingerprints.get("qrels"), second.fingerprints.get("qrels")
     if qrels_a and qrels_b and qrels_a != qrels_b:
         raise HarnessError("the results were scored against different qrels files (fingerprints differ)")
@@ -680,13 +777,26 @@ def format_p(p: float) -> str:
 
 def format_compare(first: Result, second: Result, tests: Sequence, alpha: float = 0.05) -> str:
     """A table: metric, A, B, B − A, p (t-test), p (randomization), and per query: B wins / ties / A wins."""
-    lines = [f"A = {display_label(first)}  ({first.where})", f"B = {display_label(second)}  ({second.where})",
-             f"{first.dataset} [{first.split}], {tests[0].n_queries if tests else 0} judged queries; "
-             f"* p < {alpha} in both tests", ""]
+    lines = [
+        f"A = {display_label(first)}  ({first.where})",
+        f"B = {display_label(second)}  ({second.where})",
+        f"{first.dataset} [{first.split}], {tests[0].n_queries if tests else 0} judged queries; "
+        f"* p < {alpha} in both tests",
+        "",
+    ]
     table = [["metric", "A", "B", "B - A", "p t-test", "p random", "", "B wins / ties / A wins"]]
     for t in tests:
         star = "*" if t.p_t_test < alpha and t.p_randomization < alpha else ""
-        table.append([t.metric, metric_text(t.mean_a), metric_text(t.mean_b), metric_text(t.difference, signed=True),
-                      format_p(t.p_t_test),
-                      format_p(t.p_randomization), star, f"{t.wins} / {t.ties} / {t.losses}"])
+        table.append(
+            [
+                t.metric,
+                metric_text(t.mean_a),
+                metric_text(t.mean_b),
+                metric_text(t.difference, signed=True),
+                format_p(t.p_t_test),
+                format_p(t.p_randomization),
+                star,
+                f"{t.wins} / {t.ties} / {t.losses}",
+            ]
+        )
     return "\n".join(lines + align(table, right=[False, True, True, True, True, True, False, True]))

@@ -20,8 +20,16 @@ from harness.reporting.comparison import results_of_split, save_png
 from harness.reporting.report import Result
 
 # Settings other than the compression that must match for a result to be measured against a baseline.
-_SAME = ("backend", "precision", "max_seq_length", "normalize", "query_prefix", "doc_prefix", "top_k",
-         "ignore_identical_ids")
+_SAME = (
+    "backend",
+    "precision",
+    "max_seq_length",
+    "normalize",
+    "query_prefix",
+    "doc_prefix",
+    "top_k",
+    "ignore_identical_ids",
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,9 @@ def _group(result: Result) -> tuple[str, str, str, str]:
     return result.dataset, result.split, result.model, json.dumps([result.config.get(k) for k in _SAME], default=str)
 
 
-def compression_rows(results: Sequence[Result], metric: str = "nDCG@10", split: str | None = None) -> list[CompressionRow]:
+def compression_rows(
+    results: Sequence[Result], metric: str = "nDCG@10", split: str | None = None
+) -> list[CompressionRow]:
     """The rows of every dense, exact-index result that records its bytes per document, grouped by dataset and
     model, largest storage first.
 
@@ -57,13 +67,21 @@ def compression_rows(results: Sequence[Result], metric: str = "nDCG@10", split: 
         HarnessError: No such result (nothing was evaluated with a flat or compressed index), or the metric
             is missing from them.
     """
-    kept = [r for r in results_of_split(list(results), split)
-            if "bytes_per_doc" in r.config and r.config.get("index", "flat") == "flat"]
+    kept = [
+        r
+        for r in results_of_split(list(results), split)
+        if "bytes_per_doc" in r.config and r.config.get("index", "flat") == "flat"
+    ]
     if not kept:
-        raise HarnessError("no result records its bytes per document: evaluate a dense model with the flat index, "
-                           "or with `truncate_dim` / `embedding_precision` (results written by earlier releases lack it)")
-    baselines = {_group(r): r.metrics.get(metric) for r in kept
-                 if r.config.get("truncate_dim") is None and r.config.get("embedding_precision", "float32") == "float32"}
+        raise HarnessError(
+            "no result records its bytes per document: evaluate a dense model with the flat index, "
+            "or with `truncate_dim` / `embedding_precision` (results written by earlier releases lack it)"
+        )
+    baselines = {
+        _group(r): r.metrics.get(metric)
+        for r in kept
+        if r.config.get("truncate_dim") is None and r.config.get("embedding_precision", "float32") == "float32"
+    }
     rows = []
     for result in kept:
         value = result.metrics.get(metric)
@@ -71,35 +89,68 @@ def compression_rows(results: Sequence[Result], metric: str = "nDCG@10", split: 
             raise HarnessError(f"{result.dataset} × {result.label}: no {metric} stored")
         baseline = baselines.get(_group(result))
         precision = result.config.get("embedding_precision", "float32")
-        rows.append(CompressionRow(
-            result.dataset, result.model, int(result.config.get("dimension", 0)), precision,
-            result.config.get("rescore_multiplier") if precision != "float32" else None,
-            float(result.config["bytes_per_doc"]), value, 100 * value / baseline if baseline else None))
+        rows.append(
+            CompressionRow(
+                result.dataset,
+                result.model,
+                int(result.config.get("dimension", 0)),
+                precision,
+                result.config.get("rescore_multiplier") if precision != "float32" else None,
+                float(result.config["bytes_per_doc"]),
+                value,
+                100 * value / baseline if baseline else None,
+            )
+        )
     return sorted(rows, key=lambda r: (r.dataset, r.model, -r.bytes_per_doc, r.variant))
 
 
 def _cells(row: CompressionRow, digits: int) -> list[str]:
-    rescore = "-" if row.rescore_multiplier is None else (f"{row.rescore_multiplier}×" if row.rescore_multiplier
-                                                          else "raw")
+    rescore = (
+        "-" if row.rescore_multiplier is None else (f"{row.rescore_multiplier}×" if row.rescore_multiplier else "raw")
+    )
     retained = f"{row.retained:.1f}%" if row.retained is not None else "-"
-    return [row.dataset, row.model.rsplit("/", 1)[-1], str(row.dimension), row.precision, rescore,
-            f"{row.bytes_per_doc:,.0f}", metric_text(row.value, digits), retained]
+    return [
+        row.dataset,
+        row.model.rsplit("/", 1)[-1],
+        str(row.dimension),
+        row.precision,
+        rescore,
+        f"{row.bytes_per_doc:,.0f}",
+        metric_text(row.value, digits),
+        retained,
+    ]
 
 
 def render_compression(rows: Sequence[CompressionRow], metric: str, fmt: str = "markdown", digits: int = 4) -> str:
     """The table in markdown, latex, csv (unrounded) or json."""
     header = ["dataset", "model", "dim", "precision", "rescore", "bytes/doc", metric, "retained"]
     if fmt == "csv":
-        return csv_text(header, [[r.dataset, r.model, r.dimension, r.precision, r.rescore_multiplier,
-                                  r.bytes_per_doc, r.value, r.retained] for r in rows])
+        return csv_text(
+            header,
+            [
+                [
+                    r.dataset,
+                    r.model,
+                    r.dimension,
+                    r.precision,
+                    r.rescore_multiplier,
+                    r.bytes_per_doc,
+                    r.value,
+                    r.retained,
+                ]
+                for r in rows
+            ],
+        )
     if fmt == "json":
         return json_text({"metric": metric, "rows": [r.__dict__ for r in rows]})
     body = [_cells(row, digits) for row in rows]
     if fmt == "latex":
         return latex_table(header, body)
-    notes = [f"retained: {metric} as a % of the same model's float32 result at its full dimension; bytes/doc: "
-             "the index's serialized size / documents; rescore M×: M × depth candidates rescored with float32 "
-             "vectors, raw: the compressed ranking alone"]
+    notes = [
+        f"retained: {metric} as a % of the same model's float32 result at its full dimension; bytes/doc: "
+        "the index's serialized size / documents; rescore M×: M × depth candidates rescored with float32 "
+        "vectors, raw: the compressed ranking alone"
+    ]
     return markdown_table(header, body, notes)
 
 
@@ -119,8 +170,9 @@ def plot_compression(rows: Sequence[CompressionRow], path: str | Path, metric: s
             line = sorted((r for r in mine if r.variant == variant), key=lambda r: r.bytes_per_doc)
             ax.plot([r.bytes_per_doc for r in line], [r.value for r in line], marker="o", label=variant)
             for r in line:
-                ax.annotate(str(r.dimension), (r.bytes_per_doc, r.value), textcoords="offset points",
-                            xytext=(3, 4), fontsize=7)
+                ax.annotate(
+                    str(r.dimension), (r.bytes_per_doc, r.value), textcoords="offset points", xytext=(3, 4), fontsize=7
+                )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("bytes per document (index size / documents)")
         ax.set_ylabel(metric)

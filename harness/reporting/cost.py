@@ -21,8 +21,15 @@ from harness.reporting.labels import column_labels
 from harness.reporting.report import Result
 
 NONE = "–"  # as `metric_text` shows a missing value
-PHASES = (("load", "load s"), ("encode_corpus", "encode corpus s"), ("encode_queries", "encode queries s"),
-          ("index", "index s"), ("search", "search s"), ("rerank", "rerank s"), ("score", "score s"))
+PHASES = (
+    ("load", "load s"),
+    ("encode_corpus", "encode corpus s"),
+    ("encode_queries", "encode queries s"),
+    ("index", "index s"),
+    ("search", "search s"),
+    ("rerank", "rerank s"),
+    ("score", "score s"),
+)
 OPTIONAL = ("rerank", "tokens", "price")  # columns shown only when some row has a value
 COST_NOTES = (
     "phase seconds and wall time are the result's timings; cached: read from the embedding, index or score cache "
@@ -65,14 +72,22 @@ def _row(result: Result, system: str, metric: str) -> CostRow:
     latency = cost.get("search_latency") or {}
     endpoint = cost.get("endpoint") or {}
     return CostRow(
-        dataset=result.dataset, system=system, value=result.metrics.get(metric), wall_s=timings.get("total"),
-        phases={phase: timings.get(phase) for phase, _ in PHASES}, cached=tuple(cost.get("cached") or ()),
+        dataset=result.dataset,
+        system=system,
+        value=result.metrics.get(metric),
+        wall_s=timings.get("total"),
+        phases={phase: timings.get(phase) for phase, _ in PHASES},
+        cached=tuple(cost.get("cached") or ()),
         docs_per_s=cost.get("docs_per_s"),
         latency_ms={q: latency.get(f"{q}_ms") for q in ("p50", "p95", "p99")},
-        latency_queries=latency.get("queries"), peak_rss_bytes=cost.get("peak_rss_bytes"),
+        latency_queries=latency.get("queries"),
+        peak_rss_bytes=cost.get("peak_rss_bytes"),
         peak_rss_scope=cost.get("peak_rss_scope"),
-        index_bytes=cost.get("index_bytes"), cache_bytes=cost.get("cache_bytes"),
-        tokens=endpoint.get("tokens"), price=endpoint.get("cost"))
+        index_bytes=cost.get("index_bytes"),
+        cache_bytes=cost.get("cache_bytes"),
+        tokens=endpoint.get("tokens"),
+        price=endpoint.get("cost"),
+    )
 
 
 def cost_rows(results: Sequence[Result], metric: str = "nDCG@10", split: str | None = None) -> list[CostRow]:
@@ -117,26 +132,63 @@ def _number(value: float | None, fmt: str) -> str:
 
 def _columns(rows: Sequence[CostRow]) -> list[str]:
     """The column keys shown: everything, less the optional columns no row has."""
-    present = {"rerank": any(r.phases.get("rerank") is not None for r in rows),
-               "tokens": any(r.tokens is not None for r in rows), "price": any(r.price is not None for r in rows)}
-    keys = ["dataset", "system", "metric", "wall", *(phase for phase, _ in PHASES), "docs_per_s", "p50", "p95",
-            "p99", "peak_rss", "index_bytes", "cache_bytes", "tokens", "price"]
+    present = {
+        "rerank": any(r.phases.get("rerank") is not None for r in rows),
+        "tokens": any(r.tokens is not None for r in rows),
+        "price": any(r.price is not None for r in rows),
+    }
+    keys = [
+        "dataset",
+        "system",
+        "metric",
+        "wall",
+        *(phase for phase, _ in PHASES),
+        "docs_per_s",
+        "p50",
+        "p95",
+        "p99",
+        "peak_rss",
+        "index_bytes",
+        "cache_bytes",
+        "tokens",
+        "price",
+    ]
     return [key for key in keys if key not in OPTIONAL or present[key]]
 
 
 def _headers(metric: str) -> dict[str, str]:
-    return {"dataset": "dataset", "system": "system", "metric": metric, "wall": "wall s", **dict(PHASES),
-            "docs_per_s": "docs/s", "p50": "p50 ms", "p95": "p95 ms", "p99": "p99 ms", "peak_rss": "peak RSS",
-            "index_bytes": "index", "cache_bytes": "cache", "tokens": "tokens", "price": "price"}
+    return {
+        "dataset": "dataset",
+        "system": "system",
+        "metric": metric,
+        "wall": "wall s",
+        **dict(PHASES),
+        "docs_per_s": "docs/s",
+        "p50": "p50 ms",
+        "p95": "p95 ms",
+        "p99": "p99 ms",
+        "peak_rss": "peak RSS",
+        "index_bytes": "index",
+        "cache_bytes": "cache",
+        "tokens": "tokens",
+        "price": "price",
+    }
 
 
 def _cells(row: CostRow, digits: int) -> dict[str, str]:
-    cells = {"dataset": row.dataset, "system": row.system, "metric": metric_text(row.value, digits),
-             "wall": _seconds(row.wall_s), "docs_per_s": _number(row.docs_per_s, ",.1f"),
-             "peak_rss": ("≥ " if row.peak_rss_scope == "process" and row.peak_rss_bytes is not None else "")
-             + _size(row.peak_rss_bytes), "index_bytes": _size(row.index_bytes),
-             "cache_bytes": _size(row.cache_bytes), "tokens": _number(row.tokens, ","),
-             "price": _number(row.price, ".4f")}
+    cells = {
+        "dataset": row.dataset,
+        "system": row.system,
+        "metric": metric_text(row.value, digits),
+        "wall": _seconds(row.wall_s),
+        "docs_per_s": _number(row.docs_per_s, ",.1f"),
+        "peak_rss": ("≥ " if row.peak_rss_scope == "process" and row.peak_rss_bytes is not None else "")
+        + _size(row.peak_rss_bytes),
+        "index_bytes": _size(row.index_bytes),
+        "cache_bytes": _size(row.cache_bytes),
+        "tokens": _number(row.tokens, ","),
+        "price": _number(row.price, ".4f"),
+    }
     for phase, _ in PHASES:
         cells[phase] = "cached" if phase in row.cached else _seconds(row.phases.get(phase))
     cells.update({q: _number(row.latency_ms.get(q), ".3f") for q in ("p50", "p95", "p99")})
@@ -154,13 +206,46 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
     if fmt == "json":
         return json_text({"metric": metric, "notes": list(COST_NOTES), "rows": [row.to_json() for row in rows]})
     if fmt == "csv":
-        header = ["dataset", "system", metric, "wall_s", *(f"{phase}_s" for phase, _ in PHASES), "cached",
-                  "docs_per_s", "p50_ms", "p95_ms", "p99_ms", "latency_queries", "peak_rss_bytes", "index_bytes",
-                  "cache_bytes", "tokens", "price"]
-        return csv_text(header, [[r.dataset, r.system, r.value, r.wall_s, *(r.phases.get(p) for p, _ in PHASES),
-                                  " ".join(r.cached), r.docs_per_s, *(r.latency_ms.get(q) for q in ("p50", "p95", "p99")),
-                                  r.latency_queries, r.peak_rss_bytes, r.index_bytes, r.cache_bytes, r.tokens, r.price]
-                                 for r in rows])
+        header = [
+            "dataset",
+            "system",
+            metric,
+            "wall_s",
+            *(f"{phase}_s" for phase, _ in PHASES),
+            "cached",
+            "docs_per_s",
+            "p50_ms",
+            "p95_ms",
+            "p99_ms",
+            "latency_queries",
+            "peak_rss_bytes",
+            "index_bytes",
+            "cache_bytes",
+            "tokens",
+            "price",
+        ]
+        return csv_text(
+            header,
+            [
+                [
+                    r.dataset,
+                    r.system,
+                    r.value,
+                    r.wall_s,
+                    *(r.phases.get(p) for p, _ in PHASES),
+                    " ".join(r.cached),
+                    r.docs_per_s,
+                    *(r.latency_ms.get(q) for q in ("p50", "p95", "p99")),
+                    r.latency_queries,
+                    r.peak_rss_bytes,
+                    r.index_bytes,
+                    r.cache_bytes,
+                    r.tokens,
+                    r.price,
+                ]
+                for r in rows
+            ],
+        )
     header, body = cost_table(rows, metric, digits)
     if fmt == "latex":
         return latex_table(header, body)
@@ -173,8 +258,11 @@ def cost_summary(result: Result) -> str | None:
         return None
     row = _row(result, result.label or result.model, "")
     cells = _cells(row, 4)
-    phases = " · ".join(f"{label[:-2]} {cells[phase]}{'' if cells[phase] == 'cached' else ' s'}"
-                        for phase, label in PHASES if row.phases.get(phase) is not None)
+    phases = " · ".join(
+        f"{label[:-2]} {cells[phase]}{'' if cells[phase] == 'cached' else ' s'}"
+        for phase, label in PHASES
+        if row.phases.get(phase) is not None
+    )
     parts = [f"{cells['wall']} s wall", phases]
     if row.docs_per_s is not None:
         parts.append(f"{cells['docs_per_s']} docs/s")

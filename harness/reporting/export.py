@@ -40,28 +40,39 @@ def mteb_scores(metrics: dict[str, float]) -> dict[str, Any]:
         family, _, k = name.partition("@")
         if family in MTEB_FAMILIES and k.isdigit():
             scores[f"{MTEB_FAMILIES[family]}_at_{k}"] = value
-    return dict(sorted(scores.items(), key=lambda item: (item[0].rsplit("_at_", 1)[0],
-                                                         int(item[0].rsplit("_at_", 1)[1]))))
+    return dict(
+        sorted(scores.items(), key=lambda item: (item[0].rsplit("_at_", 1)[0], int(item[0].rsplit("_at_", 1)[1])))
+    )
 
 
 def _task_file(result: Result, task: str) -> dict[str, Any]:
     scores = mteb_scores(result.metrics)
     if "ndcg_at_10" not in scores:
-        raise HarnessError(f"{result.where}: no nDCG@10, MTEB's main score for "
-                           "retrieval; evaluate with --k including 10")
+        raise HarnessError(
+            f"{result.where}: no nDCG@10, MTEB's main score for retrieval; evaluate with --k including 10"
+        )
     return {
         "dataset_revision": f"beir-corpus-sha256:{result.fingerprints.get('corpus', 'unknown')}",
         "task_name": task,
         "mteb_version": None,
-        "scores": {registry.mteb_split_name(result.dataset, result.split): [{**scores, "main_score": scores["ndcg_at_10"], "hf_subset": "default",
-                                      "languages": ["eng-Latn"]}]},
+        "scores": {
+            registry.mteb_split_name(result.dataset, result.split): [
+                {**scores, "main_score": scores["ndcg_at_10"], "hf_subset": "default", "languages": ["eng-Latn"]}
+            ]
+        },
         "evaluation_time": result.timings.get("total"),
         "kg_co2_emissions": None,
-        "beir_harness": {"version": result.versions.get("beir-harness", __version__),
-                         "exported_by": __version__, "label": result.label,
-                         "dataset": result.dataset, "config_hash": result.config_hash,
-                         "fingerprints": result.fingerprints, "config": result.config,
-                         "n_queries": result.n_queries, "created": result.created},
+        "beir_harness": {
+            "version": result.versions.get("beir-harness", __version__),
+            "exported_by": __version__,
+            "label": result.label,
+            "dataset": result.dataset,
+            "config_hash": result.config_hash,
+            "fingerprints": result.fingerprints,
+            "config": result.config,
+            "n_queries": result.n_queries,
+            "created": result.created,
+        },
     }
 
 
@@ -85,8 +96,10 @@ def export_mteb(results: Sequence[Result], out: Path) -> list[Path]:
         revision = result.config.get("model_revision") or NO_REVISION
         path = out / model_slug(model) / model_slug(revision) / f"{task}.json"
         if path in planned:
-            raise HarnessError(f"{planned[path].where} and {result.where} are both {model} on {task}: "
-                               "MTEB keeps one result per model and task; export one configuration at a time")
+            raise HarnessError(
+                f"{planned[path].where} and {result.where} are both {model} on {task}: "
+                "MTEB keeps one result per model and task; export one configuration at a time"
+            )
         planned[path] = result
     if skipped:
         logger.warning("not exported (MTEB has no task for them): %s", ", ".join(sorted(set(skipped))))
@@ -94,9 +107,17 @@ def export_mteb(results: Sequence[Result], out: Path) -> list[Path]:
         raise HarnessError("nothing to export: MTEB has no task for any of these datasets")
     for path, result in planned.items():
         write_json(_task_file(result, path.stem), path)
-        write_json({"name": result.model, "revision": path.parent.name, "release_date": None,
-                    "languages": ["eng-Latn"], "framework": [], "beir_harness": __version__},
-                   path.parent / "model_meta.json")
+        write_json(
+            {
+                "name": result.model,
+                "revision": path.parent.name,
+                "release_date": None,
+                "languages": ["eng-Latn"],
+                "framework": [],
+                "beir_harness": __version__,
+            },
+            path.parent / "model_meta.json",
+        )
     return sorted(planned)
 
 
@@ -113,8 +134,7 @@ def per_query_csv(results: Iterable[Result], metrics: Sequence[str] = ()) -> str
         for query_id, values in sorted(result.per_query.items()):
             for metric, value in values.items():
                 if not metrics or metric in metrics:
-                    writer.writerow([result.dataset, result.label, result.split, query_id, metric,
-                                     repr(value)])
+                    writer.writerow([result.dataset, result.label, result.split, query_id, metric, repr(value)])
     return buffer.getvalue()
 
 

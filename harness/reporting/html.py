@@ -37,23 +37,35 @@ _FAMILIES = ("nDCG", "MAP", "Recall", "P", "MRR", "Success", "R-Prec", "Judged")
 
 def _metric_order(name: str) -> tuple[int, int, str]:
     family, _, cutoff = name.partition("@")
-    return (_FAMILIES.index(family) if family in _FAMILIES else len(_FAMILIES),
-            int(cutoff) if cutoff.isdigit() else 0, name)
+    return (
+        _FAMILIES.index(family) if family in _FAMILIES else len(_FAMILIES),
+        int(cutoff) if cutoff.isdigit() else 0,
+        name,
+    )
 
 
-def _leaderboard(results: list[Result], metric: str, options: PageOptions,
-                 columns: dict[str, int], kinds: dict[str, str]) -> tuple[dict[str, Any], Comparison]:
+def _leaderboard(
+    results: list[Result], metric: str, options: PageOptions, columns: dict[str, int], kinds: dict[str, str]
+) -> tuple[dict[str, Any], Comparison]:
     """One metric's table, compactly: its columns as indices into the page's column list (`columns`, grown
     here), a row of values per dataset in that order, the average row, the marks and the notes."""
-    comparison = build_comparison(results, metric, options.split, options.published,
-                                  options.baseline if metric == options.metric else None, options.alpha,
-                                  options.correction, options.rounds)
+    comparison = build_comparison(
+        results,
+        metric,
+        options.split,
+        options.published,
+        options.baseline if metric == options.metric else None,
+        options.alpha,
+        options.correction,
+        options.rounds,
+    )
     kinds.update({c: "system" for c in comparison.models})
     kinds.update({c: "published" for c in comparison.published_columns})
     kinds.update({c: "delta" for c in comparison.delta_columns})
     for column in comparison.columns:
         columns.setdefault(column, len(columns))
     average, shared = comparison.average()
+
     def texts(values: list[float | None]) -> list[str]:
         return [metric_text(v, options.digits, kinds[c] == "delta") for v, c in zip(values, comparison.columns)]
 
@@ -62,7 +74,8 @@ def _leaderboard(results: list[Result], metric: str, options: PageOptions,
     # The stored floats (to sort, bold and draw) and the text shown, formatted here as every table is.
     return {
         "columns": [columns[c] for c in comparison.columns],
-        "values": values, "text": {d: texts(row) for d, row in values.items()},
+        "values": values,
+        "text": {d: texts(row) for d, row in values.items()},
         "average": {"over": shared, "values": averages, "text": texts(averages)},
         "marks": {f"{d}\t{columns[c]}": mark for (d, c), mark in comparison.marks.items()},
         "notes": comparison.notes,
@@ -88,8 +101,14 @@ def build_page(results: Sequence[Result], options: PageOptions = PageOptions()) 
     if not results:
         raise HarnessError("no results to report")
     kept = results_of_split(list(results), options.split)
-    notes = [f"left out {len(results) - len(kept)} result(s) of other splits: " + ", ".join(sorted(
-        {f"{r.dataset} [{r.split}]" for r in results if r not in kept}))] if len(kept) < len(results) else []
+    notes = (
+        [
+            f"left out {len(results) - len(kept)} result(s) of other splits: "
+            + ", ".join(sorted({f"{r.dataset} [{r.split}]" for r in results if r not in kept}))
+        ]
+        if len(kept) < len(results)
+        else []
+    )
     metrics = sorted({m for r in kept for m in r.metrics}, key=_metric_order)
     if options.metric not in metrics:
         raise HarnessError(f"no result has {options.metric}; stored: {', '.join(metrics[:12])}")
@@ -103,10 +122,17 @@ def build_page(results: Sequence[Result], options: PageOptions = PageOptions()) 
     for result in labelled:
         by_label.setdefault(labels[id(result)], {})[result.dataset] = result
     return {
-        "title": options.title, "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "harness_version": __version__, "metric": options.metric, "metrics": metrics,
-        "datasets": main.datasets, "systems": main.models, "columns": list(columns), "kinds": kinds,
-        "boards": boards, "notes": notes,
+        "title": options.title,
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "harness_version": __version__,
+        "metric": options.metric,
+        "metrics": metrics,
+        "datasets": main.datasets,
+        "systems": main.models,
+        "columns": list(columns),
+        "kinds": kinds,
+        "boards": boards,
+        "notes": notes,
         "intervals": {options.metric: _intervals(main)},
         "significance": next((n for n in main.notes if n.startswith("†")), None),
         "drilldowns": drilldowns(by_label, options),

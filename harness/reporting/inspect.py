@@ -25,13 +25,16 @@ def _labels(results: Sequence[Result]) -> list[str]:
     labels = [display_label(result) for result in results]
     if len(labels) == 2 and labels[0] == labels[1]:
         hashes = [result.config_hash[:8] for result in results]
-        labels = [f"{label} #{h}" if h and hashes[0] != hashes[1] else f"{label} ({which})"
-                  for label, h, which in zip(labels, hashes, "AB")]
+        labels = [
+            f"{label} #{h}" if h and hashes[0] != hashes[1] else f"{label} ({which})"
+            for label, h, which in zip(labels, hashes, "AB")
+        ]
     return labels
 
 
-def _chosen(results: Sequence[Result], values: list[dict[str, float]], worst: int,
-            metric: str, labels: list[str]) -> tuple[list[str], str, str]:
+def _chosen(
+    results: Sequence[Result], values: list[dict[str, float]], worst: int, metric: str, labels: list[str]
+) -> tuple[list[str], str, str]:
     """The query ids to show, a title, and how many queries tie at the boundary value."""
     first = results[0]
     where = f"{first.dataset} [{first.split}]"
@@ -40,8 +43,9 @@ def _chosen(results: Sequence[Result], values: list[dict[str, float]], worst: in
         chosen = order[:worst]
         low = values[0][order[0]] if order else 0.0
         tied = sum(v == low for v in values[0].values())
-        ties = (f"{tied} of {len(order)} queries score {metric_text(low)}, the worst value" +
-                (f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""))
+        ties = f"{tied} of {len(order)} queries score {metric_text(low)}, the worst value" + (
+            f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""
+        )
         return chosen, f"{len(chosen)} worst queries by {metric} ({labels[0]}, {where})", ties
     shared = set(values[0]) & set(values[1])
     gap = {q: abs(values[1][q] - values[0][q]) for q in shared}
@@ -49,14 +53,15 @@ def _chosen(results: Sequence[Result], values: list[dict[str, float]], worst: in
     chosen = order[:worst]
     top = gap[order[0]] if order else 0.0
     tied = sum(g == top for g in gap.values())
-    ties = (f"{tied} of {len(order)} queries differ by {metric_text(top)}, the largest difference" +
-            (f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""))
-    return chosen, (f"{len(chosen)} queries where {labels[1]} and {labels[0]} differ most "
-                    f"on {metric} ({where})"), ties
+    ties = f"{tied} of {len(order)} queries differ by {metric_text(top)}, the largest difference" + (
+        f"; {len(chosen)} shown, ties in query_id order" if tied > len(chosen) else ""
+    )
+    return chosen, (f"{len(chosen)} queries where {labels[1]} and {labels[0]} differ most on {metric} ({where})"), ties
 
 
-def inspect_results(results: Sequence[Result], worst: int = 10, metric: str = "nDCG@10",
-                    depth: int = 5) -> dict[str, Any]:
+def inspect_results(
+    results: Sequence[Result], worst: int = 10, metric: str = "nDCG@10", depth: int = 5
+) -> dict[str, Any]:
     """The worst queries of one result (or, for two, the queries where they differ most), as data.
 
     Reads the dataset folder recorded in the result (texts, judgments, titles) and the run file beside it.
@@ -74,7 +79,9 @@ def inspect_results(results: Sequence[Result], worst: int = 10, metric: str = "n
 
     for result in results:
         if metric not in result.metrics:
-            raise HarnessError(f"{result.where}: no {metric} (use {setting('metric')} with one of {', '.join(result.metrics)})")
+            raise HarnessError(
+                f"{result.where}: no {metric} (use {setting('metric')} with one of {', '.join(result.metrics)})"
+            )
     first = results[0]
     folder = locate_beir_folder(first.config["dataset_path"], first.split)
     runs = []
@@ -89,24 +96,46 @@ def inspect_results(results: Sequence[Result], worst: int = 10, metric: str = "n
     qrels = read_qrels(folder.qrels)
     texts = {q.query_id: q.text for q in iter_queries(folder.queries) if q.query_id in set(chosen)}
     needed = {d for q in chosen for d in qrels.get(q, {})} | {
-        hit.doc_id for run in runs for q in chosen for hit in run.get(q, ())[:depth]}
+        hit.doc_id for run in runs for q in chosen for hit in run.get(q, ())[:depth]
+    }
     titles = {doc.doc_id: (doc.title or doc.text)[:70] for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
     queries = []
     for query_id in chosen:
         judged = sorted(qrels.get(query_id, {}).items(), key=lambda item: (-item[1], item[0]))
         ranks = [{hit.doc_id: rank for rank, hit in enumerate(run.get(query_id, ()), start=1)} for run in runs]
-        queries.append({
-            "query_id": query_id, "text": texts.get(query_id, ""),
-            "values": {system: v.get(query_id, 0.0) for system, v in zip(systems, values)},
-            "judged": [{"doc_id": d, "grade": g, "ranks": {s: r.get(d, NOT_RETRIEVED) for s, r in zip(systems, ranks)}}
-                       for d, g in judged],
-            "top": {system: [{"rank": rank, "doc_id": hit.doc_id, "score": hit.score,
-                              "grade": qrels.get(query_id, {}).get(hit.doc_id), "title": titles.get(hit.doc_id, "")}
-                             for rank, hit in enumerate(run.get(query_id, ())[:depth], start=1)]
-                    for system, run in zip(systems, runs)},
-        })
-    return {"title": title, "metric": metric, "dataset": first.dataset, "split": first.split,
-            "systems": systems, "ties": ties, "queries": queries}
+        queries.append(
+            {
+                "query_id": query_id,
+                "text": texts.get(query_id, ""),
+                "values": {system: v.get(query_id, 0.0) for system, v in zip(systems, values)},
+                "judged": [
+                    {"doc_id": d, "grade": g, "ranks": {s: r.get(d, NOT_RETRIEVED) for s, r in zip(systems, ranks)}}
+                    for d, g in judged
+                ],
+                "top": {
+                    system: [
+                        {
+                            "rank": rank,
+                            "doc_id": hit.doc_id,
+                            "score": hit.score,
+                            "grade": qrels.get(query_id, {}).get(hit.doc_id),
+                            "title": titles.get(hit.doc_id, ""),
+                        }
+                        for rank, hit in enumerate(run.get(query_id, ())[:depth], start=1)
+                    ]
+                    for system, run in zip(systems, runs)
+                },
+            }
+        )
+    return {
+        "title": title,
+        "metric": metric,
+        "dataset": first.dataset,
+        "split": first.split,
+        "systems": systems,
+        "ties": ties,
+        "queries": queries,
+    }
 
 
 def format_inspect(data: dict[str, Any], judged_shown: int = 10) -> str:
@@ -118,8 +147,7 @@ def format_inspect(data: dict[str, Any], judged_shown: int = 10) -> str:
         lines.append(f"  {data['metric']}: {scores}")
         lines.append("  judged (grade; rank retrieved):")
         for judged in query["judged"][:judged_shown]:
-            ranks = ", ".join(f"{s} {'not retrieved' if r is None else f'#{r}'}"
-                              for s, r in judged["ranks"].items())
+            ranks = ", ".join(f"{s} {'not retrieved' if r is None else f'#{r}'}" for s, r in judged["ranks"].items())
             lines.append(f"    {judged['doc_id']:<14} grade {judged['grade']}; {ranks}")
         if len(query["judged"]) > judged_shown:
             lines.append(f"    and {len(query['judged']) - judged_shown} more")

@@ -26,7 +26,7 @@ def short_model(name: str) -> str:
     """A model name's last path component: ``org/model`` → ``model``, ``./models/m/`` → ``m``,
     ``run:out/x.trec`` → ``run:x.trec``; a name without ``/`` is unchanged."""
     prefix = _SCHEME.match(name)
-    head, rest = (prefix.group(0), name[prefix.end():]) if prefix else ("", name)
+    head, rest = (prefix.group(0), name[prefix.end() :]) if prefix else ("", name)
     parts = [part for part in re.split(r"[/\\]", rest) if part]
     return head + parts[-1] if len(parts) > 1 else name
 
@@ -92,8 +92,10 @@ def column_labels(results: Sequence[Result], notes: list[str]) -> tuple[list[Res
         for result in sorted(group, key=lambda r: r.created or ""):
             by_hash[result.config_hash or result.where] = result
         if len(by_hash) < len(group):
-            notes.append(f"{dataset} × {label}: {len(group)} results of {len(by_hash)} configuration(s); the newest of "
-                         f"each is shown ({', '.join(r.where for r in by_hash.values())})")
+            notes.append(
+                f"{dataset} × {label}: {len(group)} results of {len(by_hash)} configuration(s); the newest of "
+                f"each is shown ({', '.join(r.where for r in by_hash.values())})"
+            )
         chosen[(dataset, split, label)] = list(by_hash.values())
     kept = [result for members in chosen.values() for result in members]
     shown = _unique_display(kept)
@@ -119,5 +121,7 @@ def _unique_display(results: Iterable[Result]) -> dict[int, str]:
 def _collision_note(dataset: str, label: str, members: list[Result], labels: dict[int, str]) -> str:
     """One line: which results share `label`, how they are shown, and how to give each its own label."""
     shown = ", ".join(f"{r.where} as {labels[id(r)]!r}" for r in members)
-    return (f"{dataset}: {len(members)} different systems are labelled {label!r} ({shown}); give each its own label "
-            f"(bench --systems \"a=SYSTEM, b=SYSTEM\", or evaluate/fuse --name)")
+    return (
+        f"{dataset}: {len(members)} different systems are labelled {label!r} ({shown}); give each its own label "
+        f'(bench --systems "a=SYSTEM, b=SYSTEM", or evaluate/fuse --name)'
+    )

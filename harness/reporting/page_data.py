@@ -57,7 +57,7 @@ class PageOptions:
 
 def _cut(text: str, limit: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _system_drill(result: Result, metric: str, options: PageOptions, qrels) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def _system_drill(result: Result, metric: str, options: PageOptions, qrels) -> d
     from harness.io.trec import read_run
 
     values = {q: v[metric] for q, v in result.per_query.items() if metric in v}
-    worst = sorted(values, key=lambda q: (values[q], q))[:options.worst]
+    worst = sorted(values, key=lambda q: (values[q], q))[: options.worst]
     # Each item [query_id, value as shown, top [[doc_id, score], ...], {judged doc_id: rank}]: lists, not objects, for size.
     entry: dict[str, Any] = {"worst": [[q, metric_text(values[q], options.digits)] for q in worst]}
     path = result.run_path
@@ -80,7 +80,7 @@ def _system_drill(result: Result, metric: str, options: PageOptions, qrels) -> d
     for item in entry["worst"]:
         hits = run.get(item[0], ())
         ranks = {hit.doc_id: rank for rank, hit in enumerate(hits, start=1)}
-        item.append([[hit.doc_id, round(hit.score, 4)] for hit in hits[:options.top]])
+        item.append([[hit.doc_id, round(hit.score, 4)] for hit in hits[: options.top]])
         item.append({doc_id: ranks[doc_id] for doc_id, _ in _judged(qrels.get(item[0], {})) if doc_id in ranks})
     return entry
 
@@ -105,18 +105,31 @@ def _dataset_drill(dataset: str, systems: dict[str, Result], options: PageOption
         if options.metric in result.metrics:
             drill["systems"][label] = _system_drill(result, options.metric, options, qrels)
     shown = {item[0] for entry in drill["systems"].values() for item in entry["worst"]}
-    drill["queries"] = {q.query_id: _cut(q.text, QUERY_CHARS) for q in iter_queries(folder.queries)
-                        if q.query_id in shown}
+    drill["queries"] = {
+        q.query_id: _cut(q.text, QUERY_CHARS) for q in iter_queries(folder.queries) if q.query_id in shown
+    }
     drill["judged"] = {q: {"n": len(qrels.get(q, {})), "docs": _judged(qrels.get(q, {}))} for q in sorted(shown)}
     needed = {doc_id for entry in drill["judged"].values() for doc_id, _ in entry["docs"]}
-    needed |= {doc_id for entry in drill["systems"].values() for item in entry["worst"]
-               for doc_id, _ in (item[2] if len(item) > 2 else ())}
+    needed |= {
+        doc_id
+        for entry in drill["systems"].values()
+        for item in entry["worst"]
+        for doc_id, _ in (item[2] if len(item) > 2 else ())
+    }
     drill["grades"] = {q: {d: g for d, g in qrels.get(q, {}).items() if d in needed} for q in sorted(shown)}
-    drill["titles"] = {doc.doc_id: _cut(doc.title or doc.text, TITLE_CHARS) for doc in iter_corpus(folder.corpus)
-                       if doc.doc_id in needed}
+    drill["titles"] = {
+        doc.doc_id: _cut(doc.title or doc.text, TITLE_CHARS)
+        for doc in iter_corpus(folder.corpus)
+        if doc.doc_id in needed
+    }
     ids = sorted({q for result in systems.values() for q in result.per_query})
-    drill["scatter"] = {"ids": ids, "values": {label: _packed([result.per_query.get(q, {}).get(options.metric)
-                                                                for q in ids]) for label, result in systems.items()}}
+    drill["scatter"] = {
+        "ids": ids,
+        "values": {
+            label: _packed([result.per_query.get(q, {}).get(options.metric) for q in ids])
+            for label, result in systems.items()
+        },
+    }
     return drill
 
 
@@ -154,17 +167,27 @@ def provenance(by_label: dict[str, dict[str, Result]]) -> dict[str, Any]:
     out = {}
     for label, results in by_label.items():
         first = next(iter(results.values()))
-        settings = {key: value for key, value in first.config.items()
-                    if key not in _SETTINGS_SKIPPED and (value is None or isinstance(value, (str, int, float, bool)))}
+        settings = {
+            key: value
+            for key, value in first.config.items()
+            if key not in _SETTINGS_SKIPPED and (value is None or isinstance(value, (str, int, float, bool)))
+        }
         out[label] = {
-            "model": first.model, "variant": first.variant or "(default configuration)", "settings": settings,
+            "model": first.model,
+            "variant": first.variant or "(default configuration)",
+            "settings": settings,
             "versions": first.versions,
-            "datasets": {dataset: {
-                "config_hash": result.config_hash, "created": result.created,
-                "host": " · ".join(str(result.host.get(k)) for k in ("cpu", "kernel_class") if result.host.get(k)),
-                **{name: value[:12] for name, value in result.fingerprints.items()},
-                "qrels_from": format_provenance(result.config["qrels_provenance"])
-                if result.config.get("qrels_provenance") else None}
-                for dataset, result in sorted(results.items())},
+            "datasets": {
+                dataset: {
+                    "config_hash": result.config_hash,
+                    "created": result.created,
+                    "host": " · ".join(str(result.host.get(k)) for k in ("cpu", "kernel_class") if result.host.get(k)),
+                    **{name: value[:12] for name, value in result.fingerprints.items()},
+                    "qrels_from": format_provenance(result.config["qrels_provenance"])
+                    if result.config.get("qrels_provenance")
+                    else None,
+                }
+                for dataset, result in sorted(results.items())
+            },
         }
     return out

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataMismatchError, HarnessError, OutputError, setting
-from harness.presentation import align, metric_text
 from harness.io.files import atomic_writer, remove_stale_temporaries, write_json
 from harness.io.lines import content_sha256
 from harness.io.trec import write_run
+from harness.presentation import align, metric_text
 from harness.records import Run
 
 logger = logging.getLogger(__name__)
@@ -149,8 +149,21 @@ class Result:
 _REQUIRED = ("dataset", "split", "model", "metrics", "per_query", "n_queries")
 
 
-RESULTS_CSV_COLUMNS = ("dataset", "split", "model", "label", "variant", "metric", "value", "n_queries",
-                       "ignore_identical_ids", "index", "config_hash", "harness_version", "created")
+RESULTS_CSV_COLUMNS = (
+    "dataset",
+    "split",
+    "model",
+    "label",
+    "variant",
+    "metric",
+    "value",
+    "n_queries",
+    "ignore_identical_ids",
+    "index",
+    "config_hash",
+    "harness_version",
+    "created",
+)
 
 
 def read_result(path: str | Path) -> Result | None:
@@ -169,13 +182,23 @@ def results_rows(output_dir: str | Path) -> list[dict[str, Any]]:
         if result is None:
             continue
         for metric, value in result.metrics.items():
-            rows.append({
-                "dataset": result.dataset, "split": result.split, "model": result.model, "label": result.label,
-                "variant": result.variant, "metric": metric, "value": value, "n_queries": result.n_queries,
-                "ignore_identical_ids": result.config.get("ignore_identical_ids"),
-                "index": result.config.get("index", ""), "config_hash": result.config_hash,
-                "harness_version": result.versions.get("beir-harness", ""), "created": result.created,
-            })
+            rows.append(
+                {
+                    "dataset": result.dataset,
+                    "split": result.split,
+                    "model": result.model,
+                    "label": result.label,
+                    "variant": result.variant,
+                    "metric": metric,
+                    "value": value,
+                    "n_queries": result.n_queries,
+                    "ignore_identical_ids": result.config.get("ignore_identical_ids"),
+                    "index": result.config.get("index", ""),
+                    "config_hash": result.config_hash,
+                    "harness_version": result.versions.get("beir-harness", ""),
+                    "created": result.created,
+                }
+            )
     return rows
 
 
@@ -186,8 +209,7 @@ DATA_FILES = ("corpus", "queries", "qrels")
 def data_changes(recorded: dict[str, str], current: dict[str, str]) -> list[str]:
     """The data files (of `DATA_FILES`) whose fingerprints differ; a file either side does not record is not
     compared (results written before fingerprints existed)."""
-    return [name for name in DATA_FILES if recorded.get(name) and current.get(name)
-            and recorded[name] != current[name]]
+    return [name for name in DATA_FILES if recorded.get(name) and current.get(name) and recorded[name] != current[name]]
 
 
 def data_tag(result: Result) -> str:
@@ -233,10 +255,13 @@ def check_same_data(results: list[Result], allow_mixed: bool = False) -> list[Re
             f"results of {first.dataset} were computed on different data: {first.where} and {other.where} differ "
             f"in {' and '.join(changed)} ({_short(first, changed[0])} vs {_short(other, changed[0])})"
             f"{_which_is_current(first, other)}; rerun the stale one (bench reruns a cell whose data changed); "
-            f"report {setting('allow_mixed_data')} shows each version of the data as a dataset of its own")
+            f"report {setting('allow_mixed_data')} shows each version of the data as a dataset of its own"
+        )
     mixed = {result.dataset for clash in clashes for result in clash[:2]}
-    return [replace(result, dataset=f"{result.dataset} [data {data_tag(result)}]")
-            if result.dataset in mixed else result for result in results]
+    return [
+        replace(result, dataset=f"{result.dataset} [data {data_tag(result)}]") if result.dataset in mixed else result
+        for result in results
+    ]
 
 
 def _data_clashes(results: list[Result]) -> list[tuple[Result, Result, list[str]]]:
@@ -297,8 +322,7 @@ def model_slug(model: str) -> str:
     return slug
 
 
-def result_paths(output_dir: str | Path, dataset: str, model: str, split: str,
-                 variant: str = "") -> tuple[Path, Path]:
+def result_paths(output_dir: str | Path, dataset: str, model: str, split: str, variant: str = "") -> tuple[Path, Path]:
     """The result JSON and run file paths for one evaluation (`variant` "" for the default configuration)."""
     folder = Path(output_dir) / model_slug(dataset) / model_slug(model)
     stem = model_slug(split) + (f".{model_slug(variant)}" if variant else "")
@@ -337,8 +361,12 @@ def _keep_other_configuration(json_path: Path, run_path: Path, result: Result) -
     if previous.config_hash == result.config_hash:
         changed = data_changes(previous.fingerprints, result.fingerprints)
         if changed:
-            logger.warning("%s: replacing the result of the same settings computed on other data (%s changed since "
-                           "%s)", json_path, " and ".join(changed), previous.created or "it was written")
+            logger.warning(
+                "%s: replacing the result of the same settings computed on other data (%s changed since %s)",
+                json_path,
+                " and ".join(changed),
+                previous.created or "it was written",
+            )
         return
     tag = (previous.config_hash or "v1")[:8]
     kept = json_path.with_name(f"{json_path.stem}.kept-{tag}.json")
@@ -347,10 +375,13 @@ def _keep_other_configuration(json_path: Path, run_path: Path, result: Result) -
             os.replace(run_path, kept.with_name(f"{kept.stem}.run.trec"))
         os.replace(json_path, kept)
     except OSError as exc:
-        raise OutputError(f"{json_path} holds a result of another configuration and cannot be moved aside "
-                          f"({exc.strerror or exc}); move it yourself") from exc
-    logger.warning("%s held a result of another configuration (%s); kept it as %s", json_path,
-                   result_label(previous), kept.name)
+        raise OutputError(
+            f"{json_path} holds a result of another configuration and cannot be moved aside "
+            f"({exc.strerror or exc}); move it yourself"
+        ) from exc
+    logger.warning(
+        "%s held a result of another configuration (%s); kept it as %s", json_path, result_label(previous), kept.name
+    )
 
 
 def format_metrics_table(result: Result) -> str:
@@ -359,15 +390,26 @@ def format_metrics_table(result: Result) -> str:
     The result stores more cutoffs (the standard set); ``--json`` and the result file show them all.
     """
     shown_k = {str(k) for k in result.config.get("k_values", ())}
-    shown = {name: value for name, value in result.metrics.items()
-             if not shown_k or "@" not in name or name.rsplit("@", 1)[-1] in shown_k}
+    shown = {
+        name: value
+        for name, value in result.metrics.items()
+        if not shown_k or "@" not in name or name.rsplit("@", 1)[-1] in shown_k
+    }
     width = max((len(name) for name in shown), default=6)
-    table = [["metric", "value"], ["-" * width, "------"], *([name, metric_text(value)] for name, value in shown.items())]
-    lines = [f"{result.dataset} [{result.split}] · {result.label or result.model} · {result.n_queries} judged queries",
-             *align(table, right=[False, False])]
+    table = [
+        ["metric", "value"],
+        ["-" * width, "------"],
+        *([name, metric_text(value)] for name, value in shown.items()),
+    ]
+    lines = [
+        f"{result.dataset} [{result.split}] · {result.label or result.model} · {result.n_queries} judged queries",
+        *align(table, right=[False, False]),
+    ]
     if result.config.get("run_format"):
         lines.append(f"run read as {result.config['run_format']} ({result.config.get('run_file')})")
     if result.index_quality:
-        lines.append(f"{result.config.get('index')} index: " + ", ".join(
-            f"{name} {value:.4f}" for name, value in result.index_quality.items()))
+        lines.append(
+            f"{result.config.get('index')} index: "
+            + ", ".join(f"{name} {value:.4f}" for name, value in result.index_quality.items())
+        )
     return "\n".join(lines)

@@ -61,11 +61,11 @@ class Configuration:
     changed: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, model: str, split: str, settings: Mapping[str, Any],
-                      defaults: Mapping[str, Any]) -> Configuration:
+    def from_settings(
+        cls, model: str, split: str, settings: Mapping[str, Any], defaults: Mapping[str, Any]
+    ) -> Configuration:
         """Keep the settings whose value differs from `defaults` (a setting absent there always counts)."""
-        changed = {name: value for name, value in settings.items()
-                   if name not in defaults or defaults[name] != value}
+        changed = {name: value for name, value in settings.items() if name not in defaults or defaults[name] != value}
         return cls(model, split, changed)
 
     @property
@@ -78,8 +78,11 @@ class Configuration:
     def tokens(self) -> list[str]:
         """Short names of the changed settings, without repeats, in a fixed order."""
         order = list(_TOKENS) + sorted(set(self.changed) - set(_TOKENS))
-        names = [_TOKENS.get(name, lambda value, name=name: name)(self.changed[name])
-                 for name in order if name in self.changed]
+        names = [
+            _TOKENS.get(name, lambda value, name=name: name)(self.changed[name])
+            for name in order
+            if name in self.changed
+        ]
         return list(dict.fromkeys(names))
 
     @property

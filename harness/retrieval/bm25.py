@@ -101,8 +101,9 @@ class BM25Retriever:
         ids: list[array] = []
         for doc in tqdm(docs, desc="indexing BM25", unit="doc", disable=not progress, file=sys.stderr):
             self._doc_ids.append(doc.doc_id)
-            ids.append(array("i", [vocabulary.setdefault(term, len(vocabulary))
-                                   for term in self.analyzer(doc_text(doc))]))
+            ids.append(
+                array("i", [vocabulary.setdefault(term, len(vocabulary)) for term in self.analyzer(doc_text(doc))])
+            )
         if ids:
             self._bm25.index((ids, vocabulary), show_progress=False)
 
@@ -115,6 +116,7 @@ class BM25Retriever:
         if depth > 0 and searchable:
             rows, scores = self._bm25.retrieve([tokens for _, tokens in searchable], k=depth, show_progress=False)
             for (query_id, _), query_rows, query_scores in zip(searchable, rows.tolist(), scores.tolist()):
-                results[query_id] = {self._doc_ids[row]: score for row, score in zip(query_rows, query_scores)
-                                     if score > 0}
+                results[query_id] = {
+                    self._doc_ids[row]: score for row, score in zip(query_rows, query_scores) if score > 0
+                }
         return Run.adopt(results, name=self.name)

@@ -84,23 +84,29 @@ class CompressionSpec:
                 multiplier, or binary packing of a dimension that is not a multiple of 8.
         """
         if self.embedding_precision not in PRECISIONS:
-            raise CompressionError(f"unknown {setting('embedding_precision')} {self.embedding_precision!r}; "
-                                   f"use one of {', '.join(PRECISIONS)}")
+            raise CompressionError(
+                f"unknown {setting('embedding_precision')} {self.embedding_precision!r}; "
+                f"use one of {', '.join(PRECISIONS)}"
+            )
         if self.truncate_dim is not None and self.truncate_dim <= 0:
             raise CompressionError(f"{setting('truncate_dim')} {self.truncate_dim} must be positive")
         if self.rescore_multiplier < 0:
-            raise CompressionError(f"{setting('rescore_multiplier')} {self.rescore_multiplier} must be 0 (no "
-                                   "rescoring) or more")
+            raise CompressionError(
+                f"{setting('rescore_multiplier')} {self.rescore_multiplier} must be 0 (no rescoring) or more"
+            )
         if dimension is None:
             return
         if self.truncate_dim is not None and self.truncate_dim > dimension:
-            raise CompressionError(f"{setting('truncate_dim')} {self.truncate_dim} exceeds the model's dimension "
-                                   f"{dimension}")
+            raise CompressionError(
+                f"{setting('truncate_dim')} {self.truncate_dim} exceeds the model's dimension {dimension}"
+            )
         kept = self.truncate_dim or dimension
         if self.binary and kept % 8:
-            raise CompressionError(f"{setting('embedding_precision')} {self.embedding_precision} packs 8 dimensions "
-                                   f"a byte, and {kept} is not a multiple of 8 (choose {setting('truncate_dim')} "
-                                   f"{kept - kept % 8 or 8})")
+            raise CompressionError(
+                f"{setting('embedding_precision')} {self.embedding_precision} packs 8 dimensions "
+                f"a byte, and {kept} is not a multiple of 8 (choose {setting('truncate_dim')} "
+                f"{kept - kept % 8 or 8})"
+            )
 
     def effective(self, dimension: int) -> CompressionSpec:
         """The same spec with a truncation to the full dimension dropped (it changes nothing)."""
@@ -119,8 +125,10 @@ class CompressionSpec:
         """The short name a grid shows: ``dim256 int8 rescore2`` (empty for the default)."""
         tokens = [f"dim{self.truncate_dim}"] if self.truncate_dim is not None else []
         if self.compressed:
-            tokens += [self.embedding_precision,
-                       f"rescore{self.rescore_multiplier}" if self.rescore_multiplier else "no-rescore"]
+            tokens += [
+                self.embedding_precision,
+                f"rescore{self.rescore_multiplier}" if self.rescore_multiplier else "no-rescore",
+            ]
         return " ".join(tokens)
 
     def prepare(self, vectors: np.ndarray, normalize: bool) -> np.ndarray:
@@ -130,8 +138,12 @@ class CompressionSpec:
         return truncate(vectors, self.truncate_dim, normalize)
 
 
-def compression_grid(base: CompressionSpec, truncate_dims: Sequence[int | None] = (),
-                     precisions: Sequence[str] = (), multipliers: Sequence[int] = ()) -> list[CompressionSpec]:
+def compression_grid(
+    base: CompressionSpec,
+    truncate_dims: Sequence[int | None] = (),
+    precisions: Sequence[str] = (),
+    multipliers: Sequence[int] = (),
+) -> list[CompressionSpec]:
     """Every dimension × precision × multiplier (an empty axis keeps `base`'s value); the multiplier axis
     applies to compressed precisions only, so float32 appears once per dimension.
 
@@ -141,8 +153,9 @@ def compression_grid(base: CompressionSpec, truncate_dims: Sequence[int | None] 
     specs = []
     for dimension in truncate_dims or (base.truncate_dim,):
         for precision in precisions or (base.embedding_precision,):
-            for multiplier in (multipliers or (base.rescore_multiplier,)) if precision != "float32" \
-                    else (base.rescore_multiplier,):
+            for multiplier in (
+                (multipliers or (base.rescore_multiplier,)) if precision != "float32" else (base.rescore_multiplier,)
+            ):
                 spec = CompressionSpec(dimension, precision, multiplier)
                 spec.check()
                 specs.append(spec)
@@ -293,8 +306,11 @@ class CompressedIndex(RowIndex):
             self._index = faiss.IndexBinaryFlat(self.dimension)
         else:
             self.calibration = self._calibrate()
-            kind = faiss.ScalarQuantizer.QT_8bit_direct_signed if precision == "int8" \
+            kind = (
+                faiss.ScalarQuantizer.QT_8bit_direct_signed
+                if precision == "int8"
                 else faiss.ScalarQuantizer.QT_8bit_direct
+            )
             self._index = faiss.IndexScalarQuantizer(self.dimension, kind, faiss.METRIC_INNER_PRODUCT)
         for chunk in self._chunks:
             self._index.add(self._codes(chunk))
@@ -371,8 +387,10 @@ class CompressedIndex(RowIndex):
             if k >= len(self) or not open_ties.any():
                 break
         doc_ids = self._doc_ids
-        results = {query_id: {doc_ids[row]: float(score) for row, score in zip(query_rows, query_scores) if row >= 0}
-                   for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist())}
+        results = {
+            query_id: {doc_ids[row]: float(score) for row, score in zip(query_rows, query_scores) if row >= 0}
+            for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist())
+        }
         return Run.adopt(results, name=name).truncated(depth)
 
     def _rescore(self, query_ids: Sequence[str], vectors: np.ndarray, rows: np.ndarray, name: str) -> Run:
@@ -390,14 +408,21 @@ class CompressedIndex(RowIndex):
         queries = np.asarray(vectors, dtype=np.float32)
         scores = np.einsum("qkd,qd->qk", candidates.reshape(*rows.shape, self.dimension), queries)
         doc_ids = self._doc_ids
-        results = {query_id: {doc_ids[row]: score for row, score, ok in zip(query_rows, query_scores, query_valid) if ok}
-                   for query_id, query_rows, query_scores, query_valid in zip(query_ids, rows.tolist(), scores.tolist(),
-                                                                               valid.tolist())}
+        results = {
+            query_id: {doc_ids[row]: score for row, score, ok in zip(query_rows, query_scores, query_valid) if ok}
+            for query_id, query_rows, query_scores, query_valid in zip(
+                query_ids, rows.tolist(), scores.tolist(), valid.tolist()
+            )
+        }
         return Run.adopt(results, name=name)
 
     def exact_search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int) -> Run:
         """Exact float32 search over the same (truncated) vectors: the reference the compression is measured by."""
         scores, rows = exact_knn(self._chunks, vectors, min(depth, len(self)))
         doc_ids = self._doc_ids
-        return Run.adopt({query_id: {doc_ids[row]: score for row, score in zip(r, s) if row >= 0}
-                          for query_id, s, r in zip(query_ids, scores.tolist(), rows.tolist())})
+        return Run.adopt(
+            {
+                query_id: {doc_ids[row]: score for row, score in zip(r, s) if row >= 0}
+                for query_id, s, r in zip(query_ids, scores.tolist(), rows.tolist())
+            }
+        )

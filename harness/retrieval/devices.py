@@ -59,11 +59,14 @@ class DeviceSpec:
         parts = [part.strip() for part in self.option.split(",")]
         for part in parts:
             kind, _, index = part.partition(":")
-            ok = (part in ("auto", "cpu", "cuda", "mps", "cuda:all")
-                  or (kind == "cuda" and index.isascii() and index.isdigit()))
+            ok = part in ("auto", "cpu", "cuda", "mps", "cuda:all") or (
+                kind == "cuda" and index.isascii() and index.isdigit()
+            )
             if not ok:
-                raise DeviceError(f"device {part!r} in {self.option!r} is not one of auto, cpu, cuda, cuda:N, "
-                                  "cuda:all, mps (or a comma-separated list of them, e.g. cuda:0,cuda:1)")
+                raise DeviceError(
+                    f"device {part!r} in {self.option!r} is not one of auto, cpu, cuda, cuda:N, "
+                    "cuda:all, mps (or a comma-separated list of them, e.g. cuda:0,cuda:1)"
+                )
         if len(parts) > 1 and any(part in ("auto", "cuda:all") for part in parts):
             raise DeviceError(f"device list {self.option!r}: auto and cuda:all stand alone, not in a list")
 
@@ -103,13 +106,16 @@ class DeviceSpec:
             else:
                 devices.append(part)
         if self.precision == "fp16" and "cpu" in devices and not self.queries_only:
-            raise DeviceError("precision fp16 on a CPU is not supported (slow half-float kernels); use bf16 or fp32 "
-                              "there, or a GPU")
+            raise DeviceError(
+                "precision fp16 on a CPU is not supported (slow half-float kernels); use bf16 or fp32 there, or a GPU"
+            )
         if self.precision == "bf16":
             for device in devices:
                 if device.startswith("cuda") and not bf16_native(torch, int(device.partition(":")[2] or 0)):
-                    raise DeviceError(f"precision bf16 on {device}: this GPU has no native bf16 (compute capability "
-                                      "8.0 or newer needed); use fp16 or fp32 there")
+                    raise DeviceError(
+                        f"precision bf16 on {device}: this GPU has no native bf16 (compute capability "
+                        "8.0 or newer needed); use fp16 or fp32 there"
+                    )
         return devices
 
 

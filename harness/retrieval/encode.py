@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from harness.errors import HarnessError, ModelLoadError
 from harness.records import Doc, doc_text
 from harness.retrieval.devices import DeviceOutOfMemory, is_out_of_memory
-from harness.retrieval.models import DEFAULT_MODEL
+
 # Importable from here as well: the Python API and the GPU benchmark read them here.
-from harness.retrieval.models import canonical_model_name, resolve_model_source  # noqa: F401
+from harness.retrieval.models import DEFAULT_MODEL, canonical_model_name, resolve_model_source  # noqa: F401
 from harness.retrieval.sentence_transformer import SentenceTransformerEncoder, load_sentence_transformer
 
 if TYPE_CHECKING:
     import numpy as np
 
 logger = logging.getLogger(__name__)
+
 
 @runtime_checkable
 class Encoder(Protocol):
@@ -120,15 +121,16 @@ class HashingEncoder:
 
 
 def _hashing_encoder(name: str, batch_size: int, normalize: bool) -> HashingEncoder:
-    parts = name[len(HASH_PREFIX):].split(":")
+    parts = name[len(HASH_PREFIX) :].split(":")
     try:
         dimension = int(parts[0])
         delay = float(parts[1]) if len(parts) > 1 else 0.0
     except ValueError:
         dimension, delay = 0, 0.0
     if dimension < 1 or delay < 0 or len(parts) > 2:
-        raise ModelLoadError(f"cannot load model {name!r}: the hashing encoder is hash:DIM or hash:DIM:DELAY, "
-                             "e.g. hash:256")
+        raise ModelLoadError(
+            f"cannot load model {name!r}: the hashing encoder is hash:DIM or hash:DIM:DELAY, e.g. hash:256"
+        )
     return HashingEncoder(dimension, delay, normalize, batch_size)
 
 
@@ -140,8 +142,13 @@ class LazyEncoder:
     cached: such a run never imports torch or loads the weights.
     """
 
-    def __init__(self, fingerprint: dict[str, Any], load: Callable[[], Any], dimension: int | None = None,
-                 device: str | None = None):
+    def __init__(
+        self,
+        fingerprint: dict[str, Any],
+        load: Callable[[], Any],
+        dimension: int | None = None,
+        device: str | None = None,
+    ):
         self._fingerprint = fingerprint
         self._device = device  # where the remembered model ran (what its cached vectors came from)
         self._load = load
@@ -176,8 +183,18 @@ class LazyEncoder:
         return self._fingerprint if self._encoder is None else self._encoder.fingerprint()
 
     def settings(self) -> dict[str, Any]:
-        keys = ("backend", "max_seq_length", "normalize", "query_prefix", "doc_prefix", "query_prompt", "doc_prompt",
-                "inference_precision", "quantization", "calibration")
+        keys = (
+            "backend",
+            "max_seq_length",
+            "normalize",
+            "query_prefix",
+            "doc_prefix",
+            "query_prompt",
+            "doc_prompt",
+            "inference_precision",
+            "quantization",
+            "calibration",
+        )
         source = self._fingerprint if self._encoder is None else self._encoder.settings()
         return {key: source.get(key) for key in keys if key in source}
 
@@ -218,9 +235,17 @@ def load_encoder(
     """
     if name.startswith(HASH_PREFIX):
         return _hashing_encoder(name, batch_size, normalize)
-    return load_sentence_transformer(name, batch_size=batch_size, max_seq_length=max_seq_length, device=device,
-                                     normalize=normalize, query_prefix=query_prefix, doc_prefix=doc_prefix,
-                                     trust_remote_code=trust_remote_code, precision=precision)
+    return load_sentence_transformer(
+        name,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        device=device,
+        normalize=normalize,
+        query_prefix=query_prefix,
+        doc_prefix=doc_prefix,
+        trust_remote_code=trust_remote_code,
+        precision=precision,
+    )
 
 
 DEFAULT_CHECKPOINT_SECONDS = 60.0
@@ -286,9 +311,18 @@ def encode_corpus(
                 progress_state.advance(len(doc_ids), stored=True)
                 yield doc_ids, stored[1], 0.0
             else:
-                vectors, seconds = _encode_chunk(encoder, index, doc_ids, [doc_text(doc) for doc in chunk],
-                                                 batch_size, stored, store, checkpoint_seconds, progress_state,
-                                                 token_budget)
+                vectors, seconds = _encode_chunk(
+                    encoder,
+                    index,
+                    doc_ids,
+                    [doc_text(doc) for doc in chunk],
+                    batch_size,
+                    stored,
+                    store,
+                    checkpoint_seconds,
+                    progress_state,
+                    token_budget,
+                )
                 yield doc_ids, vectors, seconds
             progress_state.chunk_stored(len(doc_ids))  # the caller has stored the chunk by now
     finally:
@@ -318,8 +352,9 @@ class _Progress:
         self.bar.set_postfix(stored=self.stored, refresh=False)
 
 
-def plan_batches(encoder: Encoder, texts: Sequence[str], batch_size: int,
-                 token_budget: int | None = None) -> list[list[int]]:
+def plan_batches(
+    encoder: Encoder, texts: Sequence[str], batch_size: int, token_budget: int | None = None
+) -> list[list[int]]:
     """The batches of one chunk: longest texts first, so a batch holds texts of similar length.
 
     With `token_budget`, a batch holds as many texts as fit ``texts × longest text's tokens ≤
@@ -330,13 +365,13 @@ def plan_batches(encoder: Encoder, texts: Sequence[str], batch_size: int,
     """
     if token_budget is None or not hasattr(encoder, "token_lengths"):
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+        return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
     lengths = encoder.token_lengths(texts)
     order = sorted(range(len(texts)), key=lambda i: (-lengths[i], i))
     batches, start = [], 0
     while start < len(order):
         size = max(1, token_budget // max(1, lengths[order[start]]))
-        batches.append(order[start:start + size])
+        batches.append(order[start : start + size])
         start += size
     return batches
 
@@ -350,9 +385,18 @@ def _encoded(encoder: Encoder, batches: list[list[str]]) -> Iterator[np.ndarray]
             yield encoder.encode_docs(texts)
 
 
-def _encode_chunk(encoder: Encoder, index: int, doc_ids: list[str], texts: list[str], batch_size: int,
-                  stored: tuple[list[str], np.ndarray] | None, store: ChunkStore | None, checkpoint_seconds: float,
-                  progress: _Progress, token_budget: int | None = None) -> tuple[np.ndarray, float]:
+def _encode_chunk(
+    encoder: Encoder,
+    index: int,
+    doc_ids: list[str],
+    texts: list[str],
+    batch_size: int,
+    stored: tuple[list[str], np.ndarray] | None,
+    store: ChunkStore | None,
+    checkpoint_seconds: float,
+    progress: _Progress,
+    token_budget: int | None = None,
+) -> tuple[np.ndarray, float]:
     """One chunk's vectors in input order, reusing stored pieces and checkpointing by time.
 
     Whatever interrupts the chunk (Ctrl-C, a GPU out of memory), the batches encoded since the last
@@ -409,7 +453,8 @@ def _encode_chunk(encoder: Encoder, index: int, doc_ids: list[str], texts: list[
                 f"the device ran out of memory on a batch of {size} texts (chunk {index}); "
                 f"{stored_docs} documents are stored and a rerun resumes from them; "
                 f"retry with a smaller batch_size (--batch-size {max(1, size // 2)})"
-                + (f" or token_budget (--token-budget {max(1, token_budget // 2)})" if token_budget else "")) from None
+                + (f" or token_budget (--token-budget {max(1, token_budget // 2)})" if token_budget else "")
+            ) from None
         raise
     return vectors, seconds
 
@@ -418,17 +463,18 @@ class NonFiniteVectors(HarnessError):
     """An encoder returned NaN or infinite values (an fp16 overflow, typically); nothing of it is stored."""
 
 
-def _check_finite(block: np.ndarray, chunk: int, batch: int, batches: int, first_doc_id: str,
-                  encoder: Encoder) -> None:
+def _check_finite(block: np.ndarray, chunk: int, batch: int, batches: int, first_doc_id: str, encoder: Encoder) -> None:
     """Refuse a batch with a NaN or an infinity before it can reach the cache."""
     import numpy as np
 
     if np.isfinite(block).all():
         return
     bad = int(block.shape[0] - np.isfinite(block).all(axis=1).sum())
-    raise NonFiniteVectors(f"the model returned non-finite vectors (NaN or inf) for {bad} of {len(block)} texts in "
-                           f"batch {batch + 1} of {batches}, chunk {chunk} (first document {first_doc_id!r}); that "
-                           f"batch is not stored; {_precision_hint(encoder)}")
+    raise NonFiniteVectors(
+        f"the model returned non-finite vectors (NaN or inf) for {bad} of {len(block)} texts in "
+        f"batch {batch + 1} of {batches}, chunk {chunk} (first document {first_doc_id!r}); that "
+        f"batch is not stored; {_precision_hint(encoder)}"
+    )
 
 
 def check_finite_queries(vectors: np.ndarray, query_ids: list[str], encoder: Encoder) -> None:
@@ -443,8 +489,10 @@ def check_finite_queries(vectors: np.ndarray, query_ids: list[str], encoder: Enc
     if finite.all():
         return
     bad = [query_id for query_id, ok in zip(query_ids, finite.tolist()) if not ok]
-    raise NonFiniteVectors(f"the model returned non-finite vectors (NaN or inf) for {len(bad)} of {len(query_ids)} "
-                           f"queries (first {bad[0]!r}); none is stored; {_precision_hint(encoder)}")
+    raise NonFiniteVectors(
+        f"the model returned non-finite vectors (NaN or inf) for {len(bad)} of {len(query_ids)} "
+        f"queries (first {bad[0]!r}); none is stored; {_precision_hint(encoder)}"
+    )
 
 
 def _precision_hint(encoder: Encoder) -> str:

@@ -31,7 +31,6 @@ import logging
 import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,14 +57,19 @@ def _vectors(client: ServiceClient, response, expected: int) -> list[list[float]
         vectors = [item["embedding"] for item in items]
     except (ValueError, KeyError, TypeError):
         start = response.text[:60].strip().replace("\n", " ")
-        raise EndpointError(f"{client.url}: the answer is not an embeddings response (starts with {start!r}); "
-                            "is this an OpenAI-compatible /v1 endpoint?") from None
+        raise EndpointError(
+            f"{client.url}: the answer is not an embeddings response (starts with {start!r}); "
+            "is this an OpenAI-compatible /v1 endpoint?"
+        ) from None
     if len(vectors) != expected:
         raise EndpointError(f"{client.url}: {len(vectors)} vectors for {expected} inputs (model {client.model})")
-    if any(not isinstance(v, list) or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in v)
-           for v in vectors):
-        raise EndpointError(f"{client.url}: the answer holds a vector with NaN, infinite or non-numeric values "
-                            f"(model {client.model}); nothing of this batch was stored")
+    if any(
+        not isinstance(v, list) or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in v) for v in vectors
+    ):
+        raise EndpointError(
+            f"{client.url}: the answer holds a vector with NaN, infinite or non-numeric values "
+            f"(model {client.model}); nothing of this batch was stored"
+        )
     client.count_tokens(payload.get("usage"))
     return vectors
 
@@ -96,14 +100,24 @@ class EndpointEncoder:
     max_seq_length = None
     device = None
 
-    def __init__(self, model: str, spec: EndpointSpec, normalize: bool = True, query_prefix: str = "",
-                 doc_prefix: str = "", memory: Path | None = None):
+    def __init__(
+        self,
+        model: str,
+        spec: EndpointSpec,
+        normalize: bool = True,
+        query_prefix: str = "",
+        doc_prefix: str = "",
+        memory: Path | None = None,
+    ):
         spec.check()
         self.service_model = model.removeprefix(ENDPOINT_PREFIX)
         self.name = ENDPOINT_PREFIX + self.service_model
         self.spec, self.normalize, self.query_prefix, self.doc_prefix = spec, normalize, query_prefix, doc_prefix
-        self._memory = memory / f"endpoint-{hashlib.sha256((self.name + spec.where()).encode()).hexdigest()[:16]}.json" \
-            if memory is not None else None
+        self._memory = (
+            memory / f"endpoint-{hashlib.sha256((self.name + spec.where()).encode()).hexdigest()[:16]}.json"
+            if memory is not None
+            else None
+        )
         self._identity = self._recall()
         self._probed = False
         self._client: ServiceClient | None = None
@@ -129,17 +143,25 @@ class EndpointEncoder:
         import numpy as np
 
         vector = np.asarray(embed_texts(self.client, [PROBE_TEXT])[0], dtype=np.float32)
-        identity = {"name": self.name, "endpoint": self.spec.where(), "dimension": int(vector.shape[0]),
-                    "probe": hashlib.sha256(np.round(vector.astype(np.float64), 3).tobytes()).hexdigest()[:16],
-                    "normalize": self.normalize, "query_prefix": self.query_prefix, "doc_prefix": self.doc_prefix}
+        identity = {
+            "name": self.name,
+            "endpoint": self.spec.where(),
+            "dimension": int(vector.shape[0]),
+            "probe": hashlib.sha256(np.round(vector.astype(np.float64), 3).tobytes()).hexdigest()[:16],
+            "normalize": self.normalize,
+            "query_prefix": self.query_prefix,
+            "doc_prefix": self.doc_prefix,
+        }
         previous, self._probed = self._identity, True
         self._remember(identity)
         if previous is not None and previous != identity:
             self._identity = identity
-            raise EndpointError(f"{self.name} at {self.spec.where()} now answers the probe with other vectors "
-                                f"(dimension {previous.get('dimension')} → {identity['dimension']}, probe "
-                                f"{previous.get('probe')} → {identity['probe']}): the model behind the name changed. "
-                                "Nothing was mixed; rerun to embed everything into a new cache entry")
+            raise EndpointError(
+                f"{self.name} at {self.spec.where()} now answers the probe with other vectors "
+                f"(dimension {previous.get('dimension')} → {identity['dimension']}, probe "
+                f"{previous.get('probe')} → {identity['probe']}): the model behind the name changed. "
+                "Nothing was mixed; rerun to embed everything into a new cache entry"
+            )
         self._identity = identity
 
     def _remember(self, identity: dict[str, Any]) -> None:
@@ -161,9 +183,15 @@ class EndpointEncoder:
     def settings(self) -> dict[str, Any]:
         """How texts become vectors, and what the service was asked for (requests, tokens, cost)."""
         usage = self._client.usage() if self._client is not None else usage_summary(self.spec)
-        return {"backend": "endpoint", "endpoint": self.spec.where(), "dimension": self.dimension,
-                "normalize": self.normalize, "query_prefix": self.query_prefix, "doc_prefix": self.doc_prefix,
-                "endpoint_usage": usage}
+        return {
+            "backend": "endpoint",
+            "endpoint": self.spec.where(),
+            "dimension": self.dimension,
+            "normalize": self.normalize,
+            "query_prefix": self.query_prefix,
+            "doc_prefix": self.doc_prefix,
+            "endpoint_usage": usage,
+        }
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
@@ -172,13 +200,15 @@ class EndpointEncoder:
             self._probe()  # before anything is stored: is it still the model the cache knows?
         spans = _batches(texts, self.spec.batch_size, self.spec.token_budget)
         with ThreadPoolExecutor(max_workers=self.spec.concurrency) as pool:
-            parts = list(pool.map(lambda span: embed_texts(self.client, texts[span[0]:span[1]]), spans))
+            parts = list(pool.map(lambda span: embed_texts(self.client, texts[span[0] : span[1]]), spans))
         rows = [vector for part in parts for vector in part]
         dimensions = {len(row) for row in rows}
         if dimensions - {self.dimension}:
-            raise EndpointError(f"{self.client.url}: vectors of dimension {', '.join(map(str, sorted(dimensions)))}, "
-                                f"the probe's is {self.dimension} (model {self.service_model}); nothing of this batch "
-                                "was stored")
+            raise EndpointError(
+                f"{self.client.url}: vectors of dimension {', '.join(map(str, sorted(dimensions)))}, "
+                f"the probe's is {self.dimension} (model {self.service_model}); nothing of this batch "
+                "was stored"
+            )
         vectors = np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dimension)
         if self.normalize:  # the same rule as the local encoders
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -48,8 +48,9 @@ def parse_weights(text: str) -> tuple[float, ...]:
         return tuple(float(part) for part in parts)
     except ValueError:
         also = " (or comma-separated numbers: 0.3,0.7)" if "," in text else ""
-        raise HarnessError(f"weights {text!r}: write one number per run separated by '{WEIGHTS_SEPARATOR}', "
-                           f"e.g. 0.3:0.7{also}") from None
+        raise HarnessError(
+            f"weights {text!r}: write one number per run separated by '{WEIGHTS_SEPARATOR}', e.g. 0.3:0.7{also}"
+        ) from None
 
 
 def _number(value: float) -> str:
@@ -108,9 +109,13 @@ class FusionSpec:
 
     def to_config(self) -> dict[str, object]:
         uses_norm = self.method in NORMALIZED
-        return {"method": self.method, **({"norm": self.norm} if uses_norm else {}),
-                **({"weights": list(self.weights)} if self.weights else {}),
-                **({"rrf_k": self.rrf_k} if self.method == "rrf" else {}), "depth": self.depth}
+        return {
+            "method": self.method,
+            **({"norm": self.norm} if uses_norm else {}),
+            **({"weights": list(self.weights)} if self.weights else {}),
+            **({"rrf_k": self.rrf_k} if self.method == "rrf" else {}),
+            "depth": self.depth,
+        }
 
 
 def _minmax(scores: Mapping[str, float]) -> dict[str, float]:

@@ -88,8 +88,15 @@ class IndexSpec:
         """
         if self.kind not in INDEX_KINDS:
             raise IndexConfigError(f"unknown index {self.kind!r}; use one of {', '.join(INDEX_KINDS)}")
-        bounds = {"hnsw_m": (4, 128), "ef_construction": (1, 10_000), "ef_search": (1, 100_000),
-                  "nprobe": (1, 1 << 20), "pq_m": (1, 4096), "pq_nbits": (4, 16), "train_size": (1, 1 << 30)}
+        bounds = {
+            "hnsw_m": (4, 128),
+            "ef_construction": (1, 10_000),
+            "ef_search": (1, 100_000),
+            "nprobe": (1, 1 << 20),
+            "pq_m": (1, 4096),
+            "pq_nbits": (4, 16),
+            "train_size": (1, 1 << 30),
+        }
         for name, (low, high) in bounds.items():
             value = getattr(self, name)
             if not low <= value <= high:
@@ -98,13 +105,21 @@ class IndexSpec:
             raise IndexConfigError(f"{setting('nlist')} {self.nlist} must be at least 1")
         if dimension is not None and self.kind in ("ivfpq", "pq") and dimension % self.pq_m:
             divisors = [m for m in range(1, dimension + 1) if dimension % m == 0 and m <= 128]
-            raise IndexConfigError(f"{setting('pq_m')} {self.pq_m} must divide the dimension {dimension} "
-                                   f"(e.g. {', '.join(map(str, divisors[-6:]))})")
+            raise IndexConfigError(
+                f"{setting('pq_m')} {self.pq_m} must divide the dimension {dimension} "
+                f"(e.g. {', '.join(map(str, divisors[-6:]))})"
+            )
 
     def to_config(self) -> dict[str, Any]:
         """The parameters that matter for this kind, for the result's config."""
-        keep = {"flat": (), "hnsw": ("hnsw_m", "ef_construction", "ef_search"), "ivf": ("nlist", "nprobe"),
-                "ivfpq": ("nlist", "nprobe", "pq_m", "pq_nbits"), "pq": ("pq_m", "pq_nbits"), "sq8": ()}[self.kind]
+        keep = {
+            "flat": (),
+            "hnsw": ("hnsw_m", "ef_construction", "ef_search"),
+            "ivf": ("nlist", "nprobe"),
+            "ivfpq": ("nlist", "nprobe", "pq_m", "pq_nbits"),
+            "pq": ("pq_m", "pq_nbits"),
+            "sq8": (),
+        }[self.kind]
         data = asdict(self)
         return {"index": self.kind, **{name: data[name] for name in keep}}
 
@@ -140,7 +155,7 @@ class DocIds(Sequence[str]):
         if row < 0:
             row += len(self._ends)
         start = self._ends[row - 1] if row > 0 else 0
-        return self._buffer[start:self._ends[row]].decode("utf-8")
+        return self._buffer[start : self._ends[row]].decode("utf-8")
 
     def nbytes(self) -> int:
         """Memory held, in bytes (the buffer and the offsets)."""
@@ -241,9 +256,11 @@ class VectorIndex(RowIndex):
         if n == 0:
             raise IndexConfigError("cannot train an index on an empty corpus")
         spec = self.spec
-        if spec.kind in ("ivfpq", "pq") and n < 2 ** spec.pq_nbits:
-            raise IndexConfigError(f"PQ with {spec.pq_nbits}-bit codes needs at least {2 ** spec.pq_nbits} documents "
-                                   f"to train, the corpus has {n}; lower --pq-nbits or use --index flat")
+        if spec.kind in ("ivfpq", "pq") and n < 2**spec.pq_nbits:
+            raise IndexConfigError(
+                f"PQ with {spec.pq_nbits}-bit codes needs at least {2**spec.pq_nbits} documents "
+                f"to train, the corpus has {n}; lower --pq-nbits or use --index flat"
+            )
         if spec.kind in ("ivf", "ivfpq"):
             self.nlist = spec.nlist or default_nlist(n)
             if self.nlist > n:
@@ -252,14 +269,16 @@ class VectorIndex(RowIndex):
             if spec.kind == "ivf":
                 index = faiss.IndexIVFFlat(quantizer, self.dimension, self.nlist, faiss.METRIC_INNER_PRODUCT)
             else:
-                index = faiss.IndexIVFPQ(quantizer, self.dimension, self.nlist, spec.pq_m, spec.pq_nbits,
-                                         faiss.METRIC_INNER_PRODUCT)
+                index = faiss.IndexIVFPQ(
+                    quantizer, self.dimension, self.nlist, spec.pq_m, spec.pq_nbits, faiss.METRIC_INNER_PRODUCT
+                )
             index.nprobe = min(spec.nprobe, self.nlist)
         elif spec.kind == "pq":
             index = faiss.IndexPQ(self.dimension, spec.pq_m, spec.pq_nbits, faiss.METRIC_INNER_PRODUCT)
         else:
-            index = faiss.IndexScalarQuantizer(self.dimension, faiss.ScalarQuantizer.QT_8bit,
-                                               faiss.METRIC_INNER_PRODUCT)
+            index = faiss.IndexScalarQuantizer(
+                self.dimension, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+            )
         index.train(self._sample(n))
         for chunk in self._pending:  # chunk by chunk: no concatenated copy of every vector
             index.add(chunk)
@@ -301,8 +320,9 @@ class VectorIndex(RowIndex):
         if self.spec.kind == "flat":  # the same bits however the corpus is ordered or sharded (`exact_top`)
             stored = _faiss().rev_swig_ptr(self._index.get_xb(), len(self) * self.dimension)
             stored = stored.reshape(len(self), self.dimension)  # a view of FAISS's own copy, nothing copied
-            scores, rows = exact_top(self._index.search, queries, len(self), depth, doc_ids.__getitem__,
-                                     stored.__getitem__)
+            scores, rows = exact_top(
+                self._index.search, queries, len(self), depth, doc_ids.__getitem__, stored.__getitem__
+            )
         else:
             scores, rows = self._index.search(queries, depth)
         results = {}
@@ -310,7 +330,6 @@ class VectorIndex(RowIndex):
             # FAISS pads with row -1 when it has fewer than `depth` results.
             results[query_id] = {doc_ids[row]: score for row, score in zip(query_rows, query_scores) if row >= 0}
         return Run.adopt(results, name=name)
-
 
     def exact_search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int) -> Run:
         """Exact inner-product search over the same vectors, to measure what the approximation cost.
@@ -334,8 +353,12 @@ class VectorIndex(RowIndex):
                 raise ValueError("the vectors this index was built from are gone; exact search is not possible")
             scores, rows = exact_knn(self._pending, queries, depth)
         doc_ids = self._doc_ids
-        return Run.adopt({query_id: {doc_ids[row]: score for row, score in zip(r, s) if row >= 0}
-                          for query_id, s, r in zip(query_ids, scores.tolist(), rows.tolist())})
+        return Run.adopt(
+            {
+                query_id: {doc_ids[row]: score for row, score in zip(r, s) if row >= 0}
+                for query_id, s, r in zip(query_ids, scores.tolist(), rows.tolist())
+            }
+        )
 
     def attach_vectors(self, chunks: Sequence[np.ndarray]) -> None:
         """Give a loaded trained index the vectors it was built from (for `exact_search`)."""
@@ -366,8 +389,10 @@ class VectorIndex(RowIndex):
         except (OSError, RuntimeError) as exc:
             raise ValueError(f"{path}: unreadable index ({exc})") from None
         if faiss_index.ntotal != len(doc_ids) or faiss_index.d != dimension:
-            raise ValueError(f"{path}: {faiss_index.ntotal} vectors of dimension {faiss_index.d}, "
-                             f"expected {len(doc_ids)} of {dimension}")
+            raise ValueError(
+                f"{path}: {faiss_index.ntotal} vectors of dimension {faiss_index.d}, "
+                f"expected {len(doc_ids)} of {dimension}"
+            )
         index = cls(dimension, spec)
         index._index = faiss_index
         index._doc_ids = doc_ids if isinstance(doc_ids, DocIds) else DocIds(doc_ids)
@@ -387,8 +412,12 @@ def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> 
     best_rows = np.zeros((len(queries), 0), dtype=np.int64)
     start = 0
     for chunk in chunks:
-        chunk_scores, chunk_rows = faiss.knn(queries, np.ascontiguousarray(chunk, dtype=np.float32),
-                                             min(depth, len(chunk)), metric=faiss.METRIC_INNER_PRODUCT)
+        chunk_scores, chunk_rows = faiss.knn(
+            queries,
+            np.ascontiguousarray(chunk, dtype=np.float32),
+            min(depth, len(chunk)),
+            metric=faiss.METRIC_INNER_PRODUCT,
+        )
         best_scores = np.hstack([best_scores, chunk_scores])
         best_rows = np.hstack([best_rows, chunk_rows + start])
         keep = np.argsort(-best_scores, axis=1, kind="stable")[:, :depth]

@@ -33,8 +33,15 @@ logger = logging.getLogger(__name__)
 class SparseModel:
     """A loaded ``SparseEncoder`` with the fingerprint its cached rows are keyed by."""
 
-    def __init__(self, name: str, source: str, batch_size: int = 32, device: str = "cpu", precision: str = "fp32",
-                 max_seq_length: int | None = None):
+    def __init__(
+        self,
+        name: str,
+        source: str,
+        batch_size: int = 32,
+        device: str = "cpu",
+        precision: str = "fp32",
+        max_seq_length: int | None = None,
+    ):
         try:
             from sentence_transformers import SparseEncoder
         except ImportError as exc:  # pragma: no cover - a core dependency
@@ -59,19 +66,30 @@ class SparseModel:
         for name, tensor in self.model.state_dict().items():
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-        return {"name": self.name, "kind": "sparse", "weights_sha256": digest.hexdigest(),
-                "tokenizer": type(self.model.tokenizer).__name__, "max_seq_length": self.model.max_seq_length,
-                **({"precision": self.precision} if self.precision != "fp32" else {})}
+        return {
+            "name": self.name,
+            "kind": "sparse",
+            "weights_sha256": digest.hexdigest(),
+            "tokenizer": type(self.model.tokenizer).__name__,
+            "max_seq_length": self.model.max_seq_length,
+            **({"precision": self.precision} if self.precision != "fp32" else {}),
+        }
 
     def encode_docs(self, texts: Sequence[str]) -> scipy.sparse.csr_matrix:
         """Document rows (CSR, float32)."""
-        return _csr(self.model.encode_document(list(texts), batch_size=self.batch_size, show_progress_bar=False,
-                                               convert_to_sparse_tensor=True))
+        return _csr(
+            self.model.encode_document(
+                list(texts), batch_size=self.batch_size, show_progress_bar=False, convert_to_sparse_tensor=True
+            )
+        )
 
     def encode_queries(self, texts: Sequence[str]) -> scipy.sparse.csr_matrix:
         """Query rows (CSR, float32)."""
-        return _csr(self.model.encode_query(list(texts), batch_size=self.batch_size, show_progress_bar=False,
-                                            convert_to_sparse_tensor=True))
+        return _csr(
+            self.model.encode_query(
+                list(texts), batch_size=self.batch_size, show_progress_bar=False, convert_to_sparse_tensor=True
+            )
+        )
 
 
 def _csr(tensor: Any) -> scipy.sparse.csr_matrix:
@@ -83,8 +101,7 @@ def _csr(tensor: Any) -> scipy.sparse.csr_matrix:
     row, column = coo.indices().numpy()
     values = coo.values().float().numpy().astype(np.float32)
     keep = values != 0
-    return scipy.sparse.csr_matrix((values[keep], (row[keep], column[keep])), shape=tuple(coo.shape),
-                                   dtype=np.float32)
+    return scipy.sparse.csr_matrix((values[keep], (row[keep], column[keep])), shape=tuple(coo.shape), dtype=np.float32)
 
 
 def postings_from_chunks(chunks: list[Any], dimension: int):
@@ -141,7 +158,6 @@ class SparseIndex:
 
     def _matrix(self):
         """vocabulary × documents, CSR: row j is dimension j's posting list (built once, chunks freed)."""
-        import scipy.sparse
 
         if self._postings is None:
             self._postings = postings_from_chunks(self._chunks, self.dimension or 0)
@@ -156,12 +172,20 @@ class SparseIndex:
         n_docs = max(1, len(self))
         p_doc = np.diff(postings.indptr) / n_docs
         p_query = np.bincount(queries.indices, minlength=self.dimension) / max(1, queries.shape[0])
-        return {"mean_active_dims_doc": float(postings.nnz / n_docs),
-                "mean_active_dims_query": float(queries.nnz / max(1, queries.shape[0])),
-                "expected_flops": float(np.dot(p_query, p_doc))}
+        return {
+            "mean_active_dims_doc": float(postings.nnz / n_docs),
+            "mean_active_dims_query": float(queries.nnz / max(1, queries.shape[0])),
+            "expected_flops": float(np.dot(p_query, p_doc)),
+        }
 
-    def search(self, query_ids: Sequence[str], queries: scipy.sparse.csr_matrix, depth: int,
-               block: int | None = None, name: str = "run") -> Run:
+    def search(
+        self,
+        query_ids: Sequence[str],
+        queries: scipy.sparse.csr_matrix,
+        depth: int,
+        block: int | None = None,
+        name: str = "run",
+    ) -> Run:
         """The top `depth` documents of each query by exact dot product (positive scores only).
 
         Each block of queries is multiplied with the posting lists (sparse × sparse: only the postings
@@ -176,7 +200,7 @@ class SparseIndex:
         block = block or max(1, min(256, 32_000_000 // max(1, len(doc_ids))))
         results: dict[str, dict[str, float]] = {}
         for start in range(0, len(query_ids), block):
-            scores = (queries[start:start + block] @ postings).tocsr()
+            scores = (queries[start : start + block] @ postings).tocsr()
             for offset in range(scores.shape[0]):
                 lo, hi = scores.indptr[offset], scores.indptr[offset + 1]
                 columns, values = scores.indices[lo:hi], scores.data[lo:hi]
@@ -186,6 +210,7 @@ class SparseIndex:
                     cut = np.partition(values, -depth)[-depth]
                     chosen = values >= cut  # ties at the cut stay; the run's trec_eval order decides
                     columns, values = columns[chosen], values[chosen]
-                results[query_ids[start + offset]] = {doc_ids[c]: float(v) for c, v in zip(columns.tolist(),
-                                                                                          values.tolist())}
+                results[query_ids[start + offset]] = {
+                    doc_ids[c]: float(v) for c, v in zip(columns.tolist(), values.tolist())
+                }
         return Run.adopt(results, name=name).truncated(depth)

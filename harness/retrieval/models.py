@@ -47,8 +47,11 @@ def _hub_cache() -> Path:
 def cached_models() -> list[str]:
     """The hub ids of the models in the Hugging Face cache (``models--org--name`` folders)."""
     try:
-        return sorted(folder.name[len("models--"):].replace("--", "/") for folder in _hub_cache().iterdir()
-                      if folder.name.startswith("models--"))
+        return sorted(
+            folder.name[len("models--") :].replace("--", "/")
+            for folder in _hub_cache().iterdir()
+            if folder.name.startswith("models--")
+        )
     except OSError:
         return []
 
@@ -92,17 +95,21 @@ def check_model_available(name: str, known: Sequence[str] = ()) -> None:
     source = resolve_model_source(name)
     if os.path.isdir(source) or cached_snapshot(source) is not None:
         return
-    looks_local = source.startswith((".", "/", "~")) or os.sep in source.strip("/").split("/", 1)[-1] \
-        or source.count("/") > 1
+    looks_local = (
+        source.startswith((".", "/", "~")) or os.sep in source.strip("/").split("/", 1)[-1] or source.count("/") > 1
+    )
     reachable, why = (False, "it is a path, not a hub id") if looks_local else _hub_reachable()
     if reachable:
         return
     candidates = [*known, *_DEFAULT_ALIASES, *cached_models()]
     close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6) or difflib.get_close_matches(
-        name.rsplit("/", 1)[-1], [c.rsplit("/", 1)[-1] for c in candidates], n=3, cutoff=0.6)
+        name.rsplit("/", 1)[-1], [c.rsplit("/", 1)[-1] for c in candidates], n=3, cutoff=0.6
+    )
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise ModelLoadError(f"cannot load model {name!r}: not a local folder, not in the Hugging Face cache "
-                         f"({_hub_cache()}), and {why}{hint}")
+    raise ModelLoadError(
+        f"cannot load model {name!r}: not a local folder, not in the Hugging Face cache "
+        f"({_hub_cache()}), and {why}{hint}"
+    )
 
 
 def model_folder(name: str) -> str:

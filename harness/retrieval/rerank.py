@@ -57,16 +57,22 @@ class RerankSpec:
             HarnessError: A depth or batch size below 1, or a depth below `largest_k`.
         """
         if self.depth < 1 or self.batch_size < 1:
-            raise HarnessError(f"rerank_depth and rerank_batch_size must be positive, got {self.depth} and "
-                               f"{self.batch_size}")
+            raise HarnessError(
+                f"rerank_depth and rerank_batch_size must be positive, got {self.depth} and {self.batch_size}"
+            )
         if self.depth < largest_k:
-            raise HarnessError(f"rerank depth {self.depth} is below the largest cutoff {largest_k}: @{largest_k} "
-                               f"metrics would count only {self.depth} reranked documents; raise --rerank-depth or "
-                               "lower --k")
+            raise HarnessError(
+                f"rerank depth {self.depth} is below the largest cutoff {largest_k}: @{largest_k} "
+                f"metrics would count only {self.depth} reranked documents; raise --rerank-depth or "
+                "lower --k"
+            )
 
     def to_config(self) -> dict[str, Any]:
-        return {"model": self.model, "depth": self.depth,
-                **({"max_length": self.max_length} if self.max_length else {})}
+        return {
+            "model": self.model,
+            "depth": self.depth,
+            **({"max_length": self.max_length} if self.max_length else {}),
+        }
 
     def short_name(self) -> str:
         return self.model.rstrip("/").rsplit("/", 1)[-1]
@@ -112,9 +118,11 @@ class Reranker:
         source = resolve_model_source(spec.model)
         kind = model_kind(model_folder(spec.model))
         if kind in ("bi-encoder", "sparse-encoder"):
-            raise HarnessError(f"{spec.model} is a {kind} (it embeds texts one by one), not a cross-encoder; a "
-                               f"reranker scores (query, document) pairs: give a CrossEncoder model as "
-                               f"{setting('rerank_model')}")
+            raise HarnessError(
+                f"{spec.model} is a {kind} (it embeds texts one by one), not a cross-encoder; a "
+                f"reranker scores (query, document) pairs: give a CrossEncoder model as "
+                f"{setting('rerank_model')}"
+            )
         try:
             from sentence_transformers import CrossEncoder
         except ImportError as exc:  # pragma: no cover - a core dependency
@@ -137,19 +145,26 @@ class Reranker:
         for name, tensor in self.model.model.state_dict().items():
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-        return {"name": self.spec.model, "weights_sha256": digest.hexdigest(),
-                "tokenizer": type(self.model.tokenizer).__name__,
-                # sentence-transformers 6 renamed max_length; older releases only have it.
-                "max_length": getattr(self.model, "max_seq_length", None) or getattr(self.model, "max_length", None),
-                "activation": type(getattr(self.model, "activation_fn", None)).__name__,
-                **({"precision": self.precision} if self.precision != "fp32" else {})}
+        return {
+            "name": self.spec.model,
+            "weights_sha256": digest.hexdigest(),
+            "tokenizer": type(self.model.tokenizer).__name__,
+            # sentence-transformers 6 renamed max_length; older releases only have it.
+            "max_length": getattr(self.model, "max_seq_length", None) or getattr(self.model, "max_length", None),
+            "activation": type(getattr(self.model, "activation_fn", None)).__name__,
+            **({"precision": self.precision} if self.precision != "fp32" else {}),
+        }
 
     def score(self, pairs: Sequence[tuple[str, str]]):
         """Scores of (query, document) pairs, float32, with the model's own activation."""
         import numpy as np
 
-        return np.asarray(self.model.predict(list(pairs), batch_size=self.spec.batch_size, show_progress_bar=False,
-                                             convert_to_numpy=True), dtype=np.float32).reshape(-1)
+        return np.asarray(
+            self.model.predict(
+                list(pairs), batch_size=self.spec.batch_size, show_progress_bar=False, convert_to_numpy=True
+            ),
+            dtype=np.float32,
+        ).reshape(-1)
 
 
 def pair_hash(query: str, document: str) -> bytes:
@@ -194,8 +209,15 @@ class ScoreCache:
             self.folder = None
 
 
-def rerank(run: Run, queries: Mapping[str, str], documents: Mapping[str, str], reranker: Reranker,
-           cache: ScoreCache, progress: bool = True, checkpoint_seconds: float = 60.0) -> tuple[Run, dict[str, int]]:
+def rerank(
+    run: Run,
+    queries: Mapping[str, str],
+    documents: Mapping[str, str],
+    reranker: Reranker,
+    cache: ScoreCache,
+    progress: bool = True,
+    checkpoint_seconds: float = 60.0,
+) -> tuple[Run, dict[str, int]]:
     """Rerank each query's top `depth` documents of `run` with `reranker` (see the module docstring).
 
     Args:
@@ -223,13 +245,14 @@ def rerank(run: Run, queries: Mapping[str, str], documents: Mapping[str, str], r
     total = sum(len(pairs) for pairs in wanted.values())
     keys = list(todo)
     batch = reranker.spec.batch_size * 8
-    bar = tqdm(total=len(keys), desc="reranking", unit="pair", disable=not progress, file=sys.stderr,
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=len(keys), desc="reranking", unit="pair", disable=not progress, file=sys.stderr, dynamic_ncols=True
+    )
     pending: list[bytes] = []
     last_write = time.perf_counter()
     try:
         for start in range(0, len(keys), batch):
-            part = keys[start:start + batch]
+            part = keys[start : start + batch]
             for key, score in zip(part, reranker.score([todo[key] for key in part]).tolist()):
                 cache.scores[key] = score
             pending += part
@@ -240,8 +263,9 @@ def rerank(run: Run, queries: Mapping[str, str], documents: Mapping[str, str], r
     finally:
         cache.store(pending, [cache.scores[k] for k in pending])  # also when interrupted: keep what was scored
         bar.close()
-    reranked = {query_id: {doc_id: float(cache.scores[key]) for doc_id, key in pairs}
-                for query_id, pairs in wanted.items()}
+    reranked = {
+        query_id: {doc_id: float(cache.scores[key]) for doc_id, key in pairs} for query_id, pairs in wanted.items()
+    }
     for query_id in run:
         reranked.setdefault(query_id, {})
     return Run.adopt(reranked, name=run.name), {"pairs": total, "cached": total - len(keys)}

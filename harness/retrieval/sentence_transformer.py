@@ -69,7 +69,8 @@ class SentenceTransformerEncoder:
             "query_prefix": self.query_prefix,
             "doc_prefix": self.doc_prefix,
             "query_prompt": {self.query_prompt_name: prompts.get(self.query_prompt_name)}
-            if self.query_prompt_name else None,
+            if self.query_prompt_name
+            else None,
             "doc_prompt": {self.doc_prompt_name: prompts.get(self.doc_prompt_name)} if self.doc_prompt_name else None,
         }
 
@@ -147,8 +148,9 @@ class SentenceTransformerEncoder:
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Tokens per document text as the model will see it (prefix or prompt, special tokens, truncation)."""
         prefix = self.doc_prefix or (getattr(self.model, "prompts", None) or {}).get(self.doc_prompt_name or "", "")
-        encoded = self.model.tokenizer([prefix + text for text in texts], truncation=True,
-                                       max_length=self.max_seq_length)["input_ids"]
+        encoded = self.model.tokenizer(
+            [prefix + text for text in texts], truncation=True, max_length=self.max_seq_length
+        )["input_ids"]
         return [len(ids) for ids in encoded]
 
     def encode_doc_batches(self, batches: Sequence[Sequence[str]], prefetch: int = 2) -> Iterator[np.ndarray]:
@@ -218,8 +220,9 @@ class SentenceTransformerEncoder:
         from harness.retrieval.devices import device_scope
 
         with device_scope(device), torch.inference_mode():
-            inputs = {k: v.to(device, non_blocking=pin) if isinstance(v, torch.Tensor) else v
-                      for k, v in features.items()}  # not sentence-transformers' batch_to_device: it blocks
+            inputs = {
+                k: v.to(device, non_blocking=pin) if isinstance(v, torch.Tensor) else v for k, v in features.items()
+            }  # not sentence-transformers' batch_to_device: it blocks
             embeddings = self.model(inputs)["sentence_embedding"]
             if self.normalize:
                 embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
@@ -274,7 +277,9 @@ def load_sentence_transformer(
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:  # pragma: no cover - a core dependency
-        raise MissingDependencyError("sentence-transformers is not installed (pip install sentence-transformers)") from exc
+        raise MissingDependencyError(
+            "sentence-transformers is not installed (pip install sentence-transformers)"
+        ) from exc
     from harness.retrieval.devices import DeviceSpec, device_scope, torch_dtype
 
     if device.startswith("cuda"):
@@ -299,7 +304,14 @@ def load_sentence_transformer(
     # sentence-transformers lists empty prompts for models that define none; those change nothing.
     query_prompt = "query" if prompts.get("query") and not query_prefix else None
     doc_prompt = next((p for p in DOC_PROMPT_NAMES if prompts.get(p)), None) if not doc_prefix else None
-    return SentenceTransformerEncoder(canonical_model_name(name), model, batch_size=batch_size, normalize=normalize,
-                                      query_prefix=query_prefix, doc_prefix=doc_prefix,
-                                      query_prompt_name=query_prompt, doc_prompt_name=doc_prompt,
-                                      precision=precision)
+    return SentenceTransformerEncoder(
+        canonical_model_name(name),
+        model,
+        batch_size=batch_size,
+        normalize=normalize,
+        query_prefix=query_prefix,
+        doc_prefix=doc_prefix,
+        query_prompt_name=query_prompt,
+        doc_prompt_name=doc_prompt,
+        precision=precision,
+    )

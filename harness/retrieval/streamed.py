@@ -102,8 +102,12 @@ def resident_bytes() -> int:
 def in_memory_bytes(n_docs: int, dimension: int, n_queries: int, depth: int, chunk_rows: int = 16384) -> int:
     """What the in-memory flat search adds to the process: the vectors (their storage reserved at once,
     `harness.retrieval.index.VectorIndex.reserve`), the doc ids, one chunk being encoded, the results, the run."""
-    return n_docs * (dimension * 4 + 24) + 2 * chunk_rows * dimension * 4 + n_queries * (depth + 1) * 12 \
+    return (
+        n_docs * (dimension * 4 + 24)
+        + 2 * chunk_rows * dimension * 4
+        + n_queries * (depth + 1) * 12
         + n_queries * depth * RUN_BYTES_PER_HIT
+    )
 
 
 @dataclass(frozen=True)
@@ -115,8 +119,9 @@ class SearchPlan:
     minimum: int
 
 
-def plan_search(budget: int, base: int, n_queries: int, dimension: int, depth: int, chunk_rows: int,
-                given: bool = True) -> SearchPlan:
+def plan_search(
+    budget: int, base: int, n_queries: int, dimension: int, depth: int, chunk_rows: int, given: bool = True
+) -> SearchPlan:
     """The largest query block whose working set, with the mapped chunks, fits `budget`.
 
     Args:
@@ -131,22 +136,30 @@ def plan_search(budget: int, base: int, n_queries: int, dimension: int, depth: i
     """
     k = depth + 1  # one more than the depth shows a tie across the cut (`exact_top`)
     # Two chunks mapped: the next one is mapped before the last one's map is released.
-    fixed = base + n_queries * k * 12 + n_queries * depth * RUN_BYTES_PER_HIT + 2 * chunk_rows * dimension * 4 \
-        + SLACK_BYTES
+    fixed = (
+        base + n_queries * k * 12 + n_queries * depth * RUN_BYTES_PER_HIT + 2 * chunk_rows * dimension * 4 + SLACK_BYTES
+    )
     # FAISS's scores and rows, the concatenation with the running top-k, its argsort, the kept part;
     # and the block of the sgemm's score matrix (FAISS tiles documents by 1,024).
     per_query = k * 64 + min(chunk_rows, 1024) * 4 + dimension * 4
     smallest = min(n_queries, MIN_QUERY_BLOCK) or 1
     minimum = fixed + smallest * per_query
     if budget < minimum:
-        what = f"{setting('memory_budget')} {format_size(budget)}" if given else \
-            f"the memory this process may use ({format_size(budget)}: its size now and half the memory available)"
+        what = (
+            f"{setting('memory_budget')} {format_size(budget)}"
+            if given
+            else f"the memory this process may use ({format_size(budget)}: its size now and half the memory available)"
+        )
         raise MemoryBudgetError(
             f"{what} is too small for a streamed search: one block of "
             f"{smallest} queries against one {chunk_rows}-document chunk needs at least {format_size(minimum)} "
             f"({format_size(base)} of it held already by this process); "
-            + (f"raise it to {format_size(minimum)} or more" if given else
-               f"free memory, or give {setting('memory_budget')} of {format_size(minimum)} or more"))
+            + (
+                f"raise it to {format_size(minimum)} or more"
+                if given
+                else f"free memory, or give {setting('memory_budget')} of {format_size(minimum)} or more"
+            )
+        )
     block = min(n_queries, max(smallest, (budget - fixed) // per_query))
     return SearchPlan(budget, int(block), minimum)
 
@@ -178,8 +191,9 @@ def merge_topk(partials: Iterable[tuple[np.ndarray, np.ndarray]], k: int) -> tup
     return np.take_along_axis(scores, keep, axis=1), np.take_along_axis(rows, keep, axis=1)
 
 
-def search_blocks(query_vectors: np.ndarray, blocks: Iterable[np.ndarray], k: int, query_block: int = 1024,
-                  start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def search_blocks(
+    query_vectors: np.ndarray, blocks: Iterable[np.ndarray], k: int, query_block: int = 1024, start: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact inner-product top-k of every query over document blocks met one at a time.
 
     Args:
@@ -208,7 +222,8 @@ def search_blocks(query_vectors: np.ndarray, blocks: Iterable[np.ndarray], k: in
             for part in slices:
                 scores, rows = faiss.knn(queries[part], block, min(k, len(block)), metric=faiss.METRIC_INNER_PRODUCT)
                 best_scores[part], best_rows[part] = merge_topk(
-                    [(best_scores[part], best_rows[part]), (scores, rows + start)], k)
+                    [(best_scores[part], best_rows[part]), (scores, rows + start)], k
+                )
         start += len(block)
     return best_scores, best_rows
 
@@ -243,7 +258,7 @@ def reblock(chunks: Iterable[np.ndarray], rows: int | None) -> Iterator[np.ndarr
             yield chunk
             continue
         for begin in range(0, len(chunk), rows):
-            yield chunk[begin:begin + rows]
+            yield chunk[begin : begin + rows]
 
 
 class StreamedIndex:
@@ -267,10 +282,18 @@ class StreamedIndex:
     spec_kind = "flat"
     nlist = None
 
-    def __init__(self, chunks: Callable[[], Iterable[np.ndarray]], rows_of: Callable[[np.ndarray], np.ndarray],
-                 doc_ids: Sequence[str], dimension: int,
-                 budget: int | None, chunk_rows: int, doc_block: int | None = None, query_block: int | None = None,
-                 strict: bool = True):
+    def __init__(
+        self,
+        chunks: Callable[[], Iterable[np.ndarray]],
+        rows_of: Callable[[np.ndarray], np.ndarray],
+        doc_ids: Sequence[str],
+        dimension: int,
+        budget: int | None,
+        chunk_rows: int,
+        doc_block: int | None = None,
+        query_block: int | None = None,
+        strict: bool = True,
+    ):
         self._chunks, self._rows_of, self._doc_ids, self.dimension = chunks, rows_of, doc_ids, dimension
         self.budget, self.chunk_rows, self.strict = budget, chunk_rows, strict
         self.doc_block, self.query_block = doc_block, query_block
@@ -328,6 +351,10 @@ class StreamedIndex:
         self.plan = None
         scores, rows = exact_top(self._search, queries, len(self), depth, self._doc_ids.__getitem__, self._rows_of)
         doc_ids = self._doc_ids
-        return Run.adopt({query_id: {doc_ids[row]: score for row, score in zip(query_rows, query_scores)}
-                          for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist())},
-                         name=name)
+        return Run.adopt(
+            {
+                query_id: {doc_ids[row]: score for row, score in zip(query_rows, query_scores)}
+                for query_id, query_scores, query_rows in zip(query_ids, scores.tolist(), rows.tolist())
+            },
+            name=name,
+        )

@@ -73,8 +73,14 @@ def installed_candidates(bf16: bool | None = None) -> list[Candidate]:
     return [candidate for candidate in found if candidate.backend not in EXCLUDED]
 
 
-def measure(encoders: dict[str, Any], sample: list[str], rounds: int = PROBE_ROUNDS, batch_size: int = 32,
-            timer: Callable[[], float] = time.perf_counter, reference: str = TORCH) -> list[dict[str, Any]]:
+def measure(
+    encoders: dict[str, Any],
+    sample: list[str],
+    rounds: int = PROBE_ROUNDS,
+    batch_size: int = 32,
+    timer: Callable[[], float] = time.perf_counter,
+    reference: str = TORCH,
+) -> list[dict[str, Any]]:
     """Encode `sample` with every encoder, alternated round by round after one warm-up batch each.
 
     Returns:
@@ -96,9 +102,15 @@ def measure(encoders: dict[str, Any], sample: list[str], rounds: int = PROBE_ROU
     rows = []
     for name in encoders:
         cosine = (vectors[name] / np.linalg.norm(vectors[name], axis=1, keepdims=True) * base).sum(axis=1)
-        rows.append({"backend": name, "docs_per_s": rounds * len(sample) / seconds[name],
-                     "vs_torch": seconds[reference] / seconds[name],
-                     "cosine_mean": float(cosine.mean()), "cosine_min": float(cosine.min())})
+        rows.append(
+            {
+                "backend": name,
+                "docs_per_s": rounds * len(sample) / seconds[name],
+                "vs_torch": seconds[reference] / seconds[name],
+                "cosine_mean": float(cosine.mean()),
+                "cosine_min": float(cosine.min()),
+            }
+        )
     return rows
 
 
@@ -123,27 +135,47 @@ def choose(rows: list[dict[str, Any]], candidates: Sequence[Candidate]) -> dict[
     reference = next(row for row in judged if row["backend"] == REFERENCE.name)
     if best is None or best["docs_per_s"] <= reference["docs_per_s"]:
         picked = REFERENCE
-        reason = ("no candidate met the quality bound (mean cosine ≥ {0}, min ≥ {1}): torch fp32".format(
-            MEAN_COSINE_BOUND, MIN_COSINE_BOUND) if best is None else "torch fp32 was the fastest")
+        reason = (
+            "no candidate met the quality bound (mean cosine ≥ {0}, min ≥ {1}): torch fp32".format(
+                MEAN_COSINE_BOUND, MIN_COSINE_BOUND
+            )
+            if best is None
+            else "torch fp32 was the fastest"
+        )
     else:
         picked = by_name[best["backend"]]
-        reason = (f"{picked.name} was the fastest within the bound: {best['docs_per_s']:.1f} docs/s "
-                  f"({best['vs_torch']:.2f}x torch fp32), cosine to torch fp32 mean {best['cosine_mean']:.4f} / "
-                  f"min {best['cosine_min']:.4f}")
-    return {"backend": picked.backend, "precision": picked.precision, "picked": picked.name, "reason": reason,
-            "bounds": {"cosine_mean": MEAN_COSINE_BOUND, "cosine_min": MIN_COSINE_BOUND},
-            "excluded": dict(EXCLUDED), "candidates": judged}
+        reason = (
+            f"{picked.name} was the fastest within the bound: {best['docs_per_s']:.1f} docs/s "
+            f"({best['vs_torch']:.2f}x torch fp32), cosine to torch fp32 mean {best['cosine_mean']:.4f} / "
+            f"min {best['cosine_min']:.4f}"
+        )
+    return {
+        "backend": picked.backend,
+        "precision": picked.precision,
+        "picked": picked.name,
+        "reason": reason,
+        "bounds": {"cosine_mean": MEAN_COSINE_BOUND, "cosine_min": MIN_COSINE_BOUND},
+        "excluded": dict(EXCLUDED),
+        "candidates": judged,
+    }
 
 
 def probe_key(model_fingerprint: dict[str, Any], candidates: Sequence[Candidate], threads: int | None = None) -> str:
     """The cache key of a probe: this host (and the threads it may use), the model, the runtimes' versions, the
     candidates and the probe's rules."""
     host = host_info(threads)
-    return content_key({"probe": PROBE_VERSION, "texts": PROBE_TEXTS, "rounds": PROBE_ROUNDS,
-                        "host": {name: host[name] for name in ("cpu", "machine", "os", "cores_used", "cpu_flags")},
-                        "model": model_fingerprint, "versions": versions(),
-                        "candidates": [candidate.name for candidate in candidates],
-                        "bounds": [MEAN_COSINE_BOUND, MIN_COSINE_BOUND]})
+    return content_key(
+        {
+            "probe": PROBE_VERSION,
+            "texts": PROBE_TEXTS,
+            "rounds": PROBE_ROUNDS,
+            "host": {name: host[name] for name in ("cpu", "machine", "os", "cores_used", "cpu_flags")},
+            "model": model_fingerprint,
+            "versions": versions(),
+            "candidates": [candidate.name for candidate in candidates],
+            "bounds": [MEAN_COSINE_BOUND, MIN_COSINE_BOUND],
+        }
+    )
 
 
 def _cached(path: Path) -> dict[str, Any] | None:
@@ -162,10 +194,16 @@ def _cached(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def pick_backend(fingerprint: dict[str, Any], sample: list[str], load: Callable[[Candidate], Any],
-                 cache_root: Path | None,
-                 candidates: Sequence[Candidate] | None = None, timer: Callable[[], float] = time.perf_counter,
-                 batch_size: int = 32, threads: int | None = None) -> dict[str, Any]:
+def pick_backend(
+    fingerprint: dict[str, Any],
+    sample: list[str],
+    load: Callable[[Candidate], Any],
+    cache_root: Path | None,
+    candidates: Sequence[Candidate] | None = None,
+    timer: Callable[[], float] = time.perf_counter,
+    batch_size: int = 32,
+    threads: int | None = None,
+) -> dict[str, Any]:
     """Probe (or recall) the backend auto picks for the model of `fingerprint` on this host.
 
     Args:
@@ -201,8 +239,7 @@ def pick_backend(fingerprint: dict[str, Any], sample: list[str], load: Callable[
 
 def moot(reason: str) -> dict[str, Any]:
     """The choice where nothing is probed (a model on a GPU, one given loaded, an empty corpus): torch fp32."""
-    return {"backend": REFERENCE.backend, "precision": REFERENCE.precision, "picked": REFERENCE.name,
-            "reason": reason}
+    return {"backend": REFERENCE.backend, "precision": REFERENCE.precision, "picked": REFERENCE.name, "reason": reason}
 
 
 def candidate_loader(spec: Any, model: str, root: Path, threads: int | None = None) -> Callable[[Candidate], Any]:
@@ -218,8 +255,9 @@ def candidate_loader(spec: Any, model: str, root: Path, threads: int | None = No
             return reference[0]
         if candidate.precision == REFERENCE.precision:
             return BY_NAME[candidate.backend].wrap(reference[0], root, threads=threads)
-        return replace(spec, backend=candidate.backend, precision=candidate.precision).load(model, "cpu", root,
-                                                                                            threads=threads)
+        return replace(spec, backend=candidate.backend, precision=candidate.precision).load(
+            model, "cpu", root, threads=threads
+        )
 
     return load
 
@@ -239,4 +277,3 @@ def reference_fingerprint(spec: Any, model: str, root: Path, cache: bool, load: 
     if key:
         remember_fingerprint(root, key, {"fingerprint": fingerprint})
     return fingerprint
-

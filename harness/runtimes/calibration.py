@@ -29,5 +29,10 @@ class Calibration:
         digest = hashlib.sha256()
         for text in self.texts:
             digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
-        return {"corpus_sha256": self.corpus_sha256, "requested": self.requested, "drawn": len(self.texts),
-                "seed": self.seed, "texts_sha256": digest.hexdigest()}
+        return {
+            "corpus_sha256": self.corpus_sha256,
+            "requested": self.requested,
+            "drawn": len(self.texts),
+            "seed": self.seed,
+            "texts_sha256": digest.hexdigest(),
+        }

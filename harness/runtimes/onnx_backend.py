@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.retrieval.sentence_transformer import SentenceTransformerEncoder
 from harness.errors import HarnessError, MissingDependencyError, setting
-from harness.io.files import default_permissions, private_dir, remove_stale_temporaries
 from harness.host import int8_fast_here, local_kernel_class
+from harness.io.files import default_permissions, private_dir, remove_stale_temporaries
+from harness.retrieval.sentence_transformer import SentenceTransformerEncoder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,7 +70,8 @@ def _onnxruntime() -> Any:
         import onnxruntime
     except ImportError as exc:
         raise MissingDependencyError(
-            "--backend onnx needs onnxruntime and onnx: pip install 'beir-harness[onnx]'") from exc
+            "--backend onnx needs onnxruntime and onnx: pip install 'beir-harness[onnx]'"
+        ) from exc
     return onnxruntime
 
 
@@ -85,13 +86,22 @@ def _pooling(model: Any) -> str:
         raise HarnessError("the ONNX backend needs a sentence-transformers model with a Pooling module")
     mode = getattr(pooling, "pooling_mode", None)  # sentence-transformers ≥ 6: one string
     if not isinstance(mode, str):
-        mode = "mean" if getattr(pooling, "pooling_mode_mean_tokens", False) else \
-            "cls" if getattr(pooling, "pooling_mode_cls_token", False) else "other"
+        mode = (
+            "mean"
+            if getattr(pooling, "pooling_mode_mean_tokens", False)
+            else "cls"
+            if getattr(pooling, "pooling_mode_cls_token", False)
+            else "other"
+        )
     if mode not in ("mean", "cls"):
-        raise HarnessError(f"the ONNX backend supports mean or CLS pooling, not {mode!r}; use {setting('backend')} torch")
+        raise HarnessError(
+            f"the ONNX backend supports mean or CLS pooling, not {mode!r}; use {setting('backend')} torch"
+        )
     if getattr(pooling, "include_prompt", True) is False:
-        raise HarnessError("the ONNX backend pools over every token; this model excludes its prompt from pooling "
-                           "(include_prompt=False); use --backend torch")
+        raise HarnessError(
+            "the ONNX backend pools over every token; this model excludes its prompt from pooling "
+            "(include_prompt=False); use --backend torch"
+        )
     return mode
 
 
@@ -131,10 +141,17 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
             # the test suite checks the exported graph against torch instead.
             warnings.simplefilter("ignore")
             torch.onnx.export(
-                Named().eval(), tuple(tokens[name] for name in names), str(fp32), input_names=names,
-                output_names=["last_hidden_state"], opset_version=OPSET, dynamo=False,
-                dynamic_axes={**{name: {0: "batch", 1: "sequence"} for name in names},
-                              "last_hidden_state": {0: "batch", 1: "sequence"}},
+                Named().eval(),
+                tuple(tokens[name] for name in names),
+                str(fp32),
+                input_names=names,
+                output_names=["last_hidden_state"],
+                opset_version=OPSET,
+                dynamo=False,
+                dynamic_axes={
+                    **{name: {0: "batch", 1: "sequence"} for name in names},
+                    "last_hidden_state": {0: "batch", 1: "sequence"},
+                },
             )
         if quantize:
             from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -146,8 +163,11 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
             root.addHandler(quiet)
             root.setLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.ERROR)
             try:
-                quantize_dynamic(str(fp32), str(staging / "model.onnx"),
-                                 **{**QUANTIZATION, "weight_type": QuantType[QUANTIZATION["weight_type"]]})
+                quantize_dynamic(
+                    str(fp32),
+                    str(staging / "model.onnx"),
+                    **{**QUANTIZATION, "weight_type": QuantType[QUANTIZATION["weight_type"]]},
+                )
             finally:
                 root.setLevel(level)
                 root.removeHandler(quiet)
@@ -163,8 +183,9 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
         raise
     except Exception as exc:  # noqa: BLE001 - the exporter raises many unrelated types
         shutil.rmtree(staging, ignore_errors=True)
-        raise HarnessError(f"ONNX export of the model failed ({type(exc).__name__}: {str(exc)[:200]}); "
-                           "use --backend torch") from exc
+        raise HarnessError(
+            f"ONNX export of the model failed ({type(exc).__name__}: {str(exc)[:200]}); use --backend torch"
+        ) from exc
     return target
 
 
@@ -190,8 +211,15 @@ class OnnxEncoder(SentenceTransformerEncoder):
         differ slightly; so a shared cache keeps int8 vectors per kernel class and never hands one
         class's vectors to another. fp32 vectors differ across CPUs only by float rounding.
         """
-        quantization = {"quantization": QUANTIZATION, "int8_kernels": local_kernel_class(),
-                        "onnxruntime": _onnxruntime().__version__} if self.backend == "onnx-int8" else {}
+        quantization = (
+            {
+                "quantization": QUANTIZATION,
+                "int8_kernels": local_kernel_class(),
+                "onnxruntime": _onnxruntime().__version__,
+            }
+            if self.backend == "onnx-int8"
+            else {}
+        )
         return {**self.torch_fingerprint, **self.settings(), "onnx_opset": OPSET, **quantization}
 
     def _encode(self, texts: Sequence[str], prefix: str, prompt_name: str | None) -> np.ndarray:
@@ -205,8 +233,13 @@ class OnnxEncoder(SentenceTransformerEncoder):
         normalize = self.normalize or "Normalize" in _modules(self.model)
         inputs = {i.name for i in self.session.get_inputs()}
         for start in range(0, len(texts), self.batch_size):
-            batch = self.model.tokenizer(texts[start:start + self.batch_size], padding=True, truncation=True,
-                                         max_length=self.max_seq_length, return_tensors="np")
+            batch = self.model.tokenizer(
+                texts[start : start + self.batch_size],
+                padding=True,
+                truncation=True,
+                max_length=self.max_seq_length,
+                return_tensors="np",
+            )
             feed = {name: value.astype(np.int64) for name, value in batch.items() if name in inputs}
             hidden = self.session.run(["last_hidden_state"], feed)[0]
             if pooling == "mean":
@@ -234,13 +267,22 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: in
     from harness.io.cache import content_key
 
     if backend == "onnx-int8" and int8_fast_here() is False:
-        logger.warning("--backend onnx-int8: this CPU has no VNNI or AMX (kernel class %s), where int8 measured "
-                       "slower than torch fp32 (0.92x on an AVX2-only EPYC); `beir-harness env --bench` measures "
-                       "the backends here", local_kernel_class())
+        logger.warning(
+            "--backend onnx-int8: this CPU has no VNNI or AMX (kernel class %s), where int8 measured "
+            "slower than torch fp32 (0.92x on an AVX2-only EPYC); `beir-harness env --bench` measures "
+            "the backends here",
+            local_kernel_class(),
+        )
 
     fingerprint = torch_encoder.fingerprint()
-    key = content_key({"weights": fingerprint["weights_sha256"], "opset": OPSET, "backend": backend,
-                       **({"quantization": QUANTIZATION} if backend == "onnx-int8" else {})})
+    key = content_key(
+        {
+            "weights": fingerprint["weights_sha256"],
+            "opset": OPSET,
+            "backend": backend,
+            **({"quantization": QUANTIZATION} if backend == "onnx-int8" else {}),
+        }
+    )
     path = export(torch_encoder.model, cache_root / "onnx" / key, quantize=backend == "onnx-int8")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -250,9 +292,15 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: in
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     logger.info("%s backend: %s", backend, path)
     return OnnxEncoder(
-        torch_encoder.name, torch_encoder.model, batch_size=torch_encoder.batch_size, normalize=torch_encoder.normalize,
-        query_prefix=torch_encoder.query_prefix, doc_prefix=torch_encoder.doc_prefix,
-        query_prompt_name=torch_encoder.query_prompt_name, doc_prompt_name=torch_encoder.doc_prompt_name,
-        session=session, backend=backend, torch_fingerprint={k: v for k, v in fingerprint.items()
-                                                             if k not in torch_encoder.settings()})
-
+        torch_encoder.name,
+        torch_encoder.model,
+        batch_size=torch_encoder.batch_size,
+        normalize=torch_encoder.normalize,
+        query_prefix=torch_encoder.query_prefix,
+        doc_prefix=torch_encoder.doc_prefix,
+        query_prompt_name=torch_encoder.query_prompt_name,
+        doc_prompt_name=torch_encoder.doc_prompt_name,
+        session=session,
+        backend=backend,
+        torch_fingerprint={k: v for k, v in fingerprint.items() if k not in torch_encoder.settings()},
+    )

@@ -56,9 +56,16 @@ CALIBRATION_SEED = 0
 # 0.002. The weight MatMuls, nearly all of the arithmetic, stay int8.
 FLOAT_OPS = "MatMul of two activations"
 QUANTIZATION: dict[str, Any] = {
-    "tool": "nncf.quantize", "weights": "int8 per channel", "activations": "int8 static",
-    "model_type": "transformer", "preset": "performance", "smooth_quant_alpha_matmul": 0.95,
-    "bias_correction": "fast", "float_ops": FLOAT_OPS, "ignored_patterns": [], "calibration_max_length": None,
+    "tool": "nncf.quantize",
+    "weights": "int8 per channel",
+    "activations": "int8 static",
+    "model_type": "transformer",
+    "preset": "performance",
+    "smooth_quant_alpha_matmul": 0.95,
+    "bias_correction": "fast",
+    "float_ops": FLOAT_OPS,
+    "ignored_patterns": [],
+    "calibration_max_length": None,
 }
 EXTRA = "pip install 'beir-harness[openvino]'"
 
@@ -95,8 +102,9 @@ def openvino_module() -> Any:
         with declined_telemetry():
             import openvino
     except ImportError as exc:
-        raise MissingDependencyError(f"--backend openvino needs openvino (and nncf for openvino-int8): {EXTRA}") \
-            from exc
+        raise MissingDependencyError(
+            f"--backend openvino needs openvino (and nncf for openvino-int8): {EXTRA}"
+        ) from exc
     return openvino
 
 
@@ -115,8 +123,9 @@ def nncf_module() -> Any:
     return nncf
 
 
-def corpus_calibration(docs: Iterable[Doc], corpus_sha256: str, size: int = CALIBRATION_TEXTS,
-                       seed: int = CALIBRATION_SEED) -> Calibration:
+def corpus_calibration(
+    docs: Iterable[Doc], corpus_sha256: str, size: int = CALIBRATION_TEXTS, seed: int = CALIBRATION_SEED
+) -> Calibration:
     """A seeded uniform sample of `size` document texts (reservoir sampling: one pass, no count needed).
 
     A corpus with fewer documents gives all of them, with a warning: the ranges are then measured on less.
@@ -132,8 +141,13 @@ def corpus_calibration(docs: Iterable[Doc], corpus_sha256: str, size: int = CALI
             if slot < size:
                 chosen[slot] = (seen, doc_text(doc))
     if seen < size:
-        logger.warning("openvino-int8: the corpus has %d documents, fewer than the %d-text calibration sample; "
-                       "calibrating on all %d", seen, size, seen)
+        logger.warning(
+            "openvino-int8: the corpus has %d documents, fewer than the %d-text calibration sample; "
+            "calibrating on all %d",
+            seen,
+            size,
+            seen,
+        )
     return Calibration(tuple(text for _, text in sorted(chosen)), corpus_sha256, size, seed)
 
 
@@ -171,8 +185,13 @@ class OpenVinoEncoder(OnnxEncoder):
     def fingerprint(self) -> dict[str, Any]:
         """The torch model's identity, the settings, the runtime versions and this CPU's kernel class (bf16 and
         int8 kernels differ by CPU more than by float rounding)."""
-        return {**self.torch_fingerprint, **self.settings(), "onnx_opset": OPSET, **(self.versions or {}),
-                "cpu_kernels": local_kernel_class()}
+        return {
+            **self.torch_fingerprint,
+            **self.settings(),
+            "onnx_opset": OPSET,
+            **(self.versions or {}),
+            "cpu_kernels": local_kernel_class(),
+        }
 
 
 def _precision_name(compiled: Any) -> str:
@@ -199,8 +218,11 @@ def _cached_model(core: Any, folder: Path) -> Any | None:
             raise ValueError("a file's sha256 differs from the manifest's")
         return core.read_model(str(folder / "model.xml"))
     except Exception as exc:  # noqa: BLE001 - a damaged cache entry fails in many ways; all mean "redo it"
-        logger.warning("the cached OpenVINO model %s is damaged (%s); quantizing it again", folder,
-                       f"{type(exc).__name__}: {str(exc)[:120]}")
+        logger.warning(
+            "the cached OpenVINO model %s is damaged (%s); quantizing it again",
+            folder,
+            f"{type(exc).__name__}: {str(exc)[:120]}",
+        )
         shutil.rmtree(folder, ignore_errors=True)
         return None
 
@@ -234,8 +256,9 @@ def _quiet() -> Iterator[None]:
             handler.setStream(stream)
 
 
-def quantize(core: Any, onnx_path: Path, model: Any, calibration: Calibration, folder: Path,
-             max_length: int | None) -> Any:
+def quantize(
+    core: Any, onnx_path: Path, model: Any, calibration: Calibration, folder: Path, max_length: int | None
+) -> Any:
     """The int8 model of `onnx_path`, calibrated on `calibration`, cached (atomically) in `folder`.
 
     Raises:
@@ -257,25 +280,34 @@ def quantize(core: Any, onnx_path: Path, model: Any, calibration: Calibration, f
     try:
         with _quiet():
             quantized = nncf.quantize(
-                float_model, nncf.Dataset(items), model_type=nncf.ModelType.TRANSFORMER,
-                preset=nncf.QuantizationPreset(QUANTIZATION["preset"]), subset_size=len(items),
+                float_model,
+                nncf.Dataset(items),
+                model_type=nncf.ModelType.TRANSFORMER,
+                preset=nncf.QuantizationPreset(QUANTIZATION["preset"]),
+                subset_size=len(items),
                 fast_bias_correction=QUANTIZATION["bias_correction"] == "fast",
                 ignored_scope=_ignored_scope(nncf, float_model),
                 advanced_parameters=AdvancedQuantizationParameters(
                     smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=QUANTIZATION["smooth_quant_alpha_matmul"]),
-                    disable_bias_correction=QUANTIZATION["bias_correction"] == "off"))
+                    disable_bias_correction=QUANTIZATION["bias_correction"] == "off",
+                ),
+            )
         ov.save_model(quantized, str(staging / "model.xml"), compress_to_fp16=False)
         sums = {name: _sha256(staging / name) for name in ("model.xml", "model.bin")}
-        (staging / "manifest.json").write_text(json.dumps({"sha256": sums, "calibration": calibration.identity(),
-                                                           "quantization": QUANTIZATION}), encoding="utf-8")
+        (staging / "manifest.json").write_text(
+            json.dumps({"sha256": sums, "calibration": calibration.identity(), "quantization": QUANTIZATION}),
+            encoding="utf-8",
+        )
         default_permissions(staging, folder=True)
         if folder.exists():
             shutil.rmtree(folder)
         os.rename(staging, folder)
     except Exception as exc:  # noqa: BLE001 - NNCF and OpenVINO raise many unrelated types
         shutil.rmtree(staging, ignore_errors=True)
-        raise HarnessError(f"NNCF could not quantize the model ({type(exc).__name__}: {str(exc)[:200]}); "
-                           "use --backend openvino or onnx-int8") from exc
+        raise HarnessError(
+            f"NNCF could not quantize the model ({type(exc).__name__}: {str(exc)[:200]}); "
+            "use --backend openvino or onnx-int8"
+        ) from exc
     return quantized
 
 
@@ -283,14 +315,18 @@ def activation_matmuls(model: Any) -> list[str]:
     """The names of `model`'s MatMuls whose two inputs are both activations (neither a weight constant, nor a
     constant behind a Convert): in a transformer, the attention scores and their weighted sum of the values. Found
     from the graph, so that the recipe holds for any architecture's export, whatever its node names."""
+
     def constant(output: Any) -> bool:
         node = output.get_node()
         while node.get_type_name() == "Convert":  # a compressed (fp16) weight is a Constant behind a Convert
             node = node.input_value(0).get_node()
         return node.get_type_name() == "Constant"
 
-    return [op.get_friendly_name() for op in model.get_ops()
-            if op.get_type_name() == "MatMul" and not any(constant(op.input_value(i)) for i in range(2))]
+    return [
+        op.get_friendly_name()
+        for op in model.get_ops()
+        if op.get_type_name() == "MatMul" and not any(constant(op.input_value(i)) for i in range(2))
+    ]
 
 
 def _ignored_scope(nncf: Any, model: Any) -> Any:
@@ -309,20 +345,29 @@ def read(core: Any, onnx_path: Path) -> Any:
     try:
         return core.read_model(str(onnx_path))
     except Exception as exc:  # noqa: BLE001 - the ONNX frontend raises its own runtime errors
-        raise HarnessError(f"OpenVINO cannot convert the model's ONNX export {onnx_path} ({_reason(exc)}); "
-                           "use --backend torch or onnx") from exc
+        raise HarnessError(
+            f"OpenVINO cannot convert the model's ONNX export {onnx_path} ({_reason(exc)}); use --backend torch or onnx"
+        ) from exc
 
 
 def _reason(exc: Exception) -> str:
     """OpenVINO's message without its source locations: ``Exception from src/...``, ``Check '...' failed at``."""
     lines = [line.strip().removeprefix("-- ") for line in str(exc).splitlines()]
-    kept = [line for line in lines if line and not line.startswith(("Exception from ", "Check ", "FrontEnd API failed",
-                                                                    "Summary:"))]
+    kept = [
+        line
+        for line in lines
+        if line and not line.startswith(("Exception from ", "Check ", "FrontEnd API failed", "Summary:"))
+    ]
     return f"{type(exc).__name__}: {' '.join(kept)[:300]}"
 
 
-def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
-                     calibration: Calibration | None = None, threads: int | None = None) -> OpenVinoEncoder:
+def openvino_encoder(
+    torch_encoder: Any,
+    backend: str,
+    cache_root: Path,
+    calibration: Calibration | None = None,
+    threads: int | None = None,
+) -> OpenVinoEncoder:
     """Wrap a loaded `SentenceTransformerEncoder` into an OpenVINO encoder (exporting and quantizing once),
     compiled to run on `threads` threads (None: the CPU plugin's default, all cores).
 
@@ -333,8 +378,10 @@ def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
     if backend not in ("openvino", "openvino-int8"):
         raise HarnessError(f"unknown OpenVINO backend {backend!r}; use openvino or openvino-int8")
     if backend == "openvino-int8" and calibration is None:
-        raise HarnessError("--backend openvino-int8 calibrates on the corpus being evaluated, and none was given; "
-                           "use it with evaluate or bench (or --backend openvino)")
+        raise HarnessError(
+            "--backend openvino-int8 calibrates on the corpus being evaluated, and none was given; "
+            "use it with evaluate or bench (or --backend openvino)"
+        )
     ov = openvino_module()
     if backend == "openvino-int8":
         nncf_module()  # a missing nncf is one line before anything is exported
@@ -350,22 +397,37 @@ def openvino_encoder(torch_encoder: Any, backend: str, cache_root: Path,
         identity = calibration.identity()
         versions["nncf"] = nncf_module().__version__
         key = content_key({"onnx": onnx_key, "quantization": QUANTIZATION, "calibration": identity, **versions})
-        model = quantize(core, onnx_path, torch_encoder.model, calibration, cache_root / "openvino" / key,
-                         torch_encoder.max_seq_length)
+        model = quantize(
+            core,
+            onnx_path,
+            torch_encoder.model,
+            calibration,
+            cache_root / "openvino" / key,
+            torch_encoder.max_seq_length,
+        )
     else:
         model = read(core, onnx_path)
     try:
         compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads} if threads else {})
     except Exception as exc:  # noqa: BLE001 - the plugin raises its own runtime errors
-        raise HarnessError(f"OpenVINO cannot compile the model for the CPU ({_reason(exc)}); "
-                           "use --backend torch or onnx") from exc
+        raise HarnessError(
+            f"OpenVINO cannot compile the model for the CPU ({_reason(exc)}); use --backend torch or onnx"
+        ) from exc
     precision = _precision_name(compiled)
     logger.info("%s backend: inference precision %s (OpenVINO %s)", backend, precision, ov.__version__)
     return OpenVinoEncoder(
-        torch_encoder.name, torch_encoder.model, batch_size=torch_encoder.batch_size, normalize=torch_encoder.normalize,
-        query_prefix=torch_encoder.query_prefix, doc_prefix=torch_encoder.doc_prefix,
-        query_prompt_name=torch_encoder.query_prompt_name, doc_prompt_name=torch_encoder.doc_prompt_name,
-        session=CompiledSession(compiled), backend=backend,
+        torch_encoder.name,
+        torch_encoder.model,
+        batch_size=torch_encoder.batch_size,
+        normalize=torch_encoder.normalize,
+        query_prefix=torch_encoder.query_prefix,
+        doc_prefix=torch_encoder.doc_prefix,
+        query_prompt_name=torch_encoder.query_prompt_name,
+        doc_prompt_name=torch_encoder.doc_prompt_name,
+        session=CompiledSession(compiled),
+        backend=backend,
         torch_fingerprint={k: v for k, v in fingerprint.items() if k not in torch_encoder.settings()},
-        inference_precision=precision, calibration=identity, versions=versions)
-
+        inference_precision=precision,
+        calibration=identity,
+        versions=versions,
+    )

@@ -31,8 +31,7 @@ AUTO = "auto"  # not a runtime: the probe's choice of one (`harness.runtimes.aut
 TORCH = "torch"  # the reference every other runtime is measured against, and the one a model loads as first
 
 
-def _onnx(torch_encoder: Any, name: str, cache_root: Path, calibration: Calibration | None,
-          threads: int | None) -> Any:
+def _onnx(torch_encoder: Any, name: str, cache_root: Path, calibration: Calibration | None, threads: int | None) -> Any:
     from harness.runtimes.onnx_backend import onnx_encoder
 
     return onnx_encoder(torch_encoder, name, cache_root, threads=threads)
@@ -44,8 +43,9 @@ def _onnx_identity(name: str) -> dict[str, Any]:
     return runtime_identity(name)
 
 
-def _openvino(torch_encoder: Any, name: str, cache_root: Path, calibration: Calibration | None,
-              threads: int | None) -> Any:
+def _openvino(
+    torch_encoder: Any, name: str, cache_root: Path, calibration: Calibration | None, threads: int | None
+) -> Any:
     from harness.runtimes.openvino_backend import openvino_encoder
 
     if calibration is None:
@@ -65,11 +65,14 @@ def _corpus_calibration(docs: Iterable[Doc], corpus_sha256: str) -> Calibration:
     return corpus_calibration(docs, corpus_sha256)
 
 
-CPU_FP32 = ("backend {backend} runs on the CPU in fp32 only; use backend torch for device {device} and precision "
-            "{precision}")
-CPU_OWN_PRECISION = ("backend {backend} runs on the CPU at OpenVINO's own precision (bf16 where the CPU has it, "
-                     "recorded); leave --device and --precision at their defaults, or use backend torch for device "
-                     "{device} and precision {precision}")
+CPU_FP32 = (
+    "backend {backend} runs on the CPU in fp32 only; use backend torch for device {device} and precision {precision}"
+)
+CPU_OWN_PRECISION = (
+    "backend {backend} runs on the CPU at OpenVINO's own precision (bf16 where the CPU has it, "
+    "recorded); leave --device and --precision at their defaults, or use backend torch for device "
+    "{device} and precision {precision}"
+)
 
 
 @dataclass(frozen=True)
@@ -126,30 +129,58 @@ class Runtime:
 
             raise DeviceError(self.device_refusal.format(backend=self.name, device=device, precision=precision))
 
-    def wrap(self, torch_encoder: Any, cache_root: Path | None = None, calibration: Calibration | None = None,
-             threads: int | None = None) -> Any:
+    def wrap(
+        self,
+        torch_encoder: Any,
+        cache_root: Path | None = None,
+        calibration: Calibration | None = None,
+        threads: int | None = None,
+    ) -> Any:
         """The encoder that runs `torch_encoder`'s model on this runtime (an export is cached under `cache_root`;
         a calibrated runtime quantizes on `calibration`; `threads` limits its session)."""
         if self.build is None:
             return torch_encoder
         from harness.io.cache import cache_dir
 
-        return self.build(torch_encoder, self.name, cache_root or cache_dir(), calibration if self.calibrated else None,
-                          threads)
+        return self.build(
+            torch_encoder, self.name, cache_root or cache_dir(), calibration if self.calibrated else None, threads
+        )
 
 
 RUNTIMES = (
     Runtime(TORCH, sparse=True),
     Runtime("onnx", build=_onnx, device_refusal=CPU_FP32, needs=("onnxruntime", "onnx"), extra="onnx"),
-    Runtime("onnx-int8", build=_onnx, identity=_onnx_identity, device_refusal=CPU_FP32, int8_kernels=True,
-            needs=("onnxruntime", "onnx"), extra="onnx"),
+    Runtime(
+        "onnx-int8",
+        build=_onnx,
+        identity=_onnx_identity,
+        device_refusal=CPU_FP32,
+        int8_kernels=True,
+        needs=("onnxruntime", "onnx"),
+        extra="onnx",
+    ),
     # OpenVINO's default precision is bf16 where the CPU has it: its vectors follow the CPU's kernels too.
-    Runtime("openvino", build=_openvino, identity=_openvino_identity, device_refusal=CPU_OWN_PRECISION,
-            int8_kernels=True, needs=("openvino",), extra="openvino"),
-    Runtime("openvino-int8", build=_openvino, identity=_openvino_identity, device_refusal=CPU_OWN_PRECISION,
-            calibrate=_corpus_calibration, int8_kernels=True, needs=("openvino", "nncf"), extra="openvino",
-            not_auto="outside the 0.002 nDCG@10 bound on SciFact (+0.0025; NFCorpus −0.0006), BENCHMARKS.md "
-                     "host C; calibrated per corpus"),
+    Runtime(
+        "openvino",
+        build=_openvino,
+        identity=_openvino_identity,
+        device_refusal=CPU_OWN_PRECISION,
+        int8_kernels=True,
+        needs=("openvino",),
+        extra="openvino",
+    ),
+    Runtime(
+        "openvino-int8",
+        build=_openvino,
+        identity=_openvino_identity,
+        device_refusal=CPU_OWN_PRECISION,
+        calibrate=_corpus_calibration,
+        int8_kernels=True,
+        needs=("openvino", "nncf"),
+        extra="openvino",
+        not_auto="outside the 0.002 nDCG@10 bound on SciFact (+0.0025; NFCorpus −0.0006), BENCHMARKS.md "
+        "host C; calibrated per corpus",
+    ),
 )
 BY_NAME = {record.name: record for record in RUNTIMES}
 NAMES = tuple(BY_NAME)  # the ``--backend`` choices, `AUTO` aside

@@ -76,8 +76,14 @@ class EncoderSpec:
         """The decisive settings, by name (the configuration and the model-files key read these)."""
         return {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.metadata.get("decisive", True)}
 
-    def load(self, model: str, device: str, cache_root: Path | None = None,
-             calibration: Calibration | None = None, threads: int | None = None) -> Encoder:
+    def load(
+        self,
+        model: str,
+        device: str,
+        cache_root: Path | None = None,
+        calibration: Calibration | None = None,
+        threads: int | None = None,
+    ) -> Encoder:
         """Load `model` with these settings on `device` (an ONNX backend exports into `cache_root` once; a
         calibrated backend (`Runtime.calibrated`) quantizes on `calibration`). `threads` limits an ONNX
         Runtime or OpenVINO session's threads (None: the runtime's default, all cores); torch's own limit is
@@ -88,8 +94,15 @@ class EncoderSpec:
             ModelLoadError: The model cannot be found or loaded.
         """
         # Looked up on its module at each call: a test stands a fake model in for it there.
-        encoder = encode.load_encoder(model, batch_size=self.batch_size, max_seq_length=self.max_seq_length,
-                                      normalize=self.normalize, query_prefix=self.query_prefix,
-                                      doc_prefix=self.doc_prefix, trust_remote_code=self.trust_remote_code,
-                                      device=device, precision=self.precision)
+        encoder = encode.load_encoder(
+            model,
+            batch_size=self.batch_size,
+            max_seq_length=self.max_seq_length,
+            normalize=self.normalize,
+            query_prefix=self.query_prefix,
+            doc_prefix=self.doc_prefix,
+            trust_remote_code=self.trust_remote_code,
+            device=device,
+            precision=self.precision,
+        )
         return runtime(self.backend).wrap(encoder, cache_root, calibration, threads)
