@@ -84,7 +84,7 @@ MODULES: dict[str, Module] = {
         Module(
             "merge",
             "harness/judging/merge.py",
-            ("tests/test_judgments.py",),
+            ("tests/test_judgments.py", "tests/test_merge_provenance.py"),
             fast=("tests/test_mutation_kills_merge.py",),
             scope=(
                 "parse_scale",
@@ -92,7 +92,8 @@ MODULES: dict[str, Module] = {
                 "_check_scale",
                 "resolve",
                 "_existing",
-                "_votes",
+                "_qrels_votes",
+                "judgment_votes",
                 "merge_judgments",
             ),
             note="the grade each pair gets (reading files and writing them are covered elsewhere)",
