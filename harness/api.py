@@ -508,13 +508,13 @@ def check_published(
         split: The split; default each dataset's evaluation split.
 
     Returns:
-        One `harness.reporting.comparison.Check` per result: ours, published, difference, ``status``
+        One `harness.reporting.reproduction.Check` per result: ours, published, difference, ``status``
         (OK, OFF, or none without a published counterpart).
 
     Raises:
         HarnessError: No results, or an unknown metric.
     """
-    from harness.reporting.comparison import check_published as run_checks
+    from harness.reporting.reproduction import check_published as run_checks
 
     return run_checks(_results(results), _result_metric(metric), tolerance, split)
 

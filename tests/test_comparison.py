@@ -13,7 +13,8 @@ from harness.cli import cli
 from harness.datasets import published
 from harness.errors import HarnessError
 from harness.io.trec import read_run
-from harness.reporting.comparison import build_comparison, check_published, load_results, render
+from harness.reporting.comparison import build_comparison, load_results, render
+from harness.reporting.reproduction import check_published
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 

@@ -178,7 +178,8 @@ def report(
         beir-harness report results/ --format html --out results.html --published --significance bm25
     """
     from harness.api import check_published as run_checks
-    from harness.reporting.comparison import check_exit_code, format_checks, load_results, plot_comparison
+    from harness.reporting.comparison import load_results, plot_comparison
+    from harness.reporting.reproduction import check_exit_code, format_checks
 
     results = load_results(paths or (Path("results"),), allow_mixed_data)
     if fmt == "html":

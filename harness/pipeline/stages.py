@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from harness.errors import DatasetError
+from harness.errors import DatasetError, HarnessError, setting
+from harness.io.cache import CacheCorrupt
 from harness.io.formats import BeirFolder, iter_corpus
 from harness.metering import latency_record, peak_rss, per_second, reset_high_water, search_latencies
 from harness.pipeline.config import EvaluateConfig
 from harness.records import Doc, Qrels, Query, Run
+from harness.retrieval.streamed import format_size
 
 DOC_TEXT_RULE = "(title + ' ' + text).strip()"
 
@@ -167,3 +169,101 @@ def cost_record(clock: Clock, stage: FirstStage, n_queries: int) -> dict[str, ob
     record["peak_rss_bytes"], record["children_peak_rss_bytes"] = rss["self"], rss["children"]
     record["peak_rss_scope"] = clock.rss_scope
     return record
+
+
+# --- where the dense stage's exact search holds its vectors: in memory, or streamed from the cache
+
+
+@dataclass(frozen=True)
+class SearchPath:
+    """In memory or streamed (`harness.retrieval.streamed`), decided from the memory budget before encoding.
+
+    Attributes:
+        streamed: Search the cache's chunks instead of an in-memory flat index.
+        budget: Bytes the process may hold (None: unknown, no limit); `given` when the option set it.
+        needed: Bytes the in-memory flat search would hold (the process now, the vectors, ids and results).
+        n_docs: The corpus's documents (an in-memory flat index reserves their storage at once).
+    """
+
+    streamed: bool = False
+    budget: int | None = None
+    given: bool = False
+    needed: int = 0
+    n_docs: int = 0
+
+    def budget_words(self) -> str:
+        """The budget as an error or note names it: the setting only where it was given."""
+        if self.given:
+            return f"the memory budget {format_size(self.budget)} ({setting('memory_budget')})"
+        return f"the memory free for it ({format_size(self.budget)}: this process now and half the memory available)"
+
+    def record(self) -> dict[str, object]:
+        """What the result's config records (not its hash: both paths rank the same); the budget when it decided
+        (streamed) or was given — a default one moves with the memory free, and would make reruns differ."""
+        if self.budget is None and not self.streamed:
+            return {}
+        budget = {"memory_budget": self.budget} if self.streamed or self.given else {}
+        return {"search": "streamed" if self.streamed else "in-memory", **budget}
+
+
+def search_path(
+    config: EvaluateConfig, n_docs: int, dimension: int | None, n_queries: int, depth: int, chunk_size: int
+) -> SearchPath:
+    """Stream when a plain flat index of `n_docs` vectors would not fit the memory budget (the setting, else the
+    process's size now and half the memory available: the search's own needs against the memory free); other
+    indexes and compressed vectors are always in memory. A given budget too small for even a streamed search is
+    refused here, before anything is encoded (`harness.retrieval.streamed.MemoryBudgetError`)."""
+    from harness.retrieval.streamed import default_budget, in_memory_bytes, plan_search, resident_bytes
+
+    if (
+        config.index.kind != "flat"
+        or config.compression.compressed
+        or config.compression.truncate_dim is not None
+        or (config.engine == "ray" and config.ray.search == "sharded")
+        or dimension is None
+    ):  # the workers hold the shards; an endpoint's dimension is known at its first answer
+        return SearchPath(n_docs=n_docs)
+    budget = config.memory_budget if config.memory_budget is not None else default_budget()
+    needed = resident_bytes() + in_memory_bytes(n_docs, dimension, n_queries, depth, config.chunk_size)
+    streamed = budget is not None and needed > budget
+    path = SearchPath(streamed, budget, config.memory_budget is not None, needed, n_docs)
+    if streamed and not config.cache:
+        raise HarnessError(
+            f"the corpus vectors need {format_size(needed)} in memory, more than {path.budget_words()}; "
+            f"a streamed search reads them from the embedding cache, which is off: turn "
+            f"{setting('cache')} on" + (f" or raise {setting('memory_budget')}" if path.given else "")
+        )
+    if streamed and path.given:
+        plan_search(budget, resident_bytes(), n_queries, dimension, depth, max(1, min(chunk_size, n_docs)))
+    return path
+
+
+def streamed_index(entry, budget: int | None, given: bool, doc_ids, dimension: int, lengths: list[int]):
+    """A `harness.retrieval.streamed.StreamedIndex` over a complete cache entry, each pass verified chunk by chunk
+    against the manifest: a chunk damaged since it was written stops the search, naming it (never skipped)."""
+    from harness.retrieval.streamed import StreamedIndex, rows_from_chunks
+
+    if not entry.complete:
+        raise HarnessError(
+            f"the embedding cache {entry.root} could not be written, and a streamed search reads the "
+            f"corpus vectors from it: free disk space there"
+            + (f" or raise {setting('memory_budget')}" if given else "")
+        )
+
+    def chunks():
+        try:
+            for _, vectors in entry.chunks(mmap=True):
+                yield vectors
+        except CacheCorrupt as exc:
+            entry.drop()
+            raise HarnessError(
+                f"{exc}: a chunk of the embedding cache changed during the streamed search; "
+                "the entry was removed (nothing was scored): rerun to recompute it"
+            ) from None
+
+    def load(index: int):
+        return entry.read_chunk(index, mmap=True)[1]  # verified by the pass that found the candidates
+
+    return StreamedIndex(
+        chunks, rows_from_chunks(load, lengths), doc_ids, dimension, budget, max(lengths), strict=given
+    )
