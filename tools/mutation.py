@@ -176,7 +176,11 @@ MODULES: dict[str, Module] = {
             "search-cut",
             "harness/retrieval/index.py",
             (),
-            fast=("tests/test_mutation_kills_sharded.py", "tests/test_mutation_kills_streamed.py"),
+            fast=(
+                "tests/test_mutation_kills_search_cut.py",
+                "tests/test_mutation_kills_sharded.py",
+                "tests/test_mutation_kills_streamed.py",
+            ),
             scope=("exact_top", "merge_top", "_ranked"),
             note="the exact top and the tie rule at the cut, shared by the streamed and the sharded search",
         ),
