@@ -138,6 +138,7 @@ def _resolve_roles(table: Table, kind: str, options: ConvertOptions) -> tuple[di
 
 
 def columns_of(table: Table, kind: str, options: ConvertOptions) -> dict[str, str | None]:
+    """The column of each role of a `kind` table; the first problem raised (`check_columns` listed them all)."""
     resolved, problems = _resolve_roles(table, kind, options)
     if problems:
         raise problems[0]

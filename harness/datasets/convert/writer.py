@@ -78,6 +78,7 @@ def _text(table: Table, position: int, record: dict[str, Any], column: str | Non
 
 
 def extra_fields(record: dict[str, Any], used: set[str]) -> dict[str, Any]:
+    """A record's other fields, kept as its ``metadata`` (values JSON cannot hold written as text)."""
     metadata = {}
     for key, value in record.items():
         if key in used:
