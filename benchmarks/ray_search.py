@@ -118,6 +118,7 @@ def _measure(args) -> int:
     from harness.engines.ray_engine import RaySpec, session
     from harness.engines.ray_search import search_sharded
     from harness.io.cache import embedding_entry
+    from harness.metering import high_water_bytes
 
     entry = embedding_entry(Path(args.entry), _inputs(args.docs, args.dim))
     chunk_ids = [ids for ids, _ in entry.chunks(mmap=True)]
@@ -130,10 +131,7 @@ def _measure(args) -> int:
         with session(RaySpec(local_cpus=args.cpus)):
             search_sharded(entry, [len(ids) for ids in chunk_ids], doc_ids, query_ids, queries, args.depth)
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork and exec.
-    peak_kb = next(
-        int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM:")
-    )
-    print(peak_kb // 1024)
+    print(high_water_bytes() // 2**20)
     return 0
 
 

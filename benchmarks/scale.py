@@ -37,6 +37,7 @@ CHILD = r"""
 import json, resource, sys, threading, time
 from pathlib import Path
 from harness.retrieval.index import IndexSpec
+from harness.metering import proc_bytes
 from harness.retrieval.streamed import parse_size, resident_bytes
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
@@ -46,10 +47,7 @@ def sample_anonymous_memory():
     # the process's own, anonymous memory is what bounds the corpus a machine can take.
     global peak_anon
     while True:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    peak_anon = max(peak_anon, int(line.split()[1]))
+        peak_anon = max(peak_anon, (proc_bytes("/proc/self/status", "RssAnon") or 0) // 1024)  # KiB
         time.sleep(0.02)
 threading.Thread(target=sample_anonymous_memory, daemon=True).start()
 folder, kind, cache, dim, budget = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
@@ -229,15 +227,16 @@ def sweep(machine_gb: float, dims: tuple[int, ...] = (384, 768, 1024)) -> list[s
 
 def needs(n: int, dim: int, queries: int, budgets: list[str], baseline_mb: float, chunk: int) -> list[str]:
     """What a run of `n` documents needs: disk (corpus, cache) and memory (in memory; streamed, its minimum)."""
-    from harness.retrieval.streamed import format_size, in_memory_bytes, plan_search
+    from harness.presentation import size_text
+    from harness.retrieval.streamed import in_memory_bytes, plan_search
 
     emb = n * dim * 4
     base = int(baseline_mb * 2**20) + n * 24 + queries * dim * 4  # the process, the doc ids, the query vectors
     minimum = plan_search(1 << 62, base, queries, dim, 100, chunk).minimum
     lines = [
-        f"{n:,} docs × {dim}: disk {format_size(n * BYTES_PER_DOC_TEXT)} corpus + {format_size(emb)} cache; "
-        f"in memory ~{format_size(base + in_memory_bytes(n, dim, queries, 100, chunk))}; streamed: at least "
-        f"{format_size(minimum)}"
+        f"{n:,} docs × {dim}: disk {size_text(n * BYTES_PER_DOC_TEXT, places=2)} corpus + {size_text(emb, places=2)} cache; "
+        f"in memory ~{size_text(base + in_memory_bytes(n, dim, queries, 100, chunk), places=2)}; streamed: at least "
+        f"{size_text(minimum, places=2)}"
     ]
     for budget in budgets:
         if budget not in ("none",) and not budget.startswith("+"):

@@ -31,6 +31,29 @@ def metric_text(value: float | None, digits: int = 4, signed: bool = False) -> s
     return format(value, f"+.{digits}f" if signed else f".{digits}f")
 
 
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")  # powers of 1024, by their IEC names
+
+
+def size_text(n_bytes: float, places: int | None = None) -> str:
+    """A number of bytes as every message and table shows it: in powers of 1024, named B, KiB, MiB, GiB, TiB
+    (the largest unit the value reaches, TiB at most); whole bytes below 1 KiB (``512 B``).
+
+    With `places`, that many decimals: a figure to act on, as a memory budget's messages give it (``1.00 MiB``,
+    the minimum to raise it to). Without, three significant digits and a whole number from 100 up, as a table
+    shows it (``1.5 KiB``, ``12.3 GiB``, ``1000 MiB``: never ``1e+03 MiB``).
+    """
+    value, unit = float(n_bytes), BYTE_UNITS[0]
+    for unit in BYTE_UNITS:
+        if abs(value) < 1024 or unit == BYTE_UNITS[-1]:
+            break
+        value /= 1024
+    if unit == BYTE_UNITS[0]:
+        return f"{n_bytes:.0f} B"
+    if places is not None:
+        return f"{value:.{places}f} {unit}"
+    return f"{value:.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
+
+
 class Bold(str):
     """A cell to emphasise (the best value of a row)."""
 

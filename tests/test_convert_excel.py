@@ -490,6 +490,12 @@ BAD_EXCEL_INPUTS = [
         "--grade-scale '3-0': the lowest grade is above the highest",
     ),
     (
+        "grade-scale-of-one-grade",
+        _csv("qid,docid,score\nq1,d1,1\n"),
+        CSV + ["--grade-scale", "1-1"],
+        "--grade-scale '1-1': the lowest grade is the highest: a scale has two grades or more, e.g. 0-1",
+    ),
+    (
         "grade-scale-not-a-range",
         _csv("qid,docid,score\nq1,d1,1\n"),
         CSV + ["--grade-scale", "high"],

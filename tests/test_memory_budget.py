@@ -74,7 +74,7 @@ def test_a_given_budget_too_small_is_refused_before_anything_is_encoded(tiny_bei
         ],
     )
     assert result.exit_code == 2, result.output
-    assert "--memory-budget 1.00 MB is too small for a streamed search" in result.output
+    assert "--memory-budget 1.00 MiB is too small for a streamed search" in result.output
     assert calls == []  # refused before the corpus was encoded
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.npy"))
 
@@ -84,6 +84,6 @@ def test_the_default_budget_names_no_setting_when_it_is_too_small():
         streamed.plan_search(1 << 20, 1 << 20, 100, 64, 10, 1000)
     with pytest.raises(streamed.MemoryBudgetError) as default:
         streamed.plan_search(1 << 20, 1 << 20, 100, 64, 10, 1000, given=False)
-    assert "`memory_budget` 1.00 MB is too small" in str(given.value) and "raise it to" in str(given.value)
-    assert str(default.value).startswith("the memory this process may use (1.00 MB")
+    assert "`memory_budget` 1.00 MiB is too small" in str(given.value) and "raise it to" in str(given.value)
+    assert str(default.value).startswith("the memory this process may use (1.00 MiB")
     assert "free memory" in str(default.value)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.presentation import Bold, align, csv_text, latex_table, markdown_table
+from harness.presentation import Bold, align, csv_text, latex_table, markdown_table, size_text
 
 
 def test_align_pads_columns_and_right_aligns_numbers():
@@ -124,3 +124,52 @@ def test_the_printed_metrics_table_and_the_page_drill_down_round_once(rounding_r
     assert {d: drill["systems"]["sys"]["worst"][0][1] for d, drill in drilldowns.items()} == {
         d: format(value, ".4f") for d, value in VALUES.items()
     }
+
+
+IEC = ("B", "KiB", "MiB", "GiB", "TiB")  # powers of 1024 are named by the IEC prefixes (IEC 80000-13)
+SIZES = sorted(
+    {
+        n
+        for power in range(6)
+        for n in (
+            1024**power - 1,
+            1024**power,
+            1024**power + 1,
+            3 * 1024**power // 2,
+            1000 * 1024**power,
+            1023 * 1024**power + 1024**power // 2,
+            99 * 1024**power + 1024**power * 96 // 100,
+        )
+        if n >= 0
+    }
+)
+
+
+def _unit_by_hand(n: int) -> int:
+    """The largest power of 1024 that `n` reaches, counted one by one (TiB at most)."""
+    exponent = 0
+    while exponent < len(IEC) - 1 and 1024 ** (exponent + 1) <= n:
+        exponent += 1
+    return exponent
+
+
+@pytest.mark.parametrize("places", [None, 2])
+def test_a_size_is_shown_in_the_power_of_1024_it_reaches_named_by_its_iec_prefix(places):
+    """One byte formatter for every message and table: the unit by a brute-force count, the shown number within
+    half its last digit of the exact quotient; two decimals when asked (a figure to act on), else three
+    significant digits and a whole number from 100 up."""
+    for n in SIZES:
+        shown = size_text(n) if places is None else size_text(n, places=places)
+        number, unit = shown.split(" ")
+        exponent = _unit_by_hand(n)
+        assert unit == IEC[exponent], (n, shown)
+        exact = n / 1024**exponent
+        if exponent == 0:
+            assert number == str(n), (n, shown)
+        elif places is not None:
+            assert re.fullmatch(r"\d+\.\d{2}", number) and abs(float(number) - exact) <= 0.005, (n, shown)
+        elif exact >= 100:
+            assert number.isdigit() and abs(int(number) - exact) <= 0.5, (n, shown)
+        else:
+            last_digit = 10.0 ** (len(str(int(exact))) - 3)  # three significant digits
+            assert "e" not in number and abs(float(number) - exact) <= last_digit / 2 + 1e-12, (n, shown)

@@ -135,10 +135,10 @@ def test_a_budget_below_one_query_block_against_one_chunk_names_the_minimum():
     with pytest.raises(
         MemoryBudgetError,
         match=r"one block of 20 queries against one 16384-document chunk needs "
-        r"at least (\d+\.\d\d) MB",
+        r"at least (\d+\.\d\d) MiB",
     ) as raised:
         plan_search(100 << 20, 50 << 20, 1000, 768, 100, 16384)
-    named = float(re.search(r"at least (\d+\.\d\d) MB", str(raised.value)).group(1))
+    named = float(re.search(r"at least (\d+\.\d\d) MiB", str(raised.value)).group(1))
     assert named > 50 + 2 * 16384 * 768 * 4 / 2**20  # what the process holds, and the mapped chunks
     assert plan_search(int((named + 0.01) * 2**20), 50 << 20, 1000, 768, 100, 16384).query_block == 20
     with pytest.raises(MemoryBudgetError):
@@ -241,7 +241,7 @@ def test_cli_memory_budget_too_small_exits_2_naming_the_minimum(tiny_beir, tmp_p
         ],
     )
     assert result.exit_code == 2, result.output
-    assert "--memory-budget 1.00 MB is too small" in result.output and "raise it to" in result.output
+    assert "--memory-budget 1.00 MiB is too small" in result.output and "raise it to" in result.output
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.json"))
 
 

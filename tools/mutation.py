@@ -98,6 +98,14 @@ MODULES: dict[str, Module] = {
             ),
             note="the grade each pair gets (reading files and writing them are covered elsewhere)",
         ),
+        Module(
+            "grade-scale",
+            "harness/datasets/convert/grades.py",
+            ("tests/test_convert_excel.py",),
+            fast=("tests/test_mutation_kills_grade_scale.py", "tests/test_mutation_kills_merge.py"),
+            scope=("SCALE", "scale_bounds", "parse_grade_scale"),
+            note="the one LOW-HIGH grade-scale reader, convert's and the merge's (merge's parse_scale names it)",
+        ),
         Module("agreement", "harness/judging/agreement.py", ("tests/test_judgments.py",)),
         Module(
             "pool",
@@ -435,6 +443,8 @@ def main(argv=None) -> int:
     chosen = [MODULES[m] for m in (args.modules or MODULES)]
     if args.list:
         for m in chosen:
+            if m.scope:
+                scope_lines(ROOT / m.path, m.scope)  # a scope naming a function that moved away fails here
             print(
                 f"{m.name:12} {m.path}  scope: {', '.join(m.scope) or 'whole file'}\n{'':12} tests: "
                 f"{' '.join(m.fast + m.tests)}"

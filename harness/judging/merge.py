@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from harness.datasets.convert import open_table, parse_grade
+from harness.datasets.convert.grades import parse_grade, scale_bounds
+from harness.datasets.convert.tables import open_table
 from harness.errors import DatasetError, FormatError, setting
 from harness.io.formats import (
     atomic_writer,
@@ -84,11 +85,16 @@ class Judgment:
 
 
 def parse_scale(text: str) -> tuple[int, int]:
-    """``"0-3"`` → (0, 3); ``"-1-2"`` → (-1, 2)."""
-    match = re.fullmatch(r"\s*(-?\d+)\s*-\s*(-?\d+)\s*", text)
-    if not match or int(match[1]) >= int(match[2]):
-        raise ValueError(f"grade scale {text!r} is not LOW-HIGH with LOW < HIGH (e.g. 0-3)")
-    return int(match[1]), int(match[2])
+    """``"0-3"`` → (0, 3); ``"-1-2"`` → (-1, 2): `harness.datasets.convert.grades.scale_bounds` for the merge's
+    ``scale``.
+
+    Raises:
+        ValueError: Not LOW-HIGH with LOW < HIGH.
+    """
+    try:
+        return scale_bounds(text)
+    except ValueError:
+        raise ValueError(f"grade scale {text!r} is not LOW-HIGH with LOW < HIGH (e.g. 0-3)") from None
 
 
 def _refusal(header: str, problems: list[str]) -> DatasetError:

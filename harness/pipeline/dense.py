@@ -31,13 +31,13 @@ from harness.pipeline.stages import (
     search_path,
     streamed_index,
 )
+from harness.presentation import size_text
 from harness.records import Doc, Query, Run
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpus
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
 from harness.retrieval.models import resolve_model_source
-from harness.retrieval.streamed import format_size
 from harness.runtimes.registry import runtime
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def dense_stage(
     path = search_path(config, corpus_lines, encoder.dimension, len(inputs.queries), depth, chunk_size)
     if path.streamed:
         inputs.notes.append(
-            f"streamed exact search: the corpus vectors ({format_size(path.needed)} in memory) "
+            f"streamed exact search: the corpus vectors ({size_text(path.needed, places=2)} in memory) "
             f"exceed {path.budget_words()}"
         )
         logger.info(inputs.notes[-1])
@@ -343,7 +343,7 @@ def _retrieve(
         _from_cache(entry, builder, corpus)
     if path.streamed and entry is None:
         raise HarnessError(
-            f"the corpus vectors need {format_size(path.needed)} in memory, more than "
+            f"the corpus vectors need {size_text(path.needed, places=2)} in memory, more than "
             f"{path.budget_words()}, and a streamed search reads them from the embedding cache, which "
             "this model cannot use (no weight fingerprint)"
             + (f": raise {setting('memory_budget')}" if path.given else ": free memory")

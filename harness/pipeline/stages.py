@@ -13,8 +13,8 @@ from harness.io.cache import CacheCorrupt
 from harness.io.formats import BeirFolder, iter_corpus
 from harness.metering import latency_record, peak_rss, per_second, reset_high_water, search_latencies
 from harness.pipeline.config import EvaluateConfig
+from harness.presentation import size_text
 from harness.records import Doc, Qrels, Query, Run
-from harness.retrieval.streamed import format_size
 
 DOC_TEXT_RULE = "(title + ' ' + text).strip()"
 
@@ -194,8 +194,8 @@ class SearchPath:
     def budget_words(self) -> str:
         """The budget as an error or note names it: the setting only where it was given."""
         if self.given:
-            return f"the memory budget {format_size(self.budget)} ({setting('memory_budget')})"
-        return f"the memory free for it ({format_size(self.budget)}: this process now and half the memory available)"
+            return f"the memory budget {size_text(self.budget, places=2)} ({setting('memory_budget')})"
+        return f"the memory free for it ({size_text(self.budget, places=2)}: this process now and half the memory available)"
 
     def record(self) -> dict[str, object]:
         """What the result's config records (not its hash: both paths rank the same); the budget when it decided
@@ -229,7 +229,7 @@ def search_path(
     path = SearchPath(streamed, budget, config.memory_budget is not None, needed, n_docs)
     if streamed and not config.cache:
         raise HarnessError(
-            f"the corpus vectors need {format_size(needed)} in memory, more than {path.budget_words()}; "
+            f"the corpus vectors need {size_text(needed, places=2)} in memory, more than {path.budget_words()}; "
             f"a streamed search reads them from the embedding cache, which is off: turn "
             f"{setting('cache')} on" + (f" or raise {setting('memory_budget')}" if path.given else "")
         )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.presentation import csv_text, json_text, latex_table, markdown_table, metric_text
+from harness.presentation import csv_text, json_text, latex_table, markdown_table, metric_text, size_text
 from harness.reporting.comparison import dataset_order, results_of_split
 from harness.reporting.labels import column_labels
 from harness.reporting.report import Result
@@ -112,18 +112,8 @@ def _seconds(value: float | None) -> str:
     return f"{value:.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
 
 
-def _size(count: int | None) -> str:
-    """Bytes as B, KiB, MiB or GiB with three significant digits (a whole number from 100 up: 1000 MiB, not 1e+03)."""
-    if count is None:
-        return NONE
-    value, unit = float(count), "B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            break
-        value /= 1024
-    if unit == "B":
-        return f"{count} B"
-    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+def _bytes(count: int | None) -> str:
+    return NONE if count is None else size_text(count)
 
 
 def _number(value: float | None, fmt: str) -> str:
@@ -183,9 +173,9 @@ def _cells(row: CostRow, digits: int) -> dict[str, str]:
         "wall": _seconds(row.wall_s),
         "docs_per_s": _number(row.docs_per_s, ",.1f"),
         "peak_rss": ("≥ " if row.peak_rss_scope == "process" and row.peak_rss_bytes is not None else "")
-        + _size(row.peak_rss_bytes),
-        "index_bytes": _size(row.index_bytes),
-        "cache_bytes": _size(row.cache_bytes),
+        + _bytes(row.peak_rss_bytes),
+        "index_bytes": _bytes(row.index_bytes),
+        "cache_bytes": _bytes(row.cache_bytes),
         "tokens": _number(row.tokens, ","),
         "price": _number(row.price, ".4f"),
     }

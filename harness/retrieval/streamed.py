@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError, setting
 from harness.metering import proc_bytes
+from harness.presentation import size_text
 from harness.records import Run
 
 if TYPE_CHECKING:
@@ -61,15 +62,6 @@ def parse_size(text: str) -> int:
         raise ValueError(f"{text!r} is not a size (e.g. 3GB, 500MB, 1.5GiB or a number of bytes)")
     unit = (match.group(2) or "").lower()[:1]
     return int(float(match.group(1)) * 1024 ** " kmgt".index(unit or " "))
-
-
-def format_size(n_bytes: float) -> str:
-    """``1.23 GB`` style (powers of 1024), for messages and records."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n_bytes) < 1024 or unit == "GB":
-            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.2f} {unit}"
-        n_bytes /= 1024
-    return f"{n_bytes:.2f} GB"  # pragma: no cover
 
 
 def default_budget() -> int | None:
@@ -146,18 +138,18 @@ def plan_search(
     minimum = fixed + smallest * per_query
     if budget < minimum:
         what = (
-            f"{setting('memory_budget')} {format_size(budget)}"
+            f"{setting('memory_budget')} {size_text(budget, places=2)}"
             if given
-            else f"the memory this process may use ({format_size(budget)}: its size now and half the memory available)"
+            else f"the memory this process may use ({size_text(budget, places=2)}: its size now and half the memory available)"
         )
         raise MemoryBudgetError(
             f"{what} is too small for a streamed search: one block of "
-            f"{smallest} queries against one {chunk_rows}-document chunk needs at least {format_size(minimum)} "
-            f"({format_size(base)} of it held already by this process); "
+            f"{smallest} queries against one {chunk_rows}-document chunk needs at least {size_text(minimum, places=2)} "
+            f"({size_text(base, places=2)} of it held already by this process); "
             + (
-                f"raise it to {format_size(minimum)} or more"
+                f"raise it to {size_text(minimum, places=2)} or more"
                 if given
-                else f"free memory, or give {setting('memory_budget')} of {format_size(minimum)} or more"
+                else f"free memory, or give {setting('memory_budget')} of {size_text(minimum, places=2)} or more"
             )
         )
     block = min(n_queries, max(smallest, (budget - fixed) // per_query))
@@ -334,7 +326,7 @@ class StreamedIndex:
                 plan = SearchPlan(budget, min(len(queries), MIN_QUERY_BLOCK), 0)
             self.plan = self.plan or plan  # the first pass's plan: what the search was sized by
             block = plan.query_block
-            logger.info("streamed exact search: %d queries a block, budget %s", block, format_size(budget))
+            logger.info("streamed exact search: %d queries a block, budget %s", block, size_text(budget, places=2))
         return search_blocks(queries, reblock(self._chunks(), self.doc_block), k, block)
 
     def search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int, name: str = "run") -> Run:
