@@ -307,7 +307,7 @@ class Result:
     variant: str = ""
     host: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, Any] = field(default_factory=dict)
-    path: Path | None = field(default=None, compare=False, repr=False)  # the file it was read from
+    path: Path | None = field(default=None, compare=False, repr=False)  # the file it was read from or written to
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object written to the result file."""
@@ -355,7 +355,7 @@ class Result:
 
     @property
     def run_path(self) -> Path:
-        """The run file beside the result file it was read from (`result_paths`' naming)."""
+        """The run file beside the result file it was read from or written to (`result_paths`' naming)."""
         if self.path is None:
             raise HarnessError(f"{self.where}: this result was never written, so it has no run file")
         return self.path.with_name(f"{self.path.stem}.run.trec")

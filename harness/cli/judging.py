@@ -41,8 +41,8 @@ def _guidelines(path: Path | None) -> dict:
             hint='write {"scale": [{"grade": 0, "label": "...", "definition": "..."}], "guidelines": "..."}',
         ) from exc
     if scale:
+        from harness.api.commandline import PoolSpec, check_spec
         from harness.errors import HarnessError
-        from harness.judging.pool import PoolSpec, check_spec
 
         try:
             check_spec(PoolSpec(scale=scale))
@@ -198,7 +198,7 @@ def _status(
     ctx: click.Context, dataset: Path | None, pool_dir: Path, judgment_files: tuple[Path, ...], as_json: bool
 ) -> None:
     """`pool --status`: refuses the pooling options, which would be silently ignored."""
-    from harness.judging.status import pool_status
+    from harness.api import pool_status
 
     given = [
         f"--{name.replace('_', '-')}"
@@ -295,21 +295,18 @@ def judge(
         beir-harness judge pool/ --llm openai:gpt-4o-mini --endpoint https://api.openai.com/v1
         beir-harness judgments agreement pool/judgments-llm_gpt-4o-mini.csv alice.csv
     """
-    from harness.io.service import EndpointSpec
-    from harness.judging.llm import JudgeSpec, judge_pool
+    from harness.api import judge as run_judge
 
-    spec = JudgeSpec(
+    report = run_judge(
+        pool_dir,
         model,
-        EndpointSpec(
-            url=endpoint,
-            api_key_env=api_key_env,
-            concurrency=concurrency,
-            timeout=endpoint_timeout,
-            price_per_1m_tokens=price_per_1m_tokens,
-        ),
+        endpoint,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        endpoint_timeout=endpoint_timeout,
+        price_per_1m_tokens=price_per_1m_tokens,
         answer_attempts=answer_attempts,
         cache_dir=cache_dir,
         use_cache=use_cache,
     )
-    report = judge_pool(pool_dir, spec)
     click.echo(json.dumps(report.summary(), indent=2) if as_json else report.format_text())

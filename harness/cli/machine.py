@@ -48,7 +48,7 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
         beir-harness cache list
     """
     from harness.api import cache_entries
-    from harness.io.cache import cache_dir as resolve
+    from harness.api.commandline import cache_dir as resolve
 
     root = resolve(cache_dir)
     entries = cache_entries(root)
@@ -100,7 +100,7 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
         beir-harness cache clear --yes
     """
     from harness.api import clear_cache
-    from harness.io.cache import cache_dir as resolve
+    from harness.api.commandline import cache_dir as resolve
 
     root = resolve(cache_dir)
     chosen = clear_cache(root, model=model, dataset=dataset, dry_run=True)
@@ -176,7 +176,7 @@ def env(
         beir-harness env --bench --bench-dataset ./my-eval-set --bench-texts 300
     """
     from harness.api import environment
-    from harness.pipeline.environment import format_bench, format_environment
+    from harness.api.commandline import format_bench, format_environment
 
     info = environment(
         data_dir,

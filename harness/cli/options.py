@@ -19,7 +19,7 @@ logger = logging.getLogger("harness")
 
 def k_values_callback(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
     """The cutoffs of --k (``1,3,10``), checked."""
-    from harness.evaluation.metrics import parse_k_values
+    from harness.api.commandline import parse_k_values
 
     try:
         return tuple(parse_k_values(value))
@@ -431,7 +431,7 @@ _RUN_OPTIONS = [
 
 def _size(param: click.Parameter, value: str | None) -> int | None:
     """--memory-budget's bytes."""
-    from harness.retrieval.streamed import parse_size
+    from harness.api.commandline import parse_size
 
     if value is None:
         return None
@@ -464,26 +464,24 @@ def retrieval_options(command):
     return command
 
 
-def show_outcome(outcome, as_json: bool) -> None:
+def show_result(result, as_json: bool) -> None:
     """The result as JSON or as the metrics table on stdout; where it was written on stderr."""
-    from harness.reporting.report import format_metrics_table
+    from harness.api.commandline import cost_summary, format_metrics_table
 
     if as_json:
-        click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:
-        click.echo(format_metrics_table(outcome.result))
-    from harness.reporting.cost import cost_summary
-
-    summary = cost_summary(outcome.result)
+        click.echo(format_metrics_table(result))
+    summary = cost_summary(result)
     if summary:
         logger.info(summary)
-    if outcome.paths:
-        logger.info("wrote %s and %s", *outcome.paths)
+    if result.path is not None:
+        logger.info("wrote %s and %s", result.path, result.run_path)
 
 
 def label_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A result label (--name), checked."""
-    from harness.reporting.labels import check_label
+    from harness.api.commandline import check_label
 
     try:
         return None if value is None else check_label(value)
@@ -493,15 +491,9 @@ def label_callback(ctx: click.Context, param: click.Parameter, value: str | None
 
 def metric_callback(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """A metric name (``nDCG@10``) of a saved result, checked and in its canonical spelling."""
-    from harness.evaluation.metrics import metric_families, parse_metric
+    from harness.api import result_metric
 
     try:
-        spec = parse_metric(value)
+        return result_metric(value, whole_run="beir-harness score")  # `map`, `ndcg`: results store them at cutoffs
     except HarnessError as exc:
         raise click.BadParameter(str(exc)) from None
-    if not spec.k and metric_families()[spec.name].cutoff:  # `map`, `ndcg`: results store them at cutoffs
-        raise click.BadParameter(
-            f"metric {value!r} has no cutoff, and results store {spec.name} at cutoffs: write "
-            f"e.g. {spec.name}@10 (beir-harness score computes {spec.name} over a whole run)"
-        )
-    return str(spec)
