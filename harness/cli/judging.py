@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
+from harness.cli.options import cache_dir_option, compose, endpoint_options
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
@@ -229,21 +230,7 @@ def _status(
     metavar="URL",
     help="The service, e.g. https://api.openai.com/v1 or http://localhost:8000/v1 [default: $BEIR_HARNESS_ENDPOINT].",
 )
-@click.option(
-    "--api-key-env",
-    default="OPENAI_API_KEY",
-    show_default=True,
-    metavar="NAME",
-    help="The environment variable holding the API key (never written anywhere).",
-)
-@click.option("--concurrency", type=int, default=4, show_default=True, help="Requests in flight.")
-@click.option(
-    "--endpoint-timeout",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="Seconds to wait for one answer (then retried).",
-)
+@compose(endpoint_options(service=""))
 @click.option(
     "--answer-attempts",
     type=int,
@@ -251,19 +238,7 @@ def _status(
     show_default=True,
     help="Questions per pair while its answers are malformed; then it is left ungraded.",
 )
-@click.option(
-    "--price-per-1m-tokens",
-    type=float,
-    default=None,
-    metavar="PRICE",
-    help="Record the cost of the tokens the service reports.",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="The cache folder [default: $BEIR_HARNESS_CACHE_DIR, else the user cache].",
-)
+@cache_dir_option
 @click.option(
     "--no-cache", "use_cache", is_flag=True, default=True, flag_value=False, help="Ask every pair; store nothing."
 )

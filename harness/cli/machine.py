@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
+from harness.cli.options import cache_dir_option, data_dir_option
 
 logger = logging.getLogger("harness")
 
@@ -28,16 +29,8 @@ def cache() -> None:
     """
 
 
-_cache_dir_option = click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR, else ~/.cache/beir-harness on Linux].",
-)
-
-
 @cache.command("list")
-@_cache_dir_option
+@cache_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
 def cache_list(cache_dir: Path | None, as_json: bool) -> None:
     """List cached embeddings: model, dataset, kind, rows, size, complete?
@@ -79,7 +72,7 @@ def _format_entries(entries: list[dict]) -> str:
 
 
 @cache.command("clear")
-@_cache_dir_option
+@cache_dir_option
 @click.option(
     "--model", default=None, help="Only entries of this model (any name evaluate accepts, e.g. all-MiniLM-L6-v2)."
 )
@@ -118,13 +111,8 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
 
 
 @cli.command("env")
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
-)
-@_cache_dir_option
+@data_dir_option
+@cache_dir_option
 @click.option(
     "--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True, help="Results folder."
 )

@@ -12,6 +12,7 @@ import click
 from harness.cli.group import as_flags
 from harness.errors import HarnessError
 from harness.retrieval.compress import DEFAULT_RESCORE_MULTIPLIER, PRECISIONS
+from harness.retrieval.index import INDEX_KINDS
 from harness.runtimes.registry import CHOICES, TORCH
 
 logger = logging.getLogger("harness")
@@ -116,6 +117,67 @@ class Sectioned(click.Command):
                     formatter.write_dl(rows[section])
 
 
+# Options that several command families take, each declared here once.
+data_dir_option = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
+)
+cache_dir_option = click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The cache (embeddings, reranker scores, LLM grades) [default: $BEIR_HARNESS_CACHE_DIR, else the user "
+    "cache folder, ~/.cache/beir-harness on Linux].",
+)
+
+
+def endpoint_options(service: str = "With --endpoint: ") -> list:
+    """The options of an OpenAI-compatible service (`evaluate`'s embeddings, `judge`'s chat model), their help
+    texts each starting with `service`."""
+
+    def help(text: str) -> str:
+        return (service + text)[0].upper() + (service + text)[1:]
+
+    return [
+        click.option(
+            "--api-key-env",
+            default="OPENAI_API_KEY",
+            show_default=True,
+            metavar="NAME",
+            help=help("the environment variable holding the API key (never written anywhere)."),
+        ),
+        click.option("--concurrency", type=int, default=4, show_default=True, help=help("requests in flight.")),
+        click.option(
+            "--endpoint-timeout",
+            type=float,
+            default=60.0,
+            show_default=True,
+            help=help("seconds to wait for one answer (then retried)."),
+        ),
+        click.option(
+            "--price-per-1m-tokens",
+            type=float,
+            default=None,
+            metavar="PRICE",
+            help=help("record the cost of the tokens the service reports."),
+        ),
+    ]
+
+
+def compose(*options):
+    """A decorator applying `options` (click option decorators, or lists of them) in the order given."""
+    flat = [item for option in options for item in (option if isinstance(option, list) else [option])]
+
+    def apply(command):
+        for option in reversed(flat):
+            command = option(command)
+        return command
+
+    return apply
+
+
 # Options shared by `evaluate` and `bench`: how to retrieve and score.
 _RUN_OPTIONS = [
     click.option("--split", default="test", show_default=True, help="Qrels split: qrels/<split>.tsv."),
@@ -157,12 +219,7 @@ _RUN_OPTIONS = [
         callback=lambda ctx, param, value: label_callback(ctx, param, value),
         help="Label of the result in every report, table and plot [default: the model, plus the non-default settings].",
     ),
-    click.option(
-        "--data-dir",
-        type=click.Path(path_type=Path, file_okay=False),
-        default=None,
-        help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
-    ),
+    data_dir_option,
     click.option(
         "--download/--no-download",
         default=True,
@@ -175,13 +232,7 @@ _RUN_OPTIONS = [
         metavar="URL",
         help="Download mirror [default: $BEIR_HARNESS_MIRROR or BEIR's server].",
     ),
-    click.option(
-        "--cache-dir",
-        type=click.Path(path_type=Path, file_okay=False),
-        default=None,
-        help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR, else the user cache folder, "
-        "~/.cache/beir-harness on Linux].",
-    ),
+    cache_dir_option,
     click.option(
         "--cache/--no-cache",
         "use_cache",
@@ -250,7 +301,7 @@ _RUN_OPTIONS = [
     click.option(
         "--index",
         "index_kind",
-        type=click.Choice(["flat", "hnsw", "ivf", "ivfpq", "pq", "sq8"]),
+        type=click.Choice(INDEX_KINDS),
         default="flat",
         show_default=True,
         help="FAISS index: flat is exact; the others are approximate and record their recall of flat.",
@@ -270,34 +321,13 @@ _RUN_OPTIONS = [
         "http://localhost:8080/v1 [default: $BEIR_HARNESS_ENDPOINT].",
     ),
     click.option(
-        "--api-key-env",
-        default="OPENAI_API_KEY",
-        show_default=True,
-        metavar="NAME",
-        help="With --endpoint: the environment variable holding the API key (never written anywhere).",
-    ),
-    click.option(
         "--endpoint-batch-size",
         type=int,
         default=64,
         show_default=True,
         help="With --endpoint: most texts per request (and at most about 100k tokens).",
     ),
-    click.option("--concurrency", type=int, default=4, show_default=True, help="With --endpoint: requests in flight."),
-    click.option(
-        "--endpoint-timeout",
-        type=float,
-        default=60.0,
-        show_default=True,
-        help="With --endpoint: seconds to wait for one answer (then retried).",
-    ),
-    click.option(
-        "--price-per-1m-tokens",
-        type=float,
-        default=None,
-        metavar="PRICE",
-        help="With --endpoint: record the cost of the tokens the service reports.",
-    ),
+    *endpoint_options(),
     click.option(
         "--truncate-dim",
         type=int,

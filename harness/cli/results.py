@@ -12,6 +12,7 @@ import click
 from harness.cli.group import cli
 from harness.cli.options import label_callback, metric_callback, show_result
 from harness.errors import HarnessError
+from harness.retrieval.fusion import METHODS, NORMS
 
 logger = logging.getLogger("harness")
 
@@ -352,14 +353,14 @@ def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--method",
-    type=click.Choice(["rrf", "combsum", "combmnz", "wsum", "dbsf"]),
+    type=click.Choice(METHODS),
     default="rrf",
     show_default=True,
     help="Fusion method.",
 )
 @click.option(
     "--norm",
-    type=click.Choice(["minmax", "zscore", "none"]),
+    type=click.Choice(NORMS),
     default="minmax",
     show_default=True,
     help="Per-query score normalization for combsum, combmnz and wsum.",

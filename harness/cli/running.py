@@ -11,6 +11,7 @@ import click
 from harness.cli.group import cli
 from harness.cli.options import (
     Sectioned,
+    data_dir_option,
     k_values_callback,
     metric_callback,
     retrieval_options,
@@ -359,12 +360,7 @@ def bench(
     show_default=True,
     help="Largest |ours - BEIR| called agreement; exit 1 above it.",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
-)
+@data_dir_option
 @click.option(
     "--cache/--no-cache",
     "use_cache",
