@@ -1,6 +1,8 @@
-"""Core records of beir-harness: documents, queries, judgments and runs.
+"""Core records of beir-harness: documents, queries, judgments, runs and results.
 
-These types know nothing about files (that is `harness.io.formats`) and nothing about models.
+These types know nothing about files (that is `harness.io.formats`) and nothing about models; the one exception is
+`Result`, which reads its own JSON object back (`Result.from_json`: one file, no format machinery), and `model_slug`,
+the folder name a result of a model is written under.
 Identifiers are always called ``query_id`` and ``doc_id``; BEIR's on-disk spellings
 (``_id``, ``query-id``, ``corpus-id``) never leave `harness.io.formats`.
 
@@ -13,9 +15,15 @@ Every metric in beir-harness, including MRR, reads this one order.
 from __future__ import annotations
 
 import heapq
+import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from harness.errors import HarnessError
 
 
 class Doc(NamedTuple):
@@ -240,3 +248,134 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, {len(self)} queries)"
+
+
+RESULT_SCHEMA_VERSION = 3  # 2: label, variant; config_hash from `harness.reporting.variant`; 3: cost
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one evaluation produced and how it was produced.
+
+    Attributes:
+        dataset: Dataset name (the folder name for a folder path).
+        split: The qrels split.
+        model: Model name or local path, or ``run:<file>`` for an external run.
+        metrics: canonical metric name → mean over every judged query.
+        per_query: query_id → metric name → value.
+        n_queries: Judged queries (the denominator of every mean).
+        config: How the run was made: k values, depth, index, self-hit policy, batch size...
+        fingerprints: sha256 of the uncompressed corpus, queries and qrels (and run) files; the
+            written file also holds ``scored_run``, the sha256 of the run file beside it.
+        timings: Seconds per phase: load, encode_corpus, encode_queries, index, search, score, and rerank,
+            exact_search, latency_probe when they ran; encode (corpus + queries) and total (the wall time).
+            Results written before cost records have load, encode, index, search, score, total.
+        versions: Versions of python, beir-harness and the libraries that made the numbers.
+        created: ISO-8601 UTC time the evaluation finished.
+        notes: Warnings about the evaluation (e.g. judged queries missing from a run).
+        index_quality: For an approximate index, the mean fraction of the exact top-k it found
+            (``recall_of_exact@k``, measured against flat search on the same vectors and queries).
+        config_hash: sha256 (16 hex digits) of the model, split and decisive settings that
+            differ from the defaults (`harness.reporting.variant.Configuration`); `bench` skips a cell whose
+            result has the same hash.
+        host: The machine: CPU model, cores used, the SIMD flags that pick kernels, the GPU if
+            one was used (`harness.host.host_info`).
+        label: The name shown in tables and plots (``--name``, else model and variant tokens).
+        variant: ``""`` for the default configuration, else the part of the file name that
+            names the differing settings (e.g. ``hnsw-3f2a9c1d``).
+        cost: What the run cost beyond `timings` (docs/outputs.md defines each field): the phases served from
+            the cache, documents/s, queries/s, search latency p50/p95/p99 with its per-query sample, peak RSS,
+            index and cache bytes, an endpoint's requests, tokens and price. Not part of `config_hash`;
+            ``{}`` for results written before it existed.
+    """
+
+    dataset: str
+    split: str
+    model: str
+    metrics: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    n_queries: int
+    config: dict[str, Any]
+    fingerprints: dict[str, str]
+    timings: dict[str, float]
+    versions: dict[str, str]
+    created: str
+    notes: list[str] = field(default_factory=list)
+    index_quality: dict[str, float] = field(default_factory=dict)
+    config_hash: str = ""
+    label: str = ""
+    variant: str = ""
+    host: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = field(default=None, compare=False, repr=False)  # the file it was read from or written to
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object written to the result file."""
+        data = asdict(self)
+        del data["path"]
+        return {"schema_version": RESULT_SCHEMA_VERSION, **data}
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> Result:
+        """Read a result file written by `write_result` (any schema version).
+
+        A file written before labels existed gets its model as its label.
+
+        Raises:
+            HarnessError: The file cannot be read, is not JSON, or is not a beir-harness result.
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise HarnessError(f"{path}: cannot read the result file ({exc.strerror or exc})") from None
+        except ValueError as exc:
+            raise HarnessError(f"{path}: not a beir-harness result file (invalid JSON: {exc})") from None
+        missing = [key for key in _REQUIRED if not isinstance(data, dict) or key not in data]
+        if missing:
+            raise HarnessError(f"{path}: not a beir-harness result file (no {', '.join(missing)})")
+        known = {spec.name for spec in fields(cls)} - {"path"}
+        values = {key: value for key, value in data.items() if key in known}
+        values.setdefault("label", "")
+        values["label"] = values["label"] or data["model"]
+        for key in ("config", "fingerprints", "timings", "versions", "host", "cost"):
+            values[key] = values.get(key) or {}
+        values.setdefault("created", "")
+        return cls(**values, path=path)
+
+    def to_frame(self):
+        """The per-query values as a pandas DataFrame (one row per judged query, one column per metric), with
+        the result's dataset, split, label and model in ``attrs``: for notebooks."""
+        import pandas as pd
+
+        frame = pd.DataFrame.from_dict(self.per_query, orient="index")
+        frame.index.name = "query_id"
+        frame.attrs.update(dataset=self.dataset, split=self.split, label=self.label or self.model, model=self.model)
+        return frame
+
+    @property
+    def run_path(self) -> Path:
+        """The run file beside the result file it was read from or written to (`result_paths`' naming)."""
+        if self.path is None:
+            raise HarnessError(f"{self.where}: this result was never written, so it has no run file")
+        return self.path.with_name(f"{self.path.stem}.run.trec")
+
+    @property
+    def where(self) -> str:
+        """The file it was read from, for messages (its label when it was never written)."""
+        return str(self.path) if self.path is not None else self.label or self.model
+
+
+_REQUIRED = ("dataset", "split", "model", "metrics", "per_query", "n_queries")
+
+
+def model_slug(model: str) -> str:
+    """A folder name for a model: ``org/name`` → ``org__name`` (as MTEB's results do).
+
+    A local path keeps only its last component; characters outside ``[A-Za-z0-9._-]`` become
+    ``_``, so the slug can never leave the output folder.
+    """
+    if model.startswith(("/", "./", "../", "~")) or "\\" in model:
+        model = Path(model.rstrip("/\\")).name or "model"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model.replace("/", "__")).strip("._") or "model"
+    return slug

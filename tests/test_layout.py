@@ -264,3 +264,62 @@ def test_the_development_guide_lists_every_module():
     stale = sorted(documented - modules)
     assert not missing, "modules missing from docs/development.md's layout: " + ", ".join(missing)
     assert not stale, "docs/development.md lists modules that are gone: " + ", ".join(stale)
+
+
+# The command line's one door is the Python API: it parses, calls `harness.api`, prints what comes back. Besides the
+# API it may take the errors it translates, the records it prints, the table helpers of `harness.presentation`, its
+# own package and the version; and from the registries only constants (UPPER_CASE names: option choices such as the
+# runtimes, the index kinds, the stored precisions, and defaults such as the default model), which a decorator needs
+# while the module loads, before any command runs.
+CLI_DOORS = ("harness.api", "harness.errors", "harness.records", "harness.presentation", "harness.cli")
+CLI_REGISTRIES = (
+    "harness.runtimes.registry",
+    "harness.retrieval.compress",
+    "harness.retrieval.index",
+    "harness.retrieval.fusion",
+    "harness.retrieval.models",
+)
+
+
+def _cli_violations(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [(node.module, alias.name) for alias in node.names]
+        else:
+            continue
+        for module, name in names:
+            if module != "harness" and not module.startswith("harness."):
+                continue
+            if module == "harness" and name == "__version__":
+                continue
+            if any(module == door or module.startswith(door + ".") for door in CLI_DOORS):
+                continue
+            if module in CLI_REGISTRIES and name is not None and name.isupper():
+                continue
+            found.append(f"{node.lineno}: {module}" + (f".{name}" if name else ""))
+    return found
+
+
+def test_the_command_line_goes_through_the_api_only():
+    violations = []
+    for module, path in MODULES.items():
+        if module == "harness.cli" or module.startswith("harness.cli."):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            violations += [f"{path.relative_to(PACKAGE)}:{found}" for found in _cli_violations(tree)]
+    assert not violations, "the command line goes around harness.api:\n" + "\n".join(violations)
+
+
+def test_the_api_door_check_sees_each_way_around_it():
+    code = (
+        "from harness.pipeline.evaluate import evaluate_dataset\n"
+        "def f():\n    from harness.reporting.report import format_metrics_table\n"
+        "import harness.io.cache\n"
+        "from harness.runtimes.registry import runtime\n"
+        "from harness.api import evaluate\nfrom harness.runtimes.registry import CHOICES\nfrom harness import __version__\n"
+        "from harness.errors import HarnessError\nfrom harness.api.commandline import parse_size\n"
+    )
+    found = sorted(line.split(":")[0] for line in _cli_violations(ast.parse(code)))
+    assert found == ["1", "3", "4", "5"]

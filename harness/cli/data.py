@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import as_flags, cli
+from harness.cli.options import data_dir_option
 
 _COLUMN_OPTIONS = (
     ("--corpus-id-column", "corpus_id", "document id"),
@@ -260,16 +261,8 @@ def datasets() -> None:
     """
 
 
-_data_dir_option = click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
-)
-
-
 @datasets.command("list")
-@_data_dir_option
+@data_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def datasets_list(data_dir: Path | None, as_json: bool) -> None:
     """List every BEIR dataset: split, size, counts, installed?, published scores known? Then the custom
@@ -315,7 +308,7 @@ def _count(value: int | None) -> str:
 
 @datasets.command("download")
 @click.argument("names", nargs=-1, required=True)
-@_data_dir_option
+@data_dir_option
 @click.option(
     "--base-url",
     default=None,
@@ -346,7 +339,7 @@ def datasets_download(
 
 @datasets.command("import")
 @click.argument("source", type=click.Path(path_type=Path))
-@_data_dir_option
+@data_dir_option
 @click.option("--name", default=None, help="Dataset name [default: the file or folder name].")
 @click.option("--force", is_flag=True, help="Replace an installed dataset of that name.")
 def datasets_import(source: Path, data_dir: Path | None, name: str | None, force: bool) -> None:
@@ -371,7 +364,7 @@ def datasets_import(source: Path, data_dir: Path | None, name: str | None, force
 
 @datasets.command("remove")
 @click.argument("name")
-@_data_dir_option
+@data_dir_option
 def datasets_remove(name: str, data_dir: Path | None) -> None:
     """Delete an installed dataset and any download leftovers.
 

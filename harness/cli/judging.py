@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
+from harness.cli.options import cache_dir_option, compose, endpoint_options
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
@@ -41,8 +42,8 @@ def _guidelines(path: Path | None) -> dict:
             hint='write {"scale": [{"grade": 0, "label": "...", "definition": "..."}], "guidelines": "..."}',
         ) from exc
     if scale:
+        from harness.api.commandline import PoolSpec, check_spec
         from harness.errors import HarnessError
-        from harness.judging.pool import PoolSpec, check_spec
 
         try:
             check_spec(PoolSpec(scale=scale))
@@ -198,7 +199,7 @@ def _status(
     ctx: click.Context, dataset: Path | None, pool_dir: Path, judgment_files: tuple[Path, ...], as_json: bool
 ) -> None:
     """`pool --status`: refuses the pooling options, which would be silently ignored."""
-    from harness.judging.status import pool_status
+    from harness.api import pool_status
 
     given = [
         f"--{name.replace('_', '-')}"
@@ -229,21 +230,7 @@ def _status(
     metavar="URL",
     help="The service, e.g. https://api.openai.com/v1 or http://localhost:8000/v1 [default: $BEIR_HARNESS_ENDPOINT].",
 )
-@click.option(
-    "--api-key-env",
-    default="OPENAI_API_KEY",
-    show_default=True,
-    metavar="NAME",
-    help="The environment variable holding the API key (never written anywhere).",
-)
-@click.option("--concurrency", type=int, default=4, show_default=True, help="Requests in flight.")
-@click.option(
-    "--endpoint-timeout",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="Seconds to wait for one answer (then retried).",
-)
+@compose(endpoint_options(service=""))
 @click.option(
     "--answer-attempts",
     type=int,
@@ -251,19 +238,7 @@ def _status(
     show_default=True,
     help="Questions per pair while its answers are malformed; then it is left ungraded.",
 )
-@click.option(
-    "--price-per-1m-tokens",
-    type=float,
-    default=None,
-    metavar="PRICE",
-    help="Record the cost of the tokens the service reports.",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="The cache folder [default: $BEIR_HARNESS_CACHE_DIR, else the user cache].",
-)
+@cache_dir_option
 @click.option(
     "--no-cache", "use_cache", is_flag=True, default=True, flag_value=False, help="Ask every pair; store nothing."
 )
@@ -295,21 +270,18 @@ def judge(
         beir-harness judge pool/ --llm openai:gpt-4o-mini --endpoint https://api.openai.com/v1
         beir-harness judgments agreement pool/judgments-llm_gpt-4o-mini.csv alice.csv
     """
-    from harness.io.service import EndpointSpec
-    from harness.judging.llm import JudgeSpec, judge_pool
+    from harness.api import judge as run_judge
 
-    spec = JudgeSpec(
+    report = run_judge(
+        pool_dir,
         model,
-        EndpointSpec(
-            url=endpoint,
-            api_key_env=api_key_env,
-            concurrency=concurrency,
-            timeout=endpoint_timeout,
-            price_per_1m_tokens=price_per_1m_tokens,
-        ),
+        endpoint,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        endpoint_timeout=endpoint_timeout,
+        price_per_1m_tokens=price_per_1m_tokens,
         answer_attempts=answer_attempts,
         cache_dir=cache_dir,
         use_cache=use_cache,
     )
-    report = judge_pool(pool_dir, spec)
     click.echo(json.dumps(report.summary(), indent=2) if as_json else report.format_text())

@@ -12,7 +12,7 @@ _WEIGHTS = click.Choice(["none", "linear", "quadratic"])
 
 
 def _scale(ctx, param, value: str) -> tuple[int, int]:
-    from harness.judging.merge import parse_scale
+    from harness.api.commandline import parse_scale
 
     try:
         return parse_scale(value)

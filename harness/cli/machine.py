@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
+from harness.cli.options import cache_dir_option, data_dir_option
 
 logger = logging.getLogger("harness")
 
@@ -28,16 +29,8 @@ def cache() -> None:
     """
 
 
-_cache_dir_option = click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR, else ~/.cache/beir-harness on Linux].",
-)
-
-
 @cache.command("list")
-@_cache_dir_option
+@cache_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
 def cache_list(cache_dir: Path | None, as_json: bool) -> None:
     """List cached embeddings: model, dataset, kind, rows, size, complete?
@@ -48,7 +41,7 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
         beir-harness cache list
     """
     from harness.api import cache_entries
-    from harness.io.cache import cache_dir as resolve
+    from harness.api.commandline import cache_dir as resolve
 
     root = resolve(cache_dir)
     entries = cache_entries(root)
@@ -79,7 +72,7 @@ def _format_entries(entries: list[dict]) -> str:
 
 
 @cache.command("clear")
-@_cache_dir_option
+@cache_dir_option
 @click.option(
     "--model", default=None, help="Only entries of this model (any name evaluate accepts, e.g. all-MiniLM-L6-v2)."
 )
@@ -100,7 +93,7 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
         beir-harness cache clear --yes
     """
     from harness.api import clear_cache
-    from harness.io.cache import cache_dir as resolve
+    from harness.api.commandline import cache_dir as resolve
 
     root = resolve(cache_dir)
     chosen = clear_cache(root, model=model, dataset=dataset, dry_run=True)
@@ -118,13 +111,8 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
 
 
 @cli.command("env")
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Data dir [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
-)
-@_cache_dir_option
+@data_dir_option
+@cache_dir_option
 @click.option(
     "--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True, help="Results folder."
 )
@@ -176,7 +164,7 @@ def env(
         beir-harness env --bench --bench-dataset ./my-eval-set --bench-texts 300
     """
     from harness.api import environment
-    from harness.pipeline.environment import format_bench, format_environment
+    from harness.api.commandline import format_bench, format_environment
 
     info = environment(
         data_dir,

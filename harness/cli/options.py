@@ -12,6 +12,7 @@ import click
 from harness.cli.group import as_flags
 from harness.errors import HarnessError
 from harness.retrieval.compress import DEFAULT_RESCORE_MULTIPLIER, PRECISIONS
+from harness.retrieval.index import INDEX_KINDS
 from harness.runtimes.registry import CHOICES, TORCH
 
 logger = logging.getLogger("harness")
@@ -19,7 +20,7 @@ logger = logging.getLogger("harness")
 
 def k_values_callback(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
     """The cutoffs of --k (``1,3,10``), checked."""
-    from harness.evaluation.metrics import parse_k_values
+    from harness.api.commandline import parse_k_values
 
     try:
         return tuple(parse_k_values(value))
@@ -116,6 +117,67 @@ class Sectioned(click.Command):
                     formatter.write_dl(rows[section])
 
 
+# Options that several command families take, each declared here once.
+data_dir_option = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
+)
+cache_dir_option = click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The cache (embeddings, reranker scores, LLM grades) [default: $BEIR_HARNESS_CACHE_DIR, else the user "
+    "cache folder, ~/.cache/beir-harness on Linux].",
+)
+
+
+def endpoint_options(service: str = "With --endpoint: ") -> list:
+    """The options of an OpenAI-compatible service (`evaluate`'s embeddings, `judge`'s chat model), their help
+    texts each starting with `service`."""
+
+    def help(text: str) -> str:
+        return (service + text)[0].upper() + (service + text)[1:]
+
+    return [
+        click.option(
+            "--api-key-env",
+            default="OPENAI_API_KEY",
+            show_default=True,
+            metavar="NAME",
+            help=help("the environment variable holding the API key (never written anywhere)."),
+        ),
+        click.option("--concurrency", type=int, default=4, show_default=True, help=help("requests in flight.")),
+        click.option(
+            "--endpoint-timeout",
+            type=float,
+            default=60.0,
+            show_default=True,
+            help=help("seconds to wait for one answer (then retried)."),
+        ),
+        click.option(
+            "--price-per-1m-tokens",
+            type=float,
+            default=None,
+            metavar="PRICE",
+            help=help("record the cost of the tokens the service reports."),
+        ),
+    ]
+
+
+def compose(*options):
+    """A decorator applying `options` (click option decorators, or lists of them) in the order given."""
+    flat = [item for option in options for item in (option if isinstance(option, list) else [option])]
+
+    def apply(command):
+        for option in reversed(flat):
+            command = option(command)
+        return command
+
+    return apply
+
+
 # Options shared by `evaluate` and `bench`: how to retrieve and score.
 _RUN_OPTIONS = [
     click.option("--split", default="test", show_default=True, help="Qrels split: qrels/<split>.tsv."),
@@ -157,12 +219,7 @@ _RUN_OPTIONS = [
         callback=lambda ctx, param, value: label_callback(ctx, param, value),
         help="Label of the result in every report, table and plot [default: the model, plus the non-default settings].",
     ),
-    click.option(
-        "--data-dir",
-        type=click.Path(path_type=Path, file_okay=False),
-        default=None,
-        help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
-    ),
+    data_dir_option,
     click.option(
         "--download/--no-download",
         default=True,
@@ -175,13 +232,7 @@ _RUN_OPTIONS = [
         metavar="URL",
         help="Download mirror [default: $BEIR_HARNESS_MIRROR or BEIR's server].",
     ),
-    click.option(
-        "--cache-dir",
-        type=click.Path(path_type=Path, file_okay=False),
-        default=None,
-        help="Embedding cache [default: $BEIR_HARNESS_CACHE_DIR, else the user cache folder, "
-        "~/.cache/beir-harness on Linux].",
-    ),
+    cache_dir_option,
     click.option(
         "--cache/--no-cache",
         "use_cache",
@@ -250,7 +301,7 @@ _RUN_OPTIONS = [
     click.option(
         "--index",
         "index_kind",
-        type=click.Choice(["flat", "hnsw", "ivf", "ivfpq", "pq", "sq8"]),
+        type=click.Choice(INDEX_KINDS),
         default="flat",
         show_default=True,
         help="FAISS index: flat is exact; the others are approximate and record their recall of flat.",
@@ -270,34 +321,13 @@ _RUN_OPTIONS = [
         "http://localhost:8080/v1 [default: $BEIR_HARNESS_ENDPOINT].",
     ),
     click.option(
-        "--api-key-env",
-        default="OPENAI_API_KEY",
-        show_default=True,
-        metavar="NAME",
-        help="With --endpoint: the environment variable holding the API key (never written anywhere).",
-    ),
-    click.option(
         "--endpoint-batch-size",
         type=int,
         default=64,
         show_default=True,
         help="With --endpoint: most texts per request (and at most about 100k tokens).",
     ),
-    click.option("--concurrency", type=int, default=4, show_default=True, help="With --endpoint: requests in flight."),
-    click.option(
-        "--endpoint-timeout",
-        type=float,
-        default=60.0,
-        show_default=True,
-        help="With --endpoint: seconds to wait for one answer (then retried).",
-    ),
-    click.option(
-        "--price-per-1m-tokens",
-        type=float,
-        default=None,
-        metavar="PRICE",
-        help="With --endpoint: record the cost of the tokens the service reports.",
-    ),
+    *endpoint_options(),
     click.option(
         "--truncate-dim",
         type=int,
@@ -431,7 +461,7 @@ _RUN_OPTIONS = [
 
 def _size(param: click.Parameter, value: str | None) -> int | None:
     """--memory-budget's bytes."""
-    from harness.retrieval.streamed import parse_size
+    from harness.api.commandline import parse_size
 
     if value is None:
         return None
@@ -464,26 +494,24 @@ def retrieval_options(command):
     return command
 
 
-def show_outcome(outcome, as_json: bool) -> None:
+def show_result(result, as_json: bool) -> None:
     """The result as JSON or as the metrics table on stdout; where it was written on stderr."""
-    from harness.reporting.report import format_metrics_table
+    from harness.api.commandline import cost_summary, format_metrics_table
 
     if as_json:
-        click.echo(json.dumps(outcome.result.to_json(), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:
-        click.echo(format_metrics_table(outcome.result))
-    from harness.reporting.cost import cost_summary
-
-    summary = cost_summary(outcome.result)
+        click.echo(format_metrics_table(result))
+    summary = cost_summary(result)
     if summary:
         logger.info(summary)
-    if outcome.paths:
-        logger.info("wrote %s and %s", *outcome.paths)
+    if result.path is not None:
+        logger.info("wrote %s and %s", result.path, result.run_path)
 
 
 def label_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A result label (--name), checked."""
-    from harness.reporting.labels import check_label
+    from harness.api.commandline import check_label
 
     try:
         return None if value is None else check_label(value)
@@ -493,15 +521,9 @@ def label_callback(ctx: click.Context, param: click.Parameter, value: str | None
 
 def metric_callback(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """A metric name (``nDCG@10``) of a saved result, checked and in its canonical spelling."""
-    from harness.evaluation.metrics import metric_families, parse_metric
+    from harness.api import result_metric
 
     try:
-        spec = parse_metric(value)
+        return result_metric(value, whole_run="beir-harness score")  # `map`, `ndcg`: results store them at cutoffs
     except HarnessError as exc:
         raise click.BadParameter(str(exc)) from None
-    if not spec.k and metric_families()[spec.name].cutoff:  # `map`, `ndcg`: results store them at cutoffs
-        raise click.BadParameter(
-            f"metric {value!r} has no cutoff, and results store {spec.name} at cutoffs: write "
-            f"e.g. {spec.name}@10 (beir-harness score computes {spec.name} over a whole run)"
-        )
-    return str(spec)

@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
-from harness.cli.options import label_callback, metric_callback, show_outcome
+from harness.cli.options import label_callback, metric_callback, show_result
 from harness.errors import HarnessError
+from harness.retrieval.fusion import METHODS, NORMS
 
 logger = logging.getLogger("harness")
 
@@ -177,62 +178,74 @@ def report(
         beir-harness report --cost --format latex --out cost.tex
         beir-harness report results/ --format html --out results.html --published --significance bm25
     """
-    from harness.api import check_published as run_checks
-    from harness.reporting.comparison import load_results, plot_comparison
-    from harness.reporting.reproduction import check_exit_code, format_checks
-
-    results = load_results(paths or (Path("results"),), allow_mixed_data)
+    paths = paths or (Path("results"),)
     if fmt == "html":
         _report_page(
-            results,
+            paths,
             out,
             metric,
             split,
             with_published or bool(published_systems),
             baseline,
-            alpha,
-            correction,
-            rounds,
-            worst,
-            digits,
+            allow_mixed_data,
+            {"alpha": alpha, "correction": correction, "rounds": rounds, "worst": worst, "digits": digits},
         )
-        return
-    if compression:
-        _report_compression(results, metric, fmt, digits, split, out, plot)
-        return
-    if with_cost:
-        from harness.api import cost
-        from harness.reporting.cost import render_cost
+    elif compression:
+        _report_compression(paths, metric, fmt, digits, split, out, plot, allow_mixed_data)
+    elif with_cost:
+        _report_cost(paths, metric, fmt, digits, split, out, allow_mixed_data)
+    elif check_published:
+        _check_published(paths, metric, tolerance, split, digits, allow_mixed_data)
+    else:
+        _report_table(
+            paths,
+            metric,
+            {"fmt": fmt, "digits": digits, "by": by, "out": out, "plot": plot},
+            split=split,
+            published=with_published,
+            published_systems=published_systems,
+            published_from=published_from,
+            significance=baseline,
+            alpha=alpha,
+            correction=correction,
+            rounds=rounds,
+            allow_mixed_data=allow_mixed_data,
+        )
 
-        _emit(render_cost(cost(results, metric, split=split), metric, fmt, digits), out, None, None)
-        return
-    if check_published:
-        checks = run_checks(results, metric, tolerance=tolerance, split=split)
-        click.echo(format_checks(checks, metric, digits))
-        code = check_exit_code(checks)
-        if code:
-            sys.exit(code)
-        return
+
+def _report_table(paths, metric: str, shown: dict, **settings) -> None:
+    """`report`'s table (and its plot): datasets × systems."""
     from harness.api import report as build_report
+    from harness.api.commandline import plot_comparison
 
-    comparison = build_report(
-        results,
-        metric,
-        split=split,
-        published=with_published,
-        published_systems=published_systems,
-        published_from=published_from,
-        significance=baseline,
-        alpha=alpha,
-        correction=correction,
-        rounds=rounds,
-    )
-    _emit(comparison.render(fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
+    comparison = build_report(paths, metric, **settings)
+    text = comparison.render(shown["fmt"], shown["digits"], shown["by"])
+    _emit(text, shown["out"], shown["plot"], lambda: plot_comparison(comparison, shown["plot"]))
+
+
+def _check_published(paths, metric: str, tolerance, split, digits: int, allow_mixed_data: bool) -> None:
+    """`report --check-published`: OK/OFF per result; exit 1 if any is off, 2 if nothing could be compared."""
+    from harness.api import check_published
+    from harness.api.commandline import check_exit_code, format_checks
+
+    checks = check_published(paths, metric, tolerance=tolerance, split=split, allow_mixed_data=allow_mixed_data)
+    click.echo(format_checks(checks, metric, digits))
+    code = check_exit_code(checks)
+    if code:
+        sys.exit(code)
+
+
+def _report_cost(paths, metric: str, fmt: str, digits: int, split, out, allow_mixed_data: bool) -> None:
+    from harness.api import cost
+    from harness.api.commandline import render_cost
+
+    rows = cost(paths, metric, split=split, allow_mixed_data=allow_mixed_data)
+    _emit(render_cost(rows, metric, fmt, digits), out, None, None)
 
 
 def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
     """A table to `out` (atomically) or stdout, then the plot when one was asked for."""
-    from harness.io.files import write_text
+    from harness.api.commandline import write_text
 
     if out is not None:
         write_text(text, out)
@@ -245,32 +258,19 @@ def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
 
 
 def _report_page(
-    results,
-    out: Path | None,
-    metric: str,
-    split: str | None,
-    with_published: bool,
-    baseline: str | None,
-    alpha: float,
-    correction: str,
-    rounds: int,
-    worst: int,
-    digits: int,
+    paths, out: Path | None, metric: str, split: str | None, with_published: bool, baseline, allow_mixed_data, shown
 ) -> None:
     from harness.api import report_page
 
     page = report_page(
-        results,
+        paths,
         out,
+        allow_mixed_data=allow_mixed_data,
         metric=metric,
         split=split,
         published=with_published,
         baseline=baseline,
-        alpha=alpha,
-        correction=correction,
-        rounds=rounds,
-        worst=worst,
-        digits=digits,
+        **shown,
     )
     if out is None:
         click.echo(page)
@@ -279,12 +279,12 @@ def _report_page(
 
 
 def _report_compression(
-    results, metric: str, fmt: str, digits: int, split: str | None, out: Path | None, plot: Path | None
+    paths, metric: str, fmt: str, digits: int, split: str | None, out: Path | None, plot: Path | None, allow_mixed_data
 ) -> None:
     from harness.api import compression
-    from harness.reporting.compression import plot_compression, render_compression
+    from harness.api.commandline import plot_compression, render_compression
 
-    rows = compression(results, metric, split=split)
+    rows = compression(paths, metric, split=split, allow_mixed_data=allow_mixed_data)
     _emit(render_compression(rows, metric, fmt, digits), out, plot, lambda: plot_compression(rows, plot, metric))
 
 
@@ -341,7 +341,7 @@ def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[st
 
 
 def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
-    from harness.retrieval.fusion import parse_weights
+    from harness.api.commandline import parse_weights
 
     try:
         return None if value is None else parse_weights(value)
@@ -353,14 +353,14 @@ def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--method",
-    type=click.Choice(["rrf", "combsum", "combmnz", "wsum", "dbsf"]),
+    type=click.Choice(METHODS),
     default="rrf",
     show_default=True,
     help="Fusion method.",
 )
 @click.option(
     "--norm",
-    type=click.Choice(["minmax", "zscore", "none"]),
+    type=click.Choice(NORMS),
     default="minmax",
     show_default=True,
     help="Per-query score normalization for combsum, combmnz and wsum.",
@@ -445,12 +445,12 @@ def fuse(
             ).format_text()
         )
         return
-    from harness.pipeline.fuse import fuse_results
-    from harness.retrieval.fusion import FusionSpec
+    from harness.api import fuse as run_fuse
 
-    spec = FusionSpec(method=method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth)
-    outcome = fuse_results(list(results), spec, output_dir, name)
-    show_outcome(outcome, as_json)
+    fused = run_fuse(
+        results, method, norm=norm, weights=weights, rrf_k=rrf_k, depth=depth, name=name, output_dir=output_dir
+    )
+    show_result(fused, as_json)
 
 
 @cli.command()
@@ -490,9 +490,10 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
     from dataclasses import asdict
 
     from harness.api import compare as run_compare
-    from harness.reporting.comparison import format_compare, load_results
+    from harness.api import read_results
+    from harness.api.commandline import format_compare
 
-    (a,), (b,) = load_results([first]), load_results([second])
+    (a,), (b,) = read_results(first), read_results(second)
     tests = run_compare(a, b, metrics or None, rounds, seed)
     if as_json:
         click.echo(json.dumps([{**asdict(t), "difference": t.difference} for t in tests], indent=2))
@@ -523,11 +524,10 @@ def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_j
         beir-harness inspect a/test.json b/test.json --metric Recall@100
         beir-harness inspect results/scifact/bm25/test.json --json > worst.json
     """
-    from harness.api import inspect_results
-    from harness.reporting.comparison import load_results
-    from harness.reporting.inspect import format_inspect
+    from harness.api import inspect_results, read_results
+    from harness.api.commandline import format_inspect
 
     if len(results) > 2:
         raise click.UsageError("give one result, or two to compare")
-    data = inspect_results([load_results([r])[0] for r in results], worst, metric, depth)
+    data = inspect_results([read_results(r)[0] for r in results], worst, metric, depth)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_inspect(data))

@@ -11,16 +11,16 @@ import click
 from harness.cli.group import cli
 from harness.cli.options import (
     Sectioned,
+    data_dir_option,
     k_values_callback,
     metric_callback,
     retrieval_options,
     run_options,
-    show_outcome,
+    show_result,
 )
 from harness.errors import HarnessError
 from harness.retrieval.compress import PRECISIONS
 from harness.retrieval.models import DEFAULT_MODEL
-from harness.runtimes.spec import PROMPTS_GIVEN
 
 logger = logging.getLogger("harness")
 
@@ -77,91 +77,6 @@ def _format_demo(outcome) -> str:
         f"nDCG@10 {result.metrics['nDCG@10']:.4f}",
     ]
     return "\n".join(lines)
-
-
-def _config(ctx: click.Context, dataset, model: str, options: dict):
-    """An EvaluateConfig from the shared options (consumed from `options`)."""
-    from harness.engines.ray_engine import RaySpec
-    from harness.pipeline.evaluate import EvaluateConfig
-    from harness.retrieval.compress import CompressionSpec
-    from harness.retrieval.endpoint import EndpointSpec
-    from harness.retrieval.index import IndexSpec
-    from harness.retrieval.rerank import RerankSpec
-    from harness.runtimes.spec import EncoderSpec
-
-    similarity, normalize = options.pop("similarity"), options.pop("normalize")
-    if normalize is None:
-        normalize = similarity == "cosine"
-    elif similarity == "cosine" and not normalize:
-        raise click.UsageError("--similarity cosine needs normalized vectors; use --similarity dot with --no-normalize")
-    index = IndexSpec(
-        kind=options.pop("index_kind"),
-        hnsw_m=options.pop("hnsw_m"),
-        ef_construction=options.pop("ef_construction"),
-        ef_search=options.pop("ef_search"),
-        nlist=options.pop("nlist"),
-        nprobe=options.pop("nprobe"),
-        pq_m=options.pop("pq_m"),
-        pq_nbits=options.pop("pq_nbits"),
-    )
-    ray_spec = RaySpec(
-        address=options.pop("ray_address"),
-        local_cpus=options.pop("ray_local"),
-        shards=options.pop("shards"),
-        gpus_per_worker=options.pop("ray_gpus_per_worker"),
-        search=options.pop("ray_search"),
-    )
-    if options["engine"] != "ray" and ray_spec != RaySpec():
-        raise click.UsageError(
-            "--ray-address, --ray-local, --shards, --ray-gpus-per-worker and --ray-search need --engine ray"
-        )
-    rerank = (
-        RerankSpec(
-            model=options.pop("rerank_model"),
-            depth=options.pop("rerank_depth"),
-            batch_size=options.pop("rerank_batch_size"),
-            max_length=options.pop("rerank_max_length"),
-        )
-        if options.get("rerank_model")
-        else None
-    )
-    for name in ("rerank_model", "rerank_depth", "rerank_batch_size", "rerank_max_length"):
-        options.pop(name, None)
-    options["rerank"] = rerank
-    prefixes = {name: options.pop(name) for name in ("query_prefix", "doc_prefix")}
-    given = any(value is not None for value in prefixes.values())  # even '' is a choice: no registry prompts
-    encoder = EncoderSpec(
-        normalize=normalize,
-        **{name: value or "" for name, value in prefixes.items()},
-        prompt_source=PROMPTS_GIVEN if given else "",
-        **{
-            name: options.pop(name)
-            for name in ("max_seq_length", "backend", "precision", "batch_size", "trust_remote_code")
-        },
-    )
-    compression = CompressionSpec(
-        **{name: options.pop(name) for name in ("truncate_dim", "embedding_precision", "rescore_multiplier")}
-    )
-    endpoint = EndpointSpec(
-        url=options.pop("endpoint"),
-        api_key_env=options.pop("api_key_env"),
-        batch_size=options.pop("endpoint_batch_size"),
-        concurrency=options.pop("concurrency"),
-        timeout=options.pop("endpoint_timeout"),
-        price_per_1m_tokens=options.pop("price_per_1m_tokens"),
-    )
-    return EvaluateConfig(
-        dataset_path=dataset,
-        model=model,
-        encoder=encoder,
-        index=index,
-        ray=ray_spec,
-        compression=compression,
-        endpoint=endpoint,
-        cache=options.pop("use_cache"),
-        progress=ctx.obj["progress"],
-        **options,
-    )
 
 
 @cli.command(cls=Sectioned)
@@ -222,13 +137,19 @@ def evaluate(
         beir-harness evaluate scifact --engine ray --ray-local 2
         beir-harness evaluate hotpotqa --engine ray --ray-address auto --shards 64
     """
-    from harness.pipeline.evaluate import evaluate_dataset
+    from harness.api import evaluate as run_evaluate
 
     if allow_unknown_docs and run_path is None:
         raise click.UsageError("--allow-unknown-docs applies to --run only")
-    config = _config(ctx, dataset, model, {**options, "run_path": run_path, "allow_unknown_docs": allow_unknown_docs})
-    outcome = evaluate_dataset(config)
-    show_outcome(outcome, as_json)
+    result = run_evaluate(
+        dataset,
+        model,
+        run_path=run_path,
+        allow_unknown_docs=allow_unknown_docs,
+        progress=ctx.obj["progress"],
+        **options,
+    )
+    show_result(result, as_json)
 
 
 @cli.command(cls=Sectioned)
@@ -268,8 +189,7 @@ def retrieve(ctx: click.Context, dataset: Path, out: Path, queries_path: Path | 
     """
     from harness.api import retrieve as run_retrieval
 
-    config = _config(ctx, dataset, model, {**options, "output_dir": None, "k_values": (1,)})
-    run = run_retrieval(config, out, queries=queries_path)
+    run = run_retrieval(dataset, out, model, queries=queries_path, progress=ctx.obj["progress"], **options)
     click.echo(
         f"{out}: {len(run)} queries, up to {max((run.depth(q) for q in run), default=0)} documents each ({run.name})"
     )
@@ -300,7 +220,7 @@ def _precisions(param: click.Parameter, value: str | None) -> list[str]:
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    from harness.pipeline.systems import parse_systems, split_systems
+    from harness.api.commandline import parse_systems, split_systems
 
     try:
         items = split_systems(value)
@@ -394,9 +314,7 @@ def bench(
             --embedding-precisions float32,int8,binary --rescore-multipliers 0,2
     """
     from harness.api import bench as run_bench
-    from harness.pipeline.systems import parse_system
 
-    base = _config(ctx, None, parse_system(models[0]).spec, options)
     report = run_bench(
         models,
         dataset_names,
@@ -404,7 +322,8 @@ def bench(
         truncate_dims=truncate_dims or (),
         embedding_precisions=embedding_precisions or (),
         rescore_multipliers=rescore_multipliers or (),
-        config=base,
+        progress=ctx.obj["progress"],
+        **options,
     )
     click.echo(report.format_table(metric))
     if report.csv_path:
@@ -441,12 +360,7 @@ def bench(
     show_default=True,
     help="Largest |ours - BEIR| called agreement; exit 1 above it.",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Where registry datasets live [default: $BEIR_HARNESS_DATA_DIR or ./datasets].",
-)
+@data_dir_option
 @click.option(
     "--cache/--no-cache",
     "use_cache",

@@ -15,7 +15,7 @@ DEFAULT_SCORE_METRICS = ("nDCG@10", "MAP", "MRR", "Recall@100", "P@10", "R-Prec"
 
 def metrics_callback(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     """The -m metric names, checked, in their canonical spelling; the defaults when none is given."""
-    from harness.evaluation.metrics import parse_metric
+    from harness.api.commandline import parse_metric
 
     try:
         return tuple(dict.fromkeys(str(parse_metric(name)) for name in value or DEFAULT_SCORE_METRICS))
@@ -72,8 +72,9 @@ def score(
         beir-harness score qrels.test results.test -m map -m ndcg -m P@10 -q
         beir-harness score qrels/test.tsv run.trec -m nDCG@10 --judged-only --json
     """
+    from harness.api import read_qrels, read_run
     from harness.api import score as score_run
-    from harness.io.trec import qrels_format, read_qrels, read_run
+    from harness.api.commandline import qrels_format
 
     ranked = read_run(run)
     evaluation = score_run(qrels, ranked, metrics, judged_only)  # the qrels by path: an error names the file
@@ -133,7 +134,7 @@ def _counted(evaluation, n_judged: int, judged_only: bool) -> str:
 
 def _depth_note(evaluation, metrics: tuple[str, ...]) -> str:
     """For nDCG, MAP, MRR without a cutoff: the depth they read, the deepest ranked list of a counted query."""
-    from harness.evaluation.metrics import metric_families, parse_metric
+    from harness.api.commandline import metric_families, parse_metric
 
     specs = [parse_metric(name) for name in metrics]
     whole = [metric_families()[spec.name] for spec in specs if not spec.k and metric_families()[spec.name].cutoff]

@@ -43,7 +43,7 @@ from harness.io.cache import recall_record, remember_record
 from harness.io.formats import atomic_writer
 from harness.io.service import EndpointSpec, ServiceClient, usage_summary
 from harness.judging.page import same_text
-from harness.reporting.report import model_slug
+from harness.records import model_slug
 
 logger = logging.getLogger(__name__)
 

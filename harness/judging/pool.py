@@ -42,8 +42,7 @@ from harness.io.formats import (
     write_run,
 )
 from harness.judging.pool_systems import check_retrievable, fused_runs, parse_pool_systems, pick_members
-from harness.records import Run
-from harness.reporting.report import model_slug, read_result, result_label
+from harness.records import Result, Run, model_slug
 
 logger = logging.getLogger(__name__)
 
@@ -246,14 +245,17 @@ def load_run(path: Path) -> tuple[Path, Run]:
     Raises:
         HarnessError: A result file whose run file is missing; a run file that cannot be read.
     """
-    result = read_result(path) if path.suffix == ".json" else None
+    try:
+        result = Result.from_json(path) if path.suffix == ".json" else None
+    except HarnessError:  # not a result file: read as a run
+        result = None
     if result is None:
         return path, read_run(path)
     if not result.run_path.is_file():
         raise HarnessError(
             f"{path}: its run file {result.run_path.name} is missing; rerun the evaluation, or give a run file"
         )
-    return path, read_run(result.run_path).renamed(result_label(result))
+    return path, read_run(result.run_path).renamed(result.label or result.model)
 
 
 def pick_runs(

@@ -1,4 +1,5 @@
-"""Results: the record of one evaluation, where it is written, and how it is shown.
+"""Results: where the record of one evaluation (`harness.records.Result`, re-exported here) is written, and how it
+is shown.
 
 One evaluation is written to ``<output_dir>/<dataset>/<model-slug>/<split>.json`` for the
 default configuration, or ``<split>.<variant>.json`` for any other (`harness.reporting.variant`), and its
@@ -13,11 +14,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import logging
 import os
-import re
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,127 +25,14 @@ from harness.io.files import atomic_writer, remove_stale_temporaries, write_json
 from harness.io.lines import content_sha256
 from harness.io.trec import write_run
 from harness.presentation import align, metric_text
-from harness.records import Run
+from harness.records import (
+    RESULT_SCHEMA_VERSION,  # noqa: F401 - re-exported: results are read and written here
+    Result,
+    Run,
+    model_slug,
+)
 
 logger = logging.getLogger(__name__)
-
-RESULT_SCHEMA_VERSION = 3  # 2: label, variant; config_hash from `harness.reporting.variant`; 3: cost
-
-
-@dataclass(frozen=True)
-class Result:
-    """Everything one evaluation produced and how it was produced.
-
-    Attributes:
-        dataset: Dataset name (the folder name for a folder path).
-        split: The qrels split.
-        model: Model name or local path, or ``run:<file>`` for an external run.
-        metrics: canonical metric name → mean over every judged query.
-        per_query: query_id → metric name → value.
-        n_queries: Judged queries (the denominator of every mean).
-        config: How the run was made: k values, depth, index, self-hit policy, batch size...
-        fingerprints: sha256 of the uncompressed corpus, queries and qrels (and run) files; the
-            written file also holds ``scored_run``, the sha256 of the run file beside it.
-        timings: Seconds per phase: load, encode_corpus, encode_queries, index, search, score, and rerank,
-            exact_search, latency_probe when they ran; encode (corpus + queries) and total (the wall time).
-            Results written before cost records have load, encode, index, search, score, total.
-        versions: Versions of python, beir-harness and the libraries that made the numbers.
-        created: ISO-8601 UTC time the evaluation finished.
-        notes: Warnings about the evaluation (e.g. judged queries missing from a run).
-        index_quality: For an approximate index, the mean fraction of the exact top-k it found
-            (``recall_of_exact@k``, measured against flat search on the same vectors and queries).
-        config_hash: sha256 (16 hex digits) of the model, split and decisive settings that
-            differ from the defaults (`harness.reporting.variant.Configuration`); `bench` skips a cell whose
-            result has the same hash.
-        host: The machine: CPU model, cores used, the SIMD flags that pick kernels, the GPU if
-            one was used (`harness.host.host_info`).
-        label: The name shown in tables and plots (``--name``, else model and variant tokens).
-        variant: ``""`` for the default configuration, else the part of the file name that
-            names the differing settings (e.g. ``hnsw-3f2a9c1d``).
-        cost: What the run cost beyond `timings` (docs/outputs.md defines each field): the phases served from
-            the cache, documents/s, queries/s, search latency p50/p95/p99 with its per-query sample, peak RSS,
-            index and cache bytes, an endpoint's requests, tokens and price. Not part of `config_hash`;
-            ``{}`` for results written before it existed.
-    """
-
-    dataset: str
-    split: str
-    model: str
-    metrics: dict[str, float]
-    per_query: dict[str, dict[str, float]]
-    n_queries: int
-    config: dict[str, Any]
-    fingerprints: dict[str, str]
-    timings: dict[str, float]
-    versions: dict[str, str]
-    created: str
-    notes: list[str] = field(default_factory=list)
-    index_quality: dict[str, float] = field(default_factory=dict)
-    config_hash: str = ""
-    label: str = ""
-    variant: str = ""
-    host: dict[str, Any] = field(default_factory=dict)
-    cost: dict[str, Any] = field(default_factory=dict)
-    path: Path | None = field(default=None, compare=False, repr=False)  # the file it was read from
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON object written to the result file."""
-        data = asdict(self)
-        del data["path"]
-        return {"schema_version": RESULT_SCHEMA_VERSION, **data}
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> Result:
-        """Read a result file written by `write_result` (any schema version).
-
-        A file written before labels existed gets its model as its label.
-
-        Raises:
-            HarnessError: The file cannot be read, is not JSON, or is not a beir-harness result.
-        """
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise HarnessError(f"{path}: cannot read the result file ({exc.strerror or exc})") from None
-        except ValueError as exc:
-            raise HarnessError(f"{path}: not a beir-harness result file (invalid JSON: {exc})") from None
-        missing = [key for key in _REQUIRED if not isinstance(data, dict) or key not in data]
-        if missing:
-            raise HarnessError(f"{path}: not a beir-harness result file (no {', '.join(missing)})")
-        known = {spec.name for spec in fields(cls)} - {"path"}
-        values = {key: value for key, value in data.items() if key in known}
-        values.setdefault("label", "")
-        values["label"] = values["label"] or data["model"]
-        for key in ("config", "fingerprints", "timings", "versions", "host", "cost"):
-            values[key] = values.get(key) or {}
-        values.setdefault("created", "")
-        return cls(**values, path=path)
-
-    def to_frame(self):
-        """The per-query values as a pandas DataFrame (one row per judged query, one column per metric), with
-        the result's dataset, split, label and model in ``attrs``: for notebooks."""
-        import pandas as pd
-
-        frame = pd.DataFrame.from_dict(self.per_query, orient="index")
-        frame.index.name = "query_id"
-        frame.attrs.update(dataset=self.dataset, split=self.split, label=self.label or self.model, model=self.model)
-        return frame
-
-    @property
-    def run_path(self) -> Path:
-        """The run file beside the result file it was read from (`result_paths`' naming)."""
-        if self.path is None:
-            raise HarnessError(f"{self.where}: this result was never written, so it has no run file")
-        return self.path.with_name(f"{self.path.stem}.run.trec")
-
-    @property
-    def where(self) -> str:
-        """The file it was read from, for messages (its label when it was never written)."""
-        return str(self.path) if self.path is not None else self.label or self.model
-
-
-_REQUIRED = ("dataset", "split", "model", "metrics", "per_query", "n_queries")
 
 
 RESULTS_CSV_COLUMNS = (
@@ -308,18 +194,6 @@ def write_results_csv(output_dir: str | Path) -> Path:
         writer.writeheader()
         writer.writerows(results_rows(output_dir))
     return path
-
-
-def model_slug(model: str) -> str:
-    """A folder name for a model: ``org/name`` → ``org__name`` (as MTEB's results do).
-
-    A local path keeps only its last component; characters outside ``[A-Za-z0-9._-]`` become
-    ``_``, so the slug can never leave the output folder.
-    """
-    if model.startswith(("/", "./", "../", "~")) or "\\" in model:
-        model = Path(model.rstrip("/\\")).name or "model"
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model.replace("/", "__")).strip("._") or "model"
-    return slug
 
 
 def result_paths(output_dir: str | Path, dataset: str, model: str, split: str, variant: str = "") -> tuple[Path, Path]:

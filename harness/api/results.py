@@ -1,0 +1,372 @@
+"""The commands on saved results: report (and its page, checks, compression and cost views), compare, fuse,
+export, inspect."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from harness.api.settings import result_metric, results_of, written_result
+from harness.errors import HarnessError, setting
+from harness.records import Result
+from harness.reporting.comparison import Comparison
+
+
+def read_results(
+    results: Iterable[str | Path] | str | Path = ("results",), allow_mixed_data: bool = False
+) -> list[Result]:
+    """Load saved results (what `evaluate`, `bench` and `fuse` write), as `report` reads them.
+
+    Args:
+        results: Result JSON files, or folders searched recursively.
+        allow_mixed_data: Results of one dataset computed on different data get labels of their own instead
+            of an error.
+
+    Returns:
+        The `Result` objects.
+
+    Raises:
+        HarnessError: No result found, an unreadable file, or (without `allow_mixed_data`) one dataset on
+            different data.
+    """
+    return results_of(results, allow_mixed_data)
+
+
+def report(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    split: str | None = None,
+    published: bool = False,
+    published_systems: Iterable[str] = (),
+    published_from: Iterable[str | Path] = (),
+    significance: str | None = None,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    rounds: int = 10_000,
+    allow_mixed_data: bool = False,
+) -> Comparison:
+    """Tabulate results, datasets × systems, with published scores and significance (the `report` command).
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        metric: The metric tabulated (at a cutoff: ``nDCG@10``, ``ndcg_cut_10``).
+        split: The split reported; default each dataset's registry evaluation split.
+        published: Add the published scores as columns, with deltas.
+        published_systems: Published systems to add as columns (``bm25+ce``, ``splade-pp-ed``).
+        published_from: MTEB results folders whose scores become columns.
+        significance: Mark cells that differ significantly from this baseline system.
+        alpha, correction, rounds: The significance level, ``holm`` or ``bonferroni``, randomization rounds.
+        allow_mixed_data: Results computed on different data become rows of their own instead of an error.
+
+    Returns:
+        The `Comparison`; ``comparison.render("markdown" | "latex" | "csv" | "json")`` is the table.
+
+    Raises:
+        HarnessError: No results, an unknown metric, results of one dataset on different data.
+    """
+    from harness.reporting.comparison import build_comparison
+
+    return build_comparison(
+        results_of(results, allow_mixed_data),
+        result_metric(metric),
+        split,
+        published,
+        significance,
+        alpha,
+        correction,
+        rounds,
+        list(published_systems),
+        list(published_from),
+    )
+
+
+def check_published(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    tolerance: float | None = None,
+    split: str | None = None,
+    allow_mixed_data: bool = False,
+) -> list:
+    """Each result against the published score it should reproduce (``report --check-published``).
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        metric: The metric compared.
+        tolerance: Largest |ours - published| called OK; default the metric's (0.003 for nDCG@10).
+        split: The split; default each dataset's evaluation split.
+        allow_mixed_data: Results of one dataset computed on different data are read all the same.
+
+    Returns:
+        One `harness.reporting.reproduction.Check` per result: ours, published, difference, ``status``
+        (OK, OFF, or none without a published counterpart).
+
+    Raises:
+        HarnessError: No results, or an unknown metric.
+    """
+    from harness.reporting.reproduction import check_published as run_checks
+
+    return run_checks(results_of(results, allow_mixed_data), result_metric(metric), tolerance, split)
+
+
+def compression(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    split: str | None = None,
+    allow_mixed_data: bool = False,
+) -> list:
+    """Quality against storage (``report --compression``): each dimension and precision of a model.
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        metric: The metric set against bytes per document.
+        split: The split; default each dataset's evaluation split.
+        allow_mixed_data: Results of one dataset computed on different data are read all the same.
+
+    Returns:
+        One `harness.reporting.compression.CompressionRow` per result: bytes per document and the share of
+        the float32 full-dimension score kept.
+
+    Raises:
+        HarnessError: No dense flat-index result that records its bytes per document, or the metric missing.
+    """
+    from harness.reporting.compression import compression_rows
+
+    return compression_rows(results_of(results, allow_mixed_data), result_metric(metric), split)
+
+
+def cost(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    split: str | None = None,
+    allow_mixed_data: bool = False,
+) -> list:
+    """Quality beside cost (``report --cost``): per result the metric and what the run cost.
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        metric: The quality column.
+        split: The split; default each dataset's evaluation split.
+        allow_mixed_data: Results of one dataset computed on different data are read all the same.
+
+    Returns:
+        One `harness.reporting.cost.CostRow` per result: seconds per phase and which were cached, wall time,
+        documents/s, search latency p50/p95/p99, peak RSS, index and cache bytes, an endpoint's tokens and price
+        (None where the result recorded none: results written before cost records).
+
+    Raises:
+        HarnessError: No result of that split.
+    """
+    from harness.reporting.cost import cost_rows
+
+    return cost_rows(results_of(results, allow_mixed_data), result_metric(metric), split)
+
+
+def report_page(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    out: str | Path | None = None,
+    *,
+    allow_mixed_data: bool = False,
+    **options: Any,
+) -> str:
+    """The self-contained HTML report page (``report --format html``): leaderboard, chart, drill-downs.
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        out: Also write the page here (atomically).
+        **options: Any `harness.reporting.page_data.PageOptions` field (``metric``, ``published``, ``baseline``,
+            ``worst``, ``title``, ``digits``, ...).
+
+    Returns:
+        The page's HTML.
+
+    Raises:
+        HarnessError: No results, an unknown metric or option.
+    """
+    from harness.io.formats import write_text
+    from harness.reporting.html import PageOptions, build_page, render_page
+
+    known = {spec.name for spec in fields(PageOptions)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise HarnessError(f"unknown setting {setting(unknown[0])}; the page takes {', '.join(sorted(known))}")
+    if "metric" in options:
+        options["metric"] = result_metric(options["metric"])
+    page = render_page(build_page(results_of(results, allow_mixed_data), PageOptions(**options)))
+    if out is not None:
+        write_text(page, Path(out))
+    return page
+
+
+def compare(
+    first: Result | str | Path,
+    second: Result | str | Path,
+    metrics: Iterable[str] | None = None,
+    rounds: int = 10_000,
+    seed: int = 0,
+) -> list:
+    """Paired significance of `second` against `first`, per metric (the `compare` command).
+
+    Args:
+        first, second: Results (objects or result files) of one dataset, split and data.
+        metrics: The metrics compared; default every metric both have.
+        rounds, seed: The randomization test's rounds and seed.
+
+    Returns:
+        One `harness.evaluation.significance` test per metric: mean difference, t-test and randomization
+        p-values, wins/ties/losses.
+
+    Raises:
+        HarnessError: Different datasets, splits, qrels or data.
+    """
+    from harness.reporting.comparison import compare_results
+    from harness.reporting.report import check_same_data
+
+    a, b = results_of(first)[0], results_of(second)[0]
+    check_same_data([a, b])
+    names = [result_metric(name) for name in metrics] if metrics is not None else None
+    return compare_results(a, b, names or None, rounds, seed)
+
+
+def fuse(
+    results: Iterable[str | Path],
+    method: str = "rrf",
+    *,
+    norm: str = "minmax",
+    weights: Iterable[float] | str | None = None,
+    rrf_k: int = 60,
+    depth: int = 1000,
+    name: str | None = None,
+    output_dir: str | Path | None = None,
+) -> Result:
+    """Fuse the runs saved beside two or more results (hybrid search) and score the fused run (`fuse`).
+
+    Args:
+        results: Result files of one dataset and split, each with its run file beside it.
+        method: ``rrf``, ``combsum``, ``combmnz``, ``wsum`` or ``dbsf``.
+        norm: ``minmax``, ``zscore`` or ``none`` (combsum, combmnz, wsum).
+        weights: With ``wsum``: one weight per result (``(0.3, 0.7)`` or ``"0.3:0.7"``).
+        rrf_k: The k of RRF.
+        depth: Documents kept per query.
+        name: The fused result's label; default e.g. ``wsum(bm25, e5; 0.3:0.7)``.
+        output_dir: Where the fused result is written (``<dataset>/fusion/...``); None writes nothing.
+
+    Returns:
+        The fused run's `Result`; ``path`` and ``run_path`` are the files written (``path`` None without
+        `output_dir`).
+
+    Raises:
+        HarnessError: Results of different datasets or splits, a missing or altered run file, bad settings.
+    """
+    from harness.pipeline.fuse import fuse_results
+    from harness.retrieval.fusion import FusionSpec, parse_weights
+
+    if isinstance(weights, str):
+        weights = parse_weights(weights)
+    spec = FusionSpec(
+        method=method, norm=norm, weights=tuple(weights) if weights is not None else None, rrf_k=rrf_k, depth=depth
+    )
+    return written_result(
+        fuse_results([Path(p) for p in results], spec, Path(output_dir) if output_dir else None, name)
+    )
+
+
+def fuse_runs(
+    runs: Iterable[str | Path],
+    out: str | Path,
+    method: str = "rrf",
+    *,
+    norm: str = "minmax",
+    weights: Iterable[float] | str | None = None,
+    rrf_k: int = 60,
+    depth: int = 1000,
+    name: str | None = None,
+):
+    """Fuse run files (TREC, MS MARCO, JSON) without qrels into one TREC run (``fuse RUN... --out``).
+
+    Args:
+        runs: Two or more run files; out: the fused TREC run written; method, norm, weights, rrf_k, depth,
+            name: as for `fuse` (the name default: the fusion's label of the runs' tags, ``rrf(bm25, e5)``).
+
+    Returns:
+        A `harness.pipeline.fuse.FusedRun`: the fused run, its path, the runs' names; nothing scored.
+    """
+    from harness.pipeline.fuse import fuse_run_files
+    from harness.retrieval.fusion import FusionSpec, parse_weights
+
+    weights = parse_weights(weights) if isinstance(weights, str) else weights
+    spec = FusionSpec(method, norm, tuple(weights) if weights is not None else None, rrf_k, depth)
+    return fuse_run_files(list(runs), spec, out, name)
+
+
+def export(
+    results: Iterable[Result | str | Path] | str | Path,
+    fmt: str,
+    out: str | Path | None = None,
+    *,
+    metrics: Iterable[str] = (),
+    split: str | None = None,
+) -> list[Path] | str:
+    """Export results for other tools (the `export` command).
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        fmt: ``mteb`` (MTEB's results layout), ``csv`` (a row per dataset, system, split, query, metric) or
+            ``trec`` (the run files, tagged with each result's label).
+        out: The folder to write (mteb, trec), or the CSV file.
+        metrics: With csv: only these metrics; default every one stored.
+        split: Only results of this split; default each dataset's evaluation split.
+
+    Returns:
+        The files written; for csv without `out`, the CSV text.
+
+    Raises:
+        HarnessError: An unknown format, no `out` for a folder format, unreadable results.
+    """
+    from harness.io.formats import write_text
+    from harness.reporting.comparison import results_of_split
+    from harness.reporting.export import export_mteb, export_trec, per_query_csv
+
+    if fmt not in ("mteb", "csv", "trec"):
+        raise HarnessError(f"unknown export format {fmt!r}; use mteb, csv or trec")
+    chosen = results_of_split(results_of(results), split)
+    if fmt == "csv":
+        text = per_query_csv(chosen, [result_metric(name) for name in metrics])
+        if out is None:
+            return text
+        write_text(text, Path(out))
+        return [Path(out)]
+    if out is None:
+        raise HarnessError(f"format {fmt} writes a folder: give {setting('out')}")
+    return (export_mteb if fmt == "mteb" else export_trec)(chosen, Path(out))
+
+
+def inspect_results(
+    results: Iterable[Result | str | Path] | str | Path, worst: int = 10, metric: str = "nDCG@10", depth: int = 5
+) -> dict[str, Any]:
+    """The worst queries of a result, or where two results differ most (the `inspect` command).
+
+    Args:
+        results: One result, or two of one dataset (objects or result files).
+        worst: How many queries.
+        metric: The metric queries are ranked by.
+        depth: Retrieved documents shown per query.
+
+    Returns:
+        The queries with their texts, judged documents, ranks and top documents (what ``inspect --json`` prints).
+
+    Raises:
+        HarnessError: More than two results, results on different data, an unknown metric.
+    """
+    from harness.reporting.inspect import inspect_results as run_inspect
+    from harness.reporting.report import check_same_data
+
+    chosen = results_of(results)
+    if len(chosen) > 2:
+        raise HarnessError("give one result, or two to compare")
+    return run_inspect(check_same_data(chosen), worst, result_metric(metric), depth)
