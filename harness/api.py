@@ -10,7 +10,7 @@ with an LLM (`harness.judging.llm`). The command line is a thin layer over the s
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
@@ -445,7 +445,7 @@ def bench(
 
 def report(
     results: Iterable[Result | str | Path] | str | Path = ("results",),
-    metric: str = "nDCG@10",
+    metric: str | Sequence[str] = "nDCG@10",
     *,
     split: str | None = None,
     published: bool = False,
@@ -461,7 +461,8 @@ def report(
 
     Args:
         results: `Result` objects, result files, or folders searched recursively.
-        metric: The metric tabulated (at a cutoff: ``nDCG@10``, ``ndcg_cut_10``).
+        metric: The metric tabulated (at a cutoff: ``nDCG@10``, ``ndcg_cut_10``), or a list of metrics for one
+            table of them all (`harness.reporting.tables`).
         split: The split reported; default each dataset's registry evaluation split.
         published: Add the published scores as columns, with deltas.
         published_systems: Published systems to add as columns (``bm25+ce``, ``splade-pp-ed``).
@@ -471,13 +472,30 @@ def report(
         allow_mixed_data: Results computed on different data become rows of their own instead of an error.
 
     Returns:
-        The `Comparison`; ``comparison.render("markdown" | "latex" | "csv" | "json")`` is the table.
+        The `Comparison`; ``comparison.render("markdown" | "latex" | "csv" | "json")`` is the table. For a list
+        of metrics the `harness.reporting.tables.MetricTable`: ``table.render(fmt, digits, by, layout)``, systems
+        as rows and dataset × metric as columns (``layout="long"``: one row per system × dataset × metric).
 
     Raises:
         HarnessError: No results, an unknown metric, results of one dataset on different data.
     """
     from harness.reporting.comparison import build_comparison
 
+    if not isinstance(metric, str):
+        from harness.reporting.tables import build_table
+
+        return build_table(
+            _results(results, allow_mixed_data),
+            [_result_metric(name) for name in metric],
+            split=split,
+            with_published=published,
+            significance=significance,
+            alpha=alpha,
+            correction=correction,
+            rounds=rounds,
+            published_systems=list(published_systems),
+            published_from=list(published_from),
+        )
     return build_comparison(
         _results(results, allow_mixed_data),
         _result_metric(metric),

@@ -18,7 +18,22 @@ logger = logging.getLogger("harness")
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--metric", default="nDCG@10", show_default=True, callback=metric_callback, help="The metric tabulated.")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    default=("nDCG@10",),
+    show_default=True,
+    callback=lambda ctx, param, values: tuple(metric_callback(ctx, param, value) for value in values),
+    help="The metric tabulated; repeat it for one table of several (systems as rows, dataset × metric as columns).",
+)
+@click.option(
+    "--layout",
+    type=click.Choice(["wide", "long"]),
+    default="wide",
+    show_default=True,
+    help="wide: a column per dataset (and metric); long: one row per system × dataset × metric, tidy.",
+)
 @click.option(
     "--format",
     "fmt",
@@ -37,9 +52,9 @@ logger = logging.getLogger("harness")
 @click.option(
     "--by",
     type=click.Choice(["dataset", "model"]),
-    default="dataset",
-    show_default=True,
-    help="Rows are datasets (columns models), or the transpose.",
+    default=None,
+    help="Rows are datasets (columns models), or the transpose [default: dataset; with several metrics or "
+    "--layout long: model, systems as rows].",
 )
 @click.option("--digits", type=click.IntRange(0, 10), default=4, show_default=True, help="Decimals when rendering.")
 @click.option("--split", default=None, help="Split to report [default: each dataset's registry eval split].")
@@ -137,10 +152,11 @@ logger = logging.getLogger("harness")
 )
 def report(
     paths: tuple[Path, ...],
-    metric: str,
+    metrics: tuple[str, ...],
+    layout: str,
     fmt: str,
     out: Path | None,
-    by: str,
+    by: str | None,
     digits: int,
     split: str | None,
     with_published: bool,
@@ -168,6 +184,8 @@ def report(
     \b
         beir-harness report
         beir-harness report results/ --metric Recall@100 --format latex --out table.tex
+        beir-harness report --metric nDCG@10 --metric Recall@100 --metric MRR@10 --format csv
+        beir-harness report --metric nDCG@10 --metric Recall@100 --layout long --format csv
         beir-harness report --published
         beir-harness report --published-systems bm25+ce,splade-pp-ed
         beir-harness report --published-from ../mteb-results/results
@@ -181,6 +199,8 @@ def report(
     from harness.reporting.comparison import load_results, plot_comparison
     from harness.reporting.reproduction import check_exit_code, format_checks
 
+    one_metric_only(metrics, compression=compression, cost=with_cost, check_published=check_published)
+    metric = metrics[0]
     results = load_results(paths or (Path("results"),), allow_mixed_data)
     if fmt == "html":
         _report_page(
@@ -195,6 +215,8 @@ def report(
             rounds,
             worst,
             digits,
+            metrics=metrics if len(metrics) > 1 or layout == "long" else (),
+            layout=layout,
         )
         return
     if compression:
@@ -215,9 +237,10 @@ def report(
         return
     from harness.api import report as build_report
 
+    several = len(metrics) > 1 or layout == "long"  # one table of them all; one metric, wide: today's table
     comparison = build_report(
         results,
-        metric,
+        list(metrics) if several else metric,
         split=split,
         published=with_published,
         published_systems=published_systems,
@@ -227,7 +250,23 @@ def report(
         correction=correction,
         rounds=rounds,
     )
-    _emit(comparison.render(fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
+    if several:
+        first = comparison.comparisons[metric]  # the plot draws the first metric
+        text = comparison.render(fmt, digits, by or "model", layout)
+        _emit(text, out, plot, lambda: plot_comparison(first, plot))
+        return
+    _emit(comparison.render(fmt, digits, by or "dataset"), out, plot, lambda: plot_comparison(comparison, plot))
+
+
+def one_metric_only(metrics: tuple[str, ...], **modes: bool) -> None:
+    """Refuse several --metric values where a mode tabulates one, before any result is read."""
+    chosen = [name for name, on in modes.items() if on]
+    if len(metrics) > 1 and chosen:
+        flag = "--" + chosen[0].replace("_", "-")
+        raise click.UsageError(
+            f"{flag} tabulates one metric, and {len(metrics)} were given ({', '.join(metrics)}); "
+            f"give one --metric with {flag}"
+        )
 
 
 def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
@@ -256,6 +295,7 @@ def _report_page(
     rounds: int,
     worst: int,
     digits: int,
+    **table: object,
 ) -> None:
     from harness.api import report_page
 
@@ -271,6 +311,7 @@ def _report_page(
         rounds=rounds,
         worst=worst,
         digits=digits,
+        **table,
     )
     if out is None:
         click.echo(page)
