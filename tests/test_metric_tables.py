@@ -248,3 +248,23 @@ def test_a_metric_named_twice_is_refused(study, tmp_path):
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 1 and "metric nDCG@10 is asked for twice; name each metric once" in result.stderr
     assert not out.exists()
+
+
+def test_report_cost_shows_the_runs_own_times_and_host(tmp_path):
+    """The times and host a result recorded, as they were written into it here (and as `env` names the CPU)."""
+    host = {"cpu": "AMD EPYC 7B13", "machine": "x86_64", "logical_cores": 16, "cores_used": 2, "gpus": ["NVIDIA H200"]}
+    timings = {"load": 0.5, "encode_corpus": 12.25, "search": 0.75, "total": 14.0}
+    path = tmp_path / "scifact" / "m" / "test.json"
+    path.parent.mkdir(parents=True)
+    data = {"dataset": "scifact", "split": "test", "model": "m", "metrics": {"nDCG@10": 0.5}, "n_queries": 1}
+    data |= {"per_query": {"q": {"nDCG@10": 0.5}}, "config": {}, "timings": timings, "host": host}
+    path.write_text(json.dumps(data))
+    result = CliRunner().invoke(cli, ["report", str(tmp_path), "--cost", "--format", "csv"])
+    row = pd.read_csv(io.StringIO(result.stdout)).iloc[0]
+    assert row.wall_s == 14.0 and row.encode_corpus_s == 12.25 and row.search_s == 0.75
+    assert row.host == "AMD EPYC 7B13 (2 of 16 cores), NVIDIA H200"
+    markdown = CliRunner().invoke(cli, ["report", str(tmp_path), "--cost"]).stdout
+    header, _, line = markdown.splitlines()[:3]
+    shown = dict(zip(header.strip("|").split("|"), line.strip("|").split("|")))
+    assert shown[" host "].strip() == row.host and shown[" wall s "].strip() == "14.00"
+    assert "whether the machine was otherwise quiet is not recorded" in markdown
