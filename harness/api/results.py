@@ -3,7 +3,7 @@ export, inspect."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ def read_results(
 
 def report(
     results: Iterable[Result | str | Path] | str | Path = ("results",),
-    metric: str = "nDCG@10",
+    metric: str | Sequence[str] = "nDCG@10",
     *,
     split: str | None = None,
     published: bool = False,
@@ -52,7 +52,8 @@ def report(
 
     Args:
         results: `Result` objects, result files, or folders searched recursively.
-        metric: The metric tabulated (at a cutoff: ``nDCG@10``, ``ndcg_cut_10``).
+        metric: The metric tabulated (at a cutoff: ``nDCG@10``, ``ndcg_cut_10``), or a list of metrics for one
+            table of them all (`harness.reporting.tables`).
         split: The split reported; default each dataset's registry evaluation split.
         published: Add the published scores as columns, with deltas.
         published_systems: Published systems to add as columns (``bm25+ce``, ``splade-pp-ed``).
@@ -62,13 +63,30 @@ def report(
         allow_mixed_data: Results computed on different data become rows of their own instead of an error.
 
     Returns:
-        The `Comparison`; ``comparison.render("markdown" | "latex" | "csv" | "json")`` is the table.
+        The `Comparison`; ``comparison.render("markdown" | "latex" | "csv" | "json")`` is the table. For a list
+        of metrics the `harness.reporting.tables.MetricTable`: ``table.render(fmt, digits, by, layout)``, systems
+        as rows and dataset × metric as columns (``layout="long"``: one row per system × dataset × metric).
 
     Raises:
         HarnessError: No results, an unknown metric, results of one dataset on different data.
     """
     from harness.reporting.comparison import build_comparison
 
+    if not isinstance(metric, str):
+        from harness.reporting.tables import build_table
+
+        return build_table(
+            results_of(results, allow_mixed_data),
+            [result_metric(name) for name in metric],
+            split=split,
+            with_published=published,
+            significance=significance,
+            alpha=alpha,
+            correction=correction,
+            rounds=rounds,
+            published_systems=list(published_systems),
+            published_from=list(published_from),
+        )
     return build_comparison(
         results_of(results, allow_mixed_data),
         result_metric(metric),

@@ -19,7 +19,22 @@ logger = logging.getLogger("harness")
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--metric", default="nDCG@10", show_default=True, callback=metric_callback, help="The metric tabulated.")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    default=("nDCG@10",),
+    show_default=True,
+    callback=lambda ctx, param, values: tuple(metric_callback(ctx, param, value) for value in values),
+    help="The metric tabulated; repeat it for one table of several (systems as rows, dataset × metric as columns).",
+)
+@click.option(
+    "--layout",
+    type=click.Choice(["wide", "long"]),
+    default="wide",
+    show_default=True,
+    help="wide: a column per dataset (and metric); long: one row per system × dataset × metric, tidy.",
+)
 @click.option(
     "--format",
     "fmt",
@@ -38,9 +53,9 @@ logger = logging.getLogger("harness")
 @click.option(
     "--by",
     type=click.Choice(["dataset", "model"]),
-    default="dataset",
-    show_default=True,
-    help="Rows are datasets (columns models), or the transpose.",
+    default=None,
+    help="Rows are datasets (columns models), or the transpose [default: dataset; with several metrics or "
+    "--layout long: model, systems as rows].",
 )
 @click.option("--digits", type=click.IntRange(0, 10), default=4, show_default=True, help="Decimals when rendering.")
 @click.option("--split", default=None, help="Split to report [default: each dataset's registry eval split].")
@@ -138,10 +153,11 @@ logger = logging.getLogger("harness")
 )
 def report(
     paths: tuple[Path, ...],
-    metric: str,
+    metrics: tuple[str, ...],
+    layout: str,
     fmt: str,
     out: Path | None,
-    by: str,
+    by: str | None,
     digits: int,
     split: str | None,
     with_published: bool,
@@ -169,6 +185,8 @@ def report(
     \b
         beir-harness report
         beir-harness report results/ --metric Recall@100 --format latex --out table.tex
+        beir-harness report --metric nDCG@10 --metric Recall@100 --metric MRR@10 --format csv
+        beir-harness report --metric nDCG@10 --metric Recall@100 --layout long --format csv
         beir-harness report --published
         beir-harness report --published-systems bm25+ce,splade-pp-ed
         beir-harness report --published-from ../mteb-results/results
@@ -179,6 +197,10 @@ def report(
         beir-harness report results/ --format html --out results.html --published --significance bm25
     """
     paths = paths or (Path("results"),)
+    one_metric_only(metrics, compression=compression, cost=with_cost, check_published=check_published)
+    metric = metrics[0]
+    several = len(metrics) > 1 or layout == "long"  # one table of them all; one metric, wide: today's table
+    table = {"metrics": metrics, "layout": layout} if several else {}
     if fmt == "html":
         _report_page(
             paths,
@@ -188,7 +210,7 @@ def report(
             with_published or bool(published_systems),
             baseline,
             allow_mixed_data,
-            {"alpha": alpha, "correction": correction, "rounds": rounds, "worst": worst, "digits": digits},
+            {"alpha": alpha, "correction": correction, "rounds": rounds, "worst": worst, "digits": digits, **table},
         )
     elif compression:
         _report_compression(paths, metric, fmt, digits, split, out, plot, allow_mixed_data)
@@ -199,8 +221,8 @@ def report(
     else:
         _report_table(
             paths,
-            metric,
-            {"fmt": fmt, "digits": digits, "by": by, "out": out, "plot": plot},
+            list(metrics) if several else metric,
+            {"fmt": fmt, "digits": digits, "by": by, "out": out, "plot": plot, "layout": layout if several else None},
             split=split,
             published=with_published,
             published_systems=published_systems,
@@ -213,14 +235,31 @@ def report(
         )
 
 
-def _report_table(paths, metric: str, shown: dict, **settings) -> None:
-    """`report`'s table (and its plot): datasets × systems."""
+def _report_table(paths, metric: str | list[str], shown: dict, **settings) -> None:
+    """`report`'s table (and its plot): datasets × systems; several metrics (or the long layout): one table of
+    them all, systems as rows, its plot of the first metric."""
     from harness.api import report as build_report
     from harness.api.commandline import plot_comparison
 
     comparison = build_report(paths, metric, **settings)
-    text = comparison.render(shown["fmt"], shown["digits"], shown["by"])
+    if shown["layout"] is not None:
+        first = comparison.comparisons[metric[0]]
+        text = comparison.render(shown["fmt"], shown["digits"], shown["by"] or "model", shown["layout"])
+        _emit(text, shown["out"], shown["plot"], lambda: plot_comparison(first, shown["plot"]))
+        return
+    text = comparison.render(shown["fmt"], shown["digits"], shown["by"] or "dataset")
     _emit(text, shown["out"], shown["plot"], lambda: plot_comparison(comparison, shown["plot"]))
+
+
+def one_metric_only(metrics: tuple[str, ...], **modes: bool) -> None:
+    """Refuse several --metric values where a mode tabulates one, before any result is read."""
+    chosen = [name for name, on in modes.items() if on]
+    if len(metrics) > 1 and chosen:
+        flag = "--" + chosen[0].replace("_", "-")
+        raise click.UsageError(
+            f"{flag} tabulates one metric, and {len(metrics)} were given ({', '.join(metrics)}); "
+            f"give one --metric with {flag}"
+        )
 
 
 def _check_published(paths, metric: str, tolerance, split, digits: int, allow_mixed_data: bool) -> None:

@@ -37,8 +37,10 @@ COST_NOTES = (
     "BM25: index); search latency: the wall time of searching one query alone, on an evenly spaced sample of at "
     "most 100 judged queries (query encoding excluded; the per-query values are in the result file); peak RSS: the "
     "evaluation's own peak resident memory (its high-water mark, restarted as it began; ≥ where the platform "
-    "could not restart it: the evaluating process's peak so far); – : not recorded (a result written before cost "
-    "records) or not run",
+    "could not restart it: the evaluating process's peak so far); host: the machine the result recorded, as "
+    "`beir-harness env` names it (its CPU, the cores used of its logical cores, its GPUs); whether the machine was "
+    "otherwise quiet is not recorded, so compare times measured on one host at one time; – : not recorded (a result "
+    "written before cost records) or not run",
 )
 
 
@@ -61,6 +63,7 @@ class CostRow:
     cache_bytes: int | None = None
     tokens: int | None = None
     price: float | None = None
+    host: str | None = None  # where the times were measured (`host_text`); None: the result recorded no host
 
     def to_json(self) -> dict[str, Any]:
         """The row as JSON (every value unrounded)."""
@@ -87,7 +90,18 @@ def _row(result: Result, system: str, metric: str) -> CostRow:
         cache_bytes=cost.get("cache_bytes"),
         tokens=endpoint.get("tokens"),
         price=endpoint.get("cost"),
+        host=host_text(result.host),
     )
+
+
+def host_text(host: dict[str, Any] | None) -> str | None:
+    """The machine a result's times were measured on, as `beir-harness env` names it: the CPU, the cores the run
+    used of the logical cores, and the GPUs torch used (None when the result recorded no host)."""
+    if not host or not host.get("cpu"):
+        return None
+    text = f"{host['cpu']} ({host.get('cores_used', '?')} of {host.get('logical_cores', '?')} cores)"
+    gpus = host.get("gpus") or []
+    return text + (f", {', '.join(gpus)}" if gpus else "")
 
 
 def cost_rows(results: Sequence[Result], metric: str = "nDCG@10", split: str | None = None) -> list[CostRow]:
@@ -142,6 +156,7 @@ def _columns(rows: Sequence[CostRow]) -> list[str]:
         "cache_bytes",
         "tokens",
         "price",
+        "host",
     ]
     return [key for key in keys if key not in OPTIONAL or present[key]]
 
@@ -162,6 +177,7 @@ def _headers(metric: str) -> dict[str, str]:
         "cache_bytes": "cache",
         "tokens": "tokens",
         "price": "price",
+        "host": "host",
     }
 
 
@@ -178,6 +194,7 @@ def _cells(row: CostRow, digits: int) -> dict[str, str]:
         "cache_bytes": _bytes(row.cache_bytes),
         "tokens": _number(row.tokens, ","),
         "price": _number(row.price, ".4f"),
+        "host": row.host or NONE,
     }
     for phase, _ in PHASES:
         cells[phase] = "cached" if phase in row.cached else _seconds(row.phases.get(phase))
@@ -213,6 +230,7 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
             "cache_bytes",
             "tokens",
             "price",
+            "host",
         ]
         return csv_text(
             header,
@@ -232,6 +250,7 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
                     r.cache_bytes,
                     r.tokens,
                     r.price,
+                    r.host,
                 ]
                 for r in rows
             ],

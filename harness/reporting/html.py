@@ -29,9 +29,11 @@ from harness.presentation import embedded_json, metric_text
 from harness.reporting.comparison import Comparison, build_comparison, labelled_results, results_of_split
 from harness.reporting.page_data import PageOptions, drilldowns, provenance
 from harness.reporting.report import Result
+from harness.reporting.tables import build_table
 
 logger = logging.getLogger(__name__)
 
+TABLE_KEY = "metric_table"  # the several-metric table's HTML: written into the page, not into its data
 _FAMILIES = ("nDCG", "MAP", "Recall", "P", "MRR", "Success", "R-Prec", "Judged")
 
 
@@ -138,7 +140,25 @@ def build_page(results: Sequence[Result], options: PageOptions = PageOptions()) 
         "drilldowns": drilldowns(by_label, options),
         "provenance": provenance(by_label),
         "cost": _cost(kept, options),
+        **_metric_table(kept, options),
     }
+
+
+def _metric_table(results: list[Result], options: PageOptions) -> dict[str, str]:
+    """The several-metric table (`harness.reporting.tables`) as static HTML, when `options.metrics` names any."""
+    if not options.metrics:
+        return {}
+    table = build_table(
+        results,
+        list(options.metrics),
+        split=options.split,
+        with_published=options.published,
+        significance=options.baseline,
+        alpha=options.alpha,
+        correction=options.correction,
+        rounds=options.rounds,
+    )
+    return {TABLE_KEY: table.render("html", options.digits, "model", options.layout)}
 
 
 def _cost(results: list[Result], options: PageOptions) -> dict[str, Any]:
@@ -153,7 +173,16 @@ def render_page(data: dict[str, Any]) -> str:
     """The self-contained HTML page for `build_page`'s data."""
     template = resources.files("harness").joinpath("data/report-page.html").read_text(encoding="utf-8")
     title = re.sub(r"[<>&\"']", "", data["title"])
-    return template.replace("{{TITLE}}", title).replace("{{DATA}}", embedded_json(data))
+    table = data.get(TABLE_KEY)
+    section = (
+        f'\n\n<section aria-labelledby="table-heading">\n  <h2 id="table-heading">Every metric</h2>\n'
+        f'  <div class="scroll">{table}</div>\n</section>'
+        if table
+        else ""
+    )
+    rest = {key: value for key, value in data.items() if key != TABLE_KEY}
+    page = template.replace("</header>", "</header>" + section, 1)
+    return page.replace("{{TITLE}}", title).replace("{{DATA}}", embedded_json(rest))
 
 
 def write_page(results: Sequence[Result], path: str | Path, options: PageOptions = PageOptions()) -> int:

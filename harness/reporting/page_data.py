@@ -40,6 +40,9 @@ class PageOptions:
         top: Retrieved documents shown per query.
         title: The page's heading.
         digits: Decimals of every metric value shown (`harness.presentation.metric_text`, as the tables).
+        metrics: Several metrics: the page also shows them in one static table (`harness.reporting.tables`)
+            above the leaderboard, systems as rows and dataset × metric as columns; empty: no such table.
+        layout: That table's layout: ``wide``, or ``long`` (one row per system × dataset × metric).
     """
 
     metric: str = "nDCG@10"
@@ -53,6 +56,8 @@ class PageOptions:
     top: int = 5
     title: str = "Retrieval results"
     digits: int = 4
+    metrics: tuple[str, ...] = ()
+    layout: str = "wide"
 
 
 def _cut(text: str, limit: int) -> str:
