@@ -314,7 +314,9 @@ def _report_page(
     if out is None:
         click.echo(page)
         return
-    logger.info("wrote %s (%.1f KB)", out, len(page.encode("utf-8")) / 1024)
+    from harness.presentation import size_text
+
+    logger.info("wrote %s (%s)", out, size_text(len(page.encode("utf-8"))))
 
 
 def _report_compression(
