@@ -1177,8 +1177,9 @@ def _named_runs(paths: Iterable[str | Path]) -> dict[str, Run]:
 def rankings(
     qrels_a: str | Path,
     qrels_b: str | Path,
-    runs: Iterable[str | Path],
+    runs: Iterable[str | Path] = (),
     *,
+    pool: str | Path | None = None,
     metric: str = "nDCG@10",
     split: str = "test",
     top_k: int = 3,
@@ -1190,7 +1191,8 @@ def rankings(
     Args:
         qrels_a: The reference qrels (the human ones): a qrels file, a BEIR folder (its `split`) or a judgments CSV.
         qrels_b: The other (the LLM's), the same forms.
-        runs: Two or more run or result files, the systems.
+        runs: Run or result files, the systems (named by their tags).
+        pool: A pool folder whose systems' runs are taken too (named as its manifest names them).
         metric: The metric the systems are ranked by.
         split: A folder's split.
         top_k: The k of the top-k overlap.
@@ -1205,9 +1207,9 @@ def rankings(
     """
     from harness.evaluation.rankings import compare_rankings
 
-    paths = list(runs)
-    if len(paths) < 2:
-        raise HarnessError(f"{setting('runs')}: {len(paths)} run given; ranking needs two or more systems")
+    named = {**(_pool_runs(pool)[1] if pool is not None else {}), **_named_runs(runs)}
+    if len(named) < 2:
+        raise HarnessError(f"{setting('runs')}: {len(named)} run given; ranking needs two or more systems")
     if top_k < 1 or rounds < 1:
         raise HarnessError(f"{setting('top_k')} {top_k}, {setting('rounds')} {rounds}: give values ≥ 1")
     spec = parse_metric(metric)
@@ -1218,7 +1220,6 @@ def rankings(
             f"{qrels_b}: none of its {len(b)} judged queries is judged in {qrels_a} (e.g. {_examples(b)} vs "
             f"{_examples(a)}): the two qrels must judge the same queries"
         )
-    named = _named_runs(paths)
     scored = {}
     for label, qrels in (("a", a), ("b", b)):
         restricted = Qrels({q: qrels[q] for q in common})
@@ -1254,9 +1255,20 @@ def reusability(
     Raises:
         HarnessError: Not a pool folder, a group naming no pool system, unreadable files.
     """
-    import json
-
     from harness.judging.reusability import leave_one_out
+
+    depth, pooled = _pool_runs(pool)
+    unknown = sorted(set(groups or {}) - set(pooled))
+    if unknown:
+        raise HarnessError(
+            f"{setting('group')} {unknown[0]!r}: no such system in the pool (its systems: {', '.join(pooled)})"
+        )
+    return leave_one_out(_quality_qrels(qrels, split), pooled, depth, metric, groups, _named_runs(runs))
+
+
+def _pool_runs(pool: str | Path) -> tuple[int, dict[str, Run]]:
+    """A pool folder's depth and its systems' runs (``runs/``), by the names its manifest gives them."""
+    import json
 
     pool = Path(pool)
     try:
@@ -1266,15 +1278,7 @@ def reusability(
         raise DatasetError(
             f"{pool}: not a pool folder ({exc}); give the folder that `beir-harness pool --out` wrote"
         ) from None
-    unknown = sorted(set(groups or {}) - {name for name, _ in systems})
-    if unknown:
-        raise HarnessError(
-            f"{setting('group')} {unknown[0]!r}: no such system in the pool (its systems: "
-            f"{', '.join(name for name, _ in systems)})"
-        )
-    judged = _quality_qrels(qrels, split)
-    pooled = {name: read_run(path) for name, path in systems}
-    return leave_one_out(judged, pooled, depth, metric, groups, _named_runs(runs))
+    return depth, {name: read_run(path) for name, path in systems}
 
 
 def pool_on_budget(

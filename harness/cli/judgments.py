@@ -144,10 +144,17 @@ _QRELS = click.Path(path_type=Path, exists=True)
     "--runs",
     "run_files",
     multiple=True,
-    required=True,
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     metavar="FILE",
-    help="A system's run (TREC, MS MARCO, JSON) or result file; two or more. Repeatable.",
+    help="A system's run (TREC, MS MARCO, JSON) or result file, named by its tag. Repeatable.",
+)
+@click.option(
+    "--pool",
+    "pool_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    metavar="POOL_DIR",
+    help="Take the systems of this pool too (its runs/, named as its manifest names them).",
 )
 @click.option("--metric", default="nDCG@10", show_default=True, help="The metric the systems are ranked by.")
 @click.option("--split", default="test", show_default=True, help="A BEIR folder's qrels split.")
@@ -159,6 +166,7 @@ def rankings_command(
     qrels_a: Path,
     qrels_b: Path,
     run_files: tuple[Path, ...],
+    pool_dir: Path | None,
     metric: str,
     split: str,
     top_k: int,
@@ -169,20 +177,23 @@ def rankings_command(
     """Do two qrels rank the systems the same way? Kendall's τ, τ_ap and the top-k overlap, with intervals.
 
     QRELS_A is the reference (the human qrels), QRELS_B the other (the LLM's): qrels files, BEIR folders (their
-    --split) or judgments CSVs. Each run is scored under both over the queries both judge; τ ≥ 0.9 is the usual
+    --split) or judgments CSVs; the systems are --runs files and/or a --pool's runs (two or more in all). Each
+    run is scored under both over the queries both judge; τ ≥ 0.9 is the usual
     bar for "the same ranking" (Voorhees 2000). Intervals: bootstrap over the queries, seeded.
 
     Example:
 
     \b
-        beir-harness judgments rankings ./my-eval-set pool/judgments-llm_gpt-4o-mini.csv \\
-            --runs bm25.trec --runs minilm.trec --runs rrf.trec
+        beir-harness judgments rankings ./my-eval-set pool/judgments-llm_gpt-4o-mini.csv --pool pool/
+        beir-harness judgments rankings human.qrels llm.qrels --runs bm25.trec --runs minilm.trec
     """
     import json
 
     from harness.api import rankings
 
-    measured = rankings(qrels_a, qrels_b, run_files, metric=metric, split=split, top_k=top_k, rounds=rounds, seed=seed)
+    measured = rankings(
+        qrels_a, qrels_b, run_files, pool=pool_dir, metric=metric, split=split, top_k=top_k, rounds=rounds, seed=seed
+    )
     click.echo(json.dumps(measured.to_json(), indent=2) if as_json else measured.format_text())
 
 
