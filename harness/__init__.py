@@ -60,7 +60,7 @@ _API += (
     "validate",
 )
 # Eval-set quality (the same block at the end of `harness.api`).
-_API += ("pool_on_budget", "rankings", "reusability", "judge_sample")
+_API += ("pool_check", "pool_on_budget", "rankings", "reusability", "judge_sample")
 
 
 def __getattr__(name: str):

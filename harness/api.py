@@ -1138,7 +1138,7 @@ def clear_cache(
 # under a judging budget, a calibration sample for LLM judges. Each returns a frozen outcome object.
 # ----------------------------------------------------------------------------------------------------------------
 
-__all__ += ["pool_on_budget", "rankings", "reusability", "judge_sample"]
+__all__ += ["pool_check", "pool_on_budget", "rankings", "reusability", "judge_sample"]
 
 
 def _quality_qrels(source: str | Path, split: str = "test") -> Qrels:
@@ -1353,3 +1353,36 @@ def judge_sample(
             before any request.
     """
     return judge(pool, model, endpoint, sample=sample, **settings)
+
+
+def pool_check(results: Iterable[Result | str | Path] | str | Path, pool: str | Path, *, k: int | None = None) -> tuple:
+    """Each result against the pool its qrels came from (``report --pool``): in the pool or not, Judged@k and
+    the unjudged documents of its top k.
+
+    Args:
+        results: Results, result files or folders (as `report` takes them).
+        pool: The pool folder the split's judgments were made on (its manifest names the dataset).
+        k: The depth measured; None: the pool's depth.
+
+    Returns:
+        A `harness.judging.reusability.PoolCheck` per result with a run (``format_text()``: a warning for a
+        system the pool was built without).
+
+    Raises:
+        HarnessError: Not a pool folder, unreadable results or qrels.
+    """
+    import json
+
+    from harness.judging.reusability import check_against_pool
+    from harness.reporting.report import result_label
+
+    depth, pooled = _pool_runs(pool)
+    dataset = json.loads((Path(pool) / "manifest.json").read_text(encoding="utf-8"))["dataset"]
+    checks = []
+    for result in _results(results, allow_mixed_data=True):
+        if not result.run_path.is_file():
+            continue
+        qrels = _quality_qrels(dataset, result.split)
+        run = read_run(result.run_path)
+        checks.append(check_against_pool(result_label(result), run, qrels, pooled, depth, k or depth))
+    return tuple(checks)

@@ -129,3 +129,25 @@ def test_a_group_naming_no_pool_system_is_one_line(tmp_path):
     )
     assert result.exit_code == 1
     assert "--group 'omega': no such system in the pool (its systems: alpha, beta, gamma, delta)" in result.output
+
+
+def test_report_pool_flags_a_result_whose_system_the_pool_was_built_without(tmp_path):
+    from harness.judging.reusability import check_against_pool
+    from harness.records import Qrels, Run
+
+    pool, qrels, runs, outsider = _dataset(tmp_path)
+
+    def as_run(ranked, name):
+        return Run({q: {d: float(100 - i) for i, d in enumerate(docs)} for q, docs in ranked.items()}, name)
+
+    pooled = {name: as_run(r, name) for name, r in runs.items()}
+    judged = Qrels(qrels)
+    inside = check_against_pool("alpha", as_run(runs["alpha"], "alpha"), judged, pooled, DEPTH, DEPTH)
+    outside = check_against_pool("newcomer", as_run(outsider, "newcomer"), judged, pooled, DEPTH, DEPTH)
+    assert inside.in_pool and inside.unjudged == 0 and inside.judged_at_k == pytest.approx(1.0)
+    unjudged = sum(1 for q in qrels for d in outsider[q][:DEPTH] if d not in qrels[q])
+    assert not outside.in_pool and outside.unjudged == unjudged > 0
+    assert outside.judged_at_k == pytest.approx(
+        np.mean([sum(d in qrels[q] for d in outsider[q][:DEPTH]) / DEPTH for q in qrels])
+    )
+    assert outside.format_text().startswith("WARNING newcomer: scored on qrels built without it")

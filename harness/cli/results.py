@@ -135,6 +135,15 @@ logger = logging.getLogger("harness")
     help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
     "of their own, 'scifact [data 1a2b3c4d]', instead of an error.",
 )
+@click.option(
+    "--pool",
+    "pool_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    metavar="POOL_DIR",
+    help="After the table: each result against the pool its qrels came from: Judged@k and the unjudged "
+    "documents of its top k (k the pool's depth), and a warning for a system the pool was built without.",
+)
 def report(
     paths: tuple[Path, ...],
     metric: str,
@@ -157,6 +166,7 @@ def report(
     compression: bool,
     with_cost: bool,
     allow_mixed_data: bool,
+    pool_dir: Path | None,
 ) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
@@ -176,6 +186,7 @@ def report(
         beir-harness report --compression --plot compression.png
         beir-harness report --cost --format latex --out cost.tex
         beir-harness report results/ --format html --out results.html --published --significance bm25
+        beir-harness report results/ --pool pool/
     """
     from harness.api import check_published as run_checks
     from harness.reporting.comparison import load_results, plot_comparison
@@ -228,6 +239,12 @@ def report(
         rounds=rounds,
     )
     _emit(comparison.render(fmt, digits, by), out, plot, lambda: plot_comparison(comparison, plot))
+    if pool_dir is not None:
+        from harness.api import pool_check
+
+        click.echo(f"against the pool {pool_dir}:")
+        for check in pool_check(results, pool_dir):
+            click.echo(check.format_text())
 
 
 def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:

@@ -176,3 +176,41 @@ def _outsiders(qrels: Qrels, runs: Mapping[str, Run], spec, depth: int) -> tuple
         found.append(Outsider(name, measured[str(spec)], measured[str(judged_spec)], unjudged, k))
         logger.info("%s: scored on qrels built without it (%d of its top-%d documents unjudged)", name, unjudged, k)
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class PoolCheck:
+    """A result against the pool its qrels came from: did its system help build it, and how much of its top
+    k is judged (``report --pool``)."""
+
+    system: str
+    in_pool: bool  # its run's top `depth` is one of the pool systems' (it contributed)
+    judged_at_k: float
+    unjudged: int  # its top-k pairs nobody judged
+    k: int
+
+    def format_text(self) -> str:
+        """One line; a warning for a system the pool was built without."""
+        judged = f"Judged@{self.k} {self.judged_at_k:.3f}, {self.unjudged} of its top-{self.k} documents nobody judged"
+        if self.in_pool:
+            return f"  {self.system}: in the pool; {judged}"
+        return (
+            f"WARNING {self.system}: scored on qrels built without it (not in the pool): {judged} "
+            "(counted not relevant; `beir-harness judgments reusability` says how much that matters)"
+        )
+
+
+def check_against_pool(
+    name: str, run: Run, qrels: Qrels, pool_runs: Mapping[str, Run], depth: int, k: int
+) -> PoolCheck:
+    """Whether `run` is one of the pool's systems (the same top `depth` for every query) and its top-k coverage."""
+
+    def top(of: Run) -> dict[str, list[str]]:
+        return {q: [s.doc_id for s in ranked[:depth]] for q, ranked in of.items() if q in qrels}
+
+    mine = top(run)
+    in_pool = any(top(other) == mine for other in pool_runs.values())
+    spec = parse_metric(f"Judged@{k}")
+    judged = evaluate(qrels, run, [spec]).means[str(spec)]
+    unjudged = sum(1 for q in qrels if q in run for scored in run[q][:k] if scored.doc_id not in qrels[q])
+    return PoolCheck(name, in_pool, judged, unjudged, k)
