@@ -1288,7 +1288,7 @@ def pool_on_budget(
     runs: Iterable[str | Path] = (),
     *,
     budget: int,
-    strategy: str = "depth",
+    strategy: str = "rbp",
     **settings: Any,
 ) -> dict[str, Any]:
     """Pool at most `budget` pairs to judge, the first by `strategy` (``pool --budget N --strategy ...``).
@@ -1299,8 +1299,9 @@ def pool_on_budget(
         systems: As for `pool`.
         runs: As for `pool`.
         budget: The pairs to judge (``add`` pairs on top).
-        strategy: ``depth`` (best rank first), ``rrf`` (fused rank) or ``rbp`` (rank-biased weight across
-            systems): `harness.judging.budget`; BENCHMARKS.md ("Pooling under a judging budget") compares them.
+        strategy: ``rbp`` (rank-biased weight across systems, the default), ``depth`` (best rank first) or
+            ``rrf`` (fused rank): `harness.judging.budget`; BENCHMARKS.md ("Pooling under a judging budget")
+            compares them and gives the reason for the default.
         **settings: Any other `pool` keyword (``depth`` — the pool the budget picks from —, ``max_per_query``,
             ``add``, ``split``, ``seed``, ``scale``, ``guidelines``, ``progress``).
 

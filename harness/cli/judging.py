@@ -132,10 +132,11 @@ def _guidelines(path: Path | None) -> dict:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(["depth", "rrf", "rbp"]),
-    default="depth",
+    type=click.Choice(["rbp", "depth", "rrf"]),
+    default="rbp",
     show_default=True,
-    help="Which pairs a --budget judges first: best rank (depth), fused rank (rrf) or rank-biased weight (rbp).",
+    help="Which pairs a --budget judges first: rank-biased weight across systems (rbp; BENCHMARKS.md's pick), "
+    "best rank (depth) or fused rank (rrf).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest (with --status: the status) as JSON.")
 @click.pass_context
@@ -171,7 +172,7 @@ def pool(
         beir-harness pool ./my-set --systems "bm25, all-MiniLM-L6-v2" --depth 10 --out pool/
         beir-harness pool ./my-set --systems "bm25, e5=intfloat/e5-small-v2, rrf(bm25, e5)" --out pool/
         beir-harness pool ./my-set --runs a.trec --runs b.trec --depth 20 --max-per-query 30 --out pool/
-        beir-harness pool ./my-set --runs a.trec --runs b.trec --budget 500 --strategy depth --out pool/
+        beir-harness pool ./my-set --runs a.trec --runs b.trec --budget 500 --out pool/
         beir-harness pool --status pool/
     """
     from harness.api import pool as run_pool

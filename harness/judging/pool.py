@@ -88,7 +88,8 @@ class PoolSpec:
         scale: The grade scale (``grade``, ``label``, ``definition`` each).
         guidelines: The guidelines shown on the judging page.
         budget: At most this many pairs (besides ``add``'s), the first by `strategy`; None: the whole pool.
-        strategy: How a budget picks pairs: ``depth``, ``rrf`` or ``rbp`` (`harness.judging.budget`).
+        strategy: How a budget picks pairs: ``rbp`` (the default: BENCHMARKS.md, "Pooling under a judging
+            budget"), ``depth`` or ``rrf`` (`harness.judging.budget`).
     """
 
     depth: int = 10
@@ -99,7 +100,7 @@ class PoolSpec:
     scale: tuple[Mapping, ...] = DEFAULT_SCALE
     guidelines: str = DEFAULT_GUIDELINES
     budget: int | None = None
-    strategy: str = "depth"
+    strategy: str = "rbp"
 
 
 @dataclass
