@@ -430,3 +430,10 @@ def test_a_sample_smaller_than_the_pools_queries_is_refused_before_any_request(s
         result.output
     )
     assert service.requests == [] and not list(pool_dir.glob("*sample*"))
+
+
+def test_a_sample_of_no_pairs_is_refused_before_any_request(service, pool_dir, tmp_path):
+    result = _judge(service, pool_dir, tmp_path, "--sample", 0)
+    assert result.exit_code == 1
+    assert "--sample 0: sample at least 1 pair, or judge the whole pool" in result.output
+    assert service.requests == [] and not list(pool_dir.glob("*sample*"))
