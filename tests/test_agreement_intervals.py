@@ -118,3 +118,11 @@ def test_agreement_and_merge_commands_print_the_intervals_and_the_note(tmp_path)
     result = CliRunner().invoke(cli, ["judgments", "merge", str(root), str(path)])
     assert result.exit_code == 0, result.output
     assert "95% CI" in result.output and "fewer than 50 pairs graded by both" in result.output
+
+
+def test_resampling_in_blocks_draws_what_one_draw_would():
+    from harness.evaluation.agreement_stats import resample_blocks
+
+    blocks = list(resample_blocks(50, 30, seed=2, max_items=120))  # 2 resamples of 50 items a block
+    assert [len(b) for b in blocks] == [2] * 15
+    assert (np.concatenate(blocks) == np.random.default_rng(2).integers(0, 50, size=(30, 50))).all()

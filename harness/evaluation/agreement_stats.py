@@ -58,6 +58,17 @@ def resample_indices(n: int, rounds: int = DEFAULT_ROUNDS, seed: int = DEFAULT_S
     return np.random.default_rng(seed).integers(0, n, size=(rounds, n))
 
 
+def resample_blocks(n: int, rounds: int = DEFAULT_ROUNDS, seed: int = DEFAULT_SEED, max_items: int = 4_000_000):
+    """`resample_indices`'s rows in blocks of at most `max_items` indices (the same draws: one generator, read
+    in order), so a statistic over many items never holds every resample at once."""
+    import numpy as np
+
+    generator = np.random.default_rng(seed)
+    block = max(1, max_items // max(n, 1))
+    for start in range(0, rounds, block):
+        yield generator.integers(0, n, size=(min(block, rounds - start), n))
+
+
 def bootstrap_interval(
     n: int,
     statistic: Callable[[Sequence[int]], float],

@@ -27,7 +27,7 @@ from harness.evaluation.agreement_stats import (
     Interval,
     bootstrap_interval,
     percentile_interval,
-    resample_indices,
+    resample_blocks,
 )
 
 Votes = Mapping[tuple[str, str], Mapping[str, int]]  # (query id, doc id) → annotator → grade
@@ -259,7 +259,7 @@ def kappa_interval(
     k = len(index)
     codes = np.array([index[a] * k + index[b] for a, b in zip(first, second)], dtype=np.int64)
     w = np.array([[_weight(a, b, weights) for b in scale] for a in scale], dtype=np.float64)
-    counts = _resampled_counts(codes, k * k, n, rounds, seed).reshape(rounds, k, k)
+    counts = np.concatenate(list(_resampled_counts(codes, k * k, n, rounds, seed))).reshape(rounds, k, k)
     observed = (counts * w).sum(axis=(1, 2))
     expected = np.einsum("ra,rb,ab->r", counts.sum(axis=2), counts.sum(axis=1), w) / n
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -272,11 +272,12 @@ def _grade_index(scale: Sequence[int]) -> dict[int, int]:
 
 
 def _resampled_counts(codes, n_codes: int, n: int, rounds: int, seed: int):
-    """(rounds, n_codes): how often each code occurs in each resample of the items."""
+    """Blocks of (resamples, n_codes): how often each code occurs in each resample of the items."""
     import numpy as np
 
-    drawn = codes[resample_indices(n, rounds, seed)] + np.arange(rounds)[:, None] * n_codes
-    return np.bincount(drawn.ravel(), minlength=rounds * n_codes).reshape(rounds, n_codes).astype(np.float64)
+    for block in resample_blocks(n, rounds, seed):
+        drawn = codes[block] + np.arange(len(block))[:, None] * n_codes
+        yield np.bincount(drawn.ravel(), minlength=len(block) * n_codes).reshape(len(block), n_codes).astype(float)
 
 
 def alpha_interval(
@@ -300,8 +301,9 @@ def alpha_interval(
     for u, grades in enumerate(pairable):
         for a, b in itertools.permutations(grades, 2):
             per_unit[u, index[a], index[b]] += 1.0 / (len(grades) - 1)
-    times = _resampled_counts(np.arange(n), n, n, rounds, seed)  # (rounds, units): draws of each unit
-    coincidences = (times @ per_unit.reshape(n, k * k)).reshape(rounds, k, k)
+    flat = per_unit.reshape(n, k * k)  # each block of (resamples, units) draws → its coincidence matrices
+    coincidences = np.concatenate([times @ flat for times in _resampled_counts(np.arange(n), n, n, rounds, seed)])
+    coincidences = coincidences.reshape(rounds, k, k)
     totals = coincidences.sum(axis=2)
     delta = _alpha_distances(totals, np.array(list(scale), dtype=np.float64), level)
     observed = (coincidences * delta).sum(axis=(1, 2))
