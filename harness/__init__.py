@@ -59,6 +59,8 @@ _API += (
     "third_party_bars",
     "validate",
 )
+# Eval-set quality (the same block at the end of `harness.api`).
+_API += ("pool_check", "pool_on_budget", "rankings", "reusability", "judge_sample")
 
 
 def __getattr__(name: str):

@@ -61,6 +61,10 @@ RESULT_LINES = {
         rf"^  demo +{NUMBER} ",
     ],
     "pool.py": [r"^depth +10: \d+ pairs to judge over \d+ queries", r"^judging page: \d+ pairs .* MB$"],
+    "pool_strategies.py": [
+        rf"^\| lesson \| 10% \| depth \| \d+ of \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}% of \d+ \|",
+        rf"^\| lesson \| 50% \| rbp \| \d+ of \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}% of \d+ \|",
+    ],
     "ray_search.py": [
         rf"^  ray-sharded \(\d+ shards, 2-CPU local cluster\): {NUMBER} s",
         r"^sharded / local = .*identical runs: True$",

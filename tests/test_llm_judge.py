@@ -364,3 +364,76 @@ def test_429_on_every_attempt_gives_up_in_one_line(service, pool_dir, tmp_path):
         f"/chat/completions: giving up after 6 attempts (HTTP 429) for model {MODEL}",
     )
     assert len(service.requests) == 6  # the run stopped: no other pair was asked
+
+
+# --- the calibration sample (judge --sample N) ----------------------------------------------------------------
+
+
+def _run_ranks(tmp_path: Path) -> dict[str, list[str]]:
+    """query → its documents in the run's order (read here from the run file the pool was made of)."""
+    ranked: dict[str, list[tuple[float, str]]] = {}
+    for line in (tmp_path / "run.trec").read_text().splitlines():
+        q, _, d, _, score, _ = line.split()
+        ranked.setdefault(q, []).append((-float(score), d))
+    return {q: [d for _, d in sorted(docs)] for q, docs in ranked.items()}
+
+
+def test_a_calibration_sample_grades_every_query_at_spread_ranks_and_writes_it_blind(service, pool_dir, tmp_path):
+    result = _judge(service, pool_dir, tmp_path, "--sample", 8)
+    assert result.exit_code == 0, result.output
+    assert len(service.requests) == 8
+    # 8 pairs over 4 queries: 2 each; of a query's 5 documents by rank, positions floor((i + 0.5) * 5 / 2) = 1, 3
+    expected = {(q, docs[p]) for q, docs in _run_ranks(tmp_path).items() for p in (1, 3)}
+    with open(pool_dir / f"judgments-llm_{MODEL}-sample.csv", encoding="utf-8", newline="") as handle:
+        graded = {(row["query_id"], row["doc_id"]): int(row["grade"]) for row in csv.DictReader(handle)}
+    assert graded == _expected(expected)
+    with open(pool_dir / "calibration-sample.csv", encoding="utf-8", newline="") as handle:
+        blind = list(csv.DictReader(handle))
+    assert {(row["query_id"], row["doc_id"]) for row in blind} == expected
+    assert all(row["grade"] == "" and row["text"] for row in blind)  # no grade shown to the human
+    assert not (pool_dir / f"judgments-llm_{MODEL}.csv").exists()
+    # the whole pool afterwards asks only the pairs the sample did not grade
+    assert _judge(service, pool_dir, tmp_path).exit_code == 0
+    assert len(service.requests) == 8 + (N_QUERIES * 5 - 8)
+
+
+def test_a_human_grading_the_blind_sample_is_compared_by_judgments_agreement(service, pool_dir, tmp_path):
+    assert _judge(service, pool_dir, tmp_path, "--sample", 12).exit_code == 0
+    with open(pool_dir / "calibration-sample.csv", encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    human = [min(3, rule(int(r["query_id"][1:]), int(r["doc_id"][1:])) + (i % 3 == 0)) for i, r in enumerate(rows)]
+    with open(tmp_path / "alice.csv", "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "grade": g} for r, g in zip(rows, human))
+    result = CliRunner().invoke(
+        cli,
+        [
+            "judgments",
+            "agreement",
+            str(pool_dir / f"judgments-llm_{MODEL}-sample.csv"),
+            str(tmp_path / "alice.csv"),
+            "--annotator",
+            "alice",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    llm = [rule(int(r["query_id"][1:]), int(r["doc_id"][1:])) for r in rows]
+    kappa = cohen_kappa_score(human, llm, labels=[0, 1, 2, 3], weights="linear")
+    assert f"  κ alice × {ANNOTATOR}: {kappa:.3f} [" in result.output
+
+
+def test_a_sample_smaller_than_the_pools_queries_is_refused_before_any_request(service, pool_dir, tmp_path):
+    result = _judge(service, pool_dir, tmp_path, "--sample", 3)
+    assert result.exit_code == 1
+    assert "--sample 3: fewer pairs than the pool's 4 queries; give at least 4 so every query is in the sample" in (
+        result.output
+    )
+    assert service.requests == [] and not list(pool_dir.glob("*sample*"))
+
+
+def test_a_sample_of_no_pairs_is_refused_before_any_request(service, pool_dir, tmp_path):
+    result = _judge(service, pool_dir, tmp_path, "--sample", 0)
+    assert result.exit_code == 1
+    assert "--sample 0: sample at least 1 pair, or judge the whole pool" in result.output
+    assert service.requests == [] and not list(pool_dir.glob("*sample*"))

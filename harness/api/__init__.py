@@ -25,6 +25,7 @@ from harness.api.data import (
 )
 from harness.api.judging import agreement, judge, merge_judgments, pool, pool_status
 from harness.api.machine import cache_entries, clear_cache, environment
+from harness.api.quality import judge_sample, pool_check, pool_on_budget, rankings, reusability
 from harness.api.results import (
     Comparison,
     check_published,
@@ -94,3 +95,5 @@ __all__ += [
     "third_party_bars",
     "validate",
 ]
+# Is the eval set good enough (docs/build-an-eval-set.md).
+__all__ += ["pool_check", "pool_on_budget", "rankings", "reusability", "judge_sample"]

@@ -124,6 +124,21 @@ def _guidelines(path: Path | None) -> dict:
     metavar="FILE",
     help="With --status: more judgments files (the judging page's exports). Repeatable.",
 )
+@click.option(
+    "--budget",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Judge at most N pairs of the depth-k pool, the first by --strategy [default: the whole pool].",
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(["rbp", "depth", "rrf"]),
+    default="rbp",
+    show_default=True,
+    help="Which pairs a --budget judges first: rank-biased weight across systems (rbp; BENCHMARKS.md's pick), "
+    "best rank (depth) or fused rank (rrf).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest (with --status: the status) as JSON.")
 @click.pass_context
 def pool(
@@ -140,6 +155,8 @@ def pool(
     out: Path | None,
     status_of: Path | None,
     judgment_files: tuple[Path, ...],
+    budget: int | None,
+    strategy: str,
     as_json: bool,
 ) -> None:
     """Pool the documents to judge (TREC depth-k) and write them with a blind judging page.
@@ -156,9 +173,11 @@ def pool(
         beir-harness pool ./my-set --systems "bm25, all-MiniLM-L6-v2" --depth 10 --out pool/
         beir-harness pool ./my-set --systems "bm25, e5=intfloat/e5-small-v2, rrf(bm25, e5)" --out pool/
         beir-harness pool ./my-set --runs a.trec --runs b.trec --depth 20 --max-per-query 30 --out pool/
+        beir-harness pool ./my-set --runs a.trec --runs b.trec --budget 500 --out pool/
         beir-harness pool --status pool/
     """
     from harness.api import pool as run_pool
+    from harness.api import pool_on_budget
 
     if status_of is not None:
         _status(ctx, dataset, status_of, judgment_files, as_json)
@@ -167,11 +186,15 @@ def pool(
         raise click.UsageError("give DATASET and --out to pool (or --status POOL_DIR for a pool's progress)")
     if judgment_files:
         raise click.UsageError("--judgments goes with --status POOL_DIR")
-    manifest = run_pool(
+    if ctx.get_parameter_source("strategy") == click.core.ParameterSource.COMMANDLINE and budget is None:
+        raise click.UsageError("--strategy orders the pairs a --budget N judges: give --budget too")
+    on_budget = {"budget": budget, "strategy": strategy} if budget is not None else {}
+    manifest = (pool_on_budget if on_budget else run_pool)(
         dataset,
         out,
         systems,
         run_files,
+        **on_budget,
         depth=depth,
         max_per_query=max_per_query,
         add=add,
@@ -188,6 +211,11 @@ def pool(
         f"queries ({len(manifest['systems'])} systems, depth {depth}; {counts['already_judged']} already "
         f"judged, {counts['capped_out']} over the cap, {counts['added']} added); open {out / 'judge.html'}"
     )
+    if "budget" in manifest:
+        click.echo(
+            f"budget {manifest['budget']} pairs, judged first by {manifest['strategy']}: "
+            f"{manifest['over_budget']} pairs of the depth-{depth} pool left over the budget"
+        )
     if counts.get("same_text"):
         click.echo(
             f"{counts['same_text']} pooled documents have the text of another of their query: each is judged "
@@ -203,7 +231,10 @@ def _status(
 
     given = [
         f"--{name.replace('_', '-')}"
-        for name in ("systems", "run_files", "depth", "max_per_query", "add", "split", "seed", "guidelines", "out")
+        for name in (
+            *("systems", "run_files", "depth", "max_per_query", "add", "split", "seed", "guidelines", "out"),
+            *("budget", "strategy"),
+        )
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     ]
     if given:
@@ -242,6 +273,14 @@ def _status(
 @click.option(
     "--no-cache", "use_cache", is_flag=True, default=True, flag_value=False, help="Ask every pair; store nothing."
 )
+@click.option(
+    "--sample",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Grade only a calibration sample of N pairs (every query, ranks spread), written blind for a human too.",
+)
+@click.option("--sample-seed", type=int, default=0, show_default=True, help="Seeds the sample.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def judge(
     pool_dir: Path,
@@ -254,6 +293,8 @@ def judge(
     price_per_1m_tokens: float | None,
     cache_dir: Path | None,
     use_cache: bool,
+    sample: int | None,
+    sample_seed: int,
     as_json: bool,
 ) -> None:
     """Pre-judge a pool with an LLM, as its own annotator llm:MODEL, to be measured before it is trusted.
@@ -264,11 +305,16 @@ def judge(
     document: a rerun asks nothing already graded. Malformed answers are counted and asked again, never
     guessed; a pair still malformed is left ungraded and listed.
 
+    With --sample N, only N pairs are graded (to judgments-llm_MODEL-sample.csv) and written blind to
+    POOL_DIR/calibration-sample.csv: a human fills its grade column, `judgments agreement` compares the
+    two, and only then is the whole pool paid for.
+
     Example:
 
     \b
         beir-harness judge pool/ --llm openai:gpt-4o-mini --endpoint https://api.openai.com/v1
         beir-harness judgments agreement pool/judgments-llm_gpt-4o-mini.csv alice.csv
+        beir-harness judge pool/ --llm openai:gpt-4o-mini --sample 100
     """
     from harness.api import judge as run_judge
 
@@ -283,5 +329,7 @@ def judge(
         answer_attempts=answer_attempts,
         cache_dir=cache_dir,
         use_cache=use_cache,
+        sample=sample,
+        sample_seed=sample_seed,
     )
     click.echo(json.dumps(report.summary(), indent=2) if as_json else report.format_text())

@@ -132,3 +132,128 @@ def agreement_command(
 
     measured = agreement(sources, split, annotator=annotator, scale=scale, weights=weights, level=level)
     click.echo(measured.format_text(confusion=True))
+
+
+_QRELS = click.Path(path_type=Path, exists=True)
+
+
+@judgments.command("rankings")
+@click.argument("qrels_a", metavar="QRELS_A", type=_QRELS)
+@click.argument("qrels_b", metavar="QRELS_B", type=_QRELS)
+@click.option(
+    "--runs",
+    "run_files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    metavar="FILE",
+    help="A system's run (TREC, MS MARCO, JSON) or result file, named by its tag. Repeatable.",
+)
+@click.option(
+    "--pool",
+    "pool_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    metavar="POOL_DIR",
+    help="Take the systems of this pool too (its runs/, named as its manifest names them).",
+)
+@click.option("--metric", default="nDCG@10", show_default=True, help="The metric the systems are ranked by.")
+@click.option("--split", default="test", show_default=True, help="A BEIR folder's qrels split.")
+@click.option("--top-k", type=int, default=3, show_default=True, help="The k of the top-k overlap.")
+@click.option("--rounds", type=int, default=1000, show_default=True, help="Bootstrap resamples of the queries.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the bootstrap.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def rankings_command(
+    qrels_a: Path,
+    qrels_b: Path,
+    run_files: tuple[Path, ...],
+    pool_dir: Path | None,
+    metric: str,
+    split: str,
+    top_k: int,
+    rounds: int,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Do two qrels rank the systems the same way? Kendall's τ, τ_ap and the top-k overlap, with intervals.
+
+    QRELS_A is the reference (the human qrels), QRELS_B the other (the LLM's): qrels files, BEIR folders (their
+    --split) or judgments CSVs; the systems are --runs files and/or a --pool's runs (two or more in all). Each
+    run is scored under both over the queries both judge; τ ≥ 0.9 is the usual
+    bar for "the same ranking" (Voorhees 2000). Intervals: bootstrap over the queries, seeded.
+
+    Example:
+
+    \b
+        beir-harness judgments rankings ./my-eval-set pool/judgments-llm_gpt-4o-mini.csv --pool pool/
+        beir-harness judgments rankings human.qrels llm.qrels --runs bm25.trec --runs minilm.trec
+    """
+    import json
+
+    from harness.api import rankings
+
+    measured = rankings(
+        qrels_a, qrels_b, run_files, pool=pool_dir, metric=metric, split=split, top_k=top_k, rounds=rounds, seed=seed
+    )
+    click.echo(json.dumps(measured.to_json(), indent=2) if as_json else measured.format_text())
+
+
+def _groups(ctx, param, value: tuple[str, ...]) -> dict[str, str]:
+    groups = {}
+    for item in value:
+        system, sep, group = item.rpartition("=")
+        if not sep or not system.strip() or not group.strip():
+            raise click.BadParameter(f"{item!r}: write SYSTEM=GROUP (a pool system's name, its group)")
+        groups[system.strip()] = group.strip()
+    return groups
+
+
+@judgments.command("reusability")
+@click.argument("pool_dir", metavar="POOL_DIR", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("qrels", metavar="QRELS", type=_QRELS)
+@click.option("--metric", default="nDCG@10", show_default=True, help="The metric scored.")
+@click.option("--split", default="test", show_default=True, help="A BEIR folder's qrels split.")
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    callback=_groups,
+    metavar="SYSTEM=GROUP",
+    help="A pool system's group (a team's runs): leave one group out instead. Repeatable.",
+)
+@click.option(
+    "--runs",
+    "run_files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    metavar="FILE",
+    help="Runs that did not contribute to the pool: scored with a warning, Judged@k beside. Repeatable.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+def reusability_command(
+    pool_dir: Path,
+    qrels: Path,
+    metric: str,
+    split: str,
+    groups: dict[str, str],
+    run_files: tuple[Path, ...],
+    as_json: bool,
+) -> None:
+    """Is the pool reusable? Each pool system scored with the pairs only it contributed treated as unjudged.
+
+    POOL_DIR is the pool (`beir-harness pool --out`); QRELS the qrels its judgments made (a qrels file, a BEIR
+    folder's --split, or a judgments CSV). The table gives each system's score and rank on the full qrels and
+    left out (Zobel 1998), and the change; --runs adds runs the pool never saw, with a warning, their
+    Judged@k and their unjudged top-k documents.
+
+    Example:
+
+    \b
+        beir-harness judgments reusability pool/ ./my-eval-set --runs new-model.trec
+        beir-harness judgments reusability pool/ ./my-eval-set --group bm25=lexical --group rm3=lexical
+    """
+    import json
+
+    from harness.api import reusability
+
+    table = reusability(pool_dir, qrels, metric=metric, split=split, groups=groups or None, runs=run_files)
+    click.echo(json.dumps(table.to_json(), indent=2) if as_json else table.format_text())

@@ -151,6 +151,15 @@ logger = logging.getLogger("harness")
     help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
     "of their own, 'scifact [data 1a2b3c4d]', instead of an error.",
 )
+@click.option(
+    "--pool",
+    "pool_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    metavar="POOL_DIR",
+    help="After the table: each result against the pool its qrels came from: Judged@k and the unjudged "
+    "documents of its top k (k the pool's depth), and a warning for a system the pool was built without.",
+)
 def report(
     paths: tuple[Path, ...],
     metrics: tuple[str, ...],
@@ -174,6 +183,7 @@ def report(
     compression: bool,
     with_cost: bool,
     allow_mixed_data: bool,
+    pool_dir: Path | None,
 ) -> None:
     """Tabulate results (models × datasets) for papers, with published scores and significance.
 
@@ -195,6 +205,7 @@ def report(
         beir-harness report --compression --plot compression.png
         beir-harness report --cost --format latex --out cost.tex
         beir-harness report results/ --format html --out results.html --published --significance bm25
+        beir-harness report results/ --pool pool/
     """
     paths = paths or (Path("results"),)
     one_metric_only(metrics, compression=compression, cost=with_cost, check_published=check_published)
@@ -233,6 +244,8 @@ def report(
             rounds=rounds,
             allow_mixed_data=allow_mixed_data,
         )
+        if pool_dir is not None:
+            _report_pool_check(paths, pool_dir, allow_mixed_data)
 
 
 def _report_table(paths, metric: str | list[str], shown: dict, **settings) -> None:
@@ -249,6 +262,15 @@ def _report_table(paths, metric: str | list[str], shown: dict, **settings) -> No
         return
     text = comparison.render(shown["fmt"], shown["digits"], shown["by"] or "dataset")
     _emit(text, shown["out"], shown["plot"], lambda: plot_comparison(comparison, shown["plot"]))
+
+
+def _report_pool_check(paths, pool_dir: Path, allow_mixed_data: bool) -> None:
+    """`report --pool`: after the table, each result against the pool its qrels came from."""
+    from harness.api import pool_check, read_results
+
+    click.echo(f"against the pool {pool_dir}:")
+    for check in pool_check(read_results(paths, allow_mixed_data), pool_dir):
+        click.echo(check.format_text())
 
 
 def one_metric_only(metrics: tuple[str, ...], **modes: bool) -> None:

@@ -7,6 +7,10 @@ them counting, at the ordinal or interval level. Both are 1 for perfect agreemen
 undefined (NaN) when the grades leave no room for chance disagreement (everyone gave one grade).
 Formulas: Cohen (1968) for weighted κ; Krippendorff (2011), "Computing Krippendorff's alpha-reliability",
 for α's coincidence matrix. The tests check both against scikit-learn and the ``krippendorff`` package.
+
+Each κ and α comes with a seeded percentile bootstrap interval (`harness.evaluation.agreement_stats`): κ's
+over the pairs both annotators graded, α's over the pairs graded by two or more (each resampled whole, with
+all its grades). Fewer than 50 such pairs get a note: the interval is then wide and the figure unsteady.
 """
 
 from __future__ import annotations
@@ -15,6 +19,16 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
+
+from harness.evaluation.agreement_stats import (
+    DEFAULT_ROUNDS,
+    DEFAULT_SEED,
+    FEW_PAIRS,
+    Interval,
+    bootstrap_interval,
+    percentile_interval,
+    resample_blocks,
+)
 
 Votes = Mapping[tuple[str, str], Mapping[str, int]]  # (query id, doc id) → annotator → grade
 
@@ -103,6 +117,7 @@ class PairAgreement:
     exact: float  # share of items with the same grade
     kappa: float
     confusion: dict[tuple[int, int], int] = field(default_factory=dict)  # (first's grade, second's) → items
+    kappa_interval: Interval | None = None  # bootstrap over the items both graded
 
 
 @dataclass
@@ -116,6 +131,7 @@ class Agreement:
     weights: str
     level: str
     scale: list[int]
+    alpha_interval: Interval | None = None  # bootstrap over the items graded by two or more
 
     def format_text(self, confusion: bool = False) -> str:
         """The agreement table (and, with `confusion`, each pair's confusion counts)."""
@@ -129,7 +145,10 @@ class Agreement:
             lines.append("  (no two annotators graded the same pair)")
         lines.append(
             f"Krippendorff's α ({self.level}) over {self.alpha_units} pairs graded by two or more: {_num(self.alpha)}"
+            + (f" {_bounds(self.alpha_interval)}" if self.alpha_interval else "")
         )
+        lines += _interval_lines(self)
+        lines += _few_pairs_notes(self)
         if confusion:
             for pair in self.pairs:
                 lines += [
@@ -147,8 +166,47 @@ def _num(value: float) -> str:
     return "n/a" if value != value else f"{value:.3f}"
 
 
-def agreement(votes: Votes, scale: Sequence[int], weights: str = "linear", level: str = "ordinal") -> Agreement:
-    """Pairwise κ (with confusion counts) and overall α of the annotators in `votes`."""
+def _interval_lines(measured: Agreement) -> list[str]:
+    """Where the intervals come from, and each pair's κ interval."""
+    interval = measured.alpha_interval or next((p.kappa_interval for p in measured.pairs if p.kappa_interval), None)
+    if interval is None:
+        return []
+    lines = [
+        f"{interval.level:.0%} CI in brackets: percentile bootstrap, {interval.rounds} resamples of the pairs "
+        "(seeded: the same grades give the same interval)"
+    ]
+    return lines + [f"  κ {p.first} × {p.second}: {_num(p.kappa)} {_bounds(p.kappa_interval)}" for p in measured.pairs]
+
+
+def _bounds(interval: Interval | None) -> str:
+    if interval is None:
+        return ""
+    return f"[{_num(interval.low)}, {_num(interval.high)}]"
+
+
+def _few_pairs_notes(measured: Agreement) -> list[str]:
+    """A note for each κ and for α resting on fewer than `FEW_PAIRS` pairs graded by both (or by two or more)."""
+    few = [f"{p.first} × {p.second} ({p.n})" for p in measured.pairs if p.n < FEW_PAIRS]
+    if measured.alpha_units < FEW_PAIRS:
+        few.append(f"α ({measured.alpha_units})")
+    if not few:
+        return []
+    return [
+        f"note: fewer than {FEW_PAIRS} pairs graded by both for {', '.join(few)}: the figure is unsteady (see its "
+        "interval); have both annotators grade more of the same pairs before trusting it"
+    ]
+
+
+def agreement(
+    votes: Votes,
+    scale: Sequence[int],
+    weights: str = "linear",
+    level: str = "ordinal",
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int = DEFAULT_SEED,
+) -> Agreement:
+    """Pairwise κ (with confusion counts) and overall α of the annotators in `votes`, each with its bootstrap
+    interval (`rounds` resamples from `seed`; ``rounds=0``: no intervals)."""
     annotators = sorted({name for grades in votes.values() for name in grades})
     pairs = []
     for first, second in itertools.combinations(annotators, 2):
@@ -164,15 +222,112 @@ def agreement(votes: Votes, scale: Sequence[int], weights: str = "linear", level
                 sum(x == y for x, y in both) / len(both),
                 cohen_kappa(a, b, scale, weights),
                 dict(Counter(both)),
+                kappa_interval(a, b, scale, weights, rounds, seed) if rounds else None,
             )
         )
     units = [list(g.values()) for g in votes.values()]
+    pairable = [u for u in units if len(u) >= 2]
     return Agreement(
         annotators,
         pairs,
         krippendorff_alpha(units, scale, level),
-        sum(1 for u in units if len(u) >= 2),
+        len(pairable),
         weights,
         level,
         list(scale),
+        alpha_interval(pairable, scale, level, rounds, seed) if rounds else None,
     )
+
+
+def kappa_interval(
+    first: Sequence[int],
+    second: Sequence[int],
+    scale: Sequence[int],
+    weights: str | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int = DEFAULT_SEED,
+) -> Interval:
+    """Cohen's κ and its bootstrap interval over the items (each resample: items drawn with replacement,
+    `harness.evaluation.agreement_stats.resample_indices`); each resample's κ is `cohen_kappa`'s formula on
+    its confusion counts, computed for all resamples at once."""
+    import numpy as np
+
+    n, index = len(first), _grade_index(scale)
+    value = cohen_kappa(first, second, scale, weights)
+    if n == 0:
+        return bootstrap_interval(0, lambda rows: value, rounds, seed)
+    k = len(index)
+    codes = np.array([index[a] * k + index[b] for a, b in zip(first, second)], dtype=np.int64)
+    w = np.array([[_weight(a, b, weights) for b in scale] for a in scale], dtype=np.float64)
+    counts = np.concatenate(list(_resampled_counts(codes, k * k, n, rounds, seed))).reshape(rounds, k, k)
+    observed = (counts * w).sum(axis=(1, 2))
+    expected = np.einsum("ra,rb,ab->r", counts.sum(axis=2), counts.sum(axis=1), w) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = np.where(expected == 0, np.nan, 1.0 - observed / expected)
+    return percentile_interval(value, values, n=n)
+
+
+def _grade_index(scale: Sequence[int]) -> dict[int, int]:
+    return {grade: i for i, grade in enumerate(scale)}
+
+
+def _resampled_counts(codes, n_codes: int, n: int, rounds: int, seed: int):
+    """Blocks of (resamples, n_codes): how often each code occurs in each resample of the items."""
+    import numpy as np
+
+    for block in resample_blocks(n, rounds, seed):
+        drawn = codes[block] + np.arange(len(block))[:, None] * n_codes
+        yield np.bincount(drawn.ravel(), minlength=len(block) * n_codes).reshape(len(block), n_codes).astype(float)
+
+
+def alpha_interval(
+    units: Sequence[Sequence[int]],
+    scale: Sequence[int],
+    level: str = "ordinal",
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int = DEFAULT_SEED,
+) -> Interval:
+    """Krippendorff's α and its bootstrap interval over the units graded by two or more (each drawn whole with
+    its grades); each resample's α is `krippendorff_alpha`'s formula on its coincidence matrix (the sum of
+    its units' coincidences), computed for all resamples at once."""
+    import numpy as np
+
+    pairable = [u for u in units if len(u) >= 2]
+    value, n = krippendorff_alpha(pairable, scale, level), len(pairable)
+    if n == 0:
+        return bootstrap_interval(0, lambda rows: value, rounds, seed)
+    index, k = _grade_index(scale), len(scale)
+    per_unit = np.zeros((n, k, k))
+    for u, grades in enumerate(pairable):
+        for a, b in itertools.permutations(grades, 2):
+            per_unit[u, index[a], index[b]] += 1.0 / (len(grades) - 1)
+    flat = per_unit.reshape(n, k * k)  # each block of (resamples, units) draws → its coincidence matrices
+    coincidences = np.concatenate([times @ flat for times in _resampled_counts(np.arange(n), n, n, rounds, seed)])
+    coincidences = coincidences.reshape(rounds, k, k)
+    totals = coincidences.sum(axis=2)
+    delta = _alpha_distances(totals, np.array(list(scale), dtype=np.float64), level)
+    observed = (coincidences * delta).sum(axis=(1, 2))
+    expected = np.einsum("rc,rk,rck->r", totals, totals, delta)
+    pairs = totals.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = np.where((expected == 0) | (pairs <= 1), np.nan, 1.0 - (pairs - 1) * observed / expected)
+    return percentile_interval(value, values, n=n)
+
+
+def _alpha_distances(totals, grades, level: str):
+    """(rounds, k, k) distances between grade values: ordinal (Krippendorff's, from each resample's totals),
+    interval or nominal."""
+    import numpy as np
+
+    rounds, k = totals.shape
+    if level == "interval":
+        return np.broadcast_to((grades[:, None] - grades[None, :]) ** 2, (rounds, k, k))
+    if level == "nominal":
+        return np.broadcast_to(1.0 - np.eye(k), (rounds, k, k))
+    if level != "ordinal":
+        raise ValueError(f"unknown level {level!r} (ordinal, interval or nominal)")
+    cumulative = np.concatenate([np.zeros((rounds, 1)), np.cumsum(totals, axis=1)], axis=1)
+    low = np.minimum.outer(np.arange(k), np.arange(k))
+    high = np.maximum.outer(np.arange(k), np.arange(k))
+    between = cumulative[:, high + 1] - cumulative[:, low]
+    return (between - (totals[:, :, None] + totals[:, None, :]) / 2) ** 2

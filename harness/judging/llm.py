@@ -19,6 +19,10 @@ an OpenAI-compatible ``/chat/completions`` endpoint, with the UMBRELA prompt of
   (``query_id,doc_id,grade,annotator``: the format ``judgments merge`` and ``judgments agreement`` read)
   and a summary ``judgments-llm_<model>.json`` (prompt, counts, malformed answers, usage, ungraded pairs).
   Nothing goes into a qrels file unless the user merges the file.
+* **A calibration sample** (`JudgeSpec.sample`, ``judge --sample N``): only N pairs, stratified over the
+  queries and the ranks (`harness.judging.sample`), graded into ``judgments-llm_<model>-sample.csv`` and
+  written blind as ``calibration-sample.csv`` for a human; ``judgments agreement`` then compares the two
+  before the whole pool is paid for (the sample's grades stay in the cache: the full run asks them no more).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from harness.io.cache import recall_record, remember_record
 from harness.io.formats import atomic_writer
 from harness.io.service import EndpointSpec, ServiceClient, usage_summary
 from harness.judging.page import same_text
+from harness.judging.sample import calibration_sample, pool_ranks, write_blind_sample
 from harness.records import model_slug
 
 logger = logging.getLogger(__name__)
@@ -143,6 +148,8 @@ class JudgeSpec:
         answer_attempts: Questions per pair while its answers are malformed (then it is left ungraded).
         cache_dir: The cache root; None: `harness.io.cache.cache_dir`'s default.
         use_cache: Read and write the cache (off: every pair is asked, nothing stored).
+        sample: Grade only a calibration sample of this many pairs (`harness.judging.sample`); None: every pair.
+        sample_seed: Seeds the sample's share of the remainder.
     """
 
     model: str
@@ -150,6 +157,8 @@ class JudgeSpec:
     answer_attempts: int = 3
     cache_dir: Path | None = None
     use_cache: bool = True
+    sample: int | None = None
+    sample_seed: int = 0
 
     @property
     def service_model(self) -> str:
@@ -172,6 +181,8 @@ class JudgeSpec:
             )
         if self.answer_attempts < 1:
             raise HarnessError(f"{setting('answer_attempts')} must be at least 1, got {self.answer_attempts}")
+        if self.sample is not None and self.sample < 1:
+            raise HarnessError(f"{setting('sample')} {self.sample}: sample at least 1 pair, or judge the whole pool")
         self.endpoint.check()
 
 
@@ -190,6 +201,7 @@ class JudgeReport:
     usage: dict[str, Any]
     judgments_path: Path
     summary_path: Path
+    sample_path: Path | None = None  # with a calibration sample: its blind copy for the human
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary written beside the judgments."""
@@ -212,6 +224,7 @@ class JudgeReport:
             "usage": self.usage,
             "ungraded": [{"query_id": q, "doc_id": d, "problem": why} for q, d, why in self.ungraded],
             "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            **({"calibration_sample": self.sample_path.name} if self.sample_path else {}),
         }
 
     def format_text(self, listed: int = 10) -> str:
@@ -229,9 +242,15 @@ class JudgeReport:
             lines.append(f"  ... and {len(self.ungraded) - listed} more (all in {self.summary_path.name})")
         if self.ungraded:
             lines.append("  rerun to ask the ungraded pairs again (graded pairs come from the cache)")
+        if self.sample_path:
+            lines.append(
+                f"calibration sample of {self.pairs} pairs (every query, ranks spread): a human grades "
+                f"{self.sample_path} blind (fill the grade column), then compare the two"
+            )
         lines.append(
             f"-> {self.judgments_path} (annotator {self.annotator}); before trusting it: beir-harness "
-            f"judgments agreement {self.judgments_path} YOUR-JUDGMENTS.csv"
+            f"judgments agreement {self.judgments_path} "
+            + (f"{self.sample_path} --annotator YOUR-NAME" if self.sample_path else "YOUR-JUDGMENTS.csv")
         )
         return "\n".join(lines)
 
@@ -397,8 +416,13 @@ def judge_pool(pool_dir: str | Path, spec: JudgeSpec, prompt: JudgePrompt | None
     """
     spec.check()
     pool_dir, prompt = Path(pool_dir), prompt or load_prompt()
-    _, rows = read_pool(pool_dir)
+    manifest, rows = read_pool(pool_dir)
     copies = same_text(rows)  # a document with the text of another of its query is asked once, as that one
+    sample_path = None
+    if spec.sample is not None:  # the twins are left out: each sampled pair is asked itself
+        rows = [r for r in rows if (r["query_id"], r["doc_id"]) not in copies]
+        rows, copies = calibration_sample(rows, pool_ranks(pool_dir, manifest), spec.sample, spec.sample_seed), {}
+        sample_path = pool_dir / "calibration-sample.csv"
     root = default_cache_dir(spec.cache_dir)
     grader = Grader(spec, prompt)
     grades, todo = cached_grades(spec, prompt, [r for r in rows if (r["query_id"], r["doc_id"]) not in copies], root)
@@ -412,7 +436,7 @@ def judge_pool(pool_dir: str | Path, spec: JudgeSpec, prompt: JudgePrompt | None
     for (query_id, doc_id), shown in copies.items():
         if (query_id, shown) in grades:
             grades[query_id, doc_id] = grades[query_id, shown]
-    slug = model_slug(spec.annotator)
+    slug = model_slug(spec.annotator) + ("-sample" if sample_path else "")
     report = JudgeReport(
         pool_dir,
         spec.annotator,
@@ -425,7 +449,10 @@ def judge_pool(pool_dir: str | Path, spec: JudgeSpec, prompt: JudgePrompt | None
         grader.usage(),
         pool_dir / f"judgments-{slug}.csv",
         pool_dir / f"judgments-{slug}.json",
+        sample_path,
     )
+    if sample_path:
+        write_blind_sample(pool_dir, rows)
     write_judgments(report)
     return report
 

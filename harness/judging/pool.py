@@ -9,6 +9,9 @@ scale and guidelines) and ``judge.html`` (`harness.judging.page`). The folder ap
 With a per-query cap, documents are taken round-robin by rank across the systems: every system's rank 1,
 then every rank 2, and so on, the systems visited in a per-query order shuffled with the seed (so no system
 wins every tie), until the cap is reached. Pairs from an ``add`` file are kept on top of the cap.
+
+With a judging budget (`PoolSpec.budget`), only that many pairs of the (capped) pool are kept, the first by
+the budget strategy (`harness.judging.budget`: ``depth``, ``rrf`` or ``rbp``); ``add`` pairs stay on top.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from harness.io.formats import (
     read_run,
     write_run,
 )
+from harness.judging.budget import STRATEGIES, budget_pairs
 from harness.judging.pool_systems import check_retrievable, fused_runs, parse_pool_systems, pick_members
 from harness.records import Result, Run, model_slug
 
@@ -82,6 +86,9 @@ class PoolSpec:
         split: Only this qrels split counts as judged; None: every ``qrels/*.tsv`` of the folder.
         scale: The grade scale (``grade``, ``label``, ``definition`` each).
         guidelines: The guidelines shown on the judging page.
+        budget: At most this many pairs (besides ``add``'s), the first by `strategy`; None: the whole pool.
+        strategy: How a budget picks pairs: ``rbp`` (the default: BENCHMARKS.md, "Pooling under a judging
+            budget"), ``depth`` or ``rrf`` (`harness.judging.budget`).
     """
 
     depth: int = 10
@@ -91,6 +98,8 @@ class PoolSpec:
     split: str | None = None
     scale: tuple[Mapping, ...] = DEFAULT_SCALE
     guidelines: str = DEFAULT_GUIDELINES
+    budget: int | None = None
+    strategy: str = "rbp"
 
 
 @dataclass
@@ -102,6 +111,7 @@ class Pool:
     capped_out: int = 0
     added: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    over_budget: int = 0
 
 
 def check_spec(spec: PoolSpec) -> None:
@@ -113,6 +123,10 @@ def check_spec(spec: PoolSpec) -> None:
         )
     if spec.max_per_query is not None and spec.max_per_query < 1:
         raise HarnessError(f"max per query {spec.max_per_query}: give a cap ≥ 1, or none")
+    if spec.budget is not None and spec.budget < 1:
+        raise HarnessError(f"{setting('budget')} {spec.budget}: give a budget of at least 1 pair to judge, or none")
+    if spec.strategy not in STRATEGIES:
+        raise HarnessError(f"{setting('strategy')} {spec.strategy!r}: use one of {', '.join(STRATEGIES)}")
     grades = [entry.get("grade") for entry in spec.scale]
     if (
         not grades
@@ -166,6 +180,15 @@ def pool_runs(
             pool.added += 1
     pool.pairs = {q: sorted(docs) for q, docs in pool.pairs.items() if docs}
     return pool
+
+
+def within_budget(pool: Pool, runs: Sequence[Run], spec: PoolSpec, added: set[tuple[str, str]]) -> None:
+    """Keep `spec.budget` of the pool's pairs (the first by `spec.strategy`) and every added pair."""
+    candidates = {q: [d for d in docs if (q, d) not in added] for q, docs in pool.pairs.items()}
+    chosen = budget_pairs(runs, spec.depth, spec.budget, spec.strategy, candidates)
+    pool.over_budget = sum(map(len, candidates.values())) - sum(map(len, chosen.values()))
+    kept = {q: set(chosen.get(q, ())) | {d for d in docs if (q, d) in added} for q, docs in pool.pairs.items()}
+    pool.pairs = {q: sorted(docs) for q, docs in kept.items() if docs}
 
 
 def judged_pairs(folder: BeirFolder, split: str | None) -> tuple[dict[str, set[str]], dict[str, str]]:
@@ -357,6 +380,8 @@ def build_pool(
         for name, run in runs:
             check_run(run, str(run.metadata.get("source", name)), queries, corpus_ids)
         pool = pool_runs([run for _, run in runs], spec.depth, judged, spec.max_per_query, spec.seed, extra)
+        if spec.budget is not None:
+            within_budget(pool, [run for _, run in runs], spec, set(extra))
         fingerprints = {
             "corpus": content_sha256(folder.corpus),
             "queries": content_sha256(folder.queries),
@@ -401,7 +426,15 @@ def _manifest(spec: PoolSpec, runs, fingerprints: dict, pool: Pool, n_queries: i
         },
         "grade_scale": [dict(entry) for entry in spec.scale],
         "guidelines": spec.guidelines,
+        **_budget_fields(spec, pool),
     }
+
+
+def _budget_fields(spec: PoolSpec, pool: Pool) -> dict:
+    """The budget and its strategy, in the manifests of budget pools only (other manifests keep their fields)."""
+    if spec.budget is None:
+        return {}
+    return {"budget": spec.budget, "strategy": spec.strategy, "over_budget": pool.over_budget}
 
 
 def write_pool_files(folder: Path, pool: Pool, queries: Mapping[str, str], corpus_path: Path, manifest: dict) -> None:
