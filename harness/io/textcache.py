@@ -266,7 +266,8 @@ def reading(paths: Sequence[Path | None]) -> Iterator[None]:
 
 
 def _lock_path(path: Path) -> Path:
-    return path.with_name(path.name + ".lock")
+    """``<cache>/locks/<folder>-<name>.lock`` for ``<cache>/<folder>/<name>`` (beside nothing a listing reads)."""
+    return path.parent.parent / "locks" / f"{path.parent.name}-{path.name}.lock"
 
 
 def _lock(path: Path, shared: bool, wait: bool = True):
@@ -276,7 +277,7 @@ def _lock(path: Path, shared: bool, wait: bool = True):
     except ImportError:  # Windows: an open file cannot be deleted there anyway
         return None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _lock_path(path).parent.mkdir(parents=True, exist_ok=True)
         handle = open(_lock_path(path), "a+b")  # noqa: SIM115 - closed by the caller
     except OSError:
         return None
@@ -365,3 +366,37 @@ def _remove(unit: dict[str, Any]) -> bool:
         if handle is not None:
             handle.close()
     return True
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_SIZES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
+
+    Raises:
+        ValueError: Anything else (the message shows the accepted forms).
+    """
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text.lower())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration: use a number and one of s, m, h, d, w (e.g. 30d, 12h)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse_size(text: str) -> int:
+    """Bytes of ``500MB``, ``10GB``, ``1.5GiB``, ``0`` (B, KB, MB, GB, TB; KiB, MiB, GiB).
+
+    Raises:
+        ValueError: Anything else (the message shows the accepted forms).
+    """
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?\s*", text.lower())
+    if not match:
+        raise ValueError(
+            f"{text!r} is not a size: use a number and one of B, KB, MB, GB, TB, KiB, MiB, GiB (e.g. 10GB)"
+        )
+    return int(float(match.group(1)) * _SIZES[match.group(2) or "b"])

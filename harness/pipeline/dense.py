@@ -316,8 +316,7 @@ def _retrieve(
     held: ExitStack | None = None,
 ) -> tuple[Run, dict[str, float]]:
     """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search;
-    what it cost beyond the clock's phases goes into `cost` (with how many vectors came from the cache). The
-    cache folders it reads are locked for `held`'s lifetime (`harness.io.textcache.reading`)."""
+    what it cost beyond the clock's phases goes into `cost`; the cache folders it reads stay locked while `held` is."""
     started = time.perf_counter()
     fingerprint = encoder.fingerprint() if config.cache else None
     cache_root = cache_dir(config.cache_dir) if fingerprint is not None else None
@@ -398,7 +397,8 @@ def _retrieve(
     cost["vectors"] = vector_counts(counts, stores, len(queries), encoded)
     cost["index_bytes"] = int(quality.pop("index_bytes", 0)) or None
     if cache_root is not None:
-        cost["cache_bytes"] = tree_bytes([entry.root, queries_entry, builder.index_file, builder.calibration_file])
+        used = [entry.root, queries_entry, builder.index_file, builder.calibration_file, *(s.folder for s in stores)]
+        cost["cache_bytes"] = tree_bytes(used)  # the vectors cached by text included: this run reads them
     return run, quality
 
 

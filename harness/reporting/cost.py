@@ -30,15 +30,16 @@ PHASES = (
     ("rerank", "rerank s"),
     ("score", "score s"),
 )
-OPTIONAL = ("rerank", "tokens", "price")  # columns shown only when some row has a value
+OPTIONAL = ("rerank", "tokens", "price", "vectors")  # columns shown only when some row has a value
 COST_NOTES = (
     "phase seconds and wall time are the result's timings; cached: read from the embedding, index or score cache "
     "(no work done); docs/s: corpus documents / seconds of the phase that made them searchable (encode corpus; "
     "BM25: index); search latency: the wall time of searching one query alone, on an evenly spaced sample of at "
     "most 100 judged queries (query encoding excluded; the per-query values are in the result file); peak RSS: the "
     "evaluation's own peak resident memory (its high-water mark, restarted as it began; ≥ where the platform "
-    "could not restart it: the evaluating process's peak so far); – : not recorded (a result written before cost "
-    "records) or not run",
+    "could not restart it: the evaluating process's peak so far); docs cached / encoded: corpus vectors read from "
+    "the embedding cache (by corpus or by text) / texts sent to the encoder; – : not recorded (a result written "
+    "before cost records) or not run",
 )
 
 
@@ -61,6 +62,8 @@ class CostRow:
     cache_bytes: int | None = None
     tokens: int | None = None
     price: float | None = None
+    docs_cached: int | None = None  # corpus vectors read from the embedding cache (by corpus or by text)
+    docs_encoded: int | None = None  # corpus texts sent to the encoder
 
     def to_json(self) -> dict[str, Any]:
         """The row as JSON (every value unrounded)."""
@@ -71,6 +74,7 @@ def _row(result: Result, system: str, metric: str) -> CostRow:
     cost, timings = result.cost or {}, result.timings or {}
     latency = cost.get("search_latency") or {}
     endpoint = cost.get("endpoint") or {}
+    vectors = cost.get("vectors") or {}
     return CostRow(
         dataset=result.dataset,
         system=system,
@@ -87,6 +91,8 @@ def _row(result: Result, system: str, metric: str) -> CostRow:
         cache_bytes=cost.get("cache_bytes"),
         tokens=endpoint.get("tokens"),
         price=endpoint.get("cost"),
+        docs_cached=vectors.get("docs_cached"),
+        docs_encoded=vectors.get("docs_encoded"),
     )
 
 
@@ -136,6 +142,7 @@ def _columns(rows: Sequence[CostRow]) -> list[str]:
         "rerank": any(r.phases.get("rerank") is not None for r in rows),
         "tokens": any(r.tokens is not None for r in rows),
         "price": any(r.price is not None for r in rows),
+        "vectors": any(r.docs_encoded is not None for r in rows),
     }
     keys = [
         "dataset",
@@ -150,6 +157,7 @@ def _columns(rows: Sequence[CostRow]) -> list[str]:
         "peak_rss",
         "index_bytes",
         "cache_bytes",
+        "vectors",
         "tokens",
         "price",
     ]
@@ -170,6 +178,7 @@ def _headers(metric: str) -> dict[str, str]:
         "peak_rss": "peak RSS",
         "index_bytes": "index",
         "cache_bytes": "cache",
+        "vectors": "docs cached / encoded",
         "tokens": "tokens",
         "price": "price",
     }
@@ -186,6 +195,7 @@ def _cells(row: CostRow, digits: int) -> dict[str, str]:
         + _size(row.peak_rss_bytes),
         "index_bytes": _size(row.index_bytes),
         "cache_bytes": _size(row.cache_bytes),
+        "vectors": NONE if row.docs_encoded is None else f"{row.docs_cached:,} / {row.docs_encoded:,}",
         "tokens": _number(row.tokens, ","),
         "price": _number(row.price, ".4f"),
     }
@@ -223,6 +233,8 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
             "cache_bytes",
             "tokens",
             "price",
+            "docs_cached",
+            "docs_encoded",
         ]
         return csv_text(
             header,
@@ -242,6 +254,8 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
                     r.cache_bytes,
                     r.tokens,
                     r.price,
+                    r.docs_cached,
+                    r.docs_encoded,
                 ]
                 for r in rows
             ],
@@ -268,6 +282,8 @@ def cost_summary(result: Result) -> str | None:
         parts.append(f"{cells['docs_per_s']} docs/s")
     if row.latency_ms.get("p50") is not None:
         parts.append(f"search latency p50/p95/p99 {cells['p50']}/{cells['p95']}/{cells['p99']} ms")
+    if row.docs_encoded is not None:
+        parts.append(f"{cells['vectors']} docs cached / encoded")
     parts.append(f"peak RSS {cells['peak_rss']}")
     if row.tokens is not None:
         parts.append(f"{cells['tokens']} tokens" + (f", price {cells['price']}" if row.price is not None else ""))
