@@ -1112,10 +1112,13 @@ def cache_entries(cache_dir: str | Path | None = None) -> list[dict[str, Any]]:
 
 
 def cache_size(cache_dir: str | Path | None = None) -> dict[str, int]:
-    """Bytes on disk per folder of the cache (``embeddings``, ``texts``, ``models``, ...) and in all (``total``).
+    """The cache's size on disk (``cache list`` prints it).
 
     Args:
         cache_dir: The cache dir; default ``$BEIR_HARNESS_CACHE_DIR`` or the user cache folder.
+
+    Returns:
+        Bytes per top-level folder (``embeddings``, ``texts``, ``models``, ``indexes``, ...) and ``total``.
     """
     from harness.io.cache import cache_dir as resolve
     from harness.io.textcache import cache_usage
