@@ -68,20 +68,32 @@ def row_checksums(vectors: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 class _Segment:
-    """One written segment, memory-mapped."""
+    """One written segment: its manifest's facts; its arrays are memory-mapped per lookup (`arrays`), so no file
+    stays open between lookups (an MS MARCO-size cache has hundreds of segments)."""
 
     def __init__(self, folder: Path, name: str):
+        manifest = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
+        self.folder, self.name = folder, name
+        self.rows, self.dimension = int(manifest["rows"]), int(manifest["dimension"])
+        self.manifest = folder / f"{name}.json"
+        self.arrays()  # checked once when first seen
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(keys, meta, vectors), memory-mapped and checked against the manifest.
+
+        Raises:
+            OSError, ValueError: A file is missing, unreadable, holds a pickle, or disagrees with the manifest.
+        """
         import numpy as np
 
-        manifest = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
-        self.name, self.rows, self.dimension = name, int(manifest["rows"]), int(manifest["dimension"])
-        self.manifest = folder / f"{name}.json"
-        self.keys = np.load(folder / f"{name}.keys.npy", mmap_mode="r", allow_pickle=False)
-        self.meta = np.load(folder / f"{name}.meta.npy", mmap_mode="r", allow_pickle=False)
-        self.vectors = np.load(folder / f"{name}.vectors.npy", mmap_mode="r", allow_pickle=False)
-        shapes = (self.keys.shape, self.meta.shape, self.vectors.shape)
-        if shapes != ((self.rows,), (self.rows, 3), (self.rows, self.dimension)) or self.vectors.dtype != np.float32:
-            raise ValueError(f"files of shapes {shapes} ({self.vectors.dtype}) for {self.rows} rows")
+        keys, meta, vectors = (
+            np.load(self.folder / f"{self.name}.{part}.npy", mmap_mode="r", allow_pickle=False)
+            for part in ("keys", "meta", "vectors")
+        )
+        shapes = (keys.shape, meta.shape, vectors.shape)
+        if shapes != ((self.rows,), (self.rows, 3), (self.rows, self.dimension)) or vectors.dtype != np.float32:
+            raise ValueError(f"files of shapes {shapes} ({vectors.dtype}) for {self.rows} rows")
+        return keys, meta, vectors
 
 
 class TextStore:
@@ -110,9 +122,7 @@ class TextStore:
                 try:
                     self._segments[name] = _Segment(self.folder, name)
                 except (OSError, ValueError, KeyError, TypeError) as exc:
-                    if (self.folder / f"{name}.json").exists():  # not pruned meanwhile: damaged
-                        logger.warning("damaged text cache segment %s/%s, not used: %s", self.folder, name, exc)
-                    self._segments[name] = None
+                    self._damaged(name, exc)
         return [s for s in (self._segments[n] for n in names) if s is not None]
 
     def lookup(self, texts: Sequence[str], dimension: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -133,13 +143,19 @@ class TextStore:
             if dimension is not None and segment.dimension != dimension:
                 self._refuse(segment, f"dimension {segment.dimension}, the model's is {dimension}")
                 continue
+            try:
+                keys, meta, stored = segment.arrays()
+            except (OSError, ValueError) as exc:
+                self._damaged(segment.name, exc)
+                continue
             wanted = digests[missing]
-            position = np.minimum(np.searchsorted(segment.keys, wanted[:, 0]), segment.rows - 1)
-            meta = segment.meta[position]
-            hit = (segment.keys[position] == wanted[:, 0]) & (meta[:, 0] == wanted[:, 1]) & (meta[:, 1] == wanted[:, 2])
+            position = np.minimum(np.searchsorted(keys, wanted[:, 0]), segment.rows - 1)
+            meta = meta[position]
+            hit = (keys[position] == wanted[:, 0]) & (meta[:, 0] == wanted[:, 1]) & (meta[:, 1] == wanted[:, 2])
             if not hit.any():
                 continue
-            vectors = np.asarray(segment.vectors[position[hit]], dtype=np.float32)
+            vectors = np.asarray(stored[position[hit]], dtype=np.float32)
+            del keys, stored  # the maps close: no file stays open between lookups
             good = row_checksums(vectors, wanted[hit, 0]) == meta[hit, 2]
             if not good.all():
                 bad = int((~good).sum())
@@ -160,6 +176,12 @@ class TextStore:
         rows = np.concatenate(found_rows)
         self.hits += len(rows)
         return rows, np.concatenate(found_vectors)
+
+    def _damaged(self, name: str, exc: Exception) -> None:
+        """Never use segment `name` again in this process; warn unless it was pruned (its manifest is gone)."""
+        if (self.folder / f"{name}.json").exists():
+            logger.warning("damaged text cache segment %s/%s, not used: %s", self.folder, name, exc)
+        self._segments[name] = None
 
     def _refuse(self, segment: _Segment, why: str) -> None:
         logger.warning("text cache segment %s/%s not used: %s", self.folder, segment.name, why)
