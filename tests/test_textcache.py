@@ -299,3 +299,20 @@ def test_text_digests_are_the_sha256_of_the_utf8_text(texts):
         raw = hashlib.sha256(text.encode("utf-8")).digest()
         expected = [int.from_bytes(raw[i : i + 8], "big") for i in (0, 8, 16)]
         assert [int(value) for value in row] == expected
+
+
+def test_a_corpus_entry_written_before_the_cache_by_text_is_reused_for_its_corpus(tmp_path):
+    cache, folder = tmp_path / "cache", _corpus(tmp_path / "c", DOCS)
+    cold = _run(folder, cache, CachingFake())
+    shutil.rmtree(cache / "texts")  # a cache as an earlier version left it: corpus and query entries only
+    warm_encoder = CachingFake()
+    warm = _run(folder, cache, warm_encoder)
+    assert _encoded(warm_encoder) == [] and warm_encoder.query_texts == []
+    assert warm.result.config["embedding_cache"] == "hit" and warm.result.metrics == cold.result.metrics
+    assert warm.result.cost["vectors"]["docs_cached"] == len(DOCS)
+    # Its vectors were not filed by text: another corpus encodes its texts once, and then finds them.
+    edited = dict(DOCS) | {"d0": ("title 0", "edited")}
+    first, second = CachingFake(), CachingFake()
+    _run(_corpus(tmp_path / "e", edited), cache, first)
+    _run(_corpus(tmp_path / "f", dict(reversed(edited.items()))), cache, second)
+    assert len(_encoded(first)) == len(DOCS) and _encoded(second) == []

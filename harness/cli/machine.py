@@ -18,12 +18,15 @@ def cache() -> None:
     """List, prune or clear the embedding cache.
 
     Entries are keyed by the model's weights and settings and the corpus content, so a rerun
-    of the same model on the same data encodes nothing, and a change never hits a stale entry.
+    of the same model on the same data encodes nothing, and a change never hits a stale entry;
+    vectors are also kept by their exact text, so another corpus encodes only the texts the
+    cache lacks.
 
     Example:
 
     \b
         beir-harness cache list
+        beir-harness cache prune --older-than 30d
         beir-harness cache clear --dataset scifact
     """
 
