@@ -316,3 +316,30 @@ def test_a_corpus_entry_written_before_the_cache_by_text_is_reused_for_its_corpu
     _run(_corpus(tmp_path / "e", edited), cache, first)
     _run(_corpus(tmp_path / "f", dict(reversed(edited.items()))), cache, second)
     assert len(_encoded(first)) == len(DOCS) and _encoded(second) == []
+
+
+def test_a_model_of_unknown_dimension_encodes_again_what_was_cached_at_another(tmp_path, caplog):
+    from harness.records import Doc
+    from harness.retrieval.encode import encode_corpus
+
+    class Unknown(CachingFake):
+        """Its dimension is known only once it has encoded (an endpoint before its probe)."""
+
+        def __init__(self):
+            super().__init__()
+            self.dimension = None
+
+        def _vector(self, text):
+            return CachingFake()._vector(text)  # 64-d
+
+    docs = [Doc(d, title, text) for d, (title, text) in DOCS.items()]
+    texts = [f"{t} {x}".strip() for t, x in DOCS.values()]
+    store = TextStore(tmp_path / "cache", {"kind": "doc", "model": {"name": "unknown"}})
+    store.add(texts[:6], np.ones((6, 32), np.float32))  # damaged: 32-d, where the model makes 64-d vectors
+    encoder = Unknown()
+    with caplog.at_level(logging.WARNING, logger="harness"):
+        ((ids, vectors, _),) = list(encode_corpus(encoder, iter(docs), progress=False, texts=store))
+    assert "cached vectors of dimension 32, the model's is 64" in caplog.text
+    assert sorted(_encoded(encoder)) == sorted(texts)  # each text once
+    expected = _fresh(DOCS)
+    np.testing.assert_allclose(vectors, np.stack([expected[d] for d in ids]), rtol=0, atol=1e-7)

@@ -397,6 +397,16 @@ def _encode_by_text(
         unstored = [n for n, doc_id in enumerate(ids) if doc_id not in checkpoints.written]
         texts.add([todo[n] for n in unstored], fresh[unstored])
         progress.advance(len(missing) - len(todo), stored=True)  # the repeats of a text just encoded
+        if cached is not None and cached.shape[1] != fresh.shape[1]:  # a model whose dimension was not known
+            logger.warning(
+                "cached vectors of dimension %d, the model's is %d: encoding them again",
+                *cached.shape[1:],
+                fresh.shape[1],
+            )
+            again = [chunk_texts[row] for row in rows.tolist()]
+            cached, more = encode([doc_ids[row] for row in rows.tolist()], again, None)
+            texts.add(again, cached)
+            seconds += more
     vectors = np.empty((len(chunk_texts), (fresh if fresh is not None else cached).shape[1]), dtype=np.float32)
     if cached is not None:
         vectors[rows] = cached
