@@ -114,6 +114,7 @@ def lookup_overhead(n_docs: int, n_queries: int, dimension: int, work: Path) -> 
         vectors = rng.standard_normal((len(texts), dimension), dtype=np.float32)
         store.add(texts, vectors)
         index.add([str(i) for i in range(start, start + len(texts))], vectors)
+    store.compact()  # as a run does when its encode finishes
     index.build()
     started = time.perf_counter()
     found = 0

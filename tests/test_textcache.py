@@ -343,3 +343,17 @@ def test_a_model_of_unknown_dimension_encodes_again_what_was_cached_at_another(t
     assert sorted(_encoded(encoder)) == sorted(texts)  # each text once
     expected = _fresh(DOCS)
     np.testing.assert_allclose(vectors, np.stack([expected[d] for d in ids]), rtol=0, atol=1e-7)
+
+
+def test_the_segments_of_one_run_are_merged_into_one(tmp_path):
+    cache, folder = tmp_path / "cache", _corpus(tmp_path / "c", DOCS)
+    _run(folder, cache, CachingFake(), chunk_size=4)  # three chunks, a segment each while encoding
+    by_size = sorted(_segment_files(cache, "vectors"), key=lambda p: p.stat().st_size)
+    assert len(by_size) == 2  # the documents' (merged) and the queries'
+    assert np.load(by_size[-1], mmap_mode="r").shape == (len(DOCS), 64)
+    shutil.rmtree(cache / "embeddings")
+    reordered = _corpus(tmp_path / "r", dict(reversed(DOCS.items())))
+    encoder = CachingFake()
+    _run(reordered, cache, encoder, chunk_size=5)
+    assert _encoded(encoder) == []
+    _same_vectors(cache, reordered, DOCS)

@@ -6,10 +6,11 @@ corpus, a subset, a superset, an edited corpus), so encoding costs only the text
 
 Layout: ``<cache_dir>/texts/<namespace>/`` per (model fingerprint, kind of text, text rule, dtype), with
 ``inputs.json`` naming them. It holds *segments*, each written by one process and never changed after:
-``<id>.keys.npy`` (the first 8 bytes of each text's sha256 as sorted uint64), ``<id>.meta.npy`` (per row:
-the next 16 bytes of the sha256 and a checksum of the vector and its key, 3 x uint64), ``<id>.vectors.npy``
-(float32) — each written atomically — and ``<id>.json`` (rows, dimension) written last: a segment without
-it is never read. A lookup memory-maps the segments and finds each text by binary search
+``<id>.keys.npy`` (the first 8 bytes of each text's sha256 as sorted uint64), ``<id>.meta.npy`` (per key:
+the next 16 bytes of the sha256, a checksum of the vector and its key, and the vector's row, 4 x uint64),
+``<id>.vectors.npy`` (float32) — each written atomically — and ``<id>.json`` (rows, dimension) written last:
+a segment without it is never read. When an encode finishes, the segments it wrote (one per chunk and per
+checkpoint) are merged into one (`TextStore.compact`), so a lookup visits a segment per run, not per chunk. A lookup memory-maps the segments and finds each text by binary search
 (`numpy.searchsorted`), newest segment first: no dict of texts, memory bounded by one chunk's rows. A
 vector whose checksum fails, or a segment whose files disagree with its manifest or hold another dimension,
 is skipped with a warning and the text encoded again. Two processes writing at once write segments of their
@@ -91,7 +92,7 @@ class _Segment:
             for part in ("keys", "meta", "vectors")
         )
         shapes = (keys.shape, meta.shape, vectors.shape)
-        if shapes != ((self.rows,), (self.rows, 3), (self.rows, self.dimension)) or vectors.dtype != np.float32:
+        if shapes != ((self.rows,), (self.rows, 4), (self.rows, self.dimension)) or vectors.dtype != np.float32:
             raise ValueError(f"files of shapes {shapes} ({vectors.dtype}) for {self.rows} rows")
         return keys, meta, vectors
 
@@ -110,6 +111,7 @@ class TextStore:
         self.hits = self.rejected = 0
         self._segments: dict[str, _Segment | None] = {}  # name → segment (None: refused)
         self._touched: set[str] = set()
+        self._written: list[str] = []  # the segments this store wrote (`compact` merges them)
 
     def _refresh(self) -> list[_Segment]:
         """The segments on disk, newest first (opened once; a refused one stays refused)."""
@@ -154,7 +156,7 @@ class TextStore:
             hit = (keys[position] == wanted[:, 0]) & (meta[:, 0] == wanted[:, 1]) & (meta[:, 1] == wanted[:, 2])
             if not hit.any():
                 continue
-            vectors = np.asarray(stored[position[hit]], dtype=np.float32)
+            vectors = np.asarray(stored[np.minimum(meta[hit, 3], segment.rows - 1)], dtype=np.float32)
             del keys, stored  # the maps close: no file stays open between lookups
             good = row_checksums(vectors, wanted[hit, 0]) == meta[hit, 2]
             if not good.all():
@@ -206,18 +208,84 @@ class TextStore:
         order = first[np.argsort(digests[first, 0], kind="stable")]
         vectors = np.ascontiguousarray(vectors[order], dtype=np.float32)
         keys = digests[order, 0]
-        meta = np.column_stack([digests[order, 1], digests[order, 2], row_checksums(vectors, keys)])
+        rows = np.arange(len(keys), dtype=np.uint64)
+        meta = np.column_stack([digests[order, 1], digests[order, 2], row_checksums(vectors, keys), rows])
+        self._write(keys, meta, [vectors])
+
+    def _write(self, keys: np.ndarray, meta: np.ndarray, blocks) -> str | None:
+        """Write a segment: keys and meta, the vectors from `blocks` (arrays, in row order), the manifest last."""
+        import numpy as np
+
         name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
             if not (self.folder / "inputs.json").is_file():
                 write_json({"format": TEXTS_FORMAT, "inputs": self.inputs}, self.folder / "inputs.json")
-            for part, array in (("keys", keys), ("meta", meta), ("vectors", vectors)):
+            for part, array in (("keys", keys), ("meta", meta)):
                 with atomic_writer(self.folder / f"{name}.{part}.npy", "wb") as handle:
                     np.save(handle, array, allow_pickle=False)
-            write_json({"format": TEXTS_FORMAT, "rows": len(keys), "dimension": vectors.shape[1]}, self._manifest(name))
+            dimension = 0
+            with atomic_writer(self.folder / f"{name}.vectors.npy", "wb") as handle:
+                for n, block in enumerate(blocks):  # streamed: one block in memory at a time
+                    if n == 0:
+                        dimension = block.shape[1]
+                        header = {"descr": "<f4", "fortran_order": False, "shape": (len(keys), dimension)}
+                        np.lib.format.write_array_header_1_0(handle, header)
+                    handle.write(np.ascontiguousarray(block, dtype="<f4").tobytes())
+            write_json({"format": TEXTS_FORMAT, "rows": len(keys), "dimension": dimension}, self._manifest(name))
         except OutputError as exc:
             logger.warning("text cache %s is not writable (%s); continuing without it", self.folder, exc)
             self.writable = False
+            return None
+        self._written.append(name)
+        return name
+
+    def compact(self, max_rows: int = 1 << 21) -> None:
+        """Merge the segments this store wrote into as few as hold `max_rows` each (keys and meta in memory,
+        40 bytes a row; vectors copied block by block), then remove them (manifest first: a reader that
+        listed one and opens it after skips it)."""
+        group: list[_Segment] = []
+        for name in list(self._written):
+            segment = self._segments.get(name) or self._open(name)
+            if segment is None:
+                continue
+            if group and sum(s.rows for s in group) + segment.rows > max_rows:
+                self._merge(group)
+                group = []
+            group.append(segment)
+        if len(group) > 1:
+            self._merge(group)
+
+    def _open(self, name: str) -> _Segment | None:
+        try:
+            self._segments[name] = _Segment(self.folder, name)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._damaged(name, exc)
+        return self._segments.get(name)
+
+    def _merge(self, group: list[_Segment]) -> None:
+        import numpy as np
+
+        if len(group) < 2 or not self.writable:
+            return
+        try:
+            parts = [segment.arrays()[:2] for segment in group]
+        except (OSError, ValueError):
+            return  # pruned or damaged meanwhile: leave them as they are
+        offsets = np.cumsum([0] + [segment.rows for segment in group[:-1]]).astype(np.uint64)
+        keys = np.concatenate([keys for keys, _ in parts])
+        meta = np.concatenate([np.array(meta, dtype=np.uint64) for _, meta in parts])
+        meta[:, 3] += np.repeat(offsets, [segment.rows for segment in group])  # rows of the concatenated vectors
+        order = np.argsort(keys, kind="stable")
+        blocks = (np.asarray(segment.arrays()[2]) for segment in group)
+        merged = self._write(keys[order], meta[order], blocks)
+        if merged is None:
+            return
+        for segment in group:
+            self._written.remove(segment.name)
+            self._segments[segment.name] = None
+            segment.manifest.unlink(missing_ok=True)
+            for part in ("keys", "meta", "vectors"):
+                (self.folder / f"{segment.name}.{part}.npy").unlink(missing_ok=True)
 
     def _manifest(self, name: str) -> Path:
         return self.folder / f"{name}.json"

@@ -340,6 +340,8 @@ def encode_corpus(
                     )
                 yield doc_ids, vectors, seconds
             progress_state.chunk_stored(len(doc_ids))  # the caller has stored the chunk by now
+        if texts is not None and hasattr(texts, "compact"):
+            texts.compact()  # the segments of every chunk and checkpoint, merged: one per run
     finally:
         bar.close()
         if counts is not None:
