@@ -140,7 +140,8 @@ def test_cached_vectors_of_another_dimension_are_refused_and_reencoded(tmp_path,
         path.unlink()  # the documents' segments, replaced by one of 32-d vectors for the same texts
     inputs = json.loads((namespace / "inputs.json").read_text())["inputs"]
     texts = [f"{t} {x}".strip() for t, x in DOCS.values()]
-    TextStore(cache, inputs).add(texts, np.ones((len(texts), 32), np.float32))
+    others = ["a text of no corpus", "another text of no corpus"]  # refused too, but never asked for
+    TextStore(cache, inputs).add(texts + others, np.ones((len(texts) + 2, 32), np.float32))
     encoder = CachingFake()
     with caplog.at_level(logging.WARNING, logger="harness"):
         outcome = _run(folder, cache, encoder)

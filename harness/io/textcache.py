@@ -142,9 +142,6 @@ class TextStore:
                 break
             if not segment.rows:
                 continue
-            if dimension is not None and segment.dimension != dimension:
-                self._refuse(segment, f"dimension {segment.dimension}, the model's is {dimension}")
-                continue
             try:
                 keys, meta, stored = segment.arrays()
             except (OSError, ValueError) as exc:
@@ -155,6 +152,9 @@ class TextStore:
             meta = meta[position]
             hit = (keys[position] == wanted[:, 0]) & (meta[:, 0] == wanted[:, 1]) & (meta[:, 1] == wanted[:, 2])
             if not hit.any():
+                continue
+            if dimension is not None and segment.dimension != dimension:
+                self._refuse(segment, int(hit.sum()), f"dimension {segment.dimension}, the model's is {dimension}")
                 continue
             vectors = np.asarray(stored[np.minimum(meta[hit, 3], segment.rows - 1)], dtype=np.float32)
             del keys, stored  # the maps close: no file stays open between lookups
@@ -185,9 +185,10 @@ class TextStore:
             logger.warning("damaged text cache segment %s/%s, not used: %s", self.folder, name, exc)
         self._segments[name] = None
 
-    def _refuse(self, segment: _Segment, why: str) -> None:
+    def _refuse(self, segment: _Segment, wanted: int, why: str) -> None:
+        """Never use `segment` again in this process; its `wanted` vectors count as rejected."""
         logger.warning("text cache segment %s/%s not used: %s", self.folder, segment.name, why)
-        self.rejected += segment.rows
+        self.rejected += wanted
         self._segments[segment.name] = None
 
     def _touch(self, segment: _Segment) -> None:
