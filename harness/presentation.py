@@ -34,6 +34,23 @@ def metric_text(value: float | None, digits: int = 4, signed: bool = False) -> s
 BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")  # powers of 1024, by their IEC names
 
 
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``3GB``, ``500M``, ``1.5GiB``, ``2048``: K/M/G/T are powers of 1024 whether written KB or KiB,
+    as `size_text` prints them (the memory budget, ``cache prune --max-size``).
+
+    Raises:
+        ValueError: Not a size.
+    """
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a size (e.g. 3GB, 500MB, 1.5GiB or a number of bytes)")
+    unit = (match.group(2) or "").lower()[:1]
+    return int(float(match.group(1)) * 1024 ** " kmgt".index(unit or " "))
+
+
 def size_text(n_bytes: float, places: int | None = None) -> str:
     """A number of bytes as every message and table shows it: in powers of 1024, named B, KiB, MiB, GiB, TiB
     (the largest unit the value reaches, TiB at most); whole bytes below 1 KiB (``512 B``).

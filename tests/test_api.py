@@ -296,6 +296,7 @@ def test_bench_from_python_scores_as_pytrec_eval(tiny_beir, tmp_path, monkeypatc
         (["datasets", "remove", "x"], "remove_dataset"),
         (["cache", "list"], "cache_entries"),
         (["cache", "clear", "--dry-run"], "clear_cache"),
+        (["cache", "prune", "--max-size", "10GB"], "prune_cache"),
         (["env"], "environment"),
     ],
 )

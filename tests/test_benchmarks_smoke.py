@@ -51,6 +51,11 @@ RESULT_LINES = {
         rf"^scifact +fp32 +12 .* {NUMBER}",
         r"^checks: (\d+) of \1 ok; skipped cells: none",
     ],
+    "incremental_cache.py": [
+        rf"^incremental / cold encode = {NUMBER}",
+        r"^nfcorpus after the team corpus: .* as expected: True$",
+        rf"^lookup / search = {NUMBER}",
+    ],
     "index_choices.py": [rf"^synthetic ivfpq .* {NUMBER}", rf"^synthetic sq8 +{NUMBER}"],
     "llm_judge.py": [rf"^  concurrency 16: +{NUMBER} pairs/s", r"^  rerun from the cache: .* 0 requests$"],
     "nanobeir_projection.py": [rf"^  long \(whole\) +{NUMBER} docs/s"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 
 import numpy as np
 import pytest
@@ -40,6 +41,11 @@ def _run(folder, tmp_path, encoder, **overrides):
     return evaluate_dataset(EvaluateConfig(**options), encoder=encoder)
 
 
+def _without_texts(tmp_path) -> None:
+    """Remove the vectors cached by text (`harness.io.textcache`), so the corpus and query entries are all there is."""
+    shutil.rmtree(tmp_path / "cache" / "texts")
+
+
 def _docs_encoded(encoder) -> int:
     return sum(len(batch) for batch in encoder.doc_batches)
 
@@ -68,7 +74,8 @@ def test_changed_corpus_or_model_never_hits_a_stale_entry(tiny_beir, tmp_path):
         handle.write('{"_id": "d6", "text": "new document"}\n')
     changed = CachingFake()
     outcome = _run(tiny_beir, tmp_path, changed)
-    assert _docs_encoded(changed) == 6 and outcome.result.config["n_docs"] == 6
+    # The new corpus entry is built from the vectors cached by text: only the added document is encoded.
+    assert _docs_encoded(changed) == 1 and outcome.result.config["n_docs"] == 6
     assert len([e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus"]) == 3
 
 
@@ -78,6 +85,7 @@ def test_damaged_chunk_is_recomputed_with_a_warning(tiny_beir, tmp_path, caplog)
         data = bytearray(path.read_bytes())
         data[-1] ^= 0xFF
         path.write_bytes(bytes(data))
+    _without_texts(tmp_path)  # the entry alone (with the store by text, nothing is encoded: test_textcache.py)
     encoder = CachingFake()
     with caplog.at_level(logging.WARNING, logger="harness"):
         warm = _run(tiny_beir, tmp_path, encoder)
@@ -95,6 +103,7 @@ def test_truncated_chunk_is_recomputed(tiny_beir, tmp_path):
     assert len(chunks) == 2  # corpus and queries
     for path in chunks:
         path.write_bytes(path.read_bytes()[:40])
+    _without_texts(tmp_path)  # the entry alone (with the store by text, nothing is encoded: test_textcache.py)
     encoder = CachingFake()
     warm = _run(tiny_beir, tmp_path, encoder)
     assert _docs_encoded(encoder) == 5 and len(encoder.query_texts) == 3  # recomputed, not read
@@ -295,6 +304,7 @@ def test_a_pickle_planted_in_the_cache_is_never_loaded(tiny_beir, tmp_path):
     for path in chunks:
         with open(path, "wb") as handle:
             np.save(handle, np.array([_Planted(marker)], dtype=object), allow_pickle=True)
+    _without_texts(tmp_path)  # the entry alone (with the store by text, nothing is encoded: test_textcache.py)
     encoder = CachingFake()
     warm = _run(tiny_beir, tmp_path, encoder)
     assert not marker.exists()

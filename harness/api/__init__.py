@@ -24,7 +24,7 @@ from harness.api.data import (
     validate,
 )
 from harness.api.judging import agreement, judge, merge_judgments, pool, pool_status
-from harness.api.machine import cache_entries, clear_cache, environment
+from harness.api.machine import cache_entries, cache_size, clear_cache, environment, prune_cache
 from harness.api.quality import judge_sample, pool_check, pool_on_budget, rankings, reusability
 from harness.api.results import (
     Comparison,
@@ -68,6 +68,7 @@ __all__ += [
     "agreement",
     "bench",
     "cache_entries",
+    "cache_size",
     "check_published",
     "clear_cache",
     "compare",
@@ -87,6 +88,7 @@ __all__ += [
     "list_datasets",
     "merge_judgments",
     "pool",
+    "prune_cache",
     "read_results",
     "remove_dataset",
     "report",

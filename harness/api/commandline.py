@@ -7,11 +7,13 @@ decides anything.
 from harness.evaluation.metrics import metric_families, parse_k_values, parse_metric
 from harness.io.cache import cache_dir
 from harness.io.files import write_text
+from harness.io.textcache import parse_duration
 from harness.io.trec import qrels_format
 from harness.judging.merge import parse_scale
 from harness.judging.pool import PoolSpec, check_spec
 from harness.pipeline.environment import format_bench, format_environment
 from harness.pipeline.systems import parse_system, parse_systems, split_systems
+from harness.presentation import parse_size
 from harness.reporting.comparison import format_compare, plot_comparison
 from harness.reporting.compression import plot_compression, render_compression
 from harness.reporting.cost import cost_summary, render_cost
@@ -20,7 +22,6 @@ from harness.reporting.labels import check_label
 from harness.reporting.report import format_metrics_table
 from harness.reporting.reproduction import check_exit_code, format_checks
 from harness.retrieval.fusion import parse_weights
-from harness.retrieval.streamed import parse_size
 
 __all__ = [
     # printing an outcome
@@ -46,6 +47,7 @@ __all__ = [
     "parse_k_values",
     "parse_metric",
     "parse_scale",
+    "parse_duration",
     "parse_size",
     "parse_system",
     "parse_systems",

@@ -1,4 +1,4 @@
-"""The commands on this machine: env, cache list/clear."""
+"""The commands on this machine: env, cache list/size/prune/clear."""
 
 from __future__ import annotations
 
@@ -50,6 +50,52 @@ def cache_entries(cache_dir: str | Path | None = None) -> list[dict[str, Any]]:
     from harness.io.cache import list_entries
 
     return list_entries(resolve(cache_dir))
+
+
+def cache_size(cache_dir: str | Path | None = None) -> dict[str, int]:
+    """The cache's size on disk (``cache list`` prints it).
+
+    Args:
+        cache_dir: The cache dir; default ``$BEIR_HARNESS_CACHE_DIR`` or the user cache folder.
+
+    Returns:
+        Bytes per top-level folder (``embeddings``, ``texts``, ``models``, ``indexes``, ...) and ``total``.
+    """
+    from harness.io.cache import cache_dir as resolve
+    from harness.io.textcache import cache_usage
+
+    return cache_usage(resolve(cache_dir))
+
+
+def prune_cache(
+    cache_dir: str | Path | None = None,
+    *,
+    older_than: str | float | None = None,
+    max_size: str | int | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Remove cached vectors unused for `older_than`, then the least recently used until `max_size` (``cache
+    prune``); whatever a running evaluation reads stays.
+
+    Args:
+        cache_dir: The cache dir; default ``$BEIR_HARNESS_CACHE_DIR`` or the user cache folder.
+        older_than: Seconds, or a duration such as ``30d``, ``12h``.
+        max_size: Bytes, or a size such as ``10GB``, ``500MiB``: the most ``embeddings/`` and ``texts/`` keep.
+        dry_run: Return what would go; delete nothing.
+
+    Returns:
+        ``removed`` (kind, path, bytes, last use of each) and ``usage`` (bytes per cache folder, after).
+    """
+    from harness.io.cache import cache_dir as resolve
+    from harness.io.textcache import cache_usage, parse_duration
+    from harness.io.textcache import prune_cache as prune
+    from harness.presentation import parse_size
+
+    root = resolve(cache_dir)
+    seconds = parse_duration(older_than) if isinstance(older_than, str) else older_than
+    size = parse_size(max_size) if isinstance(max_size, str) else max_size
+    removed = prune(root, seconds, size, dry_run=dry_run)
+    return {"removed": removed, "usage": cache_usage(root)}
 
 
 def clear_cache(

@@ -10,21 +10,25 @@ import click
 
 from harness.cli.group import cli
 from harness.cli.options import cache_dir_option, data_dir_option
+from harness.presentation import size_text
 
 logger = logging.getLogger("harness")
 
 
 @cli.group()
 def cache() -> None:
-    """List or clear the embedding cache.
+    """List, prune or clear the embedding cache.
 
     Entries are keyed by the model's weights and settings and the corpus content, so a rerun
-    of the same model on the same data encodes nothing, and a change never hits a stale entry.
+    of the same model on the same data encodes nothing, and a change never hits a stale entry;
+    vectors are also kept by their exact text, so another corpus encodes only the texts the
+    cache lacks.
 
     Example:
 
     \b
         beir-harness cache list
+        beir-harness cache prune --older-than 30d
         beir-harness cache clear --dataset scifact
     """
 
@@ -50,19 +54,86 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
         return
     logger.info("cache: %s", root)
     click.echo(_format_entries(entries))
+    from harness.api import cache_size
+
+    click.echo(_format_usage(cache_size(root)))
+
+
+def _format_usage(usage: dict[str, int]) -> str:
+    """``disk: 1.2 MiB in all, 1,258,291 bytes (embeddings 410 KiB, texts 819 KiB)``."""
+    parts = ", ".join(f"{name} {size_text(size)}" for name, size in usage.items() if name != "total")
+    return f"disk: {size_text(usage['total'])} in all, {usage['total']:,} bytes" + (f" ({parts})" if parts else "")
+
+
+class _Parsed(click.ParamType):
+    """A duration (30d, 12h) or a size (10GB, 500MiB): `harness.io.textcache.parse_duration`,
+    `harness.presentation.parse_size`."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def convert(self, value, param, ctx):
+        from harness.api import commandline
+
+        if not isinstance(value, str):
+            return value
+        try:
+            return getattr(commandline, f"parse_{self.name}")(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+@cache.command("prune")
+@cache_dir_option
+@click.option(
+    "--older-than",
+    type=_Parsed("duration"),
+    default=None,
+    help="Remove vectors unused for this long (30d, 12h, 90m, 2w).",
+)
+@click.option(
+    "--max-size",
+    type=_Parsed("size"),
+    default=None,
+    help="Then the least recently used, until the vectors fit (10GB, 500MiB).",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+def cache_prune(cache_dir: Path | None, older_than: float | None, max_size: int | None, dry_run: bool) -> None:
+    """Remove cached vectors by age of last use or to fit a size; safe while another run reads the cache.
+
+    Corpus and query entries and the vectors cached by text go, least recently used first; whatever a
+    running evaluation holds stays.
+
+    Example:
+
+    \b
+        beir-harness cache prune --older-than 30d
+        beir-harness cache prune --max-size 10GB --dry-run
+    """
+    from harness.api import prune_cache
+    from harness.api.commandline import cache_dir as resolve
+
+    if older_than is None and max_size is None:
+        raise click.UsageError("give --older-than and/or --max-size (e.g. cache prune --older-than 30d)")
+    root = resolve(cache_dir)
+    outcome = prune_cache(root, older_than=older_than, max_size=max_size, dry_run=dry_run)
+    freed = size_text(sum(unit["bytes"] for unit in outcome["removed"]))
+    verb = "would remove" if dry_run else "removed"
+    click.echo(f"{verb} {len(outcome['removed'])} item(s) ({freed}) from {root}")
+    click.echo(_format_usage(outcome["usage"]))
 
 
 def _format_entries(entries: list[dict]) -> str:
     from harness.presentation import align
 
-    table = [["key", "kind", "dataset", "rows", "MB", "complete", "model"]]
+    table = [["key", "kind", "dataset", "rows", "size", "complete", "model"]]
     table += [
         [
             e["key"][:12],
             e["kind"] or "?",
             e["dataset"] or "?",
             f"{e['rows']:,}" if e["rows"] is not None else "-",
-            f"{e['bytes'] / 2**20:.1f}",
+            size_text(e["bytes"]),
             "yes" if e["complete"] else "partial",
             e["model"] or "?",
         ]
@@ -97,8 +168,7 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
 
     root = resolve(cache_dir)
     chosen = clear_cache(root, model=model, dataset=dataset, dry_run=True)
-    freed = sum(e["bytes"] for e in chosen) / 2**20
-    count = f"{len(chosen)} entr{'y' if len(chosen) == 1 else 'ies'} ({freed:.1f} MB)"
+    count = f"{len(chosen)} entr{'y' if len(chosen) == 1 else 'ies'} ({size_text(sum(e['bytes'] for e in chosen))})"
     if dry_run:
         click.echo(_format_entries(chosen))
         click.echo(f"would remove {count} from {root}")
@@ -106,8 +176,8 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
     if model is None and dataset is None and chosen and not yes:
         click.confirm(f"remove all {count} from {root}?", abort=True, err=True)
     removed = clear_cache(root, model=model, dataset=dataset)
-    freed = sum(e["bytes"] for e in removed) / 2**20
-    click.echo(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} ({freed:.1f} MB) from {root}")
+    freed = size_text(sum(e["bytes"] for e in removed))
+    click.echo(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} ({freed}) from {root}")
 
 
 @cli.command("env")

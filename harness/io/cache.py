@@ -22,6 +22,7 @@ holds the remembered model fingerprints (``models/``), ONNX exports and built in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -335,6 +336,8 @@ class EmbeddingEntry:
             expected_rows, dimension = manifest["rows"], manifest["dimension"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CacheCorrupt(f"{self.root}: unreadable manifest ({exc})") from None
+        with contextlib.suppress(OSError):  # last used now: `cache prune --older-than` goes by it
+            os.utime(self.root / "manifest.json")
         rows = 0
         for index, sha in enumerate(shas):
             doc_ids, vectors = self.read_chunk(index, sha, mmap=mmap)
@@ -430,7 +433,20 @@ def clear_entries(
     if not dry_run:
         for entry in chosen:
             shutil.rmtree(entry["path"], ignore_errors=True)
+        if dataset is None:
+            _clear_texts(root, model)
     return chosen
+
+
+def _clear_texts(root: Path, model: str | None) -> None:
+    """Remove the vectors cached by text (`harness.io.textcache`) of `model` (all when None)."""
+    for folder in sorted(p for p in (root / "texts").glob("*") if p.is_dir()):
+        try:
+            inputs = json.loads((folder / "inputs.json").read_text(encoding="utf-8"))["inputs"]
+        except (OSError, ValueError, KeyError, TypeError):
+            inputs = {}
+        if model is None or (inputs.get("model") or {}).get("name") == model:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def model_files_key(source: str, settings: Mapping[str, Any]) -> str | None:

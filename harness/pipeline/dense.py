@@ -10,12 +10,14 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from harness.errors import HarnessError, OutputError, setting
 from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
 from harness.io.lines import content_digest
+from harness.io.textcache import encode_with_store, reading, text_stores, vector_counts
 from harness.metering import tree_bytes
 from harness.pipeline.config import EvaluateConfig, load_model
 from harness.pipeline.stages import (
@@ -121,7 +123,7 @@ def dense_stage(
         )
         logger.info(inputs.notes[-1])
     cost: dict[str, object] = {}
-    with _one_ray_session(config):
+    with _one_ray_session(config), ExitStack() as held:  # held: the cache folders this run reads
         run, quality = _retrieve(
             encoder,
             checked_corpus(inputs.folder, corpus),
@@ -134,6 +136,7 @@ def dense_stage(
             chunk_size,
             cost,
             path,
+            held,
         )
     check_corpus(inputs.folder, corpus)
     record = dict(
@@ -310,14 +313,16 @@ def _retrieve(
     chunk_size: int,
     cost: dict[str, object],
     path: SearchPath = SearchPath(),
+    held: ExitStack | None = None,
 ) -> tuple[Run, dict[str, float]]:
     """Dense retrieval: corpus vectors from the cache or encoded (locally or fanned out), the index, the search;
-    what it cost beyond the clock's phases goes into `cost`."""
+    what it cost beyond the clock's phases goes into `cost`; the cache folders it reads stay locked while `held` is."""
     started = time.perf_counter()
     fingerprint = encoder.fingerprint() if config.cache else None
     cache_root = cache_dir(config.cache_dir) if fingerprint is not None else None
     compression = (config.compression, encoder.normalize)
     entry, builder = None, _IndexBuilder(config.index, None, False, compression, expected_rows=path.n_docs)
+    stores = (None, None)  # the text stores of documents and queries
     if cache_root is not None:
         logger.info("embedding cache: %s", cache_root)
         entry = embedding_entry(
@@ -340,7 +345,11 @@ def _retrieve(
             (entry, path.budget, path.given) if path.streamed else None,
             path.n_docs,
         )
+        stores = text_stores(cache_root, fingerprint, DOC_TEXT_RULE)
+        if held is not None:
+            held.enter_context(reading([entry.root, *(store.folder for store in stores)]))
         _from_cache(entry, builder, corpus)
+    counts = {"cached": corpus.n_docs} if corpus.cached else {}
     if path.streamed and entry is None:
         raise HarnessError(
             f"the corpus vectors need {size_text(path.needed, places=2)} in memory, more than "
@@ -351,7 +360,9 @@ def _retrieve(
     encode_seconds = (
         0.0
         if corpus.cached
-        else _encode_missing(encoder, docs, config, entry, builder, fingerprint, chunk_size, corpus.workers)
+        else _encode_missing(
+            encoder, docs, config, entry, builder, fingerprint, chunk_size, corpus.workers, (stores[0], counts)
+        )
     )
     index = builder.finish(entry is not None and entry.writable)
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
@@ -366,8 +377,8 @@ def _retrieve(
     if index is None:
         return Run.from_scores({}), {}
     with clock.stage("encode_queries"):
-        vectors, queries_cached, queries_entry = _query_vectors(
-            encoder, queries, cache_root, fingerprint, corpus.dataset
+        vectors, queries_cached, queries_entry, encoded = _query_vectors(
+            encoder, queries, cache_root, fingerprint, corpus.dataset, stores[1]
         )
         query_vectors = config.compression.prepare(vectors, encoder.normalize)
     if queries_cached:
@@ -383,9 +394,11 @@ def _retrieve(
         clock,
         cost,
     )
+    cost["vectors"] = vector_counts(counts, stores, len(queries), encoded)
     cost["index_bytes"] = int(quality.pop("index_bytes", 0)) or None
     if cache_root is not None:
-        cost["cache_bytes"] = tree_bytes([entry.root, queries_entry, builder.index_file, builder.calibration_file])
+        used = [entry.root, queries_entry, builder.index_file, builder.calibration_file, *(s.folder for s in stores)]
+        cost["cache_bytes"] = tree_bytes(used)  # the vectors cached by text included: this run reads them
     return run, quality
 
 
@@ -481,8 +494,10 @@ def _encode_missing(
     fingerprint,
     chunk_size: int,
     workers: list[str] | None = None,
+    by_text: tuple = (None, None),
 ) -> float:
-    """Encode what the cache lacks — here, or on Ray / several devices — into the entry and the index.
+    """Encode what the cache lacks — here, or on Ray / several devices — into the entry and the index; locally,
+    the text store and the counts of `by_text` (`encode_corpus`'s `texts` and `counts`).
 
     Returns:
         Seconds spent encoding (or waiting for the workers).
@@ -525,6 +540,8 @@ def _encode_missing(
             store=entry,
             checkpoint_seconds=config.checkpoint_seconds,
             token_budget=config.token_budget,
+            texts=by_text[0],
+            counts=by_text[1],
         )
     # A trained index keeps every vector until it is built (and for exact search after): memory maps of
     # the cache's chunk files then, so that memory does not grow with the corpus.
@@ -645,14 +662,16 @@ def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bo
         return rebuilt, False
 
 
-def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str):
-    """(The query vectors, whether they came from the cache, their cache folder or None): encoded, or loaded
-    from the cache (keyed by the exact ids and texts)."""
+def _query_vectors(
+    encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str, store=None
+):
+    """(The query vectors, whether they came from the cache, their cache folder or None, how many texts were
+    encoded): encoded, or loaded from the cache (keyed by the exact ids and texts; else each text from `store`)."""
     texts = [query.text for query in queries]
     if cache_root is None:
         vectors = encoder.encode_queries(texts)
         check_finite_queries(vectors, [query.query_id for query in queries], encoder)
-        return vectors, False, None
+        return vectors, False, None, len(texts)
     texts_sha = hashlib.sha256(json.dumps([[q.query_id, q.text] for q in queries]).encode()).hexdigest()
     entry = embedding_entry(
         cache_root,
@@ -663,13 +682,19 @@ def _query_vectors(encoder: Encoder, queries: list[Query], cache_root: Path | No
         try:
             ((ids, vectors),) = list(entry.chunks())
             if ids == [query.query_id for query in queries]:
-                return vectors, True, entry.root
+                return vectors, True, entry.root, 0
         except (CacheCorrupt, ValueError) as exc:
             logger.warning("damaged cache entry, recomputing: %s", exc)
         entry.drop()
-    vectors = encoder.encode_queries(texts)
-    check_finite_queries(vectors, [query.query_id for query in queries], encoder)
+    ids_of = {query.text: query.query_id for query in reversed(queries)}  # a text → its first query
+
+    def encode(batch: list[str]):
+        fresh = encoder.encode_queries(batch)
+        check_finite_queries(fresh, [ids_of[text] for text in batch], encoder)  # before anything is stored
+        return fresh
+
+    vectors, encoded = encode_with_store(store, texts, encode, encoder.dimension)
     entry.start(len(texts))
     entry.write_chunk(0, [query.query_id for query in queries], vectors)
     entry.finish(1, len(texts), vectors.shape[1])
-    return vectors, False, entry.root
+    return vectors, False, entry.root, encoded

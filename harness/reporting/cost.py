@@ -30,17 +30,18 @@ PHASES = (
     ("rerank", "rerank s"),
     ("score", "score s"),
 )
-OPTIONAL = ("rerank", "tokens", "price")  # columns shown only when some row has a value
+OPTIONAL = ("rerank", "tokens", "price", "vectors")  # columns shown only when some row has a value
 COST_NOTES = (
     "phase seconds and wall time are the result's timings; cached: read from the embedding, index or score cache "
     "(no work done); docs/s: corpus documents / seconds of the phase that made them searchable (encode corpus; "
     "BM25: index); search latency: the wall time of searching one query alone, on an evenly spaced sample of at "
     "most 100 judged queries (query encoding excluded; the per-query values are in the result file); peak RSS: the "
     "evaluation's own peak resident memory (its high-water mark, restarted as it began; ≥ where the platform "
-    "could not restart it: the evaluating process's peak so far); host: the machine the result recorded, as "
-    "`beir-harness env` names it (its CPU, the cores used of its logical cores, its GPUs); whether the machine was "
-    "otherwise quiet is not recorded, so compare times measured on one host at one time; – : not recorded (a result "
-    "written before cost records) or not run",
+    "could not restart it: the evaluating process's peak so far); docs cached / encoded: corpus vectors read from "
+    "the embedding cache (by corpus or by text) / texts sent to the encoder; host: the machine the result recorded, "
+    "as `beir-harness env` names it (its CPU, the cores used of its logical cores, its GPUs); whether the machine "
+    "was otherwise quiet is not recorded, so compare times measured on one host at one time; – : not recorded (a "
+    "result written before cost records) or not run",
 )
 
 
@@ -63,6 +64,8 @@ class CostRow:
     cache_bytes: int | None = None
     tokens: int | None = None
     price: float | None = None
+    docs_cached: int | None = None  # corpus vectors read from the embedding cache (by corpus or by text)
+    docs_encoded: int | None = None  # corpus texts sent to the encoder
     host: str | None = None  # where the times were measured (`host_text`); None: the result recorded no host
 
     def to_json(self) -> dict[str, Any]:
@@ -74,6 +77,7 @@ def _row(result: Result, system: str, metric: str) -> CostRow:
     cost, timings = result.cost or {}, result.timings or {}
     latency = cost.get("search_latency") or {}
     endpoint = cost.get("endpoint") or {}
+    vectors = cost.get("vectors") or {}
     return CostRow(
         dataset=result.dataset,
         system=system,
@@ -90,6 +94,8 @@ def _row(result: Result, system: str, metric: str) -> CostRow:
         cache_bytes=cost.get("cache_bytes"),
         tokens=endpoint.get("tokens"),
         price=endpoint.get("cost"),
+        docs_cached=vectors.get("docs_cached"),
+        docs_encoded=vectors.get("docs_encoded"),
         host=host_text(result.host),
     )
 
@@ -140,6 +146,7 @@ def _columns(rows: Sequence[CostRow]) -> list[str]:
         "rerank": any(r.phases.get("rerank") is not None for r in rows),
         "tokens": any(r.tokens is not None for r in rows),
         "price": any(r.price is not None for r in rows),
+        "vectors": any(r.docs_encoded is not None for r in rows),
     }
     keys = [
         "dataset",
@@ -154,6 +161,7 @@ def _columns(rows: Sequence[CostRow]) -> list[str]:
         "peak_rss",
         "index_bytes",
         "cache_bytes",
+        "vectors",
         "tokens",
         "price",
         "host",
@@ -175,6 +183,7 @@ def _headers(metric: str) -> dict[str, str]:
         "peak_rss": "peak RSS",
         "index_bytes": "index",
         "cache_bytes": "cache",
+        "vectors": "docs cached / encoded",
         "tokens": "tokens",
         "price": "price",
         "host": "host",
@@ -192,6 +201,7 @@ def _cells(row: CostRow, digits: int) -> dict[str, str]:
         + _bytes(row.peak_rss_bytes),
         "index_bytes": _bytes(row.index_bytes),
         "cache_bytes": _bytes(row.cache_bytes),
+        "vectors": NONE if row.docs_encoded is None else f"{row.docs_cached:,} / {row.docs_encoded:,}",
         "tokens": _number(row.tokens, ","),
         "price": _number(row.price, ".4f"),
         "host": row.host or NONE,
@@ -230,6 +240,8 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
             "cache_bytes",
             "tokens",
             "price",
+            "docs_cached",
+            "docs_encoded",
             "host",
         ]
         return csv_text(
@@ -250,6 +262,8 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
                     r.cache_bytes,
                     r.tokens,
                     r.price,
+                    r.docs_cached,
+                    r.docs_encoded,
                     r.host,
                 ]
                 for r in rows
@@ -277,6 +291,8 @@ def cost_summary(result: Result) -> str | None:
         parts.append(f"{cells['docs_per_s']} docs/s")
     if row.latency_ms.get("p50") is not None:
         parts.append(f"search latency p50/p95/p99 {cells['p50']}/{cells['p95']}/{cells['p99']} ms")
+    if row.docs_encoded is not None:
+        parts.append(f"{cells['vectors']} docs cached / encoded")
     parts.append(f"peak RSS {cells['peak_rss']}")
     if row.tokens is not None:
         parts.append(f"{cells['tokens']} tokens" + (f", price {cells['price']}" if row.price is not None else ""))

@@ -270,6 +270,8 @@ def encode_corpus(
     store: ChunkStore | None = None,
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
     token_budget: int | None = None,
+    texts: TextStore | None = None,
+    counts: dict[str, int] | None = None,
 ) -> Iterator[tuple[list[str], np.ndarray, float]]:
     """Encode a document stream chunk by chunk, checkpointing by time inside a chunk.
 
@@ -294,6 +296,9 @@ def encode_corpus(
         checkpoint_seconds: The most encoding time a kill can lose inside a chunk (0: a piece
             after every batch).
         token_budget: Batch by tokens instead of by count (see `plan_batches`).
+        texts: The vectors cached by text (`harness.io.textcache.TextStore`): a chunk encodes only the texts
+            it lacks (each once), and what it encodes goes into it, checkpoints included.
+        counts: Incremented with ``encoded`` (texts sent to the encoder) and ``cached`` (the rest).
 
     Yields:
         (doc_ids, vectors, seconds spent in the encoder) per chunk, in corpus order; the seconds
@@ -311,22 +316,106 @@ def encode_corpus(
                 progress_state.advance(len(doc_ids), stored=True)
                 yield doc_ids, stored[1], 0.0
             else:
-                vectors, seconds = _encode_chunk(
-                    encoder,
-                    index,
-                    doc_ids,
-                    [doc_text(doc) for doc in chunk],
-                    batch_size,
-                    stored,
-                    store,
-                    checkpoint_seconds,
-                    progress_state,
-                    token_budget,
-                )
+
+                def encode(ids: list[str], chunk_texts: list[str], pieces: ChunkStore | None = store):
+                    return _encode_chunk(
+                        encoder,
+                        index,
+                        ids,
+                        chunk_texts,
+                        batch_size,
+                        stored,
+                        pieces,
+                        checkpoint_seconds,
+                        progress_state,
+                        token_budget,
+                    )
+
+                chunk_texts = [doc_text(doc) for doc in chunk]
+                if texts is None:
+                    vectors, seconds = encode(doc_ids, chunk_texts)
+                else:
+                    vectors, seconds = _encode_by_text(
+                        texts, encode, store, doc_ids, chunk_texts, encoder, progress_state
+                    )
                 yield doc_ids, vectors, seconds
             progress_state.chunk_stored(len(doc_ids))  # the caller has stored the chunk by now
+        if texts is not None and hasattr(texts, "compact"):
+            texts.compact()  # the segments of every chunk and checkpoint, merged: one per run
     finally:
         bar.close()
+        if counts is not None:
+            counts["encoded"] = counts.get("encoded", 0) + progress_state.encoded
+            counts["cached"] = counts.get("cached", 0) + progress_state.reused
+
+
+class TextStore(Protocol):
+    """Vectors found by their text (`harness.io.textcache.TextStore`), as `encode_corpus` sees it."""
+
+    def lookup(self, texts: Sequence[str], dimension: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """(The rows of `texts` it holds, their vectors; None when it holds none)."""
+
+    def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Store the vectors of `texts`."""
+
+
+class _Checkpoints:
+    """A chunk's checkpoints go to its pieces and to the text store; remembers which texts are stored."""
+
+    def __init__(self, store: ChunkStore | None, texts: TextStore, text_of: dict[str, str]):
+        self.store, self.texts, self.text_of, self.written = store, texts, text_of, set()
+
+    def write_piece(self, index: int, name: str, doc_ids: list[str], vectors: np.ndarray) -> None:
+        if self.store is not None:
+            self.store.write_piece(index, name, doc_ids, vectors)
+        self.texts.add([self.text_of[doc_id] for doc_id in doc_ids], vectors)
+        self.written.update(doc_ids)
+
+
+def _encode_by_text(
+    texts: TextStore,
+    encode,
+    store: ChunkStore | None,
+    doc_ids: list[str],
+    chunk_texts: list[str],
+    encoder: Encoder,
+    progress: _Progress,
+) -> tuple[np.ndarray, float]:
+    """One chunk's vectors: those of texts the store holds from it, the others encoded (a text repeated in the
+    chunk once) with `encode` (`_encode_chunk` on that subset) and stored, checkpoints included."""
+    import numpy as np
+
+    rows, cached = texts.lookup(chunk_texts, encoder.dimension)
+    progress.advance(len(rows), stored=True)
+    missing = np.setdiff1d(np.arange(len(chunk_texts)), rows).tolist()
+    first: dict[str, int] = {}  # each missing text → its first row
+    for row in missing:
+        first.setdefault(chunk_texts[row], row)
+    todo, ids = list(first), [doc_ids[row] for row in first.values()]
+    fresh, seconds = None, 0.0
+    if todo:
+        checkpoints = _Checkpoints(store, texts, dict(zip(ids, todo)))
+        fresh, seconds = encode(ids, todo, checkpoints)
+        unstored = [n for n, doc_id in enumerate(ids) if doc_id not in checkpoints.written]
+        texts.add([todo[n] for n in unstored], fresh[unstored])
+        progress.advance(len(missing) - len(todo), stored=True)  # the repeats of a text just encoded
+        if cached is not None and cached.shape[1] != fresh.shape[1]:  # a model whose dimension was not known
+            logger.warning(
+                "cached vectors of dimension %d, the model's is %d: encoding them again",
+                *cached.shape[1:],
+                fresh.shape[1],
+            )
+            again = [chunk_texts[row] for row in rows.tolist()]
+            cached, more = encode([doc_ids[row] for row in rows.tolist()], again, None)
+            texts.add(again, cached)
+            seconds += more
+    vectors = np.empty((len(chunk_texts), (fresh if fresh is not None else cached).shape[1]), dtype=np.float32)
+    if cached is not None:
+        vectors[rows] = cached
+    if fresh is not None:
+        position = {text: n for n, text in enumerate(todo)}
+        vectors[missing] = fresh[[position[chunk_texts[row]] for row in missing]]
+    return vectors, seconds
 
 
 class _Progress:
@@ -334,12 +423,16 @@ class _Progress:
 
     def __init__(self, bar):
         self.bar, self.stored, self.in_chunk = bar, 0, 0
+        self.encoded = self.reused = 0  # documents encoded here, and those whose vectors were stored already
 
     def advance(self, count: int, stored: bool = False) -> None:
         """`count` more documents have vectors; `stored` when they came from the store."""
         self.bar.update(count)
         if stored:
+            self.reused += count
             self.checkpointed(count)
+        else:
+            self.encoded += count
 
     def checkpointed(self, count: int) -> None:
         """`count` more documents of the current chunk are stored (as pieces)."""

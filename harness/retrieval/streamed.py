@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError, setting
 from harness.metering import proc_bytes
-from harness.presentation import size_text
+from harness.presentation import parse_size, size_text  # noqa: F401 - parse_size: re-exported (the budget)
 from harness.records import Run
 
 if TYPE_CHECKING:
@@ -42,26 +41,12 @@ DEFAULT_BUDGET_FRACTION = 0.5  # of MemAvailable when no budget is given: room f
 MIN_QUERY_BLOCK = 20  # FAISS's sgemm threshold: smaller blocks take another kernel (other float rounding)
 RUN_BYTES_PER_HIT = 160  # a scored document in the Run's dicts: key str, float, dict slot
 SLACK_BYTES = 48 << 20  # allocator fragmentation, numpy temporaries, Python objects of the merge
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 
 
 class MemoryBudgetError(HarnessError):
     """The memory budget cannot hold even one query block against one chunk."""
 
     usage = True  # a command-line mistake found late: exit code 2, as for a bad option
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``3GB``, ``500M``, ``1.5GiB``, ``2048`` (K/M/G/T are powers of 1024).
-
-    Raises:
-        ValueError: Not a size.
-    """
-    match = _SIZE.match(str(text))
-    if not match:
-        raise ValueError(f"{text!r} is not a size (e.g. 3GB, 500MB, 1.5GiB or a number of bytes)")
-    unit = (match.group(2) or "").lower()[:1]
-    return int(float(match.group(1)) * 1024 ** " kmgt".index(unit or " "))
 
 
 def default_budget() -> int | None:
