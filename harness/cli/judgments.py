@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
-
-_WEIGHTS = click.Choice(["none", "linear", "quadratic"])
+from harness.cli.options import SPLIT, WEIGHTS, Option
+from harness.judging.merge import POLICIES, TIES
 
 
 def _scale(ctx, param, value: str) -> tuple[int, int]:
@@ -18,6 +18,18 @@ def _scale(ctx, param, value: str) -> tuple[int, int]:
         return parse_scale(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+# Options of both commands here, each declared once.
+ANNOTATOR = Option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
+SCALE = Option(
+    "--scale",
+    default="0-3",
+    show_default=True,
+    callback=_scale,
+    metavar="LOW-HIGH",
+    help="The grade scale; a grade off it, or a split on another scale, is refused.",
+)
 
 
 @cli.group()
@@ -35,33 +47,26 @@ def judgments() -> None:
 @judgments.command()
 @click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
-@click.option("--split", default="test", show_default=True, help="The qrels split to add to (created if absent).")
+@ANNOTATOR
+@SPLIT.but(help="The qrels split to add to (created if absent).")
 @click.option(
     "--resolve",
     "policy",
-    type=click.Choice(["majority", "mean", "max", "strict"]),
+    type=click.Choice(POLICIES),
     default="majority",
     show_default=True,
     help="How disagreeing grades become one; strict refuses any disagreement.",
 )
 @click.option(
     "--ties",
-    type=click.Choice(["low", "high", "refuse"]),
+    type=click.Choice(TIES),
     default="low",
     show_default=True,
     help="Where --resolve cannot decide (majority: a tie; mean: exactly halfway; with two annotators, "
     "every disagreement): the lower grade, the higher, or refuse.",
 )
-@click.option(
-    "--scale",
-    default="0-3",
-    show_default=True,
-    callback=_scale,
-    metavar="LOW-HIGH",
-    help="The grade scale; a grade off it, or a split on another scale, is refused.",
-)
-@click.option("--weights", type=_WEIGHTS, default="linear", show_default=True, help="Cohen's κ weighting.")
+@SCALE
+@WEIGHTS
 def merge(
     folder: Path,
     files: tuple[Path, ...],
@@ -97,17 +102,10 @@ def merge(
 
 @judgments.command("agreement")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
-@click.option("--split", default="test", show_default=True, help="A folder's split whose annotations are read.")
-@click.option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
-@click.option(
-    "--scale",
-    default="0-3",
-    show_default=True,
-    callback=_scale,
-    metavar="LOW-HIGH",
-    help="The grade scale (κ's distances and the confusion counts' rows).",
-)
-@click.option("--weights", type=_WEIGHTS, default="linear", show_default=True, help="Cohen's κ weighting.")
+@SPLIT.but(help="A folder's split whose annotations are read.")
+@ANNOTATOR
+@SCALE.but(help="The grade scale (κ's distances and the confusion counts' rows).")
+@WEIGHTS
 @click.option(
     "--level",
     type=click.Choice(["ordinal", "interval", "nominal"]),
