@@ -281,15 +281,22 @@ def test_the_development_guide_lists_every_module():
 # The command line's one door is the Python API: it parses, calls `harness.api`, prints what comes back. Besides the
 # API it may take the errors it translates, the records it prints, the table helpers of `harness.presentation`, its
 # own package and the version; and from the registries only constants (UPPER_CASE names: option choices such as the
-# runtimes, the index kinds, the stored precisions, and defaults such as the default model), which a decorator needs
+# runtimes, the index kinds, the stored and the model precisions, the engines, the table formats, the merge policies, the
+# CSV delimiters, and defaults such as the default model), which a decorator needs
 # while the module loads, before any command runs.
 CLI_DOORS = ("harness.api", "harness.errors", "harness.records", "harness.presentation", "harness.cli")
 CLI_REGISTRIES = (
     "harness.runtimes.registry",
     "harness.retrieval.compress",
+    "harness.retrieval.devices",
     "harness.retrieval.index",
     "harness.retrieval.fusion",
     "harness.retrieval.models",
+    "harness.engines.ray_engine",
+    "harness.reporting.tables",
+    "harness.judging.merge",
+    "harness.judging.budget",
+    "harness.datasets.convert.tables",
 )
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from harness.cli.group import as_flags, cli
-from harness.cli.options import data_dir_option
+from harness.cli.options import BASE_URL, DATA_DIR, FORCE, JSON, K_VALUES, NAME, OUT, QUERIES, RUN, SPLIT
+from harness.datasets.convert.tables import DELIMITERS
 
 _COLUMN_OPTIONS = (
     ("--corpus-id-column", "corpus_id", "document id"),
@@ -38,7 +39,7 @@ def _column_options(command):
     default=None,
     help="Documents: .csv/.tsv/.jsonl/.json/.parquet, optionally .gz, or an .xlsx sheet.",
 )
-@click.option("--queries", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Queries, same formats.")
+@QUERIES
 @click.option(
     "--qrels",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -52,15 +53,13 @@ def _column_options(command):
     default=None,
     help="Instead of the three tables: one .json/.yaml file with documents and queries.",
 )
-@click.option(
-    "--out", type=click.Path(path_type=Path, file_okay=False), required=True, help="The BEIR folder to create."
-)
-@click.option("--split", default="test", show_default=True, help="Name of the qrels split written.")
-@click.option("--force", is_flag=True, help="Replace an existing output folder.")
+@OUT.but(type=click.Path(path_type=Path, file_okay=False), required=True, help="The BEIR folder to create.")
+@SPLIT.but(help="Name of the qrels split written.")
+@FORCE.but(help="Replace an existing output folder.")
 @click.option("--drop-empty", is_flag=True, help="Skip documents/queries with empty text instead of failing.")
 @click.option(
     "--delimiter",
-    type=click.Choice(["comma", "semicolon", "tab", "pipe"]),
+    type=click.Choice(tuple(DELIMITERS.values())),
     default=None,
     help="Field separator of the .csv tables [default: detected from each header row].",
 )
@@ -87,7 +86,7 @@ def _column_options(command):
     metavar="LOW-HIGH",
     help="The grades allowed, e.g. 0-3: a grade outside is refused [default: any; the summary states the range found].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@JSON.but(help="Print the summary as JSON.")
 @_column_options
 def convert(
     corpus: Path | None,
@@ -165,7 +164,12 @@ def convert(
     )
     if as_json:
         click.echo(json.dumps(summary.to_json(), indent=2))
-        return
+    else:
+        _print_summary(summary)
+
+
+def _print_summary(summary) -> None:
+    """What `convert` wrote, in words: counts, grades, how each source was read, the grade scale."""
     grades = ", ".join(f"{g}: {n}" for g, n in sorted(summary.grades.items()))
     verb = {"new": "wrote", "replace": "replaced", "add-split": "added split to"}[summary.mode]
     judged = (
@@ -199,19 +203,15 @@ def _sheet_choices(values: tuple[str, ...]) -> dict[str, str]:
 
 @cli.command()
 @click.argument("folder", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option(
-    "--run",
+@JSON.but(help="Print the report as JSON.")
+@RUN.but(
     "runs",
     multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False),
     metavar="FILE",
     help="A run (TREC or JSON) whose coverage to show: Judged@k and unjudged top-k documents (repeatable).",
 )
-@click.option("--split", default="test", show_default=True, help="The split --run is measured on.")
-@click.option(
-    "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="The depth --run is measured at."
-)
+@SPLIT.but(help="The split --run is measured on.")
+@K_VALUES.but("k", type=click.IntRange(min=1), default=10, callback=None, help="The depth --run is measured at.")
 def validate(folder: Path, as_json: bool, runs: tuple[Path, ...], split: str, k: int) -> None:
     """Check a BEIR folder and summarise it; exit 1 if it has errors.
 
@@ -262,8 +262,8 @@ def datasets() -> None:
 
 
 @datasets.command("list")
-@data_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@DATA_DIR
+@JSON.but(help="Print the rows as JSON.")
 def datasets_list(data_dir: Path | None, as_json: bool) -> None:
     """List every BEIR dataset: split, size, counts, installed?, published scores known? Then the custom
     datasets installed with `datasets import` (family "custom"), which evaluate, bench and retrieve take by name.
@@ -308,14 +308,9 @@ def _count(value: int | None) -> str:
 
 @datasets.command("download")
 @click.argument("names", nargs=-1, required=True)
-@data_dir_option
-@click.option(
-    "--base-url",
-    default=None,
-    metavar="URL",
-    help="Mirror to download <URL>/<name>.zip from [default: $BEIR_HARNESS_MIRROR or BEIR's server].",
-)
-@click.option("--force", is_flag=True, help="Download and install again even when installed.")
+@DATA_DIR
+@BASE_URL.but(help="Mirror to download <URL>/<name>.zip from [default: $BEIR_HARNESS_MIRROR or BEIR's server].")
+@FORCE.but(help="Download and install again even when installed.")
 @click.pass_context
 def datasets_download(
     ctx: click.Context, names: tuple[str, ...], data_dir: Path | None, base_url: str | None, force: bool
@@ -339,9 +334,9 @@ def datasets_download(
 
 @datasets.command("import")
 @click.argument("source", type=click.Path(path_type=Path))
-@data_dir_option
-@click.option("--name", default=None, help="Dataset name [default: the file or folder name].")
-@click.option("--force", is_flag=True, help="Replace an installed dataset of that name.")
+@DATA_DIR
+@NAME.but(metavar=None, callback=None, help="Dataset name [default: the file or folder name].")
+@FORCE.but(help="Replace an installed dataset of that name.")
 def datasets_import(source: Path, data_dir: Path | None, name: str | None, force: bool) -> None:
     """Install a local BEIR zip or folder (offline), verified.
 
@@ -364,7 +359,7 @@ def datasets_import(source: Path, data_dir: Path | None, name: str | None, force
 
 @datasets.command("remove")
 @click.argument("name")
-@data_dir_option
+@DATA_DIR
 def datasets_remove(name: str, data_dir: Path | None) -> None:
     """Delete an installed dataset and any download leftovers.
 

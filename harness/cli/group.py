@@ -1,11 +1,13 @@
 """The command group: global flags anywhere on the line, logging to stderr, and the one place where errors become
 one line and an exit code (a `HarnessError` → 1, a command-line mistake → 2, Ctrl-C → 130).
 
-Every command family (`harness.cli.running`, `.data`, `.results`, `.machine`) registers its commands on `cli`.
+Every command family (`harness.cli.running`, `.data`, `.results`, `.machine`, `.scoring`, `.judging`, `.judgments`)
+registers its commands on `cli`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -46,28 +48,37 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
     root.setLevel(level)
 
 
-# Settings whose option is not named after them (`harness.errors.setting` names → flags).
-_FLAG_OF = {
-    "run_path": "--run",
-    "rerank_model": "--rerank",
-    "cache": "--cache/--no-cache",
-    "local_cpus": "--ray-local",
-    "address": "--ray-address",
-    "gpus_per_worker": "--ray-gpus-per-worker",
-    "rerank_depth": "--rerank-depth",
-    "base_url": "--base-url",
-    "out": "--out",
-    "kind": "--index",
-    "rounds": "--rounds",
-    "sheets": "--sheet",
-}
+def _options(command: click.Command):
+    """Every option of `command` and of its subcommands."""
+    yield from (param for param in command.params if isinstance(param, click.Option))
+    for sub in getattr(command, "commands", {}).values():
+        yield from _options(sub)
+
+
+@functools.cache
+def _flag_of() -> dict[str, str]:
+    """Each setting a library message may name whose option is not named after it → that option, read from the
+    commands' options: the library's names an option declares (`settings`: ``local_cpus`` → ``--ray-local``, a
+    boolean pair shown whole, ``--cache/--no-cache``), then a parameter not named after its flag (``run_path`` →
+    ``--run``) unless another option has the flag its name makes."""
+    options = list(_options(cli))
+    flags = {flag for option in options for flag in (*option.opts, *option.secondary_opts)}
+    shown: dict[str, str] = {}
+    for option in options:
+        pair = "/".join(flag for flag in (*option.opts, *option.secondary_opts) if flag.startswith("--"))
+        for name in getattr(option, "settings", ()):
+            shown.setdefault(name, pair)
+    for option in options:
+        if option.name and f"--{option.name.replace('_', '-')}" not in flags:
+            shown.setdefault(option.name, next((flag for flag in option.opts if flag.startswith("--")), ""))
+    return shown
 
 
 def as_flags(message: str) -> str:
     """A library message with each named setting (`top_k`) shown as the option that sets it (--top-k)."""
     return re.sub(
         r"`([a-z][a-z0-9_]*)`",
-        lambda match: _FLAG_OF.get(match.group(1)) or f"--{match.group(1).replace('_', '-')}",
+        lambda match: _flag_of().get(match.group(1)) or f"--{match.group(1).replace('_', '-')}",
         message,
     )
 

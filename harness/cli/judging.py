@@ -9,7 +9,38 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
-from harness.cli.options import cache_dir_option, compose, endpoint_options
+from harness.cli.options import (
+    API_KEY_ENV,
+    CACHE_DIR,
+    CONCURRENCY,
+    DEPTH,
+    ENDPOINT_TIMEOUT,
+    ENDPOINT_URL,
+    JSON,
+    OUT,
+    PRICE_PER_1M_TOKENS,
+    RUNS,
+    SEED,
+    SERVICE,
+    SPLIT,
+    SYSTEMS,
+    USE_CACHE,
+)
+from harness.judging.budget import STRATEGIES
+
+# The chat model's service: the endpoint options with help of their own (evaluate's start "With --endpoint: ").
+JUDGE_SERVICE = (
+    SERVICE.plus(
+        ENDPOINT_URL.but(
+            help="The service, e.g. https://api.openai.com/v1 or http://localhost:8000/v1 "
+            "[default: $BEIR_HARNESS_ENDPOINT]."
+        )
+    )
+    .but(API_KEY_ENV, help="The environment variable holding the API key (never written anywhere).")
+    .but(CONCURRENCY, help="Requests in flight.")
+    .but(ENDPOINT_TIMEOUT, help="Seconds to wait for one answer (then retried).")
+    .but(PRICE_PER_1M_TOKENS, help="Record the cost of the tokens the service reports.")
+)
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
@@ -57,26 +88,12 @@ def _guidelines(path: Path | None) -> dict:
 
 @cli.command()
 @click.argument("dataset", type=click.Path(path_type=Path), required=False)
-@click.option(
-    "--systems",
-    callback=_systems,
-    default=None,
-    metavar="SYSTEM,...",
-    help="Systems to pool, comma-separated, written as for `bench --systems`: models retrieved now (bm25, "
-    "all-MiniLM-L6-v2, ...), FIRST >> CROSS_ENCODER@DEPTH, fusions (rrf(bm25, all-MiniLM-L6-v2), "
-    "wsum(a, b, weights=0.3:0.7)), each optionally LABEL=SYSTEM; or with --runs the runs to take (by "
-    "tag or file name) and fusions of them. Every one is checked before anything is retrieved.",
-)
-@click.option(
-    "--runs",
-    "run_files",
-    multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    metavar="FILE",
+@SYSTEMS.but(callback=_systems)
+@RUNS.but(
     help="Saved runs to pool (TREC, MS MARCO or JSON, as `evaluate --run`), or result files "
     "(their scored run). Repeatable.",
 )
-@click.option("--depth", type=int, default=10, show_default=True, help="Top documents pooled from each system.")
+@DEPTH.but(type=int, default=10, help="Top documents pooled from each system.")
 @click.option(
     "--max-per-query",
     type=int,
@@ -91,8 +108,8 @@ def _guidelines(path: Path | None) -> dict:
     metavar="FILE",
     help="Extra (query id, document id) pairs to judge, one a line, tab- or comma-separated.",
 )
-@click.option("--split", default=None, help="Only this qrels split counts as judged [default: every split].")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the cap and the judging page's order.")
+@SPLIT.but(default=None, show_default=False, help="Only this qrels split counts as judged [default: every split].")
+@SEED.but(help="Seeds the cap and the judging page's order.")
 @click.option(
     "--guidelines",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
@@ -101,10 +118,8 @@ def _guidelines(path: Path | None) -> dict:
     help='Guidelines for the judges: a text file, or JSON {"scale": [{"grade", "label", '
     '"definition"}, ...], "guidelines": "..."} [default: 0-3, UMBRELA style].',
 )
-@click.option(
-    "--out",
+@OUT.but(
     type=click.Path(path_type=Path, file_okay=False),
-    default=None,
     help="The pool folder to create (never overwritten). Required unless --status.",
 )
 @click.option(
@@ -133,13 +148,13 @@ def _guidelines(path: Path | None) -> dict:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(["rbp", "depth", "rrf"]),
+    type=click.Choice(sorted(STRATEGIES)),
     default="rbp",
     show_default=True,
     help="Which pairs a --budget judges first: rank-biased weight across systems (rbp; BENCHMARKS.md's pick), "
     "best rank (depth) or fused rank (rrf).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the manifest (with --status: the status) as JSON.")
+@JSON.but(help="Print the manifest (with --status: the status) as JSON.")
 @click.pass_context
 def pool(
     ctx: click.Context,
@@ -255,13 +270,7 @@ def _status(
     metavar="openai:MODEL",
     help="The chat model that grades, behind an OpenAI-compatible /chat/completions endpoint.",
 )
-@click.option(
-    "--endpoint",
-    default=None,
-    metavar="URL",
-    help="The service, e.g. https://api.openai.com/v1 or http://localhost:8000/v1 [default: $BEIR_HARNESS_ENDPOINT].",
-)
-@compose(endpoint_options(service=""))
+@JUDGE_SERVICE
 @click.option(
     "--answer-attempts",
     type=int,
@@ -269,10 +278,8 @@ def _status(
     show_default=True,
     help="Questions per pair while its answers are malformed; then it is left ungraded.",
 )
-@cache_dir_option
-@click.option(
-    "--no-cache", "use_cache", is_flag=True, default=True, flag_value=False, help="Ask every pair; store nothing."
-)
+@CACHE_DIR
+@USE_CACHE.but(help="Reuse the grades stored before; --no-cache asks every pair and stores nothing.")
 @click.option(
     "--sample",
     type=int,
@@ -281,7 +288,7 @@ def _status(
     help="Grade only a calibration sample of N pairs (every query, ranks spread), written blind for a human too.",
 )
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Seeds the sample.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@JSON.but(help="Print the summary as JSON.")
 def judge(
     pool_dir: Path,
     model: str,

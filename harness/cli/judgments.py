@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
-
-_WEIGHTS = click.Choice(["none", "linear", "quadratic"])
+from harness.cli.options import JSON, METRIC, POOL_DIR, ROUNDS, RUNS, SEED, SPLIT, TOP_K, WEIGHTS, Option
+from harness.judging.merge import POLICIES, TIES
 
 
 def _scale(ctx, param, value: str) -> tuple[int, int]:
@@ -18,6 +18,18 @@ def _scale(ctx, param, value: str) -> tuple[int, int]:
         return parse_scale(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+# Options of both commands here, each declared once.
+ANNOTATOR = Option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
+SCALE = Option(
+    "--scale",
+    default="0-3",
+    show_default=True,
+    callback=_scale,
+    metavar="LOW-HIGH",
+    help="The grade scale; a grade off it, or a split on another scale, is refused.",
+)
 
 
 @cli.group()
@@ -35,33 +47,26 @@ def judgments() -> None:
 @judgments.command()
 @click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
-@click.option("--split", default="test", show_default=True, help="The qrels split to add to (created if absent).")
+@ANNOTATOR
+@SPLIT.but(help="The qrels split to add to (created if absent).")
 @click.option(
     "--resolve",
     "policy",
-    type=click.Choice(["majority", "mean", "max", "strict"]),
+    type=click.Choice(POLICIES),
     default="majority",
     show_default=True,
     help="How disagreeing grades become one; strict refuses any disagreement.",
 )
 @click.option(
     "--ties",
-    type=click.Choice(["low", "high", "refuse"]),
+    type=click.Choice(TIES),
     default="low",
     show_default=True,
     help="Where --resolve cannot decide (majority: a tie; mean: exactly halfway; with two annotators, "
     "every disagreement): the lower grade, the higher, or refuse.",
 )
-@click.option(
-    "--scale",
-    default="0-3",
-    show_default=True,
-    callback=_scale,
-    metavar="LOW-HIGH",
-    help="The grade scale; a grade off it, or a split on another scale, is refused.",
-)
-@click.option("--weights", type=_WEIGHTS, default="linear", show_default=True, help="Cohen's κ weighting.")
+@SCALE
+@WEIGHTS
 def merge(
     folder: Path,
     files: tuple[Path, ...],
@@ -97,17 +102,10 @@ def merge(
 
 @judgments.command("agreement")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
-@click.option("--split", default="test", show_default=True, help="A folder's split whose annotations are read.")
-@click.option("--annotator", default=None, metavar="NAME", help="Annotator of rows that name none (TREC qrels).")
-@click.option(
-    "--scale",
-    default="0-3",
-    show_default=True,
-    callback=_scale,
-    metavar="LOW-HIGH",
-    help="The grade scale (κ's distances and the confusion counts' rows).",
-)
-@click.option("--weights", type=_WEIGHTS, default="linear", show_default=True, help="Cohen's κ weighting.")
+@SPLIT.but(help="A folder's split whose annotations are read.")
+@ANNOTATOR
+@SCALE.but(help="The grade scale (κ's distances and the confusion counts' rows).")
+@WEIGHTS
 @click.option(
     "--level",
     type=click.Choice(["ordinal", "interval", "nominal"]),
@@ -140,28 +138,16 @@ _QRELS = click.Path(path_type=Path, exists=True)
 @judgments.command("rankings")
 @click.argument("qrels_a", metavar="QRELS_A", type=_QRELS)
 @click.argument("qrels_b", metavar="QRELS_B", type=_QRELS)
-@click.option(
-    "--runs",
-    "run_files",
-    multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    metavar="FILE",
-    help="A system's run (TREC, MS MARCO, JSON) or result file, named by its tag. Repeatable.",
-)
-@click.option(
-    "--pool",
-    "pool_dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    default=None,
-    metavar="POOL_DIR",
+@RUNS.but(help="A system's run (TREC, MS MARCO, JSON) or result file, named by its tag. Repeatable.")
+@POOL_DIR.but(
     help="Take the systems of this pool too (its runs/, named as its manifest names them).",
 )
-@click.option("--metric", default="nDCG@10", show_default=True, help="The metric the systems are ranked by.")
-@click.option("--split", default="test", show_default=True, help="A BEIR folder's qrels split.")
-@click.option("--top-k", type=int, default=3, show_default=True, help="The k of the top-k overlap.")
-@click.option("--rounds", type=int, default=1000, show_default=True, help="Bootstrap resamples of the queries.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the bootstrap.")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@METRIC.but(help="The metric the systems are ranked by.")
+@SPLIT.but(help="A BEIR folder's qrels split.")
+@TOP_K.but(default=3, show_default=True, help="The k of the top-k overlap.")
+@ROUNDS.but(default=1000, help="Bootstrap resamples of the queries.")
+@SEED.but(help="Seeds the bootstrap.")
+@JSON.but(help="Print the figures as JSON.")
 def rankings_command(
     qrels_a: Path,
     qrels_b: Path,
@@ -210,8 +196,8 @@ def _groups(ctx, param, value: tuple[str, ...]) -> dict[str, str]:
 @judgments.command("reusability")
 @click.argument("pool_dir", metavar="POOL_DIR", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.argument("qrels", metavar="QRELS", type=_QRELS)
-@click.option("--metric", default="nDCG@10", show_default=True, help="The metric scored.")
-@click.option("--split", default="test", show_default=True, help="A BEIR folder's qrels split.")
+@METRIC.but(help="The metric scored.")
+@SPLIT.but(help="A BEIR folder's qrels split.")
 @click.option(
     "--group",
     "groups",
@@ -220,15 +206,10 @@ def _groups(ctx, param, value: tuple[str, ...]) -> dict[str, str]:
     metavar="SYSTEM=GROUP",
     help="A pool system's group (a team's runs): leave one group out instead. Repeatable.",
 )
-@click.option(
-    "--runs",
-    "run_files",
-    multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    metavar="FILE",
+@RUNS.but(
     help="Runs that did not contribute to the pool: scored with a warning, Judged@k beside. Repeatable.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+@JSON.but(help="Print the table as JSON.")
 def reusability_command(
     pool_dir: Path,
     qrels: Path,

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
-from harness.cli.options import cache_dir_option, data_dir_option
+from harness.cli.options import CACHE_DIR, DATA_DIR, DRY_RUN, JSON, MODEL_NAME, OUTPUT_DIR
 from harness.presentation import size_text
 
 logger = logging.getLogger("harness")
@@ -34,8 +34,8 @@ def cache() -> None:
 
 
 @cache.command("list")
-@cache_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
+@CACHE_DIR
+@JSON.but(help="Print the entries as JSON.")
 def cache_list(cache_dir: Path | None, as_json: bool) -> None:
     """List cached embeddings: model, dataset, kind, rows, size, complete?
 
@@ -84,7 +84,7 @@ class _Parsed(click.ParamType):
 
 
 @cache.command("prune")
-@cache_dir_option
+@CACHE_DIR
 @click.option(
     "--older-than",
     type=_Parsed("duration"),
@@ -97,7 +97,7 @@ class _Parsed(click.ParamType):
     default=None,
     help="Then the least recently used, until the vectors fit (10GB, 500MiB).",
 )
-@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@DRY_RUN
 def cache_prune(cache_dir: Path | None, older_than: float | None, max_size: int | None, dry_run: bool) -> None:
     """Remove cached vectors by age of last use or to fit a size; safe while another run reads the cache.
 
@@ -143,12 +143,14 @@ def _format_entries(entries: list[dict]) -> str:
 
 
 @cache.command("clear")
-@cache_dir_option
-@click.option(
-    "--model", default=None, help="Only entries of this model (any name evaluate accepts, e.g. all-MiniLM-L6-v2)."
+@CACHE_DIR
+@MODEL_NAME.but(
+    default=None,
+    show_default=False,
+    help="Only entries of this model (any name evaluate accepts, e.g. all-MiniLM-L6-v2).",
 )
 @click.option("--dataset", default=None, help="Only entries of this dataset.")
-@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+@DRY_RUN.but(help="List what would be deleted; delete nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Clear the whole cache without asking.")
 def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, dry_run: bool, yes: bool) -> None:
     """Delete cached embeddings (all, or those of one model and/or dataset).
@@ -181,12 +183,10 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
 
 
 @cli.command("env")
-@data_dir_option
-@cache_dir_option
-@click.option(
-    "--output-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True, help="Results folder."
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the block as JSON.")
+@DATA_DIR
+@CACHE_DIR
+@OUTPUT_DIR.but(help="Results folder.")
+@JSON.but(help="Print the block as JSON.")
 @click.option(
     "--bench",
     is_flag=True,
@@ -206,7 +206,7 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
     default=None,
     help="With --bench: take the texts from this BEIR folder [default: the bundled demo corpus].",
 )
-@click.option("--model", default=None, help="With --bench: the model [default: the default model].")
+@MODEL_NAME.but(default=None, show_default=False, help="With --bench: the model [default: the default model].")
 def env(
     data_dir: Path | None,
     cache_dir: Path | None,

@@ -10,46 +10,68 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
-from harness.cli.options import label_callback, metric_callback, show_result
+from harness.cli.options import (
+    DEPTH,
+    DIGITS,
+    JSON,
+    METRIC,
+    NAME,
+    OUT,
+    OUTPUT_DIR,
+    POOL_DIR,
+    ROUNDS,
+    SEED,
+    SPLIT,
+    TOLERANCE,
+    WEIGHTS,
+    Option,
+    metric_callback,
+    show_result,
+)
 from harness.errors import HarnessError
+from harness.reporting.tables import FORMATS, LAYOUTS
 from harness.retrieval.fusion import METHODS, NORMS
 
 logger = logging.getLogger("harness")
 
-
-@cli.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--metric",
-    "metrics",
-    multiple=True,
-    default=("nDCG@10",),
-    show_default=True,
-    callback=lambda ctx, param, values: tuple(metric_callback(ctx, param, value) for value in values),
-    help="The metric tabulated; repeat it for one table of several (systems as rows, dataset × metric as columns).",
-)
-@click.option(
-    "--layout",
-    type=click.Choice(["wide", "long"]),
-    default="wide",
-    show_default=True,
-    help="wide: a column per dataset (and metric); long: one row per system × dataset × metric, tidy.",
-)
-@click.option(
+# Options of several commands here, each declared once.
+FORMAT = Option(
     "--format",
     "fmt",
-    type=click.Choice(["markdown", "latex", "csv", "json", "html"]),
+    type=click.Choice(FORMATS),
     default="markdown",
     show_default=True,
     help="Output format (csv and json are unrounded; html: one self-contained page "
     "with a sortable leaderboard, chart, drill-downs and provenance).",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Write the table here (atomically) instead of stdout.",
+ALPHA = Option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Significance level.",
 )
+WORST = Option("--worst", type=click.IntRange(min=1), default=10, show_default=True, help="How many queries.")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@METRIC.but(
+    "metrics",
+    multiple=True,
+    default=("nDCG@10",),
+    callback=lambda ctx, param, values: tuple(metric_callback(ctx, param, value) for value in values),
+    help="The metric tabulated; repeat it for one table of several (systems as rows, dataset × metric as columns).",
+)
+@click.option(
+    "--layout",
+    type=click.Choice(LAYOUTS),
+    default="wide",
+    show_default=True,
+    help="wide: a column per dataset (and metric); long: one row per system × dataset × metric, tidy.",
+)
+@FORMAT
+@OUT
 @click.option(
     "--by",
     type=click.Choice(["dataset", "model"]),
@@ -57,8 +79,8 @@ logger = logging.getLogger("harness")
     help="Rows are datasets (columns models), or the transpose [default: dataset; with several metrics or "
     "--layout long: model, systems as rows].",
 )
-@click.option("--digits", type=click.IntRange(0, 10), default=4, show_default=True, help="Decimals when rendering.")
-@click.option("--split", default=None, help="Split to report [default: each dataset's registry eval split].")
+@DIGITS
+@SPLIT.but(default=None, show_default=False, help="Split to report [default: each dataset's registry eval split].")
 @click.option(
     "--published",
     "with_published",
@@ -87,10 +109,10 @@ logger = logging.getLogger("harness")
     help="Reproduction check: OK/OFF per result against the published row it should reproduce; exit 1 "
     "if any is off, 2 if nothing could be compared.",
 )
-@click.option(
-    "--tolerance",
+@TOLERANCE.but(
     type=click.FloatRange(min=0),
     default=None,
+    show_default=False,
     help="Largest |ours - published| that --check-published calls OK [default: 0.003 for nDCG@10, MAP@100 "
     "and MRR@10; 0.005 for Recall@100].",
 )
@@ -101,13 +123,7 @@ logger = logging.getLogger("harness")
     metavar="MODEL",
     help="Mark (†) cells that differ significantly from this baseline model.",
 )
-@click.option(
-    "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="Significance level.",
-)
+@ALPHA
 @click.option(
     "--correction",
     type=click.Choice(["holm", "bonferroni"]),
@@ -115,9 +131,7 @@ logger = logging.getLogger("harness")
     show_default=True,
     help="Multiple-testing correction across datasets.",
 )
-@click.option(
-    "--rounds", type=click.IntRange(min=1), default=10_000, show_default=True, help="Randomization-test rounds."
-)
+@ROUNDS
 @click.option(
     "--plot",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -125,13 +139,7 @@ logger = logging.getLogger("harness")
     help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals (with --compression: "
     "the metric against bytes per document, one line per precision).",
 )
-@click.option(
-    "--worst",
-    type=click.IntRange(min=1),
-    default=20,
-    show_default=True,
-    help="With --format html: the worst queries per system and dataset in the drill-downs.",
-)
+@WORST.but(default=20, help="With --format html: the worst queries per system and dataset in the drill-downs.")
 @click.option(
     "--compression",
     is_flag=True,
@@ -151,12 +159,7 @@ logger = logging.getLogger("harness")
     help="Results of one dataset computed on different data (changed corpus, queries or qrels) become rows "
     "of their own, 'scifact [data 1a2b3c4d]', instead of an error.",
 )
-@click.option(
-    "--pool",
-    "pool_dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    default=None,
-    metavar="POOL_DIR",
+@POOL_DIR.but(
     help="After the table: each result against the pool its qrels came from: Judged@k and the unjudged "
     "documents of its top k (k the pool's depth), and a warning for a system the pool was built without.",
 )
@@ -353,28 +356,26 @@ def _report_compression(
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
+@FORMAT.but(
     type=click.Choice(["mteb", "csv", "trec"]),
+    default=None,
+    show_default=False,
     required=True,
     help="mteb: MTEB's results layout; csv: one row per dataset, system, split, query and metric; trec: "
     "the run files, tagged with each result's label.",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="The folder to write (mteb, trec), or the CSV file [default for csv: stdout].",
+@OUT.but(
+    type=click.Path(path_type=Path), help="The folder to write (mteb, trec), or the CSV file [default for csv: stdout]."
 )
-@click.option(
-    "--metric",
+@METRIC.but(
     "metrics",
     multiple=True,
+    default=None,
+    show_default=False,
     callback=lambda ctx, param, value: [metric_callback(ctx, param, v) for v in value],
     help="With --format csv: only this metric (repeatable) [default: every one stored].",
 )
-@click.option("--split", default=None, help="Only results of this split [default: each dataset's eval split].")
+@SPLIT.but(default=None, show_default=False, help="Only results of this split [default: each dataset's eval split].")
 def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[str], split: str | None) -> None:
     """Export results for other tools: MTEB's results layout, per-query CSV, or TREC runs.
 
@@ -428,46 +429,26 @@ def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> t
     show_default=True,
     help="Per-query score normalization for combsum, combmnz and wsum.",
 )
-@click.option(
-    "--weights",
+@WEIGHTS.but(
+    type=None,
     callback=_weights,
     default=None,
+    show_default=False,
     metavar="W1:W2:...",
     help="With --method wsum: one weight per result, as in bench's weights=0.3:0.7 (0.3,0.7 is read "
     "too) [default: equal].",
 )
 @click.option("--rrf-k", type=click.IntRange(min=0), default=60, show_default=True, help="The k of RRF.")
-@click.option(
-    "--depth",
-    type=click.IntRange(min=1),
-    default=1000,
-    show_default=True,
-    help="Documents kept per query in the fused run.",
-)
-@click.option(
-    "--name",
-    default=None,
-    metavar="LABEL",
-    callback=label_callback,
-    help="Label of the fused result [default: method(labels; settings), e.g. wsum(bm25, e5; 0.3:0.7)].",
-)
-@click.option(
-    "--output-dir",
-    type=click.Path(path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Where the fused result goes: <output-dir>/<dataset>/fusion/<split>.<variant>.json.",
-)
-@click.option(
-    "--out",
+@DEPTH.but(default=1000, help="Documents kept per query in the fused run.")
+@NAME.but(help="Label of the fused result [default: method(labels; settings), e.g. wsum(bm25, e5; 0.3:0.7)].")
+@OUTPUT_DIR.but(help="Where the fused result goes: <output-dir>/<dataset>/fusion/<split>.<variant>.json.")
+@OUT.but(
     "out_run",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
     metavar="FILE",
     help="Fuse run files instead (TREC, MS MARCO or JSON runs; no qrels needed): the fused TREC run "
     "goes to FILE, and nothing is scored.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the fused result JSON instead of the table.")
+@JSON.but(help="Print the fused result JSON instead of the table.")
 def fuse(
     results: tuple[Path, ...],
     method: str,
@@ -519,25 +500,18 @@ def fuse(
 @cli.command()
 @click.argument("first", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("second", type=click.Path(path_type=Path, dir_okay=False))
-@click.option(
-    "--metric",
+@METRIC.but(
     "metrics",
     multiple=True,
+    default=None,
+    show_default=False,
     callback=lambda ctx, p, v: [metric_callback(ctx, p, m) for m in v],
     help="Metric to compare (repeatable) [default: every metric both results have].",
 )
-@click.option(
-    "--rounds", type=click.IntRange(min=1), default=10_000, show_default=True, help="Randomization-test rounds."
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Randomization-test seed.")
-@click.option(
-    "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="Significance level for the * mark.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the tests as JSON.")
+@ROUNDS
+@SEED
+@ALPHA.but(help="Significance level for the * mark.")
+@JSON.but(help="Print the tests as JSON.")
 def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: int, alpha: float, as_json: bool) -> None:
     """Paired significance of SECOND against FIRST, per metric.
 
@@ -566,12 +540,10 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--worst", type=click.IntRange(min=1), default=10, show_default=True, help="How many queries.")
-@click.option(
-    "--metric", default="nDCG@10", show_default=True, callback=metric_callback, help="Metric to rank queries by."
-)
-@click.option("--depth", type=click.IntRange(min=1), default=5, show_default=True, help="Retrieved documents shown.")
-@click.option("--json", "as_json", is_flag=True, help="Print the queries, judgments, ranks and top documents as JSON.")
+@WORST
+@METRIC
+@DEPTH
+@JSON.but(help="Print the queries, judgments, ranks and top documents as JSON.")
 def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_json: bool) -> None:
     """Show the worst queries of a result, or where two results differ most.
 

@@ -10,25 +10,41 @@ import click
 
 from harness.cli.group import cli
 from harness.cli.options import (
+    BATCH_SIZE,
+    DATA,
+    DATA_DIR,
+    DEVICE,
+    ENDPOINT,
+    ENGINE,
+    FORCE,
+    INDEX,
+    JSON,
+    K_VALUES,
+    METRIC,
+    MODEL,
+    MODEL_NAME,
+    OUT,
+    OUTPUT,
+    QUERIES,
+    RUN,
+    SCORED_DATA,
+    SCORED_OUTPUT,
+    SPLIT,
+    SYSTEMS,
+    TOLERANCE,
+    USE_CACHE,
+    Option,
     Sectioned,
-    data_dir_option,
-    k_values_callback,
-    metric_callback,
-    retrieval_options,
-    run_options,
     show_result,
 )
 from harness.errors import HarnessError
 from harness.retrieval.compress import PRECISIONS
-from harness.retrieval.models import DEFAULT_MODEL
 
 logger = logging.getLogger("harness")
 
 
 @cli.command()
-@click.option(
-    "--model", default=DEFAULT_MODEL, show_default=True, help="sentence-transformers model name or local model folder."
-)
+@MODEL_NAME
 @click.pass_context
 def demo(ctx: click.Context, model: str) -> None:
     """Score the bundled lesson eval set (15 products, 5 queries) with a model.
@@ -45,6 +61,13 @@ def demo(ctx: click.Context, model: str) -> None:
 
     outcome = run_demo(model, progress=ctx.obj["progress"])
     click.echo(_format_demo(outcome))
+
+
+ALLOW_UNKNOWN_DOCS = Option(
+    "--allow-unknown-docs",
+    is_flag=True,
+    help="With --run: score documents that are not in the corpus as non-relevant instead of refusing the run.",
+)
 
 
 def _format_demo(outcome) -> str:
@@ -81,30 +104,21 @@ def _format_demo(outcome) -> str:
 
 @cli.command(cls=Sectioned)
 @click.argument("dataset", type=click.Path(path_type=Path))
-@click.option(
-    "--model",
-    default=DEFAULT_MODEL,
-    show_default=True,
-    help="The first stage: bm25; a sentence-transformers bi-encoder or SparseEncoder (SPLADE), by hub id, "
-    "short alias (all-MiniLM-L6-v2) or local folder; openai:MODEL (an OpenAI-compatible embedding "
-    "service, with --endpoint); hash:DIM (a hashing stand-in, no model). A cross-encoder goes to "
-    "--rerank.",
+@SCORED_DATA.plus(RUN, ALLOW_UNKNOWN_DOCS)
+@DATA
+@MODEL.plus(
+    MODEL_NAME.but(
+        help="The first stage: bm25; a sentence-transformers bi-encoder or SparseEncoder (SPLADE), by hub id, "
+        "short alias (all-MiniLM-L6-v2) or local folder; openai:MODEL (an OpenAI-compatible embedding "
+        "service, with --endpoint); hash:DIM (a hashing stand-in, no model). A cross-encoder goes to "
+        "--rerank."
+    )
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
-@click.option(
-    "--run",
-    "run_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Score this run file instead of retrieving: TREC (qid Q0 docid rank score tag), MS MARCO "
-    "(qid docid rank) or JSON ({qid: {docid: score}}), told apart by their content.",
-)
-@click.option(
-    "--allow-unknown-docs",
-    is_flag=True,
-    help="With --run: score documents that are not in the corpus as non-relevant instead of refusing the run.",
-)
-@run_options
+@ENDPOINT
+@INDEX
+@ENGINE
+@SCORED_OUTPUT.plus(JSON)
+@OUTPUT
 @click.pass_context
 def evaluate(
     ctx: click.Context,
@@ -154,26 +168,20 @@ def evaluate(
 
 @cli.command(cls=Sectioned)
 @click.argument("dataset", type=click.Path(path_type=Path))
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, dir_okay=False),
-    required=True,
-    help="The TREC run file to write (atomically).",
+@DATA.plus(
+    QUERIES.but(
+        "queries_path",
+        type=click.Path(path_type=Path, dir_okay=False, exists=True),
+        help="Search these queries (a BEIR queries.jsonl) instead of the dataset's own.",
+    )
 )
-@click.option(
-    "--queries",
-    "queries_path",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    default=None,
-    help="Search these queries (a BEIR queries.jsonl) instead of the dataset's own.",
+@MODEL.plus(
+    MODEL_NAME.but(help="sentence-transformers model name or local folder (bi-encoder or sparse encoder), or bm25.")
 )
-@click.option(
-    "--model",
-    default=DEFAULT_MODEL,
-    show_default=True,
-    help="sentence-transformers model name or local folder (bi-encoder or sparse encoder), or bm25.",
-)
-@retrieval_options
+@ENDPOINT
+@INDEX
+@ENGINE
+@OUTPUT.plus(OUT.but(required=True, help="The TREC run file to write (atomically)."))
 @click.pass_context
 def retrieve(ctx: click.Context, dataset: Path, out: Path, queries_path: Path | None, model: str, **options) -> None:
     """Search a corpus for every query and write a TREC run; no judgments needed, nothing scored.
@@ -233,55 +241,57 @@ def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 
 
 @cli.command(cls=Sectioned)
-@click.option(
-    "--models",
-    "--systems",
-    "models",
-    required=True,
-    callback=_systems,
-    help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
-    "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
-    "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf; "
-    "each optionally labelled LABEL=SYSTEM (e.g. 'hybrid=rrf(bm25, e5)'), its name in every table.",
+@SCORED_DATA.plus(
+    Option(
+        "--datasets",
+        "dataset_names",
+        required=True,
+        callback=_comma_list,
+        help="Comma-separated datasets: registry names or BEIR folders.",
+    )
 )
-@click.option(
-    "--datasets",
-    "dataset_names",
-    required=True,
-    callback=_comma_list,
-    help="Comma-separated datasets: registry names or BEIR folders.",
+@DATA
+@MODEL.plus(
+    SYSTEMS.but(
+        "--models",
+        "models",
+        required=True,
+        callback=_systems,
+        metavar=None,
+        help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
+        "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
+        "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf; "
+        "each optionally labelled LABEL=SYSTEM (e.g. 'hybrid=rrf(bm25, e5)'), its name in every table.",
+    )
 )
-@click.option(
-    "--metric",
-    default="nDCG@10",
-    show_default=True,
-    callback=lambda ctx, param, value: metric_callback(ctx, param, value),
-    help="Metric of the summary table.",
+@ENDPOINT
+@INDEX.plus(
+    Option(
+        "--truncate-dims",
+        callback=lambda ctx, param, value: _int_list(param, value),
+        default=None,
+        metavar="D,...",
+        help="An axis of the grid: each dense system at each of these dimensions.",
+    ),
+    Option(
+        "--embedding-precisions",
+        callback=lambda ctx, param, value: _precisions(param, value),
+        default=None,
+        metavar="P,...",
+        help="An axis of the grid: each dense system stored in each of these precisions (float32, int8, uint8, "
+        "binary, ubinary).",
+    ),
+    Option(
+        "--rescore-multipliers",
+        callback=lambda ctx, param, value: _int_list(param, value),
+        default=None,
+        metavar="M,...",
+        help="An axis of the grid for compressed precisions, e.g. 0,2 (raw and rescored).",
+    ),
 )
-@click.option("--force", is_flag=True, help="Redo cells whose result already exists with the same settings.")
-@click.option(
-    "--truncate-dims",
-    callback=lambda ctx, param, value: _int_list(param, value),
-    default=None,
-    metavar="D,...",
-    help="An axis of the grid: each dense system at each of these dimensions.",
-)
-@click.option(
-    "--embedding-precisions",
-    callback=lambda ctx, param, value: _precisions(param, value),
-    default=None,
-    metavar="P,...",
-    help="An axis of the grid: each dense system stored in each of these precisions (float32, int8, uint8, "
-    "binary, ubinary).",
-)
-@click.option(
-    "--rescore-multipliers",
-    callback=lambda ctx, param, value: _int_list(param, value),
-    default=None,
-    metavar="M,...",
-    help="An axis of the grid for compressed precisions, e.g. 0,2 (raw and rescored).",
-)
-@run_options
+@ENGINE
+@SCORED_OUTPUT.plus(METRIC.but(help="Metric of the summary table."), FORCE)
+@OUTPUT
 @click.pass_context
 def bench(
     ctx: click.Context,
@@ -334,46 +344,14 @@ def bench(
 
 @cli.command()
 @click.argument("dataset")
-@click.option(
-    "--model", default=DEFAULT_MODEL, show_default=True, help="sentence-transformers model name or local folder."
-)
-@click.option("--split", default="test", show_default=True, help="Qrels split.")
-@click.option(
-    "--k",
-    "k_values",
-    default="1,3,5,10,100",
-    show_default=True,
-    callback=k_values_callback,
-    help="Comma-separated cutoffs.",
-)
-@click.option(
-    "--batch-size",
-    default=32,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Texts per forward pass (both pipelines).",
-)
-@click.option(
-    "--tolerance",
-    type=float,
-    default=1e-4,
-    show_default=True,
-    help="Largest |ours - BEIR| called agreement; exit 1 above it.",
-)
-@data_dir_option
-@click.option(
-    "--cache/--no-cache",
-    "use_cache",
-    default=True,
-    show_default=True,
-    help="Let our side reuse cached embeddings (BEIR's side always encodes).",
-)
-@click.option(
-    "--device",
-    default=None,
-    metavar="DEVICE",
-    help="Where both sides run: auto, cpu, cuda, cuda:N, mps [default: $BEIR_HARNESS_DEVICE, else auto].",
-)
+@MODEL_NAME.but(help="sentence-transformers model name or local folder.")
+@SPLIT.but(help="Qrels split.")
+@K_VALUES.but(help="Comma-separated cutoffs.")
+@BATCH_SIZE.but(help="Texts per forward pass (both pipelines).")
+@TOLERANCE
+@DATA_DIR
+@USE_CACHE.but(help="Let our side reuse cached embeddings (BEIR's side always encodes).")
+@DEVICE.but(help="Where both sides run: auto, cpu, cuda, cuda:N, mps [default: $BEIR_HARNESS_DEVICE, else auto].")
 @click.pass_context
 def crosscheck(
     ctx: click.Context,

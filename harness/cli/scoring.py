@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import cli
+from harness.cli.options import DIGITS, JSON, METRIC
 from harness.errors import HarnessError
 
 DEFAULT_SCORE_METRICS = ("nDCG@10", "MAP", "MRR", "Recall@100", "P@10", "R-Prec")
@@ -26,11 +27,12 @@ def metrics_callback(ctx: click.Context, param: click.Parameter, value: tuple[st
 @cli.command()
 @click.argument("qrels", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("run", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@click.option(
+@METRIC.but(
     "-m",
-    "--metric",
     "metrics",
     multiple=True,
+    default=None,
+    show_default=False,
     metavar="METRIC",
     callback=metrics_callback,
     help="A metric, in any tool's spelling (nDCG@10, ndcg_cut_10, map, recip_rank, AP, RR@10, Rprec, "
@@ -50,10 +52,8 @@ def metrics_callback(ctx: click.Context, param: click.Parameter, value: tuple[st
     help="Count only the judged queries the run has results for (trec_eval without -c) [default: every "
     "judged query counts, one missing from the run scores 0, as trec_eval -c].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON (unrounded).")
-@click.option(
-    "--digits", type=click.IntRange(0, 17), default=4, show_default=True, help="Decimals printed (trec_eval prints 4)."
-)
+@JSON.but(help="Print the scores as JSON (unrounded).")
+@DIGITS.but(type=click.IntRange(0, 17), help="Decimals printed (trec_eval prints 4).")
 def score(
     qrels: Path, run: Path, metrics: tuple[str, ...], per_query: bool, judged_only: bool, as_json: bool, digits: int
 ) -> None:
