@@ -106,7 +106,12 @@ MODULES: dict[str, Module] = {
             scope=("SCALE", "scale_bounds", "parse_grade_scale"),
             note="the one LOW-HIGH grade-scale reader, convert's and the merge's (merge's parse_scale names it)",
         ),
-        Module("agreement", "harness/judging/agreement.py", ("tests/test_judgments.py",)),
+        Module(
+            "agreement",
+            "harness/judging/agreement.py",
+            ("tests/test_judgments.py", "tests/test_agreement_intervals.py"),
+            fast=("tests/test_mutation_kills_agreement.py",),
+        ),
         Module(
             "pool",
             "harness/judging/pool.py",
