@@ -153,3 +153,45 @@ def test_no_system_wins_every_tie_under_a_cap():
     first, other = (pool_runs([a, b], 1, {}, max_per_query=1, seed=s).pairs for s in (0, 1))
     assert first != other  # the seed decides the order
     assert pool_runs([a, b], 1, {}, max_per_query=1, seed=0).pairs == first  # and the same seed the same pool
+
+
+def capped_pool_by_hand(runs, depth, cap, seed):
+    """The documented, reproducible order: for each query, the systems shuffled by Python's
+    ``random.Random(f"{seed}:{query}")``, then round-robin by rank until the cap (nothing judged here)."""
+    pairs = {}
+    for query in sorted({q for run in runs for q in run}):
+        tops = tops_by_hand(runs, query, depth)
+        order = list(range(len(runs)))
+        random.Random(f"{seed}:{query}").shuffle(order)
+        kept = []
+        for rank in range(depth):
+            for system in order:
+                if rank < len(tops[system]) and tops[system][rank] not in kept:
+                    kept.append(tops[system][rank])
+        pairs[query] = sorted(kept[:cap])
+    return pairs
+
+
+def test_a_manifests_seed_reproduces_its_pool_and_the_default_is_the_manifests():
+    # a pool written with the default seed records seed 0 in its manifest (PoolSpec's default): rerunning
+    # with that seed, or with no seed at all, must give the very same pairs to judge
+    from harness.judging.pool import PoolSpec
+
+    queries = [f"q{i}" for i in range(30)]
+    runs = [Run({q: {f"{name}-{q}-{r}": 3.0 - r for r in range(3)} for q in queries}, name=name) for name in "abc"]
+    recorded = PoolSpec().seed
+    assert recorded == 0
+    for seed in (0, 1, 5):
+        assert pool_runs(runs, 3, {}, max_per_query=2, seed=seed).pairs == capped_pool_by_hand(runs, 3, 2, seed)
+    assert pool_runs(runs, 3, {}, max_per_query=2).pairs == capped_pool_by_hand(runs, 3, 2, recorded)
+    assert capped_pool_by_hand(runs, 3, 2, 0) != capped_pool_by_hand(runs, 3, 2, 1)  # the seed decides something
+
+
+def test_every_judged_extra_pair_is_counted_dropped():
+    runs = [Run({"q": {"a": 2.0, "j1": 1.0}}, name="x")]
+    judged = {"q": {"j1", "j2", "j3"}, "r": {"k"}}
+    extra = [("q", "j2"), ("q", "j3"), ("r", "k"), ("q", "z")]
+    pool = pool_runs(runs, 2, judged, extra=extra)
+    # by hand: j1 pooled but judged (1), then j2, j3 and k asked for but judged (3); z added
+    assert pool.pairs == {"q": ["a", "z"]}
+    assert (pool.judged_dropped, pool.added, pool.capped_out) == (4, 1, 0)

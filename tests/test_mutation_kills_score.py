@@ -241,3 +241,22 @@ def test_a_metric_spelled_twice_or_another_way_is_scored_once_in_its_canonical_n
         if not line.startswith("#")
     ]
     assert names == ["MAP", "nDCG@10"]
+
+
+def test_the_json_keeps_non_ascii_ids_readable_and_is_indented_by_two(tmp_path):
+    # query ids and file names in other scripts are printed as themselves (UTF-8), not as \u escapes: a user
+    # greps the document for the id they know; the document is indented by two spaces a level
+    folder = tmp_path / "résultats"
+    folder.mkdir()
+    qrels, run = folder / "qrels.trec", folder / "run.trec"
+    qrels.write_text("café 0 d1 1\n東京 0 d2 1\n", encoding="utf-8")
+    run.write_text("café Q0 d1 1 2.0 t\n東京 Q0 d3 1 1.0 t\n", encoding="utf-8")
+    out = invoke(qrels, run, "-m", "P@5", "--json", "-q")
+    lines = out.splitlines()
+    assert lines[0] == "{"
+    assert lines[1] == f'  "qrels": "{qrels}",'  # the path as written, "é" and all
+    assert '    "café": {' in lines and '    "東京": {' in lines
+    assert '      "P@5": 0.2' in lines  # café: d1 of 5 is relevant, by hand
+    assert "\\u" not in out
+    document = json.loads(out)
+    assert document["per_query"] == {"café": {"P@5": 0.2}, "東京": {"P@5": 0.0}}

@@ -91,3 +91,14 @@ def test_query_blocks_cover_the_queries_with_the_remainder_in_the_last(n, block)
         last = blocks[-1][1] - blocks[-1][0]
         assert last == n if n < block else block <= last < 2 * block
     assert query_blocks(3, 0) == [(0, 1), (1, 2), (2, 3)]
+
+
+@pytest.mark.parametrize("chunks", [[3, 2, 0], [4, 0, 0], [0, 5, 0], [2, 2, 0, 0, 0], [1, 0, 1, 0], [0, 0, 0]])
+@pytest.mark.parametrize("shards", [1, 2, 3])
+def test_empty_chunks_never_make_more_shards_than_asked(chunks, shards):
+    # a chunk of no rows (plan_shards takes any row counts) joins a shard: the plan is still at most `shards`
+    # shards, covering every chunk once, in order (checked by hand)
+    plan = plan_shards(chunks, shards)
+    assert 1 <= len(plan) <= min(shards, len(chunks))
+    assert [index for shard in plan for index in shard.chunks] == list(range(len(chunks)))
+    assert [shard.number for shard in plan] == list(range(len(plan)))

@@ -128,7 +128,12 @@ MODULES: dict[str, Module] = {
             scope=("_number", "FusionSpec.label", "FusionSpec.to_config"),
             note="a fused result's label and recorded settings",
         ),
-        Module("labels", "harness/reporting/labels.py", ("tests/test_labels.py",)),
+        Module(
+            "labels",
+            "harness/reporting/labels.py",
+            ("tests/test_labels.py",),
+            fast=("tests/test_mutation_kills_labels_rules.py",),
+        ),
         Module(
             "scoring",
             "harness/cli/scoring.py",
