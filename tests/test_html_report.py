@@ -307,7 +307,7 @@ def test_published_columns_and_their_delta_are_on_the_page(tiny_beir, tmp_path, 
     )
 
 
-# The value (0.5359 on a page that stored it as 0.53585), others near a boundary, and 0.03125, an exact
+# The reported value (0.5359 on a page that stored it as 0.53585), others near a boundary, and 0.03125, an exact
 # binary tie that JavaScript's toFixed rounds up (0.0313) where Python's format rounds to even (0.0312).
 ROUNDING = {"set-a": 0.535845, "set-b": 0.12345, "set-c": 0.99995, "set-d": 0.03125}
 

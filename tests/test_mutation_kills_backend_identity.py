@@ -1,4 +1,4 @@
-"""A backend's runtime versions are part of its cache identity (mutation-testing holes, issue item 2).
+"""A backend's runtime versions are part of its cache identity (mutation testing: docs/mutation-report.md).
 
 A remembered model fingerprint (which decides the embedding cache key) must never be served to a run whose
 runtime differs: each package version that decides a backend's vectors (ONNX Runtime for onnx-int8;

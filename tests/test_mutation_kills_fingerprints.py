@@ -1,5 +1,5 @@
-"""Data fingerprints and bench's staleness rule, on changes that keep the file's size (mutation-testing holes,
-issue item 2).
+"""Data fingerprints and bench's staleness rule, on changes that keep the file's size (mutation testing:
+docs/mutation-report.md).
 
 Every earlier "changed file" also changed size, so a memo keyed by size alone, or a staleness check that
 skipped one file, passed. Here each fingerprinted file (corpus, queries, qrels, an external run) is changed

@@ -1,4 +1,4 @@
-"""A fused label names every setting that can change the fused run (mutation-testing holes, issue item 2).
+"""A fused label names every setting that can change the fused run (mutation testing: docs/mutation-report.md).
 
 The reference is a brute-force loop over the settings written here, not the label code: two fusions whose
 effective settings differ must get different labels, and the defaults must add nothing.

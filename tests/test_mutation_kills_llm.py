@@ -1,4 +1,4 @@
-"""The LLM judge's cache key and answer parser (mutation-testing holes, issue item 2).
+"""The LLM judge's cache key and answer parser (mutation testing: docs/mutation-report.md).
 
 The cache key must hold every input that decides a grade: a grade stored for one model, prompt version,
 prompt text, query, title or passage text must never be served when any one of them changes. Each field

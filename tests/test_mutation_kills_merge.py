@@ -1,4 +1,4 @@
-"""`judgments merge`'s tie and rounding rules (mutation-testing holes, issue item 2).
+"""`judgments merge`'s tie and rounding rules (mutation testing: docs/mutation-report.md).
 
 The references are written here: every multiset of up to four grades on -1..3 is resolved by a brute-force
 loop (majority: the most votes, a tie to the lowest grade by default; mean: the exact fraction rounded to the

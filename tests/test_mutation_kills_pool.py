@@ -1,4 +1,4 @@
-"""Depth-k pooling of systems whose runs differ in length (mutation-testing holes, issue item 2).
+"""Depth-k pooling of systems whose runs differ in length (mutation testing: docs/mutation-report.md).
 
 Every earlier pool test gave each system a run of the same length. Here systems return 1, 3, 5 and 8
 documents a query (and some none), pooled at depths below, between and above those lengths. The reference

@@ -1,4 +1,4 @@
-"""The registry-name count checks compare both counts (mutation-testing holes, issue item 2).
+"""The registry-name count checks compare both counts (mutation testing: docs/mutation-report.md).
 
 A folder imported (or evaluated) under a registry name must have the registry's number of documents AND
 of judged evaluation-split queries. Each count is changed on its own in turn; the reference is the

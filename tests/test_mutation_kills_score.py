@@ -1,4 +1,4 @@
-"""The counts `score` prints (mutation-testing holes, issue item 2).
+"""The counts `score` prints (mutation testing: docs/mutation-report.md).
 
 Every count is made different from every other (judged queries, judgments, run queries, judged queries
 without results, run queries nobody judged, the depth), so a count printed in another's place shows. The

@@ -1,5 +1,5 @@
 """The sharded search's cut: merging shards' tops, and cutting chunks and queries into shards and blocks
-(mutation-testing holes, issue item 2).
+(mutation testing: docs/mutation-report.md).
 
 Scores are drawn from a few values so that ties straddle the cut in most queries; the reference is a
 brute-force ranking of every row (score descending, then doc id descending: trec_eval's order) written here.

@@ -1,5 +1,5 @@
-"""The streamed search's deeper pass keeps the budget its first pass was sized by (mutation-testing holes,
-issue item 2).
+"""The streamed search's deeper pass keeps the budget its first pass was sized by (mutation testing:
+docs/mutation-report.md).
 
 Documents whose scores tie across the cut make `exact_top` search deeper; the deeper pass holds more results
 a query, so a budget that just fits the first pass is below the deeper pass's minimum. A user's (strict)

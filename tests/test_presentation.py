@@ -35,7 +35,7 @@ def test_bold_cells_render_per_format():
 
 # --------------------------------------------------------------------------- one rounding rule
 
-# 0.535845 is the issue's value (shown 0.5359 by a page that stored it rounded to 0.53585); 0.03125 is an exact
+# 0.535845 is the reported value (shown 0.5359 by a page that stored it rounded to 0.53585); 0.03125 is an exact
 # binary tie, which JavaScript's toFixed rounds up (0.0313) and Python's format to even (0.0312).
 TINY = Path(__file__).parent / "data" / "tiny"  # read only: the drill-downs' texts and judgments
 VALUES = {"set-a": 0.535845, "set-b": 0.12345, "set-c": 0.99995, "set-d": 0.03125}
