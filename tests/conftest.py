@@ -423,7 +423,10 @@ def http_server():
 # sleeps there, after creating a marker file: a test waits for the marker, then signals the process
 # exactly at that point. Nothing in the package knows about it.
 PAUSE_RUNNER = r"""
-import contextlib, functools, importlib, sys, time
+import contextlib, functools, importlib, signal, sys, time
+# A shell's background job (`cmd &`, no job control) starts with SIGINT ignored, and Python then leaves it ignored:
+# the CLI is run as a user's terminal runs it, with Ctrl-C raising KeyboardInterrupt.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 marker, mode, target, nth = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 calls = 0
 
