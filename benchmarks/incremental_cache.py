@@ -32,10 +32,22 @@ from pathlib import Path
 import _smoke
 
 
+def _text(folder: Path, name: str) -> str:
+    """A BEIR file's text, plain or gzipped (``corpus.jsonl.gz``, as the shared SciFact folder holds it)."""
+    import gzip
+
+    plain = folder / name
+    return (
+        plain.read_text(encoding="utf-8")
+        if plain.is_file()
+        else gzip.decompress((folder / f"{name}.gz").read_bytes()).decode("utf-8")
+    )
+
+
 def _read(folder: Path) -> tuple[list[dict], list[str], list[str]]:
     """(documents, query lines, qrels lines without the header) of a BEIR folder."""
-    docs = [json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
-    queries = (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    docs = [json.loads(line) for line in _text(folder, "corpus.jsonl").splitlines() if line]
+    queries = _text(folder, "queries.jsonl").splitlines()
     qrels = (folder / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]
     return docs, [q for q in queries if q], [r for r in qrels if r]
 
@@ -149,7 +161,7 @@ def main() -> int:
         nfcorpus = _smoke.synthetic_beir(work / "synthetic", docs=300)
         args.lookup_docs, args.lookup_queries = 2000, 50
     for folder in (scifact, nfcorpus):
-        if not (folder / "corpus.jsonl").is_file():
+        if not any((folder / name).is_file() for name in ("corpus.jsonl", "corpus.jsonl.gz")):
             print(f"{folder}: not a BEIR folder (give --scifact / --nfcorpus)", file=sys.stderr)
             return 1
     try:
