@@ -73,9 +73,9 @@ class MetricFamily:
     name: str
     trec_eval: str | None
     description: str
-    cutoff: bool = True
-    aliases: tuple[str, ...] = ()
-    uncut: str | None = None  # the trec_eval measure over the whole run, when the family has one
+    cutoff: bool
+    aliases: tuple[str, ...]
+    uncut: str | None  # the trec_eval measure over the whole run, when the family has one
 
 
 @dataclass(frozen=True, order=True)
@@ -92,8 +92,16 @@ class MetricSpec:
 
 @functools.cache
 def metric_families() -> dict[str, MetricFamily]:
-    """The metric table shipped in ``harness/data/metrics.csv``, in display order."""
-    text = importlib.resources.files("harness").joinpath("data/metrics.csv").read_text(encoding="utf-8")
+    """The metric table shipped in ``harness/data/metrics.csv``, in display order (read once)."""
+    return read_metric_table(importlib.resources.files("harness").joinpath("data/metrics.csv").read_text("utf-8"))
+
+
+def read_metric_table(text: str) -> dict[str, MetricFamily]:
+    """The families of a metric table in the ``metrics.csv`` format, in its order.
+
+    Raises:
+        ValueError: A name given twice.
+    """
     families: dict[str, MetricFamily] = {}
     for row in csv.DictReader(text.splitlines()):
         if row["name"] in families:
@@ -111,9 +119,18 @@ def metric_families() -> dict[str, MetricFamily]:
 
 @functools.cache
 def _aliases() -> dict[str, str]:
-    """Every lowercase name of a family → the family."""
+    """Every lowercase name of a shipped family → the family (read once)."""
+    return alias_table(metric_families())
+
+
+def alias_table(families: dict[str, MetricFamily]) -> dict[str, str]:
+    """Every lowercase name of a family in `families` → the family.
+
+    Raises:
+        ValueError: One name given to two families.
+    """
     names: dict[str, str] = {}
-    for family in metric_families().values():
+    for family in families.values():
         for alias in (family.name.lower(), *family.aliases):
             if names.setdefault(alias, family.name) != family.name:
                 raise ValueError(f"metrics.csv: alias {alias!r} names two metrics")
@@ -220,7 +237,7 @@ class Evaluation:
     n_queries: int
     n_missing: int
     n_unjudged: int
-    depth: int | None = None
+    depth: int | None
 
 
 def evaluate(qrels: Qrels, run: Run, metrics: Sequence[MetricSpec]) -> Evaluation:
