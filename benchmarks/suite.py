@@ -15,6 +15,10 @@ peak RSS is its own:
 * ours OpenVINO (when the ``[openvino]`` extra is installed): ``--backend openvino`` and ``openvino-int8`` with an
   empty cache (export, calibration on 300 corpus texts and quantization included; with --smoke int8 only);
 * BEIR: ``GenericDataLoader`` + ``SentenceBERT`` + ``DenseRetrievalExactSearch`` + ``EvaluateRetrieval``;
+* fastembed (qdrant's, when the ``[peers]`` extra is installed; skipped with a line otherwise): the same model's
+  ONNX export loaded as a local custom model, with fastembed's defaults (tokenizer, batch size, threads); its
+  vectors checked against sentence-transformers' own on a few texts, then scored with our exact search and
+  metrics (``benchmarks/_peers.py``; the export is a step of its own, untimed);
 * scoring: a synthetic run of 10,000 queries × 100 documents (1M lines) scored by our metrics (every
   family at 5 cutoffs, Judged@k included), by pytrec_eval directly (the same trec_eval measures) and by
   BEIR's ``EvaluateRetrieval.evaluate``.
@@ -110,6 +114,25 @@ done(seconds=time.perf_counter() - start, ndcg10=ndcg["NDCG@10"])
 """
 )
 
+FASTEMBED_EXPORT = (
+    CHILD_PRELUDE
+    + """
+sys.path.insert(0, os.environ["SUITE_HELPERS"])
+import _peers
+from harness.retrieval.models import resolve_model_source, DEFAULT_MODEL
+done(**_peers.prepare_fastembed(resolve_model_source(MODEL or DEFAULT_MODEL), sys.argv[1], sys.argv[2]))
+"""
+)
+
+FASTEMBED = (
+    CHILD_PRELUDE
+    + """
+sys.path.insert(0, os.environ["SUITE_HELPERS"])
+import _peers
+done(**_peers.run_fastembed(sys.argv[1], sys.argv[2], sys.argv[3]))
+"""
+)
+
 SCORING = (
     CHILD_PRELUDE
     + """
@@ -147,6 +170,7 @@ done(seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu,
 
 def child(code: str, *args: str) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env["SUITE_HELPERS"] = str(Path(__file__).resolve().parent)  # benchmarks/_peers.py, for the fastembed steps
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"step failed:\n{proc.stderr[-3000:]}")
@@ -198,6 +222,43 @@ def openvino_backends(smoke: bool) -> list[str]:
     return ["openvino-int8"] if smoke else ["openvino", "openvino-int8"]
 
 
+def fastembed_step(folder: str) -> tuple[dict | None, str]:
+    """fastembed on `folder` (after the export, a step of its own), and its check line; None without fastembed."""
+    import _peers
+
+    missing = _peers.fastembed_missing()
+    if missing is not None:
+        return None, missing
+    with tempfile.TemporaryDirectory() as work:
+        prepared = child(FASTEMBED_EXPORT, folder, f"{work}/model")
+        result = child(FASTEMBED, folder, f"{work}/model", f"{work}/cache")
+    line = (
+        f"fastembed {result['version']} vs sentence-transformers on {result['check_texts']} texts: min cosine "
+        f"{result['min_cosine']:.5f}, largest norm gap {result['max_norm_gap']:.1e} (need ≥ {_peers.MIN_COSINE} and "
+        f"≤ {_peers.MAX_NORM_GAP}): ok; fastembed truncates at {result['max_tokens']} tokens, sentence-transformers "
+        f"at {prepared['st_max_tokens']} ({prepared['over_st_limit']:,} of {prepared['docs']:,} documents are longer)"
+    )
+    return result, line
+
+
+def fastembed_rows(fastembed: dict | None, cold: dict, raw: dict) -> tuple[list[str], list[str]]:
+    """(its row in the steps table, its rows in the ratio table); none without fastembed."""
+    if fastembed is None:
+        return [], []
+    ours_rate, rate = cold["docs"] / cold["timings"]["encode"], fastembed["docs_per_s"]
+    step = (
+        f"| fastembed {fastembed['version']} (our ONNX export, its defaults; encode {fastembed['encode_seconds']:.1f} s) "
+        f"| {fastembed['seconds']:.1f} | {fastembed['peak_rss_mb']:.0f} | {fastembed['ndcg10']:.5f} |"
+    )
+    ratios = [
+        f"| fastembed encode throughput / ours | {rate / ours_rate:.3f} ({rate:.1f} vs {ours_rate:.1f} docs/s; "
+        f"{rate / raw['docs_per_s']:.3f} of raw) | |",
+        f"| fastembed wall / ours cold | {fastembed['seconds'] / cold['seconds']:.3f} "
+        f"(nDCG@10 {fastembed['ndcg10'] - cold['ndcg10']:+.5f} vs ours) | |",
+    ]
+    return [step], ratios
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also nfcorpus")
@@ -241,6 +302,8 @@ def main() -> int:
             with tempfile.TemporaryDirectory() as cache:  # cold: export, calibration, quantization included
                 openvino[backend] = child(OURS, folder, cache, backend)
         beir = child(BEIR, folder)
+        fastembed, fastembed_line = fastembed_step(folder)
+        fastembed_step_rows, fastembed_ratio_rows = fastembed_rows(fastembed, cold, raw)
         encode_rate = cold["docs"] / cold["timings"]["encode"]
         lines += [
             f"### {name} ({cold['docs']:,} documents), default model, one run",
@@ -258,6 +321,7 @@ def main() -> int:
                 for backend, r in openvino.items()
             ),
             f"| BEIR's pipeline | {beir['seconds']:.1f} | {beir['peak_rss_mb']:.0f} | {beir['ndcg10']:.5f} |",
+            *fastembed_step_rows,
             "",
             "| ratio | measured | target |",
             "|---|---|---|",
@@ -273,6 +337,9 @@ def main() -> int:
             f"({encode_rate:.1f} vs {raw['docs_per_s']:.1f} docs/s; our encode stage includes the 300 queries) | ≥ 0.95 |",
             f"| ours warm / ours cold | {warm['seconds'] / cold['seconds']:.4f} | ≤ 0.05 |",
             f"| ours cold peak RSS / BEIR peak RSS | {cold['peak_rss_mb'] / beir['peak_rss_mb']:.2f} | |",
+            *fastembed_ratio_rows,
+            "",
+            fastembed_line,
             "",
             f"Our stages (cold): {', '.join(f'{k} {v:.1f} s' for k, v in cold['timings'].items())}.",
             "",
