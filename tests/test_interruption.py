@@ -93,15 +93,6 @@ def _temporary_files(*roots: Path) -> list[Path]:
     ]
 
 
-def _wait_for(path_glob, root: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if list(root.rglob(path_glob)):
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{path_glob} never appeared under {root}")
-
-
 @pytest.fixture
 def reference(corpus, tmp_path):
     out = tmp_path / "reference-out"
@@ -114,9 +105,14 @@ def reference(corpus, tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_killed_mid_encode_then_rerun_gives_the_same_result(corpus, tmp_path, reference, sig):
+    from conftest import start_paused
+
     cache, out = tmp_path / "cache", tmp_path / "out"
-    proc = subprocess.Popen(_command(corpus, cache, out), env=_env(), stderr=subprocess.PIPE, text=True)
-    _wait_for("chunk-00001.ids.json", cache)  # two chunks written, more to come
+    # stopped inside the write of the third chunk's ids (two chunks complete, four to come), then signalled there:
+    # a state, not a moment, so a busy machine cannot let the run finish first
+    cli_args = _command(corpus, cache, out)[3:]
+    proc = start_paused(tmp_path / "marker", "write", "chunk-00002.ids.json", 1, cli_args)
+    assert len(list(cache.rglob("chunk-0000[01].ids.json"))) == 2
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode != 0

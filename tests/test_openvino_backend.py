@@ -405,7 +405,12 @@ def test_threads_limit_the_runtime_session_as_they_limit_torch(tiny_model, tmp_p
     from dataclasses import replace
 
     assert threads_of(load_model(config)) == 1
-    assert threads_of(load_model(replace(config, threads=2))) == 2
+    # OpenVINO reads back at most the cores this process may run on (a process pinned to one core gets 1);
+    # ONNX Runtime reports the option as asked
+    cores = len(os.sched_getaffinity(0))
+    assert threads_of(load_model(replace(config, threads=2))) == (
+        min(2, cores) if backend.startswith("openvino") else 2
+    )
 
 
 def test_a_new_onnx_int8_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_beir, tmp_path, monkeypatch):
