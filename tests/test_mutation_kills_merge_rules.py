@@ -167,3 +167,21 @@ def test_a_folder_with_no_annotations_is_refused_naming_the_file_and_the_fix(tmp
     assert str(caught.value) == (
         f"{path}: no annotations (merge judgments into this split first, or pick another with `split`)"
     )
+
+
+def test_the_mean_of_five_or_six_grades_rounds_to_the_nearest():
+    import itertools
+
+    from harness.judging.merge import resolve
+
+    for size in (5, 6):
+        for grades in itertools.product(range(3), repeat=size):
+            for ties in ("low", "high"):
+                assert resolve(list(grades), "mean", ties) == mean_by_hand(grades, ties), (grades, ties)
+
+
+def test_votes_read_for_agreement_default_to_the_0_3_scale(tmp_path):
+    (tmp_path / "g.csv").write_text(HEADER + "q1,d1,4,a\nq1,d1,3,b\n")
+    with pytest.raises(DatasetError, match="4"):
+        judgment_votes([tmp_path / "g.csv"])
+    assert judgment_votes([tmp_path / "g.csv"], scale=(0, 4)) == {("q1", "d1"): {"a": 4, "b": 3}}
