@@ -144,7 +144,7 @@ def rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder:
     the run's top pairs, ``openvino-int8`` calibrates on a sample of them); returns the reranked run and what the
     result records about it (the backend that scored, when not torch, and auto's choice)."""
     from harness.retrieval.rerank import ScoreCache, rerank
-    from harness.runtimes.heads import load_reranker
+    from harness.runtimes.head_choice import load_reranker
 
     needed = {hit.doc_id for query_id in run for hit in run[query_id]}
     documents = {doc.doc_id: doc_text(doc) for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}

@@ -106,7 +106,7 @@ def _retrieve_sparse(
     """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search; the
     phases on `clock`, what else it cost into `cost`."""
     from harness.retrieval.learned_sparse import SparseModel
-    from harness.runtimes.heads import load_sparse
+    from harness.runtimes.head_choice import load_sparse
 
     spec = config.encoder
     if spec.backend != TORCH:
