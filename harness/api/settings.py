@@ -41,6 +41,7 @@ RERANK_SETTINGS = {
     "rerank_depth": "depth",
     "rerank_batch_size": "batch_size",
     "rerank_max_length": "max_length",
+    "rerank_backend": "backend",
 }
 ENCODER_SETTINGS = {
     name: name for name in ("max_seq_length", "backend", "precision", "batch_size", "trust_remote_code")

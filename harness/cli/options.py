@@ -200,6 +200,23 @@ RERANK_MAX_LENGTH = Option(
     default=None,
     help="With --rerank: truncate each (query, document) pair to this many tokens [default: the model's].",
 )
+RERANK_BACKEND = Option(
+    "--rerank-backend",
+    type=click.Choice(CHOICES),
+    default=TORCH,
+    show_default=True,
+    help="With --rerank: the cross-encoder's runtime, as --backend's (its transformer and head exported; exported "
+    "ones run on the CPU in fp32 or their own precision; openvino-int8 calibrates on the pairs being reranked; auto "
+    "probes on them). Not --backend's value: a bi-encoder's runtime says nothing of a reranker's.",
+)
+SPARSE_BACKEND = Option(
+    "--sparse-backend",
+    type=click.Choice(CHOICES),
+    default=TORCH,
+    show_default=True,
+    help="A learned sparse encoder's (SPLADE's) runtime, as --backend's (openvino-int8 calibrates on the corpus; "
+    "auto probes on it), so a grid runs its bi-encoders and its sparse encoders each on their own.",
+)
 MODEL = OptionGroup(
     "Model",
     BATCH_SIZE,
@@ -216,6 +233,8 @@ MODEL = OptionGroup(
     RERANK_DEPTH,
     RERANK_BATCH_SIZE,
     RERANK_MAX_LENGTH,
+    RERANK_BACKEND,
+    SPARSE_BACKEND,
 )
 
 # Endpoint: how an OpenAI-compatible service is called (evaluate's embeddings, judge's chat model).

@@ -19,6 +19,7 @@ from harness.retrieval.index import IndexSpec
 from harness.retrieval.models import DEFAULT_MODEL
 from harness.retrieval.rerank import RerankSpec
 from harness.runtimes.calibration import Calibration
+from harness.runtimes.registry import TORCH
 from harness.runtimes.spec import EncoderSpec
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,9 @@ class EvaluateConfig:
             rounding only.
         rerank: Rerank the first stage's top documents with a cross-encoder (`harness.retrieval.rerank`);
             the result then holds `rerank.depth` documents per query.
+        sparse_backend: The runtime a learned sparse encoder given as `model` runs on (``--sparse-backend``:
+            `harness.runtimes.heads`); torch by default whatever `encoder.backend` says, so a grid can run its
+            bi-encoders and its sparse encoders on different runtimes.
         name: The label the result carries in every report, table and plot; None means the model
             name, followed by the variant's tokens for a non-default configuration.
         allow_unknown_docs: Score an external run that names documents absent from the corpus
@@ -112,6 +116,7 @@ class EvaluateConfig:
     ray: RaySpec = field(default_factory=RaySpec)
     device: str | None = None
     rerank: RerankSpec | None = None
+    sparse_backend: str = TORCH
     name: str | None = None
     allow_unknown_docs: bool = False
     memory_budget: int | None = None

@@ -104,6 +104,8 @@ def configuration(config: EvaluateConfig, dataset: str, model: str | None = None
         defaults.update(default.compression.to_config())
         if config.model.startswith(ENDPOINT_PREFIX):
             settings["endpoint"] = config.endpoint.where()  # one model name on two services: two results
+        if is_sparse_model(config):  # torch, the default, leaves the identity of earlier results as it was
+            settings["sparse_backend"], defaults["sparse_backend"] = config.sparse_backend, TORCH
     settings["rerank"], defaults["rerank"] = (config.rerank.to_config() if config.rerank else None), None
     return Configuration.from_settings(model or run_model_name(config), config.split, settings, defaults)
 
@@ -138,32 +140,52 @@ def _check_model_kind(config: EvaluateConfig) -> None:
 
 
 def rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder: BeirFolder) -> tuple[Run, dict]:
-    """Rerank `run` with `config.rerank`; returns the reranked run and what the result records about it."""
-    from harness.retrieval.rerank import Reranker, ScoreCache, rerank
+    """Rerank `run` with `config.rerank` on its backend (`harness.runtimes.heads.load_reranker`: ``auto`` probes on
+    the run's top pairs, ``openvino-int8`` calibrates on a sample of them); returns the reranked run and what the
+    result records about it (the backend that scored, when not torch, and auto's choice)."""
+    from harness.retrieval.rerank import ScoreCache, rerank
+    from harness.runtimes.head_choice import load_reranker
 
-    reranker = Reranker(config.rerank, device=first_device(config), precision=config.encoder.precision)
     needed = {hit.doc_id for query_id in run for hit in run[query_id]}
     documents = {doc.doc_id: doc_text(doc) for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
+    texts = {query.query_id: query.text for query in queries}
+    groups = [
+        [(texts[query_id], documents[hit.doc_id]) for hit in run[query_id][: config.rerank.depth]] for query_id in run
+    ]
+    reranker, auto = load_reranker(
+        config.rerank,
+        first_device(config),
+        config.encoder.precision,
+        cache_dir(config.cache_dir),
+        groups,
+        config.threads,
+        config.cache,
+    )
+    spec = replace(config.rerank, backend=auto["backend"]) if auto is not None else config.rerank
+    if auto is not None:
+        logger.info("--rerank-backend auto picked %s: %s", auto["picked"], auto["reason"])
     fingerprint = reranker.fingerprint()
     cache = ScoreCache(cache_dir(config.cache_dir) if config.cache else None, fingerprint)
     reranked, counts = rerank(
-        run,
-        {query.query_id: query.text for query in queries},
-        documents,
-        reranker,
-        cache,
-        progress=config.progress,
-        checkpoint_seconds=config.checkpoint_seconds,
+        run, texts, documents, reranker, cache, progress=config.progress, checkpoint_seconds=config.checkpoint_seconds
     )
     logger.info("reranked %d pairs with %s (%d from the cache)", counts["pairs"], config.rerank.model, counts["cached"])
     return reranked, {
-        **config.rerank.to_config(),
+        **spec.to_config(),
         "batch_size": config.rerank.batch_size,
         "fingerprint": fingerprint,
         "pairs": counts["pairs"],
         "cached_pairs": counts["cached"],
         "protocol": "top-depth first-stage documents re-sorted by the cross-encoder score; the rest dropped",
+        **({"backend_auto": auto} if auto is not None else {}),
     }
+
+
+def settled_rerank(config: EvaluateConfig, record: dict) -> EvaluateConfig:
+    """`config` with the rerank backend that scored (auto's pick), read from the rerank stage's record."""
+    if config.rerank is None or not is_auto(config.rerank.backend):
+        return config
+    return replace(config, rerank=replace(config.rerank, backend=record["backend_auto"]["backend"]))
 
 
 def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
@@ -335,6 +357,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     if config.rerank is not None:
         with clock.stage("rerank"):
             scored_run, stage.record["rerank"] = rerank_stage(config, scored_run, inputs.queries, folder)
+        config = settled_rerank(config, stage.record["rerank"])
         if 0 < stage.record["rerank"]["pairs"] == stage.record["rerank"]["cached_pairs"]:
             clock.mark_cached("rerank")  # every pair's score read from the score cache
     with clock.stage("score"):
@@ -455,6 +478,9 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
                 f"not {setting('top_k')} (or give both the same value)"
             )
         config.rerank.check(k_values[-1])
+    for backend in (config.rerank.backend if config.rerank else TORCH, config.sparse_backend):
+        if not is_auto(backend):
+            runtime(backend)  # an unknown name is refused, naming the backends there are
     top_k = retrieval_depth(config)
     stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
     if top_k < k_values[-1]:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from dataclasses import replace
+from itertools import islice
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, setting
 from harness.io.cache import cache_dir, embedding_entry
-from harness.io.formats import BeirFolder
+from harness.io.formats import BeirFolder, iter_corpus
 from harness.io.lines import content_digest
 from harness.metering import tree_bytes
 from harness.pipeline.config import BM25_MODEL, EvaluateConfig, first_device, run_model_name
@@ -29,7 +31,8 @@ from harness.records import Query, Run, doc_text
 from harness.retrieval.encode import HASH_PREFIX
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.models import model_folder, resolve_model_source
-from harness.runtimes.registry import is_auto, runtime
+from harness.runtimes.auto import PROBE_TEXTS
+from harness.runtimes.registry import TORCH, is_auto, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -98,19 +101,39 @@ def _retrieve_sparse(
     depth: int,
     clock: Clock,
     cost: dict[str, object],
+    notes: list[str],
 ) -> tuple[Run, dict]:
     """Learned sparse retrieval (`harness.retrieval.learned_sparse`): rows cached per chunk, exact search; the
     phases on `clock`, what else it cost into `cost`."""
     from harness.retrieval.learned_sparse import SparseModel
+    from harness.runtimes.head_choice import load_sparse
 
     spec = config.encoder
-    if is_auto(spec.backend) or not runtime(spec.backend).sparse:
-        raise HarnessError(f"backend {spec.backend} is for dense models; a sparse encoder runs with torch")
+    if spec.backend != TORCH:
+        raise HarnessError(
+            f"{setting('backend')} {spec.backend} is a dense model's runtime; a sparse encoder runs on "
+            f"{setting('sparse_backend')} (e.g. {setting('sparse_backend')} {spec.backend})"
+        )
+    if not is_auto(config.sparse_backend) and not runtime(config.sparse_backend).sparse:
+        raise HarnessError(f"backend {config.sparse_backend} cannot run a sparse encoder; use torch")
     source = resolve_model_source(config.model)
     with clock.stage("load"):
-        model = SparseModel(
-            run_model_name(config), source, spec.batch_size, first_device(config), spec.precision, spec.max_seq_length
+        model, auto = load_sparse(
+            config.sparse_backend,
+            lambda where, at: SparseModel(
+                run_model_name(config), source, spec.batch_size, where, at, spec.max_seq_length
+            ),
+            first_device(config),
+            spec.precision,
+            cache_dir(config.cache_dir),
+            lambda: [doc_text(doc) for doc in islice(iter_corpus(folder.corpus), PROBE_TEXTS)],
+            lambda: runtime(config.sparse_backend).calibrate(iter_corpus(folder.corpus), corpus.sha256),
+            config.threads,
+            config.cache,
         )
+    if auto is not None:
+        notes.append(f"--sparse-backend auto picked {auto['picked']}: {auto['reason']}")
+        logger.info(notes[-1])
     started = time.perf_counter()
     entry = (
         embedding_entry(
@@ -151,7 +174,9 @@ def _retrieve_sparse(
         "doc_text": DOC_TEXT_RULE,
         "embedding_cache": "hit" if corpus.cached else ("stored" if config.cache else "off"),
         "device": config.device,
-        "precision": spec.precision,
+        "precision": model.precision,
+        **({"sparse_backend": model.backend} if getattr(model, "backend", TORCH) != TORCH else {}),
+        **({"sparse_backend_auto": auto} if auto is not None else {}),
     }
 
 
@@ -179,6 +204,11 @@ def learned_sparse_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clo
     with clock.stage("load"):
         corpus = inputs.corpus_state(content_digest(inputs.folder.corpus, check_ids=True)[0])
     cost: dict[str, object] = {}
-    run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth, clock, cost)
+    run, record = _retrieve_sparse(config, inputs.folder, corpus, inputs.queries, depth, clock, cost, inputs.notes)
     check_corpus(inputs.folder, corpus)
-    return FirstStage(run, corpus, run_model_name(config), record, cost=cost)
+    settled = (
+        replace(config, sparse_backend=record["sparse_backend_auto"]["backend"])
+        if is_auto(config.sparse_backend)
+        else None
+    )
+    return FirstStage(run, corpus, run_model_name(config), record, config=settled, cost=cost)

@@ -32,6 +32,7 @@ from harness.records import Run
 logger = logging.getLogger(__name__)
 
 PAIR_DTYPE = [("pair", "S16"), ("score", "<f4")]
+REFERENCE_BACKEND = "torch"  # `harness.runtimes.registry.TORCH`: the cross-encoder as sentence-transformers runs it
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,16 @@ class RerankSpec:
         depth: First-stage documents reranked per query; the reranked run keeps exactly these.
         batch_size: Pairs per forward pass.
         max_length: Truncation of a (query, document) pair in tokens; None: the model's.
+        backend: The runtime that scores the pairs (``--rerank-backend``, a `harness.runtimes.registry` name or
+            ``auto``); torch, the default, is not recorded in the configuration, so results and cached scores
+            from before the option keep their identity.
     """
 
     model: str
     depth: int = 100
     batch_size: int = 32
     max_length: int | None = None
+    backend: str = REFERENCE_BACKEND
 
     def check(self, largest_k: int) -> None:
         """Refuse a depth below the largest cutoff: metrics there would see fewer documents than they cut.
@@ -72,6 +77,7 @@ class RerankSpec:
             "model": self.model,
             "depth": self.depth,
             **({"max_length": self.max_length} if self.max_length else {}),
+            **({"backend": self.backend} if self.backend != REFERENCE_BACKEND else {}),
         }
 
     def short_name(self) -> str:

@@ -125,9 +125,9 @@ def choose(rows: list[dict[str, Any]], candidates: Sequence[Candidate]) -> dict[
     judged = []
     for row in rows:
         why = []
-        if row["cosine_mean"] < MEAN_COSINE_BOUND:
+        if not row["cosine_mean"] >= MEAN_COSINE_BOUND:  # NaN (a zero vector) fails too
             why.append(f"mean cosine {row['cosine_mean']:.4f} < {MEAN_COSINE_BOUND}")
-        if row["cosine_min"] < MIN_COSINE_BOUND:
+        if not row["cosine_min"] >= MIN_COSINE_BOUND:
             why.append(f"min cosine {row['cosine_min']:.4f} < {MIN_COSINE_BOUND}")
         judged.append({**row, "eligible": not why, **({"why": "; ".join(why)} if why else {})})
     eligible = [row for row in judged if row["eligible"] and row["backend"] != REFERENCE.name]

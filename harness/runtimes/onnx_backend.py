@@ -111,6 +111,28 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
     Raises:
         HarnessError: The export or the quantization failed; nothing is left in `folder`.
     """
+    if quantize:
+        _onnxruntime()
+    if (folder / "model.onnx").is_file():
+        return folder / "model.onnx"
+    tokens = model.tokenizer(["an example", "a longer example sentence"], padding=True, return_tensors="pt")
+    return export_module(model[0].auto_model, tokens, folder, quantize, "last_hidden_state")
+
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")  # what a transformer's export takes, when it has it
+
+
+def export_module(
+    transformer: Any, tokens: Any, folder: Path, quantize: bool, output: str, per_token: bool = True
+) -> Path:
+    """Export a transformers model to ``folder/model.onnx`` (atomically), int8 if `quantize`: its inputs named as in
+    `tokens` (an example batch of torch tensors, `INPUT_NAMES` among them), its one output the model output's
+    attribute `output` (``last_hidden_state``, ``logits``); the batch and sequence axes are dynamic (the output's
+    sequence axis too when `per_token`: one row per token, not per input).
+
+    Raises:
+        HarnessError: The export or the quantization failed; nothing is left in `folder`.
+    """
     import torch
 
     if quantize:
@@ -118,13 +140,11 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
     target = folder / "model.onnx"
     if target.is_file():
         return target
-    transformer = model[0].auto_model
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(folder.parent, f".{folder.name}.export.")
     staging = private_dir(folder.parent, f".{folder.name}.export")
     try:
-        tokens = model.tokenizer(["an example", "a longer example sentence"], padding=True, return_tensors="pt")
-        names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in tokens]
+        names = [name for name in INPUT_NAMES if name in tokens]
 
         class Named(torch.nn.Module):
             # The exporter passes inputs by position; the transformer takes them by name.
@@ -133,7 +153,7 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
                 self.transformer = transformer
 
             def forward(self, *inputs):
-                return self.transformer(**dict(zip(names, inputs)), return_dict=True).last_hidden_state
+                return getattr(self.transformer(**dict(zip(names, inputs)), return_dict=True), output)
 
         fp32 = staging / "fp32.onnx"
         with torch.no_grad(), warnings.catch_warnings():
@@ -145,12 +165,12 @@ def export(model: Any, folder: Path, quantize: bool) -> Path:
                 tuple(tokens[name] for name in names),
                 str(fp32),
                 input_names=names,
-                output_names=["last_hidden_state"],
+                output_names=[output],
                 opset_version=OPSET,
                 dynamo=False,
                 dynamic_axes={
                     **{name: {0: "batch", 1: "sequence"} for name in names},
-                    "last_hidden_state": {0: "batch", 1: "sequence"},
+                    output: {0: "batch", 1: "sequence"} if per_token else {0: "batch"},
                 },
             )
         if quantize:
@@ -253,6 +273,22 @@ class OnnxEncoder(SentenceTransformerEncoder):
         return np.concatenate(outputs) if outputs else np.zeros((0, self.dimension or 0), np.float32)
 
 
+def ort_session(path: Path, threads: int | None = None) -> Any:
+    """An ONNX Runtime CPU session of the model at `path`, fully optimized, on `threads` threads (None: one per
+    physical core).
+
+    Raises:
+        MissingDependencyError: onnxruntime is not installed.
+    """
+    ort = _onnxruntime()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1  # the graph runs sequentially (ORT_SEQUENTIAL): no second pool
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: int | None = None) -> OnnxEncoder:
     """Wrap a loaded `SentenceTransformerEncoder` into an ONNX Runtime encoder (exporting once), whose session
     runs on `threads` threads (None: ONNX Runtime's default, one per physical core).
@@ -263,7 +299,7 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: in
     """
     if backend not in BACKENDS:
         raise HarnessError(f"unknown backend {backend!r}; this runtime runs {', '.join(BACKENDS)}")
-    ort = _onnxruntime()
+    _onnxruntime()  # a missing ONNX Runtime is one line before anything is exported
     from harness.io.cache import content_key
 
     if backend == "onnx-int8" and int8_fast_here() is False:
@@ -284,12 +320,7 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: in
         }
     )
     path = export(torch_encoder.model, cache_root / "onnx" / key, quantize=backend == "onnx-int8")
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads is not None:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1  # the graph runs sequentially (ORT_SEQUENTIAL): no second pool
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = ort_session(path, threads)
     logger.info("%s backend: %s", backend, path)
     return OnnxEncoder(
         torch_encoder.name,

@@ -267,13 +267,26 @@ def quantize(
     cached = _cached_model(core, folder)
     if cached is not None:
         return cached
+    float_model = read(core, onnx_path)
+    names = {port.get_any_name() for port in float_model.inputs}
+    items = _items(model.tokenizer, calibration.texts, names, QUANTIZATION["calibration_max_length"] or max_length)
+    return quantize_items(core, float_model, items, calibration, folder)
+
+
+def quantize_items(core: Any, float_model: Any, items: list[dict[str, Any]], calibration: Calibration, folder: Path):
+    """The int8 model of `float_model` (OpenVINO's read of an ONNX export) by `QUANTIZATION`, its activation ranges
+    measured on `items` (one model input each, drawn as `calibration` says), cached (atomically) in `folder`.
+
+    Raises:
+        HarnessError: NNCF could not quantize it; nothing is cached.
+    """
+    cached = _cached_model(core, folder)
+    if cached is not None:
+        return cached
     nncf = nncf_module()
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
 
     ov = openvino_module()
-    float_model = read(core, onnx_path)
-    names = {port.get_any_name() for port in float_model.inputs}
-    items = _items(model.tokenizer, calibration.texts, names, QUANTIZATION["calibration_max_length"] or max_length)
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(folder.parent, f".{folder.name}.quantize.")
     staging = private_dir(folder.parent, f".{folder.name}.quantize")

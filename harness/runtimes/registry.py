@@ -59,6 +59,18 @@ def _openvino_identity(name: str) -> dict[str, Any]:
     return runtime_identity(name)
 
 
+def _onnx_head(*args: Any) -> Any:
+    from harness.runtimes.heads import onnx_head
+
+    return onnx_head(*args)
+
+
+def _openvino_head(*args: Any) -> Any:
+    from harness.runtimes.heads import openvino_head
+
+    return openvino_head(*args)
+
+
 def _corpus_calibration(docs: Iterable[Doc], corpus_sha256: str) -> Calibration:
     from harness.runtimes.openvino_backend import corpus_calibration
 
@@ -94,7 +106,11 @@ class Runtime:
             the CPU's kernel class, and results from CPUs of two classes are flagged when compared.
         needs: The modules it runs on (what ``--backend auto`` checks are installed).
         extra: The extra that installs them.
-        sparse: A learned sparse encoder may run on it.
+        sparse: A learned sparse encoder (``--sparse-backend``) and a cross-encoder (``--rerank-backend``) may run
+            on it: torch as they load, or their transformer with its head exported by `head`.
+        head: (name, `harness.runtimes.heads.Head`, weights sha256, cache root, calibration, threads) → (the session
+            that runs the exported transformer with its head, the facts its scores' and rows' cache keys read);
+            None: it runs no export (torch).
         not_auto: Why ``--backend auto`` never picks it; None: auto may, when it is installed.
     """
 
@@ -107,6 +123,7 @@ class Runtime:
     needs: tuple[str, ...] = ()
     extra: str = ""
     sparse: bool = False
+    head: Callable[..., Any] | None = None
     not_auto: str | None = None
 
     @property
@@ -149,7 +166,15 @@ class Runtime:
 
 RUNTIMES = (
     Runtime(TORCH, sparse=True),
-    Runtime("onnx", build=_onnx, device_refusal=CPU_FP32, needs=("onnxruntime", "onnx"), extra="onnx"),
+    Runtime(
+        "onnx",
+        build=_onnx,
+        device_refusal=CPU_FP32,
+        needs=("onnxruntime", "onnx"),
+        extra="onnx",
+        sparse=True,
+        head=_onnx_head,
+    ),
     Runtime(
         "onnx-int8",
         build=_onnx,
@@ -158,6 +183,8 @@ RUNTIMES = (
         int8_kernels=True,
         needs=("onnxruntime", "onnx"),
         extra="onnx",
+        sparse=True,
+        head=_onnx_head,
     ),
     # OpenVINO's default precision is bf16 where the CPU has it: its vectors follow the CPU's kernels too.
     Runtime(
@@ -168,6 +195,8 @@ RUNTIMES = (
         int8_kernels=True,
         needs=("openvino",),
         extra="openvino",
+        sparse=True,
+        head=_openvino_head,
     ),
     Runtime(
         "openvino-int8",
@@ -178,6 +207,8 @@ RUNTIMES = (
         int8_kernels=True,
         needs=("openvino", "nncf"),
         extra="openvino",
+        sparse=True,
+        head=_openvino_head,
         not_auto="outside the 0.002 nDCG@10 bound on SciFact (+0.0025; NFCorpus −0.0006), BENCHMARKS.md "
         "host C; calibrated per corpus",
     ),
