@@ -163,3 +163,96 @@ def environment_variables(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+# A search's multiply: a block of queries × dim by dim × a block of documents (MS MARCO's 384 dimensions).
+GEMM_SHAPE = (1024, 384, 4096)
+GEMM_SECONDS = 0.5  # timed per precision, after one warm-up multiply: the probe takes about 2 s
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm")
+
+
+def matmul_precisions(flags: tuple[str, ...] | list[str]) -> list[str]:
+    """The precisions this CPU multiplies natively: fp32 always; bf16 with AVX512-BF16, AMX-BF16 or ARM's BF16;
+    int8 with a dot-product instruction (AVX512-VNNI, AVX-VNNI, AMX-INT8, ARM's dot product or I8MM)."""
+    found = ["fp32"]
+    if any(flag in flags for flag in BF16_FLAGS):
+        found.append("bf16")
+    if any(flag in flags for flag in INT8_FLAGS):
+        found.append("int8")
+    return found
+
+
+def gemm_flops(queries: int, dim: int, docs: int) -> int:
+    """Floating-point (or integer) operations of one (queries × dim) · (dim × docs) product: a multiply and an
+    add per term of every dot product."""
+    return 2 * queries * dim * docs
+
+
+def _multiply(precision: str, shape: tuple[int, int, int]):
+    """(library, a function doing one product) of random operands of `shape` in `precision`."""
+    import numpy as np
+
+    queries, dim, docs = shape
+    rng = np.random.default_rng(0)
+    left = rng.standard_normal((queries, dim), dtype=np.float32)
+    right = rng.standard_normal((docs, dim), dtype=np.float32)
+    if precision == "fp32":  # numpy's BLAS: the one the flat search multiplies with (`harness.retrieval.index`)
+        return f"numpy {np.__version__}", lambda: left @ right.T
+    import torch
+
+    a, b = torch.from_numpy(left), torch.from_numpy(right).T
+    if precision == "bf16":
+        a16, b16 = a.bfloat16(), b.bfloat16()
+        return f"torch {torch.__version__}", lambda: a16 @ b16
+    a8 = a.clamp(-1, 1).mul(127).round().to(torch.int8)
+    b8 = b.clamp(-1, 1).mul(127).round().to(torch.int8).contiguous()
+    return f"torch {torch.__version__} (_int_mm)", lambda: torch._int_mm(a8, b8)
+
+
+def gemm_probe(
+    seconds: float = GEMM_SECONDS, shape: tuple[int, int, int] = GEMM_SHAPE, flags: list[str] | None = None
+) -> dict[str, Any]:
+    """This host's matrix-multiply rate (GFLOP/s, GOP/s for int8) in each precision its CPU has, at a search's shape.
+
+    Each precision multiplies for about `seconds` after one warm-up product; fp32 through numpy's BLAS (the flat
+    search's), bf16 and int8 through torch (``torch._int_mm``), and only where the CPU's flags say it computes
+    them natively (`matmul_precisions`); torch missing skips those two.
+
+    Returns:
+        ``shape`` (queries, dim, docs), ``flops_per_multiply``, ``rates`` (one row per precision measured:
+        ``precision``, ``library``, ``multiplies``, ``seconds``, ``gflops``) and ``skipped`` (precision → why).
+    """
+    import importlib.util
+    import time
+
+    flags = list(_cpuinfo()[1]) if flags is None else flags
+    native = matmul_precisions(flags)
+    flops = gemm_flops(*shape)
+    rates, skipped = [], {}
+    for precision in ("fp32", "bf16", "int8"):
+        if precision not in native:
+            skipped[precision] = "not native on this CPU"
+            continue
+        if precision != "fp32" and importlib.util.find_spec("torch") is None:
+            skipped[precision] = "torch is not installed"
+            continue
+        library, multiply = _multiply(precision, shape)
+        multiply()
+        count, started = 0, time.perf_counter()
+        while True:
+            multiply()
+            count += 1
+            elapsed = time.perf_counter() - started
+            if elapsed >= seconds and count >= 2:
+                break
+        rates.append(
+            {
+                "precision": precision,
+                "library": library,
+                "multiplies": count,
+                "seconds": elapsed,
+                "gflops": count * flops / elapsed / 1e9,
+            }
+        )
+    return {"shape": list(shape), "flops_per_multiply": flops, "rates": rates, "skipped": skipped}

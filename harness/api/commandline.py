@@ -11,7 +11,7 @@ from harness.io.textcache import parse_duration
 from harness.io.trec import qrels_format
 from harness.judging.merge import parse_scale
 from harness.judging.pool import PoolSpec, check_spec
-from harness.pipeline.environment import format_bench, format_environment
+from harness.pipeline.environment import format_bench, format_environment, format_gemm
 from harness.pipeline.systems import parse_system, parse_systems, split_systems
 from harness.presentation import parse_size
 from harness.reporting.comparison import format_compare, plot_comparison
@@ -28,6 +28,7 @@ __all__ = [
     "check_exit_code",
     "cost_summary",
     "format_bench",
+    "format_gemm",
     "format_checks",
     "format_compare",
     "format_environment",

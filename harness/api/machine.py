@@ -22,11 +22,13 @@ def environment(
         data_dir: The data dir; default ``$BEIR_HARNESS_DATA_DIR`` or ``./datasets``.
         cache_dir: The cache dir; default ``$BEIR_HARNESS_CACHE_DIR`` or the user cache folder.
         output_dir: The results folder.
-        bench: Also encode a sample with each available backend (``env --bench``, about 30 s).
+        bench: Also encode a sample with each available backend (``env --bench``, about 30 s), and measure this
+            host's matrix-multiply rate in each precision its CPU has (`harness.host.gemm_probe`, about 2 s).
         **bench_options: With `bench`: ``model``, ``texts``, ``dataset``.
 
     Returns:
-        What ``env --json`` prints: ``versions``, ``host``, the folders, and with `bench` ``backends``.
+        What ``env --json`` prints: ``versions``, ``host``, the folders, and with `bench` ``backends`` and
+        ``gemm``.
     """
     from harness.pipeline.environment import bench_backends, describe
 
@@ -34,6 +36,9 @@ def environment(
     if bench:
         with third_party_bars(False):
             info["backends"] = bench_backends(cache=cache_dir, **bench_options)
+        from harness.host import gemm_probe
+
+        info["gemm"] = gemm_probe()
     return info
 
 

@@ -223,7 +223,8 @@ def env(
     and numpy versions; the CPU and the instruction sets that pick kernels; CUDA devices and
     MPS; the data, cache and results folders actually used, installed datasets and cache size.
     With --bench, measures every backend on this machine: which is fastest here, and how far
-    its vectors are from torch fp32's.
+    its vectors are from torch fp32's; and the matrix-multiply rate in fp32, bf16 and int8
+    (those the CPU has), at a search's shape.
 
     Example:
 
@@ -234,7 +235,7 @@ def env(
         beir-harness env --bench --bench-dataset ./my-eval-set --bench-texts 300
     """
     from harness.api import environment
-    from harness.api.commandline import format_bench, format_environment
+    from harness.api.commandline import format_bench, format_environment, format_gemm
 
     info = environment(
         data_dir,
@@ -250,3 +251,5 @@ def env(
     if bench:
         click.echo("")
         click.echo(format_bench(info["backends"], info["host"], bench_texts))
+        click.echo("")
+        click.echo(format_gemm(info["gemm"]))

@@ -234,3 +234,17 @@ def _auto_pick(rows: list[dict[str, Any]], host: dict[str, Any]) -> str:
     ]
     choice = choose(usable, [Candidate(*row["backend"].split(" ")) for row in usable])
     return f"{choice['picked']} ({choice['reason']})"
+
+
+def format_gemm(probe: dict[str, Any]) -> str:
+    """The matrix-multiply probe (`harness.host.gemm_probe`): one line per precision, then those skipped."""
+    queries, dim, docs = probe["shape"]
+    lines = [f"matrix multiply, {queries} queries x {dim} dims by {docs} documents (a search's shape):"]
+    table = [["precision", "rate", "library"]]
+    table += [
+        [row["precision"], f"{row['gflops']:.1f} {'GOP' if row['precision'] == 'int8' else 'GFLOP'}/s", row["library"]]
+        for row in probe["rates"]
+    ]
+    lines += align(table, right=[False, True, False])
+    lines += [f"{precision}: not measured ({why})" for precision, why in probe["skipped"].items()]
+    return "\n".join(lines)

@@ -215,6 +215,7 @@ class VectorIndex(RowIndex):
         self._doc_ids = DocIds()
         self._pending: list[np.ndarray] = []
         self._index: Any = None
+        self.work = ScanWork()  # what flat searches scanned (`TopScan`): tiles, rows, merges
         faiss = _faiss()
         if spec.kind == "flat":
             self._index = faiss.IndexFlatIP(dimension)
@@ -321,7 +322,12 @@ class VectorIndex(RowIndex):
             stored = _faiss().rev_swig_ptr(self._index.get_xb(), len(self) * self.dimension)
             stored = stored.reshape(len(self), self.dimension)  # a view of FAISS's own copy, nothing copied
             scores, rows = exact_top(
-                self._index.search, queries, len(self), depth, doc_ids.__getitem__, stored.__getitem__
+                lambda some, k: scan_top(some, [stored], k, work=self.work),
+                queries,
+                len(self),
+                depth,
+                doc_ids.__getitem__,
+                stored.__getitem__,
             )
         else:
             scores, rows = self._index.search(queries, depth)
@@ -425,6 +431,114 @@ def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> 
         best_rows = np.take_along_axis(best_rows, keep, axis=1)
         start += len(chunk)
     return best_scores, best_rows
+
+
+SCAN_TILE = (
+    1024  # documents multiplied at once (FAISS's own tile: what `harness.retrieval.streamed.plan_search` counts)
+)
+SCAN_QUERIES = 1024  # queries multiplied at once, at most
+MERGE_BYTES = 4 << 20  # the most the merge of one tile's candidates holds at once
+
+
+@dataclass
+class ScanWork:
+    """What a `TopScan` did: GEMM tiles multiplied, document rows scanned (each once per pass), the (query, tile)
+    pairs that had a score above the query's running cut, and the candidates admitted past it."""
+
+    tiles: int = 0
+    rows: int = 0
+    merged: int = 0
+    admitted: int = 0
+
+
+class TopScan:
+    """The running float32 top-k of every query over document blocks met one at a time, in row order.
+
+    Each tile of a block is multiplied with a block of queries (numpy's sgemm), and only the scores above a query's
+    running cut (its k-th best score so far, carried from block to block) are merged into its top-k: after the first
+    tiles few are, so the cost is the GEMM's, whether the documents come as one array or as many chunks.
+    Which of several documents tied at the k-th score are kept is not decided here
+    (`exact_top` rescores the candidates and settles the cut).
+    """
+
+    def __init__(self, queries: np.ndarray, k: int, query_block: int = SCAN_QUERIES, work: ScanWork | None = None):
+        import numpy as np
+
+        self.queries = np.ascontiguousarray(queries, dtype=np.float32)
+        self.k, self.query_block, self.seen = k, max(1, min(query_block, SCAN_QUERIES)), 0
+        self.work = work if work is not None else ScanWork()
+        self.scores = np.full((len(self.queries), k), -np.inf, dtype=np.float32)
+        self.rows = np.full((len(self.queries), k), -1, dtype=np.int64)
+        self.cut = np.full(len(self.queries), -np.inf, dtype=np.float32)
+
+    def add(self, block: np.ndarray) -> None:
+        """Scan the next `block` of document vectors (float32 (rows, dim); a memory map is read once)."""
+        import numpy as np
+
+        block = np.asarray(block, dtype=np.float32)
+        for begin in range(0, len(block), SCAN_TILE):
+            tile = np.ascontiguousarray(block[begin : begin + SCAN_TILE])
+            for first in range(0, len(self.queries), self.query_block):
+                scores = self.queries[first : first + self.query_block] @ tile.T
+                self._merge(first, scores, self.seen + begin)
+                self.work.tiles += 1
+        self.work.rows += len(block)
+        self.seen += len(block)
+
+    def _merge(self, first: int, scores: np.ndarray, first_row: int) -> None:
+        """Merge the scores of one tile above the running cuts of queries `first`, `first` + 1, ... into their tops
+        (the queries in groups, so that what the merge holds stays under `MERGE_BYTES`)."""
+        import numpy as np
+
+        above = scores > self.cut[first : first + len(scores), None]
+        if not above.any():
+            return
+        tile = scores.shape[1]
+        group = max(1, MERGE_BYTES // ((self.k + tile) * 20))
+        for low in range(0, len(scores), group):
+            flat = np.flatnonzero(above[low : low + group])
+            if flat.size:
+                self._admit(first + low, scores[low : low + group], flat, first_row)
+
+    def _admit(self, first: int, scores: np.ndarray, flat: np.ndarray, first_row: int) -> None:
+        """Merge the entries `flat` (flat positions in `scores`, ascending) into the tops of queries `first`..."""
+        import numpy as np
+
+        local, column = np.divmod(flat, scores.shape[1])
+        counts = np.bincount(local)
+        hit = np.flatnonzero(counts)
+        counts = counts[hit]
+        slot = np.repeat(np.arange(len(hit)), counts)
+        rank = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)
+        self.work.merged += len(hit)
+        self.work.admitted += len(flat)
+        k, queries = self.k, hit + first
+        all_scores = np.full((len(hit), k + int(counts.max())), -np.inf, dtype=np.float32)
+        all_rows = np.full(all_scores.shape, -1, dtype=np.int64)
+        all_scores[:, :k], all_rows[:, :k] = self.scores[queries], self.rows[queries]
+        all_scores[slot, k + rank] = scores[local, column]
+        all_rows[slot, k + rank] = first_row + column
+        keep = np.argpartition(-all_scores, k - 1, axis=1)[:, :k]
+        self.scores[queries] = np.take_along_axis(all_scores, keep, axis=1)
+        self.rows[queries] = np.take_along_axis(all_rows, keep, axis=1)
+        self.cut[queries] = self.scores[queries].min(axis=1)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows), (queries, k), best first; -1 rows (score -inf) when fewer than k documents were met."""
+        import numpy as np
+
+        order = np.argsort(-self.scores, axis=1, kind="stable")
+        return np.take_along_axis(self.scores, order, axis=1), np.take_along_axis(self.rows, order, axis=1)
+
+
+def scan_top(
+    queries: np.ndarray, blocks: Iterable[np.ndarray], k: int, query_block: int = SCAN_QUERIES, work=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`TopScan` of `queries` over `blocks`: (scores, rows) of the float32 top-`k`, best first, rows global."""
+    scan = TopScan(queries, k, query_block, work)
+    for block in blocks:
+        scan.add(block)
+    return scan.result()
 
 
 # FAISS finds the candidates; a document it scores within this fraction of the cut (relative to the cut's and the

@@ -3,9 +3,9 @@
 A flat index holds every corpus vector (n × dim × 4 bytes: 13.6 GB for MS MARCO at 384 dimensions,
 27 GB at 768). When that does not fit the memory budget, `StreamedIndex` searches the cache's chunk
 files instead: each chunk is memory-mapped (and unmapped after it, so its pages leave this process),
-searched against the queries one query block at a time with FAISS's own exact kernel (`faiss.knn`,
-the sgemm that `IndexFlatIP` runs, hence the same float32 scores), and each block's top-k merged into
-the running top-k (`merge_topk`). The candidates are then rescored and cut by the same rule as the
+and scanned by the same kernel as the in-memory flat search (`harness.retrieval.index.TopScan`: numpy's sgemm
+tile by tile, each query's running cut carried from chunk to chunk, so a chunk costs its GEMM and no more).
+The candidates are then rescored and cut by the same rule as the
 in-memory flat search (`harness.retrieval.index.exact_top`: float64 scores rounded to float32, equal
 scores at the cut by doc_id descending), reading their vectors back from the chunks, so both paths
 return the same run.
@@ -34,6 +34,8 @@ from harness.records import Run
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from harness.retrieval.index import ScanWork
 
 logger = logging.getLogger(__name__)
 
@@ -169,9 +171,15 @@ def merge_topk(partials: Iterable[tuple[np.ndarray, np.ndarray]], k: int) -> tup
 
 
 def search_blocks(
-    query_vectors: np.ndarray, blocks: Iterable[np.ndarray], k: int, query_block: int = 1024, start: int = 0
+    query_vectors: np.ndarray,
+    blocks: Iterable[np.ndarray],
+    k: int,
+    query_block: int = 1024,
+    start: int = 0,
+    work: ScanWork | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact inner-product top-k of every query over document blocks met one at a time.
+    """Exact inner-product top-k of every query over document blocks met one at a time (`TopScan`: the running cut of
+    each query carries from block to block, so many chunks cost what one array of the same vectors costs).
 
     Args:
         query_vectors: float32 (n_queries, dim).
@@ -180,29 +188,19 @@ def search_blocks(
         k: Results per query.
         query_block: Queries searched together against a block.
         start: The global row of the first block's first vector.
+        work: Where to count the work done (`harness.retrieval.index.ScanWork`).
 
     Returns:
         (scores, rows): (n_queries, k) float32 and int64, rows global, best first (-1 padding when
         the blocks hold fewer than k vectors).
     """
-    import faiss
-    import numpy as np
+    from harness.retrieval.index import TopScan
 
-    queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
-    n = len(queries)
-    best_scores = np.full((n, k), -np.inf, dtype=np.float32)
-    best_rows = np.full((n, k), -1, dtype=np.int64)
-    slices = query_blocks(n, query_block)
+    scan = TopScan(query_vectors, k, query_block, work)
+    scan.seen = start
     for block in blocks:
-        block = np.ascontiguousarray(block, dtype=np.float32)  # a view of a mapped chunk: no copy
-        if len(block):
-            for part in slices:
-                scores, rows = faiss.knn(queries[part], block, min(k, len(block)), metric=faiss.METRIC_INNER_PRODUCT)
-                best_scores[part], best_rows[part] = merge_topk(
-                    [(best_scores[part], best_rows[part]), (scores, rows + start)], k
-                )
-        start += len(block)
-    return best_scores, best_rows
+        scan.add(block)  # a view of a mapped chunk: read once, never copied whole
+    return scan.result()
 
 
 def rows_from_chunks(load: Callable[[int], np.ndarray], lengths: Sequence[int]) -> Callable[[np.ndarray], np.ndarray]:
@@ -275,6 +273,8 @@ class StreamedIndex:
         self.budget, self.chunk_rows, self.strict = budget, chunk_rows, strict
         self.doc_block, self.query_block = doc_block, query_block
         self.plan: SearchPlan | None = None
+        self.passes = 0  # passes over the chunks (a deeper one only for queries whose cut ties: `exact_top`)
+        self.work: ScanWork | None = None  # what the passes scanned (`harness.retrieval.index.ScanWork`)
 
     def __len__(self) -> int:
         return len(self._doc_ids)
@@ -312,20 +312,21 @@ class StreamedIndex:
             self.plan = self.plan or plan  # the first pass's plan: what the search was sized by
             block = plan.query_block
             logger.info("streamed exact search: %d queries a block, budget %s", block, size_text(budget, places=2))
-        return search_blocks(queries, reblock(self._chunks(), self.doc_block), k, block)
+        self.passes += 1
+        return search_blocks(queries, reblock(self._chunks(), self.doc_block), k, block, work=self.work)
 
     def search(self, query_ids: Sequence[str], vectors: np.ndarray, depth: int, name: str = "run") -> Run:
         """The `depth` best documents of each query, exactly as `harness.retrieval.index.VectorIndex.search`
         ranks them for a flat index."""
         import numpy as np
 
-        from harness.retrieval.index import exact_top
+        from harness.retrieval.index import ScanWork, exact_top
 
         depth = min(depth, len(self))
         if depth <= 0 or len(query_ids) == 0:
             return Run.from_scores({query_id: {} for query_id in query_ids}, name=name)
         queries = np.ascontiguousarray(vectors, dtype=np.float32)
-        self.plan = None
+        self.plan, self.passes, self.work = None, 0, ScanWork()
         scores, rows = exact_top(self._search, queries, len(self), depth, self._doc_ids.__getitem__, self._rows_of)
         doc_ids = self._doc_ids
         return Run.adopt(
