@@ -190,10 +190,10 @@ def test_a_corpus_smaller_than_the_sample_calibrates_on_all_of_it(tiny_model, ti
     )
     assert result.exit_code == 0, result.stderr
     assert (
-        "the corpus has 5 documents, fewer than the 32-text calibration sample; calibrating on all 5" in result.stderr
+        "the corpus has 5 documents, fewer than the 300-text calibration sample; calibrating on all 5" in result.stderr
     )
     config = json.loads(result.stdout)["config"]
-    assert config["calibration"]["drawn"] == 5 and config["calibration"]["requested"] == 32
+    assert config["calibration"]["drawn"] == 5 and config["calibration"]["requested"] == 300
 
 
 def test_evaluate_records_the_backend_cold_and_warm(tiny_model, tiny_beir, tmp_path):
