@@ -68,7 +68,7 @@ def counted(monkeypatch):
 
 
 def _blobs(cache: Path) -> list[Path]:
-    return sorted((cache / "openvino" / "compiled").glob("*.blob"))
+    return sorted((cache / "openvino-compiled").glob("*.blob"))
 
 
 def test_a_second_load_with_the_same_identity_neither_quantizes_nor_compiles_from_scratch(

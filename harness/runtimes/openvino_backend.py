@@ -447,7 +447,7 @@ def _reason(exc: Exception) -> str:
 # OpenVINO's own cache of compiled models (``CACHE_DIR``), under the user cache: a second load of the same model with
 # the same settings on this OpenVINO imports the compiled blob instead of compiling (the plugin keys each blob by the
 # model, the compile settings, the device and its own version, and compiles again when a blob fails to import).
-COMPILED = "compiled"
+COMPILED = "openvino-compiled"  # beside openvino/, which holds one folder per quantized model
 
 
 def compile_for_cpu(core: Any, model: Any, blobs: Path | None, threads: int | None = None) -> Any:
@@ -524,7 +524,7 @@ def openvino_encoder(
         with preparation.step("read"):
             model = read(core, onnx_path)
     with preparation.step("compile"):
-        compiled = compile_for_cpu(core, model, cache_root / "openvino" / COMPILED, threads)
+        compiled = compile_for_cpu(core, model, cache_root / COMPILED, threads)
     if _loaded_from_cache(compiled):
         preparation.cached.append("compile")
     precision = _precision_name(compiled)
