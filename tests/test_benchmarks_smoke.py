@@ -42,6 +42,10 @@ RESULT_LINES = {
         rf"^rerun {NUMBER} s = {NUMBER} of the uninterrupted run; metrics identical: True",
         r"^store with checkpoints / without = .*identical bytes: True",
     ],
+    "cold_start.py": [
+        rf"^\| cold \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \|",
+        r"^\| again \| cached \| cached \| cached \| cached \|",
+    ],
     "compression.py": [r"warm sweep of 20 cells", rf"^  64  binary rescore2 +{NUMBER}"],
     "convert_scale.py": [rf"^ +300 +{NUMBER} +{NUMBER}"],
     "endpoint.py": [rf"^  concurrency 16: +{NUMBER} texts/s"],

@@ -32,6 +32,7 @@ from harness.pipeline.stages import (
     probe_latency,
     search_path,
     streamed_index,
+    take_preparation,
 )
 from harness.presentation import size_text
 from harness.records import Doc, Query, Run
@@ -48,9 +49,8 @@ logger = logging.getLogger(__name__)
 def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
     """The model, or — when its fingerprint is remembered — a stand-in that loads it only if needed.
 
-    The fingerprint (a hash of the weights) needs the loaded model; it is remembered under a cheap
-    key of the model's files and the settings, so a rerun whose embeddings are all cached loads
-    nothing.
+    The fingerprint (a hash of the weights) needs the loaded model; it is remembered under a cheap key of the
+    model's files and the settings, so a rerun whose embeddings are all cached loads nothing.
     """
     from harness.io.cache import model_files_key, recall_fingerprint, remember_fingerprint
     from harness.retrieval.encode import LazyEncoder
@@ -97,6 +97,7 @@ def dense_stage(
     config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None, depth: int, top_k: int, clock: Clock
 ) -> FirstStage:
     """A bi-encoder: load (or not, when the cache holds everything), encode, index, search."""
+    cost: dict[str, object] = {}
     with clock.stage("load"):
         # Hashed up front (cheap next to encoding) so a warm cache needs no corpus parse at all.
         corpus_sha256, corpus_lines = content_digest(inputs.folder.corpus, check_ids=True)
@@ -122,7 +123,6 @@ def dense_stage(
             f"exceed {path.budget_words()}"
         )
         logger.info(inputs.notes[-1])
-    cost: dict[str, object] = {}
     with _one_ray_session(config), ExitStack() as held:  # held: the cache folders this run reads
         run, quality = _retrieve(
             encoder,
@@ -138,6 +138,7 @@ def dense_stage(
             path,
             held,
         )
+    take_preparation(clock, encoder, cost)  # its own phase, out of the one it was timed in
     check_corpus(inputs.folder, corpus)
     record = dict(
         model_source=model_source,
@@ -158,8 +159,7 @@ def dense_stage(
         **({"search_shards": int(quality["search_shards"])} if "search_shards" in quality else {}),
         **path.record(),
     ) | _compression_record(config.compression, quality, encoder.dimension)  # the stored dimension wins
-    recalls = {n: v for n, v in quality.items() if n.startswith("recall")}
-    if recalls:
+    if recalls := {n: v for n, v in quality.items() if n.startswith("recall")}:
         logger.info("%s index: %s", config.index.kind, ", ".join(f"{n} {v:.4f}" for n, v in recalls.items()))
     if "endpoint_usage" in record:
         cost["endpoint"] = dict(record["endpoint_usage"])  # requests, tokens, retries (and cost, with a price)

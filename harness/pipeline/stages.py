@@ -43,7 +43,7 @@ class Clock:
     """Seconds per phase of one evaluation: ``with clock.stage("encode_corpus"): ...``.
 
     Phases: load, encode_corpus, encode_queries, index, search, score (always present), and rerank,
-    exact_search and latency_probe when they happen; a phase served from the cache is marked (`mark_cached`) and
+    exact_search, latency_probe and prepare_model (`take_preparation`) when they happen; a phase served from the cache is marked (`mark_cached`) and
     takes 0 s. `rounded` adds ``encode`` (corpus + queries, the one encode phase results recorded before cost
     records) and ``total``, the wall time since the clock started.
     """
@@ -85,6 +85,26 @@ class Clock:
                 "total": time.perf_counter() - self._started,
             }.items()
         }
+
+
+PREPARE_MODEL = "prepare_model"  # the phase of a model's preparation (export, calibration, quantize, compile)
+
+
+def take_preparation(clock: Clock, encoder: object, cost: dict[str, object]) -> None:
+    """Move the preparation of `encoder`'s model (an OpenVINO encoder's record of its export, calibration,
+    quantization and compile: `harness.runtimes.openvino_backend.Preparation`) out of the phase it was timed in
+    into its own, and its steps into ``cost["model_preparation"]``; nothing for a model without one or not loaded
+    (its vectors all cached). A model loaded up front was prepared in ``load``; one loaded lazily
+    (`harness.retrieval.encode.LazyEncoder`) as it first encoded: the corpus, or the queries when every corpus
+    vector was cached."""
+    record = getattr(encoder, "preparation", None)
+    if not record or "model_preparation" in cost:
+        return
+    phase = "load" if not hasattr(encoder, "loaded") else "encode_corpus"
+    phase = "encode_queries" if phase == "encode_corpus" and "encode_corpus" in clock.cached else phase
+    clock.add(PREPARE_MODEL, record["seconds"])
+    clock.add(phase, -min(record["seconds"], clock.seconds.get(phase, 0.0)))
+    cost["model_preparation"] = record
 
 
 def probe_latency(clock: Clock, cost: dict[str, object], search_one, n_queries: int) -> None:

@@ -23,6 +23,7 @@ from harness.reporting.report import Result
 NONE = "–"  # as `metric_text` shows a missing value
 PHASES = (
     ("load", "load s"),
+    ("prepare_model", "model preparation s"),  # export, calibration, quantization, compile (OpenVINO)
     ("encode_corpus", "encode corpus s"),
     ("encode_queries", "encode queries s"),
     ("index", "index s"),
@@ -30,7 +31,7 @@ PHASES = (
     ("rerank", "rerank s"),
     ("score", "score s"),
 )
-OPTIONAL = ("rerank", "tokens", "price", "vectors")  # columns shown only when some row has a value
+OPTIONAL = ("prepare_model", "rerank", "tokens", "price", "vectors")  # columns shown only when some row has a value
 COST_NOTES = (
     "phase seconds and wall time are the result's timings; cached: read from the embedding, index or score cache "
     "(no work done); docs/s: corpus documents / seconds of the phase that made them searchable (encode corpus; "
@@ -143,6 +144,7 @@ def _number(value: float | None, fmt: str) -> str:
 def _columns(rows: Sequence[CostRow]) -> list[str]:
     """The column keys shown: everything, less the optional columns no row has."""
     present = {
+        "prepare_model": any(r.phases.get("prepare_model") is not None for r in rows),
         "rerank": any(r.phases.get("rerank") is not None for r in rows),
         "tokens": any(r.tokens is not None for r in rows),
         "price": any(r.price is not None for r in rows),
@@ -223,12 +225,13 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
     if fmt == "json":
         return json_text({"metric": metric, "notes": list(COST_NOTES), "rows": [row.to_json() for row in rows]})
     if fmt == "csv":
+        phases = [phase for phase, _ in PHASES if phase != "prepare_model" or "prepare_model" in _columns(rows)]
         header = [
             "dataset",
             "system",
             metric,
             "wall_s",
-            *(f"{phase}_s" for phase, _ in PHASES),
+            *(f"{phase}_s" for phase in phases),
             "cached",
             "docs_per_s",
             "p50_ms",
@@ -252,7 +255,7 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
                     r.system,
                     r.value,
                     r.wall_s,
-                    *(r.phases.get(p) for p, _ in PHASES),
+                    *(r.phases.get(p) for p in phases),
                     " ".join(r.cached),
                     r.docs_per_s,
                     *(r.latency_ms.get(q) for q in ("p50", "p95", "p99")),

@@ -182,6 +182,11 @@ class LazyEncoder:
     def fingerprint(self) -> dict[str, Any]:
         return self._fingerprint if self._encoder is None else self._encoder.fingerprint()
 
+    @property
+    def preparation(self) -> dict[str, Any] | None:
+        """What preparing the loaded model cost (an OpenVINO encoder's record), None before it loads."""
+        return getattr(self._encoder, "preparation", None)
+
     def settings(self) -> dict[str, Any]:
         keys = (
             "backend",

@@ -30,8 +30,9 @@ import os
 import random
 import shutil
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,10 @@ from harness.runtimes.onnx_backend import OPSET, OnnxEncoder, export
 
 logger = logging.getLogger(__name__)
 
+# The calibration's statistics passes run the float model on every text, twice (SmoothQuant's, then the ranges'):
+# most of a cold preparation. 32 texts without bias correction prepared several times faster with the same cosine
+# to torch fp32, but moved SciFact's nDCG@10 by +0.0056 (BENCHMARKS.md, "Cold start of the int8/OpenVINO model"):
+# outside the bound, so the measured recipe stays.
 CALIBRATION_TEXTS = 300  # measured enough for stable ranges on SciFact/NFCorpus (BENCHMARKS.md)
 CALIBRATION_SEED = 0
 # NNCF post-training quantization (``nncf.quantize``), measured on full SciFact and NFCorpus against torch fp32
@@ -177,6 +182,7 @@ class OpenVinoEncoder(OnnxEncoder):
     inference_precision: str = "f32"
     calibration: dict[str, Any] | None = None
     versions: dict[str, str] | None = None
+    preparation: dict[str, Any] | None = None  # what preparing it cost (`Preparation.record`): not its identity
 
     def settings(self) -> dict[str, Any]:
         quantized = {"quantization": QUANTIZATION, "calibration": self.calibration} if self.calibration else {}
@@ -238,6 +244,52 @@ def _items(tokenizer: Any, texts: Iterable[str], names: set[str], max_length: in
     return items
 
 
+class TimedItems:
+    """The calibration inputs as NNCF iterates them, once per statistics pass (SmoothQuant's, then the ranges'):
+    `seconds` adds up each pass from its first item to its end, which is the model run on every item and the
+    statistics kept of it, the calibration's share of ``nncf.quantize``."""
+
+    def __init__(self, items: list[dict[str, Any]], timer: Callable[[], float] = time.perf_counter):
+        self.items, self.timer, self.seconds, self.passes = items, timer, 0.0, 0
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        started = self.timer()
+        self.passes += 1
+        try:
+            yield from self.items
+        finally:
+            self.seconds += self.timer() - started
+
+
+@dataclass
+class Preparation:
+    """What preparing a model cost, step by step (export, calibration, quantize, compile), and which steps were
+    served from the cache (`cached`: the ONNX export, the quantized model, OpenVINO's compiled blob): what a result
+    records as its ``prepare_model`` phase and ``cost.model_preparation`` (docs/outputs.md)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    cached: list[str] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - started)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def record(self) -> dict[str, Any]:
+        """Seconds per step (to 0.1 ms), their total and the cached steps."""
+        steps = {name: round(value, 4) for name, value in self.seconds.items()}
+        return {"seconds": round(sum(self.seconds.values()), 4), "steps": steps, "cached": list(self.cached)}
+
+
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """NNCF's progress bars and INFO lines go to stdout, where ``--json`` writes the result: the bars are dropped
@@ -257,25 +309,46 @@ def _quiet() -> Iterator[None]:
 
 
 def quantize(
-    core: Any, onnx_path: Path, model: Any, calibration: Calibration, folder: Path, max_length: int | None
+    core: Any,
+    onnx_path: Path,
+    model: Any,
+    calibration: Calibration,
+    folder: Path,
+    max_length: int | None,
+    preparation: Preparation | None = None,
 ) -> Any:
-    """The int8 model of `onnx_path`, calibrated on `calibration`, cached (atomically) in `folder`.
+    """The int8 model of `onnx_path`, calibrated on `calibration`, cached (atomically) in `folder`; its steps'
+    seconds go into `preparation` (``calibration``: NNCF's statistics passes; ``quantize``: the rest).
 
     Raises:
         HarnessError: OpenVINO could not read the model or NNCF could not quantize it; nothing is cached.
     """
-    cached = _cached_model(core, folder)
+    preparation = preparation if preparation is not None else Preparation()
+    with preparation.step("quantize"):
+        cached = _cached_model(core, folder)
     if cached is not None:
+        preparation.cached += ["calibration", "quantize"]
         return cached
-    float_model = read(core, onnx_path)
-    names = {port.get_any_name() for port in float_model.inputs}
-    items = _items(model.tokenizer, calibration.texts, names, QUANTIZATION["calibration_max_length"] or max_length)
-    return quantize_items(core, float_model, items, calibration, folder)
+    with preparation.step("quantize"):
+        float_model = read(core, onnx_path)
+        names = {port.get_any_name() for port in float_model.inputs}
+        items = _items(model.tokenizer, calibration.texts, names, QUANTIZATION["calibration_max_length"] or max_length)
+        quantized = quantize_items(core, float_model, items, calibration, folder, preparation)
+    preparation.seconds["quantize"] -= preparation.seconds.get("calibration", 0.0)  # timed inside it
+    return quantized
 
 
-def quantize_items(core: Any, float_model: Any, items: list[dict[str, Any]], calibration: Calibration, folder: Path):
+def quantize_items(
+    core: Any,
+    float_model: Any,
+    items: list[dict[str, Any]],
+    calibration: Calibration,
+    folder: Path,
+    preparation: Preparation | None = None,
+):
     """The int8 model of `float_model` (OpenVINO's read of an ONNX export) by `QUANTIZATION`, its activation ranges
-    measured on `items` (one model input each, drawn as `calibration` says), cached (atomically) in `folder`.
+    measured on `items` (one model input each, drawn as `calibration` says), cached (atomically) in `folder`; the
+    seconds NNCF spends in its statistics passes go into `preparation` as ``calibration``.
 
     Raises:
         HarnessError: NNCF could not quantize it; nothing is cached.
@@ -283,6 +356,7 @@ def quantize_items(core: Any, float_model: Any, items: list[dict[str, Any]], cal
     cached = _cached_model(core, folder)
     if cached is not None:
         return cached
+    items = TimedItems(items)
     nncf = nncf_module()
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
 
@@ -305,6 +379,8 @@ def quantize_items(core: Any, float_model: Any, items: list[dict[str, Any]], cal
                     disable_bias_correction=QUANTIZATION["bias_correction"] == "off",
                 ),
             )
+        if preparation is not None:
+            preparation.add("calibration", items.seconds)
         ov.save_model(quantized, str(staging / "model.xml"), compress_to_fp16=False)
         sums = {name: _sha256(staging / name) for name in ("model.xml", "model.bin")}
         (staging / "manifest.json").write_text(
@@ -321,7 +397,9 @@ def quantize_items(core: Any, float_model: Any, items: list[dict[str, Any]], cal
             f"NNCF could not quantize the model ({type(exc).__name__}: {str(exc)[:200]}); "
             "use --backend openvino or onnx-int8"
         ) from exc
-    return quantized
+    # Read back from its files, as every later load reads it: OpenVINO keys its compiled blob by the model's graph,
+    # and NNCF's model in memory hashes differently from the same model saved and read.
+    return core.read_model(str(folder / "model.xml"))
 
 
 def activation_matmuls(model: Any) -> list[str]:
@@ -374,6 +452,37 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {' '.join(kept)[:300]}"
 
 
+# OpenVINO's own cache of compiled models (``CACHE_DIR``), under the user cache: a second load of the same model with
+# the same settings on this OpenVINO imports the compiled blob instead of compiling (the plugin keys each blob by the
+# model, the compile settings, the device and its own version, and compiles again when a blob fails to import).
+COMPILED = "openvino-compiled"  # beside openvino/, which holds one folder per quantized model
+
+
+def compile_for_cpu(core: Any, model: Any, blobs: Path | None, threads: int | None = None) -> Any:
+    """`model` compiled for the CPU on `threads` threads (None: all cores), through the blob cache in `blobs`.
+
+    Raises:
+        HarnessError: The plugin cannot compile it.
+    """
+    config: dict[str, Any] = {"INFERENCE_NUM_THREADS": threads} if threads else {}
+    if blobs is not None:
+        blobs.mkdir(parents=True, exist_ok=True)
+        config["CACHE_DIR"] = str(blobs)
+    try:
+        return core.compile_model(model, "CPU", config)
+    except Exception as exc:  # noqa: BLE001 - the plugin raises its own runtime errors
+        raise HarnessError(
+            f"OpenVINO cannot compile the model for the CPU ({_reason(exc)}); use --backend torch or onnx"
+        ) from exc
+
+
+def _loaded_from_cache(compiled: Any) -> bool:
+    try:
+        return bool(compiled.get_property("LOADED_FROM_CACHE"))
+    except Exception:  # noqa: BLE001 - a plugin without the property: not known to be cached
+        return False
+
+
 def openvino_encoder(
     torch_encoder: Any,
     backend: str,
@@ -402,7 +511,12 @@ def openvino_encoder(
 
     fingerprint = torch_encoder.fingerprint()
     onnx_key = content_key({"weights": fingerprint["weights_sha256"], "opset": OPSET, "backend": "onnx"})
-    onnx_path = export(torch_encoder.model, cache_root / "onnx" / onnx_key, quantize=False)  # shared with onnx
+    preparation = Preparation()
+    onnx_folder = cache_root / "onnx" / onnx_key
+    if (onnx_folder / "model.onnx").is_file():
+        preparation.cached.append("export")
+    with preparation.step("export"):
+        onnx_path = export(torch_encoder.model, onnx_folder, quantize=False)  # shared with onnx
     core = ov.Core()
     versions = {"openvino": ov.__version__}
     identity = None
@@ -410,22 +524,17 @@ def openvino_encoder(
         identity = calibration.identity()
         versions["nncf"] = nncf_module().__version__
         key = content_key({"onnx": onnx_key, "quantization": QUANTIZATION, "calibration": identity, **versions})
+        folder = cache_root / "openvino" / key
         model = quantize(
-            core,
-            onnx_path,
-            torch_encoder.model,
-            calibration,
-            cache_root / "openvino" / key,
-            torch_encoder.max_seq_length,
+            core, onnx_path, torch_encoder.model, calibration, folder, torch_encoder.max_seq_length, preparation
         )
     else:
-        model = read(core, onnx_path)
-    try:
-        compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads} if threads else {})
-    except Exception as exc:  # noqa: BLE001 - the plugin raises its own runtime errors
-        raise HarnessError(
-            f"OpenVINO cannot compile the model for the CPU ({_reason(exc)}); use --backend torch or onnx"
-        ) from exc
+        with preparation.step("read"):
+            model = read(core, onnx_path)
+    with preparation.step("compile"):
+        compiled = compile_for_cpu(core, model, cache_root / COMPILED, threads)
+    if _loaded_from_cache(compiled):
+        preparation.cached.append("compile")
     precision = _precision_name(compiled)
     logger.info("%s backend: inference precision %s (OpenVINO %s)", backend, precision, ov.__version__)
     return OpenVinoEncoder(
@@ -443,4 +552,5 @@ def openvino_encoder(
         inference_precision=precision,
         calibration=identity,
         versions=versions,
+        preparation=preparation.record(),
     )
