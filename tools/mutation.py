@@ -110,7 +110,7 @@ MODULES: dict[str, Module] = {
             "agreement",
             "harness/judging/agreement.py",
             ("tests/test_judgments.py", "tests/test_agreement_intervals.py"),
-            fast=("tests/test_mutation_kills_agreement.py",),
+            fast=("tests/test_mutation_kills_agreement.py", "tests/test_mutation_kills_agreement_text.py"),
         ),
         Module(
             "pool",
