@@ -192,3 +192,14 @@ def test_trec_eval_is_not_run_when_it_has_nothing_to_measure(monkeypatch, run, m
     assert built == []
     evaluate(Qrels(QRELS), Run.from_scores(RUN), [parse_metric("nDCG@10")])
     assert len(built) == 1  # and the count does see a run that has something to measure
+
+
+def test_the_alias_table_is_built_once(monkeypatch):
+    import harness.evaluation.metrics as metrics
+
+    parse_metric("nDCG@10")  # built here, if no test before built it
+    built = []
+    monkeypatch.setattr(metrics, "alias_table", lambda families: built.append(1) or alias_table(families))
+    parse_metric("ndcg_cut_10")
+    parse_metric("MRR@10")
+    assert built == []

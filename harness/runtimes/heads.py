@@ -206,17 +206,30 @@ def wrap_reranker(
     record: Any, reranker: Any, cache_root: Path, calibration: Calibration | None = None, threads: int | None = None
 ) -> Any:
     """`reranker` (a torch `Reranker`, fp32 on the CPU) on runtime `record`; torch's record returns it as it is."""
+    return _wrapped(record, reranker, reranker_head, RuntimeReranker, cache_root, calibration, threads)
+
+
+def _wrapped(
+    record: Any,
+    torch_model: Any,
+    head: Callable[[Any], Any],
+    wrapper: Callable[..., Any],
+    cache_root: Path,
+    calibration: Calibration | None,
+    threads: int | None,
+) -> Any:
+    """`torch_model` exported with its `head` and run by `record`'s runtime inside `wrapper`; torch: itself."""
     if record.head is None:
-        return reranker
+        return torch_model
     session, facts = record.head(
         record.name,
-        reranker_head(reranker),
-        reranker.fingerprint()["weights_sha256"],
+        head(torch_model),
+        torch_model.fingerprint()["weights_sha256"],
         cache_root,
         calibration if record.calibrated else None,
         threads,
     )
-    return RuntimeReranker(reranker, record.name, session, facts)
+    return wrapper(torch_model, record.name, session, facts)
 
 
 class RuntimeSparse:
@@ -324,14 +337,4 @@ def wrap_sparse(
     record: Any, sparse: Any, cache_root: Path, calibration: Calibration | None = None, threads: int | None = None
 ) -> Any:
     """`sparse` (a torch `SparseModel`, fp32 on the CPU) on runtime `record`; torch's record returns it as it is."""
-    if record.head is None:
-        return sparse
-    session, facts = record.head(
-        record.name,
-        sparse_head(sparse),
-        sparse.fingerprint()["weights_sha256"],
-        cache_root,
-        calibration if record.calibrated else None,
-        threads,
-    )
-    return RuntimeSparse(sparse, record.name, session, facts)
+    return _wrapped(record, sparse, sparse_head, RuntimeSparse, cache_root, calibration, threads)
