@@ -13,10 +13,12 @@ def test_every_record_is_whole_and_consistent():
     for record in RUNTIMES:
         assert BY_NAME[record.name] is record and runtime(record.name) is record
         if record.name == TORCH:  # the reference: the torch encoder itself, on any device, at any precision
-            assert record.build is None and record.device_refusal is None and record.not_auto is None
+            assert record.build is None and record.head is None and record.device_refusal is None
+            assert record.not_auto is None
             assert record.sparse and not record.needs and not record.calibrated and not record.int8_kernels
             continue
-        assert callable(record.build) and not record.sparse, record.name
+        # every exported runtime also runs the reranker's and the sparse encoder's heads (`harness.runtimes.heads`)
+        assert callable(record.build) and callable(record.head) and record.sparse, record.name
         assert record.needs and record.extra, record.name  # what auto checks, and what to install
         assert record.device_refusal is not None, record.name  # every other runtime runs on the CPU
         message = record.device_refusal.format(backend=record.name, device="cuda", precision="fp16")
