@@ -110,7 +110,11 @@ MODULES: dict[str, Module] = {
             "agreement",
             "harness/judging/agreement.py",
             ("tests/test_judgments.py", "tests/test_agreement_intervals.py"),
-            fast=("tests/test_mutation_kills_agreement.py", "tests/test_mutation_kills_agreement_text.py"),
+            fast=(
+                "tests/test_mutation_kills_agreement.py",
+                "tests/test_mutation_kills_agreement_text.py",
+                "tests/test_mutation_kills_agreement_intervals.py",
+            ),
         ),
         Module(
             "pool",

@@ -88,11 +88,16 @@ def bootstrap_interval(
     Returns:
         The `Interval`; with no items, NaN everywhere.
     """
-    _check(rounds, level)
     if n == 0:
-        return Interval(math.nan, math.nan, math.nan, level, rounds, rounds, 0)
+        return undefined_interval(rounds, level)
     values = [statistic(row.tolist()) for row in resample_indices(n, rounds, seed)]
     return percentile_interval(statistic(list(range(n))), values, level, n)
+
+
+def undefined_interval(rounds: int = DEFAULT_ROUNDS, level: float = DEFAULT_LEVEL) -> Interval:
+    """The interval of a statistic over no items: NaN everywhere, every resample undefined."""
+    _check(rounds, level)
+    return Interval(math.nan, math.nan, math.nan, level, rounds, rounds, 0)
 
 
 def _check(rounds: int, level: float) -> None:

@@ -25,9 +25,9 @@ from harness.evaluation.agreement_stats import (
     DEFAULT_SEED,
     FEW_PAIRS,
     Interval,
-    bootstrap_interval,
     percentile_interval,
     resample_blocks,
+    undefined_interval,
 )
 
 Votes = Mapping[tuple[str, str], Mapping[str, int]]  # (query id, doc id) → annotator → grade
@@ -255,15 +255,15 @@ def kappa_interval(
     n, index = len(first), _grade_index(scale)
     value = cohen_kappa(first, second, scale, weights)
     if n == 0:
-        return bootstrap_interval(0, lambda rows: value, rounds, seed)
+        return undefined_interval(rounds)
     k = len(index)
     codes = np.array([index[a] * k + index[b] for a, b in zip(first, second)], dtype=np.int64)
     w = np.array([[_weight(a, b, weights) for b in scale] for a in scale], dtype=np.float64)
     counts = np.concatenate(list(_resampled_counts(codes, k * k, n, rounds, seed))).reshape(rounds, k, k)
     observed = (counts * w).sum(axis=(1, 2))
     expected = np.einsum("ra,rb,ab->r", counts.sum(axis=2), counts.sum(axis=1), w) / n
-    with np.errstate(divide="ignore", invalid="ignore"):
-        values = np.where(expected == 0, np.nan, 1.0 - observed / expected)
+    with np.errstate(invalid="ignore"):  # expected 0 (one grade everywhere) means observed 0: 0/0 is NaN
+        values = 1.0 - observed / expected
     return percentile_interval(value, values, n=n)
 
 
@@ -295,7 +295,7 @@ def alpha_interval(
     pairable = [u for u in units if len(u) >= 2]
     value, n = krippendorff_alpha(pairable, scale, level), len(pairable)
     if n == 0:
-        return bootstrap_interval(0, lambda rows: value, rounds, seed)
+        return undefined_interval(rounds)
     index, k = _grade_index(scale), len(scale)
     per_unit = np.zeros((n, k, k))
     for u, grades in enumerate(pairable):
@@ -309,8 +309,9 @@ def alpha_interval(
     observed = (coincidences * delta).sum(axis=(1, 2))
     expected = np.einsum("rc,rk,rck->r", totals, totals, delta)
     pairs = totals.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        values = np.where((expected == 0) | (pairs <= 1), np.nan, 1.0 - (pairs - 1) * observed / expected)
+    # A unit holds two grades or more, so pairs ≥ 2; expected 0 (one grade everywhere) means observed 0: NaN
+    with np.errstate(invalid="ignore"):
+        values = 1.0 - (pairs - 1) * observed / expected
     return percentile_interval(value, values, n=n)
 
 
