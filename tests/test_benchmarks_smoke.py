@@ -86,6 +86,11 @@ RESULT_LINES = {
         r"^\| nfcorpus \| 3,633 \| 323 \| 0\.01 GiB → in memory",
     ],
     "scifact_reproduction.py": [rf"^nDCG@10 +{NUMBER}", r"^encode throughput: "],
+    "search_pace.py": [
+        rf"^GEMM fp32 \(numpy's BLAS\) at \d+ x \d+ x \d+: {NUMBER} GFLOP/s",
+        rf"^  in memory .* {NUMBER}% of the GEMM rate",
+        rf"^streamed / in memory = {NUMBER}; identical runs: True$",
+    ],
     "search_scale.py": [rf"^projected for MS MARCO .*: {NUMBER} s"],
     "sparse_scale.py": [rf"^ +2,000 +{NUMBER} +{NUMBER}"],
     "sparse_index_scale.py": [

@@ -207,6 +207,14 @@ MODULES: dict[str, Module] = {
             note="the exact top and the tie rule at the cut, shared by the streamed and the sharded search",
         ),
         Module(
+            "scan",
+            "harness/retrieval/index.py",
+            ("tests/test_streamed.py",),
+            fast=("tests/test_scan_work.py",),
+            scope=("TopScan.add", "TopScan._merge", "TopScan._admit", "TopScan.result", "scan_top"),
+            note="the exact scan both flat searches run: each query's running cut, tile by tile, and its work counts",
+        ),
+        Module(
             "dense-identity",
             "harness/pipeline/dense.py",
             (),
@@ -345,6 +353,7 @@ def run_module(module: Module, where: Path) -> int:
         "--no-progress",
         "--simple-output",
     ]
+    original = (where / module.path).read_text(encoding="utf-8")
     if module.scope:
         fence_scope(module, where)
     print(
@@ -362,6 +371,8 @@ def run_module(module: Module, where: Path) -> int:
         process.wait()
         raise
     finally:
+        # unfenced again: a second module scoped in the same file fences it afresh
+        (where / module.path).write_text(original, encoding="utf-8")
         if (where / ".mutmut-cache").exists():
             shutil.move(where / ".mutmut-cache", cache_of(module, where))
 
