@@ -203,3 +203,36 @@ def test_the_alias_table_is_built_once(monkeypatch):
     parse_metric("ndcg_cut_10")
     parse_metric("MRR@10")
     assert built == []
+
+
+@pytest.mark.parametrize("grades, ranked", [((1, 1), False), ((2, 3), False), ((1, 0), True), ((0, 0), True)])
+def test_judged_ranks_documents_only_when_some_judgment_is_not_relevant(monkeypatch, grades, ranked):
+    # Judged@k of a query whose every judgment is relevant (grade ≥ 1) is trec_eval's P@k: nothing is ranked again.
+    import ir_measures
+
+    import harness.evaluation.metrics as metrics
+
+    calls = []
+    original = metrics._ranks
+    monkeypatch.setattr(metrics, "_ranks", lambda *args: calls.append(args) or original(*args))
+    qrels = {"q": {"a": grades[0], "c": grades[1]}}
+    scores = {"q": {"a": 3.0, "b": 2.0, "c": 1.0, "d": 0.5}}
+    result = evaluate(Qrels(qrels), Run.from_scores(scores), [parse_metric("Judged@2"), parse_metric("Judged@3")])
+    reference = {
+        str(m.measure): m.value
+        for m in ir_measures.iter_calc([ir_measures.Judged @ 2, ir_measures.Judged @ 3], qrels, scores)
+    }
+    assert result.per_query["q"] == pytest.approx(
+        {"Judged@2": reference["Judged@2"], "Judged@3": reference["Judged@3"]}
+    )
+    assert bool(calls) is ranked
+
+
+def test_a_query_whose_judgments_are_empty_is_judged_zero_like_ir_measures():
+    import ir_measures
+
+    qrels = {"q": {}, "r": {"a": 1}}
+    scores = {"q": {"a": 1.0, "b": 0.5}, "r": {"a": 1.0}}
+    result = evaluate(Qrels(qrels), Run.from_scores(scores), [parse_metric("Judged@1")])
+    reference = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.Judged @ 1], qrels, scores)}
+    assert result.per_query == {"q": {"Judged@1": reference.get("q", 0.0)}, "r": {"Judged@1": reference["r"]}}
