@@ -138,3 +138,53 @@ def test_a_big_chunk_counts_only_faiss_s_1024_document_tile():
     # chunks of 4096 rows: two chunks 2*4096*8*4 = 262,144 instead of 1,024; per query 384 + 1024*4 + 32 = 4,512
     fixed = FIXED - 1_024 + 262_144
     assert plan_search(fixed + 20 * 4_512, BASE, 100, 8, 5, 4096).minimum == fixed + 20 * 4_512
+
+
+def test_the_refusals_read_as_written():
+    with pytest.raises(MemoryBudgetError) as given:
+        plan_search(MINIMUM - 1, BASE, 100, 8, 5, 16, given=True)
+    assert str(given.value) == (
+        "`memory_budget` 49.09 MiB is too small for a streamed search: one block of 20 queries against one "
+        "16-document chunk needs at least 49.09 MiB (1.00 MiB of it held already by this process); "
+        "raise it to 49.09 MiB or more"
+    )
+    with pytest.raises(MemoryBudgetError) as default:
+        plan_search(MINIMUM - 1, BASE, 100, 8, 5, 16, given=False)
+    assert str(default.value) == (
+        "the memory this process may use (49.09 MiB: its size now and half the memory available) is too small for "
+        "a streamed search: one block of 20 queries against one 16-document chunk needs at least 49.09 MiB "
+        "(1.00 MiB of it held already by this process); free memory, or give `memory_budget` of 49.09 MiB or more"
+    )
+
+
+def test_no_queries_count_as_a_block_of_one():
+    # fixed = 1,048,576 + 0 + 0 + 1,024 + 50,331,648 = 51,381,248; one query's 480 on top
+    assert plan_search(1 << 40, BASE, 0, 8, 5, 16).minimum == 51_381_248 + 480
+
+
+def test_a_fixed_query_block_plans_nothing(monkeypatch):
+    doc_ids, docs, queries = corpus()
+    searcher = index(doc_ids, docs, 1, strict=True)  # a budget no plan could hold: never consulted
+    searcher.query_block = 3
+    blocks = []
+    original = streamed.search_blocks
+    monkeypatch.setattr(streamed, "search_blocks", lambda *a, **kw: blocks.append(a[3]) or original(*a, **kw))
+    searcher.search([f"q{i}" for i in range(len(queries))], queries, DEPTH)
+    assert searcher.plan is None and blocks and set(blocks) == {3}
+
+
+def test_the_plan_and_a_fallback_are_logged_as_written(caplog):
+    doc_ids, docs, queries = corpus()
+    with caplog.at_level("INFO", logger="harness.retrieval.streamed"):
+        index(doc_ids, docs, 1, strict=False).search([f"q{i}" for i in range(len(queries))], queries, DEPTH)
+    messages = [record.getMessage() for record in caplog.records]
+    # the first pass (k = 6): 4*6*12 + 4*5*160 + 2*16*8*4 + 48 MiB + 4 queries * 480 = 50,338,080 B = 48.01 MiB
+    assert any(
+        m.endswith(
+            "is too small for a streamed search: one block of 4 queries against one 16-document chunk needs "
+            "at least 48.01 MiB (0 B of it held already by this process); free memory, or give `memory_budget` "
+            "of 48.01 MiB or more; searching 4 queries in the smallest blocks"
+        )
+        for m in messages
+    ), messages
+    assert "streamed exact search: 4 queries a block, budget 1 B" in messages
