@@ -42,6 +42,7 @@ SCRATCH = ROOT / ".mutation-scratch"
 EQUIVALENTS_DOC = ROOT / "docs" / "development.md"
 REPORT = ROOT / "docs" / "mutation-report.md"
 TARGET = 0.90
+STEP_CAP_S = 300  # the longest a mutant's test step may run (a module's own tests take seconds to a minute)
 
 
 @dataclass(frozen=True)
@@ -334,7 +335,9 @@ def cache_of(module: Module, where: Path) -> Path:
 
 def run_module(module: Module, where: Path) -> int:
     env = dict(os.environ, PYTHONPATH=str(where), PYTHONDONTWRITEBYTECODE="1")
-    pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider"
+    # mutmut's timeout kills the runner (bash), not the pytest inside it, which a mutant that loops forever would keep
+    # busy on a core: each step has its own cap (`timeout`: its 124 is a failure, so such a mutant reads as killed)
+    pytest = f"timeout -k 5 {STEP_CAP_S} {sys.executable} -m pytest -x -q -p no:cacheprovider"
     fast = " ".join(t for t in module.fast if (where / t).exists())
     tests = " ".join(t for t in module.tests if (where / t).exists())
     steps = ([f"{pytest} --noconftest {fast}"] if fast else []) + ([f"{pytest} {tests}"] if tests else [])
