@@ -44,6 +44,16 @@ def cluster():
         ray.shutdown()
 
 
+def test_a_local_cluster_runs_its_workers_at_the_driver_s_priority(cluster):
+    # Ray's default is nice 15: beside 8 busy processes its encoders would get about 1 % of a core each.
+    import os
+
+    def niceness():
+        return os.nice(0)
+
+    assert ray.get(ray.remote(niceness).remote()) == os.nice(0)
+
+
 def _corpus(folder: Path, n_docs: int) -> Path:
     """A BEIR folder with `n_docs` documents of varied length and 6 graded queries."""
     folder.mkdir()

@@ -142,6 +142,9 @@ LOCAL_CLUSTER_ENV = {
     # user's proxy settings back (LOCAL_CLUSTER_ENV is for the cluster's own processes only).
     "http_proxy": "http://127.0.0.1:9",
     "no_proxy": "127.0.0.1,localhost,::1",
+    # Ray starts its workers at nice 15: on a machine busy with other work, the encoders (the run's whole work, which
+    # the driver only waits for) would all but stop. A cluster started for this run runs them at its own priority.
+    "RAY_worker_niceness": "0",
 }
 LOOPBACK = "127.0.0.1"
 
