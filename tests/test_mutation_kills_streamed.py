@@ -62,6 +62,7 @@ def test_the_ties_do_need_a_deeper_pass_that_the_first_budget_cannot_hold():
     searcher._search = lambda q, k: calls.append(k) or original(q, k)
     searcher.search([f"q{i}" for i in range(len(queries))], queries, DEPTH)
     assert calls[0] == DEPTH + 1 and len(calls) > 1 and calls[-1] == N_DOCS
+    assert searcher.passes == len(calls)  # each pass over the chunks counted once
 
 
 def test_a_strict_budget_that_fits_the_first_pass_carries_the_deeper_passes():
@@ -188,3 +189,13 @@ def test_the_plan_and_a_fallback_are_logged_as_written(caplog):
         for m in messages
     ), messages
     assert "streamed exact search: 4 queries a block, budget 1 B" in messages
+    caplog.clear()
+    with caplog.at_level("INFO", logger="harness.retrieval.streamed"):
+        index(doc_ids, docs, 3 << 30, strict=True).search([f"q{i}" for i in range(len(queries))], queries, DEPTH)
+    assert "streamed exact search: 4 queries a block, budget 3.00 GiB" in [r.getMessage() for r in caplog.records]
+
+
+def test_a_budget_is_the_caller_s_unless_told_otherwise():
+    with pytest.raises(MemoryBudgetError) as caught:
+        plan_search(MINIMUM - 1, BASE, 100, 8, 5, 16)
+    assert str(caught.value).startswith("`memory_budget` 49.09 MiB is too small")
