@@ -150,7 +150,7 @@ def test_flat_search_is_the_same_bits_on_any_thread_count_and_corpus_order():
     docs = rng.standard_normal((30_000, 384)).astype(np.float32)
     docs[20_000:20_050] = docs[:50]  # duplicates: ties at many cuts
     doc_ids = [f"d{i}" for i in range(len(docs))]
-    queries = rng.standard_normal((600, 384)).astype(np.float32)
+    queries = rng.standard_normal((120, 384)).astype(np.float32)
     query_ids = [f"q{i}" for i in range(len(queries))]
     runs = []
     threads = faiss.omp_get_max_threads()
