@@ -70,6 +70,12 @@ def test_a_kappa_interval_alone_still_explains_the_brackets():
     ]
 
 
+def test_a_pair_without_an_interval_shows_its_kappa_alone():
+    measured = _measured()
+    measured.pairs[0].kappa_interval = None  # an Agreement put together by hand: α has an interval, the pair none
+    assert measured.format_text().splitlines()[-1] == "  κ alice × bob: 0.500"
+
+
 def test_the_confusion_counts_are_printed_only_when_asked():
     text = _measured(intervals=False).format_text(confusion=True).splitlines()
     assert text[len(TABLE) + 1 :] == [

@@ -175,7 +175,9 @@ def _interval_lines(measured: Agreement) -> list[str]:
         f"{interval.level:.0%} CI in brackets: percentile bootstrap, {interval.rounds} resamples of the pairs "
         "(seeded: the same grades give the same interval)"
     ]
-    return lines + [f"  κ {p.first} × {p.second}: {_num(p.kappa)} {_bounds(p.kappa_interval)}" for p in measured.pairs]
+    return lines + [
+        f"  κ {p.first} × {p.second}: {_num(p.kappa)} {_bounds(p.kappa_interval)}".rstrip() for p in measured.pairs
+    ]
 
 
 def _bounds(interval: Interval | None) -> str:
