@@ -118,3 +118,14 @@ def test_units_graded_once_are_left_out_of_the_resampled_items():
     units = [[0, 1], [2], [1, 1, 2], [3]]
     got = alpha_interval(units, SCALE, "ordinal", rounds=40, seed=2)
     assert _same(_fields(got), _alpha_reference([[0, 1], [1, 1, 2]], "ordinal", 40, 2))
+
+
+def test_the_alpha_interval_is_ordinal_unless_told():
+    units = [[0, 1], [1, 1, 2], [3, 3], [2, 0]]
+    assert _same(_fields(alpha_interval(units, SCALE, rounds=30, seed=4)), _alpha_reference(units, "ordinal", 30, 4))
+
+
+def test_an_unknown_level_of_the_interval_is_refused_naming_the_levels():
+    with pytest.raises(ValueError) as caught:
+        alpha_interval([[0, 1], [1, 2]], SCALE, "ratio", rounds=5)
+    assert str(caught.value) == "unknown level 'ratio' (ordinal, interval or nominal)"
