@@ -236,3 +236,18 @@ def test_a_query_whose_judgments_are_empty_is_judged_zero_like_ir_measures():
     result = evaluate(Qrels(qrels), Run.from_scores(scores), [parse_metric("Judged@1")])
     reference = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.Judged @ 1], qrels, scores)}
     assert result.per_query == {"q": {"Judged@1": reference.get("q", 0.0)}, "r": {"Judged@1": reference["r"]}}
+
+
+def test_judged_ranks_nothing_when_every_cutoff_reaches_the_whole_ranking(monkeypatch):
+    import ir_measures
+
+    import harness.evaluation.metrics as metrics
+
+    calls = []
+    original = metrics._ranks
+    monkeypatch.setattr(metrics, "_ranks", lambda *args: calls.append(args) or original(*args))
+    qrels = {"q": {"a": 1, "c": 0}}
+    scores = {"q": {"a": 3.0, "b": 2.0, "c": 1.0, "d": 0.5}}  # 4 retrieved: Judged@4 is the judged share of all
+    result = evaluate(Qrels(qrels), Run.from_scores(scores), [parse_metric("Judged@4")])
+    reference = next(ir_measures.iter_calc([ir_measures.Judged @ 4], qrels, scores)).value
+    assert result.per_query["q"]["Judged@4"] == pytest.approx(reference) and calls == []
