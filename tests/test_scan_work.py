@@ -70,7 +70,7 @@ def test_fewer_documents_than_k_pad_with_minus_one():
 
 
 @pytest.fixture
-def big_budget(monkeypatch):
+def nothing_resident(monkeypatch):
     monkeypatch.setattr(streamed, "resident_bytes", lambda: 0)
 
 
@@ -80,7 +80,7 @@ def _unit(n: int, dim: int, seed: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("chunk", [SCAN_TILE, 2 * SCAN_TILE, 3000])
-def test_a_streamed_search_does_the_in_memory_search_s_work_and_returns_its_run(big_budget, chunk):
+def test_a_streamed_search_does_the_in_memory_search_s_work_and_returns_its_run(nothing_resident, chunk):
     docs, queries = _unit(5000, 16, 3), _unit(30, 16, 4)
     doc_ids = [f"d{row:05d}" for row in range(len(docs))]
     query_ids = [f"q{i}" for i in range(len(queries))]

@@ -119,7 +119,7 @@ def plan_search(
         base + n_queries * k * 12 + n_queries * depth * RUN_BYTES_PER_HIT + 2 * chunk_rows * dimension * 4 + SLACK_BYTES
     )
     # FAISS's scores and rows, the concatenation with the running top-k, its argsort, the kept part;
-    # and the block of the sgemm's score matrix (FAISS tiles documents by 1,024).
+    # and the block of the sgemm's score matrix (`harness.retrieval.index.TopScan` multiplies 1,024 documents at once).
     per_query = k * 64 + min(chunk_rows, 1024) * 4 + dimension * 4
     smallest = min(n_queries, MIN_QUERY_BLOCK) or 1
     minimum = fixed + smallest * per_query
