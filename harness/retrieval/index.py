@@ -433,7 +433,9 @@ def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> 
     return best_scores, best_rows
 
 
-SCAN_TILE = 1024  # documents multiplied at once (what `harness.retrieval.streamed.plan_search` counts)
+SCAN_TILE = (
+    1024  # documents multiplied at once (FAISS's own tile: what `harness.retrieval.streamed.plan_search` counts)
+)
 SCAN_QUERIES = 1024  # queries multiplied at once, at most
 MERGE_BYTES = 4 << 20  # the most the merge of one tile's candidates holds at once
 
