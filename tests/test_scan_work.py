@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import harness.retrieval.streamed as streamed
-from harness.retrieval.index import SCAN_TILE, ScanWork, VectorIndex, scan_top
+from harness.retrieval.index import RESCORE_BYTES, SCAN_TILE, ScanWork, VectorIndex, rescore_groups, scan_top
 from harness.retrieval.streamed import StreamedIndex, rows_from_chunks
 
 
@@ -88,15 +88,19 @@ def test_a_streamed_search_does_the_in_memory_search_s_work_and_returns_its_run(
     memory.add(doc_ids, docs)
     in_memory = memory.search(query_ids, queries, 10)
     chunks = _chunks(docs, chunk)
-    reads = []
+    reads, read_back = [], []
 
     def load(i):
         reads.append(i)
         return chunks[i]
 
+    def map_back(i):
+        read_back.append(i)
+        return chunks[i]
+
     searcher = StreamedIndex(
         lambda: (load(i) for i in range(len(chunks))),
-        rows_from_chunks(lambda i: chunks[i], [len(c) for c in chunks]),
+        rows_from_chunks(map_back, [len(c) for c in chunks]),
         doc_ids,
         16,
         budget=1 << 40,
@@ -107,8 +111,39 @@ def test_a_streamed_search_does_the_in_memory_search_s_work_and_returns_its_run(
         assert [(s.doc_id, s.score) for s in run[query_id]] == [(s.doc_id, s.score) for s in in_memory[query_id]]
     assert reads == list(range(len(chunks))) * searcher.passes  # each chunk read once a pass
     assert searcher.work.rows == len(docs) * searcher.passes
+    # the 30 queries' candidates (a few KiB) are read back in one group: each chunk mapped once, not once a query
+    assert sorted(read_back) == sorted(set(read_back)) and len(read_back) <= len(chunks)
     if chunk % SCAN_TILE == 0:  # chunks cut on tile bounds: the very same tiles, merges and admissions
         assert searcher.work == memory.work
     else:  # a chunk's last tile is short, so the tiles differ; the rows read do not
         assert searcher.work.rows == memory.work.rows
         assert searcher.work.tiles == searcher.passes * sum(math.ceil(len(c) / SCAN_TILE) for c in chunks)
+
+
+def _groups_by_hand(counts, dimension, budget):
+    """Consecutive queries, a new group whenever adding the next query's rows would pass the budget."""
+    groups, current, held = [], [], 0
+    for i, count in enumerate(counts):
+        if current and held + count * dimension * 4 > budget:
+            groups.append(current)
+            current, held = [], 0
+        current.append(i)
+        held += count * dimension * 4
+    return groups + ([current] if current else [])
+
+
+@pytest.mark.parametrize(
+    "counts, budget",
+    [([], 64), ([3, 3, 3], 24), ([3, 3, 3], 23), ([3, 3, 3], 36), ([10], 4), ([1, 9, 1, 1, 2], 40), ([2, 2], 1 << 30)],
+)
+def test_candidates_are_read_back_in_groups_the_budget_holds(counts, budget):
+    groups = rescore_groups(counts, 1, budget)
+    assert [list(group) for group in groups] == _groups_by_hand(counts, 1, budget)
+    assert [i for group in groups for i in group] == list(range(len(counts)))  # every query once, in order
+
+
+def test_the_default_read_back_holds_eight_mib():
+    per_query = 113 * 384 * 4  # depth 100's candidates at dimension 384
+    groups = rescore_groups([113] * 1000, 384)
+    assert RESCORE_BYTES == 8 << 20 and len(groups[0]) == (8 << 20) // per_query
+    assert len(groups) == math.ceil(1000 / ((8 << 20) // per_query))

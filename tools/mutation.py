@@ -203,8 +203,9 @@ MODULES: dict[str, Module] = {
                 "tests/test_mutation_kills_search_cut.py",
                 "tests/test_mutation_kills_sharded.py",
                 "tests/test_mutation_kills_streamed.py",
+                "tests/test_scan_work.py",
             ),
-            scope=("exact_top", "merge_top", "_ranked"),
+            scope=("exact_top", "rescore_groups", "merge_top", "_ranked"),
             note="the exact top and the tie rule at the cut, shared by the streamed and the sharded search",
         ),
         Module(

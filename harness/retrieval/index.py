@@ -433,9 +433,7 @@ def exact_knn(chunks: Sequence[np.ndarray], queries: np.ndarray, depth: int) -> 
     return best_scores, best_rows
 
 
-SCAN_TILE = (
-    1024  # documents multiplied at once (FAISS's own tile: what `harness.retrieval.streamed.plan_search` counts)
-)
+SCAN_TILE = 1024  # documents multiplied at once (what `harness.retrieval.streamed.plan_search` counts)
 SCAN_QUERIES = 1024  # queries multiplied at once, at most
 MERGE_BYTES = 4 << 20  # the most the merge of one tile's candidates holds at once
 
@@ -545,6 +543,7 @@ def scan_top(
 # top score's size) may still belong in the top once scores are recomputed (its float32 scores differ from the
 # exact ones by ~1e-7 on unit vectors, and by kernel and thread count), so it is a candidate.
 RESCORE_MARGIN = 1e-5
+RESCORE_BYTES = 8 << 20  # candidate vectors read back at once for rescoring (within streamed's SLACK_BYTES)
 
 
 def _ranked(scores, rows, doc_id, depth: int) -> tuple[list[float], list[int]]:
@@ -596,12 +595,32 @@ def exact_top(search, queries: np.ndarray, n: int, depth: int, doc_id, vectors) 
         for position, i in enumerate(deeper):
             found[i] = (wider_scores[position], wider_rows[position])
         deeper = [i for position, i in enumerate(deeper) if wide < n and wider_scores[position, -1] >= floors[i]]
-    for i, query in enumerate(queries):
-        found_scores, found_rows = found[i]
-        candidates = found_rows[found_scores >= floors[i]]
-        exact = (np.asarray(vectors(candidates), dtype=np.float64) @ query.astype(np.float64)).astype(np.float32)
-        top_scores[i], top_rows[i] = _ranked(exact, candidates, doc_id, depth)
+    candidates = [found_rows[found_scores >= floors[i]] for i, (found_scores, found_rows) in enumerate(found)]
+    for group in rescore_groups([len(rows) for rows in candidates], queries.shape[1]):
+        read = vectors(np.concatenate([candidates[i] for i in group]))  # one read-back per group, not per query
+        start = 0
+        for i in group:
+            part, start = read[start : start + len(candidates[i])], start + len(candidates[i])
+            exact = (np.asarray(part, dtype=np.float64) @ queries[i].astype(np.float64)).astype(np.float32)
+            top_scores[i], top_rows[i] = _ranked(exact, candidates[i], doc_id, depth)
     return top_scores, top_rows
+
+
+def rescore_groups(counts: Sequence[int], dimension: int, budget: int = RESCORE_BYTES) -> list[range]:
+    """Consecutive queries whose candidates (`counts` rows each, float32 of `dimension`) are read back together:
+    as many as `budget` bytes hold, at least one. A streamed search maps every chunk once per read-back, so reading
+    each query's candidates alone cost a pass of chunk maps per query (BENCHMARKS.md, "Exact search at the chip's
+    pace")."""
+    groups, first, held = [], 0, 0
+    for i, count in enumerate(counts):
+        size = count * dimension * 4
+        if i > first and held + size > budget:
+            groups.append(range(first, i))
+            first, held = i, 0
+        held += size
+    if first < len(counts):
+        groups.append(range(first, len(counts)))
+    return groups
 
 
 def merge_top(parts: Sequence[tuple[np.ndarray, np.ndarray]], depth: int, doc_id) -> tuple[np.ndarray, np.ndarray]:

@@ -43,6 +43,7 @@ DEFAULT_BUDGET_FRACTION = 0.5  # of MemAvailable when no budget is given: room f
 MIN_QUERY_BLOCK = 20  # FAISS's sgemm threshold: smaller blocks take another kernel (other float rounding)
 RUN_BYTES_PER_HIT = 160  # a scored document in the Run's dicts: key str, float, dict slot
 SLACK_BYTES = 48 << 20  # allocator fragmentation, numpy temporaries, Python objects of the merge
+# (and the candidates read back for rescoring: `harness.retrieval.index.RESCORE_BYTES`)
 
 
 class MemoryBudgetError(HarnessError):
