@@ -16,7 +16,9 @@ memory-mapped file, as a search over the cache's chunks does when the index does
 median of each, and the runs must be identical.
 
 The GEMM rate is `harness.host.gemm_probe` (what ``beir-harness env --bench`` prints) at the search's own shape:
-a block of queries times one scan tile of documents (`harness.retrieval.index.SCAN_TILE`). The search's rate is
+a block of queries times one scan tile of documents (`harness.retrieval.index.SCAN_TILE`), fp32 only, probed for
+3 s before each round's two searches (so a drift of the machine's pace shows in both); the share is the median
+search rate over the median probe, and each round's against its own probe is printed beside it. The search's rate is
 its useful work, 2 × queries × documents × dimension floating-point operations, over its time.
 """
 
@@ -112,26 +114,35 @@ def main() -> int:
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     query_ids = [f"q{i}" for i in range(args.queries)]
     shape = (min(args.queries, SCAN_QUERIES), args.dim, SCAN_TILE)
-    probe = gemm_probe(seconds=0.2 if args.smoke else 3.0, shape=shape)
-    fp32 = next(rate["gflops"] for rate in probe["rates"] if rate["precision"] == "fp32")
-    print(f"GEMM fp32 (numpy's BLAS) at {shape[0]} x {shape[1]} x {shape[2]}: {fp32:.1f} GFLOP/s")
+    probe_seconds = 0.2 if args.smoke else 3.0
     with tempfile.TemporaryDirectory(prefix="beir-harness-search-pace-") as folder:
         paths = _write_chunks(Path(folder), args.docs, args.dim, chunk_rows, seed=0)
         memory, streamed = _indexes(paths, args.dim, chunk_rows)
         times: dict[str, list[float]] = {"in memory": [], "streamed": []}
+        gemm: list[float] = []  # fp32 GFLOP/s, one probe a round, right before that round's searches
         runs = {}
         for _ in range(args.rounds):
+            probe = gemm_probe(seconds=probe_seconds, shape=shape, flags=[])  # fp32 only: the flat search's
+            gemm.append(next(rate["gflops"] for rate in probe["rates"] if rate["precision"] == "fp32"))
             for name, index in (("in memory", memory), ("streamed", streamed)):
                 seconds, runs[name] = _timed(index, query_ids, queries, args.depth)
                 times[name].append(seconds)
+    fp32 = statistics.median(gemm)
+    print(
+        f"GEMM fp32 (numpy's BLAS) at {shape[0]} x {shape[1]} x {shape[2]}: {fp32:.1f} GFLOP/s (median of "
+        f"{len(gemm)} probes of {probe_seconds:g} s, one before each round: {', '.join(f'{g:.1f}' for g in gemm)})"
+    )
     flops = 2 * args.queries * args.docs * args.dim
     print(f"flat exact search, {args.docs:,} docs x {args.queries:,} queries x {args.dim}, top {args.depth}:")
-    for name, seconds in times.items():
+    for name in ("in memory", "streamed"):
+        seconds = times[name]
         median = statistics.median(seconds)
         rate = flops / median / 1e9
+        own = [flops / s / 1e9 / g for s, g in zip(seconds, gemm)]  # each round against its own probe
         print(
             f"  {name:9} {median:8.2f} s (median of {len(seconds)}: "
-            f"{', '.join(f'{s:.2f}' for s in seconds)})  {rate:6.1f} GFLOP/s = {rate / fp32:5.1%} of the GEMM rate"
+            f"{', '.join(f'{s:.2f}' for s in seconds)})  {rate:6.1f} GFLOP/s = {rate / fp32:5.1%} of the GEMM rate "
+            f"(each round against its own probe: {', '.join(f'{share:.1%}' for share in own)})"
         )
     ratio = statistics.median(times["streamed"]) / statistics.median(times["in memory"])
     print(f"streamed / in memory = {ratio:.2f}; identical runs: {_same(runs['in memory'], runs['streamed'])}")

@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/suite.py [--full] [--out benchmarks/suite-latest.md]
+    python benchmarks/suite.py --peers-only --datasets nfcorpus --rounds 2   # fastembed beside ours, alone
     python benchmarks/suite.py --smoke     # seconds: every step on the lesson eval set with a tiny random model
 
 On ../shared/data/beir/scifact (and nfcorpus with --full), each step runs in a fresh process so its
@@ -247,7 +248,9 @@ def fastembed_rows(fastembed: dict | None, cold: dict, raw: dict) -> tuple[list[
         return [], []
     ours_rate, rate = cold["docs"] / cold["timings"]["encode"], fastembed["docs_per_s"]
     step = (
-        f"| fastembed {fastembed['version']} (our ONNX export, its defaults; encode {fastembed['encode_seconds']:.1f} s) "
+        f"| fastembed {fastembed['version']} (our ONNX export, its defaults"
+        f"{'' if isinstance(fastembed['batch_size'], str) else ' but batch size ' + str(fastembed['batch_size'])}; "
+        f"encode {fastembed['encode_seconds']:.1f} s) "
         f"| {fastembed['seconds']:.1f} | {fastembed['peak_rss_mb']:.0f} | {fastembed['ndcg10']:.5f} |"
     )
     ratios = [
@@ -259,6 +262,43 @@ def fastembed_rows(fastembed: dict | None, cold: dict, raw: dict) -> tuple[list[
     return [step], ratios
 
 
+def peer_lines(folder: str, rounds: int) -> list[str]:
+    """fastembed beside ours alone (`--peers-only`): the raw encoder, our cold evaluate (torch, an empty cache) and
+    fastembed, alternated round by round in fresh processes (the best round of each kept), and the ratios."""
+    best: dict[str, dict] = {}
+    fastembed_line = ""
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory() as cache:
+            measured = {"raw": child(RAW, folder), "cold": child(OURS, folder, cache)}
+        measured["fastembed"], fastembed_line = fastembed_step(folder)
+        if measured["fastembed"] is None:
+            return [fastembed_line, ""]
+        for name, run in measured.items():
+            if name not in best or run["seconds"] < best[name]["seconds"]:
+                best[name] = run
+    raw, cold = best["raw"], best["cold"]
+    step_rows, ratio_rows = fastembed_rows(best["fastembed"], cold, raw)
+    return [
+        f"### fastembed beside ours on {Path(folder).name} ({cold['docs']:,} documents), default model, "
+        f"best of {rounds} alternated round(s)",
+        "",
+        "| step | wall s | peak RSS MB | nDCG@10 |",
+        "|---|---|---|---|",
+        f"| raw `SentenceTransformer.encode` (documents only; {raw['docs_per_s']:.1f} docs/s) | {raw['seconds']:.1f} "
+        f"| {raw['peak_rss_mb']:.0f} | |",
+        f"| ours, cold cache (encode {cold['timings']['encode']:.1f} s, queries included) | {cold['seconds']:.1f} "
+        f"| {cold['peak_rss_mb']:.0f} | {cold['ndcg10']:.5f} |",
+        *step_rows,
+        "",
+        "| ratio | measured | target |",
+        "|---|---|---|",
+        *ratio_rows,
+        "",
+        fastembed_line,
+        "",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also nfcorpus")
@@ -267,13 +307,28 @@ def main() -> int:
     parser.add_argument("--scoring-only", action="store_true", help="only the 1M-line scoring step")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds of the scoring step (best kept)")
     parser.add_argument(
+        "--peers-only",
+        action="store_true",
+        help="only fastembed beside the raw encoder and our cold run, alternated --rounds times (prints; --out optional)",
+    )
+    parser.add_argument(
+        "--fastembed-batch",
+        type=int,
+        default=None,
+        help="fastembed's batch size [its default, 256: at 512 tokens it ran out of 24 GiB on NFCorpus]",
+    )
+    parser.add_argument("--datasets", default=None, help="comma-separated, in --data [scifact; --full: and nfcorpus]")
+    parser.add_argument(
         "--smoke",
         action="store_true",
         help="seconds: every step on the lesson eval set, a tiny random model, 200 scoring queries",
     )
     args = parser.parse_args()
     print(_smoke.host_line())
+    if args.fastembed_batch is not None:
+        os.environ["SUITE_FASTEMBED_BATCH"] = str(args.fastembed_batch)  # read by the fastembed step
     datasets = [] if args.scoring_only else ["scifact", "nfcorpus"] if args.full else ["scifact"]
+    datasets = args.datasets.split(",") if args.datasets and not args.scoring_only else datasets
     lines = [f"Machine: {machine()}", ""]
     work = _smoke.scratch("suite") if args.smoke else None
     if work is not None:
@@ -287,8 +342,12 @@ def main() -> int:
             }
         )  # read by the child steps
         args.rounds = 1
-    elif args.out is None:
+    elif args.out is None and not args.peers_only:
         args.out = "benchmarks/suite-latest.md"
+    if args.peers_only:
+        for name in datasets:
+            lines += peer_lines(str(Path(args.data) / name), args.rounds)
+        return report(lines, args.out, work)
     for name in datasets:
         folder = str(Path(args.data) / name)
         with tempfile.TemporaryDirectory() as cache:
@@ -363,10 +422,15 @@ def main() -> int:
         "26 trec_eval measures plus MRR@k and Judged@k at 5 cutoffs, keeps per-query values, and scores every "
         "judged query.",
     ]
+    return report(lines, args.out, work)
+
+
+def report(lines: list[str], out: str | None, work: Path | None) -> int:
+    """Print the report, write it to `out` (when given) and remove the smoke's scratch folder."""
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if out:
+        Path(out).write_text(text + "\n", encoding="utf-8")
     if work is not None:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -27,6 +27,7 @@ def test_every_record_is_whole_and_consistent():
             assert record.identity is not None, record.name  # versions and recipe key its model
         if record.calibrated:
             assert record.not_auto, record.name  # a probe on the first texts cannot reproduce a corpus's fit
+        assert record.auto_needs in (None, "fp32", "bf16", "int8"), record.name  # `harness.host.matmul_precisions`
 
 
 def test_the_cli_offers_exactly_the_registrys_backends():
@@ -55,6 +56,19 @@ def test_the_policy_each_record_carries():
         runtime("onnx-int8").check_device("cpu", "bf16")
     with pytest.raises(DeviceError, match="OpenVINO's own precision"):
         runtime("openvino").check_device("cuda", "fp32")
+
+
+@pytest.mark.parametrize(
+    ("flags", "int8_probed"),
+    [(["avx", "avx2", "fma"], False), (["avx2", "avx512_vnni"], True), (["avx2", "avx_vnni"], True), ([], False)],
+)
+def test_auto_probes_an_int8_runtime_only_where_the_cpu_has_an_int8_dot_product(flags, int8_probed, monkeypatch):
+    from harness.runtimes import auto
+
+    monkeypatch.setattr(type(BY_NAME["onnx"]), "installed", lambda self: True)  # every runtime "installed"
+    names = [candidate.name for candidate in auto.installed_candidates(bf16=False, flags=flags)]
+    assert names == ["torch", "onnx", *(["onnx-int8"] if int8_probed else []), "openvino"]
+    assert [r.name for r in RUNTIMES if r.auto_needs == "int8"] == ["onnx-int8"]
 
 
 def test_an_unknown_backend_names_the_ones_there_are():

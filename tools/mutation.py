@@ -239,6 +239,14 @@ MODULES: dict[str, Module] = {
             scope=("runtime_identity",),
         ),
         Module(
+            "auto-choice",
+            "harness/runtimes/auto.py",
+            ("tests/test_auto_backend.py",),
+            fast=("tests/test_auto_observed.py", "tests/test_runtimes.py"),
+            scope=("native_bf16", "installed_candidates", "choose", "observe_pick"),
+            note="--backend auto's candidates, its pick within the quality bound, and the pick held to its pace",
+        ),
+        Module(
             "metrics",
             "harness/evaluation/metrics.py",
             ("tests/test_metrics.py", "tests/test_score.py"),

@@ -43,6 +43,7 @@ from harness.pipeline.dense import dense_stage
 from harness.pipeline.sparse import bm25_stage, is_sparse_model, learned_sparse_stage
 from harness.pipeline.stages import (
     DOC_TEXT_RULE,  # noqa: F401 - part of every cache key; importable from here too
+    PROBE_BACKEND,
     Clock,
     CorpusState,
     FirstStage,
@@ -341,7 +342,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
         auto = None
         if is_auto(config.encoder.backend) and _probed(config):
-            config, auto = _auto_backend(config, folder, inputs.notes, loaded=encoder is not None)
+            with clock.moved("load", PROBE_BACKEND):  # the probe's seconds: a phase of their own
+                config, auto = _auto_backend(config, folder, inputs.notes, loaded=encoder is not None)
         elif is_auto(config.encoder.backend):  # nothing to probe: the backend is moot
             config = replace(config, encoder=replace(config.encoder, backend=TORCH))
     logger.info("%s: %d judged queries, %d judgments", folder.qrels, len(inputs.qrels), inputs.qrels.n_judgments)
@@ -351,6 +353,8 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     # One extra document per query when self-hits are dropped, so the depth survives the drop.
     stage = first_stage(config, inputs, encoder, top_k + int(ignore_identical_ids), top_k, clock)
     config = stage.config or config
+    if auto is not None:
+        _observe_auto(config, auto, stage, clock, inputs.notes)
 
     with clock.stage("score"):
         scored_run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
@@ -392,6 +396,18 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     result = _result(config, inputs, stage, evaluation, config_record, clock)
     paths = write_result(result, scored_run, config.output_dir) if config.output_dir is not None else None
     return Outcome(result, scored_run, inputs.qrels, paths)
+
+
+def _observe_auto(config: EvaluateConfig, auto: dict, stage: FirstStage, clock: Clock, notes: list[str]) -> None:
+    """Hold ``--backend auto``'s pick to the pace it kept on the corpus (`harness.runtimes.auto.observe_pick`)."""
+    from harness.runtimes.auto import observe_pick
+
+    encoded = (stage.cost.get("vectors") or {}).get("docs_encoded")
+    root = cache_dir(config.cache_dir) if config.cache else None
+    note = observe_pick(auto, encoded, clock.seconds["encode_corpus"], root)
+    if note is not None:
+        notes.append(note)
+        logger.warning(note)
 
 
 def _probed(config: EvaluateConfig) -> bool:

@@ -43,7 +43,8 @@ class Clock:
     """Seconds per phase of one evaluation: ``with clock.stage("encode_corpus"): ...``.
 
     Phases: load, encode_corpus, encode_queries, index, search, score (always present), and rerank,
-    exact_search, latency_probe and prepare_model (`take_preparation`) when they happen; a phase served from the cache is marked (`mark_cached`) and
+    exact_search, latency_probe, prepare_model (`take_preparation`) and probe_backend (``--backend auto``'s probe,
+    its candidates' exports included) when they happen; a phase served from the cache is marked (`mark_cached`) and
     takes 0 s. `rounded` adds ``encode`` (corpus + queries, the one encode phase results recorded before cost
     records) and ``total``, the wall time since the clock started.
     """
@@ -69,6 +70,23 @@ class Clock:
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
 
+    def move(self, seconds: float, out_of: str, into: str) -> None:
+        """Count `seconds` timed inside phase `out_of` as phase `into` instead (never below 0 s in `out_of`)."""
+        self.add(into, seconds)
+        self.add(out_of, -min(seconds, self.seconds.get(out_of, 0.0)))
+
+    @contextmanager
+    def moved(self, out_of: str, into: str) -> Iterator[None]:
+        """A block timed inside phase `out_of` whose seconds count as phase `into`: ``with clock.stage("load"):
+        ... with clock.moved("load", "probe_backend"): ...``."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - started
+            self.add(into, seconds)
+            self.add(out_of, -seconds)  # not clamped: `out_of` is still being timed, and adds these seconds as it ends
+
     def mark_cached(self, phase: str) -> None:
         """Say that `phase` was served from the cache (its vectors or index were read, not computed)."""
         if phase not in self.cached:
@@ -88,11 +106,12 @@ class Clock:
 
 
 PREPARE_MODEL = "prepare_model"  # the phase of a model's preparation (export, calibration, quantize, compile)
+PROBE_BACKEND = "probe_backend"  # the phase of ``--backend auto``'s probe (its candidates' preparation included)
 
 
 def take_preparation(clock: Clock, encoder: object, cost: dict[str, object]) -> None:
-    """Move the preparation of `encoder`'s model (an OpenVINO encoder's record of its export, calibration,
-    quantization and compile: `harness.runtimes.openvino_backend.Preparation`) out of the phase it was timed in
+    """Move the preparation of `encoder`'s model (an ONNX or OpenVINO encoder's record of its export, quantization,
+    calibration and compile: `harness.runtimes.preparation.Preparation`) out of the phase it was timed in
     into its own, and its steps into ``cost["model_preparation"]``; nothing for a model without one or not loaded
     (its vectors all cached). A model loaded up front was prepared in ``load``; one loaded lazily
     (`harness.retrieval.encode.LazyEncoder`) as it first encoded: the corpus, or the queries when every corpus
@@ -102,8 +121,7 @@ def take_preparation(clock: Clock, encoder: object, cost: dict[str, object]) -> 
         return
     phase = "load" if not hasattr(encoder, "loaded") else "encode_corpus"
     phase = "encode_queries" if phase == "encode_corpus" and "encode_corpus" in clock.cached else phase
-    clock.add(PREPARE_MODEL, record["seconds"])
-    clock.add(phase, -min(record["seconds"], clock.seconds.get(phase, 0.0)))
+    clock.move(record["seconds"], phase, PREPARE_MODEL)
     cost["model_preparation"] = record
 
 

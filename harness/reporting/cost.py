@@ -23,6 +23,7 @@ from harness.reporting.report import Result
 NONE = "–"  # as `metric_text` shows a missing value
 PHASES = (
     ("load", "load s"),
+    ("probe_backend", "backend probe s"),  # --backend auto's probe, its candidates' exports included
     ("prepare_model", "model preparation s"),  # export, calibration, quantization, compile (OpenVINO)
     ("encode_corpus", "encode corpus s"),
     ("encode_queries", "encode queries s"),
@@ -31,7 +32,7 @@ PHASES = (
     ("rerank", "rerank s"),
     ("score", "score s"),
 )
-OPTIONAL = ("prepare_model", "rerank", "tokens", "price", "vectors")  # columns shown only when some row has a value
+OPTIONAL = ("probe_backend", "prepare_model", "rerank", "tokens", "price", "vectors")  # columns shown only when some row has a value
 COST_NOTES = (
     "phase seconds and wall time are the result's timings; cached: read from the embedding, index or score cache "
     "(no work done); docs/s: corpus documents / seconds of the phase that made them searchable (encode corpus; "
@@ -144,6 +145,7 @@ def _number(value: float | None, fmt: str) -> str:
 def _columns(rows: Sequence[CostRow]) -> list[str]:
     """The column keys shown: everything, less the optional columns no row has."""
     present = {
+        "probe_backend": any(r.phases.get("probe_backend") is not None for r in rows),
         "prepare_model": any(r.phases.get("prepare_model") is not None for r in rows),
         "rerank": any(r.phases.get("rerank") is not None for r in rows),
         "tokens": any(r.tokens is not None for r in rows),
@@ -225,7 +227,8 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
     if fmt == "json":
         return json_text({"metric": metric, "notes": list(COST_NOTES), "rows": [row.to_json() for row in rows]})
     if fmt == "csv":
-        phases = [phase for phase, _ in PHASES if phase != "prepare_model" or "prepare_model" in _columns(rows)]
+        shown = _columns(rows)
+        phases = [phase for phase, _ in PHASES if phase not in ("probe_backend", "prepare_model") or phase in shown]
         header = [
             "dataset",
             "system",

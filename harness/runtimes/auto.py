@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.host import host_info, versions
+from harness.host import host_info, matmul_precisions, versions
 from harness.io.cache import content_key
 from harness.runtimes.registry import BY_NAME, RUNTIMES, TORCH
 
@@ -36,6 +36,7 @@ MEAN_COSINE_BOUND = 0.994
 MIN_COSINE_BOUND = 0.98
 PROBE_TEXTS = 96  # the first texts of the corpus: enough for a stable ratio, seconds on a CPU
 PROBE_ROUNDS = 2
+CHECK_MIN_DOCS = 4 * PROBE_TEXTS  # a corpus encode this long says more of a pick's pace than the probe did
 # The runtimes auto never picks, and why (each record's own `Runtime.not_auto`).
 EXCLUDED = {record.name: record.not_auto for record in RUNTIMES if record.not_auto is not None}
 PRECISIONS = ("fp32", "bf16")  # the precisions a candidate may have
@@ -64,12 +65,20 @@ def native_bf16(flags: Sequence[str] | None = None) -> bool:
     return any(flag in flags for flag in ("avx512_bf16", "amx_bf16", "bf16"))
 
 
-def installed_candidates(bf16: bool | None = None) -> list[Candidate]:
-    """The candidates whose runtime is installed here, torch fp32 (the reference) first."""
+def installed_candidates(bf16: bool | None = None, flags: Sequence[str] | None = None) -> list[Candidate]:
+    """The candidates whose runtime is installed here and whose precision this CPU computes natively (a record's
+    `auto_needs`; torch bf16 only with native bf16), torch fp32 (the reference) first. `flags`: the CPU's (default
+    this host's)."""
+    flags = host_info()["cpu_flags"] if flags is None else flags
     found = [REFERENCE]
-    if native_bf16() if bf16 is None else bf16:
+    if native_bf16(flags) if bf16 is None else bf16:
         found.append(Candidate(TORCH, "bf16"))
-    found += [Candidate(record.name) for record in RUNTIMES if record.build is not None and record.installed()]
+    native = matmul_precisions(flags)
+    found += [
+        Candidate(record.name)
+        for record in RUNTIMES
+        if record.build is not None and record.installed() and (record.auto_needs or "fp32") in native
+    ]
     return [candidate for candidate in found if candidate.backend not in EXCLUDED]
 
 
@@ -230,11 +239,50 @@ def pick_backend(
     choice = {**choose(rows, candidates), "probe": {"texts": len(sample), "rounds": PROBE_ROUNDS, "key": key}}
     logger.info("--backend auto: %s (%s)", choice["picked"], choice["reason"])
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".tmp")
-        partial.write_text(json.dumps(choice, indent=1), encoding="utf-8")
-        partial.replace(path)  # a killed run leaves no half-written choice
+        _write_choice(path, choice)
     return {**choice, "probe": {**choice["probe"], "cached": False}}
+
+
+def _write_choice(path: Path, choice: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(choice, indent=1), encoding="utf-8")
+    partial.replace(path)  # a killed run leaves no half-written choice
+
+
+def observe_pick(
+    choice: dict[str, Any], docs_encoded: int | None, seconds: float, cache_root: Path | None
+) -> str | None:
+    """Check the probe's pick against the run: when it encoded at least `CHECK_MIN_DOCS` corpus texts in `seconds`
+    at a pace below torch fp32's in the probe (on the same host, minutes before, over texts the run sorts by
+    length, which speeds every backend), the probe misled, and this host's cached choice becomes torch fp32 with
+    the observation (`demoted`): a later run probes nothing and runs torch. A pick that kept its pace, torch
+    itself, a cached choice's run or a short encode changes nothing.
+
+    Returns:
+        The note the result records, or None.
+    """
+    probe = choice.get("probe") or {}
+    reference = next((row for row in choice.get("candidates", []) if row.get("backend") == REFERENCE.name), None)
+    if choice.get("picked") == REFERENCE.name or reference is None or "key" not in probe:
+        return None
+    if docs_encoded is None or docs_encoded < CHECK_MIN_DOCS or seconds <= 0:
+        return None
+    pace = docs_encoded / seconds
+    if pace >= reference["docs_per_s"]:
+        return None
+    observed = {"docs": docs_encoded, "seconds": round(seconds, 4), "docs_per_s": pace}
+    note = (
+        f"--backend auto's pick {choice['picked']} encoded {docs_encoded:,} corpus texts at {pace:.1f} docs/s, "
+        f"slower than torch fp32 in the probe ({reference['docs_per_s']:.1f} docs/s)"
+    )
+    if cache_root is None:
+        return note + "; the probe's choice is not cached here, so nothing is kept of this"
+    path = cache_root / "auto-backend" / f"{probe['key']}.json"
+    demoted = {**choice.get("demoted", {}), choice["picked"]: observed}
+    reason = f"{note}: torch fp32 from then on"
+    _write_choice(path, {**choice, **moot(reason), "probe": {**probe, "cached": False}, "demoted": demoted})
+    return f"{note}; this host's cached choice is now torch fp32 ({path}; remove it to probe again)"
 
 
 def moot(reason: str) -> dict[str, Any]:

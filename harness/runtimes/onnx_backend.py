@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from harness.errors import HarnessError, MissingDependencyError, setting
 from harness.host import int8_fast_here, local_kernel_class
 from harness.io.files import default_permissions, private_dir, remove_stale_temporaries
 from harness.retrieval.sentence_transformer import SentenceTransformerEncoder
+from harness.runtimes.preparation import Preparation
 
 if TYPE_CHECKING:
     import numpy as np
@@ -105,30 +107,40 @@ def _pooling(model: Any) -> str:
     return mode
 
 
-def export(model: Any, folder: Path, quantize: bool) -> Path:
-    """Export the model's transformer to ``folder/model.onnx`` (atomically), int8 if `quantize`.
+def export(model: Any, folder: Path, quantize: bool, preparation: Preparation | None = None) -> Path:
+    """Export the model's transformer to ``folder/model.onnx`` (atomically), int8 if `quantize`; the seconds of the
+    export (and the quantization) go into `preparation`, or the steps are marked cached there.
 
     Raises:
         HarnessError: The export or the quantization failed; nothing is left in `folder`.
     """
     if quantize:
         _onnxruntime()
+    preparation = preparation if preparation is not None else Preparation()
     if (folder / "model.onnx").is_file():
+        preparation.cached += ["export", "quantize"] if quantize else ["export"]
         return folder / "model.onnx"
     tokens = model.tokenizer(["an example", "a longer example sentence"], padding=True, return_tensors="pt")
-    return export_module(model[0].auto_model, tokens, folder, quantize, "last_hidden_state")
+    return export_module(model[0].auto_model, tokens, folder, quantize, "last_hidden_state", preparation=preparation)
 
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")  # what a transformer's export takes, when it has it
 
 
 def export_module(
-    transformer: Any, tokens: Any, folder: Path, quantize: bool, output: str, per_token: bool = True
+    transformer: Any,
+    tokens: Any,
+    folder: Path,
+    quantize: bool,
+    output: str,
+    per_token: bool = True,
+    preparation: Preparation | None = None,
 ) -> Path:
     """Export a transformers model to ``folder/model.onnx`` (atomically), int8 if `quantize`: its inputs named as in
     `tokens` (an example batch of torch tensors, `INPUT_NAMES` among them), its one output the model output's
     attribute `output` (``last_hidden_state``, ``logits``); the batch and sequence axes are dynamic (the output's
-    sequence axis too when `per_token`: one row per token, not per input).
+    sequence axis too when `per_token`: one row per token, not per input). The seconds of the export and of the
+    quantization go into `preparation` (``export``, ``quantize``).
 
     Raises:
         HarnessError: The export or the quantization failed; nothing is left in `folder`.
@@ -138,6 +150,7 @@ def export_module(
     if quantize:
         _onnxruntime()  # the fp32 export needs torch only (OpenVINO reads it without ONNX Runtime)
     target = folder / "model.onnx"
+    preparation = preparation if preparation is not None else Preparation()
     if target.is_file():
         return target
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -156,7 +169,7 @@ def export_module(
                 return getattr(self.transformer(**dict(zip(names, inputs)), return_dict=True), output)
 
         fp32 = staging / "fp32.onnx"
-        with torch.no_grad(), warnings.catch_warnings():
+        with preparation.step("export"), torch.no_grad(), warnings.catch_warnings():
             # The TorchScript exporter's deprecation and tracer notices are not the user's to act on;
             # the test suite checks the exported graph against torch instead.
             warnings.simplefilter("ignore")
@@ -183,11 +196,13 @@ def export_module(
             root.addHandler(quiet)
             root.setLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.ERROR)
             try:
+                started = time.perf_counter()
                 quantize_dynamic(
                     str(fp32),
                     str(staging / "model.onnx"),
                     **{**QUANTIZATION, "weight_type": QuantType[QUANTIZATION["weight_type"]]},
                 )
+                preparation.add("quantize", time.perf_counter() - started)
             finally:
                 root.setLevel(level)
                 root.removeHandler(quiet)
@@ -219,6 +234,7 @@ class OnnxEncoder(SentenceTransformerEncoder):
     session: Any = None
     backend: str = "onnx"
     torch_fingerprint: dict[str, Any] = field(default_factory=dict)
+    preparation: dict[str, Any] | None = None  # what preparing it cost (`Preparation.record`): not its identity
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "backend": self.backend}
@@ -319,8 +335,12 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: in
             **({"quantization": QUANTIZATION} if backend == "onnx-int8" else {}),
         }
     )
-    path = export(torch_encoder.model, cache_root / "onnx" / key, quantize=backend == "onnx-int8")
-    session = ort_session(path, threads)
+    preparation = Preparation()
+    path = export(
+        torch_encoder.model, cache_root / "onnx" / key, quantize=backend == "onnx-int8", preparation=preparation
+    )
+    with preparation.step("compile"):  # ONNX Runtime's graph optimization, as the session is made
+        session = ort_session(path, threads)
     logger.info("%s backend: %s", backend, path)
     return OnnxEncoder(
         torch_encoder.name,
@@ -334,4 +354,5 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: in
         session=session,
         backend=backend,
         torch_fingerprint={k: v for k, v in fingerprint.items() if k not in torch_encoder.settings()},
+        preparation=preparation.record(),
     )

@@ -32,7 +32,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from harness.io.formats import default_permissions, private_dir, remove_stale_te
 from harness.records import Doc, doc_text
 from harness.runtimes.calibration import Calibration
 from harness.runtimes.onnx_backend import OPSET, OnnxEncoder, export
+from harness.runtimes.preparation import Preparation
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +183,6 @@ class OpenVinoEncoder(OnnxEncoder):
     inference_precision: str = "f32"
     calibration: dict[str, Any] | None = None
     versions: dict[str, str] | None = None
-    preparation: dict[str, Any] | None = None  # what preparing it cost (`Preparation.record`): not its identity
 
     def settings(self) -> dict[str, Any]:
         quantized = {"quantization": QUANTIZATION, "calibration": self.calibration} if self.calibration else {}
@@ -262,32 +262,6 @@ class TimedItems:
             yield from self.items
         finally:
             self.seconds += self.timer() - started
-
-
-@dataclass
-class Preparation:
-    """What preparing a model cost, step by step (export, calibration, quantize, compile), and which steps were
-    served from the cache (`cached`: the ONNX export, the quantized model, OpenVINO's compiled blob): what a result
-    records as its ``prepare_model`` phase and ``cost.model_preparation`` (docs/outputs.md)."""
-
-    seconds: dict[str, float] = field(default_factory=dict)
-    cached: list[str] = field(default_factory=list)
-
-    @contextlib.contextmanager
-    def step(self, name: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.add(name, time.perf_counter() - started)
-
-    def add(self, name: str, seconds: float) -> None:
-        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
-
-    def record(self) -> dict[str, Any]:
-        """Seconds per step (to 0.1 ms), their total and the cached steps."""
-        steps = {name: round(value, 4) for name, value in self.seconds.items()}
-        return {"seconds": round(sum(self.seconds.values()), 4), "steps": steps, "cached": list(self.cached)}
 
 
 @contextlib.contextmanager
@@ -512,11 +486,7 @@ def openvino_encoder(
     fingerprint = torch_encoder.fingerprint()
     onnx_key = content_key({"weights": fingerprint["weights_sha256"], "opset": OPSET, "backend": "onnx"})
     preparation = Preparation()
-    onnx_folder = cache_root / "onnx" / onnx_key
-    if (onnx_folder / "model.onnx").is_file():
-        preparation.cached.append("export")
-    with preparation.step("export"):
-        onnx_path = export(torch_encoder.model, onnx_folder, quantize=False)  # shared with onnx
+    onnx_path = export(torch_encoder.model, cache_root / "onnx" / onnx_key, False, preparation)  # shared with onnx
     core = ov.Core()
     versions = {"openvino": ov.__version__}
     identity = None

@@ -112,6 +112,9 @@ class Runtime:
             that runs the exported transformer with its head, the facts its scores' and rows' cache keys read);
             None: it runs no export (torch).
         not_auto: Why ``--backend auto`` never picks it; None: auto may, when it is installed.
+        auto_needs: The precision (`harness.host.matmul_precisions`) the CPU must compute natively for ``--backend
+            auto`` to probe it: without it, it is not probed at all (it measured slower than torch fp32 there, and
+            probing it costs the run minutes); None: probed wherever it is installed.
     """
 
     name: str
@@ -125,6 +128,7 @@ class Runtime:
     sparse: bool = False
     head: Callable[..., Any] | None = None
     not_auto: str | None = None
+    auto_needs: str | None = None
 
     @property
     def calibrated(self) -> bool:
@@ -185,6 +189,9 @@ RUNTIMES = (
         extra="onnx",
         sparse=True,
         head=_onnx_head,
+        # Without an int8 dot product (AVX2 only): 0.92x torch fp32 in `env --bench`, 0.91x in auto's probe
+        # (BENCHMARKS.md, "Choosing the backend"), and outside the cosine bound there (mean 0.9935).
+        auto_needs="int8",
     ),
     # OpenVINO's default precision is bf16 where the CPU has it: its vectors follow the CPU's kernels too.
     Runtime(
