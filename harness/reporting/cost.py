@@ -32,7 +32,14 @@ PHASES = (
     ("rerank", "rerank s"),
     ("score", "score s"),
 )
-OPTIONAL = ("probe_backend", "prepare_model", "rerank", "tokens", "price", "vectors")  # columns shown only when some row has a value
+OPTIONAL = (
+    "probe_backend",
+    "prepare_model",
+    "rerank",
+    "tokens",
+    "price",
+    "vectors",
+)  # columns shown only when some row has a value
 COST_NOTES = (
     "phase seconds and wall time are the result's timings; cached: read from the embedding, index or score cache "
     "(no work done); docs/s: corpus documents / seconds of the phase that made them searchable (encode corpus; "
