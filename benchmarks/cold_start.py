@@ -3,6 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/cold_start.py [--data ../shared/data/beir] [--backends auto,openvino-int8] [--rounds 1]
+    python benchmarks/cold_start.py --prepare-only   # the preparation alone: minutes
     python benchmarks/cold_start.py --smoke     # seconds: the lesson eval set and a tiny random model
 
 Each step runs in a fresh process (the suite's `benchmarks/suite.py` children, reused here):
@@ -119,6 +120,9 @@ def main() -> int:
     parser.add_argument("--data", default="../shared/data/beir", help="folder holding scifact and nfcorpus")
     parser.add_argument("--backends", default="auto,openvino-int8", help="comma-separated backends to evaluate")
     parser.add_argument("--rounds", type=int, default=1, help="alternated rounds on the first dataset (best kept)")
+    parser.add_argument(
+        "--prepare-only", action="store_true", help="only the preparation (minutes), no evaluate against BEIR"
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds: the lesson eval set, a tiny random model")
     args = parser.parse_args()
     print(_smoke.host_line())
@@ -135,8 +139,9 @@ def main() -> int:
         raise SystemExit("needs the [openvino] extra: pip install 'beir-harness[openvino]'")
     lines = ["### Preparing `--backend openvino-int8` (empty cache, then again)", ""]
     lines += preparation_lines(str(data / names[0]))
-    lines += [f"### Cold evaluate: {', then '.join(names)} in one cache per backend", ""]
-    lines += evaluate_lines(data, names, args.backends.split(","), args.rounds)
+    if not args.prepare_only:
+        lines += [f"### Cold evaluate: {', then '.join(names)} in one cache per backend", ""]
+        lines += evaluate_lines(data, names, args.backends.split(","), args.rounds)
     print("\n".join(lines))
     if work is not None:
         shutil.rmtree(work, ignore_errors=True)

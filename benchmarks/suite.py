@@ -403,6 +403,8 @@ def main() -> int:
             f"Our stages (cold): {', '.join(f'{k} {v:.1f} s' for k, v in cold['timings'].items())}.",
             "",
         ]
+    if work is not None and datasets:  # the smoke covers --peers-only's steps too
+        lines += peer_lines(str(Path(args.data) / _smoke.DEMO.name), 1)
     scoring = best_of(args.rounds, SCORING, ("ours", "pytrec_eval", "beir"))
     ratio = {clock: scoring["ours"][clock] / scoring["pytrec_eval"][clock] for clock in ("seconds", "cpu_seconds")}
     lines += [

@@ -115,3 +115,40 @@ def test_the_demoted_choice_file_is_valid_json_with_the_probe_key(tmp_path):
     stored = json.loads(path.read_text(encoding="utf-8"))
     assert stored["picked"] == "torch" and "slower than torch fp32 in the probe" in stored["reason"]
     assert not list((tmp_path / "auto-backend").glob("*.tmp"))
+
+
+def _fast_probe(root):
+    """A probe in which torch fp32 ran at 10,000 docs/s and onnx-int8 at 20,000."""
+    clock = _Clock()
+    encoders = {"torch": _Timed(clock, 0.0001), "onnx-int8": _Timed(clock, 0.00005)}
+    sample = [f"text {i}" for i in range(64)]
+    return pick_backend({"name": "fake"}, sample, lambda c: encoders[c.name], root, CANDIDATES, timer=clock)
+
+
+def test_an_encode_under_a_second_is_still_held_to_its_pace_and_no_time_at_all_is_not(tmp_path):
+    choice = _fast_probe(tmp_path)
+    assert observe_pick(choice, 2000, 0.5, tmp_path) is not None  # 4,000 docs/s: below torch's 10,000
+    choice = _fast_probe(tmp_path / "other")
+    assert observe_pick(choice, 2000, 0.0, tmp_path / "other") is None  # nothing timed: no pace to judge
+
+
+def test_the_note_and_the_observation_are_exactly_what_the_run_saw(tmp_path):
+    choice = _probe(tmp_path)()
+    seconds = 2000 / 19.0
+    expected = (
+        "--backend auto's pick onnx-int8 encoded 2,000 corpus texts at 19.0 docs/s, slower than torch fp32 in the "
+        "probe (20.0 docs/s)"
+    )
+    path = tmp_path / "auto-backend" / f"{choice['probe']['key']}.json"
+    assert observe_pick(choice, 2000, seconds, None) == expected + (
+        "; the probe's choice is not cached here, so nothing is kept of this"
+    )
+    assert observe_pick(choice, 2000, seconds, tmp_path) == (
+        f"{expected}; this host's cached choice is now torch fp32 ({path}; remove it to probe again)"
+    )
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    assert stored["reason"] == f"{expected}: torch fp32 from then on"
+    assert stored["demoted"] == {
+        "onnx-int8": {"docs": 2000, "seconds": round(seconds, 4), "docs_per_s": 2000 / seconds}
+    }
+    assert round(seconds, 4) != round(seconds, 5)  # the rounding is the record's, not the test's

@@ -71,6 +71,19 @@ def test_auto_probes_an_int8_runtime_only_where_the_cpu_has_an_int8_dot_product(
     assert [r.name for r in RUNTIMES if r.auto_needs == "int8"] == ["onnx-int8"]
 
 
+@pytest.mark.parametrize(
+    ("flags", "bf16"),
+    [(["avx512_bf16"], True), (["amx_bf16"], True), (["fp", "asimd", "bf16"], True), (["avx2", "avx512f"], False)],
+)
+def test_torch_bf16_is_probed_only_where_the_cpu_computes_bf16_natively(flags, bf16, monkeypatch):
+    from harness.runtimes import auto
+
+    monkeypatch.setattr(type(BY_NAME["onnx"]), "installed", lambda self: False)  # torch's candidates alone
+    assert auto.native_bf16(flags) is bf16
+    names = [candidate.name for candidate in auto.installed_candidates(flags=flags)]
+    assert names == ["torch", *(["torch bf16"] if bf16 else [])]
+
+
 def test_an_unknown_backend_names_the_ones_there_are():
     from harness.errors import HarnessError
 

@@ -59,10 +59,10 @@ class Candidate:
 REFERENCE = Candidate(TORCH)
 
 
-def native_bf16(flags: Sequence[str] | None = None) -> bool:
-    """Whether the CPU computes bf16 natively (AVX512-BF16, AMX-BF16, ARM BF16): only then is torch bf16 a candidate."""
-    flags = host_info()["cpu_flags"] if flags is None else flags
-    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16", "bf16"))
+def native_bf16(flags: Sequence[str]) -> bool:
+    """Whether a CPU with `flags` computes bf16 natively (AVX512-BF16, AMX-BF16, ARM BF16: `harness.host.BF16_FLAGS`):
+    only then is torch bf16 a candidate."""
+    return "bf16" in matmul_precisions(flags)
 
 
 def installed_candidates(bf16: bool | None = None, flags: Sequence[str] | None = None) -> list[Candidate]:
@@ -279,9 +279,8 @@ def observe_pick(
     if cache_root is None:
         return note + "; the probe's choice is not cached here, so nothing is kept of this"
     path = cache_root / "auto-backend" / f"{probe['key']}.json"
-    demoted = {**choice.get("demoted", {}), choice["picked"]: observed}
-    reason = f"{note}: torch fp32 from then on"
-    _write_choice(path, {**choice, **moot(reason), "probe": {**probe, "cached": False}, "demoted": demoted})
+    reason = f"{note}: torch fp32 from then on"  # a recall marks its probe cached (`pick_backend`)
+    _write_choice(path, {**choice, **moot(reason), "demoted": {choice["picked"]: observed}})
     return f"{note}; this host's cached choice is now torch fp32 ({path}; remove it to probe again)"
 
 
