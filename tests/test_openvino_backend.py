@@ -288,7 +288,7 @@ def _unconvertible(folder: Path) -> Path:
 def test_a_model_openvino_cannot_convert_is_one_line_and_caches_nothing(backend, torch_encoder, tmp_path, monkeypatch):
     from harness.runtimes import openvino_backend
 
-    monkeypatch.setattr(openvino_backend, "export", lambda model, folder, quantize: _unconvertible(tmp_path / "x"))
+    monkeypatch.setattr(openvino_backend, "export", lambda model, folder, *rest: _unconvertible(tmp_path / "x"))
     with pytest.raises(HarnessError) as caught:
         openvino_backend.openvino_encoder(torch_encoder, backend, tmp_path / "cache", calibration=_calibration())
     message = str(caught.value)
