@@ -257,7 +257,9 @@ def observe_pick(
     at a pace below torch fp32's in the probe (on the same host, minutes before, over texts the run sorts by
     length, which speeds every backend), the probe misled, and this host's cached choice becomes torch fp32 with
     the observation (`demoted`): a later run probes nothing and runs torch. A pick that kept its pace, torch
-    itself, a cached choice's run or a short encode changes nothing.
+    itself or a short encode changes nothing. A run of a recalled choice is held to the
+    probe's paces too; a pick barely faster than torch in the probe may be demoted by the run's own overheads
+    (hashing, writing chunks), which costs little.
 
     Returns:
         The note the result records, or None.
