@@ -190,6 +190,6 @@ def run_fastembed(folder: str, model_dir: str, cache_dir: str) -> dict[str, Any]
         "ndcg10": ndcg10,
         "version": version("fastembed"),
         "max_tokens": embedder.model.tokenizer.truncation["max_length"],
-        "batch_size": batch.get("batch_size", "fastembed's default"),
+        "batch_size": batch.get("batch_size"),  # None: fastembed's default
         **checked,
     }

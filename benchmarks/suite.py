@@ -249,7 +249,7 @@ def fastembed_rows(fastembed: dict | None, cold: dict, raw: dict) -> tuple[list[
     ours_rate, rate = cold["docs"] / cold["timings"]["encode"], fastembed["docs_per_s"]
     step = (
         f"| fastembed {fastembed['version']} (our ONNX export, its defaults"
-        f"{'' if isinstance(fastembed['batch_size'], str) else ' but batch size ' + str(fastembed['batch_size'])}; "
+        f"{'' if fastembed.get('batch_size') is None else ' but batch size ' + str(fastembed['batch_size'])}; "
         f"encode {fastembed['encode_seconds']:.1f} s) "
         f"| {fastembed['seconds']:.1f} | {fastembed['peak_rss_mb']:.0f} | {fastembed['ndcg10']:.5f} |"
     )

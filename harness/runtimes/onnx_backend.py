@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -187,25 +186,8 @@ def export_module(
                 },
             )
         if quantize:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
-            # The quantizer logs advice ("consider pre-processing") on the root logger: not the user's to act on.
-            # (A handler of our own also stops `logging.warning` from installing a root handler for good.)
-            root, quiet = logging.getLogger(), logging.NullHandler()
-            level = root.level
-            root.addHandler(quiet)
-            root.setLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.ERROR)
-            try:
-                started = time.perf_counter()
-                quantize_dynamic(
-                    str(fp32),
-                    str(staging / "model.onnx"),
-                    **{**QUANTIZATION, "weight_type": QuantType[QUANTIZATION["weight_type"]]},
-                )
-                preparation.add("quantize", time.perf_counter() - started)
-            finally:
-                root.setLevel(level)
-                root.removeHandler(quiet)
+            with preparation.step("quantize"):
+                _quantize_dynamic(fp32, staging / "model.onnx")
             fp32.unlink()
         else:
             fp32.rename(staging / "model.onnx")
@@ -222,6 +204,25 @@ def export_module(
             f"ONNX export of the model failed ({type(exc).__name__}: {str(exc)[:200]}); use --backend torch"
         ) from exc
     return target
+
+
+def _quantize_dynamic(source: Path, target: Path) -> None:
+    """ONNX Runtime's dynamic int8 quantization of `source` into `target`, by `QUANTIZATION`."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # The quantizer logs advice ("consider pre-processing") on the root logger: not the user's to act on.
+    # (A handler of our own also stops `logging.warning` from installing a root handler for good.)
+    root, quiet = logging.getLogger(), logging.NullHandler()
+    level = root.level
+    root.addHandler(quiet)
+    root.setLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.ERROR)
+    try:
+        quantize_dynamic(
+            str(source), str(target), **{**QUANTIZATION, "weight_type": QuantType[QUANTIZATION["weight_type"]]}
+        )
+    finally:
+        root.setLevel(level)
+        root.removeHandler(quiet)
 
 
 @dataclass
