@@ -122,6 +122,18 @@ def int8_fast_here() -> bool | None:
     return kernel_class(_cpuinfo()[1]) in ("amx", "avx512-vnni", "avx-vnni")
 
 
+# Kernel classes whose 8-bit multiply-add (``vpmaddubsw``, AVX2 and AVX512BW without VNNI) sums pairs of u8 x s8
+# products into saturating 16-bit integers: full 8-bit weights overflow there, so int8 recipes halve the weights'
+# range on them (ONNX Runtime's ``reduce_range``, NNCF's ``OverflowFix.ENABLE``; BENCHMARKS.md, "Reranker and
+# sparse encoder backends").
+SATURATING_INT8 = ("avx512", "avx2")
+
+
+def int8_saturates(kernel: str | None = None) -> bool:
+    """Whether the int8 kernels of CPU class `kernel` (None: this machine's, `local_kernel_class`) saturate."""
+    return (kernel if kernel is not None else local_kernel_class()) in SATURATING_INT8
+
+
 def host_info(threads: int | None = None) -> dict[str, Any]:
     """The host block of a result: CPU, cores, kernel flags, OS, and the GPU when torch uses one.
 

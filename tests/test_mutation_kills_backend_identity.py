@@ -105,30 +105,58 @@ def test_backends_never_share_a_remembered_fingerprint(tmp_path, versions, model
     assert loads == list(DECIDING)
 
 
-def test_the_onnx_runtime_identity(versions):
+def test_the_onnx_runtime_identity(versions, kernels):
     from harness.runtimes.onnx_backend import QUANTIZATION, runtime_identity
 
+    kernels["class"] = "avx512-vnni"
     assert runtime_identity("onnx") == {}
     assert runtime_identity("onnx-int8") == {"onnxruntime": "1.20.0", "quantization": QUANTIZATION}
     del versions["onnxruntime"]
     assert runtime_identity("onnx-int8") == {"onnxruntime": None, "quantization": QUANTIZATION}
+    kernels["class"] = "avx2"  # 7-bit weights where the int8 kernels saturate
+    assert runtime_identity("onnx-int8") == {
+        "onnxruntime": None,
+        "quantization": {**QUANTIZATION, "reduce_range": True},
+    }
 
 
-def test_the_openvino_runtime_identity(versions):
+def test_the_openvino_runtime_identity(versions, kernels):
     from harness.runtimes.openvino_backend import QUANTIZATION, runtime_identity
 
+    kernels["class"] = "avx512-vnni"
     assert runtime_identity("openvino") == {"openvino": "2026.4.1"}
     assert runtime_identity("openvino-int8") == {"openvino": "2026.4.1", "nncf": "3.4.0", "quantization": QUANTIZATION}
+    kernels["class"] = "avx2"  # NNCF's overflow fix on every layer where the int8 kernels saturate
+    assert runtime_identity("openvino-int8")["quantization"] == {**QUANTIZATION, "overflow_fix": "enable"}
     del versions["nncf"]
     assert runtime_identity("openvino-int8")["nncf"] is None
+
+
+@pytest.mark.parametrize("name", ["amx", "avx512-vnni", "avx-vnni", "avx512", "avx2", "neon-dot", "neon", "baseline"])
+def test_the_int8_recipes_change_only_where_the_cpu_s_kernels_saturate(name):
+    from harness.runtimes import onnx_backend, openvino_backend
+
+    # AVX2 and AVX512 without VNNI sum u8 x s8 pairs into saturating 16-bit integers (vpmaddubsw): ONNX Runtime's
+    # quantization guide and NNCF's OverflowFix name exactly these
+    saturates = name in ("avx512", "avx2")
+    assert onnx_backend.quantization(name) == {
+        **onnx_backend.QUANTIZATION,
+        **({"reduce_range": True} if saturates else {}),
+    }
+    assert openvino_backend.quantization(name) == {
+        **openvino_backend.QUANTIZATION,
+        **({"overflow_fix": "enable"} if saturates else {}),
+    }
 
 
 @pytest.fixture
 def kernels(monkeypatch):
     import harness.host
+    from harness.runtimes import onnx_backend, openvino_backend
 
     current = {"class": "avx2"}
-    monkeypatch.setattr(harness.host, "local_kernel_class", lambda: current["class"])
+    for module in (harness.host, onnx_backend, openvino_backend):
+        monkeypatch.setattr(module, "local_kernel_class", lambda: current["class"])
     return current
 
 

@@ -427,3 +427,23 @@ def test_a_new_onnx_int8_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_
     monkeypatch.setitem(onnx_backend.QUANTIZATION, "per_channel", False)
     assert run("c")["embedding_cache"] == "stored"
     assert len(list((tmp_path / "cache" / "onnx").glob("*/model*.onnx"))) >= 2
+
+
+def test_a_bi_encoder_s_int8_model_is_made_again_for_a_cpu_class_with_another_recipe(
+    torch_encoder, tmp_path, monkeypatch
+):
+    """AVX2 and AVX512 (saturating int8 kernels) share the halved-range recipe, VNNI has its own: a cache shared
+    by such CPUs quantizes once per recipe, for both int8 backends, and never serves one recipe's model to the
+    other's CPU (counted by the quantization steps each encoder made, and by the models on disk)."""
+    from harness.runtimes import onnx_backend, openvino_backend
+
+    made = []
+    for name in ("avx2", "avx512", "avx512-vnni"):
+        for module in (onnx_backend, openvino_backend):
+            monkeypatch.setattr(module, "local_kernel_class", lambda name=name: name)
+        onnx = onnx_backend.onnx_encoder(torch_encoder, "onnx-int8", tmp_path)
+        openvino = openvino_backend.openvino_encoder(torch_encoder, "openvino-int8", tmp_path, _calibration())
+        made.append(("quantize" in onnx.preparation["steps"], "calibration" in openvino.preparation["steps"]))
+    assert made == [(True, True), (False, False), (True, True)]
+    assert len(list((tmp_path / "openvino").glob("*/model.xml"))) == 2
+    assert len(list((tmp_path / "onnx").glob("*/model.onnx"))) == 3  # the fp32 export OpenVINO reads, two int8

@@ -3,8 +3,8 @@
 A runtime whose record exports (`harness.runtimes.registry.Runtime.head`) runs the model's transformer *with its
 head* — a cross-encoder's sequence-classification logits, a SPLADE model's masked-LM vocabulary logits — exported
 once to ONNX (`harness.runtimes.onnx_backend.export_module`, cached under ``<cache dir>/onnx/``) under ONNX Runtime
-(``onnx``, ``onnx-int8``: int8 weights, `onnx_backend.QUANTIZATION`) or OpenVINO (``openvino``; ``openvino-int8``:
-static int8 by NNCF, `openvino_backend.QUANTIZATION`, calibrated on a seeded sample of the pairs being reranked or
+(``onnx``, ``onnx-int8``: int8 weights, `onnx_backend.quantization`) or OpenVINO (``openvino``; ``openvino-int8``:
+static int8 by NNCF, `openvino_backend.quantization`, calibrated on a seeded sample of the pairs being reranked or
 of the corpus, cached under ``<cache dir>/openvino/``). What follows the logits is cheap and done here in numpy as
 sentence-transformers does it: the cross-encoder's activation (``CrossEncoder.activation_fn``: identity or
 sigmoid), SPLADE pooling (``SpladePooling``: logits × attention mask, relu, log1p — twice for ``log1p_relu`` —,
@@ -79,7 +79,7 @@ def onnx_head(
 ) -> tuple[Any, dict[str, Any]]:
     """An ONNX Runtime session of `head` (int8 weights for ``onnx-int8``) and the facts its numbers depend on."""
     from harness.io.cache import content_key
-    from harness.runtimes.onnx_backend import QUANTIZATION, runtime_identity
+    from harness.runtimes.onnx_backend import quantization, runtime_identity
 
     quantize = backend == "onnx-int8"
     key = content_key(
@@ -88,7 +88,7 @@ def onnx_head(
             "opset": OPSET,
             "backend": backend,
             "head": head.kind,
-            **({"quantization": QUANTIZATION} if quantize else {}),
+            **({"quantization": quantization()} if quantize else {}),
         }
     )
     path = export_module(head.module, head.example, cache_root / "onnx" / key, quantize, "logits", head.per_token)
@@ -111,10 +111,10 @@ def openvino_head(
     its numbers depend on (the precision the plugin compiled it at among them)."""
     from harness.io.cache import content_key
     from harness.runtimes.openvino_backend import (
-        QUANTIZATION,
         CompiledSession,
         nncf_module,
         openvino_module,
+        quantization,
         quantize_items,
         read,
         runtime_identity,
@@ -140,7 +140,7 @@ def openvino_head(
             {name: value for name, value in item.items() if name in names} for item in head.items(calibration.texts)
         ]
         versions = {name: facts[name] for name in ("openvino", "nncf")}
-        key = content_key({"onnx": onnx_key, "quantization": QUANTIZATION, "calibration": identity, **versions})
+        key = content_key({"onnx": onnx_key, "quantization": quantization(), "calibration": identity, **versions})
         model = quantize_items(core, model, items, calibration, cache_root / "openvino" / key)
         facts["calibration"] = identity
     try:

@@ -1,7 +1,8 @@
 """An ONNX Runtime encoder: the model's transformer exported once, optionally int8-quantized.
 
 ``--backend onnx`` runs the same weights in fp32 under ONNX Runtime; ``--backend onnx-int8``
-quantizes the linear layers' weights to signed 8 bits per output channel (``quantize_dynamic``; see ``QUANTIZATION``),
+quantizes the linear layers' weights to signed 8 bits per output channel (``quantize_dynamic``; see ``QUANTIZATION``;
+7 bits where the CPU's int8 kernels saturate, see ``quantization``),
 which makes encoding faster on CPUs with integer dot-product instructions (1.8x torch with
 AVX512-VNNI; slower than torch on an AVX2-only CPU: see BENCHMARKS.md, and `beir-harness env --bench`). Pooling and normalization follow the
 sentence-transformers model's own modules (mean or CLS pooling, then ``Normalize`` when present or
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, MissingDependencyError, setting
-from harness.host import int8_fast_here, local_kernel_class
+from harness.host import int8_fast_here, int8_saturates, local_kernel_class
 from harness.io.files import default_permissions, private_dir, remove_stale_temporaries
 from harness.retrieval.sentence_transformer import SentenceTransformerEncoder
 from harness.runtimes.preparation import Preparation
@@ -41,9 +42,23 @@ OPSET = 17
 # per-tensor weights on every op ran at 1.3x fp32 with a mean cosine of 0.975 to the fp32 vectors and
 # moved SciFact's nDCG@10 by +0.0067; these settings run at 1.8x with 0.995 and move it by -0.0003,
 # because ONNX Runtime's fast AVX2 integer kernels take signed weights and per-channel scales keep
-# each weight column's own range. (7-bit "reduce_range" weights were slightly further from fp32.)
+# each weight column's own range. (7-bit "reduce_range" weights were slightly further from fp32 there, with VNNI;
+# on a CPU whose int8 kernels saturate they are what keeps the scores, see `quantization`.)
 BACKENDS = ("onnx", "onnx-int8")  # the two backends this runtime runs (`harness.runtimes.registry`)
 QUANTIZATION = {"weight_type": "QInt8", "per_channel": True, "op_types_to_quantize": ["MatMul"]}
+# Where the CPU's u8 x s8 kernels sum into saturating 16-bit integers (`harness.host.int8_saturates`: AVX2, AVX512
+# without VNNI), 7-bit weights keep every pair's sum in range: a tiny cross-encoder's int8 scores correlated with
+# torch's at 0.571 with 8-bit weights and 0.964 with 7-bit ones on an AVX2-only EPYC (BENCHMARKS.md, "Reranker
+# and sparse encoder backends").
+SATURATING = {"reduce_range": True}
+
+
+def quantization(kernel: str | None = None) -> dict[str, Any]:
+    """The int8 recipe for CPU kernel class `kernel` (None: this machine's): `QUANTIZATION`, plus `SATURATING` where
+    that class's int8 kernels saturate. Part of every int8 identity and export key, so a model quantized for one
+    class is never served to another."""
+    saturates = int8_saturates(kernel if kernel is not None else local_kernel_class())
+    return {**QUANTIZATION, **SATURATING} if saturates else dict(QUANTIZATION)
 
 
 def runtime_identity(backend: str) -> dict[str, Any]:
@@ -59,7 +74,7 @@ def runtime_identity(backend: str) -> dict[str, Any]:
         installed = version("onnxruntime")
     except PackageNotFoundError:
         installed = None
-    return {"onnxruntime": installed, "quantization": QUANTIZATION}
+    return {"onnxruntime": installed, "quantization": quantization()}
 
 
 def _onnxruntime() -> Any:
@@ -207,7 +222,7 @@ def export_module(
 
 
 def _quantize_dynamic(source: Path, target: Path) -> None:
-    """ONNX Runtime's dynamic int8 quantization of `source` into `target`, by `QUANTIZATION`."""
+    """ONNX Runtime's dynamic int8 quantization of `source` into `target`, by this CPU's `quantization`."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     # The quantizer logs advice ("consider pre-processing") on the root logger: not the user's to act on.
@@ -217,9 +232,8 @@ def _quantize_dynamic(source: Path, target: Path) -> None:
     root.addHandler(quiet)
     root.setLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.ERROR)
     try:
-        quantize_dynamic(
-            str(source), str(target), **{**QUANTIZATION, "weight_type": QuantType[QUANTIZATION["weight_type"]]}
-        )
+        recipe = quantization()
+        quantize_dynamic(str(source), str(target), **{**recipe, "weight_type": QuantType[recipe["weight_type"]]})
     finally:
         root.setLevel(level)
         root.removeHandler(quiet)
@@ -248,16 +262,16 @@ class OnnxEncoder(SentenceTransformerEncoder):
         differ slightly; so a shared cache keeps int8 vectors per kernel class and never hands one
         class's vectors to another. fp32 vectors differ across CPUs only by float rounding.
         """
-        quantization = (
+        int8 = (
             {
-                "quantization": QUANTIZATION,
+                "quantization": quantization(),
                 "int8_kernels": local_kernel_class(),
                 "onnxruntime": _onnxruntime().__version__,
             }
             if self.backend == "onnx-int8"
             else {}
         )
-        return {**self.torch_fingerprint, **self.settings(), "onnx_opset": OPSET, **quantization}
+        return {**self.torch_fingerprint, **self.settings(), "onnx_opset": OPSET, **int8}
 
     def _encode(self, texts: Sequence[str], prefix: str, prompt_name: str | None) -> np.ndarray:
         import numpy as np
@@ -333,7 +347,7 @@ def onnx_encoder(torch_encoder: Any, backend: str, cache_root: Path, threads: in
             "weights": fingerprint["weights_sha256"],
             "opset": OPSET,
             "backend": backend,
-            **({"quantization": QUANTIZATION} if backend == "onnx-int8" else {}),
+            **({"quantization": quantization()} if backend == "onnx-int8" else {}),
         }
     )
     preparation = Preparation()

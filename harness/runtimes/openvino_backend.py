@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, MissingDependencyError
-from harness.host import environment_variables, local_kernel_class
+from harness.host import environment_variables, int8_saturates, local_kernel_class
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
 from harness.records import Doc, doc_text
 from harness.runtimes.calibration import Calibration
@@ -73,7 +73,19 @@ QUANTIZATION: dict[str, Any] = {
     "ignored_patterns": [],
     "calibration_max_length": None,
 }
+# Where the CPU's 8-bit multiply-adds saturate (`harness.host.int8_saturates`: AVX2, AVX512 without VNNI), NNCF's
+# overflow fix quantizes every weight to half the 8-bit range (its default fixes the first layer only): measured on
+# a tiny cross-encoder on an AVX2-only EPYC (BENCHMARKS.md, "Reranker and sparse encoder backends").
+SATURATING = {"overflow_fix": "enable"}
 EXTRA = "pip install 'beir-harness[openvino]'"
+
+
+def quantization(kernel: str | None = None) -> dict[str, Any]:
+    """The int8 recipe for CPU kernel class `kernel` (None: this machine's): `QUANTIZATION`, plus `SATURATING` where
+    that class's int8 kernels saturate. Part of every int8 identity and cache key, so a model quantized for one
+    class is never served to another."""
+    saturates = int8_saturates(kernel if kernel is not None else local_kernel_class())
+    return {**QUANTIZATION, **SATURATING} if saturates else dict(QUANTIZATION)
 
 
 def runtime_identity(backend: str) -> dict[str, Any]:
@@ -88,7 +100,7 @@ def runtime_identity(backend: str) -> dict[str, Any]:
             identity[package] = version(package)
         except PackageNotFoundError:
             identity[package] = None
-    return identity | ({"quantization": QUANTIZATION} if backend == "openvino-int8" else {})
+    return identity | ({"quantization": quantization()} if backend == "openvino-int8" else {})
 
 
 # Both telemetry clients decline in a CI job: ``openvino_telemetry`` (``CI=true``, which OpenVINO's model-conversion
@@ -185,7 +197,7 @@ class OpenVinoEncoder(OnnxEncoder):
     versions: dict[str, str] | None = None
 
     def settings(self) -> dict[str, Any]:
-        quantized = {"quantization": QUANTIZATION, "calibration": self.calibration} if self.calibration else {}
+        quantized = {"quantization": quantization(), "calibration": self.calibration} if self.calibration else {}
         return {**super().settings(), "inference_precision": self.inference_precision, **quantized}
 
     def fingerprint(self) -> dict[str, Any]:
@@ -320,7 +332,7 @@ def quantize_items(
     folder: Path,
     preparation: Preparation | None = None,
 ):
-    """The int8 model of `float_model` (OpenVINO's read of an ONNX export) by `QUANTIZATION`, its activation ranges
+    """The int8 model of `float_model` (OpenVINO's read of an ONNX export) by `quantization`, its activation ranges
     measured on `items` (one model input each, drawn as `calibration` says), cached (atomically) in `folder`; the
     seconds NNCF spends in its statistics passes go into `preparation` as ``calibration``.
 
@@ -332,9 +344,14 @@ def quantize_items(
         return cached
     items = TimedItems(items)
     nncf = nncf_module()
-    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
+    from nncf.quantization.advanced_parameters import (
+        AdvancedQuantizationParameters,
+        AdvancedSmoothQuantParameters,
+        OverflowFix,
+    )
 
     ov = openvino_module()
+    recipe = quantization()
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(folder.parent, f".{folder.name}.quantize.")
     staging = private_dir(folder.parent, f".{folder.name}.quantize")
@@ -351,6 +368,7 @@ def quantize_items(
                 advanced_parameters=AdvancedQuantizationParameters(
                     smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=QUANTIZATION["smooth_quant_alpha_matmul"]),
                     disable_bias_correction=QUANTIZATION["bias_correction"] == "off",
+                    **({"overflow_fix": OverflowFix(recipe["overflow_fix"])} if "overflow_fix" in recipe else {}),
                 ),
             )
         if preparation is not None:
@@ -358,7 +376,7 @@ def quantize_items(
         ov.save_model(quantized, str(staging / "model.xml"), compress_to_fp16=False)
         sums = {name: _sha256(staging / name) for name in ("model.xml", "model.bin")}
         (staging / "manifest.json").write_text(
-            json.dumps({"sha256": sums, "calibration": calibration.identity(), "quantization": QUANTIZATION}),
+            json.dumps({"sha256": sums, "calibration": calibration.identity(), "quantization": recipe}),
             encoding="utf-8",
         )
         default_permissions(staging, folder=True)
@@ -493,7 +511,7 @@ def openvino_encoder(
     if backend == "openvino-int8":
         identity = calibration.identity()
         versions["nncf"] = nncf_module().__version__
-        key = content_key({"onnx": onnx_key, "quantization": QUANTIZATION, "calibration": identity, **versions})
+        key = content_key({"onnx": onnx_key, "quantization": quantization(), "calibration": identity, **versions})
         folder = cache_root / "openvino" / key
         model = quantize(
             core, onnx_path, torch_encoder.model, calibration, folder, torch_encoder.max_seq_length, preparation
