@@ -134,12 +134,13 @@ SATURATING = {"avx2": True, "avx512": True, "avx512-vnni": False, "avx-vnni": Fa
 
 @pytest.fixture
 def kernel(monkeypatch):
-    """Pretend this CPU is of another kernel class, for both exported runtimes."""
+    """Pretend this CPU is of another kernel class, for the recipes and both exported runtimes' facts."""
+    import harness.host
     import harness.runtimes.onnx_backend as onnx_backend
     import harness.runtimes.openvino_backend as openvino_backend
 
     def pretend(name: str) -> None:
-        for module in (onnx_backend, openvino_backend):
+        for module in (harness.host, onnx_backend, openvino_backend):
             monkeypatch.setattr(module, "local_kernel_class", lambda: name)
 
     return pretend

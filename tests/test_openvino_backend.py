@@ -435,11 +435,12 @@ def test_a_bi_encoder_s_int8_model_is_made_again_for_a_cpu_class_with_another_re
     """AVX2 and AVX512 (saturating int8 kernels) share the halved-range recipe, VNNI has its own: a cache shared
     by such CPUs quantizes once per recipe, for both int8 backends, and never serves one recipe's model to the
     other's CPU (counted by the quantization steps each encoder made, and by the models on disk)."""
+    import harness.host
     from harness.runtimes import onnx_backend, openvino_backend
 
     made = []
     for name in ("avx2", "avx512", "avx512-vnni"):
-        for module in (onnx_backend, openvino_backend):
+        for module in (harness.host, onnx_backend, openvino_backend):
             monkeypatch.setattr(module, "local_kernel_class", lambda name=name: name)
         onnx = onnx_backend.onnx_encoder(torch_encoder, "onnx-int8", tmp_path)
         openvino = openvino_backend.openvino_encoder(torch_encoder, "openvino-int8", tmp_path, _calibration())

@@ -229,14 +229,14 @@ MODULES: dict[str, Module] = {
             "harness/runtimes/onnx_backend.py",
             (),
             fast=("tests/test_mutation_kills_backend_identity.py",),
-            scope=("QUANTIZATION", "runtime_identity"),
+            scope=("QUANTIZATION", "SATURATING", "quantization", "runtime_identity"),
         ),
         Module(
             "openvino-identity",
             "harness/runtimes/openvino_backend.py",
             (),
             fast=("tests/test_mutation_kills_backend_identity.py",),
-            scope=("runtime_identity",),
+            scope=("SATURATING", "quantization", "runtime_identity"),
         ),
         Module(
             "auto-choice",

@@ -57,8 +57,7 @@ def quantization(kernel: str | None = None) -> dict[str, Any]:
     """The int8 recipe for CPU kernel class `kernel` (None: this machine's): `QUANTIZATION`, plus `SATURATING` where
     that class's int8 kernels saturate. Part of every int8 identity and export key, so a model quantized for one
     class is never served to another."""
-    saturates = int8_saturates(kernel if kernel is not None else local_kernel_class())
-    return {**QUANTIZATION, **SATURATING} if saturates else dict(QUANTIZATION)
+    return {**QUANTIZATION, **SATURATING} if int8_saturates(kernel) else dict(QUANTIZATION)
 
 
 def runtime_identity(backend: str) -> dict[str, Any]:
