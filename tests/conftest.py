@@ -298,11 +298,30 @@ def pytest_deselected(items):
     _OUTCOMES.update((item.nodeid, "deselected") for item in items)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: a worker ended; note what it deselected (it ran nothing of it) and the network
+    guard's violations no test owned there (they fail the run at its end, as in one process)."""
+    output = getattr(node, "workeroutput", {})
+    for nodeid in output.get("deselected", []):
+        _OUTCOMES.setdefault(nodeid, "deselected")
+    NETWORK_GUARD.violations.extend(output.get("network_violations", []))
+
+
 def pytest_sessionfinish(session):
     """The one session-end hook (a second `def pytest_sessionfinish` would replace the first, silently): the
     network guard's violations no test owned fail the run, and each test's outcome is written for .ci/run."""
     network_guard_sessionfinish(session)
     target = os.environ.get("BEIR_HARNESS_TEST_OUTCOMES")
+    # Under pytest-xdist the controller receives every test's report but collects nothing: each worker hands it
+    # what it deselected (`pytest_testnodedown`), and the controller alone writes the file (`workerinput` marks a
+    # worker's config).
+    if hasattr(session.config, "workerinput"):
+        session.config.workeroutput["deselected"] = [
+            node for node, outcome in _OUTCOMES.items() if outcome == "deselected"
+        ]
+        session.config.workeroutput["network_violations"] = list(NETWORK_GUARD.violations)
+        return
     if target:
         import json
 

@@ -282,6 +282,61 @@ def test_the_command_line_reranks_on_a_backend_and_auto_records_its_choice(model
     assert choice["probe"]["cached"] is False and second["config"]["rerank"]["backend_auto"]["probe"]["cached"]
 
 
+@pytest.mark.parametrize(
+    ("options", "key", "made"),
+    [
+        (["--model", "bm25", "--rerank-depth", "5", "--rerank-backend", "onnx-int8"], "rerank_preparation",
+         {"export", "quantize", "compile"}),
+        (["--model", "bm25", "--rerank-depth", "5", "--rerank-backend", "openvino-int8"], "rerank_preparation",
+         {"export", "calibration", "quantize", "compile"}),
+        (["--sparse-backend", "onnx"], "model_preparation", {"export", "compile"}),
+    ],
+    ids=["rerank-onnx-int8", "rerank-openvino-int8", "sparse-onnx"],
+)  # fmt: skip
+def test_an_exported_head_s_preparation_is_its_own_phase_and_a_second_run_reuses_it(
+    models, tiny_beir, tmp_path, options, key, made
+):
+    """The reranker's and the sparse encoder's export, calibration, quantization and compile are recorded step by
+    step (``cost.rerank_preparation``, ``cost.model_preparation``) and counted as ``prepare_model``, out of the
+    ``rerank`` or ``load`` phase they ran in; a second run (another output folder, the same cache) reads them."""
+    model = ["--rerank", str(models["ce"])] if key == "rerank_preparation" else ["--model", str(models["sparse"])]
+    records = []
+    for round_ in ("cold", "again"):
+        result = _evaluate(tiny_beir, tmp_path / round_, *model, *options, "--cache-dir", str(tmp_path / "cache"))
+        assert result.exit_code == 0, result.stderr
+        records.append(json.loads(result.stdout))
+    cold, again = (record["cost"][key] for record in records)
+    assert set(cold["steps"]) == made and cold["cached"] == []
+    assert cold["seconds"] == pytest.approx(sum(cold["steps"].values()), abs=1e-3)
+    assert set(again["cached"]) == made - {"compile"}  # everything but the session or compile, which is made again
+    for record, preparation in zip(records, (cold, again)):
+        timings = record["timings"]
+        assert timings["prepare_model"] == pytest.approx(preparation["seconds"], abs=1e-3)
+        phases = [value for name, value in timings.items() if name not in ("encode", "total")]
+        assert sum(phases) <= timings["total"] + 1e-3  # moved out of rerank or load, not counted twice
+
+
+def test_an_openvino_int8_head_counts_nncf_s_statistics_passes_once(models, tmp_path, monkeypatch):
+    """Each step of a reranker's preparation counted on a scripted clock (each reading one second later): NNCF's
+    statistics passes, timed inside the quantization, are its ``calibration`` step and not also ``quantize``."""
+    import itertools
+    from types import SimpleNamespace
+
+    from harness.runtimes import preparation
+
+    ticks = itertools.count()
+    monkeypatch.setattr(preparation, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+
+    def statistics_only(core, model, items, calibration, folder, record):
+        record.add("calibration", 0.25)  # what NNCF's passes took, inside the quantize step
+        return model  # the float model, compiled as the int8 one would be
+
+    monkeypatch.setattr("harness.runtimes.openvino_backend.quantize_items", statistics_only)
+    reranker = Reranker(RerankSpec(str(models["ce"])))
+    wrapped = wrap_reranker(runtime("openvino-int8"), reranker, tmp_path, pair_calibration(_pairs()))
+    assert wrapped.preparation["steps"] == {"export": 1.0, "quantize": 0.75, "calibration": 0.25, "compile": 1.0}
+
+
 def test_the_command_line_runs_a_sparse_encoder_on_a_backend(models, tiny_beir, tmp_path):
     torch_run, onnx_run = (
         json.loads(result.stdout)

@@ -149,14 +149,16 @@ def test_uses_the_leaky_fixture(leaky):
 '''
 
 
-def test_a_violation_no_test_owns_still_fails_the_run(tmp_path):
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_violation_no_test_owns_still_fails_the_run(tmp_path, workers):
     """A leak in a session-scoped fixture (outside every test's body) fails the whole run at its end, and the
-    run still writes its outcomes file: one session-end hook does both (a second one would replace the first)."""
+    run still writes its outcomes file: one session-end hook does both (a second one would replace the first).
+    With pytest-xdist's workers too: a worker hands its violations to the controller, which fails the run."""
     shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_session_leak.py").write_text(_SESSION_FIXTURE_LEAK)
     outcomes = tmp_path / "outcomes.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers, str(tmp_path)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -43,6 +43,7 @@ from harness.pipeline.dense import dense_stage
 from harness.pipeline.sparse import bm25_stage, is_sparse_model, learned_sparse_stage
 from harness.pipeline.stages import (
     DOC_TEXT_RULE,  # noqa: F401 - part of every cache key; importable from here too
+    PREPARE_MODEL,
     PROBE_BACKEND,
     Clock,
     CorpusState,
@@ -140,10 +141,13 @@ def _check_model_kind(config: EvaluateConfig) -> None:
         )
 
 
-def rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder: BeirFolder) -> tuple[Run, dict]:
+def rerank_stage(
+    config: EvaluateConfig, run: Run, queries: list[Query], folder: BeirFolder, cost: dict | None = None
+) -> tuple[Run, dict]:
     """Rerank `run` with `config.rerank` on its backend (`harness.runtimes.heads.load_reranker`: ``auto`` probes on
     the run's top pairs, ``openvino-int8`` calibrates on a sample of them); returns the reranked run and what the
-    result records about it (the backend that scored, when not torch, and auto's choice)."""
+    result records about it (the backend that scored, when not torch, and auto's choice). An exported reranker's
+    preparation (`harness.runtimes.preparation.Preparation.record`) goes into ``cost["rerank_preparation"]``."""
     from harness.retrieval.rerank import ScoreCache, rerank
     from harness.runtimes.head_choice import load_reranker
 
@@ -165,6 +169,8 @@ def rerank_stage(config: EvaluateConfig, run: Run, queries: list[Query], folder:
     spec = replace(config.rerank, backend=auto["backend"]) if auto is not None else config.rerank
     if auto is not None:
         logger.info("--rerank-backend auto picked %s: %s", auto["picked"], auto["reason"])
+    if cost is not None and getattr(reranker, "preparation", None):
+        cost["rerank_preparation"] = reranker.preparation
     fingerprint = reranker.fingerprint()
     cache = ScoreCache(cache_dir(config.cache_dir) if config.cache else None, fingerprint)
     reranked, counts = rerank(
@@ -360,7 +366,9 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         scored_run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
     if config.rerank is not None:
         with clock.stage("rerank"):
-            scored_run, stage.record["rerank"] = rerank_stage(config, scored_run, inputs.queries, folder)
+            scored_run, stage.record["rerank"] = rerank_stage(config, scored_run, inputs.queries, folder, stage.cost)
+        if "rerank_preparation" in stage.cost:  # the reranker's export, calibration, quantization and compile
+            clock.move(stage.cost["rerank_preparation"]["seconds"], "rerank", PREPARE_MODEL)
         config = settled_rerank(config, stage.record["rerank"])
         if 0 < stage.record["rerank"]["pairs"] == stage.record["rerank"]["cached_pairs"]:
             clock.mark_cached("rerank")  # every pair's score read from the score cache

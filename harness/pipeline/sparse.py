@@ -26,6 +26,7 @@ from harness.pipeline.stages import (
     check_corpus,
     checked_corpus,
     probe_latency,
+    take_preparation,
 )
 from harness.records import Query, Run, doc_text
 from harness.retrieval.encode import HASH_PREFIX
@@ -131,6 +132,7 @@ def _retrieve_sparse(
             config.threads,
             config.cache,
         )
+    take_preparation(clock, model, cost)  # an exported sparse encoder's preparation: its own phase, out of load
     if auto is not None:
         notes.append(f"--sparse-backend auto picked {auto['picked']}: {auto['reason']}")
         logger.info(notes[-1])

@@ -29,6 +29,7 @@ from harness.errors import HarnessError
 from harness.host import local_kernel_class
 from harness.runtimes.calibration import Calibration
 from harness.runtimes.onnx_backend import INPUT_NAMES, OPSET, export_module, ort_session
+from harness.runtimes.preparation import Preparation
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +77,10 @@ def onnx_head(
     cache_root: Path,
     calibration: Calibration | None = None,
     threads: int | None = None,
+    preparation: Preparation | None = None,
 ) -> tuple[Any, dict[str, Any]]:
-    """An ONNX Runtime session of `head` (int8 weights for ``onnx-int8``) and the facts its numbers depend on."""
+    """An ONNX Runtime session of `head` (int8 weights for ``onnx-int8``) and the facts its numbers depend on; the
+    seconds of the export, the quantization and the session go into `preparation`."""
     from harness.io.cache import content_key
     from harness.runtimes.onnx_backend import quantization, runtime_identity
 
@@ -91,12 +94,16 @@ def onnx_head(
             **({"quantization": quantization()} if quantize else {}),
         }
     )
-    path = export_module(head.module, head.example, cache_root / "onnx" / key, quantize, "logits", head.per_token)
+    preparation = preparation if preparation is not None else Preparation()
+    path = export_module(
+        head.module, head.example, cache_root / "onnx" / key, quantize, "logits", head.per_token, preparation
+    )
     facts = {"onnx_opset": OPSET, **runtime_identity(backend)}
     if quantize:
         facts["int8_kernels"] = local_kernel_class()  # int8 MatMuls differ by CPU kernel class
     logger.info("%s backend (%s): %s", backend, head.kind, path)
-    return ort_session(path, threads), facts
+    with preparation.step("compile"):  # ONNX Runtime's graph optimization, as the session is made
+        return ort_session(path, threads), facts
 
 
 def openvino_head(
@@ -106,9 +113,11 @@ def openvino_head(
     cache_root: Path,
     calibration: Calibration | None = None,
     threads: int | None = None,
+    preparation: Preparation | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """An OpenVINO session of `head` (static int8 calibrated on `calibration` for ``openvino-int8``) and the facts
-    its numbers depend on (the precision the plugin compiled it at among them)."""
+    its numbers depend on (the precision the plugin compiled it at among them); the seconds of the export, the
+    calibration, the quantization and the compile go into `preparation`."""
     from harness.io.cache import content_key
     from harness.runtimes.openvino_backend import (
         CompiledSession,
@@ -126,9 +135,10 @@ def openvino_head(
     ov = openvino_module()
     if quantize:
         nncf_module()  # a missing nncf is one line before anything is exported
+    preparation = preparation if preparation is not None else Preparation()
     onnx_key = content_key({"weights": weights, "opset": OPSET, "backend": "onnx", "head": head.kind})
     onnx_path = export_module(
-        head.module, head.example, cache_root / "onnx" / onnx_key, False, "logits", head.per_token
+        head.module, head.example, cache_root / "onnx" / onnx_key, False, "logits", head.per_token, preparation
     )
     core = ov.Core()
     model = read(core, onnx_path)
@@ -141,10 +151,13 @@ def openvino_head(
         ]
         versions = {name: facts[name] for name in ("openvino", "nncf")}
         key = content_key({"onnx": onnx_key, "quantization": quantization(), "calibration": identity, **versions})
-        model = quantize_items(core, model, items, calibration, cache_root / "openvino" / key)
+        with preparation.step("quantize"):
+            model = quantize_items(core, model, items, calibration, cache_root / "openvino" / key, preparation)
+        preparation.seconds["quantize"] -= preparation.seconds.get("calibration", 0.0)  # timed inside it
         facts["calibration"] = identity
     try:
-        compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads} if threads else {})
+        with preparation.step("compile"):
+            compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads} if threads else {})
     except Exception as exc:  # noqa: BLE001 - the plugin raises its own runtime errors
         raise HarnessError(
             f"OpenVINO cannot compile the {head.kind} model for the CPU ({type(exc).__name__}); use backend torch"
@@ -221,6 +234,7 @@ def _wrapped(
     """`torch_model` exported with its `head` and run by `record`'s runtime inside `wrapper`; torch: itself."""
     if record.head is None:
         return torch_model
+    preparation = Preparation()
     session, facts = record.head(
         record.name,
         head(torch_model),
@@ -228,8 +242,11 @@ def _wrapped(
         cache_root,
         calibration if record.calibrated else None,
         threads,
+        preparation=preparation,
     )
-    return wrapper(torch_model, record.name, session, facts)
+    wrapped = wrapper(torch_model, record.name, session, facts)
+    wrapped.preparation = preparation.record()  # what preparing it cost: not its identity
+    return wrapped
 
 
 class RuntimeSparse:

@@ -165,6 +165,7 @@ def export_module(
     target = folder / "model.onnx"
     preparation = preparation if preparation is not None else Preparation()
     if target.is_file():
+        preparation.cached += ["export", "quantize"] if quantize else ["export"]
         return target
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(folder.parent, f".{folder.name}.export.")

@@ -340,6 +340,8 @@ def quantize_items(
     """
     cached = _cached_model(core, folder)
     if cached is not None:
+        if preparation is not None:
+            preparation.cached += ["calibration", "quantize"]
         return cached
     items = TimedItems(items)
     nncf = nncf_module()

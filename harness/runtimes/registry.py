@@ -59,16 +59,16 @@ def _openvino_identity(name: str) -> dict[str, Any]:
     return runtime_identity(name)
 
 
-def _onnx_head(*args: Any) -> Any:
+def _onnx_head(*args: Any, **kwargs: Any) -> Any:
     from harness.runtimes.heads import onnx_head
 
-    return onnx_head(*args)
+    return onnx_head(*args, **kwargs)
 
 
-def _openvino_head(*args: Any) -> Any:
+def _openvino_head(*args: Any, **kwargs: Any) -> Any:
     from harness.runtimes.heads import openvino_head
 
-    return openvino_head(*args)
+    return openvino_head(*args, **kwargs)
 
 
 def _corpus_calibration(docs: Iterable[Doc], corpus_sha256: str) -> Calibration:
