@@ -61,6 +61,12 @@ VARIANTS = {
         "per_channel": True,
         "op_types_to_quantize": ["MatMul"],
     },
+    "signed, per channel, 7-bit, MatMul only": {  # the recipe where int8 kernels saturate (AVX2, AVX512 w/o VNNI)
+        "weight_type": "QInt8",
+        "per_channel": True,
+        "op_types_to_quantize": ["MatMul"],
+        "reduce_range": True,
+    },
     "fused graph, signed, per channel": {"weight_type": "QInt8", "per_channel": True, "fused": True},
 }
 

@@ -256,3 +256,44 @@ def test_a_remembered_model_loads_the_real_one_when_asked(tmp_path, versions, mo
     assert not lazy.loaded
     real = lazy._real()
     assert isinstance(real, FakeEncoder) and real.tag == 2 and loads == ["torch", "torch"]
+
+
+# /proc/cpuinfo flags of real CPUs (the ones `harness.host.KERNEL_FLAGS` keeps) and the int8 kernels each gets,
+# by the instruction sets' documentation: AMX tiles, VNNI dot products (AVX512 or the VEX-coded AVX-VNNI of
+# Alder Lake), AVX512BW's and AVX2's saturating vpmaddubsw, ARM's SVE, NEON with and without dot products.
+CPUS = [
+    ("Sapphire Rapids", "avx avx2 fma f16c avx512f avx512bw avx512_vnni avx512_bf16 avx_vnni amx_tile amx_int8 amx_bf16",
+     "amx", True, False),
+    ("Zen 4 (host D)", "avx avx2 fma f16c avx512f avx512bw avx512_vnni avx512_bf16", "avx512-vnni", True, False),
+    ("Alder Lake", "avx avx2 fma f16c avx_vnni", "avx-vnni", True, False),
+    ("Skylake-SP", "avx avx2 fma f16c avx512f avx512bw", "avx512", False, True),
+    ("Zen 1 (host B)", "avx avx2 fma f16c", "avx2", False, True),
+    ("Graviton 3", "asimd asimddp sve i8mm bf16", "sve", None, False),
+    ("Graviton 2", "asimd asimddp", "neon-dot", None, False),
+    ("Cortex-A72", "asimd", "neon", None, False),
+    ("an old x86", "avx", "baseline", False, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cpu", "flags", "kernel", "fast", "saturates"), CPUS, ids=[cpu for cpu, *_ in CPUS])
+def test_each_cpu_s_kernel_class_and_what_its_int8_kernels_do(monkeypatch, cpu, flags, kernel, fast, saturates):
+    import harness.host
+
+    machine = "aarch64" if "asimd" in flags else "x86_64"
+    monkeypatch.setattr(harness.host, "_cpuinfo", lambda: (cpu, tuple(flags.split())))
+    monkeypatch.setattr(harness.host.platform, "machine", lambda: machine)
+    assert harness.host.kernel_class(flags.split()) == kernel == harness.host.local_kernel_class()
+    assert harness.host.int8_fast_here() is fast  # None: not x86, where the answer is not known
+    assert harness.host.int8_saturates() is saturates and harness.host.int8_saturates(kernel) is saturates
+
+
+@pytest.mark.parametrize(
+    ("machine", "known"),
+    [("x86_64", True), ("AMD64", True), ("i686", True), ("x86", True), ("arm64", False), ("riscv64", False)],
+)  # how Linux, Windows (AMD64) and 32-bit systems name an x86 CPU in `platform.machine()`
+def test_int8_speed_is_judged_on_every_x86_spelling_and_only_there(monkeypatch, machine, known):
+    import harness.host
+
+    monkeypatch.setattr(harness.host, "_cpuinfo", lambda: ("cpu", ("avx2", "avx512_vnni")))
+    monkeypatch.setattr(harness.host.platform, "machine", lambda: machine)
+    assert harness.host.int8_fast_here() is (True if known else None)

@@ -10,7 +10,7 @@ Usage (from the repository root)::
 
 Each module is mutated in a scratch copy of the checkout (``.mutation-scratch/``, ignored by git), so the
 working tree is never left holding a mutant, even if the run is interrupted. Each mutant runs only the few
-test files that cover its module (``pytest -x -q -p no:cacheprovider``). A big module may be scoped to its
+test files that cover its module (``pytest -x -q -p no:cacheprovider -n 0``: one process). A big module may be scoped to its
 trust-critical functions: only lines inside them are mutated (in the scratch copy, every other line is marked
 ``# pragma: no mutate``, mutmut's own exclusion).
 
@@ -225,6 +225,14 @@ MODULES: dict[str, Module] = {
             note="the remembered model fingerprint's key (settings, CPU class, runtime versions)",
         ),
         Module(
+            "kernel-class",
+            "harness/host.py",
+            (),
+            fast=("tests/test_mutation_kills_backend_identity.py",),
+            scope=("kernel_class", "int8_fast_here", "SATURATING_INT8", "int8_saturates"),
+            note="the CPU's kernel class, which keys int8 vectors and picks the int8 recipe",
+        ),
+        Module(
             "onnx-identity",
             "harness/runtimes/onnx_backend.py",
             (),
@@ -346,7 +354,7 @@ def run_module(module: Module, where: Path) -> int:
     env = dict(os.environ, PYTHONPATH=str(where), PYTHONDONTWRITEBYTECODE="1")
     # mutmut's timeout kills the runner (bash), not the pytest inside it, which a mutant that loops forever would keep
     # busy on a core: each step has its own cap (`timeout`: its 124 is a failure, so such a mutant reads as killed)
-    pytest = f"timeout -k 5 {STEP_CAP_S} {sys.executable} -m pytest -x -q -p no:cacheprovider"
+    pytest = f"timeout -k 5 {STEP_CAP_S} {sys.executable} -m pytest -x -q -p no:cacheprovider -n 0"
     fast = " ".join(t for t in module.fast if (where / t).exists())
     tests = " ".join(t for t in module.tests if (where / t).exists())
     steps = ([f"{pytest} --noconftest {fast}"] if fast else []) + ([f"{pytest} {tests}"] if tests else [])
