@@ -113,8 +113,9 @@ def int8_fast_here() -> bool | None:
     """Whether this CPU has the integer dot-product instructions that make int8 beat fp32.
 
     On x86 that is VNNI (AVX512-VNNI or AVX-VNNI) or AMX: without them ONNX Runtime's int8 MatMul
-    runs on AVX2's saturating 8-bit multiply-adds, which measured slower than torch fp32 on an
-    AVX2-only EPYC (0.92x, see BENCHMARKS.md). None where the answer is not known (not x86).
+    runs on AVX2's saturating 8-bit multiply-adds, which measured 0.92x (Zen 1) and 1.11x (Zen 3, 7-bit weights)
+    torch fp32 on AVX2-only EPYCs, against 1.8x with VNNI (BENCHMARKS.md, "Encoder backends"). None where the
+    answer is not known (not x86).
     """
     machine = platform.machine().lower()
     if machine not in ("x86_64", "amd64", "i686", "x86"):
