@@ -8,7 +8,8 @@ modules; `load_fastembed` registers it (``TextEmbedding.add_custom_model``) and 
 (``specific_model_path``, ``local_files_only``), with fastembed's defaults otherwise: its tokenizer rules (it
 truncates at the tokenizer config's limit, not at sentence-transformers' ``max_seq_length``), batch size 256,
 ONNX Runtime's thread count (``SUITE_FASTEMBED_BATCH``, set by the suite's ``--fastembed-batch``, changes the batch
-size: 256 texts of 512 tokens ran out of 24 GiB on NFCorpus). `run_fastembed` encodes the corpus and the judged queries and scores the vectors
+size: 256 texts of 512 tokens ran out of 24 GiB on NFCorpus; ``SUITE_FASTEMBED_MAX_TOKENS``, the suite's
+``--fastembed-max-tokens``, its truncation, written as the model folder's ``model_max_length``). `run_fastembed` encodes the corpus and the judged queries and scores the vectors
 with our exact search and metrics, after checking them against sentence-transformers' own vectors
 (`agreement`): a pooling or normalization that differs from the model's would make the comparison unfair.
 
@@ -65,6 +66,10 @@ def write_model_folder(model: Any, source: Path, out: Path) -> dict[str, Any]:
             shutil.copyfile(source / name, out / name)
     if not (out / "tokenizer_config.json").is_file():  # a model without its own files: the tokenizer's save
         model.tokenizer.save_pretrained(str(out))
+    if os.environ.get("SUITE_FASTEMBED_MAX_TOKENS"):  # the suite's --fastembed-max-tokens: like for like
+        config = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+        config["model_max_length"] = int(os.environ["SUITE_FASTEMBED_MAX_TOKENS"])  # fastembed's truncation limit
+        (out / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     settings = model_settings(model)
     (out / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
     return settings

@@ -317,6 +317,12 @@ def main() -> int:
         default=None,
         help="fastembed's batch size [its default, 256: at 512 tokens it ran out of 24 GiB on NFCorpus]",
     )
+    parser.add_argument(
+        "--fastembed-max-tokens",
+        type=int,
+        default=None,
+        help="fastembed's truncation (its tokenizer_config's model_max_length) [the tokenizer's: 512 for MiniLM]",
+    )
     parser.add_argument("--datasets", default=None, help="comma-separated, in --data [scifact; --full: and nfcorpus]")
     parser.add_argument(
         "--smoke",
@@ -327,6 +333,8 @@ def main() -> int:
     print(_smoke.host_line())
     if args.fastembed_batch is not None:
         os.environ["SUITE_FASTEMBED_BATCH"] = str(args.fastembed_batch)  # read by the fastembed step
+    if args.fastembed_max_tokens is not None:
+        os.environ["SUITE_FASTEMBED_MAX_TOKENS"] = str(args.fastembed_max_tokens)  # read as its model folder is made
     datasets = [] if args.scoring_only else ["scifact", "nfcorpus"] if args.full else ["scifact"]
     datasets = args.datasets.split(",") if args.datasets and not args.scoring_only else datasets
     lines = [f"Machine: {machine()}", ""]

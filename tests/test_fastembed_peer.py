@@ -146,3 +146,19 @@ def test_without_fastembed_the_suite_prints_one_line_and_runs_no_step(peers, mon
     result, line = suite.fastembed_step("unused")
     assert result is None and suite.fastembed_rows(None, {}, {}) == ([], [])
     assert line == "fastembed: skipped (not installed: pip install 'beir-harness[peers]', docs/dependencies.md)"
+
+
+def test_max_tokens_makes_fastembed_truncate_where_sentence_transformers_does(exported, peers, tmp_path, monkeypatch):
+    """`--fastembed-max-tokens 256` (like for like): a text longer than 256 tokens gets sentence-transformers' vector,
+    which its default (the tokenizer's 512) does not give."""
+    model, source, folder = exported
+    long_text = TEXTS[2] * 2  # about 340 tokens
+    assert len(model.tokenizer(long_text)["input_ids"]) > model.max_seq_length == 256
+    reference = model.encode([long_text], convert_to_numpy=True)
+    monkeypatch.setenv("SUITE_FASTEMBED_MAX_TOKENS", str(model.max_seq_length))
+    peers.write_model_folder(model, source, tmp_path / "model")
+    cosines = {}
+    for name, where in (("default", folder), ("256", tmp_path / "model")):
+        vectors = list(peers.load_fastembed(where, tmp_path / f"cache-{name}").embed([long_text]))
+        cosines[name] = _cosines_and_norms(vectors, reference)[0][0]
+    assert cosines["256"] >= 0.999 > cosines["default"]
