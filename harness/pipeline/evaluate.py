@@ -188,6 +188,20 @@ def rerank_stage(
     }
 
 
+def _timed_rerank(
+    config: EvaluateConfig, run: Run, queries: list[Query], folder: BeirFolder, stage: FirstStage, clock: Clock
+) -> tuple[EvaluateConfig, Run]:
+    """`rerank_stage` as the ``rerank`` phase (the reranker's preparation moved into ``prepare_model``); its record
+    into ``stage.record``; the config with the backend that scored."""
+    with clock.stage("rerank"):
+        run, stage.record["rerank"] = rerank_stage(config, run, queries, folder, stage.cost)
+    if "rerank_preparation" in stage.cost:  # the reranker's export, calibration, quantization and compile
+        clock.move(stage.cost["rerank_preparation"]["seconds"], "rerank", PREPARE_MODEL)
+    if 0 < stage.record["rerank"]["pairs"] == stage.record["rerank"]["cached_pairs"]:
+        clock.mark_cached("rerank")  # every pair's score read from the score cache
+    return settled_rerank(config, stage.record["rerank"]), run
+
+
 def settled_rerank(config: EvaluateConfig, record: dict) -> EvaluateConfig:
     """`config` with the rerank backend that scored (auto's pick), read from the rerank stage's record."""
     if config.rerank is None or not is_auto(config.rerank.backend):
@@ -365,13 +379,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     with clock.stage("score"):
         scored_run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
     if config.rerank is not None:
-        with clock.stage("rerank"):
-            scored_run, stage.record["rerank"] = rerank_stage(config, scored_run, inputs.queries, folder, stage.cost)
-        if "rerank_preparation" in stage.cost:  # the reranker's export, calibration, quantization and compile
-            clock.move(stage.cost["rerank_preparation"]["seconds"], "rerank", PREPARE_MODEL)
-        config = settled_rerank(config, stage.record["rerank"])
-        if 0 < stage.record["rerank"]["pairs"] == stage.record["rerank"]["cached_pairs"]:
-            clock.mark_cached("rerank")  # every pair's score read from the score cache
+        config, scored_run = _timed_rerank(config, scored_run, inputs.queries, folder, stage, clock)
     with clock.stage("score"):
         evaluation = evaluate(inputs.qrels, scored_run, standard_metrics(stored_k))
     if evaluation.n_unjudged:
