@@ -88,24 +88,17 @@ def _run_bare(gpu_script, tmp_path, mode: str, timeout: int, out: Path | None = 
     return tree, env, done
 
 
-def test_smoke_runs_on_a_bare_copy_of_the_tree_with_only_what_travels(gpu_script, tmp_path):
+def test_cpu_smoke_runs_every_check_that_needs_no_cuda_and_writes_each_row(gpu_script, tmp_path):
+    """`--cpu --smoke` on a bare copy of the tree (only what travels; faiss, pytrec_eval, beir blocked): the
+    smoke's data with bf16 and the two-worker check (plain `--smoke`, run by tests/test_benchmarks_smoke.py,
+    leaves both out); $OUT/gpu.json holds every row and check, the two precisions' rows for each dataset."""
+    import json
     import subprocess
     import sys
 
-    tree, env, done = _run_bare(gpu_script, tmp_path, "--smoke", 600)
-    assert "checks: 2 of 2 ok; skipped cells: none" in done.stdout
-    probe = subprocess.run([sys.executable, "-c", "import pytrec_eval"], cwd=tree, env=env, capture_output=True)
-    assert probe.returncode != 0  # the blocker works
-
-
-def test_cpu_smoke_runs_every_check_that_needs_no_cuda_and_writes_each_row(gpu_script, tmp_path):
-    """`--cpu --smoke`: the smoke's data with bf16 and the two-worker check (plain `--smoke` leaves both out);
-    $OUT/gpu.json holds every row and check, the two precisions' rows for each dataset."""
-    import json
-
     out = tmp_path / "out"
     out.mkdir()
-    _, _, done = _run_bare(gpu_script, tmp_path, "--cpu --smoke", 600, out)
+    tree, env, done = _run_bare(gpu_script, tmp_path, "--cpu --smoke", 600, out)
     assert "checks: 3 of 3 ok; skipped cells: none" in done.stdout, done.stdout[-2000:]
     report = json.loads((out / "gpu.json").read_text())
     assert sorted((row["dataset"], row["precision"]) for row in report["rows"]) == sorted(
@@ -113,6 +106,8 @@ def test_cpu_smoke_runs_every_check_that_needs_no_cuda_and_writes_each_row(gpu_s
     )
     assert any(check["check"].startswith("two worker processes") for check in report["checks"])
     assert [path.name for path in out.iterdir()] == ["gpu.json"]  # no partial sibling left
+    probe = subprocess.run([sys.executable, "-c", "import pytrec_eval"], cwd=tree, env=env, capture_output=True)
+    assert probe.returncode != 0  # the blocker works: the run above had no pytrec_eval
 
 
 def test_each_row_is_written_as_it_is_measured(gpu_script, tmp_path, monkeypatch):
