@@ -20,13 +20,40 @@ from harness.host import host_info, versions
 from harness.io.formats import locate_beir_folder, read_qrels, read_run, write_run
 from harness.metering import peak_rss
 from harness.pipeline.evaluate import STANDARD_K, Outcome
-from harness.records import Run
+from harness.records import Qrels, Run
 from harness.reporting.labels import check_label
 from harness.reporting.report import Result, check_same_data, read_result, write_result
 from harness.reporting.variant import Configuration
 from harness.retrieval.fusion import FusionSpec, fuse
 
 logger = logging.getLogger(__name__)
+
+
+def _same_data_inputs(paths: list[Path]) -> list[tuple[Path, Result]]:
+    """(path, result) of each result file, refused unless all are of one dataset and split, on the same data."""
+    inputs = [(Path(path), Result.from_json(path)) for path in paths]
+    first_path, first = inputs[0]
+    for path, data in inputs[1:]:
+        for key in ("dataset", "split"):
+            if getattr(data, key) != getattr(first, key):
+                raise HarnessError(
+                    f"cannot fuse results of different {key}s: {first_path} is {getattr(first, key)}, "
+                    f"{path} is {getattr(data, key)}"
+                )
+    check_same_data([data for _, data in inputs])
+    return inputs
+
+
+def _unchanged_qrels(first: Result) -> Qrels:
+    """The qrels the results were scored with, read again; refused when the file changed since."""
+    folder = locate_beir_folder(first.config["dataset_path"], first.split)
+    digest = hashlib.sha256()
+    qrels = read_qrels(folder.qrels, digest)
+    if digest.hexdigest() != first.fingerprints.get("qrels"):
+        raise HarnessError(
+            f"{folder.qrels} changed since the results were scored (its fingerprint differs); rerun the evaluations"
+        )
+    return qrels
 
 
 def fuse_results(
@@ -52,16 +79,8 @@ def fuse_results(
     started = time.perf_counter()
     spec.check(len(paths))
     name = check_label(name) if name is not None else None
-    inputs = [(Path(path), Result.from_json(path)) for path in paths]
-    first_path, first = inputs[0]
-    for path, data in inputs[1:]:
-        for key in ("dataset", "split"):
-            if getattr(data, key) != getattr(first, key):
-                raise HarnessError(
-                    f"cannot fuse results of different {key}s: {first_path} is {getattr(first, key)}, "
-                    f"{path} is {getattr(data, key)}"
-                )
-    check_same_data([data for _, data in inputs])
+    inputs = _same_data_inputs(paths)
+    first = inputs[0][1]
     notes: list[str] = []
     runs = [_saved_run(data, notes) for _, data in inputs]
     for (path, _), run in zip(inputs, runs):
@@ -71,13 +90,7 @@ def fuse_results(
                 f"{path.name}: at most {deepest} documents per query, fewer than the fusion depth {spec.depth}"
             )
             logger.info(notes[-1])
-    folder = locate_beir_folder(first.config["dataset_path"], first.split)
-    digest = hashlib.sha256()
-    qrels = read_qrels(folder.qrels, digest)
-    if digest.hexdigest() != first.fingerprints.get("qrels"):
-        raise HarnessError(
-            f"{folder.qrels} changed since the results were scored (its fingerprint differs); rerun the evaluations"
-        )
+    qrels = _unchanged_qrels(first)
     labels = [data.label or data.model for _, data in inputs]
     label = name if name is not None else spec.label(labels)
     fused = fuse(runs, spec, name=label)

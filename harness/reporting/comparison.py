@@ -202,6 +202,23 @@ class Comparison:
         return [{"dataset": d, **{c: self.value(d, c) for c in self.columns}} for d in self.datasets]
 
 
+def _add_forum_means(table: dict[tuple[str, str], Cell], forums: dict[str, dict[str, Cell]], notes: list[str]) -> None:
+    """Each label's CQADupStack cell: the registry's mean over its forums (per-query values pooled), or none
+    with a note when a forum is missing."""
+    n_forums = len(registry.get(CQADUPSTACK).subsets)
+    for label, by_forum in forums.items():
+        mean, missing = registry.subset_mean(CQADUPSTACK, {forum: cell.value for forum, cell in by_forum.items()})
+        if missing:
+            notes.append(
+                f"{CQADUPSTACK} × {label}: {n_forums - len(missing)} of {n_forums} forums (missing "
+                f"{', '.join(missing)}); no mean reported"
+            )
+            table[(CQADUPSTACK, label)] = Cell(None)
+            continue
+        pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
+        table[(CQADUPSTACK, label)] = Cell(mean, pooled)
+
+
 def build_comparison(
     results: list[Result],
     metric: str = "nDCG@10",
@@ -263,18 +280,7 @@ def build_comparison(
             forums.setdefault(label, {})[name.split("/", 1)[1]] = cell
         else:
             table[(name, label)] = cell
-    n_forums = len(registry.get(CQADUPSTACK).subsets)
-    for label, by_forum in forums.items():
-        mean, missing = registry.subset_mean(CQADUPSTACK, {forum: cell.value for forum, cell in by_forum.items()})
-        if missing:
-            notes.append(
-                f"{CQADUPSTACK} × {label}: {n_forums - len(missing)} of {n_forums} forums (missing "
-                f"{', '.join(missing)}); no mean reported"
-            )
-            table[(CQADUPSTACK, label)] = Cell(None)
-            continue
-        pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
-        table[(CQADUPSTACK, label)] = Cell(mean, pooled)
+    _add_forum_means(table, forums, notes)
     _add_nanobeir_means(table, notes)
     notes += qrels_notes((r.dataset, r.split, r.config.get("qrels_provenance")) for r in results)
     warning = mixed_kernels(results)
