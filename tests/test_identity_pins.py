@@ -53,7 +53,7 @@ def test_the_key_a_models_fingerprint_is_remembered_under_stays_what_it_was(back
     import harness.host
     from harness.io import cache
     from harness.io.cache import content_key
-    from harness.pipeline import dense
+    from harness.pipeline.dense import stage as dense
     from harness.pipeline.evaluate import EvaluateConfig
     from harness.runtimes.spec import EncoderSpec
 

@@ -12,7 +12,7 @@ import importlib.metadata
 
 import pytest
 
-import harness.pipeline.dense as dense
+import harness.pipeline.dense.stage as dense
 from harness.pipeline.config import EvaluateConfig
 from harness.retrieval.encode import LazyEncoder
 from harness.runtimes.spec import EncoderSpec

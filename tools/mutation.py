@@ -218,7 +218,7 @@ MODULES: dict[str, Module] = {
         ),
         Module(
             "dense-identity",
-            "harness/pipeline/dense.py",
+            "harness/pipeline/dense/stage.py",
             (),
             fast=("tests/test_mutation_kills_backend_identity.py",),
             scope=("_model_or_lazy",),

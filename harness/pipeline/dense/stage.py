@@ -5,21 +5,27 @@ The conductor (`harness.pipeline.evaluate`) calls `dense_stage`; everything else
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from harness.errors import HarnessError, OutputError, setting
-from harness.io.cache import CacheCorrupt, cache_dir, content_key, embedding_entry
+from harness.io.cache import cache_dir, cache_record, embedding_entry
 from harness.io.lines import content_digest
-from harness.io.textcache import encode_with_store, reading, text_stores, vector_counts
+from harness.io.textcache import reading, text_stores, vector_counts
 from harness.metering import tree_bytes
 from harness.pipeline.config import EvaluateConfig, load_model
+from harness.pipeline.dense.cache import (
+    cached_index_file,
+    cached_query_vectors,
+    calibration_file,
+    feed_from_cache,
+    load_cached_index,
+    mapped_chunk,
+)
 from harness.pipeline.stages import (
     DOC_TEXT_RULE,
     Clock,
@@ -37,7 +43,7 @@ from harness.pipeline.stages import (
 from harness.presentation import size_text
 from harness.records import Doc, Query, Run
 from harness.retrieval.compress import CompressionSpec
-from harness.retrieval.encode import Encoder, check_finite_queries, encode_corpus
+from harness.retrieval.encode import Encoder, encode_corpus
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
 from harness.retrieval.models import resolve_model_source
@@ -147,7 +153,7 @@ def dense_stage(
         **encoder.settings(),
         batch_size=config.encoder.batch_size,
         doc_text=DOC_TEXT_RULE,
-        embedding_cache="hit" if corpus.cached else ("stored" if config.cache else "off"),
+        embedding_cache=corpus.stored,
         threads=config.threads,
         engine=config.engine,
         device=_device_used(encoder, config, corpus.workers),
@@ -286,7 +292,7 @@ class _IndexBuilder:
                 streamed_index(*self.streamed, self.loaded_ids, self.dimension, self.lengths) if self.rows else None
             )
         elif self.use_cached and self.loaded_vectors:
-            self.index, self.from_cache = _load_index(
+            self.index, self.from_cache = load_cached_index(
                 self.index_file, self.spec, self.loaded_ids, self.loaded_vectors, writable
             )
             self.loaded_vectors.clear()
@@ -338,9 +344,9 @@ def _retrieve(
         )
         builder = _IndexBuilder(
             config.index,
-            *_cached_index_file(cache_root, entry, config.index, config.compression),
+            *cached_index_file(cache_root, entry, config.index, config.compression),
             compression,
-            _calibration_file(cache_root, entry, config.compression),
+            calibration_file(cache_root, entry, config.compression),
             _sharded(config, entry),
             (entry, path.budget, path.given) if path.streamed else None,
             path.n_docs,
@@ -348,7 +354,7 @@ def _retrieve(
         stores = text_stores(cache_root, fingerprint, DOC_TEXT_RULE)
         if held is not None:
             held.enter_context(reading([entry.root, *(store.folder for store in stores)]))
-        _from_cache(entry, builder, corpus)
+        feed_from_cache(entry, builder, corpus)
     counts = {"cached": corpus.n_docs} if corpus.cached else {}
     if path.streamed and entry is None:
         raise HarnessError(
@@ -365,6 +371,7 @@ def _retrieve(
         )
     )
     index = builder.finish(entry is not None and entry.writable)
+    corpus.stored = cache_record(config.cache, corpus.cached, entry)
     # The corpus stage interleaves reading, encoding and indexing; split its time three ways.
     corpus_seconds = time.perf_counter() - started
     clock.add("encode_corpus", encode_seconds)
@@ -377,7 +384,7 @@ def _retrieve(
     if index is None:
         return Run.from_scores({}), {}
     with clock.stage("encode_queries"):
-        vectors, queries_cached, queries_entry, encoded = _query_vectors(
+        vectors, queries_cached, queries_entry, encoded = cached_query_vectors(
             encoder, queries, cache_root, fingerprint, corpus.dataset, stores[1]
         )
         query_vectors = config.compression.prepare(vectors, encoder.normalize)
@@ -431,58 +438,6 @@ def _sharded(config: EvaluateConfig, entry):
     from harness.engines.ray_search import ShardedCorpus
 
     return partial(ShardedCorpus, entry=entry, spec=config.ray)
-
-
-def _cached_index_file(
-    cache_root: Path, entry, spec: IndexSpec, compression: CompressionSpec
-) -> tuple[Path | None, bool]:
-    """Where an approximate index over this entry (truncated as `compression` says) is cached, and whether it
-    can be used now."""
-    if spec.kind == "flat":
-        return None, False
-    import faiss
-
-    truncation = {"truncate_dim": compression.truncate_dim} if compression.truncate_dim is not None else {}
-    path = (
-        cache_root
-        / "indexes"
-        / (
-            content_key({"embeddings": entry.key, "index": asdict(spec), "faiss": faiss.__version__, **truncation})
-            + ".faiss"
-        )
-    )
-    return path, entry.complete and path.is_file()
-
-
-def _calibration_file(cache_root: Path, entry, compression: CompressionSpec) -> Path | None:
-    """Where the int8/uint8 ranges of this entry's corpus vectors (truncated as `compression` says) are kept."""
-    if compression.embedding_precision not in ("int8", "uint8"):
-        return None
-    return (
-        cache_root
-        / "indexes"
-        / (
-            content_key({"embeddings": entry.key, "calibration": "minmax", "truncate_dim": compression.truncate_dim})
-            + ".ranges.npz"
-        )
-    )
-
-
-def _from_cache(entry, builder: _IndexBuilder, corpus: CorpusState) -> None:
-    """Feed a complete entry's chunks to the index (memory-mapped); a damaged entry is dropped and forgotten."""
-    if not entry.complete:
-        return
-    try:
-        for doc_ids, vectors in entry.chunks(mmap=True):
-            corpus.tick(doc_ids)
-            builder.add(doc_ids, vectors)
-        corpus.cached = True
-        logger.info("corpus embeddings from the cache (%s)", entry.root)
-    except CacheCorrupt as exc:
-        logger.warning("damaged cache entry, recomputing: %s", exc)
-        entry.drop()
-        builder.reset()
-        corpus.n_docs, corpus.cached, corpus.unseen = 0, False, set(corpus.judged)
 
 
 def _encode_missing(
@@ -553,7 +508,7 @@ def _encode_missing(
         if local and entry is not None and (spent or not entry.has_chunk(n_chunks - 1)):
             entry.write_chunk(n_chunks - 1, doc_ids, vectors)
             if keep_mapped and entry.writable:
-                vectors = _mapped(entry, n_chunks - 1, vectors)
+                vectors = mapped_chunk(entry, n_chunks - 1, vectors)
         builder.add(doc_ids, vectors)
     if entry is not None and builder.rows:
         entry.finish(n_chunks, builder.rows, builder.dimension)
@@ -623,78 +578,3 @@ def _fan_out(
     from harness.engines.multi_device import encode_corpus_devices
 
     return encode_corpus_devices(job, docs, devices, progress=config.progress, cached=cached)
-
-
-def _mapped(entry, index: int, vectors):
-    """The chunk just written, memory-mapped from the cache (or the in-memory vectors if unreadable)."""
-    try:
-        _, mapped = entry.read_chunk(index, mmap=True)
-    except CacheCorrupt:
-        return vectors
-    return mapped if mapped.shape == vectors.shape else vectors
-
-
-def _load_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writable: bool = True):
-    """(The cached approximate index over these chunks, True), or (damaged) (one rebuilt from them and stored in
-    its place, False)."""
-    from harness.retrieval.index import TRAINED, VectorIndex
-
-    dimension = chunks[0].shape[1]
-    try:
-        index = VectorIndex.load(path, dimension, spec, doc_ids)
-        if spec.kind in TRAINED:
-            index.attach_vectors(chunks)  # for exact search
-        logger.info("%s index from the cache (%s)", spec.kind, path)
-        return index, True
-    except ValueError as exc:
-        logger.warning("damaged cached index, rebuilding: %s", exc)
-        rebuilt = VectorIndex(dimension, spec)
-        start = 0
-        for vectors in chunks:
-            rebuilt.add(doc_ids[start : start + len(vectors)], vectors)
-            start += len(vectors)
-        rebuilt.build()
-        if writable:  # replace the damaged file, or every later run rebuilds (and warns) again
-            try:
-                rebuilt.save(path)
-            except OutputError as save_error:
-                logger.warning("could not cache the rebuilt index (%s); continuing", save_error)
-        return rebuilt, False
-
-
-def _query_vectors(
-    encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str, store=None
-):
-    """(The query vectors, whether they came from the cache, their cache folder or None, how many texts were
-    encoded): encoded, or loaded from the cache (keyed by the exact ids and texts; else each text from `store`)."""
-    texts = [query.text for query in queries]
-    if cache_root is None:
-        vectors = encoder.encode_queries(texts)
-        check_finite_queries(vectors, [query.query_id for query in queries], encoder)
-        return vectors, False, None, len(texts)
-    texts_sha = hashlib.sha256(json.dumps([[q.query_id, q.text] for q in queries]).encode()).hexdigest()
-    entry = embedding_entry(
-        cache_root,
-        {"kind": "queries", "model": fingerprint, "dtype": "float32", "queries_sha256": texts_sha},
-        {"dataset": dataset},
-    )
-    if entry.complete:
-        try:
-            ((ids, vectors),) = list(entry.chunks())
-            if ids == [query.query_id for query in queries]:
-                return vectors, True, entry.root, 0
-        except (CacheCorrupt, ValueError) as exc:
-            logger.warning("damaged cache entry, recomputing: %s", exc)
-        entry.drop()
-    ids_of = {query.text: query.query_id for query in reversed(queries)}  # a text → its first query
-
-    def encode(batch: list[str]):
-        fresh = encoder.encode_queries(batch)
-        check_finite_queries(fresh, [ids_of[text] for text in batch], encoder)  # before anything is stored
-        return fresh
-
-    vectors, encoded = encode_with_store(store, texts, encode, encoder.dimension)
-    entry.start(len(texts))
-    entry.write_chunk(0, [query.query_id for query in queries], vectors)
-    entry.finish(1, len(texts), vectors.shape[1])
-    return vectors, False, entry.root, encoded
