@@ -75,6 +75,21 @@ class Bold(str):
     """A cell to emphasise (the best value of a row)."""
 
 
+class PlainText(str):
+    """A note that is text throughout, with names a user typed in it (annotators): `markdown_table` escapes its
+    Markdown, so a name such as ``**bob**`` or ``[x](https://...)`` shows as typed instead of as markup. (LaTeX
+    escapes every note; the HTML page inserts notes as text.)"""
+
+
+_MARKDOWN_SPECIAL = frozenset("\\`*_~<>|&")
+
+
+def markdown_escape(text: str) -> str:
+    """`text` shown as typed in Markdown: its emphasis, code, strike-through, HTML, table and link markup escaped
+    (brackets stay as they are unless a ``](`` would make them a link)."""
+    return "".join(f"\\{ch}" if ch in _MARKDOWN_SPECIAL else ch for ch in text).replace("](", "]\\(")
+
+
 def _numeric(cell: str) -> bool:
     return bool(_NUMBER.match(cell.strip().rstrip("*†").strip())) if cell.strip() else True
 
@@ -111,7 +126,7 @@ def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]], notes: 
     lines = [f"| {' | '.join(header)} |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     lines += [f"| {' | '.join(cell(c) for c in row)} |" for row in body]
     if notes:
-        lines += [""] + [f"{note}  " for note in notes]
+        lines += [""] + [f"{markdown_escape(note) if isinstance(note, PlainText) else note}  " for note in notes]
     return "\n".join(lines).rstrip()
 
 

@@ -8,15 +8,19 @@ Identifiers are always called ``query_id`` and ``doc_id``; BEIR's on-disk spelli
 
 Ranking rule (the tie rule): a run is ordered exactly as trec_eval orders it, by score
 descending and, among equal scores, by ``doc_id`` descending in byte order (trec_eval's
-``strcmp(b, a)``). The rank column of a TREC run file is ignored, as trec_eval ignores it.
-Every metric in beir-harness, including MRR, reads this one order.
+``strcmp(b, a)``). Scores are compared as pytrec_eval compares them, rounded to float32 (1e-50 ties 0.0,
+1.00000001 ties 1.0). The rank column of a TREC run file is ignored, as trec_eval ignores it.
+Every metric in beir-harness, including MRR, reads this one order, and every cut of a ranking keeps its first
+documents in it (`top_scores`, `Run.truncated`): a ranking cut at K is the first K of any deeper one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import re
+from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -64,12 +68,27 @@ def rank_scores(scores: Mapping[str, float] | Iterable[tuple[str, float]]) -> tu
         scores: doc_id → score, or (doc_id, score) pairs with distinct doc_ids.
 
     Returns:
-        The documents ranked by score descending, ties broken by doc_id descending.
-        Python compares str by code point, which for UTF-8 is the byte order strcmp uses.
+        The documents ranked by score descending, compared as float32 as pytrec_eval compares them, ties
+        broken by doc_id descending; each keeps its score as given. Python compares str by code point, which
+        for UTF-8 is the byte order strcmp uses.
     """
-    items = scores.items() if isinstance(scores, Mapping) else scores
-    ranked = sorted(((float(score), doc_id) for doc_id, score in items), reverse=True)
-    return tuple(ScoredDoc(doc_id, score) for score, doc_id in ranked)
+    items = list(scores.items() if isinstance(scores, Mapping) else scores)
+    given = [float(score) for _, score in items]
+    ranked = sorted(zip(array("f", given), (doc_id for doc_id, _ in items), given), reverse=True)
+    return tuple(ScoredDoc(doc_id, score) for _, doc_id, score in ranked)
+
+
+def top_scores(scores: Mapping[str, float], depth: int) -> dict[str, float]:
+    """The first `depth` documents of `scores` in the ranking rule's order (`rank_scores`), as doc_id → score
+    (the scores as given, a new dict): the one cut every ranking of beir-harness is cut with, so that a ranking
+    cut at K is the first K of the deeper one, ties at the cut included, and the documents kept are those
+    trec_eval counts in its top `depth`."""
+    if len(scores) <= depth:
+        return dict(scores)
+    if depth <= 0:
+        return {}
+    top = heapq.nlargest(depth, zip(array("f", scores.values()), scores))  # ties: the greater doc_id first
+    return {doc_id: scores[doc_id] for _, doc_id in top}
 
 
 class Qrels(Mapping[str, Mapping[str, int]]):
@@ -231,15 +250,9 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
         return Run(kept, self.name, self.metadata)
 
     def truncated(self, depth: int) -> Run:
-        """A copy keeping the first `depth` documents of each ranked list."""
-        kept = {}
-        for query_id, docs in self._scores.items():
-            if len(docs) <= depth:
-                kept[query_id] = dict(docs)  # nothing to cut: no ranking needed
-            else:
-                # The trec_eval order (score, then doc_id, descending) of the top `depth` only.
-                top = heapq.nlargest(depth, zip(docs.values(), docs))
-                kept[query_id] = {doc_id: score for score, doc_id in top}
+        """A copy keeping the first `depth` documents of each ranked list (`top_scores`: scores compared as
+        float32, as the metrics compare them, so the cut keeps what trec_eval's top `depth` holds)."""
+        kept = {query_id: top_scores(docs, depth) for query_id, docs in self._scores.items()}
         return Run.adopt(kept, self.name, self.metadata)
 
     def to_dict(self) -> dict[str, dict[str, float]]:
@@ -251,6 +264,23 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
 
 
 RESULT_SCHEMA_VERSION = 3  # 2: label, variant; config_hash from `harness.reporting.variant`; 3: cost
+CONTENT_DIGEST = "content"  # the key of a result file's ``fingerprints`` that holds its own digest (`result_digest`)
+
+
+def result_digest(data: Mapping[str, Any]) -> str:
+    """sha256 of a result file's JSON object in canonical form, without the digest it records of itself.
+
+    Canonical: keys sorted at every level, separators ``,`` and ``:`` with no spaces, ASCII escapes
+    (``json.dumps(data, sort_keys=True, separators=(",", ":"))``), over everything in the object except
+    ``fingerprints["content"]`` (`CONTENT_DIGEST`). Floats are written by ``repr``, which reads back to the same
+    float, so the digest of a file as read equals the digest of the object written (`write_result` digests the
+    object as a reader will parse it).
+    """
+    fingerprints = data.get("fingerprints")
+    if isinstance(fingerprints, Mapping) and CONTENT_DIGEST in fingerprints:
+        data = {**data, "fingerprints": {key: value for key, value in fingerprints.items() if key != CONTENT_DIGEST}}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -266,7 +296,8 @@ class Result:
         n_queries: Judged queries (the denominator of every mean).
         config: How the run was made: k values, depth, index, self-hit policy, batch size...
         fingerprints: sha256 of the uncompressed corpus, queries and qrels (and run) files; the
-            written file also holds ``scored_run``, the sha256 of the run file beside it.
+            written file also holds ``scored_run``, the sha256 of the run file beside it, and ``content``, the
+            `result_digest` of the file itself (results written before content digests have none).
         timings: Seconds per phase: load, encode_corpus, encode_queries, index, search, score, and rerank,
             exact_search, latency_probe when they ran; encode (corpus + queries) and total (the wall time).
             Results written before cost records have load, encode, index, search, score, total.
@@ -308,18 +339,22 @@ class Result:
     host: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, Any] = field(default_factory=dict)
     path: Path | None = field(default=None, compare=False, repr=False)  # the file it was read from or written to
+    # `result_digest` of the file as read, when it records a content digest ("" otherwise, and when never read).
+    read_digest: str = field(default="", compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object written to the result file."""
+        """The JSON object written to the result file (without its content digest: `write_result` adds it)."""
         data = asdict(self)
-        del data["path"]
+        del data["path"], data["read_digest"]
+        data["fingerprints"] = {key: value for key, value in data["fingerprints"].items() if key != CONTENT_DIGEST}
         return {"schema_version": RESULT_SCHEMA_VERSION, **data}
 
     @classmethod
     def from_json(cls, path: str | Path) -> Result:
         """Read a result file written by `write_result` (any schema version).
 
-        A file written before labels existed gets its model as its label.
+        A file written before labels existed gets its model as its label. A file that records a content digest
+        is digested as read (`read_digest`), for `harness.reporting.report.result_problems` to compare.
 
         Raises:
             HarnessError: The file cannot be read, is not JSON, or is not a beir-harness result.
@@ -334,14 +369,15 @@ class Result:
         missing = [key for key in _REQUIRED if not isinstance(data, dict) or key not in data]
         if missing:
             raise HarnessError(f"{path}: not a beir-harness result file (no {', '.join(missing)})")
-        known = {spec.name for spec in fields(cls)} - {"path"}
+        known = {spec.name for spec in fields(cls)} - {"path", "read_digest"}
         values = {key: value for key, value in data.items() if key in known}
         values.setdefault("label", "")
         values["label"] = values["label"] or data["model"]
         for key in ("config", "fingerprints", "timings", "versions", "host", "cost"):
             values[key] = values.get(key) or {}
         values.setdefault("created", "")
-        return cls(**values, path=path)
+        recorded = isinstance(data.get("fingerprints"), dict) and CONTENT_DIGEST in data["fingerprints"]
+        return cls(**values, path=path, read_digest=result_digest(data) if recorded else "")
 
     def to_frame(self):
         """The per-query values as a pandas DataFrame (one row per judged query, one column per metric), with

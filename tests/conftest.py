@@ -162,27 +162,10 @@ def tiny_bert(tmp_path_factory):
     vocabulary of the given words, saved as a sentence-transformers folder: the real loading code runs offline."""
 
     def build(words: Sequence[str]) -> Path:
-        import torch
-        from sentence_transformers import SentenceTransformer, models
-        from transformers import BertConfig, BertModel, BertTokenizerFast
+        from tiny_models import bi_encoder
 
-        folder = tmp_path_factory.mktemp("models")
-        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
-        torch.manual_seed(0)
-        config = BertConfig(
-            vocab_size=len(vocab),
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=128,
-            max_position_embeddings=64,
-        )
-        BertModel(config).save_pretrained(folder / "raw")
-        BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder / "raw")
-        transformer = models.Transformer(str(folder / "raw"), max_seq_length=32)
-        model = SentenceTransformer(modules=[transformer, models.Pooling(64, "mean"), models.Normalize()])
-        model.save(str(folder / "bi"))
-        return folder / "bi"
+        folder = tmp_path_factory.mktemp("models") / "bi"
+        return bi_encoder(folder, words, hidden=64, positions=64, init=None, normalize=True)
 
     return build
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import invoke
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,7 +66,7 @@ import harness  # noqa: E402
 import harness.api  # noqa: E402 - a submodule: `harness.api` is not a lazy name
 from harness.errors import HarnessError  # noqa: E402
 
-PAGES_WITH_EXAMPLES = {"README.md", "docs/index.md", "docs/python-api.md"}
+PAGES_WITH_EXAMPLES = {"README.md", "docs/index.md", "docs/outputs.md", "docs/python-api.md"}
 
 
 def _all_examples(page: str) -> list[str]:
@@ -301,9 +302,6 @@ def test_bench_from_python_scores_as_pytrec_eval(tiny_beir, tmp_path, monkeypatc
     ],
 )
 def test_the_commands_call_the_api(argv, function, monkeypatch, tmp_path):
-    from click.testing import CliRunner
-
-    from harness.cli import cli
 
     class Called(Exception):
         pass
@@ -315,33 +313,16 @@ def test_the_commands_call_the_api(argv, function, monkeypatch, tmp_path):
     monkeypatch.setattr(harness.api, function, spy)
     if function in ("report", "report_page", "check_published", "compression", "cost", "inspect_results"):
         monkeypatch.setattr("harness.reporting.comparison.load_results", lambda *a, **k: [None])
-    result = CliRunner().invoke(cli, argv)
+    result = invoke(argv)
     assert isinstance(result.exception, Called), result.output
 
 
 def _tiny_bi_encoder(folder: Path) -> Path:
     """A 1-layer BERT bi-encoder with random weights and a word-level vocabulary (no download)."""
-    import torch
-    from sentence_transformers import SentenceTransformer, models
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from tiny_models import bi_encoder
 
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"apple banana cherry date fig grape".split()]
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-    )
-    BertModel(config).save_pretrained(folder / "raw")
-    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder / "raw")
-    model = SentenceTransformer(
-        modules=[models.Transformer(str(folder / "raw"), max_seq_length=16), models.Pooling(16, "mean")]
-    )
-    model.save(str(folder / "model"))
-    return folder / "model"
+    words = "apple banana cherry date fig grape".split()
+    return bi_encoder(folder / "model", words, hidden=16, layers=1, positions=32, init=None, max_seq_length=16)
 
 
 def test_evaluate_draws_no_loading_weights_bar_unless_asked(tiny_beir, tmp_path, capfd, monkeypatch):

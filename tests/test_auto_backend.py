@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from harness.cli import cli
 from harness.runtimes import auto
 from harness.runtimes.auto import Candidate, measure, pick_backend
 
@@ -146,8 +147,7 @@ def tiny_model(tiny_bert) -> Path:
 
 
 def _evaluate(tiny_beir, tiny_model, tmp_path, backend: str, out: str) -> dict:
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "evaluate",
@@ -192,8 +192,7 @@ def test_real_probe_is_cached_recorded_and_hashed_as_the_pick(tiny_model, tiny_b
     named = ["--backend", record["backend"]] + (
         ["--precision", record["precision"]] if record["precision"] != "fp32" else []
     )
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "evaluate",
@@ -227,8 +226,7 @@ def test_auto_where_nothing_meets_the_bound_runs_torch_with_a_note(tiny_model, t
 
 def test_auto_with_a_precision_is_one_line(tiny_beir, tmp_path):
     """auto picks the precision itself: naming one too is refused before anything loads or is written."""
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -256,8 +254,7 @@ def test_bench_with_auto_probes_per_cell_and_skips_a_finished_cell(tiny_model, t
     from harness.retrieval import encode
 
     def bench():
-        return CliRunner().invoke(
-            cli,
+        return invoke(
             [
                 "bench",
                 "--models",
@@ -315,8 +312,7 @@ def test_env_bench_says_what_auto_would_pick(flags):
 
 @pytest.mark.parametrize("model", ["bm25", "hash:16"])
 def test_auto_with_a_first_stage_without_weights_probes_nothing(model, tiny_beir, tmp_path):
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "evaluate",
@@ -339,8 +335,7 @@ def test_auto_with_a_first_stage_without_weights_probes_nothing(model, tiny_beir
 
 def test_auto_on_an_empty_corpus_is_the_usual_one_line(tiny_model, tiny_beir, tmp_path):
     (tiny_beir / "corpus.jsonl").write_text("", encoding="utf-8")
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -359,3 +354,107 @@ def test_auto_on_an_empty_corpus_is_the_usual_one_line(tiny_model, tiny_beir, tm
     assert result.exit_code == 1
     assert "the corpus is empty" in result.stderr.strip().splitlines()[-1]
     assert not list((tmp_path / "out").glob("**/*.json"))
+
+
+# --- the bounds read the right figure, and the probe's key holds the cores it ran on ------------------------------
+
+
+class Cosines:
+    """Encodes text i to a vector at exactly `cosines[i]` to the reference's (same clock as `Timed`)."""
+
+    def __init__(self, clock: Clock, per_text: float, cosines: list[float] | None, reference: np.ndarray):
+        self.clock, self.per_text = clock, per_text
+        if cosines is None:
+            self.vectors = reference
+        else:
+            unit = reference / np.linalg.norm(reference, axis=1, keepdims=True)
+            other = np.roll(unit, 1, axis=1)
+            other -= (other * unit).sum(axis=1, keepdims=True) * unit  # orthogonal to the reference
+            other /= np.linalg.norm(other, axis=1, keepdims=True)
+            c = np.asarray(cosines)[:, None]
+            self.vectors = c * unit + np.sqrt(1 - c**2) * other
+
+    def encode_docs(self, texts):
+        self.clock.now += self.per_text * len(texts)
+        return self.vectors[: len(texts)]
+
+
+_CLOSE = st.floats(0.995, 1.0)  # a text a runtime encodes as torch does
+_BROKEN = st.floats(0.90, 0.9795)  # one it breaks: under the min bound, over the mean's once averaged with the rest
+
+
+@st.composite
+def _probes(draw):
+    n = draw(st.integers(8, 40))
+    costs = {"torch": 0.04}
+    cosines: dict[str, list[float] | None] = {"torch": None}
+    for name in ("onnx", "openvino", "onnx-int8"):
+        values = draw(st.lists(_CLOSE, min_size=n, max_size=n))
+        if draw(st.booleans()):
+            values[draw(st.integers(0, n - 1))] = draw(_BROKEN)
+        cosines[name], costs[name] = values, draw(st.sampled_from([0.01, 0.02, 0.03, 0.05]))
+    return n, costs, cosines
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(_probes())
+def test_a_candidate_is_eligible_by_its_mean_and_its_smallest_cosine_each_against_its_own_bound(probe):
+    n, costs, cosines = probe
+    clock, reference = Clock(), np.random.default_rng(n).normal(size=(n, 8))
+    encoders = {name: Cosines(clock, costs[name], cosines[name], reference) for name in costs}
+    chosen = [Candidate(name) for name in costs]
+    choice = pick_backend({"n": n}, ["x"] * n, lambda c: encoders[c.name], None, chosen, timer=clock)
+    eligible = {"torch": True}
+    for name in ("onnx", "openvino", "onnx-int8"):
+        measured = _cosines(reference, encoders[name].encode_docs(["x"] * n))
+        eligible[name] = measured.mean() >= 0.994 and measured.min() >= 0.98
+    fastest = min((name for name in costs if eligible[name]), key=lambda name: (costs[name], name != "torch"))
+    rows = {row["backend"]: row for row in choice["candidates"]}
+    assert {name: row["eligible"] for name, row in rows.items()} == eligible
+    if fastest != "torch" and costs[fastest] in [costs[m] for m in costs if m != fastest and eligible[m]]:
+        return  # two eligible at one speed: either is the fastest
+    assert choice["picked"] == fastest
+
+
+def test_a_runtime_breaking_one_text_is_refused_though_its_mean_passes():
+    clock, reference = Clock(), np.random.default_rng(0).normal(size=(40, 8))
+    encoders = {
+        "torch": Cosines(clock, 0.04, None, reference),
+        "onnx": Cosines(clock, 0.01, [1.0] * 39 + [0.95], reference),  # mean 0.99875, min 0.95
+    }
+    choice = pick_backend(
+        {}, ["x"] * 40, lambda c: encoders[c.name], None, [Candidate("torch"), Candidate("onnx")], timer=clock
+    )
+    row = next(row for row in choice["candidates"] if row["backend"] == "onnx")
+    assert row["cosine_mean"] >= 0.994 and row["cosine_min"] < 0.98
+    assert choice["picked"] == "torch" and not row["eligible"] and row["why"].startswith("min cosine 0.9500 < 0.98")
+
+
+@pytest.mark.parametrize("field", ["cpu", "machine", "os", "cores_used", "cpu_flags"])
+def test_the_probe_key_changes_with_each_fact_of_the_host(field, monkeypatch):
+    host = {"cpu": "c", "machine": "x86_64", "os": "Linux 6", "cores_used": 4, "cpu_flags": ["avx2"], "gpus": []}
+    monkeypatch.setattr(auto, "host_info", lambda threads=None: dict(host))
+    before = auto.probe_key({"m": 1}, CANDIDATES)
+    host[field] = {
+        "cpu": "d",
+        "machine": "aarch64",
+        "os": "Linux 7",
+        "cores_used": 2,
+        "cpu_flags": ["avx2", "avx512f"],
+    }[field]
+    assert auto.probe_key({"m": 1}, CANDIDATES) != before
+
+
+def test_a_probe_on_other_cores_is_not_recalled_and_one_on_the_same_is(tmp_path):
+    # host_info's cores_used: the threads given, else the cores usable; 1, 2 and 3 threads are three probes.
+    clock = Clock()
+    encoders = _encoders(clock, {"torch": 0.04, "onnx": 0.01}, {})
+    chosen = [Candidate("torch"), Candidate("onnx")]
+    fingerprint, load = encoders["torch"].fingerprint(), lambda c: encoders[c.name]
+    keys = set()
+    for threads in (1, 2, 3):
+        first = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock, threads=threads)
+        again = pick_backend(fingerprint, ["x"] * 16, load, tmp_path, chosen, timer=clock, threads=threads)
+        assert not first["probe"]["cached"] and again["probe"]["cached"], threads
+        keys.add(first["probe"]["key"])
+    assert len(keys) == 3 and len(list((tmp_path / "auto-backend").glob("*.json"))) == 3

@@ -7,24 +7,30 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
+import harness.pipeline.bench
 import harness.pipeline.evaluate
 import harness.retrieval.encode
-from harness.cli import cli
 
 
 @pytest.fixture
 def grid(tiny_beir, tmp_path, monkeypatch, fake_encoder):
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
+    # fake-bow is no model on disk or the hub: the grid's up-front model check lets it through to the fake loader.
+    real_check = harness.pipeline.bench.check_model_available
+    monkeypatch.setattr(
+        harness.pipeline.bench,
+        "check_model_available",
+        lambda name, known=(): None if name == "fake-bow" else real_check(name, known),
+    )
     second = tmp_path / "tiny2"
     shutil.copytree(tiny_beir, second)
     return [str(tiny_beir), str(second)], tmp_path / "results"
 
 
 def _bench(datasets, out, *extra):
-    return CliRunner().invoke(
-        cli,
+    return invoke(
         [
             "-q",
             "bench",
@@ -72,17 +78,50 @@ def test_rerun_skips_done_cells_and_force_redoes_them(grid):
 
 def test_a_failing_cell_does_not_stop_the_grid(grid, tmp_path):
     datasets, out = grid
-    result = _bench([datasets[0], str(tmp_path / "missing")], out)
+    broken = tmp_path / "broken"  # a folder that is there, whose fault shows only when its cell reads it
+    shutil.copytree(datasets[0], broken)
+    (broken / "corpus.jsonl").write_text('{"_id": "d1", "text": "one"}\nnot json\n')
+    result = _bench([datasets[0], str(broken)], out)
     assert result.exit_code == 1
     assert "4 cells: 2 done, 0 skipped" in result.stdout and "settings), 2 failed" in result.stdout
-    assert result.stdout.splitlines()[2].split() == ["missing", "failed", "failed"]
-    assert "failed: missing × bm25: " in result.stdout and "no such dataset folder" in result.stdout
+    assert result.stdout.splitlines()[2].split() == ["broken", "failed", "failed"]
+    assert "failed: broken × bm25: " in result.stdout and "corpus.jsonl:2" in result.stdout
     assert (out / "tiny" / "bm25" / "test.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("dataset", "no such dataset folder"),
+        ("registry", "not a BEIR dataset name"),
+        ("model", "cannot load model"),
+        ("reranker", "cannot load model"),
+    ],
+    ids=["dataset-folder", "dataset-name", "model", "reranker"],
+)
+def test_a_typo_in_the_last_name_fails_before_any_cell_runs(grid, tmp_path, monkeypatch, where, message):
+    """Every dataset and model of the grid is checked first (as `pool` checks its systems): a typo in the last one
+    is one line and exit 1 with no cell run, nothing encoded and nothing written."""
+    datasets, out = grid
+    encoded = []
+    monkeypatch.setattr(harness.pipeline.bench, "evaluate_dataset", lambda *a, **k: encoded.append(a) or 1 / 0)
+    names = {"dataset": [datasets[0], datasets[1] + "-typo"], "registry": [datasets[0], "scifactt"]}.get(
+        where, datasets
+    )
+    models = {"model": "fake-bow,bm25,all-MiniLM-L6-v3", "reranker": "fake-bow,bm25 >> " + str(tmp_path / "no-ce")}
+    result = invoke(
+        ["-q", "bench", "--models", models.get(where, "fake-bow,bm25"), "--datasets", ",".join(names)]
+        + ["--output-dir", str(out), "--k", "1,10", "--no-cache", "--data-dir", str(tmp_path / "data")],
+    )
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.stderr
+    assert encoded == [] and not out.exists() and not (tmp_path / "data").exists()
 
 
 def test_bench_help_and_bad_metric(grid):
     datasets, out = grid
-    assert "Example:" in CliRunner().invoke(cli, ["bench", "--help"]).stdout
+    assert "Example:" in invoke(["bench", "--help"]).stdout
     result = _bench(datasets, out, "--metric", "BLEU@4")
     assert result.exit_code == 2 and "unknown metric 'BLEU@4'" in result.stderr
 
@@ -134,8 +173,7 @@ def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monk
         (data / "cqadupstack" / forum / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
     (data / "cqadupstack" / ".beir-harness.json").write_text('{"name": "cqadupstack"}')
     out = tmp_path / "out"
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "bench",
@@ -168,7 +206,7 @@ def test_cqadupstack_expands_to_its_forums_and_reports_their_mean(tmp_path, monk
     assert (
         next(line for line in lines if line.startswith("cqadupstack (mean of 12 forums)")).split()[-1] == f"{mean:.4f}"
     )
-    report = json.loads(CliRunner().invoke(cli, ["report", str(out), "--format", "json"]).stdout)
+    report = json.loads(invoke(["report", str(out), "--format", "json"]).stdout)
     (row,) = [row for row in report["rows"] if row["dataset"] == "cqadupstack"]
     assert [value for key, value in row.items() if key != "dataset"] == [pytest.approx(mean, abs=1e-12)]
 
@@ -235,8 +273,7 @@ def _assert_run_file_is(path, expected: dict[str, dict[str, float]]) -> None:
 
 def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
     datasets, out = grid
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "bench",
@@ -268,8 +305,7 @@ def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert len({row["label"] for row in rows}) == 4  # one label per system, fusions included
     # A rerun skips the evaluated systems and fuses again (milliseconds).
-    again = CliRunner().invoke(
-        cli,
+    again = invoke(
         [
             "-q",
             "bench",
@@ -301,8 +337,8 @@ def test_a_fusion_is_a_system_whose_members_join_the_grid(grid):
 )
 def test_a_malformed_fusion_is_one_line_naming_it(grid, systems, message):
     datasets, out = grid
-    result = CliRunner().invoke(
-        cli, ["-q", "bench", "--systems", systems, "--datasets", datasets[0], "--output-dir", str(out), "--no-cache"]
+    result = invoke(
+        ["-q", "bench", "--systems", systems, "--datasets", datasets[0], "--output-dir", str(out), "--no-cache"]
     )
     assert result.exit_code != 0 and message in result.output, result.output
     assert not (out / "tiny").exists()
@@ -315,9 +351,9 @@ def test_a_fusion_of_a_failed_system_fails_alone(grid, tmp_path, monkeypatch):
         raise ModelLoadError(f"cannot load model {name!r}")
 
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", no_model)
+    (tmp_path / "nomodel").mkdir()  # there (so the grid's check passes it), and failing only when it loads
     datasets, out = grid
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "bench",
@@ -346,8 +382,7 @@ def test_split_systems_keeps_commas_inside_parentheses():
 
 def test_warnings_name_their_cell(grid):
     datasets, out = grid
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "bench",

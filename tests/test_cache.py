@@ -8,12 +8,11 @@ import shutil
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 from conftest import FakeEncoder
 
 import harness.pipeline.evaluate
 import harness.retrieval.encode
-from harness.cli import cli
 from harness.io.cache import clear_entries, list_entries
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
@@ -162,39 +161,38 @@ def test_vectors_round_trip_exactly(tiny_beir, tmp_path):
 
 def test_cache_list_and_clear(tiny_beir, tmp_path):
     _run(tiny_beir, tmp_path, CachingFake())
-    runner = CliRunner()
-    result = runner.invoke(cli, ["cache", "list", "--cache-dir", str(tmp_path / "cache")])
+    result = invoke(["cache", "list", "--cache-dir", str(tmp_path / "cache")])
     assert result.exit_code == 0 and "fake-bow" in result.stdout and "tiny" in result.stdout
-    data = json.loads(runner.invoke(cli, ["cache", "list", "--cache-dir", str(tmp_path / "cache"), "--json"]).stdout)
+    data = json.loads(invoke(["cache", "list", "--cache-dir", str(tmp_path / "cache"), "--json"]).stdout)
     assert {e["kind"] for e in data} == {"corpus", "queries"}
-    result = runner.invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path / "cache"), "--dataset", "other"])
+    result = invoke(["cache", "clear", "--cache-dir", str(tmp_path / "cache"), "--dataset", "other"])
     # A filter that matches nothing is an error naming what does have entries.
     assert result.exit_code == 1 and "no cache entry" in result.stderr
     assert "models fake-bow" in result.stderr and "datasets tiny" in result.stderr
-    result = runner.invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path / "cache"), "--model", "fake-bow"])
+    result = invoke(["cache", "clear", "--cache-dir", str(tmp_path / "cache"), "--model", "fake-bow"])
     assert result.exit_code == 0 and "removed 2" in result.stdout
     assert clear_entries(tmp_path / "cache") == []
     for command in (["cache"], ["cache", "list"], ["cache", "clear"]):
-        assert "Example:" in runner.invoke(cli, [*command, "--help"]).stdout
+        assert "Example:" in invoke([*command, "--help"]).stdout
 
 
 def test_cache_clear_asks_before_clearing_everything(tiny_beir, tmp_path):
     _run(tiny_beir, tmp_path, CachingFake())
-    runner, cache = CliRunner(), str(tmp_path / "cache")
-    dry = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache, "--dry-run"])
+    cache = str(tmp_path / "cache")
+    dry = invoke(["cache", "clear", "--cache-dir", cache, "--dry-run"])
     assert dry.exit_code == 0 and "would remove 2 entries" in dry.stdout and "fake-bow" in dry.stdout
     assert len(list_entries(tmp_path / "cache")) == 2  # a dry run deletes nothing
-    declined = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache], input="n\n")
+    declined = invoke(["cache", "clear", "--cache-dir", cache], input="n\n")
     assert declined.exit_code == 1 and "remove all 2 entries" in declined.stderr
     assert len(list_entries(tmp_path / "cache")) == 2
-    no_stdin = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache])  # nobody to answer: nothing goes
+    no_stdin = invoke(["cache", "clear", "--cache-dir", cache])  # nobody to answer: nothing goes
     assert no_stdin.exit_code == 1 and len(list_entries(tmp_path / "cache")) == 2
-    confirmed = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache], input="y\n")
+    confirmed = invoke(["cache", "clear", "--cache-dir", cache], input="y\n")
     assert confirmed.exit_code == 0 and "removed 2 entries" in confirmed.stdout
     _run(tiny_beir, tmp_path, CachingFake())
-    assert runner.invoke(cli, ["cache", "clear", "--cache-dir", cache, "--yes"]).exit_code == 0
+    assert invoke(["cache", "clear", "--cache-dir", cache, "--yes"]).exit_code == 0
     assert list_entries(tmp_path / "cache") == []
-    empty = runner.invoke(cli, ["cache", "clear", "--cache-dir", cache, "--model", "fake-bow"])
+    empty = invoke(["cache", "clear", "--cache-dir", cache, "--model", "fake-bow"])
     assert empty.exit_code == 1 and "is empty" in empty.stderr
 
 
@@ -204,7 +202,7 @@ def test_cache_clear_accepts_the_model_aliases_evaluate_accepts(tmp_path):
 
     entry = embedding_entry(tmp_path, {"kind": "corpus", "model": {"name": DEFAULT_MODEL}}, {"dataset": "scifact"})
     entry.start(10)
-    result = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path), "--model", "all-MiniLM-L6-v2"])
+    result = invoke(["cache", "clear", "--cache-dir", str(tmp_path), "--model", "all-MiniLM-L6-v2"])
     assert result.exit_code == 0, result.stderr
     assert "removed 1 entry" in result.stdout and list_entries(tmp_path) == []
 
@@ -309,3 +307,42 @@ def test_a_pickle_planted_in_the_cache_is_never_loaded(tiny_beir, tmp_path):
     warm = _run(tiny_beir, tmp_path, encoder)
     assert not marker.exists()
     assert _docs_encoded(encoder) == 5 and warm.result.metrics == cold.result.metrics  # treated as damaged
+
+
+def _cache_files(folder) -> dict:
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_read_only_cache_records_not_stored_and_still_evaluates(tiny_beir, tmp_path):
+    from readonly import read_only
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with read_only(cache):
+        outcome = _run(tiny_beir, tmp_path, CachingFake())
+    assert outcome.result.config["embedding_cache"] == f"not stored: {cache} is read-only"
+    assert list(cache.iterdir()) == []  # nothing was stored, and the result says so
+    reference = _run(tiny_beir, tmp_path, CachingFake(), cache=False)
+    assert reference.result.config["embedding_cache"] == "off"
+    assert outcome.result.metrics == reference.result.metrics and outcome.run == reference.run
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["prune", "--older-than", "0s"], ["clear", "--yes"], ["clear", "--dataset", "tiny"]],
+    ids=["prune", "clear-all", "clear-dataset"],
+)
+def test_prune_or_clear_of_a_read_only_cache_is_one_line_and_removes_nothing(tiny_beir, tmp_path, args):
+    from readonly import read_only
+
+    cache = tmp_path / "cache"
+    _run(tiny_beir, tmp_path, CachingFake())
+    before = _cache_files(cache)
+    with read_only(cache):
+        result = invoke(["cache", args[0], "--cache-dir", str(cache), *args[1:]])
+    assert result.exit_code == 1, result.output
+    assert (
+        result.stderr == f"Error: {cache} is read-only: nothing was removed from the cache (make it writable first)\n"
+    )
+    assert result.stdout == ""  # no "removed 2 entries" for nothing removed
+    assert _cache_files(cache) == before

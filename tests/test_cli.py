@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 import harness.pipeline.evaluate
 import harness.retrieval.encode
@@ -22,26 +22,65 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def runner() -> CliRunner:
-    return CliRunner()
-
-
-@pytest.fixture
 def fake_model(monkeypatch, fake_encoder):
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     return fake_encoder
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["evaluate"]])
-def test_help(runner, command):
-    result = runner.invoke(cli, [*command, "--help"])
+def test_help(command):
+    result = invoke([*command, "--help"])
     assert result.exit_code == 0
     assert "Example:" in result.output
 
 
-def test_demo_prints_the_lesson_table(runner, default_encoder, monkeypatch):
+def test_the_command_table_is_each_command_s_own_name_module_and_first_sentence():
+    """The group lists its commands and their summaries from the table (its --help imports no command): each entry
+    names the module and function that define the command, and its summary is the command's own short help."""
+    import click
+
+    from harness.cli.commands import COMMANDS
+
+    ctx = click.Context(cli)
+    assert cli.list_commands(ctx) == sorted(COMMANDS)
+    for name, info in COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is info.load() and command.name == name
+        assert command.callback.__module__ == info.module, name
+        assert info.summary == command.get_short_help_str(limit=10_000), name
+    listed = invoke(["--help"], terminal_width=80).output
+    rows = [row for row in listed[listed.index("\nCommands:\n") :].splitlines()[2:] if row.strip()]
+    assert [row.split()[0] for row in rows] == sorted(COMMANDS)
+    limit = 80 - 6 - max(map(len, COMMANDS))  # click's width for a group's summaries
+    for row, name in zip(rows, sorted(COMMANDS)):
+        assert row.split(None, 1)[1] == cli.get_command(ctx, name).get_short_help_str(limit), name
+
+
+def test_dash_q_is_quiet_in_every_command():
+    """-q is the global --quiet: no command declares a -q (or any short flag the group takes) of its own."""
+    import click
+
+    def commands(group, path=()):
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            yield (*path, name), command
+            if isinstance(command, click.Group):
+                yield from commands(command, (*path, name))
+
+    own = [
+        f"{' '.join(path)}: {flag}"
+        for path, command in commands(cli)
+        for param in command.params
+        for flag in (*param.opts, *param.secondary_opts)
+        if flag in ("-q", "-v", "--quiet", "--verbose")
+    ]
+    assert not own, own
+
+
+def test_demo_prints_the_lesson_table(default_encoder, monkeypatch):
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
-    result = runner.invoke(cli, ["-q", "demo"])
+    result = invoke(["-q", "demo"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "q1     [0, 13]   [13, 2, 4]  0.50      1.00" in lines
@@ -49,16 +88,16 @@ def test_demo_prints_the_lesson_table(runner, default_encoder, monkeypatch):
     assert any(line.startswith("mean Recall@3 0.80   MRR@10 0.90   nDCG@10 0.") for line in lines)
 
 
-def test_demo_unknown_model_is_one_line(runner):
-    result = runner.invoke(cli, ["demo", "--model", "/no/such/model"])
+def test_demo_unknown_model_is_one_line():
+    result = invoke(["demo", "--model", "/no/such/model"])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1].startswith("Error: cannot load model '/no/such/model'")
     assert "Traceback" not in result.output
 
 
-def test_evaluate_prints_table_and_writes_results(runner, tiny_beir, tmp_path, fake_model):
+def test_evaluate_prints_table_and_writes_results(tiny_beir, tmp_path, fake_model):
     out = tmp_path / "res"
-    result = runner.invoke(cli, ["-v", "evaluate", str(tiny_beir), "--k", "1,10", "--output-dir", str(out)])
+    result = invoke(["-v", "evaluate", str(tiny_beir), "--k", "1,10", "--output-dir", str(out)])
     assert result.exit_code == 0, result.output
     assert "tiny [test] · fake-bow · 3 judged queries" in result.stdout
     assert "nDCG@10" in result.stdout and "MRR@10" in result.stdout
@@ -68,9 +107,8 @@ def test_evaluate_prints_table_and_writes_results(runner, tiny_beir, tmp_path, f
     assert (out / "tiny" / "fake-bow" / "test.run.trec").is_file()
 
 
-def test_evaluate_json_to_stdout(runner, tiny_beir, tmp_path, fake_model):
-    result = runner.invoke(
-        cli,
+def test_evaluate_json_to_stdout(tiny_beir, tmp_path, fake_model):
+    result = invoke(
         [
             "-q",
             "evaluate",
@@ -95,12 +133,10 @@ def test_evaluate_json_to_stdout(runner, tiny_beir, tmp_path, fake_model):
     )  # 7 families at 3 cutoffs, and R-Prec
 
 
-def test_evaluate_external_run(runner, tiny_beir, tmp_path):
+def test_evaluate_external_run(tiny_beir, tmp_path):
     run_file = tmp_path / "r.trec"
     run_file.write_text("q1 Q0 d1 1 1.0 x\n")
-    result = runner.invoke(
-        cli, ["evaluate", str(tiny_beir), "--run", str(run_file), "--k", "1", "--output-dir", str(tmp_path)]
-    )
+    result = invoke(["evaluate", str(tiny_beir), "--run", str(run_file), "--k", "1", "--output-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert re.search(r"Recall@1 +0\.1667", result.stdout)  # q1 finds 1 of 2; q2, q3 score 0
 
@@ -116,10 +152,10 @@ def test_evaluate_external_run(runner, tiny_beir, tmp_path):
     ],
     ids=["missing-folder", "missing-split", "bad-cutoff", "not-a-run-file", "top-k-below-k"],
 )
-def test_evaluate_errors_are_one_line_and_write_nothing(runner, tiny_beir, tmp_path, fake_model, args, message):
+def test_evaluate_errors_are_one_line_and_write_nothing(tiny_beir, tmp_path, fake_model, args, message):
     out = tmp_path / "res"
     args = [a.replace("{data}", str(tiny_beir)) for a in args] + ["--output-dir", str(out)]
-    result = runner.invoke(cli, args)
+    result = invoke(args)
     assert result.exit_code != 0
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -152,8 +188,8 @@ def test_library_errors_name_settings_and_the_cli_shows_options(tiny_beir, tmp_p
 
     with pytest.raises(HarnessError, match="`top_k` 5 is smaller than the largest cutoff 10; raise `top_k`"):
         evaluate_dataset(EvaluateConfig(tiny_beir, model="bm25", top_k=5, k_values=(10,), output_dir=None))
-    result = CliRunner().invoke(
-        cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--top-k", "5", "--k", "10", "--output-dir", str(tmp_path)]
+    result = invoke(
+        ["evaluate", str(tiny_beir), "--model", "bm25", "--top-k", "5", "--k", "10", "--output-dir", str(tmp_path)]
     )
     assert result.exit_code == 1 and "--top-k 5 is smaller than the largest cutoff 10; raise --top-k" in result.stderr
     assert "`" not in result.stderr
@@ -172,31 +208,24 @@ def test_library_errors_name_settings_and_the_cli_shows_options(tiny_beir, tmp_p
     ],
 )
 def test_a_command_line_mistake_is_one_line_and_exit_2_in_every_command(args):
-    result = CliRunner().invoke(cli, args)
+    result = invoke(args)
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and "--help')" in lines[0]
 
 
 def test_global_flags_work_anywhere_on_the_line(tiny_beir, tmp_path):
-    quiet_after = CliRunner().invoke(
-        cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(tmp_path), "-q"]
-    )
+    quiet_after = invoke(["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(tmp_path), "-q"])
     assert quiet_after.exit_code == 0, quiet_after.output
     assert "INFO" not in quiet_after.stderr and "nDCG@10" in quiet_after.stdout
     assert (
-        "INFO"
-        not in CliRunner()
-        .invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(tmp_path)])
-        .stderr
+        "INFO" not in invoke(["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(tmp_path)]).stderr
     )  # quiet by default
-    verbose_after = CliRunner().invoke(
-        cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(tmp_path), "-v"]
-    )
+    verbose_after = invoke(["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(tmp_path), "-v"])
     assert verbose_after.exit_code == 0 and "INFO" in verbose_after.stderr
 
 
-def test_runs_in_trec_msmarco_and_json_formats_score_the_same(runner, tiny_beir, tmp_path):
+def test_runs_in_trec_msmarco_and_json_formats_score_the_same(tiny_beir, tmp_path):
     ranking = {"q1": ["d1", "d3", "d2"], "q2": ["d4", "d5"], "q3": ["d5"]}
     trec = "".join(f"{q} Q0 {d} {r} {10 - r} sys\n" for q, docs in ranking.items() for r, d in enumerate(docs, 1))
     msmarco = "".join(f"{q}\t{d}\t{r}\n" for q, docs in ranking.items() for r, d in enumerate(docs, 1))
@@ -209,8 +238,7 @@ def test_runs_in_trec_msmarco_and_json_formats_score_the_same(runner, tiny_beir,
         ("run.txt", as_json, "json"),
     ):  # a JSON run without the extension: sniffed
         (tmp_path / name).write_text(text)
-        result = runner.invoke(
-            cli,
+        result = invoke(
             [
                 "evaluate",
                 str(tiny_beir),
@@ -228,13 +256,12 @@ def test_runs_in_trec_msmarco_and_json_formats_score_the_same(runner, tiny_beir,
     assert metrics["run.trec"] == metrics["run.tsv"] == metrics["run.json"] == metrics["run.txt"]
 
 
-def test_retrieve_writes_the_run_evaluate_would_score(runner, tiny_beir, tmp_path):
+def test_retrieve_writes_the_run_evaluate_would_score(tiny_beir, tmp_path):
     out = tmp_path / "bm25.trec"
-    result = runner.invoke(cli, ["retrieve", str(tiny_beir), "--model", "bm25", "--out", str(out), "--top-k", "3"])
+    result = invoke(["retrieve", str(tiny_beir), "--model", "bm25", "--out", str(out), "--top-k", "3"])
     assert result.exit_code == 0, result.output
     scored = json.loads(
-        runner.invoke(
-            cli,
+        invoke(
             [
                 "evaluate",
                 str(tiny_beir),
@@ -249,8 +276,7 @@ def test_retrieve_writes_the_run_evaluate_would_score(runner, tiny_beir, tmp_pat
         ).stdout
     )
     direct = json.loads(
-        runner.invoke(
-            cli,
+        invoke(
             [
                 "evaluate",
                 str(tiny_beir),
@@ -271,8 +297,7 @@ def test_retrieve_writes_the_run_evaluate_would_score(runner, tiny_beir, tmp_pat
     shutil.rmtree(tiny_beir / "qrels")
     (tmp_path / "mine.jsonl").write_text('{"_id": "new1", "text": "zucchini"}\n')
     mine = tmp_path / "mine.trec"
-    result = runner.invoke(
-        cli,
+    result = invoke(
         [
             "retrieve",
             str(tiny_beir),
@@ -289,9 +314,8 @@ def test_retrieve_writes_the_run_evaluate_would_score(runner, tiny_beir, tmp_pat
     assert set(read_run(mine)) == {"new1"} and read_run(mine).name == "hash:32"
 
 
-def test_settings_a_first_stage_ignores_are_named_and_not_recorded(runner, tiny_beir, tmp_path):
-    result = runner.invoke(
-        cli,
+def test_settings_a_first_stage_ignores_are_named_and_not_recorded(tiny_beir, tmp_path):
+    result = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -316,7 +340,7 @@ def test_settings_a_first_stage_ignores_are_named_and_not_recorded(runner, tiny_
 
 @pytest.mark.parametrize("command", ["evaluate", "bench", "retrieve"])
 def test_run_options_are_grouped_in_help(command):
-    text = CliRunner().invoke(cli, [command, "--help"]).stdout
+    text = invoke([command, "--help"]).stdout
     positions = [text.index(f"\n{section}:\n") for section in ("Data", "Model", "Retrieval and index", "Engine")]
     assert positions == sorted(positions)
     options = text[text.index("\nData:\n") :]  # the description's examples come before
@@ -325,7 +349,7 @@ def test_run_options_are_grouped_in_help(command):
 
 
 def test_the_model_help_names_every_kind_and_examples_need_no_checkout():
-    text = CliRunner().invoke(cli, ["evaluate", "--help"]).stdout
+    text = invoke(["evaluate", "--help"]).stdout
     for word in ("bm25", "SparseEncoder", "hash:DIM", "all-MiniLM-L6-v2", "--rerank"):
         assert word in " ".join(text.split())
     for name, command in cli.commands.items():
@@ -347,7 +371,7 @@ def test_every_help_example_is_a_command_a_shell_can_take():
     import shlex
 
     for path in _commands(cli):
-        output = CliRunner().invoke(cli, [*path, "--help"], terminal_width=200).output
+        output = invoke([*path, "--help"], terminal_width=200).output
         if "Example" not in output:
             continue
         examples = []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 import harness
 from harness.cli import cli
@@ -95,7 +95,7 @@ def test_each_option_shows_in_exactly_one_section_of_its_help(path):
     command = cli
     for name in path:
         command = command.commands[name]
-    text = CliRunner().invoke(cli, [*path, "--help"], terminal_width=400).output
+    text = invoke([*path, "--help"], terminal_width=400).output
     sections = _rows_by_section(text)
     ctx = click.Context(command, info_name=path[-1])
     for option in [p for p in command.get_params(ctx) if isinstance(p, click.Option) and not p.hidden]:
@@ -107,7 +107,7 @@ def test_each_option_shows_in_exactly_one_section_of_its_help(path):
 
 
 def test_the_sectioned_commands_show_their_groups():
-    text = CliRunner().invoke(cli, ["evaluate", "--help"], terminal_width=400).output
+    text = invoke(["evaluate", "--help"], terminal_width=400).output
     sections = _rows_by_section(text)
     heads = {title: [row.split()[0] for row in rows] for title, rows in sections.items()}
     assert list(heads) == ["Data", "Model", "Endpoint", "Retrieval and index", "Engine", "Output", "Other"]
@@ -120,7 +120,7 @@ def test_the_sectioned_commands_show_their_groups():
         "--price-per-1m-tokens",
     ]
     assert heads["Output"] == ["--json", "--k", "--output-dir", "--name"]
-    retrieve = _rows_by_section(CliRunner().invoke(cli, ["retrieve", "--help"], terminal_width=400).output)
+    retrieve = _rows_by_section(invoke(["retrieve", "--help"], terminal_width=400).output)
     assert [row.split()[0] for row in retrieve["Output"]] == ["--out", "--name"]  # nothing scored: no --k
     assert not any(row.startswith("--split") for row in retrieve["Data"])
 

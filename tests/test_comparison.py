@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.datasets import published
 from harness.errors import HarnessError
 from harness.io.trec import read_run
@@ -228,13 +227,13 @@ def test_check_published_exit_codes(tmp_path, value, code, status):
     root = tmp_path / "r"
     write_result(root, "scifact", "bm25", {"1": value})
     write_result(root, "my-set", "bm25", {"1": 0.3})  # nothing published: listed, never a failure
-    result = CliRunner().invoke(cli, ["report", str(root), "--check-published"])
+    result = invoke(["report", str(root), "--check-published"])
     assert result.exit_code == code, result.output
     assert f" {status} " in result.stdout and "nothing published for this system on this dataset" in result.stdout
 
 
 def test_check_published_with_nothing_to_compare_exits_2(results):
-    result = CliRunner().invoke(cli, ["report", str(results), "--check-published"])
+    result = invoke(["report", str(results), "--check-published"])
     assert result.exit_code == 2 and "nothing to compare" in result.stdout
     assert {check.status for check in check_published(load_results([results]))} == {"none"}
 
@@ -264,39 +263,38 @@ def test_significance_marks(tmp_path):
 
 
 def test_report_cli_formats_out_and_plot(results, tmp_path):
-    runner = CliRunner()
     out = tmp_path / "table.tex"
-    result = runner.invoke(cli, ["report", str(results), "--format", "latex", "--out", str(out)])
+    result = invoke(["report", str(results), "--format", "latex", "--out", str(out)])
     assert result.exit_code == 0 and out.read_text().startswith("\\begin{tabular}")
     plot = tmp_path / "plot.png"
-    result = runner.invoke(cli, ["report", str(results), "--plot", str(plot)])
+    result = invoke(["report", str(results), "--plot", str(plot)])
     assert result.exit_code == 0, result.stderr
     data = plot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and 10_000 < len(data) < 2_000_000
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert 600 <= width <= 3000 and 400 <= height <= 2000
-    result = runner.invoke(cli, ["report", str(results), "--metric", "Recall@100"])
+    result = invoke(["report", str(results), "--metric", "Recall@100"])
     assert result.exit_code == 1 and "no result has Recall@100" in result.stderr
-    result = runner.invoke(cli, ["report", str(tmp_path / "missing")])
+    result = invoke(["report", str(tmp_path / "missing")])
     assert result.exit_code == 1 and "no such file or folder" in result.stderr
     for command in (["report"], ["compare"], ["inspect"]):
-        assert "Example:" in runner.invoke(cli, [*command, "--help"]).stdout
+        assert "Example:" in invoke([*command, "--help"]).stdout
 
 
 def test_compare_cli(tmp_path):
     root = tmp_path / "r"
     a = write_result(root, "scifact", "a", {str(i): 0.5 for i in range(30)})
     b = write_result(root, "scifact", "b", {str(i): 0.5 + (0.1 if i % 3 else 0.0) for i in range(30)})
-    result = CliRunner().invoke(cli, ["compare", str(a), str(b), "--rounds", "2000"])
+    result = invoke(["compare", str(a), str(b), "--rounds", "2000"])
     assert result.exit_code == 0, result.stderr
     line = next(row for row in result.stdout.splitlines() if row.startswith("nDCG@10"))
     assert "+0.0667" in line and line.endswith("20 / 10 / 0") and "*" in line
     assert "B wins / ties / A wins" in result.stdout
     assert "< 1e-4" in line and "0.0000" not in line  # the t-test p is tiny: never printed as zero
-    data = json.loads(CliRunner().invoke(cli, ["compare", str(a), str(a), "--json"]).stdout)
+    data = json.loads(invoke(["compare", str(a), str(a), "--json"]).stdout)
     assert data[0]["p_t_test"] == 1.0 and data[0]["p_randomization"] == 1.0
     other = write_result(root, "nfcorpus", "b", {"1": 0.1})
-    result = CliRunner().invoke(cli, ["compare", str(a), str(other)])
+    result = invoke(["compare", str(a), str(other)])
     assert result.exit_code == 1 and "different datasets" in result.stderr
 
 
@@ -304,26 +302,25 @@ def test_inspect_cli_on_a_real_evaluation(tiny_beir, tmp_path, monkeypatch, fake
     import harness.retrieval.encode
 
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
-    runner = CliRunner()
     out = tmp_path / "res"
-    assert runner.invoke(cli, ["evaluate", str(tiny_beir), "--output-dir", str(out), "--no-cache"]).exit_code == 0
-    assert runner.invoke(cli, ["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(out)]).exit_code == 0
+    assert invoke(["evaluate", str(tiny_beir), "--output-dir", str(out), "--no-cache"]).exit_code == 0
+    assert invoke(["evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(out)]).exit_code == 0
     dense, sparse = out / "tiny" / "fake-bow" / "test.json", out / "tiny" / "bm25" / "test.json"
-    result = runner.invoke(cli, ["inspect", str(sparse), "--worst", "1", "--depth", "2"])
+    result = invoke(["inspect", str(sparse), "--worst", "1", "--depth", "2"])
     assert result.exit_code == 0, result.stderr
     assert "q3: zucchini" in result.stdout and "d5             grade 1; bm25 not retrieved" in result.stdout
     assert "1 of 3 queries score 0.0000, the worst value" in result.stdout
-    data = json.loads(runner.invoke(cli, ["inspect", str(sparse), str(dense), "--worst", "3", "--json"]).stdout)
+    data = json.loads(invoke(["inspect", str(sparse), str(dense), "--worst", "3", "--json"]).stdout)
     assert data["systems"] == ["bm25", "fake-bow"] and len(data["queries"]) == 3
     run = read_run(out / "tiny" / "fake-bow" / "test.run.trec")
     for query in data["queries"]:  # every judged document's rank is its place in the run, or None
         ranks = {hit.doc_id: rank for rank, hit in enumerate(run.get(query["query_id"], ()), start=1)}
         for judged in query["judged"]:
             assert judged["ranks"]["fake-bow"] == ranks.get(judged["doc_id"])
-    result = runner.invoke(cli, ["inspect", str(sparse), str(dense), "--worst", "2"])
+    result = invoke(["inspect", str(sparse), str(dense), "--worst", "2"])
     assert result.exit_code == 0 and "differ most" in result.stdout and "top 5 of fake-bow:" in result.stdout
     (out / "tiny" / "bm25" / "test.run.trec").unlink()
-    result = runner.invoke(cli, ["inspect", str(sparse)])
+    result = invoke(["inspect", str(sparse)])
     assert result.exit_code == 1 and "run file beside the result is missing" in result.stderr
 
 

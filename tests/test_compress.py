@@ -9,9 +9,8 @@ import logging
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.errors import HarnessError
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 from harness.retrieval import compress
@@ -225,13 +224,12 @@ def test_bench_axes_and_the_compression_report(tiny_beir, tmp_path, monkeypatch)
         "--rescore-multipliers",
         "0,2",
     ]
-    first = CliRunner().invoke(cli, args)
+    first = invoke(args)
     assert first.exit_code == 0, first.output
     assert "7 cells: 7 done" in first.stdout and "hash:64 [dim32 binary no-rescore]" in first.stdout
-    again = CliRunner().invoke(cli, args)
+    again = invoke(args)
     assert "7 cells: 0 done, 7 skipped" in again.stdout  # the full-dimension cell is today's result
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "report",
             str(out),
@@ -282,9 +280,7 @@ BAD = [
 @pytest.mark.parametrize(("case", "args", "message"), BAD, ids=[case for case, *_ in BAD])
 def test_bad_compression_settings_are_one_line(tiny_beir, tmp_path, monkeypatch, case, args, message):
     monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    result = CliRunner().invoke(
-        cli, ["evaluate", str(tiny_beir), "--model", "hash:64", *args, "--output-dir", str(tmp_path / "out")]
-    )
+    result = invoke(["evaluate", str(tiny_beir), "--model", "hash:64", *args, "--output-dir", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
@@ -298,7 +294,7 @@ def test_bad_compression_settings_are_one_line(tiny_beir, tmp_path, monkeypatch,
     ],
 )
 def test_bad_bench_axes_are_usage_errors(tiny_beir, option, value, message):
-    result = CliRunner().invoke(cli, ["bench", "--models", "hash:64", "--datasets", str(tiny_beir), option, value])
+    result = invoke(["bench", "--models", "hash:64", "--datasets", str(tiny_beir), option, value])
     assert result.exit_code == 2 and message in result.stderr, result.stderr
 
 

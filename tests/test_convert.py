@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.datasets.convert import ColumnMap, ConvertOptions, convert_eval_set, convert_tables, parse_grade
 from harness.datasets.validate import validate_folder
 from harness.errors import FormatError, OutputError
@@ -400,6 +399,18 @@ BAD_INPUTS = [
     ),
     ("no-judgments", {"qrels.csv": "qid,docid,score\n"}, TABLES, "qrels.csv: no judgments"),
     (
+        "no-queries",
+        {"queries.csv": "id,text\n"},
+        ["--corpus", "docs.csv", "--queries", "queries.csv"],
+        "queries.csv: no queries: the table has a header only (add the queries)",
+    ),
+    (
+        "no-documents",
+        {"docs.csv": "id,title,text\n"},
+        ["--corpus", "docs.csv", "--queries", "queries.csv"],
+        "docs.csv: no documents: the table has a header only (add the documents)",
+    ),
+    (
         "eval-set-not-object",
         {"eval.json": "[1]"},
         ["--eval-set", "eval.json"],
@@ -471,11 +482,23 @@ def test_bad_input_writes_nothing_and_exits_non_zero(tmp_path, monkeypatch, case
     _write(tmp_path, {**GOOD, **files})
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    result = CliRunner().invoke(cli, ["convert", *args, "--out", "out"])
+    result = invoke(["convert", *args, "--out", "out"])
     assert result.exit_code != 0
     assert message in " ".join(result.stderr.split()), result.stderr
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no folder, no temporary leftovers
+    lines = [line.strip() for line in result.stderr.splitlines()]
+    assert len(lines) == len(set(lines)), result.stderr  # every problem printed once
+
+
+@pytest.mark.parametrize("case", ["duplicate-doc-id", "duplicate-query-id", "no-queries", "conflicting-judgments"])
+def test_a_single_problem_is_printed_once(tmp_path, monkeypatch, case):
+    _, files, args, message = next(c for c in BAD_INPUTS if c[0] == case)
+    _write(tmp_path, {**GOOD, **files})
+    monkeypatch.chdir(tmp_path)
+    result = invoke(["convert", *args, "--out", "out"])
+    assert result.exit_code == 1
+    assert result.stderr.count(message) == 1 and len(result.stderr.splitlines()) == 1, result.stderr
 
 
 @pytest.mark.parametrize(
@@ -496,12 +519,12 @@ def test_existing_folders_are_never_half_overwritten(tmp_path, monkeypatch, case
     _write(tmp_path, {**GOOD, "docs2.csv": "id,title,text\nd1,T,alpha\nd2,,changed\n"})
     monkeypatch.chdir(tmp_path)
     if setup == "convert":
-        assert CliRunner().invoke(cli, ["convert", *TABLES, "--out", "out"]).exit_code == 0
+        assert invoke(["convert", *TABLES, "--out", "out"]).exit_code == 0
     else:
         (tmp_path / "out").mkdir()
         (tmp_path / "out" / "notes.txt").write_text("mine")
     snapshot = {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()}
-    result = CliRunner().invoke(cli, ["convert", *args, "--out", "out"])
+    result = invoke(["convert", *args, "--out", "out"])
     assert result.exit_code == 1
     assert message in " ".join(result.stderr.split()), result.stderr
     assert {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()} == snapshot
@@ -511,10 +534,10 @@ def test_existing_folders_are_never_half_overwritten(tmp_path, monkeypatch, case
 def test_cli_convert_success_and_json(tmp_path, monkeypatch):
     _write(tmp_path, GOOD)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["convert", *TABLES, "--out", "out"])
+    result = invoke(["convert", *TABLES, "--out", "out"])
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("wrote out: 2 documents, 1 queries, qrels/test.tsv with 1 judgments")
-    result = CliRunner().invoke(cli, ["convert", "--qrels", "qrels.csv", "--out", "out", "--split", "dev", "--json"])
+    result = invoke(["convert", "--qrels", "qrels.csv", "--out", "out", "--split", "dev", "--json"])
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["mode"] == "add-split"
     assert list(iter_corpus(tmp_path / "out" / "corpus.jsonl"))[0].title == "T"
@@ -577,8 +600,7 @@ def test_the_csv_delimiter_is_detected_and_said(tmp_path, delimiter, name):
     (tmp_path / "docs.csv").write_text(table([["id", "title", "text"], ["d1", "A", text], ["d2", "B", "three"]]))
     (tmp_path / "q.csv").write_text(table([["id", "text"], ["q1", "first query"]]))
     (tmp_path / "j.csv").write_text(table([["query_id", "doc_id", "score"], ["q1", "d2", "1"]]))
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "convert",
             "--corpus",
@@ -601,8 +623,7 @@ def test_a_forced_delimiter_wins_over_detection(tmp_path):
     (tmp_path / "docs.csv").write_text("id;text\nd1;a,b,c,d\n")  # more commas than semicolons in the data
     (tmp_path / "q.csv").write_text("id;text\nq1;x\n")
     (tmp_path / "j.csv").write_text("query_id;doc_id;score\nq1;d1;1\n")
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "convert",
             "--corpus",
@@ -631,8 +652,7 @@ def test_trec_qrels_are_read_with_or_without_a_header(tmp_path, name, header):
         (tmp_path / name).write_bytes(gzip.compress(text.encode()))
     else:
         (tmp_path / name).write_text(text)
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "convert",
             "--corpus",
@@ -653,8 +673,7 @@ def test_trec_qrels_are_read_with_or_without_a_header(tmp_path, name, header):
         ("q1 0 d1 1\nq1 d2 1\n", "bad.qrels:2: expected 4 columns (as on the first line), found 3"),
     ):
         (tmp_path / "bad.qrels").write_text(text)
-        bad = CliRunner().invoke(
-            cli,
+        bad = invoke(
             [
                 "convert",
                 "--corpus",
@@ -694,11 +713,11 @@ def test_two_column_judgments_take_the_default_grade(tmp_path, name, text, how):
         "--out",
         str(tmp_path / "out"),
     ]
-    refused = CliRunner().invoke(cli, args)
+    refused = invoke(args)
     assert refused.exit_code == 1
     assert "pass --default-grade 1 if every listed pair is relevant" in refused.stderr, refused.stderr
     assert not (tmp_path / "out").exists()
-    result = CliRunner().invoke(cli, args + ["--default-grade", "1"])
+    result = invoke(args + ["--default-grade", "1"])
     assert result.exit_code == 0, result.output
     assert how in result.stdout and "every pair has grade 1 (--default-grade)" in result.stdout
     assert read_qrels(tmp_path / "out" / "qrels" / "test.tsv").to_dict() == {"q1": {"d1": 1}, "q2": {"d2": 1}}
@@ -723,7 +742,7 @@ def test_every_column_problem_of_the_three_tables_in_one_run(tmp_path, monkeypat
         },
     )
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["convert", *TABLES, "--out", "out"])
+    result = invoke(["convert", *TABLES, "--out", "out"])
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert lines[0] == "Error: 4 problems with the input tables (nothing written):"
@@ -738,8 +757,7 @@ def test_every_column_problem_of_the_three_tables_in_one_run(tmp_path, monkeypat
     ):
         assert expected in joined, joined
     assert not (tmp_path / "out").exists()
-    fixed = CliRunner().invoke(
-        cli,
+    fixed = invoke(
         [
             "convert",
             *TABLES,

@@ -7,18 +7,19 @@ one, cross-checked with pandas.read_excel), never from the converter."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import re
 import zipfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
-from harness.datasets.convert import ConvertOptions, convert_tables, parse_grade
-from harness.errors import MissingDependencyError
+from harness.datasets.convert import ConvertOptions, convert_tables, parse_grade, parse_grade_scale
+from harness.errors import HarnessError, MissingDependencyError
 from harness.io.trec import read_qrels
+from harness.judging.merge import parse_scale
 
 openpyxl = pytest.importorskip("openpyxl")
 
@@ -147,8 +148,7 @@ def workbook(tmp_path: Path) -> Path:
 
 
 def _convert(workbook: Path, *extra: str, out: str = "out"):
-    return CliRunner().invoke(
-        cli,
+    return invoke(
         [
             "convert",
             "--corpus",
@@ -246,8 +246,7 @@ def test_a_semicolon_csv_writes_grades_with_a_decimal_comma(tmp_path):
     (tmp_path / "docs.csv").write_text("id;text\nd1;one, two\nd2;three\n")
     (tmp_path / "q.csv").write_text("id;text\nq1;first\n")
     (tmp_path / "j.csv").write_text("query_id;doc_id;score\nq1;d1;3,0\nq1;d2;0,0\n")
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "convert",
             "--corpus",
@@ -287,8 +286,7 @@ def test_every_row_problem_of_every_kind_in_one_run(tmp_path, monkeypatch):
     (tmp_path / "queries.csv").write_text("id,text\nq1,first\nq2,second\nq1,dup\n")
     (tmp_path / "qrels.csv").write_text("qid,docid,score\nq1,d1,1\nq1,d6,1.5\nq9,d1,1\nq2,d8,1\nq2,d6,7\n")
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "convert",
             "--corpus",
@@ -328,8 +326,8 @@ def test_more_problems_than_the_limit_are_counted(tmp_path, monkeypatch):
     (tmp_path / "queries.csv").write_text("id,text\nq1,first\n")
     (tmp_path / "qrels.csv").write_text("qid,docid,score\n" + "".join(f"q1,d1,{g}.5\n" for g in range(25)))
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(
-        cli, ["convert", "--corpus", "docs.csv", "--queries", "queries.csv", "--qrels", "qrels.csv", "--out", "out"]
+    result = invoke(
+        ["convert", "--corpus", "docs.csv", "--queries", "queries.csv", "--qrels", "qrels.csv", "--out", "out"]
     )
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
@@ -543,7 +541,7 @@ def test_bad_excel_and_locale_input_writes_nothing(tmp_path, monkeypatch, case, 
     setup(tmp_path)
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    result = CliRunner().invoke(cli, ["convert", *args, "--out", "out"])
+    result = invoke(["convert", *args, "--out", "out"])
     assert result.exit_code != 0
     assert message in " ".join(result.stderr.split()), result.stderr
     assert "Traceback" not in result.stderr
@@ -566,3 +564,57 @@ def test_a_workbook_with_any_part_cut_short_is_a_one_line_error(workbook, tmp_pa
             except HarnessError as exc:
                 assert "\n" not in str(exc) or str(exc).startswith(tuple("0123456789")), (name, str(exc))
             assert not [p for p in tmp_path.iterdir() if p.name.startswith(".damaged-out")], name
+
+
+# The one reader of a ``LOW-HIGH`` grade scale (`harness.datasets.convert.grades.scale_bounds`), through both
+# of its callers: convert's ``grade_scale`` and the merge's ``scale``.
+#
+# The expectations are built here by brute force: every text written from two grades on -3..5, each separator and
+# spacing, is a scale exactly when the first grade is below the second (one rule for both callers: a one-grade
+# scale is refused), and texts that are not two integers joined by a separator are refused by both.
+# The tests below use no fixture of conftest.py: tools/mutation.py runs them with --noconftest.
+
+
+SEPARATORS = ("-", "–", "..", ":", " to ")
+GRADES = range(-3, 6)
+CASES = [
+    (f"{pad}{low}{pad}{separator}{pad}{high}{pad}", low, high)
+    for low, high in itertools.product(GRADES, GRADES)
+    for separator in SEPARATORS
+    for pad in ("", " ")
+]
+NOT_SCALES = ["", " ", "0", "3", "-3", "a-b", "0-", "-0-", "..3", "0..", "0-3-4", "1.5-3", "0 3", "0—3", "0_3", "0,3"]
+
+
+def _merge_refusal(text: str) -> str:
+    with pytest.raises(ValueError) as caught:
+        parse_scale(text)
+    return str(caught.value)
+
+
+def _convert_refusal(text: str) -> str:
+    with pytest.raises(HarnessError) as caught:
+        parse_grade_scale(text)
+    return str(caught.value)
+
+
+def test_every_two_grades_make_a_scale_exactly_when_the_first_is_below_the_second():
+    assert len(CASES) == len(GRADES) ** 2 * len(SEPARATORS) * 2
+    for text, low, high in CASES:
+        if low < high:
+            assert parse_scale(text) == (low, high), text
+            assert parse_grade_scale(text) == (low, high), text
+            continue
+        assert _merge_refusal(text) == f"grade scale {text!r} is not LOW-HIGH with LOW < HIGH (e.g. 0-3)"
+        reason = (
+            "the lowest grade is above the highest"
+            if low > high
+            else "the lowest grade is the highest: a scale has two grades or more, e.g. 0-1"
+        )
+        assert _convert_refusal(text) == f"`grade_scale` {text!r}: {reason}", text
+
+
+@pytest.mark.parametrize("text", NOT_SCALES)
+def test_a_text_that_is_not_two_grades_is_refused_by_both_callers(text):
+    assert _merge_refusal(text) == f"grade scale {text!r} is not LOW-HIGH with LOW < HIGH (e.g. 0-3)"
+    assert _convert_refusal(text) == f"`grade_scale` {text!r}: expected LOWEST-HIGHEST, e.g. 0-3"

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from click.testing import CliRunner
+from cli_runner import invoke
 
 import harness.pipeline.evaluate
 import harness.retrieval.encode
-from harness.cli import cli
 
 
 def test_crosscheck_agrees_with_beir(tiny_beir, tmp_path, monkeypatch, default_encoder):
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
-    result = CliRunner().invoke(cli, ["crosscheck", str(tiny_beir), "--k", "1,3", "--no-cache"])
+    result = invoke(["crosscheck", str(tiny_beir), "--k", "1,3", "--no-cache"])
     assert result.exit_code == 0, result.output
     assert "AGREE: largest |difference|" in result.stdout
     assert "Batches" not in result.stderr  # BEIR's own bars only with -vv
@@ -20,6 +19,6 @@ def test_crosscheck_agrees_with_beir(tiny_beir, tmp_path, monkeypatch, default_e
 
 
 def test_crosscheck_refuses_bm25(tiny_beir):
-    result = CliRunner().invoke(cli, ["crosscheck", str(tiny_beir), "--model", "bm25"])
+    result = invoke(["crosscheck", str(tiny_beir), "--model", "bm25"])
     assert result.exit_code == 1 and "Elasticsearch" in result.stderr
-    assert "Example:" in CliRunner().invoke(cli, ["crosscheck", "--help"]).stdout
+    assert "Example:" in invoke(["crosscheck", "--help"]).stdout

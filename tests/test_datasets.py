@@ -14,9 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.datasets import registry
 from harness.datasets.catalog import (
     STAMP,
@@ -231,8 +230,7 @@ def test_evaluate_a_registry_name_downloads_it(mirror, tmp_path, monkeypatch):
     run = tmp_path / "r.trec"
     run.write_text("PLAIN-2 Q0 MED-2427 1 1.0 x\n")
     monkeypatch.setenv("BEIR_HARNESS_MIRROR", mirror.url)
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "evaluate",
@@ -255,21 +253,20 @@ def test_evaluate_a_registry_name_downloads_it(mirror, tmp_path, monkeypatch):
 
 
 def test_cli_datasets_commands(mirror, nfcorpus_zip, tmp_path, monkeypatch):
-    runner = CliRunner()
     root = str(tmp_path / "data")
     monkeypatch.setenv("BEIR_HARNESS_DATA_DIR", root)
-    result = runner.invoke(cli, ["-q", "datasets", "download", "nfcorpus", "--base-url", mirror.url])
+    result = invoke(["-q", "datasets", "download", "nfcorpus", "--base-url", mirror.url])
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == f"nfcorpus: {root}/nfcorpus"
-    listing = runner.invoke(cli, ["datasets", "list"]).stdout
+    listing = invoke(["datasets", "list"]).stdout
     assert any(line.startswith("nfcorpus") and " yes " in line for line in listing.splitlines())
-    assert json.loads(runner.invoke(cli, ["datasets", "list", "--json"]).stdout)[0]["name"] == "msmarco"
-    assert runner.invoke(cli, ["datasets", "remove", "nfcorpus"]).stdout.startswith("removed")
-    result = runner.invoke(cli, ["datasets", "import", str(nfcorpus_zip)])
+    assert json.loads(invoke(["datasets", "list", "--json"]).stdout)[0]["name"] == "msmarco"
+    assert invoke(["datasets", "remove", "nfcorpus"]).stdout.startswith("removed")
+    result = invoke(["datasets", "import", str(nfcorpus_zip)])
     assert result.exit_code == 0 and "nfcorpus:" in result.stdout
-    result = runner.invoke(cli, ["datasets", "download", "robust04"])
+    result = invoke(["datasets", "download", "robust04"])
     assert result.exit_code == 1 and "not distributed" in result.stderr
-    result = runner.invoke(cli, ["datasets", "download", "fiqa", "--base-url", "ftp://127.0.0.1/"])
+    result = invoke(["datasets", "download", "fiqa", "--base-url", "ftp://127.0.0.1/"])
     assert result.exit_code == 1 and "only http(s)" in result.stderr
     for command in (
         ["datasets"],
@@ -278,7 +275,7 @@ def test_cli_datasets_commands(mirror, nfcorpus_zip, tmp_path, monkeypatch):
         ["datasets", "import"],
         ["datasets", "remove"],
     ):
-        assert "Example:" in runner.invoke(cli, [*command, "--help"]).stdout
+        assert "Example:" in invoke([*command, "--help"]).stdout
 
 
 def test_two_processes_downloading_at_once(mirror, tmp_path):
@@ -389,8 +386,7 @@ def test_nothing_in_a_downloaded_dataset_is_ever_executed(http_server, tmp_path,
     specs = {**registry.datasets(), "tiny": spec}
     monkeypatch.setattr(registry, "datasets", lambda: specs)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "evaluate",
@@ -414,14 +410,11 @@ def test_nothing_in_a_downloaded_dataset_is_ever_executed(http_server, tmp_path,
 
 
 def test_a_mistyped_dataset_path_suggests_its_siblings_and_a_file_its_folder(tiny_beir, tmp_path):
-    from click.testing import CliRunner
 
-    from harness.cli import cli
-
-    typo = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "tinny"), "--model", "bm25"])
+    typo = invoke(["evaluate", str(tmp_path / "tinny"), "--model", "bm25"])
     assert typo.exit_code == 1 and f"did you mean {tiny_beir}?" in typo.stderr
     (tiny_beir / "corpus.jsonl.gz").write_bytes(b"")
-    file = CliRunner().invoke(cli, ["evaluate", str(tiny_beir / "corpus.jsonl.gz"), "--model", "bm25"])
+    file = invoke(["evaluate", str(tiny_beir / "corpus.jsonl.gz"), "--model", "bm25"])
     assert file.exit_code == 1 and f"is a file; pass the BEIR folder that holds it ({tiny_beir})" in file.stderr
 
 
@@ -443,9 +436,7 @@ def test_offline_downloads_fail_in_seconds_and_name_the_alternatives(tmp_path, m
     monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
     waits = []
     monkeypatch.setattr(time, "sleep", waits.append)  # a retry's backoff would sleep
-    result = CliRunner().invoke(
-        cli, ["datasets", "download", "scifact", "--base-url", base, "--data-dir", str(tmp_path)]
-    )
+    result = invoke(["datasets", "download", "scifact", "--base-url", base, "--data-dir", str(tmp_path)])
     assert waits == []  # an unknown host is not retried: it fails at once, whatever the machine's load
     assert result.exit_code == 1 and why in result.stderr
     assert "beir-harness datasets import FILE.zip" in result.stderr and "--base-url" in result.stderr

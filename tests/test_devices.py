@@ -9,11 +9,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 import harness.pipeline.evaluate
 import harness.retrieval.encode
-from harness.cli import cli
 from harness.retrieval.devices import DeviceError, DeviceSpec
 
 
@@ -140,7 +139,7 @@ def test_device_errors_come_before_any_model_loads_or_file_is_read(tiny_beir, tm
 
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", no_model)
     monkeypatch.setattr(harness.pipeline.evaluate, "resolve_dataset", no_dataset)
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--output-dir", str(tmp_path / "r"), *options])
+    result = invoke(["-q", "evaluate", str(tiny_beir), "--output-dir", str(tmp_path / "r"), *options])
     assert result.exit_code == 1, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
@@ -151,12 +150,10 @@ def test_the_device_is_recorded_and_precision_is_part_of_the_configuration(
 ):
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: fake_encoder)
     out = tmp_path / "r"
-    runner = CliRunner()
-    fp32 = runner.invoke(
-        cli, ["-q", "evaluate", str(tiny_beir), "--output-dir", str(out), "--device", "cpu", "--json", "--no-cache"]
+    fp32 = invoke(
+        ["-q", "evaluate", str(tiny_beir), "--output-dir", str(out), "--device", "cpu", "--json", "--no-cache"]
     )
-    bf16 = runner.invoke(
-        cli,
+    bf16 = invoke(
         [
             "-q",
             "evaluate",
@@ -221,8 +218,7 @@ def test_two_cpu_workers_give_the_one_process_result(tmp_path):
     folder = _synthetic(tmp_path / "synthetic")
     runs = {}
     for devices in ("cpu", "cpu,cpu"):
-        result = CliRunner().invoke(
-            cli,
+        result = invoke(
             [
                 "-v",
                 "evaluate",
@@ -255,8 +251,7 @@ def test_two_cpu_workers_give_the_one_process_result(tmp_path):
 def test_two_cpu_workers_with_the_real_model_match_one_to_1e5(tiny_beir, tmp_path):
     runs = {}
     for devices in ("cpu", "cpu,cpu"):
-        result = CliRunner().invoke(
-            cli,
+        result = invoke(
             [
                 "-q",
                 "evaluate",
@@ -339,8 +334,7 @@ def test_auto_is_resolved_only_when_a_model_loads(tiny_beir, tmp_path):
     import subprocess
     import sys
 
-    cold = CliRunner().invoke(
-        cli,
+    cold = invoke(
         [
             "-q",
             "evaluate",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cli_runner import invoke
 
 from harness.errors import ModelLoadError
 from harness.records import Doc, doc_text
@@ -71,9 +72,6 @@ def test_unknown_model_is_one_clear_error(name):
 
 def test_remote_code_runs_only_when_asked(monkeypatch, tiny_beir, tmp_path):
     import sentence_transformers
-    from click.testing import CliRunner
-
-    from harness.cli import cli
 
     asked = []
 
@@ -94,8 +92,8 @@ def test_remote_code_runs_only_when_asked(monkeypatch, tiny_beir, tmp_path):
         "--cache-dir",
         str(tmp_path / "c"),
     ]
-    assert CliRunner().invoke(cli, base).exit_code == 1
-    assert CliRunner().invoke(cli, [*base, "--trust-remote-code"]).exit_code == 1
+    assert invoke(base).exit_code == 1
+    assert invoke([*base, "--trust-remote-code"]).exit_code == 1
     assert asked == [False, True]
     with pytest.raises(ModelLoadError):
         load_encoder(str(model))
@@ -114,15 +112,10 @@ def test_a_model_found_nowhere_fails_in_seconds_and_says_where_it_looked(tiny_be
     """Fast by the work done, not by a clock: no model load is tried (the hub client's retries would take 11-13 s
     offline), and the hub is asked at most once, by one TCP connect with a timeout."""
     import sentence_transformers
-    from click.testing import CliRunner
-
-    from harness.cli import cli
 
     loads = []
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", lambda *a, **k: loads.append(a) or 1 / 0)
-    result = CliRunner().invoke(
-        cli, ["evaluate", str(tiny_beir), "--model", model, "--output-dir", str(tmp_path / "out")]
-    )
+    result = invoke(["evaluate", str(tiny_beir), "--model", model, "--output-dir", str(tmp_path / "out")])
     assert loads == []
     assert result.exit_code == 1 and hint in result.stderr
     assert "not a local folder, not in the Hugging Face cache" in result.stderr

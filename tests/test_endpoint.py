@@ -11,9 +11,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 from harness.retrieval.encode import HashingEncoder
 from harness.retrieval.endpoint import EndpointEncoder, EndpointError, EndpointSpec, _batches
@@ -147,8 +146,7 @@ def test_metrics_equal_the_local_encoder_and_a_rerun_sends_nothing(tiny_beir, se
 def test_the_key_is_sent_never_written_and_a_missing_key_is_one_line(tiny_beir, service, tmp_path, monkeypatch):
     service.key = KEY
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -168,8 +166,7 @@ def test_the_key_is_sent_never_written_and_a_missing_key_is_one_line(tiny_beir, 
         in result.stderr
     )
     monkeypatch.setenv("MY_KEY", KEY)
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -212,13 +209,11 @@ def test_the_cost_record_and_report_cost_carry_the_tokens_and_their_price(tiny_b
     usage = result.cost["endpoint"]
     assert usage == result.config["endpoint_usage"] and usage["requests"] == len(service.requests)
     assert usage["tokens"] > 0 and usage["cost"] == round(usage["tokens"] * 0.02 / 1e6, 6)  # to the micro-unit
-    shown = CliRunner().invoke(
-        cli, ["report", str(tmp_path / "out"), "--cost", "--format", "csv", "--metric", "nDCG@3"]
-    )
+    shown = invoke(["report", str(tmp_path / "out"), "--cost", "--format", "csv", "--metric", "nDCG@3"])
     assert shown.exit_code == 0, shown.output
     row = next(csv.DictReader(io.StringIO(shown.output)))
     assert int(row["tokens"]) == usage["tokens"] and float(row["price"]) == usage["cost"]
-    markdown = CliRunner().invoke(cli, ["report", str(tmp_path / "out"), "--cost", "--metric", "nDCG@3"]).output
+    markdown = invoke(["report", str(tmp_path / "out"), "--cost", "--metric", "nDCG@3"]).output
     assert "| tokens | price |" in markdown.splitlines()[0]
 
 
@@ -269,8 +264,7 @@ def test_a_changed_model_behind_the_name_is_reported_and_never_mixed(tiny_beir, 
 )
 def test_bad_answers_stop_the_run_and_nothing_wrong_is_cached(tiny_beir, service, tmp_path, behaviour, message):
     service.behaviours = ["normal", "normal", behaviour]  # the probe, a good batch, then the bad one
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -291,8 +285,7 @@ def test_bad_answers_stop_the_run_and_nothing_wrong_is_cached(tiny_beir, service
     assert result.exit_code == 1 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
     service.behaviours = []
-    rerun = CliRunner().invoke(
-        cli,
+    rerun = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -323,9 +316,7 @@ def test_bad_answers_stop_the_run_and_nothing_wrong_is_cached(tiny_beir, service
 )
 def test_bad_settings_are_one_line_before_any_request(tiny_beir, tmp_path, monkeypatch, args, message):
     monkeypatch.delenv("BEIR_HARNESS_ENDPOINT", raising=False)
-    result = CliRunner().invoke(
-        cli, ["evaluate", str(tiny_beir), "--model", "openai:m", *args, "--output-dir", str(tmp_path / "out")]
-    )
+    result = invoke(["evaluate", str(tiny_beir), "--model", "openai:m", *args, "--output-dir", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 

@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.io.trec import read_run
 
 
@@ -23,23 +22,14 @@ def results(tiny_beir, tmp_path) -> Path:
     shutil.copytree(tiny_beir, scifact)
     out = tmp_path / "results"
     for model in ("bm25", "hash:64"):
-        result = CliRunner().invoke(
-            cli, ["-q", "evaluate", str(scifact), "--model", model, "--output-dir", str(out), "--no-cache"]
-        )
+        result = invoke(["-q", "evaluate", str(scifact), "--model", model, "--output-dir", str(out), "--no-cache"])
         assert result.exit_code == 0, result.output
-    assert (
-        CliRunner()
-        .invoke(cli, ["-q", "evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(out)])
-        .exit_code
-        == 0
-    )
+    assert invoke(["-q", "evaluate", str(tiny_beir), "--model", "bm25", "--output-dir", str(out)]).exit_code == 0
     return out
 
 
 def _export(results: Path, fmt: str, out: Path | None, *extra: str):
-    return CliRunner().invoke(
-        cli, ["export", str(results), "--format", fmt, *(["--out", str(out)] if out else []), *extra]
-    )
+    return invoke(["export", str(results), "--format", fmt, *(["--out", str(out)] if out else []), *extra])
 
 
 def test_the_mteb_layout_has_mtebs_keys_for_every_stored_cutoff(results, tmp_path):
@@ -78,9 +68,7 @@ def test_mtebs_own_loader_reads_the_export_back(results, tmp_path):
 def test_two_configurations_of_one_model_on_one_task_are_refused(results, tmp_path):
     scifact = tmp_path / "scifact"
     assert (
-        CliRunner()
-        .invoke(
-            cli,
+        invoke(
             [
                 "-q",
                 "evaluate",
@@ -93,8 +81,7 @@ def test_two_configurations_of_one_model_on_one_task_are_refused(results, tmp_pa
                 str(results),
                 "--no-cache",
             ],
-        )
-        .exit_code
+        ).exit_code
         == 0
     )
     result = _export(results, "mteb", tmp_path / "out")
@@ -154,23 +141,21 @@ def test_report_published_from_an_mteb_folder(results, tmp_path):
     legacy.mkdir(parents=True)
     (legacy / "SciFact.json").write_text(json.dumps({"scores": {"test": {"ndcg_at_10": 0.25}}}))
     (legacy / "Banking77Classification.json").write_text("{}")  # not a BEIR task: ignored
-    report = CliRunner().invoke(
-        cli, ["report", str(results / "scifact"), "--published-from", str(folder), "--format", "json"]
-    )
+    report = invoke(["report", str(results / "scifact"), "--published-from", str(folder), "--format", "json"])
     assert report.exit_code == 0, report.output
     data = json.loads(report.stdout)
     row = next(r for r in data["rows"] if r["dataset"] == "scifact")
     assert row["retriever · team"] == 0.5 and row["model · team"] == 0.25
     assert any(str(folder) in note for note in data["notes"])
     (tmp_path / "empty").mkdir()
-    empty = CliRunner().invoke(cli, ["report", str(results), "--published-from", str(tmp_path / "empty")])
+    empty = invoke(["report", str(results), "--published-from", str(tmp_path / "empty")])
     assert empty.exit_code == 1 and "no MTEB task file of a BEIR dataset" in empty.stderr
 
 
 def test_an_export_is_read_back_as_published_columns(results, tmp_path):
     assert _export(results, "mteb", tmp_path / "exported").exit_code == 0
-    report = CliRunner().invoke(
-        cli, ["report", str(results / "scifact"), "--published-from", str(tmp_path / "exported"), "--format", "json"]
+    report = invoke(
+        ["report", str(results / "scifact"), "--published-from", str(tmp_path / "exported"), "--format", "json"]
     )
     row = json.loads(report.stdout)["rows"][0]
     assert row["bm25 · exported"] == row["bm25"] and row["hash:64 · exported"] == row["hash:64"]

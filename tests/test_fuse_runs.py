@@ -7,9 +7,8 @@ import random
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.io.formats import read_run
 
 
@@ -55,7 +54,7 @@ def test_run_files_fuse_without_qrels_as_ranx_does(tmp_path, options, method, no
     ranx = pytest.importorskip("ranx")
     paths = _runs(tmp_path)
     out = tmp_path / "fused.trec"
-    result = CliRunner().invoke(cli, ["fuse", *map(str, paths), *options, "--out", str(out)])
+    result = invoke(["fuse", *map(str, paths), *options, "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert result.output.strip() == (
         f"fused 3 runs (bm25, e5, splade) into {out}: {label}, 5 queries (nothing scored: no qrels needed)"
@@ -77,7 +76,7 @@ def test_a_json_run_and_a_name(tmp_path):
     as_json = tmp_path / "e5.json"
     as_json.write_text(json.dumps(_as_dict(paths[1])))
     out = tmp_path / "hybrid.trec"
-    result = CliRunner().invoke(cli, ["fuse", str(paths[0]), str(as_json), "--name", "hybrid", "--out", str(out)])
+    result = invoke(["fuse", str(paths[0]), str(as_json), "--name", "hybrid", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert read_run(out).name == "hybrid"
 
@@ -100,6 +99,6 @@ def test_bad_input_writes_no_fused_run(tmp_path, case, message):
         "out-is-an-input": [*paths, "--out", paths[0]],
     }[case]
     before = paths[0].read_bytes()
-    result = CliRunner().invoke(cli, ["fuse", *map(str, args)])
+    result = invoke(["fuse", *map(str, args)])
     assert result.exit_code == 1 and message in result.output, result.output
     assert not out.exists() and paths[0].read_bytes() == before

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.io.cache import content_key
 from harness.records import Doc
 from harness.retrieval.learned_sparse import SparseModel
@@ -25,53 +24,24 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("openvino")
 
 WORDS = "apple banana cherry date zucchini fruit stone fig elder grape kiwi lemon query doc".split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
 EXPORTED = ("onnx", "onnx-int8", "openvino", "openvino-int8")
 
 
 def _config(num_labels: int = 1):
-    from transformers import BertConfig
+    from tiny_models import bert_config
 
-    return BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=num_labels,
-        initializer_range=0.5,
-    )
-
-
-def _tokenizer(folder: Path) -> None:
-    from transformers import BertTokenizerFast
-
-    BertTokenizerFast(vocab={word: i for i, word in enumerate(VOCAB)}).save_pretrained(folder)
+    return bert_config(WORDS, labels=num_labels)
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
     """A one-label and a two-label BERT cross-encoder, and a SPLADE-style sparse encoder (MLM head, max pooling)."""
-    import torch
-    from sentence_transformers import SparseEncoder
-    from transformers import BertForMaskedLM, BertForSequenceClassification
-
-    try:
-        from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
-    except ImportError:  # sentence-transformers 5
-        from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
+    from tiny_models import cross_encoder, sparse_encoder
 
     root = tmp_path_factory.mktemp("heads")
-    torch.manual_seed(0)
-    for name, labels in (("ce", 1), ("ce2", 2)):
-        BertForSequenceClassification(_config(labels)).save_pretrained(root / name)
-        _tokenizer(root / name)
-    BertForMaskedLM(_config()).save_pretrained(root / "mlm")
-    _tokenizer(root / "mlm")
-    SparseEncoder(
-        modules=[MLMTransformer(str(root / "mlm")), SpladePooling(pooling_strategy="max")], device="cpu"
-    ).save(str(root / "sparse"))
+    cross_encoder(root / "ce", WORDS)  # seeds torch with 0; the next two go on with its generator
+    cross_encoder(root / "ce2", WORDS, labels=2, seed=None)
+    sparse_encoder(root / "sparse", WORDS, raw=root / "mlm", seed=None, labels=1)
     return {"ce": root / "ce", "ce2": root / "ce2", "sparse": root / "sparse"}
 
 
@@ -243,8 +213,7 @@ def test_the_calibration_sample_is_a_seeded_draw_of_the_pairs_reranked(models, t
 
 
 def _evaluate(folder: Path, out: Path, *options: str):
-    return CliRunner().invoke(
-        cli,
+    return invoke(
         [
             "-q",
             "evaluate",

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from browser import CHROMIUM
 from browser import launch as browser_launch
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 from harness.reporting.comparison import load_results
 from harness.reporting.html import PageOptions, build_page, render_page
@@ -46,8 +45,8 @@ def results_dir(tiny_beir, tmp_path, monkeypatch):
 
 
 def test_the_page_is_self_contained_and_texts_cannot_escape(results_dir, tmp_path):
-    result = CliRunner().invoke(
-        cli, ["report", str(results_dir), "--format", "html", "--out", str(tmp_path / "p.html"), "--metric", "nDCG@3"]
+    result = invoke(
+        ["report", str(results_dir), "--format", "html", "--out", str(tmp_path / "p.html"), "--metric", "nDCG@3"]
     )
     assert result.exit_code == 0, result.output
     html = (tmp_path / "p.html").read_text(encoding="utf-8")
@@ -115,13 +114,11 @@ def test_results_of_another_split_are_left_out_and_said(results_dir, tiny_beir):
 
 
 def test_html_to_stdout_and_a_missing_metric(results_dir):
-    result = CliRunner().invoke(
-        cli, ["report", str(results_dir), "--format", "html", "--metric", "nDCG@3", "--worst", "1"]
-    )
+    result = invoke(["report", str(results_dir), "--format", "html", "--metric", "nDCG@3", "--worst", "1"])
     assert result.exit_code == 0 and result.stdout.lstrip().startswith("<!doctype html>")
     drill = _page_data(result.stdout)["drilldowns"]["tiny"]["systems"]
     assert drill and all(len(entry["worst"]) == 1 for entry in drill.values())
-    bad = CliRunner().invoke(cli, ["report", str(results_dir), "--format", "html", "--metric", "nDCG@5000"])
+    bad = invoke(["report", str(results_dir), "--format", "html", "--metric", "nDCG@5000"])
     assert bad.exit_code == 1 and "no result has nDCG@5000" in bad.stderr
 
 

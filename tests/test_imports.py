@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,48 @@ def test_commands_that_need_no_model_import_no_model_library(tiny_beir, tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+REPO = Path(__file__).resolve().parents[1]
+FAMILIES = ("running", "data", "results", "machine", "scoring", "judging", "judgments", "options")
+
+
+def _harness_modules(*args: str) -> tuple[list[str], str]:
+    """The harness modules `python -X importtime -m harness ARGS` imports, in order, and what it printed."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    names = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return [name for name in names if name == "harness" or name.startswith("harness.")], proc.stdout
+
+
+def test_the_group_help_imports_at_most_a_dozen_harness_modules_and_no_command():
+    modules, printed = _harness_modules("--help")
+    assert len(modules) <= 12, modules
+    assert not [m for m in modules if m.removeprefix("harness.cli.") in FAMILIES], modules
+    assert not [m for m in modules if m == "harness.api" or m.startswith("harness.api.")], modules
+    assert "evaluate" in printed and "judgments" in printed  # the table lists every command
+
+
+def test_a_command_s_help_imports_its_own_family_alone():
+    modules, printed = _harness_modules("score", "--help")
+    assert "--per-query" in printed
+    assert "harness.cli.scoring" in modules
+    assert not [m for m in modules if m.removeprefix("harness.cli.") in set(FAMILIES) - {"scoring", "options"}], modules
+
+
+def test_importing_the_command_line_reads_no_registry():
+    code = "import sys\nimport harness.cli\nprint(sorted(m for m in sys.modules if m.startswith('harness.')))\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert set(ast.literal_eval(proc.stdout)) <= {
+        "harness.cli",
+        "harness.cli.commands",
+        "harness.cli.group",
+        "harness.errors",
+    }

@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 from browser import CHROMIUM
 from browser import launch as browser_launch
-from click.testing import CliRunner
-
-from harness.cli import cli
+from cli_runner import invoke
 
 PLANTED = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold?</b>'
 
@@ -39,9 +37,7 @@ def _pool(tmp_path: Path, docs: int = 12, queries: int = 2, planted: bool = Fals
     )
     run = tmp_path / "ranked.trec"
     run.write_text("".join(f"q{q} Q0 d{d:02d} {d + 1} {100 - d} ranked\n" for q in range(queries) for d in range(docs)))
-    result = CliRunner().invoke(
-        cli, ["pool", str(folder), "--runs", str(run), "--depth", str(docs), "--out", str(tmp_path / "pool")]
-    )
+    result = invoke(["pool", str(folder), "--runs", str(run), "--depth", str(docs), "--out", str(tmp_path / "pool")])
     assert result.exit_code == 0, result.output
     return tmp_path / "pool" / "judge.html"
 
@@ -187,8 +183,7 @@ def test_a_team_scale_takes_only_its_own_keys(tmp_path):
             {"scale": [{"grade": 0, "label": "No"}, {"grade": 1, "label": "Yes"}], "guidelines": "Yes if it answers."}
         )
     )
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "pool",
             str(folder),

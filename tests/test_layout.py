@@ -63,10 +63,10 @@ def test_no_package_grows_past_a_dozen_modules():
         assert len(list(package.glob("*.py"))) <= 13, package.relative_to(PACKAGE)
 
 
-MAX_LINES = 700  # a module longer than this is a package waiting to exist (docs/development.md, "Layout")
+MAX_LINES = 600  # a module longer than this is a package waiting to exist (docs/development.md, "Layout")
 
 
-def test_no_module_is_over_700_lines():
+def test_no_module_is_over_600_lines():
     long = {
         str(path.relative_to(PACKAGE)): lines
         for path in PACKAGE.rglob("*.py")
@@ -278,26 +278,12 @@ def test_the_development_guide_lists_every_module():
     assert not stale, "docs/development.md lists modules that are gone: " + ", ".join(stale)
 
 
-# The command line's one door is the Python API: it parses, calls `harness.api`, prints what comes back. Besides the
-# API it may take the errors it translates, the records it prints, the table helpers of `harness.presentation`, its
-# own package and the version; and from the registries only constants (UPPER_CASE names: option choices such as the
-# runtimes, the index kinds, the stored and the model precisions, the engines, the table formats, the merge policies, the
-# CSV delimiters, and defaults such as the default model), which a decorator needs
-# while the module loads, before any command runs.
-CLI_DOORS = ("harness.api", "harness.errors", "harness.records", "harness.presentation", "harness.cli")
-CLI_REGISTRIES = (
-    "harness.runtimes.registry",
-    "harness.retrieval.compress",
-    "harness.retrieval.devices",
-    "harness.retrieval.index",
-    "harness.retrieval.fusion",
-    "harness.retrieval.models",
-    "harness.engines.ray_engine",
-    "harness.reporting.tables",
-    "harness.judging.merge",
-    "harness.judging.budget",
-    "harness.datasets.convert.tables",
-)
+# The command line's one door is the Python API: it parses, calls `harness.api`, prints what comes back, and reads an
+# option's choices and defaults (the runtimes, the index kinds, the precisions, the engines, the table formats, the
+# merge policies, the CSV delimiters, the default model) from the registries through `harness.api.choices` when a
+# command is built. Besides the API it may take the errors it translates, the table helpers of
+# `harness.presentation`, its own package and the version; nothing else of the library, not even a constant.
+CLI_DOORS = ("harness.api", "harness.errors", "harness.presentation", "harness.cli")
 
 
 def _cli_violations(tree: ast.AST) -> list[str]:
@@ -315,8 +301,6 @@ def _cli_violations(tree: ast.AST) -> list[str]:
             if module == "harness" and name == "__version__":
                 continue
             if any(module == door or module.startswith(door + ".") for door in CLI_DOORS):
-                continue
-            if module in CLI_REGISTRIES and name is not None and name.isupper():
                 continue
             found.append(f"{node.lineno}: {module}" + (f".{name}" if name else ""))
     return found
@@ -338,7 +322,8 @@ def test_the_api_door_check_sees_each_way_around_it():
         "import harness.io.cache\n"
         "from harness.runtimes.registry import runtime\n"
         "from harness.api import evaluate\nfrom harness.runtimes.registry import CHOICES\nfrom harness import __version__\n"
-        "from harness.errors import HarnessError\nfrom harness.api.commandline import parse_size\n"
+        "from harness.errors import HarnessError\nfrom harness.api.choices import backends\n"
+        "from harness.records import Run\nimport harness.api.results\nfrom harness.presentation import align\n"
     )
     found = sorted(line.split(":")[0] for line in _cli_violations(ast.parse(code)))
-    assert found == ["1", "3", "4", "5"]
+    assert found == ["1", "11", "3", "4", "5", "7"]

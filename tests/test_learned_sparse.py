@@ -8,47 +8,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-
-from harness.cli import cli
+from cli_runner import invoke
 
 WORDS = "apple banana cherry date zucchini fruit stone fig elder grape kiwi lemon query doc".split()
 
 
 @pytest.fixture(scope="session")
 def tiny_sparse_encoder(tmp_path_factory) -> Path:
-    import torch
-    from sentence_transformers import SparseEncoder
-
-    try:  # sentence-transformers 6 moved the modules; 5 has them under .models
-        from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
-    except ImportError:
-        from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+    from tiny_models import sparse_encoder
 
     root = tmp_path_factory.mktemp("tiny-sparse")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        initializer_range=0.5,
-    )
-    BertForMaskedLM(config).save_pretrained(root / "mlm")
-    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(root / "mlm")
-    SparseEncoder(
-        modules=[MLMTransformer(str(root / "mlm")), SpladePooling(pooling_strategy="max")], device="cpu"
-    ).save(str(root / "model"))
-    return root / "model"
+    return sparse_encoder(root / "model", WORDS, raw=root / "mlm")
 
 
 def _evaluate(folder, tmp_path, model, *options):
-    return CliRunner().invoke(
-        cli,
+    return invoke(
         [
             "-q",
             "evaluate",

@@ -5,9 +5,8 @@ when it was given."""
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 from harness.retrieval import streamed
 from harness.retrieval.encode import HashingEncoder
@@ -57,8 +56,7 @@ def test_a_given_budget_too_small_is_refused_before_anything_is_encoded(tiny_bei
     monkeypatch.setattr(
         HashingEncoder, "encode_docs", lambda self, texts: calls.append(len(texts)) or original(self, texts)
     )
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "evaluate",

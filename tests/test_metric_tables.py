@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 import harness
-from harness.cli import cli
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -92,7 +91,7 @@ def _expected_wide(per_query: pd.DataFrame) -> pd.DataFrame:
 
 def _report(root: Path, *options: str) -> str:
     args = ["report", str(root), *(a for m in METRICS for a in ("--metric", m)), *options]
-    result = CliRunner().invoke(cli, args)
+    result = invoke(args)
     assert result.exit_code == 0, result.stderr
     return result.stdout
 
@@ -161,7 +160,7 @@ def test_the_api_gives_the_same_table(study):
 
 
 def _report_one(root: Path) -> str:
-    result = CliRunner().invoke(cli, ["report", str(root), "--metric", "nDCG@10", "--format", "csv"])
+    result = invoke(["report", str(root), "--metric", "nDCG@10", "--format", "csv"])
     assert result.exit_code == 0, result.stderr
     return result.stdout
 
@@ -196,10 +195,10 @@ def test_significance_marks_belong_to_their_metric(tmp_path):
     write("b", ndcg_b, recall)
     assert stats.ttest_rel(ndcg_b, ndcg_a).pvalue < 1e-10
     args = ["report", str(tmp_path), "--metric", "nDCG@10", "--metric", "Recall@100", "--significance", "a"]
-    long = pd.read_csv(io.StringIO(CliRunner().invoke(cli, [*args, "--layout", "long", "--format", "csv"]).stdout))
+    long = pd.read_csv(io.StringIO(invoke([*args, "--layout", "long", "--format", "csv"]).stdout))
     marked = long[long.significant.fillna("") == "†"]
     assert list(zip(marked.system, marked.metric)) == [("b", "nDCG@10")]
-    markdown = CliRunner().invoke(cli, [*args, "--rounds", "2000"]).stdout
+    markdown = invoke([*args, "--rounds", "2000"]).stdout
     row = next(line for line in markdown.splitlines() if line.startswith("| b |"))
     assert row.count("†") == 1 and "†" in row.split("|")[2]
 
@@ -236,7 +235,7 @@ def test_published_rows_per_metric(study):
 def test_a_one_metric_mode_with_several_metrics_is_refused(tmp_path, args, code, message):
     out = tmp_path / "t.md"
     command = ["report", str(tmp_path / "nowhere"), "--metric", "nDCG@10", "--metric", "Recall@100", "--out", str(out)]
-    result = CliRunner().invoke(cli, [*command, *args])
+    result = invoke([*command, *args])
     assert result.exit_code == code and message in result.stderr  # said before any result is looked for
     assert not out.exists()
 
@@ -245,7 +244,7 @@ def test_a_metric_named_twice_is_refused(study, tmp_path):
     root, _ = study
     out = tmp_path / "t.csv"
     args = ["report", str(root), "--metric", "nDCG@10", "--metric", "ndcg_cut_10", "--format", "csv", "--out", str(out)]
-    result = CliRunner().invoke(cli, args)
+    result = invoke(args)
     assert result.exit_code == 1 and "metric nDCG@10 is asked for twice; name each metric once" in result.stderr
     assert not out.exists()
 
@@ -259,11 +258,11 @@ def test_report_cost_shows_the_runs_own_times_and_host(tmp_path):
     data = {"dataset": "scifact", "split": "test", "model": "m", "metrics": {"nDCG@10": 0.5}, "n_queries": 1}
     data |= {"per_query": {"q": {"nDCG@10": 0.5}}, "config": {}, "timings": timings, "host": host}
     path.write_text(json.dumps(data))
-    result = CliRunner().invoke(cli, ["report", str(tmp_path), "--cost", "--format", "csv"])
+    result = invoke(["report", str(tmp_path), "--cost", "--format", "csv"])
     row = pd.read_csv(io.StringIO(result.stdout)).iloc[0]
     assert row.wall_s == 14.0 and row.encode_corpus_s == 12.25 and row.search_s == 0.75
     assert row.host == "AMD EPYC 7B13 (2 of 16 cores), NVIDIA H200"
-    markdown = CliRunner().invoke(cli, ["report", str(tmp_path), "--cost"]).stdout
+    markdown = invoke(["report", str(tmp_path), "--cost"]).stdout
     header, _, line = markdown.splitlines()[:3]
     shown = dict(zip(header.strip("|").split("|"), line.strip("|").split("|")))
     assert shown[" host "].strip() == row.host and shown[" wall s "].strip() == "14.00"

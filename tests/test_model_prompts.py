@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 import harness.datasets.prompts
-from harness.cli import cli
 from harness.datasets import published
 from harness.datasets.prompts import FIELDS, SOURCES, model_prompts, parse_prompts
 from harness.errors import HarnessError
@@ -83,29 +82,9 @@ def test_bad_registry_rows_are_one_line(text, message):
 
 def _bi_encoder(folder: Path, prompts: dict[str, str] | None = None) -> Path:
     """A 1-layer BERT bi-encoder with random weights and a word-level vocabulary (prompts in its config)."""
-    import torch
-    from sentence_transformers import SentenceTransformer, models
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from tiny_models import bi_encoder
 
-    raw = folder.parent / f"{folder.name}-raw"
-    raw.mkdir()
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        initializer_range=0.5,
-    )
-    BertModel(config).save_pretrained(raw)
-    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(raw)
-    transformer = models.Transformer(str(raw), max_seq_length=32)
-    model = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean")], prompts=prompts or None)
-    model.save(str(folder))
-    return folder
+    return bi_encoder(folder, WORDS, layers=1, positions=64, prompts=prompts)
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +110,8 @@ def registry_naming(monkeypatch):
 
 
 def _evaluate(folder, out, *options):
-    result = CliRunner().invoke(
-        cli, ["-q", "evaluate", str(folder), "--output-dir", str(out), "--json", "--no-cache", "--k", "1,3", *options]
+    result = invoke(
+        ["-q", "evaluate", str(folder), "--output-dir", str(out), "--json", "--no-cache", "--k", "1,3", *options]
     )
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout), result.stderr
@@ -188,12 +167,12 @@ def test_bench_applies_registry_prompts_and_skips_the_done_cell(plain_model, reg
         "1,3",
         "--no-cache",
     ]
-    first = CliRunner().invoke(cli, args)
+    first = invoke(args)
     assert first.exit_code == 0, first.output
     assert f"tiny × {plain_model}: {plain_model}: prompts from the model registry" in first.stderr
     stored = json.loads(next((tmp_path / "r").rglob("test*.json")).read_text())
     assert stored["config"]["prompts"] == "from the model registry" and stored["config"]["query_prefix"] == "query: "
-    again = CliRunner().invoke(cli, args)
+    again = invoke(args)
     assert again.exit_code == 0 and "1 cells: 0 done, 1 skipped" in again.stdout, again.output
 
 

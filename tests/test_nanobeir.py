@@ -8,9 +8,8 @@ import io
 import json
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.datasets import nanobeir, registry
 from harness.datasets.catalog import read_stamp
 from harness.datasets.registry import NanoFile
@@ -112,14 +111,13 @@ def test_all_thirteen_by_one_name_and_a_bench_with_their_mean(nano, tmp_path, mo
     server, _ = nano
     monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     data = str(tmp_path / "data")
-    result = CliRunner().invoke(cli, ["datasets", "download", "nanobeir", "--data-dir", data, "--base-url", server.url])
+    result = invoke(["datasets", "download", "nanobeir", "--data-dir", data, "--base-url", server.url])
     assert result.exit_code == 0, result.output
-    listed = CliRunner().invoke(cli, ["datasets", "list", "--data-dir", data, "--json"])
+    listed = invoke(["datasets", "list", "--data-dir", data, "--json"])
     rows = {row["name"]: row for row in json.loads(listed.stdout)}
     assert rows["nanobeir/scifact"]["installed"] and rows["nanobeir/arguana"]["family"] == "NanoBEIR"
     out = tmp_path / "results"
-    bench = CliRunner().invoke(
-        cli,
+    bench = invoke(
         [
             "bench",
             "--models",
@@ -138,7 +136,7 @@ def test_all_thirteen_by_one_name_and_a_bench_with_their_mean(nano, tmp_path, mo
     values = {line.split()[0]: float(line.split()[-1]) for line in bench.stdout.splitlines()[1:3]}
     mean_line = next(line for line in bench.stdout.splitlines() if line.startswith("NanoBEIR (mean of 2)"))
     assert float(mean_line.split()[-1]) == pytest.approx(sum(values.values()) / 2, abs=1e-4)
-    report = CliRunner().invoke(cli, ["report", str(out)])
+    report = invoke(["report", str(out)])
     assert "| NanoBEIR (mean of 2) |" in report.stdout and "average over 2 datasets" in report.stdout
 
 
@@ -149,13 +147,10 @@ def test_import_from_a_folder_for_an_offline_machine(nano, tmp_path, monkeypatch
         (source / PATHS[table]).mkdir(parents=True)
         (source / PATHS[table] / "train-00000-of-00001.parquet").write_bytes(data)
     data_dir = tmp_path / "data"
-    result = CliRunner().invoke(
-        cli, ["datasets", "import", str(source), "--name", "nanobeir/arguana", "--data-dir", str(data_dir)]
-    )
+    result = invoke(["datasets", "import", str(source), "--name", "nanobeir/arguana", "--data-dir", str(data_dir)])
     assert result.exit_code == 0, result.output
     monkeypatch.setenv("BEIR_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    evaluated = CliRunner().invoke(
-        cli,
+    evaluated = invoke(
         [
             "evaluate",
             "nanobeir/arguana",
@@ -175,8 +170,7 @@ def test_import_from_a_folder_for_an_offline_machine(nano, tmp_path, monkeypatch
 
 
 def test_offline_download_fails_fast_naming_the_way_out(nano, tmp_path):
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "datasets",
             "download",
@@ -241,8 +235,8 @@ def test_a_judgment_naming_an_absent_document_is_refused(nano, tmp_path, monkeyp
     qrels += [{"query-id": "scifact-q0", "corpus-id": f"scifact-d{j}"} for j in range(6, 11)]
     qrels.append({"query-id": "scifact-q1", "corpus-id": "scifact-d999"})
     _serve(server, "scifact", "qrels", _parquet(qrels), monkeypatch)
-    result = CliRunner().invoke(
-        cli, ["datasets", "download", "nanobeir/scifact", "--data-dir", str(tmp_path / "d"), "--base-url", server.url]
+    result = invoke(
+        ["datasets", "download", "nanobeir/scifact", "--data-dir", str(tmp_path / "d"), "--base-url", server.url]
     )
     assert result.exit_code == 1 and "1 judgment(s) name unknown documents: row 12 'scifact-d999'" in result.stderr
     assert read_stamp(tmp_path / "d" / "nanobeir" / "scifact") is None
@@ -267,9 +261,7 @@ def test_mteb_export_uses_mtebs_split_name_and_reads_back(nano, tmp_path, monkey
             progress=False,
         )
     )
-    result = CliRunner().invoke(
-        cli, ["export", str(tmp_path / "out"), "--format", "mteb", "--out", str(tmp_path / "mteb")]
-    )
+    result = invoke(["export", str(tmp_path / "out"), "--format", "mteb", "--out", str(tmp_path / "mteb")])
     assert result.exit_code == 0, result.output
     task_file = next((tmp_path / "mteb").rglob("NanoSciFactRetrieval.json"))
     splits = list(json.loads(task_file.read_text())["scores"])

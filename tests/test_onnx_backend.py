@@ -6,9 +6,8 @@ import sys
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.errors import MissingDependencyError
 
 TEXTS = [
@@ -76,8 +75,7 @@ def test_evaluate_with_the_onnx_backend(encoders, tiny_beir, tmp_path, monkeypat
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", lambda *args, **kwargs: default_encoder)
     runs = {}
     for backend in ("torch", "onnx"):
-        result = CliRunner().invoke(
-            cli,
+        result = invoke(
             [
                 "-q",
                 "evaluate",
@@ -106,7 +104,7 @@ def test_missing_extra_is_one_line(monkeypatch, tiny_beir, tmp_path):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[onnx\]'"):
         harness.runtimes.onnx_backend._onnxruntime()
-    result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--backend", "onnx", "--output-dir", str(tmp_path)])
+    result = invoke(["evaluate", str(tiny_beir), "--backend", "onnx", "--output-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1].startswith("Error: --backend onnx needs onnxruntime")
 

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.errors import HarnessError, MissingDependencyError
 
 pytest.importorskip("openvino")
@@ -172,8 +171,7 @@ def test_the_calibration_sample_is_a_seeded_uniform_subset():
 
 
 def test_a_corpus_smaller_than_the_sample_calibrates_on_all_of_it(tiny_model, tiny_beir, tmp_path):
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -201,8 +199,7 @@ def test_evaluate_records_the_backend_cold_and_warm(tiny_model, tiny_beir, tmp_p
     loaded) records the same, and scores the same."""
     runs = []
     for run in range(2):
-        result = CliRunner().invoke(
-            cli,
+        result = invoke(
             [
                 "-q",
                 "evaluate",
@@ -234,8 +231,7 @@ def test_missing_extra_is_one_line(monkeypatch, tiny_beir, tmp_path):
     monkeypatch.setitem(sys.modules, "openvino", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[openvino\]'"):
         openvino_backend.openvino_module()
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -343,8 +339,7 @@ def test_nncf_telemetry_is_declined(tmp_path):
 
 def _evaluated_config(tiny_beir, tiny_model, tmp_path, backend: str, out: str) -> dict:
     """`evaluate --backend BACKEND --json` of the tiny model on the tiny folder, one cache: the result's config."""
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "evaluate",

@@ -12,9 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from harness.cli import cli
+from cli_runner import invoke
 
 pytest.importorskip("openvino")
 pytest.importorskip("nncf")
@@ -160,8 +158,7 @@ def test_the_preparation_leaves_the_phase_it_was_timed_in(encoder, cached, moved
 
 
 def _evaluate(folder: Path, model: Path, cache: Path, out: Path) -> dict:
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-v",
             "evaluate",
@@ -205,7 +202,7 @@ def test_a_sweep_prepares_each_dataset_once(tiny_model, tiny_beir, tmp_path, cou
     def bench(out: str):
         args = ["bench", "--models", str(tiny_model), "--datasets", f"{tiny_beir},{second}", "--backend"]
         args += ["openvino-int8", "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(tmp_path / out)]
-        result = CliRunner().invoke(cli, args)
+        result = invoke(args)
         assert result.exit_code == 0, result.stderr
 
     bench("a")

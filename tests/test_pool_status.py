@@ -11,9 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from harness.cli import cli
+from cli_runner import invoke
 
 N_QUERIES, N_DOCS = 8, 30
 
@@ -44,7 +42,7 @@ def _run(path: Path, seed: int) -> Path:
 
 
 def _invoke(*args) -> object:
-    return CliRunner().invoke(cli, [*map(str, args)])
+    return invoke([*map(str, args)])
 
 
 @pytest.fixture

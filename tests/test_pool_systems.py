@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import csv
 import json
+import struct
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 from test_pool import SYSTEMS, _write_folder, _write_runs
-
-from harness.cli import cli
 
 
 def _pool(args: list) -> object:
-    return CliRunner().invoke(cli, ["pool", *map(str, args)])
+    return invoke(["pool", *map(str, args)])
 
 
 def _pairs_by_query(out: Path) -> dict[str, set[str]]:
@@ -36,6 +35,11 @@ def _ranx_runs(paths: list[Path]) -> list[dict[str, dict[str, float]]]:
             run.setdefault(query_id, {})[doc_id] = float(score)
         runs.append(run)
     return runs
+
+
+def _f32(score: float) -> float:
+    """A score as pytrec_eval compares it (float32)."""
+    return struct.unpack("f", struct.pack("f", score))[0]
 
 
 def _top(scores: dict[str, float], depth: int) -> tuple[set[str], set[str]]:
@@ -108,7 +112,15 @@ def test_bench_syntax_with_retrieval_pools_bm25_a_dense_model_and_their_fusion(t
     manifest = json.loads((out / "manifest.json").read_text())
     assert [s["name"] for s in manifest["systems"]] == ["bm25", "h", "rrf(bm25, h)"]
     ranx = pytest.importorskip("ranx")
-    runs = [_ranx_runs([out / s["run"]])[0] for s in manifest["systems"][:2]]
+    # RRF reads ranks only: ranx is given each member's ranks in the tie rule's order, written here (float32 score,
+    # then doc_id, descending; ranx would rank ties its own way), as scores that cannot tie.
+    runs = [
+        {
+            q: {d: -float(rank) for rank, d in enumerate(sorted(docs, key=lambda d: (_f32(docs[d]), d), reverse=True))}
+            for q, docs in _ranx_runs([out / s["run"]])[0].items()
+        }
+        for s in manifest["systems"][:2]
+    ]
     fused = ranx.fuse(
         [ranx.Run(run, name=f"r{i}") for i, run in enumerate(runs)], method="rrf", params={"k": 60}
     ).to_dict()

@@ -11,9 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from harness.cli import cli
+from cli_runner import invoke
 
 pytest.importorskip("onnxruntime")
 
@@ -78,7 +76,7 @@ def test_move_never_leaves_a_phase_below_zero():
 
 def _evaluate(folder: Path, model: Path, cache: Path, out: Path, backend: str) -> dict:
     args = ["-v", "evaluate", str(folder), "--model", str(model), "--backend", backend, "--device", "cpu"]
-    result = CliRunner().invoke(cli, [*args, "--json", "--cache-dir", str(cache), "--output-dir", str(out)])
+    result = invoke([*args, "--json", "--cache-dir", str(cache), "--output-dir", str(out)])
     assert result.exit_code == 0, result.stderr
     return {"result": json.loads(result.stdout), "stderr": result.stderr}
 

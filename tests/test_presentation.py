@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 from harness.presentation import Bold, align, csv_text, latex_table, markdown_table, size_text
 
@@ -83,10 +83,9 @@ def _rows(text: str, start: str, separator: str, end: str = "") -> dict[str, str
 
 @pytest.mark.parametrize("digits", [4, 3])
 def test_every_format_shows_the_digits_of_the_stored_float(rounding_results, digits):
-    from harness.cli import cli
 
     def report(*options) -> str:
-        result = CliRunner().invoke(cli, ["report", str(rounding_results), "--digits", str(digits), *options])
+        result = invoke(["report", str(rounding_results), "--digits", str(digits), *options])
         assert result.exit_code == 0, result.output
         return result.stdout
 

@@ -4,15 +4,18 @@ brute-force resampling loop; `judgments rankings` end to end with scores from py
 
 from __future__ import annotations
 
+import math
 import random
+import warnings
 
 import numpy as np
 import pytest
 import pytrec_eval
-from click.testing import CliRunner
+from cli_runner import invoke
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import kendalltau
 
-from harness.cli import cli
 from harness.evaluation.rankings import compare_rankings, kendall_tau_b, tau_ap, top_k_overlap
 
 
@@ -166,7 +169,7 @@ def test_rankings_command_prints_scores_ranks_tau_and_intervals(tmp_path):
     args = ["judgments", "rankings", str(tmp_path / "human.qrels"), str(tmp_path / "llm.csv")]
     for s in runs:
         args += ["--runs", str(tmp_path / f"{s}.trec")]
-    result = CliRunner().invoke(cli, args)
+    result = invoke(args)
     assert result.exit_code == 0, result.output
     scores = {}
     for label, qrels in (("a", human), ("b", llm)):
@@ -200,7 +203,120 @@ def test_bad_input_is_one_line_before_any_scoring(tmp_path, case, expected):
     runs = ["--runs", str(tmp_path / "sys0.trec")] + (
         [] if case == "one-run" else ["--runs", str(tmp_path / "sys1.trec")]
     )
-    result = CliRunner().invoke(cli, ["judgments", "rankings", str(tmp_path / "human.qrels"), str(b), *runs])
+    result = invoke(["judgments", "rankings", str(tmp_path / "human.qrels"), str(b), *runs])
     assert result.exit_code == 1
     assert expected in result.output
     assert len([line for line in result.output.splitlines() if line.strip()]) == 1
+
+
+# --- differential cases: rankings that disagree, ties everywhere, seeds -----------------------------------------
+
+_GRID = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])  # few values: ties at every cut, sums exact in binary
+
+
+def _same(x: float, y: float) -> bool:
+    return (x != x and y != y) or x == pytest.approx(y)
+
+
+@settings(derandomize=True, deadline=None, max_examples=120)
+@given(st.lists(st.tuples(_GRID, _GRID), min_size=0, max_size=12))
+def test_kendall_tau_b_is_scipys_variant_b_on_lists_full_of_ties(pairs):
+    first, second = [x for x, _ in pairs], [y for _, y in pairs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns where τ is undefined (fewer than two items)
+        expected = kendalltau(first, second, variant="b").statistic if len(pairs) >= 2 else math.nan
+    assert _same(kendall_tau_b(first, second), float(expected))
+
+
+def test_tau_ap_takes_its_first_argument_as_the_reference():
+    # A ranks a > b > c > d, B ranks b > c > d > a: B's list b, c, d, a has C = 1, 2, 0 against A (a is above
+    # nobody in A's truth), τ_ap = 2/3·(1/1 + 2/2 + 0/3) − 1 = 1/3; with B the reference, −2/9.
+    a, b = {"a": 4, "b": 3, "c": 2, "d": 1}, {"a": 1, "b": 4, "c": 3, "d": 2}
+    assert _brute_tau_ap(a, b) == pytest.approx(1 / 3) and _brute_tau_ap(b, a) == pytest.approx(-2 / 9)
+    assert tau_ap(a, b) == pytest.approx(1 / 3)
+    assert tau_ap(b, a) == pytest.approx(-2 / 9)
+
+
+@st.composite
+def _two_rankings(draw):
+    names = [f"s{i}" for i in range(draw(st.integers(2, 9)))]
+    reference = {n: draw(_GRID) for n in names}  # ties: broken by name, in both rankings
+    other = dict(zip(names, draw(st.permutations([float(i) for i in range(len(names))]))))
+    return reference, other
+
+
+@settings(derandomize=True, deadline=None, max_examples=150)
+@given(_two_rankings())
+def test_tau_ap_is_the_papers_loop_with_the_reference_first(rankings):
+    reference, other = rankings
+    assert tau_ap(reference, other) == pytest.approx(_brute_tau_ap(reference, other))
+    assert tau_ap(other, reference) == pytest.approx(_brute_tau_ap(other, reference))
+
+
+def _brute_overlap(first: dict[str, float], second: dict[str, float], k: int) -> float:
+    k = min(k, len(first))
+    top_first, top_second = set(_by_name_order(first)[:k]), set(_by_name_order(second)[:k])
+    return len([n for n in top_first if n in top_second]) / k
+
+
+@st.composite
+def _per_query_scores(draw):
+    names = [f"s{i}" for i in range(draw(st.integers(2, 6)))]
+    queries = [f"q{j}" for j in range(draw(st.integers(1, 7)))]
+    a = {n: {q: draw(_GRID) for q in queries} for n in names}
+    b = {n: {q: draw(_GRID) for q in queries} for n in names}
+    return a, b, draw(st.integers(1, 4)), draw(st.integers(1, 2**31))
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(_per_query_scores())
+def test_every_figure_and_interval_of_compare_rankings_is_the_brute_force_bootstrap(case):
+    a, b, k, seed = case
+    names, queries = sorted(a), sorted(next(iter(a.values())))
+    rounds = 40
+    measured = compare_rankings(a, b, top_k=k, rounds=rounds, seed=seed)
+
+    def figures(chosen: list[str]) -> tuple[float, float, float]:
+        mean_a = {n: sum(a[n][q] for q in chosen) / len(chosen) for n in names}
+        mean_b = {n: sum(b[n][q] for q in chosen) / len(chosen) for n in names}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tau = float(kendalltau([mean_a[n] for n in names], [mean_b[n] for n in names], variant="b").statistic)
+        return tau, _brute_tau_ap(mean_a, mean_b), _brute_overlap(mean_a, mean_b, k)
+
+    draws = np.random.default_rng(seed).integers(0, len(queries), size=(rounds, len(queries)))
+    resampled = [figures([queries[i] for i in row]) for row in draws]
+    for position, interval in enumerate((measured.tau, measured.tau_ap, measured.overlap)):
+        assert _same(interval.value, figures(queries)[position])
+        values = [v[position] for v in resampled if v[position] == v[position]]
+        if values:
+            assert (interval.low, interval.high) == pytest.approx(tuple(np.quantile(values, [0.025, 0.975])))
+        else:
+            assert interval.low != interval.low and interval.undefined == rounds
+    for scores, field in ((a, "rank_a"), (b, "rank_b")):
+        means = {n: sum(scores[n].values()) / len(queries) for n in names}
+        expected = {n: i + 1 for i, n in enumerate(_by_name_order(means))}
+        assert {s.name: getattr(s, field) for s in measured.systems} == expected
+
+
+def test_compare_rankings_takes_a_as_the_reference_of_tau_ap():
+    # Every query ranks a > b > c > d under A and b > c > d > a under B: τ_ap 1/3 with A the reference.
+    scores_a, scores_b = {"a": 0.9, "b": 0.7, "c": 0.5, "d": 0.3}, {"a": 0.2, "b": 0.8, "c": 0.6, "d": 0.4}
+    a = {n: {f"q{j}": v for j in range(5)} for n, v in scores_a.items()}
+    b = {n: {f"q{j}": v for j in range(5)} for n, v in scores_b.items()}
+    measured = compare_rankings(a, b, rounds=20)
+    assert measured.tau_ap.value == pytest.approx(_brute_tau_ap(scores_a, scores_b)) == pytest.approx(1 / 3)
+    assert "τ_ap (A the reference) 0.333 [0.333, 0.333]" in measured.format_text()
+    assert compare_rankings(b, a, rounds=20).tau_ap.value == pytest.approx(-2 / 9)
+
+
+def test_each_interval_follows_its_seed():
+    # Systems of one quality on few queries: every figure swings from resample to resample.
+    rng = np.random.default_rng(3)
+    a = {f"s{i}": {f"q{j}": float(rng.uniform()) for j in range(8)} for i in range(6)}
+    b = {n: {q: float(rng.uniform()) for q in row} for n, row in a.items()}
+    by_seed = {seed: compare_rankings(a, b, top_k=3, rounds=60, seed=seed) for seed in range(1, 6)}
+    assert compare_rankings(a, b, top_k=3, rounds=60, seed=1) == by_seed[1]
+    for figure in ("tau", "tau_ap", "overlap"):
+        bounds = {(getattr(m, figure).low, getattr(m, figure).high) for m in by_seed.values()}
+        assert len(bounds) > 1, figure  # an interval drawn with one seed whatever the seed given has one

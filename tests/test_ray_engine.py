@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.engines.ray_engine import LOCAL_CLUSTER_ENV, RaySpec, ShardEncoder, connect, encode_corpus_ray, shard_size
 from harness.engines.shards import EncodeJob
 from harness.errors import HarnessError, MissingDependencyError
@@ -278,8 +277,7 @@ def test_missing_ray_is_one_line(monkeypatch, tmp_path, tiny_beir):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'beir-harness\[ray\]'"):
         connect(RaySpec())
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -298,9 +296,7 @@ def test_missing_ray_is_one_line(monkeypatch, tmp_path, tiny_beir):
 
 
 def test_cli_ray_local_and_option_checks(cluster, tmp_path, tiny_beir):
-    runner = CliRunner()
-    ok = runner.invoke(
-        cli,
+    ok = invoke(
         [
             "-q",
             "evaluate",
@@ -320,10 +316,9 @@ def test_cli_ray_local_and_option_checks(cluster, tmp_path, tiny_beir):
     )
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.stdout)["config"]["engine"] == "ray"
-    misuse = runner.invoke(cli, ["evaluate", str(tiny_beir), "--shards", "4"])
+    misuse = invoke(["evaluate", str(tiny_beir), "--shards", "4"])
     assert misuse.exit_code == 2 and "need --engine ray" in misuse.output
-    no_gpus = runner.invoke(
-        cli,
+    no_gpus = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -341,8 +336,7 @@ def test_cli_ray_local_and_option_checks(cluster, tmp_path, tiny_beir):
     )
     assert no_gpus.exit_code == 1 and "asks for GPUs, but the Ray cluster has 0" in no_gpus.stderr
     assert not (tmp_path / "r4").exists()
-    local = runner.invoke(
-        cli,
+    local = invoke(
         [
             "-q",
             "evaluate",
@@ -360,8 +354,7 @@ def test_cli_ray_local_and_option_checks(cluster, tmp_path, tiny_beir):
         ],
     )
     assert local.exit_code == 0, local.output  # joins this test's running session instead of starting one
-    unreachable = runner.invoke(
-        cli,
+    unreachable = invoke(
         [
             "evaluate",
             str(tiny_beir),
@@ -379,7 +372,5 @@ def test_cli_ray_local_and_option_checks(cluster, tmp_path, tiny_beir):
     )
     assert unreachable.exit_code == 1 and "cannot reach the Ray cluster at 127.0.0.1:1" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr and not (tmp_path / "r3").exists()
-    both = runner.invoke(
-        cli, ["evaluate", str(tiny_beir), "--engine", "ray", "--ray-address", "auto", "--ray-local", "2"]
-    )
+    both = invoke(["evaluate", str(tiny_beir), "--engine", "ray", "--ray-address", "auto", "--ray-local", "2"])
     assert both.exit_code == 1 and "not both" in both.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from harness.reporting.report import Result, format_metrics_table, model_slug, result_paths
@@ -22,9 +24,52 @@ def test_model_slug(model, slug):
     assert model_slug(model) == slug
 
 
-def test_result_paths_stay_inside_the_output_dir(tmp_path):
-    json_path, run_path = result_paths(tmp_path, "../../x", "../../y", "../test")
-    assert tmp_path in json_path.parents and tmp_path in run_path.parents
+HOSTILE_NAMES = ["../../x", "{tmp}/abs/x", "a/../../b", "..", ".", "~/x", "x/../../../y", "..\\..\\x", "a/b/c", " "]
+
+
+@pytest.mark.parametrize("through_link", [False, True], ids=["folder", "symlinked-folder"])
+@pytest.mark.parametrize("role", ["dataset", "model", "split", "variant"])
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_result_paths_stay_inside_the_output_dir(tmp_path, name, role, through_link):
+    """The files actually written land inside the output folder, as the file system resolves both (`..`,
+    absolute paths, `~`, a symbolic link to the folder): compared as real paths, not as text."""
+    from harness.records import Run
+    from harness.reporting.report import write_result
+
+    out = tmp_path / "a" / "b" / "out"
+    out.mkdir(parents=True)
+    given = out
+    if through_link:
+        given = tmp_path / "link"
+        given.symlink_to(out, target_is_directory=True)
+    hostile = name.replace("{tmp}", str(tmp_path))
+    names = {"dataset": "d", "model": "m", "split": "test", "variant": ""} | {role: hostile}
+    result = Result(
+        dataset=names["dataset"],
+        split=names["split"],
+        model=names["model"],
+        metrics={"nDCG@10": 0.5},
+        per_query={"q": {"nDCG@10": 0.5}},
+        n_queries=1,
+        config={},
+        fingerprints={},
+        timings={},
+        versions={},
+        created="2026-11-30T00:00:00+00:00",
+    )
+    before = {p for p in tmp_path.rglob("*") if p.is_file()}
+    predicted = result_paths(given, names["dataset"], names["model"], names["split"], names["variant"])
+    written = write_result(
+        replace(result, variant=names["variant"]) if names["variant"] else result,
+        Run.from_scores({"q": {"a": 1.0}}),
+        given,
+    )
+    inside = out.resolve()
+    for path in (*predicted, *written):
+        assert path.resolve().is_relative_to(inside), (name, role, path.resolve())
+    new = {p.resolve() for p in tmp_path.rglob("*") if p.is_file()} - {p.resolve() for p in before}
+    assert len(new) == 2 and all(p.is_relative_to(inside) for p in new), new  # the result and its run, no other
+    assert {p.resolve() for p in written} == new
 
 
 def test_table_lists_every_metric():

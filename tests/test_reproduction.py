@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import invoke
 
 pytestmark = pytest.mark.slow
 
@@ -44,12 +45,7 @@ def test_the_scifact_benchmark_script_reproduces_mteb(shared_beir, tmp_path):
 
 def test_nfcorpus_reproduces_mteb(shared_beir, tmp_path):
     """`beir-harness evaluate` with the default model and flat index on NFCorpus (3,633 documents)."""
-    from click.testing import CliRunner
 
-    from harness.cli import cli
-
-    result = CliRunner().invoke(
-        cli, ["evaluate", str(shared_beir / "nfcorpus"), "--json", "--output-dir", str(tmp_path / "results")]
-    )
+    result = invoke(["evaluate", str(shared_beir / "nfcorpus"), "--json", "--output-dir", str(tmp_path / "results")])
     assert result.exit_code == 0, result.output[-3000:]
     assert round(json.loads(result.stdout)["metrics"]["nDCG@10"], 5) == MTEB_NDCG_AT_10["nfcorpus"]

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.errors import HarnessError
 from harness.records import Run
 from harness.retrieval.rerank import Reranker, RerankSpec, ScoreCache, model_kind, rerank
@@ -21,30 +20,13 @@ WORDS = "apple banana cherry date zucchini fruit stone fig elder grape kiwi lemo
 @pytest.fixture(scope="session")
 def tiny_cross_encoder(tmp_path_factory) -> Path:
     """A 2-layer BERT sequence classifier with random weights and a word-level vocabulary."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from tiny_models import cross_encoder
 
-    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
-    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=5 + len(WORDS),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=1,
-        initializer_range=0.5,
-    )
-    BertForSequenceClassification(config).save_pretrained(folder)
-    vocab = (folder / "vocab.txt").read_text().split()
-    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder)
-    return folder
+    return cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"), WORDS)
 
 
 def _evaluate(folder, out, *options):
-    return CliRunner().invoke(cli, ["-q", "evaluate", str(folder), "--output-dir", str(out), "--json", *options])
+    return invoke(["-q", "evaluate", str(folder), "--output-dir", str(out), "--json", *options])
 
 
 def test_model_kinds_are_read_from_the_folder(tiny_cross_encoder, tmp_path):
@@ -182,8 +164,7 @@ def test_bench_takes_reranking_systems(tiny_cross_encoder, tiny_beir, tmp_path):
     import csv
 
     system = f"bm25 >> {tiny_cross_encoder}@3"
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         [
             "-q",
             "bench",
@@ -202,8 +183,7 @@ def test_bench_takes_reranking_systems(tiny_cross_encoder, tiny_beir, tmp_path):
     assert result.exit_code == 0, result.stderr
     labels = {row["label"] for row in csv.DictReader(open(tmp_path / "grid" / "results.csv"))}
     assert labels == {f"bm25 >> {tiny_cross_encoder.name}@3", "hash:64"}
-    bad = CliRunner().invoke(
-        cli,
+    bad = invoke(
         [
             "-q",
             "bench",
@@ -246,7 +226,7 @@ def test_a_rerun_whose_pairs_are_all_cached_records_rerank_as_cached(tiny_cross_
     first, again = (json.loads(_evaluate(tiny_beir, tmp_path / "r", *args).stdout) for _ in range(2))
     assert "rerank" not in first["cost"]["cached"] and first["timings"]["rerank"] > 0
     assert "rerank" in again["cost"]["cached"]
-    shown = CliRunner().invoke(cli, ["report", str(tmp_path / "r"), "--cost", "--metric", "nDCG@1"])
+    shown = invoke(["report", str(tmp_path / "r"), "--cost", "--metric", "nDCG@1"])
     assert shown.exit_code == 0, shown.output
     header, _, row = shown.output.splitlines()[:3]
     assert dict(zip(header.split("|"), row.split("|")))[" rerank s "].strip() == "cached"

@@ -9,9 +9,9 @@ import random
 import numpy as np
 import pytest
 import pytrec_eval
-from click.testing import CliRunner
-
-from harness.cli import cli
+from cli_runner import invoke
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 DEPTH = 3
 
@@ -56,7 +56,7 @@ def _dataset(tmp_path):
     args = ["pool", str(root), "--depth", str(DEPTH), "--out", str(pool)]
     for s in runs:
         args += ["--runs", str(tmp_path / f"{s}.trec")]
-    result = CliRunner().invoke(cli, args)
+    result = invoke(args)
     assert result.exit_code == 0, result.output
     return pool, qrels, runs, outsider
 
@@ -94,7 +94,7 @@ def test_leave_one_out_matches_the_test_written_by_hand(tmp_path, groups):
     args = ["judgments", "reusability", str(pool), str(tmp_path / "judged.qrels"), "--json"]
     for system, group in groups.items():
         args += ["--group", f"{system}={group}"]
-    result = CliRunner().invoke(cli, args)
+    result = invoke(args)
     assert result.exit_code == 0, result.output
     got = {row["system"]: row for row in json.loads(result.output)["rows"]}
     expected = _expected(qrels, runs, groups)
@@ -109,8 +109,7 @@ def test_leave_one_out_matches_the_test_written_by_hand(tmp_path, groups):
 
 def test_a_run_outside_the_pool_gets_a_warning_with_judged_at_k(tmp_path):
     pool, qrels, _, outsider = _dataset(tmp_path)
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         ["judgments", "reusability", str(pool), str(tmp_path / "judged.qrels"), "--runs", str(tmp_path / "new.trec")],
     )
     assert result.exit_code == 0, result.output
@@ -124,9 +123,7 @@ def test_a_run_outside_the_pool_gets_a_warning_with_judged_at_k(tmp_path):
 
 def test_a_group_naming_no_pool_system_is_one_line(tmp_path):
     pool, *_ = _dataset(tmp_path)
-    result = CliRunner().invoke(
-        cli, ["judgments", "reusability", str(pool), str(tmp_path / "judged.qrels"), "--group", "omega=team1"]
-    )
+    result = invoke(["judgments", "reusability", str(pool), str(tmp_path / "judged.qrels"), "--group", "omega=team1"])
     assert result.exit_code == 1
     assert "--group 'omega': no such system in the pool (its systems: alpha, beta, gamma, delta)" in result.output
 
@@ -151,3 +148,66 @@ def test_report_pool_flags_a_result_whose_system_the_pool_was_built_without(tmp_
         np.mean([sum(d in qrels[q] for d in outsider[q][:DEPTH]) / DEPTH for q in qrels])
     )
     assert outside.format_text().startswith("WARNING newcomer: scored on qrels built without it")
+
+
+# --- every column against brute force, on pools where leaving a system out changes things ------------------------
+
+
+@st.composite
+def _pools(draw):
+    """Runs (distinct scores, so the ranked order is the given one), a depth, groups, and qrels grading every pooled
+    pair (grades 0-2: a grade of 1 is relevant, so "≥ 1" and "≥ 2" differ) plus some pairs no system pooled."""
+    docs = [f"d{i}" for i in range(8)]
+    queries = [f"q{j}" for j in range(draw(st.integers(1, 3)))]
+    systems = [f"s{i}" for i in range(draw(st.integers(2, 5)))]
+    runs = {s: {q: draw(st.lists(st.sampled_from(docs), min_size=1, max_size=6, unique=True)) for q in queries}
+            for s in systems}  # fmt: skip
+    depth = draw(st.integers(1, 4))
+    grade = st.sampled_from([0, 1, 1, 2])
+    qrels = {q: {d: draw(grade) for s in systems for d in runs[s][q][:depth]} for q in queries}
+    for q in queries:
+        for d in draw(st.lists(st.sampled_from(docs), max_size=2)):
+            qrels[q].setdefault(d, draw(grade))
+    grouped = draw(st.booleans())
+    groups = {s: draw(st.sampled_from(["g1", "g2"])) for s in systems if draw(st.booleans())} if grouped else {}
+    return runs, depth, qrels, groups
+
+
+def _scores(ranked: dict[str, list[str]]) -> dict[str, dict[str, float]]:
+    return {q: {d: float(100 - i) for i, d in enumerate(docs)} for q, docs in ranked.items()}
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(_pools())
+def test_every_column_of_the_leave_one_out_table_is_the_brute_force_one(pool):
+    from harness.judging.reusability import leave_one_out
+    from harness.records import Qrels, Run
+
+    runs, depth, qrels, groups = pool
+    measured = leave_one_out(
+        Qrels(qrels), {s: Run(_scores(r), s) for s, r in runs.items()}, depth, "nDCG@10", groups or None
+    )
+    unit = {s: groups.get(s, s) for s in runs}
+    full = {s: _ndcg(qrels, r) for s, r in runs.items()}
+    full_rank = {s: i + 1 for i, s in enumerate(sorted(full, key=lambda s: (-full[s], s)))}
+    rows = {row.system: row for row in measured.rows}
+    assert sorted(rows) == sorted(runs) and measured.by_group == bool(groups)
+    for s, run in runs.items():
+        removed = set()
+        for q in qrels:
+            for m in (m for m in runs if unit[m] == unit[s]):
+                for d in runs[m][q][:depth]:
+                    pooled_by_others = any(d in runs[o][q][:depth] for o in runs if unit[o] != unit[s])
+                    if not pooled_by_others and d in qrels[q]:
+                        removed.add((q, d))
+        left = _ndcg({q: {d: g for d, g in ds.items() if (q, d) not in removed} for q, ds in qrels.items()}, run)
+        table = {**full, s: left}
+        row = rows[s]
+        assert row.unit == unit[s]
+        assert row.score == pytest.approx(full[s]) and row.score_left_out == pytest.approx(left)
+        assert row.delta == pytest.approx(left - full[s])
+        assert row.rank == full_rank[s]
+        assert row.rank_left_out == sorted(table, key=lambda n: (-table[n], n)).index(s) + 1
+        assert row.rank_change == row.rank_left_out - full_rank[s]
+        assert row.removed == len(removed)
+        assert row.removed_relevant == sum(1 for q, d in removed if qrels[q][d] >= 1)

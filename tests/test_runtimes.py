@@ -103,3 +103,42 @@ def test_the_registry_imports_no_runtime_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# Every combination of the x86 flags that decide the kernels, against the classes as the instruction sets define them:
+# AMX tiles with int8 beat every vector unit; then a VNNI dot product, AVX-512's (512-bit) before the VEX-coded
+# AVX-VNNI (256-bit, Alder Lake); then AVX-512 without VNNI; then AVX2. bf16 and AMX flags other than amx_int8
+# choose no int8 kernel. ARM: SVE, then NEON with dot products, then plain NEON.
+_X86 = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
+
+
+def _expected_class(flags: set[str]) -> str:
+    if "amx_int8" in flags:
+        return "amx"
+    if "avx512_vnni" in flags:
+        return "avx512-vnni"
+    if "avx_vnni" in flags:
+        return "avx-vnni"
+    if "avx512f" in flags:
+        return "avx512"
+    if "avx2" in flags:
+        return "avx2"
+    if "sve" in flags:
+        return "sve"
+    return "neon-dot" if "asimddp" in flags else "neon" if "asimd" in flags else "baseline"
+
+
+_ARM = [("asimd",), ("asimd", "asimddp"), ("asimd", "asimddp", "sve", "i8mm"), ("asimd", "sve")]
+
+
+def test_the_cpu_class_of_every_combination_of_flags():
+    import itertools
+
+    from harness.host import int8_saturates, kernel_class
+
+    cpus = [[f for f, on in zip(_X86, chosen) if on] for chosen in itertools.product((False, True), repeat=len(_X86))]
+    for flags in cpus + [list(arm) for arm in _ARM]:  # a CPU is x86 or ARM
+        expected = _expected_class(set(flags))
+        assert kernel_class(flags) == expected, flags
+        assert kernel_class(list(reversed(flags))) == expected  # the order /proc/cpuinfo lists them in is no matter
+        assert int8_saturates(expected) is (expected in ("avx512", "avx2"))  # vpmaddubsw without a dot product

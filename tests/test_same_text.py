@@ -10,11 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 from test_judge_page import Browser, _items
 from test_llm_judge import MODEL, _judge, rule, service  # noqa: F401 - service is the fake LLM fixture
-
-from harness.cli import cli
 
 TWINS = {"d01": "d00", "d04": "d00", "d05": "d03"}  # document → the one whose title and text it repeats
 
@@ -46,9 +44,7 @@ def _pool(tmp_path: Path, query_docs: dict[str, list[int]]) -> Path:
     run.write_text(
         "".join(f"{q} Q0 d{d:02d} 0 {50 - r} sys\n" for q, docs in query_docs.items() for r, d in enumerate(docs))
     )
-    result = CliRunner().invoke(
-        cli, ["pool", str(folder), "--runs", str(run), "--depth", "9", "--out", str(tmp_path / "pool")]
-    )
+    result = invoke(["pool", str(folder), "--runs", str(run), "--depth", "9", "--out", str(tmp_path / "pool")])
     assert result.exit_code == 0, result.output
     pooled = {(q, f"d{d:02d}") for q, docs in query_docs.items() for d in docs}
     n_copies = sum(len(ids) - 1 for ids in _groups(folder, pooled).values())
@@ -82,7 +78,7 @@ def test_the_page_shows_each_text_once_per_query_and_the_export_grades_every_id(
     assert {(r["query_id"], r["doc_id"]): int(r["grade"]) for r in rows} == expected
     assert {(r["query_id"], r["doc_id"]): r["same_text_as"] for r in rows if r["same_text_as"]} == copies
     (export,) = tmp_path.glob("judgments-*-ada.csv")  # the page's download, saved
-    merged = CliRunner().invoke(cli, ["judgments", "merge", str(tmp_path / "set"), str(export)])
+    merged = invoke(["judgments", "merge", str(tmp_path / "set"), str(export)])
     assert merged.exit_code == 0, merged.output
     records = [json.loads(line) for line in (tmp_path / "set" / "qrels" / "test.annotations.jsonl").open()]
     assert {(r["query_id"], r["doc_id"]): r.get("same_text_as") for r in records if r.get("same_text_as")} == copies

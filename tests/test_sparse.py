@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.records import Doc, Query
 from harness.retrieval.bm25 import LUCENE_STOPWORDS, Analyzer, BM25Retriever, BM25Spec
 
@@ -39,8 +38,7 @@ def test_queries_without_terms_get_no_results():
 
 
 def test_bm25_through_the_cli(tiny_beir, tmp_path):
-    result = CliRunner().invoke(
-        cli,
+    result = invoke(
         ["-q", "evaluate", str(tiny_beir), "--model", "bm25", "--k", "1,10", "--json", "--output-dir", str(tmp_path)],
     )
     assert result.exit_code == 0, result.stderr
@@ -63,9 +61,14 @@ def _bm25s_on_string_tokens(docs, queries, depth):
     model.index([analyze(f"{doc.title} {doc.text}".strip()) for doc in docs], show_progress=False)
     expected = {query.query_id: [] for query in queries}
     searchable = [(query.query_id, analyze(query.text)) for query in queries if analyze(query.text)]
-    rows, scores = model.retrieve([tokens for _, tokens in searchable], k=min(depth, len(docs)), show_progress=False)
-    for (query_id, _), doc_rows, doc_scores in zip(searchable, rows.tolist(), scores.tolist()):
-        expected[query_id] = [(docs[r].doc_id, s) for r, s in zip(doc_rows, doc_scores) if s > 0]
+    for query_id, tokens in searchable:
+        # Every document's score, then the ranking rule by hand (float32 score, then doc_id bytes, descending):
+        # bm25s's own top-k keeps whichever of the documents tied at the cut its heap met, the rule the greater ids.
+        scores = model.get_scores(tokens).tolist()
+        ranked = sorted(
+            ((s, docs[r].doc_id.encode(), docs[r].doc_id) for r, s in enumerate(scores) if s > 0), reverse=True
+        )
+        expected[query_id] = [(doc_id, s) for s, _, doc_id in ranked[:depth]]
     return expected
 
 

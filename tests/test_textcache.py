@@ -4,18 +4,23 @@ fake), never timed; vectors are compared with a fresh encode."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import multiprocessing
+import os
 import shutil
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cache import CachingFake
 
-from harness.cli import cli
 from harness.io.cache import embedding_entry, list_entries
 from harness.io.textcache import TextStore, prune_cache, reading, text_digests
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
@@ -276,18 +281,17 @@ def test_prune_by_age_keeps_what_was_used_recently(tmp_path):
 def test_cache_list_reports_the_disk_size_and_prune_takes_sizes_and_ages(tmp_path):
     cache, folder = tmp_path / "cache", _corpus(tmp_path / "c", DOCS)
     _run(folder, cache, CachingFake())
-    runner = CliRunner()
-    listed = runner.invoke(cli, ["cache", "list", "--cache-dir", str(cache)])
+    listed = invoke(["cache", "list", "--cache-dir", str(cache)])
     on_disk = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
     assert listed.exit_code == 0 and f" in all, {on_disk:,} bytes" in listed.stdout
     assert "texts " in listed.stdout and "embeddings " in listed.stdout
-    dry = runner.invoke(cli, ["cache", "prune", "--cache-dir", str(cache), "--max-size", "0", "--dry-run"])
+    dry = invoke(["cache", "prune", "--cache-dir", str(cache), "--max-size", "0", "--dry-run"])
     assert dry.exit_code == 0 and "would remove" in dry.stdout and len(list_entries(cache)) == 2
-    bad = runner.invoke(cli, ["cache", "prune", "--cache-dir", str(cache), "--older-than", "3 weeks"])
+    bad = invoke(["cache", "prune", "--cache-dir", str(cache), "--older-than", "3 weeks"])
     assert bad.exit_code == 2 and "'3 weeks' is not a duration" in bad.stderr and len(list_entries(cache)) == 2
-    bad = runner.invoke(cli, ["cache", "prune", "--cache-dir", str(cache), "--max-size", "lots"])
+    bad = invoke(["cache", "prune", "--cache-dir", str(cache), "--max-size", "lots"])
     assert bad.exit_code == 2 and "'lots' is not a size" in bad.stderr
-    done = runner.invoke(cli, ["cache", "prune", "--cache-dir", str(cache), "--max-size", "1KB"])
+    done = invoke(["cache", "prune", "--cache-dir", str(cache), "--max-size", "1KB"])
     assert done.exit_code == 0 and list_entries(cache) == [] and _segment_files(cache, "vectors") == []
 
 
@@ -358,3 +362,114 @@ def test_the_segments_of_one_run_are_merged_into_one(tmp_path):
     _run(reordered, cache, encoder, chunk_size=5)
     assert _encoded(encoder) == []
     _same_vectors(cache, reordered, DOCS)
+
+
+# --- stores kept apart, segments marked used, and pruned least recently used first --------------------------------
+
+_WORDS = st.sampled_from(["red", "green", "apple", "pear", "red apple", ""])  # few texts: queries and docs collide
+
+
+def _prompted(prompt: str):
+    """An encoder that sees a prompt before each text (as query and document prompts differ), counting its texts."""
+    seen: list[str] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        seen.extend(texts)
+        raw = [hashlib.sha256(f"{prompt}{t}".encode()).digest()[:16] for t in texts]
+        return np.frombuffer(b"".join(raw), dtype=np.uint8).reshape(len(texts), 16).astype(np.float32)
+
+    return encode, seen
+
+
+@settings(derandomize=True, deadline=None, max_examples=15)
+@given(
+    st.lists(
+        st.tuples(st.lists(_WORDS, min_size=1, max_size=5), st.lists(_WORDS, min_size=1, max_size=5)),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_queries_and_documents_of_the_same_text_keep_their_own_vectors(runs):
+    from harness.io.textcache import encode_with_store, text_stores
+
+    encode_doc, encode_query = _prompted("passage: ")[0], _prompted("query: ")[0]
+    seen: dict[str, set[str]] = {"doc": set(), "query": set()}
+    with tempfile.TemporaryDirectory() as scratch:
+        for docs, queries in runs:  # each run opens the stores again, as a new process would
+            doc_store, query_store = text_stores(Path(scratch), {"name": "m"}, "title text")
+            for kind, store, texts, reference in (
+                ("doc", doc_store, docs, encode_doc),
+                ("query", query_store, queries, encode_query),
+            ):
+                encode, sent = _prompted("passage: " if kind == "doc" else "query: ")
+                vectors, encoded = encode_with_store(store, texts, encode, 16)
+                np.testing.assert_array_equal(vectors, reference(texts))  # its own prompt's vectors, never the other's
+                assert sorted(sent) == sorted(set(texts) - seen[kind]) and encoded == len(sent)
+                seen[kind] |= set(texts)
+            assert doc_store.folder != query_store.folder
+
+
+def _stamp(path: Path, when: float) -> None:
+    os.utime(path, (when, when))
+
+
+def _segments(root: Path) -> dict[str, Path]:
+    return {m.stem: m for m in (root / "texts").glob("*/*.json") if m.name != "inputs.json"}
+
+
+def _filled(root: Path, sizes: list[int]) -> list[tuple[TextStore, str, list[str]]]:
+    """One segment per size (its texts distinct from every other's), alternately in a documents' and a queries'
+    store; each with the texts it holds."""
+    made = []
+    for n, size in enumerate(sizes):
+        store = TextStore(root, {"kind": ("doc", "query")[n % 2], "model": {"name": "m"}})
+        texts = [f"segment {n} text {i}" for i in range(size)]
+        before = set(_segments(root))
+        store.add(texts, np.full((size, 8), n, np.float32))
+        (name,) = set(_segments(root)) - before
+        made.append((store, name, texts))
+    return made
+
+
+@settings(derandomize=True, deadline=None, max_examples=30)
+@given(st.lists(st.integers(1, 40), min_size=2, max_size=6), st.data())
+def test_prune_by_size_removes_the_least_recently_used_segments_first(sizes, data):
+    accesses = data.draw(st.lists(st.integers(0, len(sizes) - 1), max_size=10))
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        made = _filled(root, sizes)
+        manifests = _segments(root)
+        start = time.time() - 10_000
+        last_use = {name: start - n for n, (_, name, _) in enumerate(made)}  # written long ago, in this order
+        for step, segment in enumerate(accesses):  # then used in this order: the last use is what counts
+            last_use[made[segment][1]] = start + 1 + step
+        for name, when in last_use.items():
+            _stamp(manifests[name], when)
+        size = {name: sum(f.stat().st_size for f in root.glob(f"texts/*/{name}.*")) for name in manifests}
+        limit = data.draw(st.integers(0, sum(size.values())))
+        kept, total = set(manifests), sum(size.values())
+        for name in sorted(manifests, key=last_use.get):  # the LRU model: the oldest use goes first
+            if total <= limit:
+                break
+            kept.discard(name)
+            total -= size[name]
+        prune_cache(root, max_bytes=limit)
+        assert set(_segments(root)) == kept
+
+
+@settings(derandomize=True, deadline=None, max_examples=20)
+@given(st.lists(st.integers(1, 5), min_size=2, max_size=5), st.data())
+def test_a_lookup_marks_the_segments_it_served_used_and_only_those(sizes, data):
+    used = data.draw(st.sets(st.integers(0, len(sizes) - 1)))
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        made = _filled(root, sizes)
+        long_ago = time.time() - 40 * 86400
+        for manifest in _segments(root).values():
+            _stamp(manifest, long_ago)
+        for n in sorted(used):  # a later run, with stores of its own, reads one text of each used segment
+            store, _, texts = made[n]
+            rows, vectors = TextStore(root, store.inputs).lookup(texts[:1])
+            assert list(rows) == [0] and (vectors == n).all()
+        prune_cache(root, older_than_s=30 * 86400)
+        assert set(_segments(root)) == {made[n][1] for n in used}

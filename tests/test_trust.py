@@ -11,16 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.reporting.variant import Configuration
 
 
 def _evaluate(folder: Path, out: Path, *options: str):
-    return CliRunner().invoke(
-        cli, ["-q", "evaluate", str(folder), "--model", "hash:64", "--output-dir", str(out), *options]
-    )
+    return invoke(["-q", "evaluate", str(folder), "--model", "hash:64", "--output-dir", str(out), *options])
 
 
 def _results(out: Path) -> list[Path]:
@@ -50,7 +47,7 @@ def test_each_configuration_has_its_own_file_and_both_reach_the_report(tiny_beir
     assert any(name.startswith("test.self-hits-dropped-") for name in names)
     for path in _results(out):  # every result has its run file beside it
         assert path.with_name(path.stem + ".run.trec").is_file()
-    report = CliRunner().invoke(cli, ["report", str(out), "--format", "csv"])
+    report = invoke(["report", str(out), "--format", "csv"])
     assert report.exit_code == 0, report.stderr
     header = report.stdout.splitlines()[0].split(",")
     assert "hash:64" in header and "hash:64 [hnsw]" in header and "hash:64 [prefix]" in header
@@ -71,7 +68,7 @@ def test_a_rerun_replaces_only_its_own_file(tiny_beir, tmp_path):
     # --k 10 shows only @10, but the stored result keeps the standard set: Recall@100 stays comparable.
     assert again["metrics"]["Recall@100"] == first["metrics"]["Recall@100"]
     assert {f"nDCG@{k}" for k in (1, 3, 5, 10, 20, 100)} <= set(again["metrics"])
-    report = CliRunner().invoke(cli, ["report", str(out), "--metric", "Recall@100", "--format", "csv"])
+    report = invoke(["report", str(out), "--metric", "Recall@100", "--format", "csv"])
     assert report.stdout.splitlines()[0] == "dataset,hash:64,hash:64 [hnsw]"
 
 
@@ -80,10 +77,9 @@ def test_name_labels_the_result_in_reports_and_bench_labels_each_model(tiny_beir
     assert _evaluate(tiny_beir, out, "--name", "my baseline").exit_code == 0
     data = json.loads((out / "tiny" / "hash_64" / "test.json").read_text())
     assert data["label"] == "my baseline" and data["variant"] == ""
-    table = CliRunner().invoke(cli, ["report", str(out)]).stdout
+    table = invoke(["report", str(out)]).stdout
     assert "my baseline" in table
-    bench = CliRunner().invoke(
-        cli,
+    bench = invoke(
         [
             "-q",
             "bench",
@@ -126,8 +122,9 @@ def test_report_shows_an_empty_cell_and_names_the_file_for_a_missing_metric(tiny
     older = next(p for p in _results(out) if p.name.startswith("test.hnsw"))
     data = json.loads(older.read_text())
     del data["metrics"]["Recall@100"]
+    del data["fingerprints"]["content"]  # an older result: before Recall@100 and content digests
     older.write_text(json.dumps(data))
-    report = CliRunner().invoke(cli, ["report", str(out), "--metric", "Recall@100"])
+    report = invoke(["report", str(out), "--metric", "Recall@100"])
     assert report.exit_code == 0, report.stderr
     header, _, row = report.stdout.splitlines()[:3]
     assert "hash:64 [hnsw]" in header and "–" in row  # the column stays, its cell is empty
@@ -138,7 +135,7 @@ def test_same_label_for_two_configurations_is_told_apart(tiny_beir, tmp_path):
     out = tmp_path / "results"
     _evaluate(tiny_beir, out, "--name", "mine")
     _evaluate(tiny_beir, out, "--name", "mine", "--index", "hnsw")
-    report = CliRunner().invoke(cli, ["report", str(out), "--format", "csv"])
+    report = invoke(["report", str(out), "--format", "csv"])
     header = report.stdout.splitlines()[0].split(",")
     assert len(header) == 3 and all(column.startswith("mine #") for column in header[1:])
 
@@ -237,11 +234,11 @@ def test_ids_with_whitespace_are_refused_before_any_model_loads(tiny_beir, tmp_p
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr(harness.retrieval.encode, "load_encoder", no_model)
-    result = CliRunner().invoke(cli, ["-q", "evaluate", str(tiny_beir), "--output-dir", str(tmp_path / "r")])
+    result = invoke(["-q", "evaluate", str(tiny_beir), "--output-dir", str(tmp_path / "r")])
     assert result.exit_code == 1 and "contains whitespace" in result.stderr, result.stderr
     assert ":6:" in result.stderr or ":7:" in result.stderr  # the line is named
     assert not (tmp_path / "r").exists()
-    report = CliRunner().invoke(cli, ["validate", str(tiny_beir)])
+    report = invoke(["validate", str(tiny_beir)])
     assert report.exit_code == 1 and "contains whitespace" in report.stdout
 
 
@@ -264,7 +261,7 @@ def test_the_same_evaluation_from_another_folder_is_a_cache_hit(tiny_beir, tmp_p
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         monkeypatch.chdir(tmp_path / folder)
-        result = CliRunner().invoke(cli, ["evaluate", str(tiny_beir), "--model", "hash:64", "--json", "-v"])
+        result = invoke(["evaluate", str(tiny_beir), "--model", "hash:64", "--json", "-v"])
         assert result.exit_code == 0, result.stderr
         assert f"embedding cache: {tmp_path / 'user-cache' / 'beir-harness'}" in result.stderr
         outcomes.append(json.loads(result.stdout))
@@ -293,9 +290,7 @@ def test_every_result_records_its_host(tiny_beir, tmp_path):
 
 def test_env_prints_versions_folders_and_devices(tiny_beir, tmp_path):
     _evaluate(tiny_beir, tmp_path / "results")
-    result = CliRunner().invoke(
-        cli, ["env", "--output-dir", str(tmp_path / "results"), "--cache-dir", str(tmp_path / "c")]
-    )
+    result = invoke(["env", "--output-dir", str(tmp_path / "results"), "--cache-dir", str(tmp_path / "c")])
     assert result.exit_code == 0, result.stderr
     for needle in (
         "beir-harness:",
@@ -311,7 +306,7 @@ def test_env_prints_versions_folders_and_devices(tiny_beir, tmp_path):
         "(1 result files)",
     ):
         assert needle in result.stdout, needle
-    data = json.loads(CliRunner().invoke(cli, ["env", "--json"]).stdout)
+    data = json.loads(invoke(["env", "--json"]).stdout)
     assert {"versions", "host", "devices", "folders", "installed_datasets", "cache"} <= set(data)
 
 
@@ -324,17 +319,18 @@ def test_report_and_compare_warn_when_int8_results_come_from_different_kernels(t
         data = json.loads(path.read_text())
         data["config"]["backend"] = "onnx-int8"
         data["host"]["kernel_class"] = kernel
+        data["fingerprints"].pop("content", None)  # made here by hand: a result without a content digest
         path.write_text(json.dumps(data))
-    report = CliRunner().invoke(cli, ["report", str(out)])
+    report = invoke(["report", str(out)])
     assert "different int8 kernels (avx2: " in report.stdout and "avx512-vnni: " in report.stdout
     assert "different int8 kernels" in report.stderr
-    compared = CliRunner().invoke(cli, ["compare", str(paths[0]), str(paths[1]), "--rounds", "10"])
+    compared = invoke(["compare", str(paths[0]), str(paths[1]), "--rounds", "10"])
     assert compared.exit_code == 0 and "different int8 kernels" in compared.stderr
     for path in paths:  # same kernels: no warning
         data = json.loads(path.read_text())
         data["host"]["kernel_class"] = "avx2"
         path.write_text(json.dumps(data))
-    assert "different int8 kernels" not in CliRunner().invoke(cli, ["report", str(out)]).output
+    assert "different int8 kernels" not in invoke(["report", str(out)]).output
 
 
 def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
@@ -351,7 +347,7 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
     from harness.retrieval.encode import load_encoder
     from harness.runtimes.onnx_backend import onnx_encoder
 
-    result = CliRunner().invoke(cli, ["env", "--bench", "--bench-texts", "8", "--cache-dir", str(tmp_path), "--json"])
+    result = invoke(["env", "--bench", "--bench-texts", "8", "--cache-dir", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.stderr
     rows = {row["backend"]: row for row in json.loads(result.stdout)["backends"]}
     openvino = importlib.util.find_spec("openvino") is not None and importlib.util.find_spec("nncf") is not None
@@ -389,5 +385,5 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
         own = cosines(openvino_encoder(torch_encoder, "openvino", cache_dir(tmp_path)).encode_docs(texts))
         assert rows["openvino"]["cosine_mean"] == pytest.approx(own.mean(), abs=1e-5)
         assert rows["openvino"]["cosine_min"] > 0.999 and rows["openvino-int8"]["cosine_mean"] > 0.98
-    text = CliRunner().invoke(cli, ["env", "--bench", "--bench-texts", "4", "--cache-dir", str(tmp_path)]).stdout
+    text = invoke(["env", "--bench", "--bench-texts", "4", "--cache-dir", str(tmp_path)]).stdout
     assert "measured on " in text and "fastest here: " in text

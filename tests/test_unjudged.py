@@ -9,13 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from harness.cli import cli
+from cli_runner import invoke
 
 
 def _invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
+    return invoke([str(a) for a in args])
 
 
 def _tables(tmp_path: Path) -> tuple[Path, Path]:

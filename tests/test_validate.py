@@ -7,9 +7,8 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from harness.cli import cli
 from harness.datasets.validate import MAX_LISTED, validate_folder
 from harness.errors import DatasetError
 
@@ -85,16 +84,15 @@ def test_problem_list_is_capped(tiny_beir):
 
 
 def test_cli_validate(tiny_beir):
-    runner = CliRunner()
-    result = runner.invoke(cli, ["validate", str(tiny_beir)])
+    result = invoke(["validate", str(tiny_beir)])
     assert result.exit_code == 0 and result.stdout.startswith(f"{tiny_beir}: OK")
-    data = json.loads(runner.invoke(cli, ["validate", str(tiny_beir), "--json"]).stdout)
+    data = json.loads(invoke(["validate", str(tiny_beir), "--json"]).stdout)
     assert data["ok"] and data["n_docs"] == 5 and data["splits"][1]["grades"] == {"0": 1, "1": 3, "2": 1}
     (tiny_beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tnope\t1\n")
-    result = runner.invoke(cli, ["validate", str(tiny_beir)])
+    result = invoke(["validate", str(tiny_beir)])
     assert result.exit_code == 1
     assert "INVALID: 1 error(s)" in result.stdout and "document 'nope' is not in corpus.jsonl" in result.stdout
-    result = runner.invoke(cli, ["validate", str(tiny_beir / "missing")])
+    result = invoke(["validate", str(tiny_beir / "missing")])
     assert result.exit_code == 1 and "no such folder" in result.stderr
 
 
@@ -106,8 +104,19 @@ def test_a_corpus_with_id_instead_of__id_gets_one_hint(tiny_beir):
         'the first record has no "_id" (the records name their id \'id\': rename the field to "_id", or build '
         "the folder with `beir-harness convert`, which reads 'id'); the checks that need its ids were skipped"
     ]
-    result = CliRunner().invoke(
-        cli, ["evaluate", str(tiny_beir), "--model", "hash:8", "--output-dir", str(tiny_beir / "r")]
-    )
+    result = invoke(["evaluate", str(tiny_beir), "--model", "hash:8", "--output-dir", str(tiny_beir / "r")])
     assert result.exit_code == 1
     assert "corpus.jsonl:1: missing or empty \"_id\" (the records name their id 'id': rename" in result.stderr
+
+
+@pytest.mark.parametrize("qrels", ["header-only", "judged"])
+def test_a_folder_without_queries_is_invalid_not_ready_to_pool(tiny_beir, qrels):
+    (tiny_beir / "queries.jsonl").write_text("")
+    for path in (tiny_beir / "qrels").iterdir():
+        path.write_text("query-id\tcorpus-id\tscore\n" + ("q1\td1\t1\n" if qrels == "judged" else ""))
+    result = invoke(["validate", str(tiny_beir)])
+    assert result.exit_code == 1, result.stdout
+    assert result.stdout.startswith(f"{tiny_beir}: INVALID") and "pool it" not in result.stdout
+    assert f"error   {tiny_beir / 'queries.jsonl'}: no queries (add at least one)" in [
+        line.strip() for line in result.stdout.splitlines()
+    ]

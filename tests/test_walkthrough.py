@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 from browser import CHROMIUM
 from browser import launch as browser_launch
-from click.testing import CliRunner
-
-from harness.cli import cli
+from cli_runner import invoke
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "walkthrough-eval-set.md"
@@ -43,7 +41,7 @@ def run(command: str) -> list[str]:
     """The lines `command` (a ``beir-harness`` line) prints, stdout and stderr as a terminal shows them."""
     words = shlex.split(command)
     assert words[0] == "beir-harness", f"{PAGE.name}: {command!r} is not a beir-harness command"
-    result = CliRunner().invoke(cli, words[1:])
+    result = invoke(words[1:])
     assert result.exit_code == 0, f"{command}\n{result.output}"
     return [line.rstrip() for line in result.output.splitlines()]
 

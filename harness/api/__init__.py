@@ -10,8 +10,8 @@ calls one of them and prints what it returns (docs/python-api.md).
 One module per command family: `running` (evaluate, retrieve, bench, demo, crosscheck), `scoring` (score),
 `data` (convert, validate, datasets), `results` (report, compare, fuse, export, inspect), `judging` (pool,
 judge, judgments), `machine` (env, cache); `settings` holds what they share, the one builder of an
-`EvaluateConfig` from flat settings among it. Heavy modules load inside each function, so
-`from harness import score` stays light.
+`EvaluateConfig` from flat settings among it; `choices` the registries' names the command line offers. Heavy
+modules load inside each function, so `from harness import score` stays light.
 """
 
 from harness.api.data import (

@@ -11,6 +11,7 @@ from harness.api.settings import third_party_bars
 from harness.errors import HarnessError, setting
 from harness.io.service import EndpointSpec
 from harness.judging.llm import JudgeReport, JudgeSpec, judge_pool
+from harness.judging.pool import PoolSpec, check_spec  # noqa: F401 - check_spec: the command line's
 
 # The flat settings of the judging service (the command line's options), by the `EndpointSpec` field each sets.
 JUDGE_ENDPOINT_SETTINGS = {
@@ -63,8 +64,10 @@ def pool(
     Raises:
         HarnessError: An existing `out`, unknown systems or runs, a bad scale.
     """
-    from harness.judging.pool import PoolSources, PoolSpec, build_pool
+    from harness.io.outputs import check_output_dir
+    from harness.judging.pool import PoolSources, build_pool
 
+    check_output_dir(out, "pool folder")  # before any system retrieves
     extra = {
         **({"scale": tuple(scale)} if scale is not None else {}),
         **({"guidelines": guidelines} if guidelines is not None else {}),
@@ -131,9 +134,18 @@ def judge(pool: str | Path, model: str, endpoint: str | EndpointSpec | None = No
     return judge_pool(pool, JudgeSpec(model, spec, **settings))
 
 
-def _scale(scale: tuple[int, int] | str) -> tuple[int, int]:
-    from harness.judging.merge import parse_scale
+def parse_scale(text: str) -> tuple[int, int]:
+    """A grade scale written LOW-HIGH: ``"0-3"`` → (0, 3), ``"-1-2"`` → (-1, 2) (the --scale of `judgments`).
 
+    Raises:
+        ValueError: Not LOW-HIGH with LOW < HIGH.
+    """
+    from harness.judging.merge import parse_scale as parse
+
+    return parse(text)
+
+
+def _scale(scale: tuple[int, int] | str) -> tuple[int, int]:
     if not isinstance(scale, str):
         return (int(scale[0]), int(scale[1]))
     try:

@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.api.settings import third_party_bars
+from harness.io.textcache import parse_duration
+from harness.pipeline.environment import format_bench, format_environment, format_gemm  # noqa: F401 - the command line's
+from harness.presentation import parse_size
 
 
 def environment(
@@ -40,6 +43,14 @@ def environment(
 
         info["gemm"] = gemm_probe()
     return info
+
+
+def cache_root(cache_dir: str | Path | None = None) -> Path:
+    """The cache folder in use: `cache_dir`, else ``$BEIR_HARNESS_CACHE_DIR``, else the user cache folder
+    (``~/.cache/beir-harness`` on Linux)."""
+    from harness.io.cache import cache_dir as resolve
+
+    return resolve(cache_dir)
 
 
 def cache_entries(cache_dir: str | Path | None = None) -> list[dict[str, Any]]:
@@ -92,9 +103,8 @@ def prune_cache(
         ``removed`` (kind, path, bytes, last use of each) and ``usage`` (bytes per cache folder, after).
     """
     from harness.io.cache import cache_dir as resolve
-    from harness.io.textcache import cache_usage, parse_duration
+    from harness.io.textcache import cache_usage
     from harness.io.textcache import prune_cache as prune
-    from harness.presentation import parse_size
 
     root = resolve(cache_dir)
     seconds = parse_duration(older_than) if isinstance(older_than, str) else older_than

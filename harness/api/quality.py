@@ -261,7 +261,7 @@ def pool_check(results: Iterable[Result | str | Path] | str | Path, pool: str | 
     import json
 
     from harness.judging.reusability import check_against_pool
-    from harness.reporting.report import result_label
+    from harness.reporting.report import check_results, result_label
 
     depth, pooled = _pool_runs(pool)
     dataset = json.loads((Path(pool) / "manifest.json").read_text(encoding="utf-8"))["dataset"]
@@ -269,6 +269,7 @@ def pool_check(results: Iterable[Result | str | Path] | str | Path, pool: str | 
     for result in results_of(results, allow_mixed_data=True):
         if not result.run_path.is_file():
             continue
+        check_results([result], run_file=True, note=False)  # the run checked is the one the result was scored on
         qrels = _quality_qrels(dataset, result.split)
         run = read_run(result.run_path)
         checks.append(check_against_pool(result_label(result), run, qrels, pooled, depth, k or depth))

@@ -10,8 +10,16 @@ from typing import Any
 
 from harness.api.settings import result_metric, results_of, written_result
 from harness.errors import HarnessError, setting
+from harness.io.formats import write_text
 from harness.records import Result
-from harness.reporting.comparison import Comparison
+from harness.reporting.comparison import Comparison, plot_comparison  # noqa: F401 - the command line's
+from harness.reporting.compression import plot_compression, render_compression  # noqa: F401 - the command line's
+from harness.reporting.cost import cost_summary, render_cost  # noqa: F401 - the command line's
+from harness.reporting.inspect import format_compare, format_inspect  # noqa: F401 - the command line's
+from harness.reporting.labels import check_label  # noqa: F401 - the command line's
+from harness.reporting.report import format_metrics_table  # noqa: F401 - the command line's
+from harness.reporting.reproduction import check_exit_code, format_checks  # noqa: F401 - the command line's
+from harness.retrieval.fusion import parse_weights  # noqa: F401 - the command line's
 
 
 def read_results(
@@ -28,8 +36,9 @@ def read_results(
         The `Result` objects.
 
     Raises:
-        HarnessError: No result found, an unreadable file, or (without `allow_mixed_data`) one dataset on
-            different data.
+        HarnessError: No result found, an unreadable file, a result that fails its checks (its content digest,
+            its means against its per-query values: `harness.reporting.report.result_problems`), or (without
+            `allow_mixed_data`) one dataset on different data.
     """
     return results_of(results, allow_mixed_data)
 
@@ -206,7 +215,6 @@ def report_page(
     Raises:
         HarnessError: No results, an unknown metric or option.
     """
-    from harness.io.formats import write_text
     from harness.reporting.html import PageOptions, build_page, render_page
 
     known = {spec.name for spec in fields(PageOptions)}
@@ -242,7 +250,7 @@ def compare(
     Raises:
         HarnessError: Different datasets, splits, qrels or data.
     """
-    from harness.reporting.comparison import compare_results
+    from harness.reporting.inspect import compare_results
     from harness.reporting.report import check_same_data
 
     a, b = results_of(first)[0], results_of(second)[0]
@@ -282,7 +290,7 @@ def fuse(
         HarnessError: Results of different datasets or splits, a missing or altered run file, bad settings.
     """
     from harness.pipeline.fuse import fuse_results
-    from harness.retrieval.fusion import FusionSpec, parse_weights
+    from harness.retrieval.fusion import FusionSpec
 
     if isinstance(weights, str):
         weights = parse_weights(weights)
@@ -315,7 +323,7 @@ def fuse_runs(
         A `harness.pipeline.fuse.FusedRun`: the fused run, its path, the runs' names; nothing scored.
     """
     from harness.pipeline.fuse import fuse_run_files
-    from harness.retrieval.fusion import FusionSpec, parse_weights
+    from harness.retrieval.fusion import FusionSpec
 
     weights = parse_weights(weights) if isinstance(weights, str) else weights
     spec = FusionSpec(method, norm, tuple(weights) if weights is not None else None, rrf_k, depth)
@@ -346,12 +354,14 @@ def export(
     Raises:
         HarnessError: An unknown format, no `out` for a folder format, unreadable results.
     """
-    from harness.io.formats import write_text
+    from harness.io.outputs import check_output_dir, check_output_file
     from harness.reporting.comparison import results_of_split
     from harness.reporting.export import export_mteb, export_trec, per_query_csv
 
     if fmt not in ("mteb", "csv", "trec"):
         raise HarnessError(f"unknown export format {fmt!r}; use mteb, csv or trec")
+    if out is not None:  # before any result is read
+        (check_output_file if fmt == "csv" else check_output_dir)(out)
     chosen = results_of_split(results_of(results), split)
     if fmt == "csv":
         text = per_query_csv(chosen, [result_metric(name) for name in metrics])

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from harness.api.settings import evaluate_config, third_party_bars, written_result
 from harness.errors import HarnessError
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+from harness.pipeline.systems import parse_system, parse_systems, split_systems  # noqa: F401 - the command line's
 from harness.records import Result, Run
 
 if TYPE_CHECKING:
@@ -107,7 +108,6 @@ def bench(
         HarnessError: A bad system or setting (a failing cell is reported in the report, not raised).
     """
     from harness.pipeline.bench import run_bench
-    from harness.pipeline.systems import parse_system, split_systems
     from harness.retrieval.compress import compression_grid
 
     systems = split_systems(systems) if isinstance(systems, str) else list(systems)

@@ -6,9 +6,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from harness.errors import DatasetError
-from harness.evaluation.metrics import Evaluation, parse_metric
+from harness.evaluation.metrics import (  # noqa: F401 - metric_families, parse_k_values: the command line's
+    Evaluation,
+    metric_families,
+    parse_k_values,
+    parse_metric,
+)
 from harness.evaluation.metrics import evaluate as _score
 from harness.io.formats import read_qrels, read_run
+from harness.io.trec import qrels_format  # noqa: F401 - the command line's
 from harness.records import Qrels, Run
 
 DEFAULT_METRICS = ("nDCG@10", "MAP@100", "Recall@100", "P@10", "MRR@10")

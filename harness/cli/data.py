@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from harness.cli.group import as_flags, cli
+from harness.api.choices import delimiters
+from harness.cli.group import as_flags
 from harness.cli.options import BASE_URL, DATA_DIR, FORCE, JSON, K_VALUES, NAME, OUT, QUERIES, RUN, SPLIT
-from harness.datasets.convert.tables import DELIMITERS
 
 _COLUMN_OPTIONS = (
     ("--corpus-id-column", "corpus_id", "document id"),
@@ -32,7 +32,7 @@ def _column_options(command):
     return command
 
 
-@cli.command()
+@click.command()
 @click.option(
     "--corpus",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -59,7 +59,7 @@ def _column_options(command):
 @click.option("--drop-empty", is_flag=True, help="Skip documents/queries with empty text instead of failing.")
 @click.option(
     "--delimiter",
-    type=click.Choice(tuple(DELIMITERS.values())),
+    type=click.Choice(delimiters()),
     default=None,
     help="Field separator of the .csv tables [default: detected from each header row].",
 )
@@ -201,7 +201,7 @@ def _sheet_choices(values: tuple[str, ...]) -> dict[str, str]:
     return choices
 
 
-@cli.command()
+@click.command()
 @click.argument("folder", type=click.Path(path_type=Path))
 @JSON.but(help="Print the report as JSON.")
 @RUN.but(
@@ -246,7 +246,7 @@ def validate(folder: Path, as_json: bool, runs: tuple[Path, ...], split: str, k:
         sys.exit(1)
 
 
-@cli.group()
+@click.group()
 def datasets() -> None:
     """List, download, import and remove BEIR datasets.
 

@@ -1,8 +1,9 @@
 """The command group: global flags anywhere on the line, logging to stderr, and the one place where errors become
 one line and an exit code (a `HarnessError` → 1, a command-line mistake → 2, Ctrl-C → 130).
 
-Every command family (`harness.cli.running`, `.data`, `.results`, `.machine`, `.scoring`, `.judging`, `.judgments`)
-registers its commands on `cli`.
+The group knows its commands from the table of `harness.cli.commands` (name, defining module and function, summary):
+it lists them and prints its --help from the table, and imports a command family (`harness.cli.running`, `.data`,
+`.results`, `.machine`, `.scoring`, `.judging`, `.judgments`) only when one of its commands is asked for.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import logging
 import os
 import re
 import sys
+import textwrap
 
 import click
 
 from harness import __version__
+from harness.cli.commands import COMMANDS, LazyCommands
 from harness.errors import HarnessError
 
 
@@ -91,9 +94,8 @@ class _UsageError(click.UsageError):
         click.echo(f"Error: {self.format_message()} (see '{where} --help')", err=True)
 
 
+# -q is --quiet in every command (no command has a -q of its own).
 GLOBAL_FLAGS = ("-q", "--quiet", "-v", "--verbose", "-vv", "-vvv")
-# Commands whose own -q is another tool's convention: `score -q` is trec_eval's per-query flag (--quiet stays global).
-OWN_Q = ("score",)
 
 
 def _globals_first(args: list[str]) -> list[str]:
@@ -101,15 +103,49 @@ def _globals_first(args: list[str]) -> list[str]:
     if "--" in args:
         cut = args.index("--")
         return _globals_first(args[:cut]) + args[cut:]
-    command = next((i for i, arg in enumerate(args) if not arg.startswith("-")), len(args))
-    keep = {"-q"} if command < len(args) and args[command] in OWN_Q else set()
-    moved = [i for i, arg in enumerate(args) if arg in GLOBAL_FLAGS and not (i > command and arg in keep)]
+    moved = [i for i, arg in enumerate(args) if arg in GLOBAL_FLAGS]
     return [args[i] for i in moved] + [arg for i, arg in enumerate(args) if i not in set(moved)]
+
+
+def _shortened(summary: str, limit: int) -> str:
+    """A summary cut to `limit` characters at a word, as click shortens a command's help in its group's list."""
+    return (
+        summary
+        if len(summary) <= limit
+        else textwrap.shorten(summary, limit, placeholder="...", break_on_hyphens=False)
+    )
 
 
 class _Group(click.Group):
     """Turns HarnessError into one line (settings shown as options) and exit code 1, a command-line mistake into
-    one line and exit code 2, and Ctrl-C into one line; takes the global flags anywhere on the line."""
+    one line and exit code 2, and Ctrl-C into one line; takes the global flags anywhere on the line. Its commands
+    come from the command table (`harness.cli.commands`): listed from it, each imported when it is asked for."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands(COMMANDS)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands)  # the names: nothing imported
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self.commands.get(cmd_name)  # imports that command's module alone
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands with their summaries, from the table: the group's --help imports no command (one added
+        with `add_command`, outside the table, shows its own short help)."""
+        names = [name for name in self.list_commands(ctx) if name in COMMANDS or not self.commands[name].hidden]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = [
+            (name, _shortened(COMMANDS[name].summary, limit))
+            if name in COMMANDS
+            else (name, self.commands[name].get_short_help_str(limit))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def main(self, args=None, *rest, **kwargs):
         args = list(sys.argv[1:] if args is None else args)

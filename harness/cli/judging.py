@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.group import cli
+from harness.api.choices import budget_strategies
 from harness.cli.options import (
     API_KEY_ENV,
     CACHE_DIR,
@@ -26,7 +26,6 @@ from harness.cli.options import (
     SYSTEMS,
     USE_CACHE,
 )
-from harness.judging.budget import STRATEGIES
 
 # The chat model's service: the endpoint options with help of their own (evaluate's start "With --endpoint: ").
 JUDGE_SERVICE = (
@@ -73,7 +72,7 @@ def _guidelines(path: Path | None) -> dict:
             hint='write {"scale": [{"grade": 0, "label": "...", "definition": "..."}], "guidelines": "..."}',
         ) from exc
     if scale:
-        from harness.api.commandline import PoolSpec, check_spec
+        from harness.api.judging import PoolSpec, check_spec
         from harness.errors import HarnessError
 
         try:
@@ -86,7 +85,7 @@ def _guidelines(path: Path | None) -> dict:
     }
 
 
-@cli.command()
+@click.command()
 @click.argument("dataset", type=click.Path(path_type=Path), required=False)
 @SYSTEMS.but(callback=_systems)
 @RUNS.but(
@@ -148,7 +147,7 @@ def _guidelines(path: Path | None) -> dict:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(sorted(STRATEGIES)),
+    type=click.Choice(budget_strategies()),
     default="rbp",
     show_default=True,
     help="Which pairs a --budget judges first: rank-biased weight across systems (rbp; BENCHMARKS.md's pick), "
@@ -261,7 +260,7 @@ def _status(
     click.echo(json.dumps(status.to_json(), indent=2) if as_json else status.format_text())
 
 
-@cli.command()
+@click.command()
 @click.argument("pool_dir", metavar="POOL_DIR", type=click.Path(path_type=Path, file_okay=False))
 @click.option(
     "--llm",

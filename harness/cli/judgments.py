@@ -6,13 +6,12 @@ from pathlib import Path
 
 import click
 
-from harness.cli.group import cli
+from harness.api.choices import merge_policies, merge_ties
 from harness.cli.options import JSON, METRIC, POOL_DIR, ROUNDS, RUNS, SEED, SPLIT, TOP_K, WEIGHTS, Option
-from harness.judging.merge import POLICIES, TIES
 
 
 def _scale(ctx, param, value: str) -> tuple[int, int]:
-    from harness.api.commandline import parse_scale
+    from harness.api.judging import parse_scale
 
     try:
         return parse_scale(value)
@@ -32,7 +31,7 @@ SCALE = Option(
 )
 
 
-@cli.group()
+@click.group()
 def judgments() -> None:
     """Merge judgments into a BEIR folder and measure how far annotators agree.
 
@@ -52,14 +51,14 @@ def judgments() -> None:
 @click.option(
     "--resolve",
     "policy",
-    type=click.Choice(POLICIES),
+    type=click.Choice(merge_policies()),
     default="majority",
     show_default=True,
     help="How disagreeing grades become one; strict refuses any disagreement.",
 )
 @click.option(
     "--ties",
-    type=click.Choice(TIES),
+    type=click.Choice(merge_ties()),
     default="low",
     show_default=True,
     help="Where --resolve cannot decide (majority: a tie; mean: exactly halfway; with two annotators, "

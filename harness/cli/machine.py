@@ -8,14 +8,13 @@ from pathlib import Path
 
 import click
 
-from harness.cli.group import cli
 from harness.cli.options import CACHE_DIR, DATA_DIR, DRY_RUN, JSON, MODEL_NAME, OUTPUT_DIR
 from harness.presentation import size_text
 
 logger = logging.getLogger("harness")
 
 
-@cli.group()
+@click.group()
 def cache() -> None:
     """List, prune or clear the embedding cache.
 
@@ -45,7 +44,7 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
         beir-harness cache list
     """
     from harness.api import cache_entries
-    from harness.api.commandline import cache_dir as resolve
+    from harness.api.machine import cache_root as resolve
 
     root = resolve(cache_dir)
     entries = cache_entries(root)
@@ -66,19 +65,18 @@ def _format_usage(usage: dict[str, int]) -> str:
 
 
 class _Parsed(click.ParamType):
-    """A duration (30d, 12h) or a size (10GB, 500MiB): `harness.io.textcache.parse_duration`,
-    `harness.presentation.parse_size`."""
+    """A duration (30d, 12h) or a size (10GB, 500MiB): `harness.api.machine.parse_duration`, `.parse_size`."""
 
     def __init__(self, name: str):
         self.name = name
 
     def convert(self, value, param, ctx):
-        from harness.api import commandline
+        from harness.api import machine
 
         if not isinstance(value, str):
             return value
         try:
-            return getattr(commandline, f"parse_{self.name}")(value)
+            return getattr(machine, f"parse_{self.name}")(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
@@ -111,7 +109,7 @@ def cache_prune(cache_dir: Path | None, older_than: float | None, max_size: int 
         beir-harness cache prune --max-size 10GB --dry-run
     """
     from harness.api import prune_cache
-    from harness.api.commandline import cache_dir as resolve
+    from harness.api.machine import cache_root as resolve
 
     if older_than is None and max_size is None:
         raise click.UsageError("give --older-than and/or --max-size (e.g. cache prune --older-than 30d)")
@@ -166,7 +164,7 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
         beir-harness cache clear --yes
     """
     from harness.api import clear_cache
-    from harness.api.commandline import cache_dir as resolve
+    from harness.api.machine import cache_root as resolve
 
     root = resolve(cache_dir)
     chosen = clear_cache(root, model=model, dataset=dataset, dry_run=True)
@@ -182,7 +180,7 @@ def cache_clear(cache_dir: Path | None, model: str | None, dataset: str | None, 
     click.echo(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} ({freed}) from {root}")
 
 
-@cli.command("env")
+@click.command("env")
 @DATA_DIR
 @CACHE_DIR
 @OUTPUT_DIR.but(help="Results folder.")
@@ -235,7 +233,7 @@ def env(
         beir-harness env --bench --bench-dataset ./my-eval-set --bench-texts 300
     """
     from harness.api import environment
-    from harness.api.commandline import format_bench, format_environment, format_gemm
+    from harness.api.machine import format_bench, format_environment, format_gemm
 
     info = environment(
         data_dir,

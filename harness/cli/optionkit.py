@@ -1,10 +1,15 @@
 """The option machinery of the command line, after pip's `cmdoptions`: an `Option` is declared once and applied to
 every command that takes it (`Option.but` is the one explicit way for a command to change its default, help or
 type); an `OptionGroup` carries its options and the title of their --help section, and a command composes the groups
-it takes, one decorator each; a `Sectioned` command prints its --help by those sections. Nothing here names an
-option: the declarations are in `harness.cli.options` and the commands' own modules."""
+it takes, one decorator each; a `Sectioned` command prints its --help by those sections. An attribute read from
+the library (a registry's choices, a default) is `Deferred`: read when a command that takes the option is built, so
+loading the declarations loads no registry. Nothing here names an option: the declarations are in
+`harness.cli.options` and the commands' own modules."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -21,6 +26,14 @@ class GroupedOption(click.Option):
         super().__init__(*args, **kwargs)
         self.section = section
         self.settings = settings
+
+
+class Deferred:
+    """An option's attribute read from the library (through `harness.api.choices`) when a command that takes the
+    option is built: `read()` gives the value."""
+
+    def __init__(self, read: Callable[[], Any]) -> None:
+        self.read = read
 
 
 class Option:
@@ -48,7 +61,10 @@ class Option:
         return Option(*flags, *kept, *dest, settings=self.settings, **{**self.attributes, **changes})
 
     def __call__(self, command, section: str | None = None):
-        return click.option(*self.names, cls=GroupedOption, section=section, settings=self.settings, **self.attributes)(
+        attributes = {
+            name: value.read() if isinstance(value, Deferred) else value for name, value in self.attributes.items()
+        }
+        return click.option(*self.names, cls=GroupedOption, section=section, settings=self.settings, **attributes)(
             command
         )
 

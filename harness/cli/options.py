@@ -2,8 +2,9 @@
 the commands compose: data, model, endpoint, index, engine, output; `SCORED_DATA` and `SCORED_OUTPUT` are what
 only a scored run takes (retrieve has no qrels). A group carries the title of its --help section; a command that
 needs another default or help of an option says so with `Option.but`, in its own decorator. Option values come
-from the library's registries (runtimes, index kinds, precisions, engines). Also the parameter callbacks, and the
-printed outcome of a run."""
+from the library's registries (runtimes, index kinds, precisions, engines) through `harness.api.choices`, read when a
+command that takes the option is built (`Deferred`), never when this module loads. Also the parameter callbacks, and
+the printed outcome of a run."""
 
 from __future__ import annotations
 
@@ -14,21 +15,31 @@ from pathlib import Path
 import click
 
 from harness.cli.group import as_flags
-from harness.cli.optionkit import Option, OptionGroup, Sectioned, compose  # noqa: F401 - the families' kit
-from harness.engines.ray_engine import ENGINES, SEARCH_PLACES
+from harness.cli.optionkit import Deferred, Option, OptionGroup, Sectioned, compose  # noqa: F401 - the families' kit
 from harness.errors import HarnessError
-from harness.retrieval.compress import DEFAULT_RESCORE_MULTIPLIER, PRECISIONS
-from harness.retrieval.devices import PRECISIONS as DEVICE_PRECISIONS
-from harness.retrieval.index import INDEX_KINDS
-from harness.retrieval.models import DEFAULT_MODEL
-from harness.runtimes.registry import CHOICES, TORCH
 
 logger = logging.getLogger("harness")
 
 
+def _choices():
+    from harness.api import choices
+
+    return choices
+
+
+def _choice(read) -> Deferred:
+    """A click.Choice of the names `read(harness.api.choices)` gives, read when a command is built."""
+    return Deferred(lambda: click.Choice(read(_choices())))
+
+
+def _default(read) -> Deferred:
+    """A default `read(harness.api.choices)` gives, read when a command is built."""
+    return Deferred(lambda: read(_choices()))
+
+
 def k_values_callback(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
     """The cutoffs of --k (``1,3,10``), checked."""
-    from harness.api.commandline import parse_k_values
+    from harness.api.scoring import parse_k_values
 
     try:
         return tuple(parse_k_values(value))
@@ -38,7 +49,7 @@ def k_values_callback(ctx: click.Context, param: click.Parameter, value: str) ->
 
 def label_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A result label (--name), checked."""
-    from harness.api.commandline import check_label
+    from harness.api.results import check_label
 
     try:
         return None if value is None else check_label(value)
@@ -58,7 +69,7 @@ def metric_callback(ctx: click.Context, param: click.Parameter, value: str) -> s
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     """--memory-budget's bytes."""
-    from harness.api.commandline import parse_size
+    from harness.api.machine import parse_size
 
     if value is None:
         return None
@@ -73,7 +84,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
 
 def show_result(result, as_json: bool) -> None:
     """The result as JSON or as the metrics table on stdout; where it was written on stderr."""
-    from harness.api.commandline import cost_summary, format_metrics_table
+    from harness.api.results import cost_summary, format_metrics_table
 
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
@@ -148,8 +159,8 @@ NORMALIZE = Option(
 )
 BACKEND = Option(
     "--backend",
-    type=click.Choice(CHOICES),
-    default=TORCH,
+    type=_choice(lambda api: api.backends()),
+    default=_default(lambda api: api.default_backend()),
     show_default=True,
     help="Encoder runtime: torch, ONNX Runtime fp32 / int8 (pip install 'beir-harness[onnx]'), or "
     "OpenVINO at the CPU's default precision / static int8 calibrated on the corpus "
@@ -165,7 +176,7 @@ DEVICE = Option(
 )
 PRECISION = Option(
     "--precision",
-    type=click.Choice(DEVICE_PRECISIONS),
+    type=_choice(lambda api: api.model_precisions()),
     default="fp32",
     show_default=True,
     help="Model weights and activations; stored vectors are float32. fp16 needs a GPU.",
@@ -202,8 +213,8 @@ RERANK_MAX_LENGTH = Option(
 )
 RERANK_BACKEND = Option(
     "--rerank-backend",
-    type=click.Choice(CHOICES),
-    default=TORCH,
+    type=_choice(lambda api: api.backends()),
+    default=_default(lambda api: api.default_backend()),
     show_default=True,
     help="With --rerank: the cross-encoder's runtime, as --backend's (its transformer and head exported; exported "
     "ones run on the CPU in fp32 or their own precision; openvino-int8 calibrates on the pairs being reranked; auto "
@@ -211,8 +222,8 @@ RERANK_BACKEND = Option(
 )
 SPARSE_BACKEND = Option(
     "--sparse-backend",
-    type=click.Choice(CHOICES),
-    default=TORCH,
+    type=_choice(lambda api: api.backends()),
+    default=_default(lambda api: api.default_backend()),
     show_default=True,
     help="A learned sparse encoder's (SPLADE's) runtime, as --backend's (openvino-int8 calibrates on the corpus; "
     "auto probes on it), so a grid runs its bi-encoders and its sparse encoders each on their own.",
@@ -290,7 +301,7 @@ INDEX_KIND = Option(
     "--index",
     "index_kind",
     settings=("kind",),
-    type=click.Choice(INDEX_KINDS),
+    type=_choice(lambda api: api.index_kinds()),
     default="flat",
     show_default=True,
     help="FAISS index: flat is exact; the others are approximate and record their recall of flat.",
@@ -312,7 +323,7 @@ TRUNCATE_DIM = Option(
 )
 EMBEDDING_PRECISION = Option(
     "--embedding-precision",
-    type=click.Choice(PRECISIONS),
+    type=_choice(lambda api: api.embedding_precisions()),
     default="float32",
     show_default=True,
     help="Store and search the vectors as int8/uint8 (ranges calibrated on the corpus) or binary/ubinary "
@@ -321,7 +332,7 @@ EMBEDDING_PRECISION = Option(
 RESCORE_MULTIPLIER = Option(
     "--rescore-multiplier",
     type=int,
-    default=DEFAULT_RESCORE_MULTIPLIER,
+    default=_default(lambda api: api.default_rescore_multiplier()),
     show_default=True,
     metavar="M",
     help="With a compressed precision: retrieve M x depth candidates, rescore them with float32 vectors; "
@@ -367,7 +378,7 @@ THREADS = Option(
 )
 ENGINE_NAME = Option(
     "--engine",
-    type=click.Choice(ENGINES),
+    type=_choice(lambda api: api.engines()),
     default="local",
     show_default=True,
     help="Where the corpus is encoded: this process, or a Ray cluster (pip install "
@@ -397,7 +408,7 @@ SHARDS = Option(
 )
 RAY_SEARCH = Option(
     "--ray-search",
-    type=click.Choice(SEARCH_PLACES),
+    type=_choice(lambda api: api.search_places()),
     default="sharded",
     show_default=True,
     help="With --engine ray and a flat index: search on the workers, each over a shard of the cached "
@@ -494,7 +505,10 @@ OUTPUT = OptionGroup("Output", NAME)
 # `but` of the declaration.
 JSON = Option("--json", "as_json", is_flag=True, help="Print the result JSON to stdout instead of the table.")
 MODEL_NAME = Option(
-    "--model", default=DEFAULT_MODEL, show_default=True, help="sentence-transformers model name or local model folder."
+    "--model",
+    default=_default(lambda api: api.default_model()),
+    show_default=True,
+    help="sentence-transformers model name or local model folder.",
 )
 SYSTEMS = Option(
     "--systems",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.group import cli
+from harness.api.choices import fusion_methods, fusion_norms, table_formats, table_layouts
 from harness.cli.options import (
     DEPTH,
     DIGITS,
@@ -29,8 +29,6 @@ from harness.cli.options import (
     show_result,
 )
 from harness.errors import HarnessError
-from harness.reporting.tables import FORMATS, LAYOUTS
-from harness.retrieval.fusion import METHODS, NORMS
 
 logger = logging.getLogger("harness")
 
@@ -38,7 +36,7 @@ logger = logging.getLogger("harness")
 FORMAT = Option(
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
+    type=click.Choice(table_formats()),
     default="markdown",
     show_default=True,
     help="Output format (csv and json are unrounded; html: one self-contained page "
@@ -54,7 +52,7 @@ ALPHA = Option(
 WORST = Option("--worst", type=click.IntRange(min=1), default=10, show_default=True, help="How many queries.")
 
 
-@cli.command()
+@click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @METRIC.but(
     "metrics",
@@ -65,7 +63,7 @@ WORST = Option("--worst", type=click.IntRange(min=1), default=10, show_default=T
 )
 @click.option(
     "--layout",
-    type=click.Choice(LAYOUTS),
+    type=click.Choice(table_layouts()),
     default="wide",
     show_default=True,
     help="wide: a column per dataset (and metric); long: one row per system × dataset × metric, tidy.",
@@ -255,7 +253,7 @@ def _report_table(paths, metric: str | list[str], shown: dict, **settings) -> No
     """`report`'s table (and its plot): datasets × systems; several metrics (or the long layout): one table of
     them all, systems as rows, its plot of the first metric."""
     from harness.api import report as build_report
-    from harness.api.commandline import plot_comparison
+    from harness.api.results import plot_comparison
 
     comparison = build_report(paths, metric, **settings)
     if shown["layout"] is not None:
@@ -290,7 +288,7 @@ def one_metric_only(metrics: tuple[str, ...], **modes: bool) -> None:
 def _check_published(paths, metric: str, tolerance, split, digits: int, allow_mixed_data: bool) -> None:
     """`report --check-published`: OK/OFF per result; exit 1 if any is off, 2 if nothing could be compared."""
     from harness.api import check_published
-    from harness.api.commandline import check_exit_code, format_checks
+    from harness.api.results import check_exit_code, format_checks
 
     checks = check_published(paths, metric, tolerance=tolerance, split=split, allow_mixed_data=allow_mixed_data)
     click.echo(format_checks(checks, metric, digits))
@@ -301,7 +299,7 @@ def _check_published(paths, metric: str, tolerance, split, digits: int, allow_mi
 
 def _report_cost(paths, metric: str, fmt: str, digits: int, split, out, allow_mixed_data: bool) -> None:
     from harness.api import cost
-    from harness.api.commandline import render_cost
+    from harness.api.results import render_cost
 
     rows = cost(paths, metric, split=split, allow_mixed_data=allow_mixed_data)
     _emit(render_cost(rows, metric, fmt, digits), out, None, None)
@@ -309,7 +307,7 @@ def _report_cost(paths, metric: str, fmt: str, digits: int, split, out, allow_mi
 
 def _emit(text: str, out: Path | None, plot: Path | None, draw) -> None:
     """A table to `out` (atomically) or stdout, then the plot when one was asked for."""
-    from harness.api.commandline import write_text
+    from harness.api.results import write_text
 
     if out is not None:
         write_text(text, out)
@@ -348,13 +346,13 @@ def _report_compression(
     paths, metric: str, fmt: str, digits: int, split: str | None, out: Path | None, plot: Path | None, allow_mixed_data
 ) -> None:
     from harness.api import compression
-    from harness.api.commandline import plot_compression, render_compression
+    from harness.api.results import plot_compression, render_compression
 
     rows = compression(paths, metric, split=split, allow_mixed_data=allow_mixed_data)
     _emit(render_compression(rows, metric, fmt, digits), out, plot, lambda: plot_compression(rows, plot, metric))
 
 
-@cli.command()
+@click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @FORMAT.but(
     type=click.Choice(["mteb", "csv", "trec"]),
@@ -405,7 +403,7 @@ def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[st
 
 
 def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
-    from harness.api.commandline import parse_weights
+    from harness.api.results import parse_weights
 
     try:
         return None if value is None else parse_weights(value)
@@ -413,18 +411,18 @@ def _weights(ctx: click.Context, param: click.Parameter, value: str | None) -> t
         raise click.BadParameter(str(exc)) from None
 
 
-@cli.command()
+@click.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--method",
-    type=click.Choice(METHODS),
+    type=click.Choice(fusion_methods()),
     default="rrf",
     show_default=True,
     help="Fusion method.",
 )
 @click.option(
     "--norm",
-    type=click.Choice(NORMS),
+    type=click.Choice(fusion_norms()),
     default="minmax",
     show_default=True,
     help="Per-query score normalization for combsum, combmnz and wsum.",
@@ -497,7 +495,7 @@ def fuse(
     show_result(fused, as_json)
 
 
-@cli.command()
+@click.command()
 @click.argument("first", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("second", type=click.Path(path_type=Path, dir_okay=False))
 @METRIC.but(
@@ -528,7 +526,7 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
 
     from harness.api import compare as run_compare
     from harness.api import read_results
-    from harness.api.commandline import format_compare
+    from harness.api.results import format_compare
 
     (a,), (b,) = read_results(first), read_results(second)
     tests = run_compare(a, b, metrics or None, rounds, seed)
@@ -538,7 +536,7 @@ def compare(first: Path, second: Path, metrics: list[str], rounds: int, seed: in
         click.echo(format_compare(a, b, tests, alpha))
 
 
-@cli.command()
+@click.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @WORST
 @METRIC
@@ -560,7 +558,7 @@ def inspect(results: tuple[Path, ...], worst: int, metric: str, depth: int, as_j
         beir-harness inspect results/scifact/bm25/test.json --json > worst.json
     """
     from harness.api import inspect_results, read_results
-    from harness.api.commandline import format_inspect
+    from harness.api.results import format_inspect
 
     if len(results) > 2:
         raise click.UsageError("give one result, or two to compare")

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from harness.cli.group import cli
 from harness.cli.options import (
     BATCH_SIZE,
     DATA,
@@ -38,12 +37,11 @@ from harness.cli.options import (
     show_result,
 )
 from harness.errors import HarnessError
-from harness.retrieval.compress import PRECISIONS
 
 logger = logging.getLogger("harness")
 
 
-@cli.command()
+@click.command()
 @MODEL_NAME
 @click.pass_context
 def demo(ctx: click.Context, model: str) -> None:
@@ -102,7 +100,7 @@ def _format_demo(outcome) -> str:
     return "\n".join(lines)
 
 
-@cli.command(cls=Sectioned)
+@click.command(cls=Sectioned)
 @click.argument("dataset", type=click.Path(path_type=Path))
 @SCORED_DATA.plus(RUN, ALLOW_UNKNOWN_DOCS)
 @DATA
@@ -166,7 +164,7 @@ def evaluate(
     show_result(result, as_json)
 
 
-@cli.command(cls=Sectioned)
+@click.command(cls=Sectioned)
 @click.argument("dataset", type=click.Path(path_type=Path))
 @DATA.plus(
     QUERIES.but(
@@ -220,15 +218,18 @@ def _int_list(param: click.Parameter, value: str | None) -> list[int]:
 
 
 def _precisions(param: click.Parameter, value: str | None) -> list[str]:
+    from harness.api.choices import embedding_precisions
+
+    precisions = embedding_precisions()
     items = list(dict.fromkeys(item.strip() for item in (value or "").split(",") if item.strip()))
-    bad = [item for item in items if item not in PRECISIONS]
+    bad = [item for item in items if item not in precisions]
     if bad:
-        raise click.BadParameter(f"unknown precision {bad[0]!r}; use {', '.join(PRECISIONS)}", param=param)
+        raise click.BadParameter(f"unknown precision {bad[0]!r}; use {', '.join(precisions)}", param=param)
     return items
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    from harness.api.commandline import parse_systems, split_systems
+    from harness.api.running import parse_systems, split_systems
 
     try:
         items = split_systems(value)
@@ -240,7 +241,7 @@ def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str
     return items
 
 
-@cli.command(cls=Sectioned)
+@click.command(cls=Sectioned)
 @SCORED_DATA.plus(
     Option(
         "--datasets",
@@ -342,7 +343,7 @@ def bench(
         sys.exit(1)
 
 
-@cli.command()
+@click.command()
 @click.argument("dataset")
 @MODEL_NAME.but(help="sentence-transformers model name or local folder.")
 @SPLIT.but(help="Qrels split.")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from harness.cli.group import cli
 from harness.cli.options import DIGITS, JSON, METRIC
 from harness.errors import HarnessError
 
@@ -16,7 +15,7 @@ DEFAULT_SCORE_METRICS = ("nDCG@10", "MAP", "MRR", "Recall@100", "P@10", "R-Prec"
 
 def metrics_callback(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     """The -m metric names, checked, in their canonical spelling; the defaults when none is given."""
-    from harness.api.commandline import parse_metric
+    from harness.api.scoring import parse_metric
 
     try:
         return tuple(dict.fromkeys(str(parse_metric(name)) for name in value or DEFAULT_SCORE_METRICS))
@@ -24,7 +23,7 @@ def metrics_callback(ctx: click.Context, param: click.Parameter, value: tuple[st
         raise click.BadParameter(str(exc)) from None
 
 
-@cli.command()
+@click.command()
 @click.argument("qrels", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("run", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @METRIC.but(
@@ -40,11 +39,10 @@ def metrics_callback(ctx: click.Context, param: click.Parameter, value: tuple[st
     "without a cutoff read the whole run, as trec_eval's ndcg, map and recip_rank do.",
 )
 @click.option(
-    "-q",
     "--per-query",
     is_flag=True,
-    help="Each query's values before the means, as trec_eval -q prints them (here -q is this flag; "
-    "--quiet stays the global one).",
+    help="Each query's values before the means, as trec_eval -q prints them (here -q is the global --quiet, as in "
+    "every command).",
 )
 @click.option(
     "--judged-only",
@@ -69,12 +67,12 @@ def score(
 
     \b
         beir-harness score qrels.test results.test
-        beir-harness score qrels.test results.test -m map -m ndcg -m P@10 -q
+        beir-harness score qrels.test results.test -m map -m ndcg -m P@10 --per-query
         beir-harness score qrels/test.tsv run.trec -m nDCG@10 --judged-only --json
     """
     from harness.api import read_qrels, read_run
     from harness.api import score as score_run
-    from harness.api.commandline import qrels_format
+    from harness.api.scoring import qrels_format
 
     ranked = read_run(run)
     evaluation = score_run(qrels, ranked, metrics, judged_only)  # the qrels by path: an error names the file
@@ -134,7 +132,7 @@ def _counted(evaluation, n_judged: int, judged_only: bool) -> str:
 
 def _depth_note(evaluation, metrics: tuple[str, ...]) -> str:
     """For nDCG, MAP, MRR without a cutoff: the depth they read, the deepest ranked list of a counted query."""
-    from harness.api.commandline import metric_families, parse_metric
+    from harness.api.scoring import metric_families, parse_metric
 
     specs = [parse_metric(name) for name in metrics]
     whole = [metric_families()[spec.name] for spec in specs if not spec.k and metric_families()[spec.name].cutoff]

@@ -390,14 +390,30 @@ def resolve_dataset(
     Raises:
         DatasetError: Neither a folder nor a known name; not installed with `download` off.
     """
+    folder, name, missing = locate_dataset(argument, root, download)
+    if missing is not None:
+        download_dataset(missing, data_dir(root), url, progress=progress)
+    return folder, name
+
+
+def locate_dataset(
+    argument: str | Path, root: str | Path | None = None, download: bool = True
+) -> tuple[Path, str, str | None]:
+    """Where `resolve_dataset` finds `argument`, with every check it makes and nothing downloaded: (folder, dataset
+    name, the registry name to download first or None), so a grid can check all its datasets before the first runs.
+
+    Raises:
+        DatasetError: Neither a folder nor a known name; a name BEIR does not distribute and not installed; not
+            installed with `download` off.
+    """
     path = Path(argument)
     if path.is_dir():
-        return path, path.resolve().name
+        return path, path.resolve().name, None
     argument = registry.from_mteb_task(str(argument)) or str(argument)  # MTEB's names work too (FiQA2018)
     name, _, subset = argument.partition("/")
     spec = registry.lookup(name)
     if spec is None and not subset and _safe_custom(name, root) is not None:
-        return _safe_custom(name, root), name  # a custom dataset imported under this name
+        return _safe_custom(name, root), name, None  # a custom dataset imported under this name
     if spec is None:
         if path.is_file():
             raise DatasetError(f"{argument} is a file; pass the BEIR folder that holds it ({path.parent})")
@@ -417,19 +433,20 @@ def resolve_dataset(
         raise DatasetError(f"{name} has no sub-corpora; use {name}")
     root = data_dir(root)
     if spec.family == "NanoBEIR":  # each of the 13 is installed (and stamped) on its own
-        if read_stamp(root / name / subset) is None:
-            if not download:
-                raise DatasetError(
-                    f"{argument} is not installed in {root}; run `beir-harness datasets download "
-                    f"{argument}` or drop --no-download"
-                )
-            download_dataset(str(argument), root, url, progress=progress)
-        return root / name / subset, str(argument)
-    if read_stamp(root / name) is None:
+        if read_stamp(root / name / subset) is not None:
+            return root / name / subset, str(argument), None
         if not download:
             raise DatasetError(
-                f"{name} is not installed in {root}; run `beir-harness datasets download {name}` or drop --no-download"
+                f"{argument} is not installed in {root}; run `beir-harness datasets download "
+                f"{argument}` or drop --no-download"
             )
-        download_dataset(name, root, url, progress=progress)
+        return root / name / subset, str(argument), str(argument)
     folder = root / name / subset if subset else root / name
-    return folder, str(argument)
+    if read_stamp(root / name) is not None:
+        return folder, str(argument), None
+    if not download:
+        raise DatasetError(
+            f"{name} is not installed in {root}; run `beir-harness datasets download {name}` or drop --no-download"
+        )
+    _public_spec(name)  # one BEIR does not distribute cannot be downloaded
+    return folder, str(argument), name

@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.errors import DatasetError, FormatError
 from harness.io.formats import find_file, iter_corpus, iter_qrels, iter_queries, misnamed_id, read_qrels
+from harness.io.ids import normalisation_hint
 from harness.records import doc_text
 
 MAX_LISTED = 50
@@ -217,6 +218,8 @@ def validate_folder(root: str | Path) -> ValidationReport:
             if not query.text.strip():
                 report.add("warning", str(queries), f"query {query.query_id!r} has empty text")
         report.n_queries = len(query_ids)
+        if not query_ids:  # nothing to retrieve for, nothing to pool
+            report.add("error", str(queries), "no queries (add at least one)")
 
     for path in qrels_files:
         split = path.name.split(".")[0]
@@ -237,7 +240,11 @@ def validate_folder(root: str | Path) -> ValidationReport:
             # Only now look up the lines, so a clean folder reads each qrels file once.
             for line_no, query_id, doc_id, _ in iter_qrels(path, on_error=lambda error: None):
                 if query_id in unknown_queries:
-                    report.add("error", f"{path}:{line_no}", f"query {query_id!r} is not in {queries.name}")
+                    hint = normalisation_hint(query_id, query_ids, queries.name)
+                    message = f"query {query_id!r} is not in {queries.name}" + (f" ({hint})" if hint else "")
+                    report.add("error", f"{path}:{line_no}", message)
                 if doc_id in unknown_docs:
-                    report.add("error", f"{path}:{line_no}", f"document {doc_id!r} is not in {corpus.name}")
+                    hint = normalisation_hint(doc_id, doc_ids, corpus.name)
+                    message = f"document {doc_id!r} is not in {corpus.name}" + (f" ({hint})" if hint else "")
+                    report.add("error", f"{path}:{line_no}", message)
     return report

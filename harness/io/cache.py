@@ -23,12 +23,13 @@ holds the remembered model fingerprints (``models/``), ONNX exports and built in
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,6 +91,7 @@ class EmbeddingEntry:
     labels: dict[str, Any]
     writable: bool = True
     sparse: bool = False
+    unwritable: str = ""  # why nothing could be stored (`not_writable`), once a write failed
 
     @property
     def key(self) -> str:
@@ -228,6 +230,7 @@ class EmbeddingEntry:
     def _disable(self, exc: Exception) -> None:
         logger.warning("embedding cache %s is not writable (%s); continuing without caching", self.root, exc)
         self.writable = False
+        self.unwritable = not_writable(self.root.parent.parent, exc)
 
     def write_chunk(self, index: int, doc_ids: Sequence[str], vectors: np.ndarray, strict: bool = False) -> None:
         """Store one chunk atomically (vectors first, then ids: ids present means the chunk is whole).
@@ -352,6 +355,66 @@ class EmbeddingEntry:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def not_writable(root: Path, exc: BaseException) -> str:
+    """Why nothing could be written under the cache `root`, from the failed write's error (or its cause):
+    ``<root> is read-only``, ``<root> is not writable (permission denied)``, or ``<root>: <the error>``."""
+    cause = exc if isinstance(exc, OSError) else exc.__cause__ or exc
+    code = getattr(cause, "errno", None)
+    if code == errno.EROFS:
+        return f"{root} is read-only"
+    if code in (errno.EACCES, errno.EPERM):
+        return f"{root} is not writable (permission denied)"
+    return f"{root}: {getattr(cause, 'strerror', None) or cause}"
+
+
+def check_removable(root: Path, folders: Iterable[Path]) -> None:
+    """Before anything is removed from the cache `root`: each of `folders` that exists must be writable.
+
+    Raises:
+        HarnessError: One is on a read-only file system or not writable: one line naming it (nothing removed).
+    """
+    for folder in folders:
+        if folder.is_dir() and not os.access(folder, os.W_OK):
+            folder = root if not os.access(root, os.W_OK) else folder  # the whole cache, where it is
+            read_only = hasattr(os, "statvfs") and os.statvfs(folder).f_flag & os.ST_RDONLY
+            why = "is read-only" if read_only else "is not writable (permission denied)"
+            where = "" if folder == root else f" {root}"
+            raise HarnessError(f"{folder} {why}: nothing was removed from the cache{where} (make it writable first)")
+
+
+def remove_tree(path: str | Path, root: Path) -> None:
+    """Remove a cache folder (one removed meanwhile by another process is fine).
+
+    Raises:
+        HarnessError: It cannot be removed (read-only, permissions): one line naming the file.
+    """
+    path = Path(path)
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        if path.exists():  # a file inside went meanwhile: the rest still goes
+            remove_tree(path, root)
+    except OSError as exc:
+        raise HarnessError(
+            f"cannot remove cached files from {root}: {exc.filename or path}: {exc.strerror or exc}"
+        ) from None
+
+
+def cache_record(cache: bool, hit: bool, entry: EmbeddingEntry | None) -> str:
+    """What a result records as ``embedding_cache``: ``hit`` (the corpus vectors came from the cache), ``off``
+    (no cache asked for), ``stored`` (they were written to `entry`), or ``not stored: <why>`` (the cache could
+    not be written, or the encoder has no identity to key its vectors by): never ``stored`` for nothing."""
+    if hit:
+        return "hit"
+    if not cache:
+        return "off"
+    if entry is None:
+        return "not stored: the encoder has no stable identity to key its vectors by"
+    if not entry.writable or not entry.complete:
+        return f"not stored: {entry.unwritable or f'{entry.root} was not completed'}"
+    return "stored"
+
+
 def embedding_entry(
     root: Path, inputs: Mapping[str, Any], labels: Mapping[str, Any] | None = None, sparse: bool = False
 ) -> EmbeddingEntry:
@@ -431,8 +494,10 @@ def clear_entries(
             f"{', '.join(models)} and datasets {', '.join(datasets)}"
         )
     if not dry_run:
+        texts = sorted(p for p in (root / "texts").glob("*") if p.is_dir()) if dataset is None else []
+        check_removable(root, [root / "embeddings", *(Path(entry["path"]) for entry in chosen), *texts])
         for entry in chosen:
-            shutil.rmtree(entry["path"], ignore_errors=True)
+            remove_tree(entry["path"], root)
         if dataset is None:
             _clear_texts(root, model)
     return chosen
@@ -446,7 +511,7 @@ def _clear_texts(root: Path, model: str | None) -> None:
         except (OSError, ValueError, KeyError, TypeError):
             inputs = {}
         if model is None or (inputs.get("model") or {}).get("name") == model:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder, root)
 
 
 def model_files_key(source: str, settings: Mapping[str, Any]) -> str | None:

@@ -9,13 +9,16 @@ split converted or downloaded without a merge has none: its results say nothing 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.errors import FormatError
 from harness.io.formats import atomic_writer
+from harness.presentation import PlainText
 
 SUFFIX = ".provenance.json"
+_PLAIN_NAME = re.compile(r"[\w.:@+-]+")
 
 
 def provenance_path(qrels_path: str | Path) -> Path:
@@ -55,13 +58,23 @@ def write_provenance(qrels_path: str | Path, record: Mapping[str, Any]) -> Path:
     return path
 
 
+def annotator_text(name: str) -> str:
+    """An annotator's name in a list: as it is when it is a plain name (letters, digits, ``_ . : @ + -``: never
+    ambiguous in ``alice 9, bob 7`` or ``alice/bob``), else as a JSON string (``"smith, j"``, ``"a b"``), which
+    `json.loads` reads back exactly. The provenance file itself keeps every name as a JSON key."""
+    return name if _PLAIN_NAME.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+
+
 def format_provenance(record: Mapping[str, Any]) -> str:
     """One line: ``qrels merged 2026-01-01T00:00:00+00:00 from 2 annotators (alice 9, bob 7) by majority,
-    ties low, scale 0-3; κ alice/bob 0.588; α 0.606``."""
+    ties low, scale 0-3; κ alice/bob 0.588; α 0.606``; a name that is not plain is quoted (`annotator_text`)."""
     annotators = record.get("annotators") or {}
-    who = ", ".join(f"{name} {count}" for name, count in annotators.items())
+    who = ", ".join(f"{annotator_text(name)} {count}" for name, count in annotators.items())
     scale = record.get("scale") or ["?", "?"]
-    kappas = "; ".join(f"κ {k['first']}/{k['second']} {_num(k.get('kappa'))}" for k in record.get("kappa", []))
+    kappas = "; ".join(
+        f"κ {annotator_text(k['first'])}/{annotator_text(k['second'])} {_num(k.get('kappa'))}"
+        for k in record.get("kappa", [])
+    )
     return (
         f"qrels merged {record.get('merged_at', '?')} from {len(annotators)} annotators ({who}) by "
         f"{record.get('policy', '?')}, ties {record.get('ties', '?')}, scale {scale[0]}-{scale[1]}"
@@ -84,12 +97,14 @@ def qrels_notes(scored: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> 
     notes = []
     for (dataset, split), records in found.items():
         latest = records[max(records)]
-        notes.append(
-            f"{dataset} [{split}]: {format_provenance(latest)}"
-            + (
-                f" (results here were scored on {len(records)} different merges of these qrels)"
-                if len(records) > 1
-                else ""
+        notes.append(  # PlainText: the annotators' names show as typed in a Markdown report
+            PlainText(
+                f"{dataset} [{split}]: {format_provenance(latest)}"
+                + (
+                    f" (results here were scored on {len(records)} different merges of these qrels)"
+                    if len(records) > 1
+                    else ""
+                )
             )
         )
     return notes

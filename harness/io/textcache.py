@@ -27,15 +27,14 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import OutputError
-from harness.io.cache import content_key
+from harness.errors import HarnessError, OutputError
+from harness.io.cache import check_removable, content_key, remove_tree
 from harness.io.files import atomic_writer, remove_stale_temporaries, write_json
 
 if TYPE_CHECKING:
@@ -425,6 +424,10 @@ def prune_cache(
         What was removed (or, with `dry_run`, would be): kind, path, bytes, last use (epoch seconds).
     """
     units = sorted(_prunable(root), key=lambda unit: unit["mtime"])
+    if not dry_run and units:  # a read-only cache: one line naming it, before anything goes
+        check_removable(
+            root, [root / "locks", *{unit["path"].parent: None for unit in units}, *(u["path"] for u in units)]
+        )
     total, now, removed = sum(unit["bytes"] for unit in units), time.time(), []
     for unit in units:
         old = older_than_s is not None and now - unit["mtime"] > older_than_s
@@ -450,9 +453,13 @@ def _remove(unit: dict[str, Any]) -> bool:
                 path.unlink(missing_ok=True)
         else:
             (unit["path"] / "manifest.json").unlink(missing_ok=True)
-            shutil.rmtree(unit["path"], ignore_errors=True)
+            remove_tree(unit["path"], unit["path"].parent.parent)
             _lock_path(unit["path"]).unlink(missing_ok=True)
         remove_stale_temporaries(unit["path"].parent if unit["kind"] == "entry" else unit["path"])
+    except OSError as exc:
+        raise HarnessError(
+            f"cannot remove cached files: {exc.filename or unit['path']}: {exc.strerror or exc}"
+        ) from None
     finally:
         if handle is not None:
             handle.close()

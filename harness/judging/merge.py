@@ -42,7 +42,8 @@ from harness.io.formats import (
     locate_corpus_and_queries,
     read_qrels,
 )
-from harness.io.provenance import read_provenance, write_provenance
+from harness.io.ids import normalisation_hint
+from harness.io.provenance import annotator_text, read_provenance, write_provenance
 from harness.judging.agreement import Agreement, agreement
 
 POLICIES = ("majority", "mean", "max", "strict")
@@ -224,8 +225,16 @@ def _check_known(judgments: list[Judgment], root: Path) -> None:
     folder = locate_corpus_and_queries(root)
     queries = {q.query_id for q in iter_queries(folder.queries)}
     docs = {d.doc_id for d in iter_corpus(folder.corpus)}
-    problems = [f"{_where(j)}: unknown query {j.query_id!r}" for j in judgments if j.query_id not in queries]
-    problems += [f"{_where(j)}: unknown document {j.doc_id!r}" for j in judgments if j.doc_id not in docs]
+    problems = [
+        f"{_where(j)}: unknown {what} {value!r}"
+        + (f" ({hint})" if (hint := normalisation_hint(value, known, where)) else "")
+        for what, known, where, field in (
+            ("query", queries, "the queries", "query_id"),
+            ("document", docs, "the corpus", "doc_id"),
+        )
+        for j in judgments
+        if (value := getattr(j, field)) not in known
+    ]
     if problems:
         raise _refusal(
             f"{len(problems)} judgments name queries or documents not in {root} (check the ids, "
@@ -426,7 +435,10 @@ def merge_judgments(
         raise _refusal(
             f"{len(conflicts)} pairs with disagreeing grades under the strict policy (resolve by "
             "majority, mean or max, or settle them; nothing written):",
-            [f"({q}, {d}): " + ", ".join(f"{a}={g}" for a, g in sorted(v.items())) for q, d, v in conflicts],
+            [
+                f"({q}, {d}): " + ", ".join(f"{annotator_text(a)}={g}" for a, g in sorted(v.items()))
+                for q, d, v in conflicts
+            ],
         )
     resolved = {pair: resolve(list(v.values()), policy, ties) for pair, v in votes.items()}
     undecided = [(q, d, votes[q, d]) for (q, d), g in sorted(resolved.items()) if g is None]
@@ -434,7 +446,10 @@ def merge_judgments(
         raise _refusal(
             f"{len(undecided)} pairs the {policy} policy cannot decide, and --ties refuse (pass "
             "--ties low or --ties high, or settle them; nothing written):",
-            [f"({q}, {d}): " + ", ".join(f"{a}={g}" for a, g in sorted(v.items())) for q, d, v in undecided],
+            [
+                f"({q}, {d}): " + ", ".join(f"{annotator_text(a)}={g}" for a, g in sorted(v.items()))
+                for q, d, v in undecided
+            ],
         )
     n_ties = sum(1 for pair, v in votes.items() if resolve(list(v.values()), policy, "refuse") is None)
     changed = [
@@ -530,15 +545,32 @@ def _write(
     provenance: dict,
 ) -> None:
     now = provenance["merged_at"]
-    with atomic_writer(annotations_path(root, split)) as handle:
-        for record in superseded:
-            handle.write(json.dumps({**record, "superseded": True}, ensure_ascii=False) + "\n")
-        for j in annotations:
-            handle.write(json.dumps(_record(j, scale, now), ensure_ascii=False) + "\n")
-    write_provenance(target, provenance)
+    records = [json.dumps({**record, "superseded": True}, ensure_ascii=False) + "\n" for record in superseded]
+    records += [json.dumps(_record(j, scale, now), ensure_ascii=False) + "\n" for j in annotations]
     body = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for (q, d), g in sorted(resolved.items()))
-    with atomic_writer(target, "wb") as handle:
-        handle.write(gzip.compress(body.encode()) if target.name.endswith(".gz") else body.encode())
+    earlier = read_provenance(target) or {}
+    if (
+        _same(annotations_path(root, split), "".join(records))
+        and _same(target, body)
+        and earlier.get("merged_at")
+        and {**earlier, "merged_at": now} == provenance
+    ):
+        provenance["merged_at"] = earlier["merged_at"]  # the same merge again: nothing changes, not even its time
+        return
+    with atomic_writer(annotations_path(root, split)) as handle:
+        handle.write("".join(records))
+    write_provenance(target, provenance)
+    with atomic_writer(target, "wb") as handle:  # gzip without a time stamp: the same qrels, the same bytes
+        handle.write(gzip.compress(body.encode(), mtime=0) if target.name.endswith(".gz") else body.encode())
+
+
+def _same(path: Path, text: str) -> bool:
+    """Whether `path` holds `text` (a ``.gz`` file: once decompressed)."""
+    try:
+        data = path.read_bytes()
+        return (gzip.decompress(data) if path.name.endswith(".gz") else data) == text.encode()
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
 
 
 def judgment_votes(

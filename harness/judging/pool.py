@@ -310,8 +310,8 @@ def retrieve_runs(
     configs: Sequence, systems: Sequence[str], workdir: Path, progress: bool = False
 ) -> list[tuple[str, Run]]:
     """Each system's run over every query (`harness.pipeline.retrieve`: no judgments needed), by its checked
-    config (`harness.judging.pool_systems.check_retrievable`: the defaults of ``beir-harness retrieve``, top
-    depth); the run files go to `workdir`."""
+    config (`harness.judging.pool_systems.check_retrievable`: the defaults of ``beir-harness retrieve``, 100
+    documents or the pool's depth when deeper); the run files go to `workdir`."""
     from dataclasses import replace
 
     from harness.pipeline.retrieve import retrieve

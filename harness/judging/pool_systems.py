@@ -84,6 +84,11 @@ def check_retrievable(dataset, systems: PoolSystems, depth: int) -> list:
     """The `EvaluateConfig` of each system to retrieve with, each checked as `evaluate` checks it (settings,
     the model and reranker on this machine) before any retrieval starts.
 
+    Each system retrieves as `evaluate` and `bench` do by default (100 documents, or `depth` when deeper; a
+    reranked system its rerank depth), not just the pool's `depth`: a ranking's first `depth` are the same at any
+    depth (`harness.records.top_scores`), but a fusion of its members' top 100 is not the fusion of their top
+    `depth`, and the pool must hold the fused top `depth` that `fuse` and `bench` score.
+
     Raises:
         HarnessError (usage): The first system that cannot run, named.
     """
@@ -91,7 +96,7 @@ def check_retrievable(dataset, systems: PoolSystems, depth: int) -> list:
     from harness.pipeline.config import EvaluateConfig
     from harness.pipeline.evaluate import checked
 
-    base = EvaluateConfig(dataset_path=dataset, top_k=depth, k_values=(1,), output_dir=None, download=False)
+    base = EvaluateConfig(dataset_path=dataset, top_k=None, k_values=(depth,), output_dir=None, download=False)
     configs = []
     for spec in systems.retrieve:
         try:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from harness import __version__
 from harness.datasets import registry
-from harness.datasets.catalog import resolve_dataset
+from harness.datasets.catalog import locate_dataset, resolve_dataset
 from harness.errors import HarnessError
+from harness.io.outputs import check_output_dir
 from harness.pipeline.evaluate import (
     BM25_MODEL,
     EvaluateConfig,
@@ -30,7 +31,9 @@ from harness.pipeline.fuse import fuse_results
 from harness.pipeline.sparse import is_sparse_model
 from harness.presentation import align, metric_text
 from harness.retrieval.compress import CompressionSpec
-from harness.retrieval.encode import Encoder
+from harness.retrieval.encode import HASH_PREFIX, Encoder
+from harness.retrieval.endpoint import ENDPOINT_PREFIX
+from harness.retrieval.models import check_model_available
 from harness.retrieval.rerank import RerankSpec
 from harness.runtimes.registry import is_auto, runtime
 
@@ -174,12 +177,13 @@ def run_bench(
             BM25 and sparse systems once. Empty: `base.compression` alone.
 
     Raises:
-        HarnessError: A malformed system or label, two systems sharing a label, or fusions asked for with no
-            output folder; before any cell runs.
+        HarnessError: A malformed system or label, two systems sharing a label, fusions asked for with no
+            output folder, a dataset or model that cannot be found (`check_grid`); before any cell runs.
     """
     from harness.pipeline.systems import parse_fusion, parse_systems
     from harness.reporting.report import write_results_csv
 
+    check_output_dir(base.output_dir)  # before the first cell: a cell's failure would not stop the grid
     listed = parse_systems(list(models))
     models = [system.spec for system in listed]
     labels = {system.spec: system.label for system in listed if system.label}
@@ -190,13 +194,39 @@ def run_bench(
     systems = [model for model in models if model.strip() not in fused_texts]
     systems += [member for fused in fusions for member in fused.members if member not in systems]
     systems = list(dict.fromkeys(systems))
+    datasets = expand_datasets(datasets)
+    check_grid(systems, datasets, base)
     grid = _Grid(base, force, len(systems) + len(fusions), list(compressions), labels)
-    for dataset in expand_datasets(datasets):
+    for dataset in datasets:
         saved = {system: grid.system(dataset, system) for system in systems}
         for fused in fusions:
             grid.fuse(dataset, fused, saved)
     csv_path = write_results_csv(base.output_dir) if base.output_dir is not None else None
     return BenchReport(grid.cells, csv_path)
+
+
+def check_grid(systems: Sequence[str], datasets: Sequence[str], base: EvaluateConfig) -> None:
+    """Every name of a grid checked before its first cell runs, so that a typo in the last one costs no cell: each
+    dataset is found as `evaluate` finds it (a folder, an installed or downloadable registry name, a custom dataset;
+    nothing downloaded here), each system is well formed (`system_config`), and each model and reranker it names is
+    a local folder, in the Hugging Face cache or on a reachable hub.
+
+    Raises:
+        HarnessError: The first name that cannot run, with `evaluate`'s message for it.
+    """
+    for dataset in datasets:
+        locate_dataset(dataset, base.data_dir, base.download)
+    for system in systems:
+        config = system_config(base, system)
+        model = config.model
+        if (
+            config.run_path is None
+            and model.lower() != BM25_MODEL
+            and not model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
+        ):
+            check_model_available(model, known=(BM25_MODEL,))
+        if config.rerank is not None:
+            check_model_available(config.rerank.model)
 
 
 def _changed_data(config: EvaluateConfig, stored) -> list[str]:
@@ -350,7 +380,7 @@ class _Grid:
         return (*done, changed)
 
     def _done(self, config: EvaluateConfig, name: str):
-        from harness.reporting.report import read_result, result_paths
+        from harness.reporting.report import note_undigested, read_result, result_paths, result_problems
 
         candidates = [(config, None)]
         if config.compression.truncate_dim is not None:
@@ -366,6 +396,11 @@ class _Grid:
                 and previous.versions.get("beir-harness") == __version__
                 and (dimension is None or previous.config.get("dimension") == dimension)
             ):
+                problems = result_problems(previous)
+                if problems:  # an edited result is never served: the cell runs again and replaces it
+                    logger.warning("%s; running the cell again", "; ".join(problems))
+                    continue
+                note_undigested([previous])
                 return path, previous
         return None
 

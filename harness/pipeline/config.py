@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -123,6 +124,14 @@ class EvaluateConfig:
     # Set by the dense stage for a calibrated backend (the corpus's own sample); not a setting of its own: the
     # sample follows from the corpus, and its hash enters the encoder's fingerprint and the result's record.
     calibration: Calibration | None = field(default=None, repr=False, compare=False)
+
+
+def stored_cutoffs(depth: int, k_values: Iterable[int] = ()) -> list[int]:
+    """The cutoffs a result stores, by one rule for every system: each `STANDARD_K` cutoff up to the depth it
+    was asked to keep (``top_k``, the rerank depth, a fusion's ``depth``) and each cutoff asked for, whatever its
+    ranking holds. A cutoff deeper than a query's ranking is computed as trec_eval computes it (Recall@100 of a
+    7-document ranking): how many documents a system happened to return never removes a metric."""
+    return sorted({k for k in STANDARD_K if k <= depth} | set(k_values))
 
 
 def retrieval_depth(config: EvaluateConfig) -> int:

@@ -6,38 +6,38 @@
 `evaluate_dataset` runs it on a BEIR folder (`harness.pipeline.demo.run_demo` on the bundled lesson set). The
 first stages live in their own modules: `harness.pipeline.dense` (a bi-encoder and its index) and
 `harness.pipeline.sparse` (BM25, learned sparse); what they share in `harness.pipeline.stages`; the config in
-`harness.pipeline.config`.
+`harness.pipeline.config`, and its checks, made before any work, in `harness.pipeline.checks`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.datasets import registry
 from harness.datasets.catalog import resolve_dataset
-from harness.engines.ray_engine import ENGINES
 from harness.errors import DatasetError, HarnessError, setting
 from harness.evaluation.metrics import evaluate, standard_metrics
 from harness.host import host_info, versions
 from harness.io.cache import cache_dir
 from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_beir_folder
+from harness.io.ids import unknown_id_hint
 from harness.io.provenance import read_provenance
 from harness.io.trec import read_qrels, read_run
+from harness.pipeline.checks import checked, resolve_devices
 from harness.pipeline.config import (
     BM25_MODEL,
     DEFAULT_DEPTH,
     REGISTRY_PROMPTS,
-    STANDARD_K,
     EvaluateConfig,
     first_device,
     load_model,  # noqa: F401 - the config's names are importable from here too (bench, tests)
     retrieval_depth,
     run_model_name,
-    with_model_prompts,
+    with_model_prompts,  # noqa: F401 - importable from here too (bench)
 )
 from harness.pipeline.dense import dense_stage
 from harness.pipeline.sparse import bm25_stage, is_sparse_model, learned_sparse_stage
@@ -56,14 +56,9 @@ from harness.pipeline.stages import (
 from harness.records import Qrels, Query, Run, doc_text
 from harness.reporting.report import Result, write_result
 from harness.reporting.variant import Configuration
-from harness.retrieval.compress import CompressionSpec
-from harness.retrieval.devices import DeviceError, DeviceSpec
 from harness.retrieval.encode import HASH_PREFIX, Encoder
 from harness.retrieval.endpoint import ENDPOINT_PREFIX
-from harness.retrieval.index import IndexSpec
-from harness.retrieval.models import check_model_available, model_folder
-from harness.runtimes.registry import TORCH, is_auto, runtime
-from harness.runtimes.spec import EncoderSpec
+from harness.runtimes.registry import TORCH, is_auto
 
 logger = logging.getLogger(__name__)
 
@@ -125,20 +120,6 @@ def self_hit_policy(config: EvaluateConfig, dataset: str) -> tuple[bool, str]:
     if spec is not None:
         return spec.ignore_identical_ids, "registry"
     return False, "default"
-
-
-def _check_model_kind(config: EvaluateConfig) -> None:
-    """A cross-encoder given as the first stage is one clear line, before anything loads."""
-    from harness.retrieval.rerank import model_kind
-
-    if config.run_path is not None or config.model.lower() == BM25_MODEL or config.model.startswith(HASH_PREFIX):
-        return
-    if model_kind(model_folder(config.model)) == "cross-encoder":
-        raise HarnessError(
-            f"{config.model} is a cross-encoder (it scores query-document pairs), not a retriever; "
-            f"rerank with it (--rerank {config.model}) after a first stage given as --model, e.g. "
-            "--model bm25"
-        )
 
 
 def rerank_stage(
@@ -209,58 +190,6 @@ def settled_rerank(config: EvaluateConfig, record: dict) -> EvaluateConfig:
     return replace(config, rerank=replace(config.rerank, backend=record["backend_auto"]["backend"]))
 
 
-def _resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
-    """`config` with its device option resolved to concrete devices, checked before anything loads.
-
-    Scoring a run, BM25 and the hashing stand-in need no device (and no torch); the ONNX
-    backends run on the CPU.
-    """
-    encoder = config.encoder
-    if is_auto(encoder.backend):  # devices as for torch; the probe (`_auto_backend`) resolves the rest
-        if encoder.precision != "fp32":
-            raise HarnessError(
-                f"{setting('backend')} auto picks the precision too; leave {setting('precision')} at "
-                "fp32, or name the backend"
-            )
-        return replace(_resolve_devices(replace(config, encoder=replace(encoder, backend=TORCH))), encoder=encoder)
-    spec = DeviceSpec(
-        config.device, encoder.precision, queries_only=config.engine == "ray" and bool(config.ray.gpus_per_worker)
-    )
-    spec.check_syntax()
-    needs_torch = (
-        config.run_path is None and config.model.lower() != BM25_MODEL and not config.model.startswith(HASH_PREFIX)
-    )
-    if not needs_torch:
-        parts = spec.option.split(",")
-        if (
-            any(part not in ("auto", "cpu") for part in parts)
-            and config.run_path is None
-            and config.model.startswith(HASH_PREFIX)
-        ):
-            raise DeviceError(f"the hashing stand-in encoder runs on CPUs only, not {spec.option}")
-        # A list of CPUs keeps its length: `cpu,cpu` is two worker processes.
-        return replace(
-            config,
-            device=",".join("cpu" for _ in parts)
-            if config.run_path is None and config.model.startswith(HASH_PREFIX)
-            else "cpu",
-        )
-    record = runtime(encoder.backend)
-    if record.device_refusal is not None:  # a CPU runtime at its own precision
-        record.check_device(spec.option, encoder.precision)
-        return replace(config, device="cpu")
-    if spec.option == "auto" and encoder.precision != "fp16":
-        # Resolved when a model loads (`first_device`): a warm run that loads none then imports no torch.
-        return replace(config, device="auto")
-    devices = spec.resolve()
-    if len(devices) > 1 and config.engine == "ray":
-        raise DeviceError(
-            "a device list fans out over local worker processes; with the ray engine, ask each worker "
-            "for GPUs instead (ray_gpus_per_worker)"
-        )
-    return replace(config, device=",".join(devices))
-
-
 def apply_self_hit_policy(run: Run, ignore_identical_ids: bool) -> Run:
     """The only place the self-hit policy is applied: drop doc_id == query_id when asked.
 
@@ -276,9 +205,10 @@ def _judged_queries(folder: BeirFolder, qrels: Qrels, digest, notes: list[str]) 
     if missing:
         found = {query.query_id for query in wanted}
         example = next(query_id for query_id in qrels if query_id not in found)
+        hint = unknown_id_hint(example, (query.query_id for query in iter_queries(folder.queries)), folder.queries)
         raise DatasetError(
             f"{folder.qrels}: {missing} judged quer{'y is' if missing == 1 else 'ies are'} not in "
-            f"{folder.queries} (e.g. {example!r}); fix the qrels or add the queries"
+            f"{folder.queries} (e.g. {example!r}); {hint or 'fix the qrels or add the queries'}"
         )
     empty = [query.query_id for query in wanted if not query.text.strip()]
     if empty:
@@ -494,112 +424,7 @@ def _auto_backend(
     notes.append(f"--backend auto picked {choice['picked']}: {choice['reason']}")
     logger.info(notes[-1])
     picked = replace(config, encoder=replace(config.encoder, backend=choice["backend"], precision=choice["precision"]))
-    return _resolve_devices(picked), choice
-
-
-def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfig, tuple[int, ...], int, list[int]]:
-    """Every check that needs no file: (the config with its engine and devices resolved, the cutoffs
-    asked for, the depth, the cutoffs stored). `loaded`: the model is loaded already (nothing to find)."""
-    k_values = tuple(sorted(set(config.k_values)))
-    if not k_values:
-        raise HarnessError(f"no cutoffs given in {setting('k_values')} (e.g. 1,3,10)")
-    if config.rerank is not None:
-        if config.top_k is not None and config.top_k != config.rerank.depth:  # the same depth twice is no conflict
-            raise HarnessError(
-                f"with a reranker the depth is the rerank depth; set {setting('rerank_depth')}, "
-                f"not {setting('top_k')} (or give both the same value)"
-            )
-        config.rerank.check(k_values[-1])
-    for backend in (config.rerank.backend if config.rerank else TORCH, config.sparse_backend):
-        if not is_auto(backend):
-            runtime(backend)  # an unknown name is refused, naming the backends there are
-    top_k = retrieval_depth(config)
-    stored_k = sorted({k for k in STANDARD_K if k <= top_k} | set(k_values))
-    if top_k < k_values[-1]:
-        raise HarnessError(
-            f"{setting('top_k')} {top_k} is smaller than the largest cutoff {k_values[-1]}; raise {setting('top_k')}"
-        )
-    if config.token_budget is not None and config.token_budget <= 0:
-        raise HarnessError(f"token_budget must be positive, got {config.token_budget}")
-    if config.checkpoint_seconds < 0:
-        raise HarnessError(f"checkpoint_seconds must be 0 or more, got {config.checkpoint_seconds}")
-    if config.chunk_size <= 0:
-        raise HarnessError(f"chunk_size must be positive, got {config.chunk_size}")
-    if not loaded:  # a loaded encoder has its prefixes already (bench resolves them before loading)
-        config = with_model_prompts(config)
-    config.encoder.check()
-    config.index.check()  # before any encoding, so a typo costs nothing
-    config.compression.check()
-    if config.compression.compressed and config.index.kind != "flat":
-        raise HarnessError(
-            f"{setting('embedding_precision')} {config.compression.embedding_precision} searches its "
-            f"own exact compressed index; {setting('index')} {config.index.kind} does not combine "
-            "with it"
-        )
-    if config.engine not in ENGINES:
-        raise HarnessError(f"unknown engine {config.engine!r}; use local or ray")
-    config.ray.check()
-    if config.engine == "ray" and (config.run_path is not None or config.model.lower() == BM25_MODEL):
-        # A grid (`bench --engine ray`) may mix BM25 with dense models: nothing to fan out here.
-        logger.info("--engine ray: %s needs no encoding and runs here", "--run" if config.run_path else "BM25")
-        config = replace(config, engine="local")
-    if config.engine == "ray" and not config.cache:
-        raise HarnessError(
-            f"the ray engine stores the workers' embeddings in the cache; turn the cache on ({setting('cache')})"
-        )
-    config = _resolve_devices(config)
-    _note_unused_settings(config)
-    if config.run_path is None and config.model.startswith(ENDPOINT_PREFIX):
-        config.endpoint.check()
-        # Each encode call should fill every request in flight.
-        config = replace(
-            config, encoder=replace(config.encoder, batch_size=config.endpoint.batch_size * config.endpoint.concurrency)
-        )
-    elif (
-        config.run_path is None
-        and config.model.lower() != BM25_MODEL
-        and not config.model.startswith(HASH_PREFIX)
-        and not loaded
-    ):
-        check_model_available(config.model, known=(BM25_MODEL,))  # seconds, not the hub client's retries
-    if config.rerank is not None:
-        check_model_available(config.rerank.model)
-    _check_model_kind(config)
-    return config, k_values, top_k, stored_k
-
-
-def _note_unused_settings(config: EvaluateConfig) -> None:
-    """Warn about settings the first stage ignores (an index for BM25...), which the result then does not record."""
-    dense = config.run_path is None and config.model.lower() != BM25_MODEL and not is_sparse_model(config)
-    if dense:
-        return
-    what = (
-        "an external run"
-        if config.run_path is not None
-        else "BM25"
-        if config.model.lower() == BM25_MODEL
-        else "a sparse encoder"
-    )
-    if config.compression != CompressionSpec():
-        changed = [
-            setting(name)
-            for name, value in asdict(config.compression).items()
-            if value != getattr(CompressionSpec(), name)
-        ]
-        one = len(changed) == 1
-        raise HarnessError(
-            f"{', '.join(changed)} appl{'ies' if one else 'y'} to a dense model's vectors; {what} "
-            f"has none (drop {'it' if one else 'them'})"
-        )
-    unused = []
-    if config.index != IndexSpec():
-        unused.append(f"{setting('index')} {config.index.kind}")
-    default = EncoderSpec()
-    changed = [name for name, value in config.encoder.to_config().items() if value != default.to_config()[name]]
-    if changed and (config.run_path is not None or config.model.lower() == BM25_MODEL):
-        unused += [setting(name) for name in changed]
-    if unused:
-        logger.warning("%s does not use %s: ignored, and not recorded in the result", what, ", ".join(unused))
+    return resolve_devices(picked), choice
 
 
 def first_stage(

@@ -18,11 +18,13 @@ from harness.errors import HarnessError
 from harness.evaluation.metrics import evaluate, standard_metrics
 from harness.host import host_info, versions
 from harness.io.formats import locate_beir_folder, read_qrels, read_run, write_run
+from harness.io.outputs import check_output_dir, check_output_file
 from harness.metering import peak_rss
-from harness.pipeline.evaluate import STANDARD_K, Outcome
+from harness.pipeline.config import stored_cutoffs
+from harness.pipeline.evaluate import Outcome
 from harness.records import Qrels, Run
 from harness.reporting.labels import check_label
-from harness.reporting.report import Result, check_same_data, read_result, write_result
+from harness.reporting.report import Result, check_results, check_same_data, read_result, write_result
 from harness.reporting.variant import Configuration
 from harness.retrieval.fusion import FusionSpec, fuse
 
@@ -30,8 +32,10 @@ logger = logging.getLogger(__name__)
 
 
 def _same_data_inputs(paths: list[Path]) -> list[tuple[Path, Result]]:
-    """(path, result) of each result file, refused unless all are of one dataset and split, on the same data."""
+    """(path, result) of each result file, refused unless each passes its checks (`check_results`: its content
+    digest, its means, its run file unaltered) and all are of one dataset and split, on the same data."""
     inputs = [(Path(path), Result.from_json(path)) for path in paths]
+    check_results([data for _, data in inputs], run_file=True)
     first_path, first = inputs[0]
     for path, data in inputs[1:]:
         for key in ("dataset", "split"):
@@ -76,6 +80,7 @@ def fuse_results(
             bracket.
         DataMismatchError: Results computed on different corpus, queries or qrels.
     """
+    check_output_dir(output_dir)
     started = time.perf_counter()
     spec.check(len(paths))
     name = check_label(name) if name is not None else None
@@ -94,8 +99,8 @@ def fuse_results(
     labels = [data.label or data.model for _, data in inputs]
     label = name if name is not None else spec.label(labels)
     fused = fuse(runs, spec, name=label)
-    depth = min(spec.depth, max((fused.depth(q) for q in fused), default=0)) or spec.depth
-    evaluation = evaluate(qrels, fused, standard_metrics(sorted(k for k in STANDARD_K if k <= depth) or [depth]))
+    depth = spec.depth  # the cutoffs stored follow the depth asked for, not how many documents the fusion found
+    evaluation = evaluate(qrels, fused, standard_metrics(stored_cutoffs(depth)))
     identity = Configuration.from_settings(
         "fusion",
         first.split,
@@ -148,21 +153,13 @@ def _peak_memory() -> dict[str, int | None]:
 
 
 def _saved_run(data: Result, notes: list[str]) -> Run:
-    """The run file beside a result, checked against the hash the result recorded."""
-    from harness.io.formats import content_sha256
-
+    """The run file beside a result (checked against the hash the result recorded by `_same_data_inputs`)."""
     run_path, path = data.run_path, data.path
     if not run_path.is_file():
         raise HarnessError(f"{run_path}: the run file beside {path.name} is missing; rerun that evaluation")
-    recorded = data.fingerprints.get("scored_run")
-    if recorded is None:
+    if data.fingerprints.get("scored_run") is None:
         notes.append(f"{path.name} predates run fingerprints: its run file could not be checked")
         logger.warning(notes[-1])
-    elif content_sha256(run_path) != recorded:
-        raise HarnessError(
-            f"{run_path} was altered after {path.name} was written (its sha256 differs from the one "
-            "recorded); rerun that evaluation"
-        )
     return read_run(run_path)
 
 
@@ -206,6 +203,7 @@ def fuse_run_files(paths: Iterable[str | Path], spec: FusionSpec, out: str | Pat
     out = Path(out)
     if any(out.resolve() == p.resolve() for p in paths):
         raise HarnessError(f"{out}: the fused run would overwrite one of the runs fused; choose another --out")
+    check_output_file(out, "fused run")
     runs = [read_run(path) for path in paths]
     names = [run.name or path.stem for path, run in zip(paths, runs)]
     if len(set(names)) < len(names):

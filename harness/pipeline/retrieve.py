@@ -13,11 +13,12 @@ from pathlib import Path
 from harness.datasets.catalog import resolve_dataset
 from harness.errors import DatasetError
 from harness.io.formats import iter_queries, locate_corpus_and_queries
+from harness.io.outputs import check_output_file
 from harness.io.trec import write_run
+from harness.pipeline.checks import checked
 from harness.pipeline.config import EvaluateConfig
 from harness.pipeline.evaluate import (
     apply_self_hit_policy,
-    checked,
     configuration,
     first_stage,
     rerank_stage,
@@ -46,6 +47,7 @@ def retrieve(config: EvaluateConfig, out: str | Path, queries_path: str | Path |
     """
     if config.run_path is not None:
         raise DatasetError("retrieve makes a run; there is nothing to retrieve when one is given")
+    check_output_file(out, "run file")  # before any work: not after the whole search
     clock = Clock()
     config, _, top_k, _ = checked(config)
     folder_path, dataset = resolve_dataset(

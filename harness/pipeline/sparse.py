@@ -12,7 +12,7 @@ from dataclasses import replace
 from itertools import islice
 
 from harness.errors import HarnessError, setting
-from harness.io.cache import cache_dir, embedding_entry
+from harness.io.cache import cache_dir, cache_record, embedding_entry
 from harness.io.formats import BeirFolder, iter_corpus
 from harness.io.lines import content_digest
 from harness.metering import tree_bytes
@@ -174,7 +174,7 @@ def _retrieve_sparse(
         "dimension": index.dimension,
         "batch_size": spec.batch_size,
         "doc_text": DOC_TEXT_RULE,
-        "embedding_cache": "hit" if corpus.cached else ("stored" if config.cache else "off"),
+        "embedding_cache": cache_record(config.cache, corpus.cached, entry),
         "device": config.device,
         "precision": model.precision,
         **({"sparse_backend": model.backend} if getattr(model, "backend", TORCH) != TORCH else {}),

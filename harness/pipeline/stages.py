@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from harness.errors import DatasetError, HarnessError, setting
 from harness.io.cache import CacheCorrupt
 from harness.io.formats import BeirFolder, iter_corpus
+from harness.io.ids import unknown_id_hint
 from harness.metering import latency_record, peak_rss, per_second, reset_high_water, search_latencies
 from harness.pipeline.config import EvaluateConfig
 from harness.presentation import size_text
@@ -29,6 +30,7 @@ class CorpusState:
     unseen: set[str]
     n_docs: int = 0
     cached: bool = False
+    stored: str = "off"  # what the result records as embedding_cache (`harness.io.cache.cache_record`)
     unseen_run: set[str] = field(default_factory=set)  # an external run's doc_ids not met yet
     workers: list[str] = field(default_factory=list)  # where Ray actors encoded (their own devices)
 
@@ -146,9 +148,10 @@ def check_corpus(folder: BeirFolder, corpus: CorpusState) -> None:
         raise DatasetError(f"{folder.corpus}: the corpus is empty")
     if corpus.unseen:
         example = sorted(corpus.unseen)[0]
+        hint = unknown_id_hint(example, (doc.doc_id for doc in iter_corpus(folder.corpus)), folder.corpus)
         raise DatasetError(
             f"{folder.qrels}: {len(corpus.unseen)} judged document id(s) are not in {folder.corpus} "
-            f"(e.g. {example!r}); fix the qrels or the corpus"
+            f"(e.g. {example!r}); {hint or 'fix the qrels or the corpus'}"
         )
 
 

@@ -1,4 +1,5 @@
-"""Comparison tables for papers, reproduction checks, paired comparisons and per-query analysis.
+"""Comparison tables for papers and reproduction checks (paired comparisons and per-query analysis are in
+`harness.reporting.inspect`).
 
 Everything here reads result JSON files (``<dataset>/<model>/<split>.json``) only: no model and no
 corpus is needed, except by `inspect`, which shows query texts and document titles.
@@ -32,47 +33,14 @@ from harness.errors import HarnessError, setting
 from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
 from harness.io.files import atomic_writer
 from harness.io.provenance import qrels_notes
-from harness.presentation import Bold, align, csv_text, json_text, latex_table, markdown_table, metric_text
-from harness.reporting.labels import column_labels, display_label
-from harness.reporting.report import Result, check_same_data
+from harness.presentation import Bold, csv_text, json_text, latex_table, markdown_table, metric_text
+from harness.reporting.labels import column_labels
+from harness.reporting.report import Result, check_same_data, load_results  # noqa: F401 - read from here
 from harness.runtimes.registry import kernel_dependent
 
 logger = logging.getLogger(__name__)
 
 CQADUPSTACK = "cqadupstack"
-
-
-def load_results(paths: Iterable[str | Path], allow_mixed_data: bool = False) -> list[Result]:
-    """Every result JSON in `paths` (files, or folders searched recursively), checked to share their data.
-
-    Args:
-        paths: Result files or folders.
-        allow_mixed_data: Results of one dataset computed on different data are shown as datasets of their own
-            (``scifact [data 1a2b3c4d]``) instead of refused (`harness.reporting.report.check_same_data`).
-
-    Raises:
-        HarnessError: A path does not exist, or nothing readable was found.
-        DataMismatchError: Results of one dataset name computed on different corpus, queries or qrels.
-    """
-    results = []
-    for path in map(Path, paths):
-        if path.is_file():
-            candidates = [path]
-        elif path.is_dir():
-            candidates = sorted(p for p in path.rglob("*.json") if not p.name.startswith("."))
-        else:
-            raise HarnessError(f"{path}: no such file or folder")
-        for candidate in candidates:
-            if path.is_file():
-                results.append(Result.from_json(candidate))  # a file named on purpose: say why it is not a result
-                continue
-            try:
-                results.append(Result.from_json(candidate))
-            except HarnessError:
-                continue  # other JSON in a results folder (a plot's data, notes) is not a result
-    if not results:
-        raise HarnessError(f"no result files found in {', '.join(map(str, paths))} (run `beir-harness evaluate` first)")
-    return check_same_data(results, allow_mixed_data)
 
 
 def nanobeir_row() -> str:
@@ -614,71 +582,3 @@ def save_png(fig, path: str | Path) -> None:
     plt.close(fig)
     with atomic_writer(path, "wb") as handle:
         handle.write(buffer.getvalue())
-
-
-# --------------------------------------------------------------------------- paired comparison
-
-
-def compare_results(
-    first: Result, second: Result, metrics: Sequence[str] | None = None, rounds: int = DEFAULT_ROUNDS, seed: int = 0
-) -> list:
-    """Paired tests of `second` against `first` for each shared metric (see `harness.evaluation.significance`).
-
-    Raises:
-        HarnessError: Different datasets, splits or qrels.
-    """
-    from harness.evaluation.significance import compare_metric
-
-    for key in ("dataset", "split"):
-        if getattr(first, key) != getattr(second, key):
-            raise HarnessError(
-                f"the results are on different {key}s ({getattr(first, key)} vs {getattr(second, key)}); "
-                "compare results of the same dataset and split"
-            )
-    qrels_a, qrels_b = first.fingerprints.get("qrels"), second.fingerprints.get("qrels")
-    if qrels_a and qrels_b and qrels_a != qrels_b:
-        raise HarnessError("the results were scored against different qrels files (fingerprints differ)")
-    warning = mixed_kernels([first, second])
-    if warning:
-        logger.warning(warning)
-    names = [m for m in first.metrics if m in second.metrics] if metrics is None else list(metrics)
-    tests = []
-    for metric in names:
-        if metric not in first.metrics or metric not in second.metrics:
-            raise HarnessError(f"{metric} is not in both results")
-        per_a = {q: v[metric] for q, v in first.per_query.items()}
-        per_b = {q: v[metric] for q, v in second.per_query.items()}
-        tests.append(compare_metric(metric, per_a, per_b, rounds, seed))
-    return tests
-
-
-def format_p(p: float) -> str:
-    """A p-value for a table: four decimals, and ``< 1e-4`` below that (never a misleading ``0.0000``)."""
-    return "< 1e-4" if p < 1e-4 else f"{p:.4f}"
-
-
-def format_compare(first: Result, second: Result, tests: Sequence, alpha: float = 0.05) -> str:
-    """A table: metric, A, B, B − A, p (t-test), p (randomization), and per query: B wins / ties / A wins."""
-    lines = [
-        f"A = {display_label(first)}  ({first.where})",
-        f"B = {display_label(second)}  ({second.where})",
-        f"{first.dataset} [{first.split}], {tests[0].n_queries if tests else 0} judged queries; "
-        f"* p < {alpha} in both tests",
-        "",
-    ]
-    table = [["metric", "A", "B", "B - A", "p t-test", "p random", "", "B wins / ties / A wins"]]
-    for t in tests:
-        star = "*" if t.p_t_test < alpha and t.p_randomization < alpha else ""
-        table.append(
-            [
-                t.metric,
-                metric_text(t.mean_a),
-                metric_text(t.mean_b),
-                metric_text(t.difference, signed=True),
-                format_p(t.p_t_test),
-                format_p(t.p_randomization),
-                star,
-                f"{t.wins} / {t.ties} / {t.losses}",
-            ]
-        )
-    return "\n".join(lines + align(table, right=[False, True, True, True, True, True, False, True]))

@@ -24,7 +24,7 @@ from harness.datasets import registry
 from harness.errors import HarnessError
 from harness.io.files import write_json
 from harness.io.trec import read_run, write_run
-from harness.reporting.report import Result, model_slug
+from harness.reporting.report import Result, check_results, model_slug
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +145,9 @@ def export_trec(results: Iterable[Result], out: Path) -> list[Path]:
         HarnessError: A run file missing beside its result.
     """
     written = []
+    results = list(results)
+    # Before anything is written: each run is the one its result was scored on.
+    check_results(results, run_file=True, note=False)
     for result in results:
         source = result.run_path
         if not source.is_file():

@@ -1,18 +1,27 @@
-"""Per-query analysis: the worst queries of a result, or where two results differ most.
+"""Per-query analysis: the worst queries of a result, or where two results differ most (`inspect`), and the
+paired tests of two results over their queries (`compare`).
 
 For each query chosen: its text, its judged documents with their grades and the rank at which each
 result retrieved them (or "not retrieved"), and each result's top documents with score, grade and title.
 `inspect_results` returns the data (what ``inspect --json`` prints); `format_inspect` the text.
+`compare_results` tests B against A on each metric, query by query (`harness.evaluation.significance`);
+`format_compare` is its table.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from harness.errors import HarnessError, setting
-from harness.presentation import metric_text
-from harness.reporting.report import Result
+from harness.evaluation.significance import DEFAULT_ROUNDS
+from harness.presentation import align, metric_text
+from harness.reporting.comparison import mixed_kernels
+from harness.reporting.labels import display_label
+from harness.reporting.report import Result, check_results
+
+logger = logging.getLogger(__name__)
 
 NOT_RETRIEVED = None  # the rank of a judged document a run did not retrieve
 
@@ -20,8 +29,6 @@ NOT_RETRIEVED = None  # the rank of a judged document a run did not retrieve
 def _labels(results: Sequence[Result]) -> list[str]:
     """Each result's label as every report shows it (`harness.reporting.labels`), unique: two results with
     one label are told apart as the tables tell them apart (by configuration hash, else A and B)."""
-    from harness.reporting.labels import display_label
-
     labels = [display_label(result) for result in results]
     if len(labels) == 2 and labels[0] == labels[1]:
         hashes = [result.config_hash[:8] for result in results]
@@ -82,6 +89,7 @@ def inspect_results(
             raise HarnessError(
                 f"{result.where}: no {metric} (use {setting('metric')} with one of {', '.join(result.metrics)})"
             )
+    check_results(results, run_file=True, note=False)  # the runs read below are the ones the results were scored on
     first = results[0]
     folder = locate_beir_folder(first.config["dataset_path"], first.split)
     runs = []
@@ -158,3 +166,68 @@ def format_inspect(data: dict[str, Any], judged_shown: int = 10) -> str:
                 lines.append(f"    {hit['rank']}. {hit['doc_id']:<14} {hit['score']:8.4f}  {mark:<9} {hit['title']}")
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def compare_results(
+    first: Result, second: Result, metrics: Sequence[str] | None = None, rounds: int = DEFAULT_ROUNDS, seed: int = 0
+) -> list:
+    """Paired tests of `second` against `first` for each shared metric (see `harness.evaluation.significance`).
+
+    Raises:
+        HarnessError: Different datasets, splits or qrels.
+    """
+    from harness.evaluation.significance import compare_metric
+
+    for key in ("dataset", "split"):
+        if getattr(first, key) != getattr(second, key):
+            raise HarnessError(
+                f"the results are on different {key}s ({getattr(first, key)} vs {getattr(second, key)}); "
+                "compare results of the same dataset and split"
+            )
+    qrels_a, qrels_b = first.fingerprints.get("qrels"), second.fingerprints.get("qrels")
+    if qrels_a and qrels_b and qrels_a != qrels_b:
+        raise HarnessError("the results were scored against different qrels files (fingerprints differ)")
+    warning = mixed_kernels([first, second])
+    if warning:
+        logger.warning(warning)
+    names = [m for m in first.metrics if m in second.metrics] if metrics is None else list(metrics)
+    tests = []
+    for metric in names:
+        if metric not in first.metrics or metric not in second.metrics:
+            raise HarnessError(f"{metric} is not in both results")
+        per_a = {q: v[metric] for q, v in first.per_query.items()}
+        per_b = {q: v[metric] for q, v in second.per_query.items()}
+        tests.append(compare_metric(metric, per_a, per_b, rounds, seed))
+    return tests
+
+
+def format_p(p: float) -> str:
+    """A p-value for a table: four decimals, and ``< 1e-4`` below that (never a misleading ``0.0000``)."""
+    return "< 1e-4" if p < 1e-4 else f"{p:.4f}"
+
+
+def format_compare(first: Result, second: Result, tests: Sequence, alpha: float = 0.05) -> str:
+    """A table: metric, A, B, B − A, p (t-test), p (randomization), and per query: B wins / ties / A wins."""
+    lines = [
+        f"A = {display_label(first)}  ({first.where})",
+        f"B = {display_label(second)}  ({second.where})",
+        f"{first.dataset} [{first.split}], {tests[0].n_queries if tests else 0} judged queries; "
+        f"* p < {alpha} in both tests",
+        "",
+    ]
+    table = [["metric", "A", "B", "B - A", "p t-test", "p random", "", "B wins / ties / A wins"]]
+    for t in tests:
+        star = "*" if t.p_t_test < alpha and t.p_randomization < alpha else ""
+        table.append(
+            [
+                t.metric,
+                metric_text(t.mean_a),
+                metric_text(t.mean_b),
+                metric_text(t.difference, signed=True),
+                format_p(t.p_t_test),
+                format_p(t.p_randomization),
+                star,
+                f"{t.wins} / {t.ties} / {t.losses}",
+            ]
+        )
+    return "\n".join(lines + align(table, right=[False, True, True, True, True, True, False, True]))

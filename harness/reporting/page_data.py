@@ -17,7 +17,7 @@ from harness.errors import HarnessError
 from harness.evaluation.significance import DEFAULT_ROUNDS
 from harness.io.provenance import format_provenance
 from harness.presentation import metric_text
-from harness.reporting.report import Result
+from harness.reporting.report import Result, check_results
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ def _system_drill(result: Result, metric: str, options: PageOptions, qrels) -> d
     if not path.is_file():
         entry["missing"] = f"the run file {path} is missing: no retrieved documents to show"
         return entry
+    check_results([result], run_file=True, note=False)  # an altered run file is refused, never drawn
     try:
         run = read_run(path)
     except HarnessError as exc:

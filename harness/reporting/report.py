@@ -8,14 +8,22 @@ computed on, so ``trec_eval -c -m ndcg_cut.10 qrels <split>.run.trec`` gives the
 Both files are written atomically; the run first, so a result file never points at a missing
 run. A rerun of one configuration replaces its own files; a file of another configuration found
 at the same path (written by an older release) is kept under another name, never overwritten.
+
+A result file records the sha256 of its own content (``fingerprints["content"]``, `harness.records.result_digest`)
+and of its run file (``fingerprints["scored_run"]``). Every reader checks what it reads with `result_problems`
+(the digest, ``n_queries``, each mean against its per-query values, and the run file when it reads it), so a number
+edited by hand is refused, never shown (`check_results`).
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import logging
+import math
 import os
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,10 +34,12 @@ from harness.io.lines import content_sha256
 from harness.io.trec import write_run
 from harness.presentation import align, metric_text
 from harness.records import (
+    CONTENT_DIGEST,
     RESULT_SCHEMA_VERSION,  # noqa: F401 - re-exported: results are read and written here
     Result,
     Run,
     model_slug,
+    result_digest,
 )
 
 logger = logging.getLogger(__name__)
@@ -60,13 +70,169 @@ def read_result(path: str | Path) -> Result | None:
         return None
 
 
+def load_results(paths: Iterable[str | Path], allow_mixed_data: bool = False) -> list[Result]:
+    """Every result JSON in `paths` (files, or folders searched recursively), checked (`check_results`) and
+    checked to share their data.
+
+    Args:
+        paths: Result files or folders.
+        allow_mixed_data: Results of one dataset computed on different data are shown as datasets of their own
+            (``scifact [data 1a2b3c4d]``) instead of refused (`check_same_data`).
+
+    Raises:
+        HarnessError: A path does not exist, nothing readable was found, or a result fails `result_problems`.
+        DataMismatchError: Results of one dataset name computed on different corpus, queries or qrels.
+    """
+    results = []
+    for path in map(Path, paths):
+        if path.is_file():
+            candidates = [path]
+        elif path.is_dir():
+            candidates = sorted(p for p in path.rglob("*.json") if not p.name.startswith("."))
+        else:
+            raise HarnessError(f"{path}: no such file or folder")
+        for candidate in candidates:
+            if path.is_file():
+                results.append(Result.from_json(candidate))  # a file named on purpose: say why it is not a result
+                continue
+            try:
+                results.append(Result.from_json(candidate))
+            except HarnessError:
+                continue  # other JSON in a results folder (a plot's data, notes) is not a result
+    if not results:
+        raise HarnessError(f"no result files found in {', '.join(map(str, paths))} (run `beir-harness evaluate` first)")
+    check_results(results)
+    return check_same_data(results, allow_mixed_data)
+
+
+# Relative tolerance of a stored mean against the mean of its per-query values (both are one `math.fsum` apart).
+MEAN_TOLERANCE = 1e-9
+
+
+def result_problems(result: Result, run_file: bool = False) -> list[str]:
+    """What differs in a result read from a file from what its writer wrote: one line per problem, naming the file.
+
+    Checked: the content digest the file records (``fingerprints["content"]``, `harness.records.result_digest`)
+    against the file as read; ``n_queries`` against its per-query values (`harness.evaluation.metrics.evaluate`
+    writes one row per judged query); each mean in ``metrics`` against the sum of its per-query values over the
+    ``n_queries`` judged queries (relative tolerance `MEAN_TOLERANCE`; a judged query the run missed has its row
+    of zeros); with `run_file`, the run file beside it against the ``scored_run`` sha256 it records (when both
+    exist: a missing run file is its reader's to report). A result written before content digests is checked
+    for all but its digest.
+
+    Returns:
+        ``[]`` for a result that passes, else lines such as ``results/scifact/bm25/test.json: nDCG@10 is 0.9999
+        but its per-query values average 0.7226 (edited by hand?)``.
+    """
+    return [f"{result.where}: {what}" for what in _differences(result, run_file)]
+
+
+def check_results(results: Iterable[Result], run_file: bool = False, note: bool = True) -> None:
+    """Refuse results that fail `result_problems`; with `note`, log one line for those written before content
+    digests (`note_undigested`: a reader that checks again what `load_results` read, for its run file, passes False).
+
+    Raises:
+        HarnessError: One line: the first failing file, everything that differs in it, and how many more fail.
+    """
+    results = list(results)
+    failing = [(result, what) for result in results if (what := _differences(result, run_file))]
+    if failing:
+        (first, what), more = failing[0], len(failing) - 1
+        others = f" ({more} more failing, the first {failing[1][0].where})" if more else ""
+        raise HarnessError(
+            f"{first.where}: {'; '.join(what)}; rerun that evaluation, or restore the file as it was written{others}"
+        )
+    if note:
+        note_undigested(results)
+
+
+def note_undigested(results: Iterable[Result]) -> None:
+    """Log one line for the results written before content digests (naming the first), whose means were checked."""
+    old = [result for result in results if CONTENT_DIGEST not in result.fingerprints]
+    if old:
+        version = old[0].versions.get("beir-harness") or "an early release"
+        more = f" and {len(old) - 1} other result{'s' * (len(old) > 2)}" if len(old) > 1 else ""
+        whose = "their" if more else "its"
+        logger.warning(
+            "%s%s: written before results recorded a digest of their content (by beir-harness %s); %s means were "
+            "checked against %s per-query values, the rest cannot be checked",
+            old[0].where,
+            more,
+            version,
+            whose,
+            whose,
+        )
+
+
+def _differences(result: Result, run_file: bool) -> list[str]:
+    found = _mean_differences(result)
+    recorded = result.fingerprints.get(CONTENT_DIGEST)
+    if recorded is not None and recorded != result.read_digest:
+        found.append("its content digest does not match (the file was changed after it was written)")
+    run_sha256 = result.fingerprints.get("scored_run")
+    if run_file and run_sha256 and result.path is not None and result.run_path.is_file():
+        if content_sha256(result.run_path) != run_sha256:
+            found.append(
+                f"its run file {result.run_path.name} was altered after {result.path.name} was written (its "
+                "sha256 differs from the one recorded)"
+            )
+    return found
+
+
+def _mean_differences(result: Result) -> list[str]:
+    """``n_queries`` against the per-query rows, and each mean against the mean of its column over ``n_queries``."""
+    n, rows = result.n_queries, result.per_query
+    if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0 and isinstance(rows, dict)) or not isinstance(
+        result.metrics, dict
+    ):
+        return [f"n_queries ({n!r}), metrics or per_query is not what a result holds (edited by hand?)"]
+    found = [f"n_queries is {n} but it holds per-query values of {len(rows)} queries"] if n != len(rows) else []
+    wrong = []
+    for metric, mean in result.metrics.items():
+        column = [row.get(metric) if isinstance(row, dict) else None for row in rows.values()]
+        unusable = sum(1 for value in column if not _is_number(value))
+        if unusable or not _is_number(mean):
+            found.append(f"{metric}: its mean or the per-query values of {unusable} queries are missing or not numbers")
+            continue
+        expected = math.fsum(column) / n if n else 0.0
+        both_nan = math.isnan(mean) and math.isnan(expected)
+        if not (both_nan or math.isclose(mean, expected, rel_tol=MEAN_TOLERANCE, abs_tol=1e-12)):
+            wrong.append((metric, mean, expected))
+    if wrong:
+        metric, mean, expected = wrong[0]
+        stored, average = _apart(mean, expected)
+        more = f" (and {len(wrong) - 1} more means differ from theirs)" if len(wrong) > 1 else ""
+        found.append(f"{metric} is {stored} but its per-query values average {average} (edited by hand?){more}")
+    return found
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """Two values with just enough decimals to tell them apart (4 at least)."""
+    for digits in (4, 6, 9, 12):
+        shown = format(a, f".{digits}f"), format(b, f".{digits}f")
+        if shown[0] != shown[1]:
+            return shown
+    return repr(a), repr(b)
+
+
 def results_rows(output_dir: str | Path) -> list[dict[str, Any]]:
-    """Long-form rows (one per dataset × model × split × metric) of every result under `output_dir`."""
+    """Long-form rows (one per dataset × model × split × metric) of every result under `output_dir`; a result that
+    fails `result_problems` is left out with a warning naming it and what differs."""
     rows = []
+    kept = []
     for path in sorted(Path(output_dir).glob("*/*/*.json")):  # one file per configuration
         result = read_result(path)
         if result is None:
             continue
+        what = _differences(result, run_file=False)
+        if what:
+            logger.warning("%s: %s; left out of results.csv", path, "; ".join(what))
+            continue
+        kept.append(result)
         for metric, value in result.metrics.items():
             rows.append(
                 {
@@ -85,6 +251,7 @@ def results_rows(output_dir: str | Path) -> list[dict[str, Any]]:
                     "created": result.created,
                 }
             )
+    note_undigested(kept)
     return rows
 
 
@@ -222,8 +389,12 @@ def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path
         remove_stale_temporaries(json_path.parent)
         _keep_other_configuration(json_path, run_path, result)
     write_run(run, run_path)
-    # The run file's own hash, so that a later reader (fusion) can tell it was not altered.
-    recorded = {**result.to_json(), "fingerprints": {**result.fingerprints, "scored_run": content_sha256(run_path)}}
+    # The run file's own hash, so that a later reader can tell it was not altered; then the file's own digest,
+    # of the object as a reader will parse it (lists for tuples, string keys), so that it reads back the same.
+    recorded = result.to_json()
+    recorded["fingerprints"]["scored_run"] = content_sha256(run_path)
+    recorded = json.loads(json.dumps(recorded))
+    recorded["fingerprints"][CONTENT_DIGEST] = result_digest(recorded)
     write_json(recorded, json_path)
     return json_path, run_path
 

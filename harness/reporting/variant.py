@@ -13,7 +13,7 @@ are compared with their defaults; the ones that differ are the *variant*:
 Only differences enter the hash, so a setting added in a later release with a default that
 keeps today's behaviour does not rename today's files. Settings that cannot change the numbers
 (threads, cache, data paths, the engine) are not part of the configuration; `k_values` is not
-either, since every result stores the standard metric set (see `harness.pipeline.evaluate.STANDARD_K`).
+either, since every result stores the standard metric set (see `harness.pipeline.config.stored_cutoffs`).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from harness.errors import MissingDependencyError
-from harness.records import Doc, Query, Run, doc_text
+from harness.records import Doc, Query, Run, doc_text, top_scores
 
 logger = logging.getLogger(__name__)
 
@@ -108,15 +108,29 @@ class BM25Retriever:
             self._bm25.index((ids, vocabulary), show_progress=False)
 
     def search(self, queries: Sequence[Query], depth: int) -> Run:
-        """The `depth` best-scoring documents per query (only documents matching a query term)."""
+        """The `depth` best-scoring documents per query (only documents matching a query term), cut by the
+        ranking rule (`harness.records.top_scores`): among documents tied at the cut, the greater doc_ids, so
+        the run at any depth is the first `depth` of the complete ranking.
+
+        bm25s is asked for one more document than kept; where that one ties the last kept (its heap keeps
+        whichever tie it met), every document scoring at least the cut is ranked by the rule, from the query's
+        full scores (the same float32 scores `retrieve` ranks).
+        """
+        import numpy as np
+
         depth = min(depth, len(self._doc_ids))
         results: dict[str, dict[str, float]] = {query.query_id: {} for query in queries}
         analyzed = [(query.query_id, self.analyzer(query.text)) for query in queries]
         searchable = [(query_id, tokens) for query_id, tokens in analyzed if tokens]
         if depth > 0 and searchable:
-            rows, scores = self._bm25.retrieve([tokens for _, tokens in searchable], k=depth, show_progress=False)
-            for (query_id, _), query_rows, query_scores in zip(searchable, rows.tolist(), scores.tolist()):
-                results[query_id] = {
-                    self._doc_ids[row]: score for row, score in zip(query_rows, query_scores) if score > 0
-                }
+            k = min(depth + 1, len(self._doc_ids))
+            rows, scores = self._bm25.retrieve([tokens for _, tokens in searchable], k=k, show_progress=False)
+            doc_ids = self._doc_ids
+            for (query_id, tokens), query_rows, query_scores in zip(searchable, rows.tolist(), scores.tolist()):
+                hits = {doc_ids[row]: score for row, score in zip(query_rows, query_scores) if score > 0}
+                if k > depth and 0 < query_scores[depth] == query_scores[depth - 1]:  # a tie across the cut
+                    full = self._bm25.get_scores(tokens)
+                    at_least = np.flatnonzero(full >= query_scores[depth - 1])
+                    hits = {doc_ids[row]: score for row, score in zip(at_least.tolist(), full[at_least].tolist())}
+                results[query_id] = top_scores(hits, depth)
         return Run.adopt(results, name=self.name)

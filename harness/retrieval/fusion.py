@@ -15,7 +15,8 @@ Normalizations n_r for combsum, combmnz and wsum, per query and run: ``minmax`` 
 ``(s − min) / (max − min)`` (all scores equal: 0); ``zscore`` — ``(s − mean) / std`` with the
 population standard deviation (std = 0: 0); ``none``.
 
-The fused run keeps the top `depth` documents of each query (trec_eval's order).
+The fused run keeps the top `depth` documents of each query, cut by the ranking rule (`harness.records.top_scores`:
+float32 scores, then doc_id, descending), so a fusion at depth K is the first K of the same fusion at a greater depth.
 """
 
 from __future__ import annotations
@@ -157,10 +158,8 @@ def fuse(runs: Sequence[Run], spec: FusionSpec, name: str = "fusion") -> Run:
             if not run.depth(query_id):
                 continue
             if spec.method == "rrf":
-                scores = run.scores_of(query_id)
-                # trec_eval's order (score, then doc_id, descending), without building ranked entries
-                order = sorted(zip(scores.values(), scores), reverse=True)
-                contributions = {doc_id: 1.0 / (spec.rrf_k + rank) for rank, (_, doc_id) in enumerate(order, 1)}
+                # the ranks every metric reads: the ranking rule's order (float32 scores, then doc_id, descending)
+                contributions = {hit.doc_id: 1.0 / (spec.rrf_k + rank) for rank, hit in enumerate(run[query_id], 1)}
             elif spec.method == "dbsf":
                 contributions = _dbsf(run.scores_of(query_id))
             else:

@@ -65,8 +65,9 @@ def convert_tables(
         raise
     except FormatError as exc:
         # A table that cannot be read on (broken JSON, bytes that are not UTF-8) ends the run; the rows
-        # already found wrong are reported with it.
-        if not problems.count:
+        # already found wrong are reported with it. The one problem `Problems.raise_any` raised is among them
+        # already: added again, it would be listed twice.
+        if not problems.count or any(exc is shown for shown in problems.shown):
             raise
         problems.add(exc)
         problems.raise_any()

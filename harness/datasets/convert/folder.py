@@ -15,6 +15,8 @@ from harness.datasets.convert.problems import SHOWN, Problems
 from harness.datasets.convert.writer import Judgments, RecordWriter
 from harness.errors import FormatError, OutputError, setting
 from harness.io.formats import default_permissions, find_file, private_dir, remove_stale_temporaries, write_qrels
+from harness.io.ids import first_normalisation_hint
+from harness.io.outputs import check_output_dir
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +87,11 @@ class Staging:
 
 
 def plan_folder(out: Path, split: str, force: bool) -> str:
-    """``new``, ``replace`` or ``add-split``; refuse to touch an existing folder otherwise."""
+    """``new``, ``replace`` or ``add-split``; refuse to touch an existing folder otherwise, and a folder that
+    cannot be written (a dangling symbolic link, a file, read-only) before any input is read."""
+    check_output_dir(out)
+    if out.exists() or out.is_symlink():
+        check_output_dir(out.parent)  # the folder is staged beside it and renamed into place
     if not out.exists():
         return "new"
     if not out.is_dir():
@@ -128,11 +134,12 @@ def _unresolved(
             for record_id, position in bad[:SHOWN]
         )
         more = f" and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
+        unicode = first_normalisation_hint(dict(bad), known, names[index])
         problems.add(
             FormatError(
                 judgments.path,
                 f"{len(bad)} judgment(s) name unknown {kind}: {shown}{more}",
-                hint=f"every id must be in {names[index]}",
+                hint=f"every id must be in {names[index]}" + (f"; {unicode}" if unicode else ""),
             )
         )
 

@@ -145,13 +145,21 @@ class RecordWriter:
             columns = columns_of(table, "corpus" if self.kind == "document" else "queries", options)
             id_col, title_col, text_col = columns["id"], columns.get("title"), columns["text"]
             used = {c for c in (id_col, title_col, text_col) if c}
+            rows = 0
             for position, record in table.rows:
+                rows += 1
                 try:
                     self.write_row(handle, table, position, record, (id_col, title_col, text_col), used)
                 except FormatError as exc:
                     if self.problems is None:
                         raise
                     self.problems.add(exc)
+            if not rows:  # a header only: nothing to search (queries) or to find (documents)
+                what = "queries" if self.kind == "query" else "documents"
+                problem = FormatError(table.path, f"no {what}: the table has a header only", hint=f"add the {what}")
+                if self.problems is None:
+                    raise problem
+                self.problems.add(problem)
 
     def write_row(
         self,

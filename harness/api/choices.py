@@ -1,0 +1,126 @@
+"""The values the command line offers: each registry's names (an option's choices) and the defaults it shows, read
+from the library when a command is built, never when the command line loads (`beir-harness --help` reads none).
+
+Each is a function, so that asking for one registry loads that registry alone.
+"""
+
+from __future__ import annotations
+
+
+def backends() -> tuple[str, ...]:
+    """The encoder runtimes --backend (and --rerank-backend, --sparse-backend) take, auto included."""
+    from harness.runtimes.registry import CHOICES
+
+    return tuple(CHOICES)
+
+
+def default_backend() -> str:
+    """The runtime used when none is given (torch)."""
+    from harness.runtimes.registry import TORCH
+
+    return TORCH
+
+
+def model_precisions() -> tuple[str, ...]:
+    """The precisions a model's weights and activations run in (--precision)."""
+    from harness.retrieval.devices import PRECISIONS
+
+    return tuple(PRECISIONS)
+
+
+def embedding_precisions() -> tuple[str, ...]:
+    """The precisions the vectors are stored and searched in (--embedding-precision)."""
+    from harness.retrieval.compress import PRECISIONS
+
+    return tuple(PRECISIONS)
+
+
+def default_rescore_multiplier() -> int:
+    """How many times the depth a compressed search retrieves to rescore (--rescore-multiplier)."""
+    from harness.retrieval.compress import DEFAULT_RESCORE_MULTIPLIER
+
+    return DEFAULT_RESCORE_MULTIPLIER
+
+
+def index_kinds() -> tuple[str, ...]:
+    """The FAISS index kinds (--index)."""
+    from harness.retrieval.index import INDEX_KINDS
+
+    return tuple(INDEX_KINDS)
+
+
+def engines() -> tuple[str, ...]:
+    """Where the corpus is encoded (--engine)."""
+    from harness.engines.ray_engine import ENGINES
+
+    return tuple(ENGINES)
+
+
+def search_places() -> tuple[str, ...]:
+    """Where a Ray run searches a flat index (--ray-search)."""
+    from harness.engines.ray_engine import SEARCH_PLACES
+
+    return tuple(SEARCH_PLACES)
+
+
+def default_model() -> str:
+    """The model used when none is given (--model)."""
+    from harness.retrieval.models import DEFAULT_MODEL
+
+    return DEFAULT_MODEL
+
+
+def table_formats() -> tuple[str, ...]:
+    """The formats a report is rendered in (report --format)."""
+    from harness.reporting.tables import FORMATS
+
+    return tuple(FORMATS)
+
+
+def table_layouts() -> tuple[str, ...]:
+    """The shapes of a report's table (report --layout)."""
+    from harness.reporting.tables import LAYOUTS
+
+    return tuple(LAYOUTS)
+
+
+def fusion_methods() -> tuple[str, ...]:
+    """The fusion methods (fuse --method)."""
+    from harness.retrieval.fusion import METHODS
+
+    return tuple(METHODS)
+
+
+def fusion_norms() -> tuple[str, ...]:
+    """The per-query score normalizations of a fusion (fuse --norm)."""
+    from harness.retrieval.fusion import NORMS
+
+    return tuple(NORMS)
+
+
+def budget_strategies() -> tuple[str, ...]:
+    """The orders in which a pool on a budget judges its pairs (pool --strategy), sorted."""
+    from harness.judging.budget import STRATEGIES
+
+    return tuple(sorted(STRATEGIES))
+
+
+def merge_policies() -> tuple[str, ...]:
+    """How disagreeing grades become one (judgments merge --resolve)."""
+    from harness.judging.merge import POLICIES
+
+    return tuple(POLICIES)
+
+
+def merge_ties() -> tuple[str, ...]:
+    """What a merge does where its policy cannot decide (judgments merge --ties)."""
+    from harness.judging.merge import TIES
+
+    return tuple(TIES)
+
+
+def delimiters() -> tuple[str, ...]:
+    """The names of the CSV field separators convert reads (convert --delimiter)."""
+    from harness.datasets.convert.tables import DELIMITERS
+
+    return tuple(DELIMITERS.values())
