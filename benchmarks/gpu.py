@@ -111,14 +111,15 @@ def _write_lines(path: Path, rows) -> None:
         handle.writelines(json.dumps(row) + "\n" for row in rows)
 
 
-def prepare_model(target: Path = MODEL) -> None:
-    """Write the default model with fp16 weights (small enough to travel to a GPU machine)."""
+def prepare_model(target: Path = MODEL, source: str | None = None) -> None:
+    """Write the default model (or the sentence-transformers folder `source`) with fp16 weights (small enough to
+    travel to a GPU machine)."""
     import torch
     from sentence_transformers import SentenceTransformer
 
     from harness.retrieval.encode import resolve_model_source
 
-    model = SentenceTransformer(resolve_model_source("all-MiniLM-L6-v2"), device="cpu").to(torch.float16)
+    model = SentenceTransformer(source or resolve_model_source("all-MiniLM-L6-v2"), device="cpu").to(torch.float16)
     model.save(str(target))
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
     print(f"wrote {target} ({size / 2**20:.1f} MiB, fp16 weights)")

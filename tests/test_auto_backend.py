@@ -430,6 +430,27 @@ def test_a_runtime_breaking_one_text_is_refused_though_its_mean_passes():
     assert choice["picked"] == "torch" and not row["eligible"] and row["why"].startswith("min cosine 0.9500 < 0.98")
 
 
+@pytest.mark.parametrize(
+    "onnx_cost", [1 / 32, 1 / 32 * (1 - 1e-6), 1 / 32 * (1 + 1e-6)], ids=["tie", "faster", "slower"]
+)
+def test_a_candidate_exactly_as_fast_as_torch_fp32_leaves_torch_fp32_picked(onnx_cost):
+    """Only a candidate faster than torch fp32 is picked: at exactly its speed torch fp32 runs (it needs no other
+    runtime). Costs of 1/32 s a text over 32 texts keep the fake clock's sums exact, so the tie is exact."""
+    clock = Clock()
+    costs = {"torch": 1 / 32, "onnx": onnx_cost}
+    encoders = _encoders(clock, costs, {})  # no tilt: onnx's vectors are torch's, well within the bound
+    chosen = [Candidate("torch"), Candidate("onnx")]
+    choice = pick_backend({}, ["x"] * 32, lambda c: encoders[c.name], None, chosen, timer=clock)
+    rows = {row["backend"]: row for row in choice["candidates"]}
+    assert rows["onnx"]["eligible"] and rows["onnx"]["docs_per_s"] == pytest.approx(1 / onnx_cost, rel=1e-12)
+    if onnx_cost == costs["torch"]:
+        assert rows["onnx"]["docs_per_s"] == rows["torch"]["docs_per_s"]  # the test's premise: an exact tie
+    fastest = min(costs, key=lambda name: (costs[name], name != "torch"))  # the fastest; torch fp32 on a tie
+    assert choice["picked"] == fastest
+    if fastest == "torch":
+        assert choice["reason"] == "torch fp32 was the fastest"
+
+
 @pytest.mark.parametrize("field", ["cpu", "machine", "os", "cores_used", "cpu_flags"])
 def test_the_probe_key_changes_with_each_fact_of_the_host(field, monkeypatch):
     host = {"cpu": "c", "machine": "x86_64", "os": "Linux 6", "cores_used": 4, "cpu_flags": ["avx2"], "gpus": []}

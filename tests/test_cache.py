@@ -327,6 +327,26 @@ def test_a_read_only_cache_records_not_stored_and_still_evaluates(tiny_beir, tmp
     assert outcome.result.metrics == reference.result.metrics and outcome.run == reference.run
 
 
+def test_a_writable_entry_left_without_its_manifest_records_not_stored_naming_it(tiny_beir, tmp_path, monkeypatch):
+    """A writable cache whose corpus entry was never completed (its manifest not written) records ``not stored``
+    naming the entry, never ``stored``; once a run completes the entry, it records ``stored``."""
+    from pathlib import Path
+
+    from harness.io.cache import EmbeddingEntry
+
+    monkeypatch.setattr(EmbeddingEntry, "finish", lambda self, *args: None)  # the manifest is never written
+    outcome = _run(tiny_beir, tmp_path, CachingFake())
+    (entry,) = [e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus"]
+    folder = Path(entry["path"])
+    assert (folder / "key.json").is_file() and not (folder / "manifest.json").exists()  # the test's premise
+    assert outcome.result.config["embedding_cache"] == f"not stored: {folder} was not completed"
+    monkeypatch.undo()
+    completed = _run(tiny_beir, tmp_path, CachingFake())
+    assert (folder / "manifest.json").is_file()
+    assert completed.result.config["embedding_cache"] == "stored"
+    assert completed.result.metrics == outcome.result.metrics
+
+
 @pytest.mark.parametrize(
     "args",
     [["prune", "--older-than", "0s"], ["clear", "--yes"], ["clear", "--dataset", "tiny"]],

@@ -191,32 +191,45 @@ def test_ctrl_c_mid_chunk_stores_what_was_encoded(tmp_path):
     assert len(entry.stored(0, [d.doc_id for d in docs])[0]) == 20
 
 
-def test_token_budget_batches_cover_every_text_once_within_the_budget(default_encoder):
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory):
+    """A 2-layer random BERT whose word-level vocabulary holds the words below, cut at 256 tokens as the default
+    model is: batching, token budgets and the pipelined path are the same code whatever the weights."""
+    from tiny_models import bi_encoder
+
+    words = ["t", "word", *(f"term{i}" for i in range(50))]
+    folder = tmp_path_factory.mktemp("models") / "bi"
+    bi_encoder(folder, words, hidden=64, positions=512, init=None, max_seq_length=256, normalize=True)
+    return load_encoder(str(folder))
+
+
+def test_token_budget_batches_cover_every_text_once_within_the_budget(tiny_encoder):
     from harness.retrieval.encode import plan_batches
 
     texts = [" ".join(["word"] * n) for n in (3, 200, 40, 7, 7, 90, 1, 300, 12)]
-    batches = plan_batches(default_encoder, texts, 32, token_budget=256)
-    lengths = default_encoder.token_lengths(texts)
+    batches = plan_batches(tiny_encoder, texts, 32, token_budget=256)
+    lengths = tiny_encoder.token_lengths(texts)
+    assert max(lengths) == 256 and min(lengths) == 3  # cut at 256 tokens; [CLS] and [SEP] counted
     assert sorted(i for batch in batches for i in batch) == list(range(len(texts)))
     for batch in batches:
         assert len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= 256
     assert len(batches[0]) < len(batches[-1])  # long texts in small batches, short ones in large
 
 
-def test_token_budget_and_the_pipelined_path_give_the_plain_vectors(default_encoder):
+def test_token_budget_and_the_pipelined_path_give_the_plain_vectors(tiny_encoder):
     from dataclasses import replace
 
     from harness.records import doc_text
 
     docs = [Doc(f"d{i}", "T", " ".join(f"term{(i * k) % 50}" for k in range(1 + (i * 7) % 60))) for i in range(40)]
-    ((ids, plain, _),) = encode_corpus(default_encoder, iter(docs), batch_size=8, progress=False)
-    ((_, budget, _),) = encode_corpus(default_encoder, iter(docs), batch_size=8, progress=False, token_budget=300)
-    pipelined = replace(default_encoder, _pipelined=True)
-    assert pipelined.pipelined and not default_encoder.pipelined  # on a CPU, only when asked
+    ((ids, plain, _),) = encode_corpus(tiny_encoder, iter(docs), batch_size=8, progress=False)
+    ((_, budget, _),) = encode_corpus(tiny_encoder, iter(docs), batch_size=8, progress=False, token_budget=300)
+    pipelined = replace(tiny_encoder, _pipelined=True)
+    assert pipelined.pipelined and not tiny_encoder.pipelined  # on a CPU, only when asked
     ((piped_ids, piped, _),) = encode_corpus(pipelined, iter(docs), batch_size=8, progress=False, token_budget=300)
     assert piped_ids == ids == [d.doc_id for d in docs]  # input order
     np.testing.assert_allclose(budget, plain, atol=1e-5)
     np.testing.assert_allclose(piped, plain, atol=1e-5)
     batches = [[doc_text(d) for d in docs[:5]], [doc_text(d) for d in docs[5:9]]]
     for got, texts in zip(pipelined.encode_doc_batches(batches), batches):
-        np.testing.assert_allclose(got, default_encoder.encode_docs(texts), atol=1e-6)
+        np.testing.assert_allclose(got, tiny_encoder.encode_docs(texts), atol=1e-6)

@@ -231,3 +231,37 @@ def test_good_archive_extracts(tmp_path):
     safe_extract(archive, tmp_path / "out", max_bytes=10**9)
     assert len(list((tmp_path / "out" / "data").iterdir())) == 20
     assert (tmp_path / "out" / "data" / "file3.bin").read_bytes().endswith(b"3")
+
+
+def test_the_one_retry_loop_backs_off_doubling_honours_a_named_wait_and_stops_at_the_attempts(monkeypatch):
+    """`retrying` (the downloads' and the services' loop) against its rule written out: the n-th wait is
+    backoff * 2**(n-1) unless the failure names one, at most `attempts` calls, anything but Retry stops at once."""
+    from harness.io import download
+
+    waits, calls, retried = [], [], []
+    monkeypatch.setattr(download.time, "sleep", waits.append)
+    script = [download.Retry("HTTP 503"), download.Retry("HTTP 429", wait=7.5), download.Retry("timeout"), "done"]
+
+    def attempt():
+        calls.append(len(calls))
+        outcome = script[len(calls) - 1]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def give_up(failure, attempts):
+        return DownloadError(f"gave up after {attempts}: {failure}")
+
+    assert download.retrying(attempt, 4, 0.5, "u", give_up, lambda: retried.append(1)) == "done"
+    assert waits == [0.5, 7.5, 0.5 * 2**2] and len(calls) == 4 and len(retried) == 3
+    calls.clear()
+    with pytest.raises(DownloadError, match=r"^gave up after 3: timeout$"):
+        download.retrying(attempt, 3, 0.5, "u", give_up)  # the same script: the third failure is the last try
+    assert len(calls) == 3
+    calls.clear()
+    script[0] = DatasetError("not worth a retry")
+    with pytest.raises(DatasetError):
+        download.retrying(attempt, 5, 0.5, "u", give_up)
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="attempts must be at least 1"):
+        download.retrying(attempt, 0, 0.5, "u", give_up)

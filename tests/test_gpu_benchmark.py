@@ -69,13 +69,30 @@ def bare_copy(target: Path) -> dict[str, str]:
     return env | {"PYTHONPATH": str(blocker), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def _run_bare(gpu_script, tmp_path, mode: str, timeout: int, out: Path | None = None):
+def tiny_model(gpu_script, folder: Path) -> str:
+    """A 2-layer random BERT bi-encoder whose word-level vocabulary covers the smoke's documents: the checks
+    (pipelined == plain, two workers == one, device vs CPU) hold for any model, and it encodes in milliseconds."""
+    import re
+
+    from tiny_models import bi_encoder
+
+    words = {
+        word
+        for name in gpu_script.DATASETS
+        for doc in gpu_script.load_pack(name, 12)[0]
+        for word in re.findall(r"\w+", f"{doc.title} {doc.text}".lower())
+    }
+    return str(bi_encoder(folder, sorted(words), hidden=32, positions=128, init=None, normalize=True))
+
+
+def _run_bare(gpu_script, tmp_path, mode: str, timeout: int, out: Path | None = None, source: str | None = None):
     import subprocess
     import sys
 
     tree = tmp_path / "tree"
     env = bare_copy(tree) | ({"OUT": str(out)} if out is not None else {})
-    gpu_script.prepare_model(tree / ".gpu-model")  # here (the packaged model); the copy then carries it
+    # Here (the packaged model, or `source`) in fp16; the copy then carries it.
+    gpu_script.prepare_model(tree / ".gpu-model", source)
     done = subprocess.run(
         [sys.executable, "benchmarks/gpu.py", *mode.split()],
         cwd=tree,
@@ -91,14 +108,17 @@ def _run_bare(gpu_script, tmp_path, mode: str, timeout: int, out: Path | None = 
 def test_cpu_smoke_runs_every_check_that_needs_no_cuda_and_writes_each_row(gpu_script, tmp_path):
     """`--cpu --smoke` on a bare copy of the tree (only what travels; faiss, pytrec_eval, beir blocked): the
     smoke's data with bf16 and the two-worker check (plain `--smoke`, run by tests/test_benchmarks_smoke.py,
-    leaves both out); $OUT/gpu.json holds every row and check, the two precisions' rows for each dataset."""
+    leaves both out); $OUT/gpu.json holds every row and check, the two precisions' rows for each dataset. The
+    model is a tiny random one, stored in fp16 by `prepare_model` as the real one is (`--cpu`, marked slow, and
+    the plain `--smoke` run the packaged model)."""
     import json
     import subprocess
     import sys
 
     out = tmp_path / "out"
     out.mkdir()
-    tree, env, done = _run_bare(gpu_script, tmp_path, "--cpu --smoke", 600, out)
+    source = tiny_model(gpu_script, tmp_path / "models" / "tiny")
+    tree, env, done = _run_bare(gpu_script, tmp_path, "--cpu --smoke", 600, out, source)
     assert "checks: 3 of 3 ok; skipped cells: none" in done.stdout, done.stdout[-2000:]
     report = json.loads((out / "gpu.json").read_text())
     assert sorted((row["dataset"], row["precision"]) for row in report["rows"]) == sorted(

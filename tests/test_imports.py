@@ -63,8 +63,8 @@ REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("running", "data", "results", "machine", "scoring", "judging", "judgments", "options")
 
 
-def _harness_modules(*args: str) -> tuple[list[str], str]:
-    """The harness modules `python -X importtime -m harness ARGS` imports, in order, and what it printed."""
+def _imported(*args: str) -> tuple[list[str], str]:
+    """Every module `python -X importtime -m harness ARGS` imports, in order, and what it printed."""
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "harness", *args],
         capture_output=True,
@@ -74,7 +74,13 @@ def _harness_modules(*args: str) -> tuple[list[str], str]:
     )
     assert proc.returncode == 0, proc.stderr
     names = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
-    return [name for name in names if name == "harness" or name.startswith("harness.")], proc.stdout
+    return names, proc.stdout
+
+
+def _harness_modules(*args: str) -> tuple[list[str], str]:
+    """The harness modules `python -X importtime -m harness ARGS` imports, in order, and what it printed."""
+    names, printed = _imported(*args)
+    return [name for name in names if name == "harness" or name.startswith("harness.")], printed
 
 
 def test_the_group_help_imports_at_most_a_dozen_harness_modules_and_no_command():
@@ -90,6 +96,20 @@ def test_a_command_s_help_imports_its_own_family_alone():
     assert "--per-query" in printed
     assert "harness.cli.scoring" in modules
     assert not [m for m in modules if m.removeprefix("harness.cli.") in set(FAMILIES) - {"scoring", "options"}], modules
+
+
+def test_evaluate_s_help_imports_no_other_api_family_and_nothing_heavy():
+    # `harness.api` loads a name's module on first use, so evaluate --help imports its command family, the API's
+    # `choices` and the registries its options' choices are read from (30 harness modules, 16 of them through
+    # harness.engines.ray_engine, which holds --engine's names); importing every family eagerly made it 94.
+    names, printed = _imported("evaluate", "--help")
+    modules = [name for name in names if name == "harness" or name.startswith("harness.")]
+    assert "--model" in printed and "--engine" in printed
+    assert len(modules) <= 32, modules
+    assert [m for m in modules if m.startswith("harness.api.")] == ["harness.api.choices"], modules
+    assert not [m for m in modules if m.removeprefix("harness.cli.") in set(FAMILIES) - {"running", "options"}]
+    assert not [m for m in modules if m.split(".")[1] in ("pipeline", "evaluation", "reporting", "judging")], modules
+    assert not [name for name in names if name.split(".")[0] in (*HEAVY, "scipy", "sklearn")], names
 
 
 def test_importing_the_command_line_reads_no_registry():

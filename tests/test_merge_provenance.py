@@ -315,6 +315,41 @@ def test_running_the_same_merge_again_changes_no_byte_not_even_its_time(tmp_path
     assert json.loads((root / "qrels" / "test.provenance.json").read_text())["merged_at"].startswith("2099-01-01")
 
 
+def test_a_merge_that_changes_nothing_reports_the_time_in_its_file_not_its_own(tmp_path, monkeypatch):
+    import harness.judging.merge
+
+    root = _folder(tmp_path)
+    votes = _csv(tmp_path, "g.csv", [("q1", "d1", 2, "alice"), ("q1", "d1", 1, "bob"), ("q2", "d3", 0, "alice")])
+    first = merge_judgments(root, [votes])
+    monkeypatch.setattr(harness.judging.merge, "datetime", _Later)
+    again = merge_judgments(root, [votes])  # the report of a merge that wrote nothing
+    recorded = json.loads((root / "qrels" / "test.provenance.json").read_text())
+    assert not recorded["merged_at"].startswith("2099")  # the test's premise: the file kept the first time
+    assert again.provenance == recorded == first.provenance
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [{"policy": "max"}, {"policy": "mean"}, {"ties": "high"}, {"policy": "max", "ties": "high"}],
+    ids=["max", "mean", "ties-high", "max-ties-high"],
+)
+def test_a_re_merge_by_another_rule_records_that_rule_and_its_time_though_no_grade_changes(tmp_path, monkeypatch, rule):
+    import harness.judging.merge
+
+    root = _folder(tmp_path)
+    votes = _csv(tmp_path, "g.csv", [("q1", "d1", 2, "alice"), ("q1", "d1", 2, "bob"), ("q2", "d3", 0, "alice")])
+    merge_judgments(root, [votes])
+    qrels, records = _qrels(root), _records(root)
+    assert qrels == {("q1", "d1"): 2, ("q2", "d3"): 0}  # no disagreement: every policy and tie rule gives these
+    monkeypatch.setattr(harness.judging.merge, "datetime", _Later)
+    report = merge_judgments(root, [votes], **rule)
+    recorded = json.loads((root / "qrels" / "test.provenance.json").read_text())
+    assert (recorded["policy"], recorded["ties"]) == (rule.get("policy", "majority"), rule.get("ties", "low"))
+    assert recorded["merged_at"].startswith("2099-01-01")  # a merge by another rule is a new merge
+    assert report.provenance == recorded
+    assert _qrels(root) == qrels and _records(root) == records  # the same grades and votes
+
+
 NAMES = ["**bob**", "smith, j", "[x](https://example.com)", "<b>c</b>", "a_b `c` | d", 'say "hi"', "a.b@c"]
 
 

@@ -131,6 +131,34 @@ def test_bench_syntax_with_retrieval_pools_bm25_a_dense_model_and_their_fusion(t
         assert _top(dict(scores), 3)[0] <= _pairs_by_query(out)[query_id]
 
 
+@pytest.mark.parametrize("depth", [100, 101, 130], ids=["at-100", "just-deeper", "deeper"])
+def test_a_pool_deeper_than_100_holds_each_retrieved_systems_top_depth(tmp_path, depth):
+    # One query word, once in every document, the documents padded to different lengths: BM25 scores a shorter
+    # document higher (same tf, same idf), so the top `depth` is d000 .. d{depth - 1}, whatever the implementation.
+    folder = _write_folder(tmp_path / "set", None)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{d:03d}", "text": "apple" + " pad" * d}) + "\n" for d in range(140))
+    )
+    (folder / "queries.jsonl").write_text('{"_id": "q0", "text": "apple"}\n')
+    out = tmp_path / "pool"
+    result = _pool([folder, "--systems", "bm25", "--depth", depth, "--out", out])
+    assert result.exit_code == 0, result.output
+    assert _pairs_by_query(out) == {"q0": {f"d{d:03d}" for d in range(depth)}}
+    manifest = json.loads((out / "manifest.json").read_text())
+    saved = _ranx_runs([out / manifest["systems"][0]["run"]])[0]
+    assert len(saved["q0"]) == max(100, depth)  # retrieved as `retrieve` does: 100, or the pool's depth if deeper
+
+
+@pytest.mark.parametrize(("depth", "retrieved"), [(10, 100), (100, 100), (150, 150), (1000, 1000)])
+def test_each_system_of_a_pool_retrieves_100_or_the_pools_depth_when_deeper(tmp_path, depth, retrieved):
+    from harness.judging.pool_systems import check_retrievable, parse_pool_systems
+    from harness.pipeline.config import retrieval_depth
+
+    folder = _write_folder(tmp_path / "set", None)
+    configs = check_retrievable(folder, parse_pool_systems(["bm25, h=hash:32, rrf(bm25, h)"]), depth)
+    assert [retrieval_depth(config) for config in configs] == [retrieved, retrieved]
+
+
 # --- bad input: checked before any retrieval ---------------------------------------------------------------------
 
 

@@ -44,3 +44,14 @@ def test_run_from_pairs_and_to_dict():
     run = Run.from_scores({"q": [("a", 1), ("b", 2)]})
     assert run.to_dict() == {"q": {"b": 2.0, "a": 1.0}}
     assert len(run) == 1 and list(run) == ["q"]
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 5], ids=["cut-1", "cut-2", "no-cut-3", "no-cut-5"])
+def test_truncated_keeps_the_name_and_metadata_whether_or_not_it_cuts(depth):
+    # The pool's run checks name a run's source from its metadata after truncating it.
+    metadata = {"source": "x.trec", "format": "trec"}
+    run = Run({"q": {"a": 1.0, "b": 2.0, "c": 3.0}}, name="tag", metadata=metadata)
+    cut = run.truncated(depth)
+    assert [h.doc_id for h in cut["q"]] == ["c", "b", "a"][:depth]
+    assert cut.name == "tag"
+    assert dict(cut.metadata) == {"source": "x.trec", "format": "trec"}

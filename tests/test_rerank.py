@@ -210,6 +210,27 @@ def test_top_k_equal_to_the_rerank_depth_is_accepted(tiny_cross_encoder, tiny_be
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.parametrize(
+    ("depth", "k", "stored"),
+    [
+        ("20", "10", {1, 3, 5, 10, 20}),  # no @100: the rerank depth, not the default 100, bounds the cutoffs
+        ("7", "2", {1, 2, 3, 5}),  # a cutoff asked for, and each standard one up to the rerank depth
+        ("1000", "10", {1, 3, 5, 10, 20, 100, 1000}),  # deeper than 100: @1000 is stored
+    ],
+    ids=["depth-20", "depth-7", "depth-1000"],
+)
+def test_a_reranked_result_stores_the_cutoffs_up_to_the_rerank_depth(
+    tiny_cross_encoder, tiny_beir, tmp_path, depth, k, stored
+):
+    # The rule (docs/conventions.md): each of 1, 3, 5, 10, 20, 100, 1000 up to the depth kept, and each cutoff asked.
+    options = ("--model", "bm25", "--rerank", str(tiny_cross_encoder), "--rerank-depth", depth, "--k", k)
+    result = _evaluate(tiny_beir, tmp_path / "r", *options)
+    assert result.exit_code == 0, result.stderr
+    metrics = json.loads(result.stdout)["metrics"]
+    assert {int(name.split("@")[1]) for name in metrics if "@" in name} == stored
+    assert {name for name in metrics if name.startswith("nDCG@")} == {f"nDCG@{c}" for c in stored}
+
+
 def test_a_rerun_whose_pairs_are_all_cached_records_rerank_as_cached(tiny_cross_encoder, tiny_beir, tmp_path):
     args = [
         "--model",

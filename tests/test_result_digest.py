@@ -335,6 +335,84 @@ def test_an_old_result_whose_means_disagree_with_its_per_query_values_is_refused
         assert not any(path.exists() for path in unwritten), name
 
 
+TOLERANCE = 1e-9  # the relative tolerance of a mean against its per-query values, as docs/outputs.md states it
+
+
+@pytest.mark.parametrize(
+    ("times", "sign", "refused"),
+    [(10, 1, True), (10, -1, True), (0.1, 1, False), (0.1, -1, False)],
+    ids=["10x-up-refused", "10x-down-refused", "0.1x-up-accepted", "0.1x-down-accepted"],
+)
+def test_a_mean_is_checked_against_its_per_query_values_at_the_documented_tolerance(
+    base, tmp_path, times, sign, refused
+):
+    """Old results (no content digest: only the mean check applies) whose nDCG@10 is moved by `times` the
+    tolerance, relatively: refused by `report` (load_results), left out of results.csv and run again by bench
+    above it; read as written below it (the numbers only `math.fsum` rounding would move)."""
+    results = _copy(base, tmp_path)
+    moved = {}
+
+    def edit(data):
+        mean = data["metrics"]["nDCG@10"]
+        assert mean > 0.1  # far above the absolute floor (1e-12): the relative tolerance decides
+        data["metrics"]["nDCG@10"] = moved[data["model"]] = mean * (1 + sign * times * TOLERANCE)
+
+    for system in SYSTEMS:
+        _old(results / "tiny" / system / "test.json", edit)
+    report = invoke(["report", str(results), "--format", "csv"])
+    bm25, hash_64 = (results / "tiny" / system / "test.json" for system in SYSTEMS)
+    if refused:
+        assert report.exit_code == 1 and f"{bm25}: nDCG@10 is " in report.stderr, report.output
+    else:  # read as written (the note of old results aside)
+        assert report.exit_code == 0 and _NOTE in report.stderr, report.output
+        header, row = report.stdout.strip().splitlines()
+        assert dict(zip(header.split(","), row.split(","))) == {
+            "dataset": "tiny",
+            **{model: repr(value) for model, value in moved.items()},
+        }
+    # bench: the bm25 cell is served only when its result passes; hash_64 (no cell of this bench) reaches
+    # results.csv only when it passes.
+    rerun = _bench(base[0], results, "bm25")
+    assert rerun.exit_code == 0, rerun.output
+    rows = list(csv.DictReader(open(results / "results.csv")))
+    if refused:
+        assert "1 cells: 1 done, 0 skipped" in rerun.stdout and "running the cell again" in rerun.stderr
+        assert f"{hash_64}: " in rerun.stderr and "left out of results.csv" in rerun.stderr
+        assert {r["model"] for r in rows} == {"bm25"}
+        _assert_genuine(bm25)  # written again
+    else:
+        assert "1 cells: 0 done, 1 skipped" in rerun.stdout and "left out of results.csv" not in rerun.stderr
+        assert {r["model"] for r in rows} == {"bm25", "hash:64"}
+        for model, value in moved.items():
+            assert value in [float(r["value"]) for r in rows if r["model"] == model]
+
+
+def test_other_json_in_a_results_folder_is_passed_over_and_a_file_named_is_refused(base, tmp_path):
+    from harness.errors import HarnessError
+    from harness.reporting.report import load_results
+
+    results = _copy(base, tmp_path)
+    strays = {  # path → (its text, why it is not a result)
+        results / "notes.json": ('{"plot": [1, 2]}', "no dataset, split"),
+        results / "tiny" / "figure.json": ("[1, 2]", "no dataset, split"),
+        results / "tiny" / "bm25" / "broken.json": ("{", "invalid JSON"),
+        results / "tiny" / "bm25" / "partial.json": ('{"dataset": "tiny"}', "no split, model"),
+    }
+    for path, (text, _) in strays.items():
+        path.write_text(text)
+    loaded = load_results([results])
+    assert sorted(r.path for r in loaded) == [results / "tiny" / system / "test.json" for system in SYSTEMS]
+    shown = invoke(["report", str(results), "--format", "csv"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.splitlines()[0] == "dataset,bm25,hash:64"
+    for path, (_, why) in strays.items():  # named on purpose: refused, saying why it is not a result
+        said = f"{path}: not a beir-harness result file ({why}"
+        with pytest.raises(HarnessError, match=re.escape(said)):
+            load_results([path])
+        named = invoke(["report", str(path)])
+        assert named.exit_code == 1 and said in named.stderr, named.output
+
+
 def test_a_run_file_altered_after_its_result_is_refused_where_it_is_read(base, tmp_path):
     results = _copy(base, tmp_path)
     result = results / "tiny" / "bm25" / "test.json"

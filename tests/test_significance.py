@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.errors import HarnessError
 from harness.evaluation.significance import (
@@ -66,3 +68,31 @@ def test_bootstrap_ci_brackets_the_mean():
     mean = sum(values) / len(values)
     assert low < mean < high and high - low < 0.2
     assert bootstrap_ci([0.5] * 10) == (0.5, 0.5)
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(
+    st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=1, max_size=40),  # ties everywhere
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 60),
+    st.sampled_from([0.5, 0.9, 0.95]),
+)
+def test_bootstrap_ci_is_the_seeded_percentile_bootstrap_drawn_as_numpy_draws_it(values, seed, rounds, level):
+    """The same numbers for a seed as the resamples written out: default_rng(seed) draws (rounds, n) indices at
+    once, each row's mean, numpy's quantiles; and the same interval as the agreement bootstrap of the mean."""
+    import numpy as np
+
+    from harness.evaluation.agreement_stats import bootstrap_interval
+
+    data = np.asarray(values)
+    means = data[np.random.default_rng(seed).integers(0, len(data), size=(rounds, len(data)))].mean(axis=1)
+    tail = (1 - level) / 2
+    expected = (float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail)))
+    assert bootstrap_ci(values, rounds, seed, level) == expected
+    shared = bootstrap_interval(len(data), lambda rows: float(data[rows].mean()), rounds, seed, level)
+    assert (shared.low, shared.high) == pytest.approx(expected, abs=1e-12)
+
+
+def test_bootstrap_ci_of_scores_holding_a_nan_is_nan():
+    low, high = bootstrap_ci([0.5, float("nan"), 0.25], rounds=200)
+    assert low != low and high != high

@@ -409,6 +409,27 @@ def test_queries_and_documents_of_the_same_text_keep_their_own_vectors(runs):
             assert doc_store.folder != query_store.folder
 
 
+def test_queries_share_one_store_whatever_the_document_text_rule(tmp_path):
+    """The text rule says how a document's title and text are joined; a query has no title, so its vectors do not
+    depend on the rule: queries encoded under one rule are found under another, documents are encoded again."""
+    from harness.io.textcache import encode_with_store, text_stores
+
+    texts = ["red apples", "green pears", "red apples"]
+    reference = _prompted("")[0](texts)  # a fresh encode, not the store's
+    first = text_stores(tmp_path, {"name": "m"}, "(title + ' ' + text).strip()")
+    second = text_stores(tmp_path, {"name": "m"}, "text")
+    for store in first:
+        encode_with_store(store, texts, _prompted("")[0], 16)
+    (doc_encode, doc_sent), (query_encode, query_sent) = _prompted(""), _prompted("")
+    doc_vectors, _ = encode_with_store(second[0], texts, doc_encode, 16)
+    query_vectors, _ = encode_with_store(second[1], texts, query_encode, 16)
+    assert sorted(doc_sent) == ["green pears", "red apples"]  # another rule: other document texts, encoded again
+    assert query_sent == []  # the same queries: every vector found
+    np.testing.assert_array_equal(doc_vectors, reference)
+    np.testing.assert_array_equal(query_vectors, reference)
+    assert first[1].folder == second[1].folder and first[0].folder != second[0].folder
+
+
 def _stamp(path: Path, when: float) -> None:
     os.utime(path, (when, when))
 

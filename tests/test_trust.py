@@ -333,7 +333,7 @@ def test_report_and_compare_warn_when_int8_results_come_from_different_kernels(t
     assert "different int8 kernels" not in invoke(["report", str(out)]).output
 
 
-def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
+def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path, default_encoder, monkeypatch):
     import importlib.util
     from itertools import cycle, islice
 
@@ -344,7 +344,6 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
     pytest.importorskip("onnxruntime")
     from harness.io.cache import cache_dir
     from harness.pipeline.demo import demo_folder
-    from harness.retrieval.encode import load_encoder
     from harness.runtimes.onnx_backend import onnx_encoder
 
     result = invoke(["env", "--bench", "--bench-texts", "8", "--cache-dir", str(tmp_path), "--json"])
@@ -370,7 +369,7 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
         b = np.asarray(reference, dtype=np.float64)
         return (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
-    torch_encoder = load_encoder(batch_size=32)
+    torch_encoder = default_encoder  # load_encoder(batch_size=32), as the bench loads it
     assert cosines(torch_encoder.encode_docs(texts)).min() > 1 - 1e-6  # the bench's reference is ST's output
     for backend in ("onnx", "onnx-int8"):
         own = cosines(onnx_encoder(torch_encoder, backend, cache_dir(tmp_path)).encode_docs(texts))
@@ -385,5 +384,15 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path):
         own = cosines(openvino_encoder(torch_encoder, "openvino", cache_dir(tmp_path)).encode_docs(texts))
         assert rows["openvino"]["cosine_mean"] == pytest.approx(own.mean(), abs=1e-5)
         assert rows["openvino"]["cosine_min"] > 0.999 and rows["openvino-int8"]["cosine_mean"] > 0.98
+    # The text form prints the table of what was measured: the rows above, handed back (measuring again would
+    # only repeat the run above); the options still reach the bench.
+    import harness.pipeline.environment
+
+    asked = []
+    measured = json.loads(result.stdout)["backends"]
+    monkeypatch.setattr(
+        harness.pipeline.environment, "bench_backends", lambda **options: asked.append(options) or measured
+    )
     text = invoke(["env", "--bench", "--bench-texts", "4", "--cache-dir", str(tmp_path)]).stdout
-    assert "measured on " in text and "fastest here: " in text
+    assert [(str(o["cache"]), o["texts"]) for o in asked] == [(str(tmp_path), 4)]
+    assert "measured on " in text and "fastest here: " in text and ", 4 texts" in text

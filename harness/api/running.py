@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 from harness.api.settings import evaluate_config, third_party_bars, written_result
 from harness.errors import HarnessError
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
-from harness.pipeline.systems import parse_system, parse_systems, split_systems  # noqa: F401 - the command line's
+from harness.pipeline.systems import (  # noqa: F401 - the command line's
+    check_labels,
+    parse_system,
+    parse_systems,
+    split_systems,
+)
 from harness.records import Result, Run
 
 if TYPE_CHECKING:
@@ -18,7 +23,8 @@ if TYPE_CHECKING:
 
 
 def evaluate(dataset: str | Path | EvaluateConfig, model: str | None = None, **settings: Any) -> Result:
-    """Evaluate a model (``bm25``, a sentence-transformers name or folder) on a dataset; the `Result`.
+    """Evaluate a system (``bm25``, a sentence-transformers name or folder, ``hash:64``, ``bm25 >> CE@100``, a fusion
+    ``rrf(bm25, e5)`` whose members are evaluated and fused as `bench` does) on a dataset; the `Result`.
 
     Args:
         dataset: A BEIR folder, a registry name (``scifact``, ``FiQA2018``), or a whole `EvaluateConfig`.
@@ -57,7 +63,8 @@ def retrieve(
     Args:
         dataset: A BEIR folder or registry name (qrels not needed), or a whole `EvaluateConfig`.
         out: The TREC run file to write (atomically).
-        model: ``bm25`` or a sentence-transformers model; default `EvaluateConfig`'s.
+        model: The system, as `evaluate` takes it (a fusion's members retrieved and fused); default
+            `EvaluateConfig`'s.
         queries: Search these queries (a BEIR queries.jsonl) instead of the dataset's own.
         **settings: Any other `EvaluateConfig` field (``top_k``, ``encoder``, ``index``, ``progress``, ...).
 

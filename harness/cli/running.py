@@ -108,8 +108,9 @@ def _format_demo(outcome) -> str:
     MODEL_NAME.but(
         help="The first stage: bm25; a sentence-transformers bi-encoder or SparseEncoder (SPLADE), by hub id, "
         "short alias (all-MiniLM-L6-v2) or local folder; openai:MODEL (an OpenAI-compatible embedding "
-        "service, with --endpoint); hash:DIM (a hashing stand-in, no model). A cross-encoder goes to "
-        "--rerank."
+        "service, with --endpoint); hash:DIM (a hashing stand-in, no model); run:FILE (score a run); or a "
+        "system as bench writes one: FIRST >> CROSS_ENCODER@DEPTH, a fusion rrf(bm25, hash:64) (its members "
+        "evaluated and fused as bench does). A cross-encoder alone goes to --rerank."
     )
 )
 @ENDPOINT
@@ -174,7 +175,10 @@ def evaluate(
     )
 )
 @MODEL.plus(
-    MODEL_NAME.but(help="sentence-transformers model name or local folder (bi-encoder or sparse encoder), or bm25.")
+    MODEL_NAME.but(
+        help="sentence-transformers model name or local folder (bi-encoder or sparse encoder), bm25, hash:DIM, "
+        "openai:MODEL, FIRST >> CROSS_ENCODER@DEPTH, or a fusion rrf(bm25, hash:64) (the run bench fuses)."
+    )
 )
 @ENDPOINT
 @INDEX
@@ -229,11 +233,11 @@ def _precisions(param: click.Parameter, value: str | None) -> list[str]:
 
 
 def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    from harness.api.running import parse_systems, split_systems
+    from harness.api.running import check_labels, split_systems
 
     try:
         items = split_systems(value)
-        parse_systems(items)  # labels (LABEL=SYSTEM) checked here, so a bad one is a usage error (exit 2)
+        check_labels(items)  # labels (LABEL=SYSTEM) checked here, so a bad one is a usage error (exit 2)
     except HarnessError as exc:
         raise click.BadParameter(str(exc)) from None
     if not items:

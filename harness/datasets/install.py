@@ -6,7 +6,6 @@ marks a folder installed, the per-dataset lock, the record of an install, the cl
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from harness.io.files import hold_lock
 
 logger = logging.getLogger(__name__)
 
@@ -60,34 +61,19 @@ def data_root(root: Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def locked(root: Path, name: str) -> Iterator[None]:
-    """Hold ``<root>/.locks/<name>.lock`` exclusively; the file (and an empty ``.locks``) is removed on release.
-
-    Removing a lock file is safe only with a check: a process that waited on the file just removed holds a
-    lock nobody else can see, so after locking it verifies that the path still names its file, else retries.
+    """Hold ``<root>/.locks/<name>.lock`` exclusively (`harness.io.files.hold_lock`); the file (and an empty
+    ``.locks``) is removed on release: a process that waited on the file just removed finds it gone and locks
+    the one at the path, so two processes never both hold the dataset.
     """
     locks = root / ".locks"
-    path = locks / f"{name}.lock"
-    while True:
-        locks.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.info("%s: another process is working on it; waiting", name)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            current = os.stat(path).st_ino
-        except FileNotFoundError:
-            current = None
-        if current == os.fstat(handle.fileno()).st_ino:
-            break
-        handle.close()  # the holder before us removed this file: lock the one at the path now
+    lock = hold_lock(
+        locks / f"{name}.lock", waiting=lambda: logger.info("%s: another process is working on it; waiting", name)
+    )
     try:
         yield
     finally:
-        path.unlink(missing_ok=True)
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+        if lock is not None:  # always, waiting for an exclusive lock
+            lock.release(remove=True)
         with contextlib.suppress(OSError):
             locks.rmdir()  # only when empty
 

@@ -1,12 +1,13 @@
-"""Bootstrap intervals for statistics over items (judged pairs, queries): seeded, percentile, NaN-aware.
+"""The one bootstrap: intervals for statistics over items (judged pairs, queries): seeded, percentile, NaN-aware.
 
 A statistic of n items (κ of the pairs two annotators both graded, α of the pairs graded by two or more,
-τ between two system rankings over the queries) is recomputed on `rounds` resamples of the items drawn with
-replacement (numpy's ``default_rng(seed).integers(0, n, size=(rounds, n))``: the same seed draws the same
-resamples), and the interval is the (1 − level)/2 and (1 + level)/2 quantiles of the values (numpy's linear
-interpolation, as `harness.evaluation.significance.bootstrap_ci`). A resample on which the statistic is
-undefined (NaN: every grade the same) is left out, and counted; with none defined the interval is NaN.
-Efron & Tibshirani (1993), ch. 13, for the percentile interval.
+τ between two system rankings over the queries, a metric's mean over the queries in
+`harness.evaluation.significance.bootstrap_ci`) is recomputed on `rounds` resamples of the items drawn with
+replacement (numpy's ``default_rng(seed).integers(0, n, size=(rounds, n))``, read in blocks: the same seed
+draws the same resamples), and the interval is the (1 − level)/2 and (1 + level)/2 quantiles of the values
+(numpy's linear interpolation). A resample on which the statistic is undefined (NaN: every grade the same) is
+left out, and counted; with none defined the interval is NaN. Efron & Tibshirani (1993), ch. 13, for the
+percentile interval.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_ROUNDS = 1000
 DEFAULT_SEED = 0
@@ -90,8 +95,25 @@ def bootstrap_interval(
     """
     if n == 0:
         return undefined_interval(rounds, level)
-    values = [statistic(row.tolist()) for row in resample_indices(n, rounds, seed)]
+    values = bootstrap_values(n, lambda block: [statistic(row.tolist()) for row in block], rounds, seed)
     return percentile_interval(statistic(list(range(n))), values, level, n)
+
+
+def bootstrap_values(
+    n: int, statistic: Callable[[np.ndarray], Sequence[float]], rounds: int = DEFAULT_ROUNDS, seed: int = DEFAULT_SEED
+) -> np.ndarray:
+    """The statistic on each of the `rounds` resamples of items 0..n-1 (float64, NaN where undefined): the seeded
+    draws of `resample_indices`, taken block by block (`resample_blocks`), so no more than a block is held.
+
+    Args:
+        statistic: Of a block of resamples (a (resamples, n) array of item indices), one value per resample.
+    """
+    import numpy as np
+
+    if rounds < 0:
+        raise ValueError(f"rounds {rounds}: give rounds ≥ 0")
+    values = [np.asarray(statistic(block), dtype=np.float64) for block in resample_blocks(n, rounds, seed)]
+    return np.concatenate(values) if values else np.zeros(0)
 
 
 def undefined_interval(rounds: int = DEFAULT_ROUNDS, level: float = DEFAULT_LEVEL) -> Interval:

@@ -30,23 +30,15 @@ SAME_RANKING = 0.9  # Voorhees (2000): τ at or above it, "the same ranking"
 
 
 def kendall_tau_b(first: Sequence[float], second: Sequence[float]) -> float:
-    """Kendall's τ-b of two paired score lists; NaN when either list is all ties (or fewer than 2 items)."""
+    """Kendall's τ-b of two paired score lists (scipy's ``kendalltau``, ``variant="b"``); NaN when either list is
+    all ties (or fewer than 2 items: there scipy would warn as well)."""
+    from scipy.stats import kendalltau
+
     if len(first) != len(second):
         raise ValueError(f"{len(first)} scores against {len(second)}: give one score per system in each")
-    concordant = discordant = ties_first = ties_second = 0
-    n = len(first)
-    for i in range(n):
-        for j in range(i + 1, n):
-            a, b = first[i] - first[j], second[i] - second[j]
-            if a == 0 or b == 0:
-                ties_first += a == 0
-                ties_second += b == 0
-                continue
-            concordant += (a > 0) == (b > 0)
-            discordant += (a > 0) != (b > 0)
-    pairs = n * (n - 1) // 2
-    denominator = math.sqrt((pairs - ties_first) * (pairs - ties_second))
-    return math.nan if denominator == 0 else (concordant - discordant) / denominator
+    if len(first) < 2:
+        return math.nan
+    return float(kendalltau(first, second, variant="b").statistic)
 
 
 def rank_order(scores: Mapping[str, float]) -> list[str]:

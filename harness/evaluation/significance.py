@@ -13,14 +13,19 @@ Two systems evaluated on the same judged queries give paired per-query differenc
 Corrections across several tests (e.g. one per dataset): Bonferroni multiplies each p by the number
 of tests; Holm's step-down (the default) multiplies the i-th smallest by (m − i + 1) and keeps the
 adjusted values monotone. Both control the family-wise error rate; Holm rejects at least as much.
+
+Bootstrap CIs of a mean over queries (`bootstrap_ci`) are `harness.evaluation.agreement_stats`'s seeded percentile
+bootstrap, the one the agreement and ranking intervals use: the same seed draws the same resamples.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.errors import HarnessError, setting
+from harness.evaluation.agreement_stats import bootstrap_values, percentile_interval
 
 DEFAULT_ROUNDS = 10_000
 DEFAULT_SEED = 0
@@ -136,13 +141,16 @@ def bonferroni(p_values: Sequence[float]) -> list[float]:
 def bootstrap_ci(
     values: Sequence[float], rounds: int = 1000, seed: int = DEFAULT_SEED, level: float = 0.95
 ) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of the mean over queries."""
+    """Percentile bootstrap confidence interval of the mean over queries (`agreement_stats.bootstrap_values`'
+    seeded resamples, `agreement_stats.percentile_interval`'s quantiles); (0, 0) for no queries, NaN bounds where
+    a resample draws a NaN score."""
     import numpy as np
 
     data = np.asarray(values, dtype=np.float64)
     if len(data) == 0:
         return 0.0, 0.0
-    rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, len(data), size=(rounds, len(data)))].mean(axis=1)
-    tail = (1 - level) / 2
-    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+    means = bootstrap_values(len(data), lambda rows: data[rows].mean(axis=1), rounds, seed)
+    if np.isnan(means).any():
+        return math.nan, math.nan
+    interval = percentile_interval(float(data.mean()), means, level, len(data))
+    return interval.low, interval.high

@@ -2,7 +2,8 @@
 
 A download is only done once it is verified: bytes stream into ``<dest>.part`` while their md5
 is computed; a dropped connection resumes with an HTTP ``Range`` request (or starts over when the
-server ignores it); connection errors, timeouts and 5xx answers are retried with backoff; a 4xx,
+server ignores it); connection errors, timeouts and 5xx answers are retried with backoff (`retrying`: the one
+retry loop, the OpenAI-compatible services' too); a 4xx,
 an HTML page or bytes that are not a zip archive are errors. Only when the size and the md5
 match is the part file renamed to ``dest``. A wrong md5 deletes the part file.
 
@@ -21,12 +22,15 @@ import sys
 import time
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError, setting
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CHUNK = 1 << 20
 # Bytes read from the network per step: a dropped connection loses at most this much.
@@ -106,20 +110,20 @@ def fetch(
         file=sys.stderr,
         dynamic_ncols=True,
     )
+
+    def give_up(failure: Retry, attempts: int) -> DownloadError:
+        kept = f" ({part.name} kept; rerun to resume)" if part.exists() else ""
+        return DownloadError(f"{url}: giving up after {attempts} attempts: {failure}{kept}")
+
     try:
-        for attempt in range(1, policy.attempts + 1):
-            try:
-                digest, total = _attempt(session, url, part, expected_size, policy, bar, kind)
-                break
-            except _Retryable as exc:
-                if attempt == policy.attempts:
-                    kept = f" ({part.name} kept; rerun to resume)" if part.exists() else ""
-                    raise DownloadError(f"{url}: giving up after {attempt} attempts: {exc}{kept}") from None
-                wait = policy.backoff * 2 ** (attempt - 1)
-                logger.warning(
-                    "%s: %s; retrying in %.1f s (attempt %d of %d)", url, exc, wait, attempt + 1, policy.attempts
-                )
-                time.sleep(wait)
+        digest, total = retrying(
+            lambda: _attempt(session, url, part, expected_size, policy, bar, kind),
+            policy.attempts,
+            policy.backoff,
+            url,
+            give_up,
+            log=logger,
+        )
     finally:
         bar.close()
         session.close()
@@ -158,8 +162,48 @@ def _unreachable(exc: BaseException) -> str:
     return ""
 
 
-class _Retryable(Exception):
-    """A failure worth another attempt (connection, timeout, 5xx)."""
+class Retry(Exception):
+    """A failure worth another attempt (a dropped connection, a timeout, a 5xx or 429 answer); `wait`, when given,
+    is how long to wait before it instead of the backoff (a service's ``Retry-After``)."""
+
+    def __init__(self, reason: str, wait: float | None = None):
+        super().__init__(reason)
+        self.wait = wait
+
+
+def retrying(
+    attempt: Callable[[], T],
+    attempts: int,
+    backoff: float,
+    where: str,
+    give_up: Callable[[Retry, int], Exception],
+    on_retry: Callable[[], None] | None = None,
+    log: logging.Logger = logger,
+) -> T:
+    """What `attempt()` returns, trying again after each `Retry` it raises, `attempts` tries at most; the n-th wait
+    is ``backoff * 2**(n-1)`` seconds unless the failure names its own. Any other exception stops at once. Each
+    retry calls `on_retry` and is logged (`log`) as ``<where>: <reason>; retrying in 2.0 s (attempt 3 of 6)``.
+
+    Shared by the downloads (`fetch`) and the OpenAI-compatible services (`harness.io.service.ServiceClient`).
+
+    Raises:
+        The exception `give_up(the last failure, attempts)` makes, once every attempt failed (its context hidden).
+        ValueError: `attempts` below 1.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be at least 1, got {attempts}")
+    for number in range(1, attempts + 1):
+        try:
+            return attempt()
+        except Retry as failure:
+            if number == attempts:
+                raise give_up(failure, number) from None
+            wait = backoff * 2 ** (number - 1) if failure.wait is None else failure.wait
+            if on_retry is not None:
+                on_retry()
+            log.warning("%s: %s; retrying in %.1f s (attempt %d of %d)", where, failure, wait, number + 1, attempts)
+            time.sleep(wait)
+    raise AssertionError("unreachable")
 
 
 def _attempt(
@@ -189,15 +233,15 @@ def _attempt(
                 f"from a copy with `beir-harness datasets import {copy}, or download from a mirror "
                 f"({setting('base_url')}){kept}"
             ) from None
-        raise _Retryable(f"cannot connect: {type(exc).__name__}") from None
+        raise Retry(f"cannot connect: {type(exc).__name__}") from None
     with response:
         _check_scheme(response.url)
         if response.status_code == 416 and have:
             # Our part file is as long as (or longer than) the file: start over.
             part.unlink()
-            raise _Retryable("server refused the resume range; starting over")
+            raise Retry("server refused the resume range; starting over")
         if response.status_code >= 500:
-            raise _Retryable(f"HTTP {response.status_code}")
+            raise Retry(f"HTTP {response.status_code}")
         if response.status_code >= 400:
             raise DownloadError(
                 f"{url}: HTTP {response.status_code} {response.reason} (check the name or {setting('base_url')})"
@@ -241,9 +285,9 @@ def _attempt(
                     digest.update(block)
                     bar.update(len(block))
             except (requests.exceptions.RequestException, ConnectionError, TimeoutError) as exc:
-                raise _Retryable(f"connection lost after {handle.tell():,} bytes ({type(exc).__name__})") from None
+                raise Retry(f"connection lost after {handle.tell():,} bytes ({type(exc).__name__})") from None
         if total is not None and part.stat().st_size < total:
-            raise _Retryable(f"connection closed after {part.stat().st_size:,} of {total:,} bytes")
+            raise Retry(f"connection closed after {part.stat().st_size:,} of {total:,} bytes")
         return digest, total
 
 

@@ -1,7 +1,8 @@
 """OpenAI-compatible services over HTTP: where one is, and a polite client for it.
 
 Shared by the embedding models (``/embeddings``, `harness.retrieval.endpoint`) and the LLM judge
-(``/chat/completions``, `harness.judging.llm`), so both retry, back off and count alike:
+(``/chat/completions``, `harness.judging.llm`), so both retry, back off and count alike (the retry loop is the
+downloads' too: `harness.io.download.retrying`):
 
 * 429 and 5xx answers, dropped connections and timeouts are retried with exponential backoff
   (`EndpointSpec.backoff`, doubling), honouring ``Retry-After`` (seconds or an HTTP date), at most
@@ -28,6 +29,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from harness.errors import HarnessError, MissingDependencyError, setting
+from harness.io.download import Retry, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -141,28 +143,27 @@ class ServiceClient:
         Raises:
             EndpointError: A refusal a retry cannot fix, or still failing after `EndpointSpec.attempts` tries.
         """
-        for attempt in range(1, self.spec.attempts + 1):
-            wait = self.spec.backoff * 2 ** (attempt - 1)
+
+        def attempt():
             try:
                 response = self.client.post(self.url, json=dict(payload))
             except (self.httpx.TimeoutException, self.httpx.TransportError) as exc:
-                reason = f"{type(exc).__name__}: {exc}".strip()
-            else:
-                with self.lock:
-                    self.requests += 1
-                if response.status_code == 200:
-                    return response
-                self.refuse(response)
-                reason, wait = f"HTTP {response.status_code}", retry_after(response.headers.get("Retry-After")) or wait
-            if attempt == self.spec.attempts:
-                raise EndpointError(f"{self.url}: giving up after {attempt} attempts ({reason}) for model {self.model}")
+                raise Retry(f"{type(exc).__name__}: {exc}".strip()) from None
             with self.lock:
-                self.retries += 1
-            logger.warning(
-                "%s: %s; retrying in %.1f s (attempt %d of %d)", self.url, reason, wait, attempt + 1, self.spec.attempts
-            )
-            time.sleep(wait)
-        raise AssertionError("unreachable")
+                self.requests += 1
+            if response.status_code == 200:
+                return response
+            self.refuse(response)
+            raise Retry(f"HTTP {response.status_code}", retry_after(response.headers.get("Retry-After")) or None)
+
+        def give_up(failure: Retry, attempts: int) -> EndpointError:
+            return EndpointError(f"{self.url}: giving up after {attempts} attempts ({failure}) for model {self.model}")
+
+        return retrying(attempt, self.spec.attempts, self.spec.backoff, self.url, give_up, self._retried, logger)
+
+    def _retried(self) -> None:
+        with self.lock:
+            self.retries += 1
 
     def refuse(self, response) -> None:
         """Stop at once on answers a retry cannot fix (401, 403, 404, other 4xx but 429)."""

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, OutputError
 from harness.io.cache import check_removable, content_key, remove_tree
-from harness.io.files import atomic_writer, remove_stale_temporaries, write_json
+from harness.io.files import HeldLock, atomic_writer, hold_lock, remove_stale_temporaries, write_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -345,13 +345,13 @@ def vector_counts(
 @contextlib.contextmanager
 def reading(paths: Sequence[Path | None]) -> Iterator[None]:
     """Hold a shared lock on each of `paths` (a text namespace or a corpus entry folder) while a run reads
-    them: `prune_cache` skips a locked one. Where locks are not available (no fcntl), nothing is held."""
+    them: `prune_cache` skips a locked one. Where shared locks are not available (no fcntl), nothing is held."""
     with contextlib.ExitStack() as stack:
         for path in paths:
             if path is not None:
-                handle = _lock(path, shared=True)
-                if handle is not None:
-                    stack.callback(handle.close)
+                lock = _lock(path, shared=True)
+                if lock is not None:
+                    stack.callback(lock.release)
         yield
 
 
@@ -360,23 +360,13 @@ def _lock_path(path: Path) -> Path:
     return path.parent.parent / "locks" / f"{path.parent.name}-{path.name}.lock"
 
 
-def _lock(path: Path, shared: bool, wait: bool = True):
-    """An open lock file on `path` (shared or exclusive; without `wait`, None when taken), or None."""
+def _lock(path: Path, shared: bool, wait: bool = True) -> HeldLock | None:
+    """The lock on `path` (`harness.io.files.hold_lock`: shared or exclusive; without `wait`, None when taken),
+    or None where none can be had (an unwritable cache, no shared locks)."""
     try:
-        import fcntl
-    except ImportError:  # Windows: an open file cannot be deleted there anyway
-        return None
-    try:
-        _lock_path(path).parent.mkdir(parents=True, exist_ok=True)
-        handle = open(_lock_path(path), "a+b")  # noqa: SIM115 - closed by the caller
+        return hold_lock(_lock_path(path), shared=shared, wait=wait)
     except OSError:
         return None
-    try:
-        fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
-    except OSError:
-        handle.close()
-        return None
-    return handle
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -443,8 +433,8 @@ def prune_cache(
 
 def _remove(unit: dict[str, Any]) -> bool:
     """Remove one unit unless a run holds it; a segment's manifest goes first (no reader opens it after)."""
-    handle = _lock(unit["path"], shared=False, wait=False)
-    if handle is None and _lock_path(unit["path"]).exists():
+    lock = _lock(unit["path"], shared=False, wait=False)
+    if lock is None and _lock_path(unit["path"]).exists():
         logger.info("in use, kept: %s", unit["path"])
         return False
     try:
@@ -454,15 +444,16 @@ def _remove(unit: dict[str, Any]) -> bool:
         else:
             (unit["path"] / "manifest.json").unlink(missing_ok=True)
             remove_tree(unit["path"], unit["path"].parent.parent)
-            _lock_path(unit["path"]).unlink(missing_ok=True)
+            if lock is not None:
+                lock.release(remove=True)  # the entry's lock file goes with it
         remove_stale_temporaries(unit["path"].parent if unit["kind"] == "entry" else unit["path"])
     except OSError as exc:
         raise HarnessError(
             f"cannot remove cached files: {exc.filename or unit['path']}: {exc.strerror or exc}"
         ) from None
     finally:
-        if handle is not None:
-            handle.close()
+        if lock is not None:
+            lock.release()
     return True
 
 

@@ -48,33 +48,27 @@ def parse_pool_systems(systems: Sequence[str]) -> PoolSystems:
     Raises:
         HarnessError (usage): A malformed system, label or fusion (unknown method, setting or weights).
     """
-    from harness.pipeline.systems import parse_fusion, parse_systems, split_systems
+    from harness.pipeline.systems import parse_systems, split_systems
 
     try:
         parsed = parse_systems([item for text in systems for item in split_systems(text)])
         listed, fusions, retrieve = [], {}, []
-        labels = {s.label: s.spec for s in parsed if s.label}
+        labelled = {s.label: s for s in parsed if s.label}
         for system in parsed:
             name = system.label or system.spec
-            try:
-                fused = parse_fusion(system.spec)
-            except HarnessError as exc:  # name the system the message is about
-                raise HarnessError(
-                    str(exc) if str(exc).startswith("system ") else f"system {system.spec!r}: {exc}"
-                ) from None
             listed.append((name, system.spec))
-            if fused is None:
+            if system.fusion is None:
                 retrieve.append(system.spec)
                 continue
-            members = tuple(labels.get(member, member) for member in fused.members)  # a member may be a label
+            members = tuple(labelled.get(member.spec, member) for member in system.members)  # a member may be a label
             for member in members:
-                if parse_fusion(member) is not None:
+                if member.fusion is not None:
                     raise HarnessError(
-                        f"system {system.spec!r}: a fusion of a fusion ({member!r}) is not "
+                        f"system {system.spec!r}: a fusion of a fusion ({member.spec!r}) is not "
                         "supported; fuse the systems in one"
                     )
-            fusions[name] = (members, fused.spec)
-            retrieve += members
+            fusions[name] = (tuple(member.spec for member in members), system.fusion)
+            retrieve += [member.spec for member in members]
     except HarnessError as exc:
         raise _usage(str(exc)) from None
     return PoolSystems(tuple(listed), tuple(dict.fromkeys(retrieve)), fusions)
@@ -92,15 +86,18 @@ def check_retrievable(dataset, systems: PoolSystems, depth: int) -> list:
     Raises:
         HarnessError (usage): The first system that cannot run, named.
     """
-    from harness.pipeline.bench import system_config
     from harness.pipeline.config import EvaluateConfig
     from harness.pipeline.evaluate import checked
+    from harness.pipeline.systems import configure, parse_system
 
     base = EvaluateConfig(dataset_path=dataset, top_k=None, k_values=(depth,), output_dir=None, download=False)
     configs = []
     for spec in systems.retrieve:
         try:
-            configs.append(checked(system_config(base, spec))[0])
+            system = parse_system(spec)
+            if not system.stage.kind.retrieves:
+                raise HarnessError(f"{system.stage.kind.what} is not retrieved; give its file with --runs")
+            configs.append(checked(configure(system, base))[0])
         except HarnessError as exc:
             raise _usage(f"--systems {spec!r}: {exc} (nothing retrieved)") from None
     return configs

@@ -19,7 +19,6 @@ from harness.datasets.catalog import locate_dataset, resolve_dataset
 from harness.errors import HarnessError
 from harness.io.outputs import check_output_dir
 from harness.pipeline.evaluate import (
-    BM25_MODEL,
     EvaluateConfig,
     configuration,
     evaluate_dataset,
@@ -28,13 +27,12 @@ from harness.pipeline.evaluate import (
     with_model_prompts,
 )
 from harness.pipeline.fuse import fuse_results
-from harness.pipeline.sparse import is_sparse_model
+from harness.pipeline.systems import System, configure, parse_system, parse_systems, system_of
+from harness.pipeline.systems.registry import KNOWN_NAMES
 from harness.presentation import align, metric_text
 from harness.retrieval.compress import CompressionSpec
-from harness.retrieval.encode import HASH_PREFIX, Encoder
-from harness.retrieval.endpoint import ENDPOINT_PREFIX
+from harness.retrieval.encode import Encoder
 from harness.retrieval.models import check_model_available
-from harness.retrieval.rerank import RerankSpec
 from harness.runtimes.registry import is_auto, runtime
 
 logger = logging.getLogger(__name__)
@@ -126,26 +124,14 @@ def _display_name(dataset: str) -> str:
 
 
 def system_config(base: EvaluateConfig, system: str) -> EvaluateConfig:
-    """`base` set up for one system of a grid: a model (``bm25``, a bi-encoder), or a first stage and
-    a reranker written ``FIRST >> CROSS_ENCODER@DEPTH`` (depth 100 when omitted; the rerank batch size
-    and max length come from `base.rerank`).
+    """`base` set up for one system of a grid (`harness.pipeline.systems.configure` of the system parsed): a model,
+    ``bm25``, ``run:FILE``, or a first stage and a reranker written ``FIRST >> CROSS_ENCODER@DEPTH`` (depth 100 when
+    omitted; the rerank batch size and max length come from `base.rerank`).
 
     Raises:
-        HarnessError: A malformed system (an empty stage, a depth that is not a number).
+        HarnessError: A malformed system (an empty stage, a depth that is not a number), or a fusion.
     """
-    first, arrow, second = system.partition(">>")
-    if not arrow:
-        return replace(base, model=system.strip())
-    reranker, at, depth = second.strip().rpartition("@")
-    if not at:
-        reranker, depth = second.strip(), "100"
-    if not first.strip() or not reranker or not depth.isascii() or not depth.isdigit():
-        raise HarnessError(
-            f"system {system!r}: write FIRST >> CROSS_ENCODER@DEPTH, e.g. bm25 >> "
-            "cross-encoder/ms-marco-MiniLM-L-6-v2@100"
-        )
-    template = base.rerank or RerankSpec(reranker)
-    return replace(base, model=first.strip(), rerank=replace(template, model=reranker, depth=int(depth)))
+    return configure(parse_system(system), base)
 
 
 def run_bench(
@@ -180,19 +166,16 @@ def run_bench(
         HarnessError: A malformed system or label, two systems sharing a label, fusions asked for with no
             output folder, a dataset or model that cannot be found (`check_grid`); before any cell runs.
     """
-    from harness.pipeline.systems import parse_fusion, parse_systems
     from harness.reporting.report import write_results_csv
 
     check_output_dir(base.output_dir)  # before the first cell: a cell's failure would not stop the grid
     listed = parse_systems(list(models))
-    models = [system.spec for system in listed]
     labels = {system.spec: system.label for system in listed if system.label}
-    fusions = [fused for fused in map(parse_fusion, models) if fused is not None]
+    fusions = [system for system in listed if system.fusion is not None]
     if fusions and base.output_dir is None:
         raise HarnessError("fusion systems fuse the runs saved beside their systems' results; set output_dir")
-    fused_texts = {fused.text for fused in fusions}
-    systems = [model for model in models if model.strip() not in fused_texts]
-    systems += [member for fused in fusions for member in fused.members if member not in systems]
+    systems = [system.spec for system in listed if system.fusion is None]
+    systems += [member.spec for fused in fusions for member in fused.members if member.spec not in systems]
     systems = list(dict.fromkeys(systems))
     datasets = expand_datasets(datasets)
     check_grid(systems, datasets, base)
@@ -218,13 +201,8 @@ def check_grid(systems: Sequence[str], datasets: Sequence[str], base: EvaluateCo
         locate_dataset(dataset, base.data_dir, base.download)
     for system in systems:
         config = system_config(base, system)
-        model = config.model
-        if (
-            config.run_path is None
-            and model.lower() != BM25_MODEL
-            and not model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
-        ):
-            check_model_available(model, known=(BM25_MODEL,))
+        if system_of(config).stage.kind.weights:
+            check_model_available(config.model, known=KNOWN_NAMES)
         if config.rerank is not None:
             check_model_available(config.rerank.model)
 
@@ -301,8 +279,7 @@ class _Grid:
         """A system's cells on `dataset`: one, or one per compression for a dense system; returns the path of
         the (first) result, the one a fusion reads, None when it failed."""
         config = system_config(replace(self.base, dataset_path=dataset), system)
-        dense = config.run_path is None and config.model.lower() != BM25_MODEL and not is_sparse_model(config)
-        if not self.compressions or not dense:
+        if not self.compressions or not system_of(config).stage.kind.vectors:  # BM25, sparse: once
             return self.cell(dataset, system)
         paths = [self.cell(dataset, system, spec) for spec in self.compressions]
         return paths[0]
@@ -335,8 +312,7 @@ class _Grid:
                 # A calibrated backend's model is fitted to each corpus: the dense stage loads it there; auto's
                 # probe reads each corpus's texts and picks the backend before anything loads.
                 if (
-                    config.model.lower() != BM25_MODEL
-                    and not is_sparse_model(config)
+                    system_of(config).stage.kind.vectors
                     and not is_auto(config.encoder.backend)
                     and not runtime(config.encoder.backend).calibrated
                 ):
@@ -404,19 +380,20 @@ class _Grid:
                 return path, previous
         return None
 
-    def fuse(self, dataset: str, fused, saved: dict[str, Path | None]) -> None:
+    def fuse(self, dataset: str, fused: System, saved: dict[str, Path | None]) -> None:
         """Fuse the saved runs of `fused`'s systems on `dataset` (a failed system fails the fusion)."""
         name = _display_name(dataset)
-        given = self.labels.get(fused.text)
-        shown = given or fused.text
-        missing = [member for member in fused.members if saved.get(member) is None]
+        given = self.labels.get(fused.spec)
+        shown = given or fused.spec
+        members = [member.spec for member in fused.members]
+        missing = [member for member in members if saved.get(member) is None]
         if missing:
             self.cells.append(Cell(name, shown, "failed", error=f"{missing[0]} failed, so it cannot be fused"))
             return
-        label = given or (f"{self.base.name}: {fused.text}" if self.base.name else None)
+        label = given or (f"{self.base.name}: {fused.spec}" if self.base.name else None)
         try:
             outcome = fuse_results(
-                [saved[member] for member in fused.members], fused.spec, self.base.output_dir, name=label
+                [saved[member] for member in members], fused.fusion, self.base.output_dir, name=label
             )
         except HarnessError as exc:
             logger.error("%s × %s failed: %s", dataset, shown, exc)

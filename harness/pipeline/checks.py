@@ -13,17 +13,14 @@ from harness.engines.ray_engine import ENGINES
 from harness.errors import HarnessError, setting
 from harness.io.outputs import check_output_dir
 from harness.pipeline.config import (
-    BM25_MODEL,
     EvaluateConfig,
     retrieval_depth,
     stored_cutoffs,
     with_model_prompts,
 )
-from harness.pipeline.sparse import is_sparse_model
+from harness.pipeline.systems.registry import KNOWN_NAMES, Kind, system_of
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.devices import DeviceError, DeviceSpec
-from harness.retrieval.encode import HASH_PREFIX
-from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
 from harness.retrieval.models import check_model_available, model_folder
 from harness.runtimes.registry import TORCH, is_auto, runtime
@@ -75,9 +72,10 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
     if config.engine not in ENGINES:
         raise HarnessError(f"unknown engine {config.engine!r}; use local or ray")
     config.ray.check()
-    if config.engine == "ray" and (config.run_path is not None or config.model.lower() == BM25_MODEL):
-        # A grid (`bench --engine ray`) may mix BM25 with dense models: nothing to fan out here.
-        logger.info("--engine ray: %s needs no encoding and runs here", "--run" if config.run_path else "BM25")
+    kind = system_of(config).stage.kind
+    if config.engine == "ray" and not kind.ray:
+        # A grid (`bench --engine ray`) may mix BM25 or a sparse encoder with dense models: nothing to fan out here.
+        logger.info("--engine ray: %s does not fan out and runs here", kind.what)
         config = replace(config, engine="local")
     if config.engine == "ray" and not config.cache:
         raise HarnessError(
@@ -85,37 +83,26 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
         )
     config = resolve_devices(config)
     _note_unused_settings(config)
-    if config.run_path is None and config.model.startswith(ENDPOINT_PREFIX):
+    if kind.service:
         config.endpoint.check()
         # Each encode call should fill every request in flight.
         config = replace(
             config, encoder=replace(config.encoder, batch_size=config.endpoint.batch_size * config.endpoint.concurrency)
         )
-    elif (
-        config.run_path is None
-        and config.model.lower() != BM25_MODEL
-        and not config.model.startswith(HASH_PREFIX)
-        and not loaded
-    ):
-        check_model_available(config.model, known=(BM25_MODEL,))  # seconds, not the hub client's retries
+    elif kind.weights and not loaded:
+        check_model_available(config.model, known=KNOWN_NAMES)  # seconds, not the hub client's retries
     if config.rerank is not None:
         check_model_available(config.rerank.model)
-    _check_model_kind(config)
+    _check_model_kind(config, kind)
     return config, k_values, top_k, stored_k
 
 
 def _note_unused_settings(config: EvaluateConfig) -> None:
     """Warn about settings the first stage ignores (an index for BM25...), which the result then does not record."""
-    dense = config.run_path is None and config.model.lower() != BM25_MODEL and not is_sparse_model(config)
-    if dense:
+    kind = system_of(config).stage.kind
+    if kind.vectors:
         return
-    what = (
-        "an external run"
-        if config.run_path is not None
-        else "BM25"
-        if config.model.lower() == BM25_MODEL
-        else "a sparse encoder"
-    )
+    what = kind.what
     if config.compression != CompressionSpec():
         changed = [
             setting(name)
@@ -132,17 +119,17 @@ def _note_unused_settings(config: EvaluateConfig) -> None:
         unused.append(f"{setting('index')} {config.index.kind}")
     default = EncoderSpec()
     changed = [name for name, value in config.encoder.to_config().items() if value != default.to_config()[name]]
-    if changed and (config.run_path is not None or config.model.lower() == BM25_MODEL):
+    if changed and not kind.encodes:
         unused += [setting(name) for name in changed]
     if unused:
         logger.warning("%s does not use %s: ignored, and not recorded in the result", what, ", ".join(unused))
 
 
-def _check_model_kind(config: EvaluateConfig) -> None:
+def _check_model_kind(config: EvaluateConfig, kind: Kind) -> None:
     """A cross-encoder given as the first stage is one clear line, before anything loads."""
     from harness.retrieval.rerank import model_kind
 
-    if config.run_path is not None or config.model.lower() == BM25_MODEL or config.model.startswith(HASH_PREFIX):
+    if not kind.weights:
         return
     if model_kind(model_folder(config.model)) == "cross-encoder":
         raise HarnessError(
@@ -170,24 +157,15 @@ def resolve_devices(config: EvaluateConfig) -> EvaluateConfig:
         config.device, encoder.precision, queries_only=config.engine == "ray" and bool(config.ray.gpus_per_worker)
     )
     spec.check_syntax()
-    needs_torch = (
-        config.run_path is None and config.model.lower() != BM25_MODEL and not config.model.startswith(HASH_PREFIX)
-    )
-    if not needs_torch:
+    kind = system_of(config).stage.kind
+    if not kind.needs_device:
         parts = spec.option.split(",")
-        if (
-            any(part not in ("auto", "cpu") for part in parts)
-            and config.run_path is None
-            and config.model.startswith(HASH_PREFIX)
-        ):
-            raise DeviceError(f"the hashing stand-in encoder runs on CPUs only, not {spec.option}")
+        if kind.device == "none":  # nothing runs a model: scoring a run, BM25
+            return replace(config, device="cpu")
+        if any(part not in ("auto", "cpu") for part in parts):
+            raise DeviceError(f"{kind.what} runs on CPUs only, not {spec.option}")
         # A list of CPUs keeps its length: `cpu,cpu` is two worker processes.
-        return replace(
-            config,
-            device=",".join("cpu" for _ in parts)
-            if config.run_path is None and config.model.startswith(HASH_PREFIX)
-            else "cpu",
-        )
+        return replace(config, device=",".join("cpu" for _ in parts))
     record = runtime(encoder.backend)
     if record.device_refusal is not None:  # a CPU runtime at its own precision
         record.check_device(spec.option, encoder.precision)

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from harness.engines.ray_engine import RaySpec
 from harness.io.cache import cache_dir
+from harness.pipeline.systems.registry import DEFAULT_DEPTH, system_of  # noqa: F401 - DEFAULT_DEPTH importable here
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.devices import DeviceSpec
 from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
-from harness.retrieval.endpoint import ENDPOINT_PREFIX, EndpointSpec
+from harness.retrieval.endpoint import EndpointSpec
 from harness.retrieval.index import IndexSpec
 from harness.retrieval.models import DEFAULT_MODEL
 from harness.retrieval.rerank import RerankSpec
@@ -29,8 +30,6 @@ DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
 # Every result stores every metric family at these cutoffs (up to its depth), whatever was asked to
 # be shown, so that results of one dataset stay comparable and a table never loses a column.
 STANDARD_K = (1, 3, 5, 10, 20, 100, 1000)
-BM25_MODEL = "bm25"  # --model bm25 selects the lexical baseline instead of a dense model
-DEFAULT_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,9 @@ class EvaluateConfig:
         dataset_path: A BEIR folder, or a registry name (``scifact``, ``cqadupstack/android``)
             resolved in `data_dir` and downloaded when missing (unless `download` is False).
         split: The qrels split to score.
-        model: sentence-transformers name or local folder (ignored with `run_path`).
+        model: The system (`harness.pipeline.systems`): a sentence-transformers name or local folder, ``bm25``,
+            ``hash:N``, ``openai:MODEL``, a sparse encoder, ``run:FILE``, ``FIRST >> CROSS_ENCODER@DEPTH`` or a fusion
+            ``METHOD(SYSTEM, SYSTEM, ...)`` (ignored with `run_path`).
         k_values: Cutoffs shown; every metric family is stored at each of them and at every
             `STANDARD_K` cutoff up to the depth.
         top_k: Documents retrieved and kept per query; None means max(100, largest k).
@@ -135,20 +136,14 @@ def stored_cutoffs(depth: int, k_values: Iterable[int] = ()) -> list[int]:
 
 
 def retrieval_depth(config: EvaluateConfig) -> int:
-    """Documents kept per query: the rerank depth when reranking, else `top_k`, else the larger of 100
-    and the largest cutoff asked for."""
-    if config.rerank is not None:
-        return config.rerank.depth
-    return config.top_k if config.top_k is not None else max(DEFAULT_DEPTH, max(config.k_values, default=0))
+    """Documents kept per query: the rerank depth when reranking, a fusion's depth, else `top_k`, else the larger
+    of 100 and the largest cutoff asked for (`harness.pipeline.systems.System.depth`)."""
+    return system_of(config).depth(config.top_k, config.k_values)
 
 
 def run_model_name(config: EvaluateConfig) -> str:
     """The model name a result of `config` is recorded under, known before anything loads."""
-    from harness.retrieval.models import canonical_model_name
-
-    if config.run_path is not None:
-        return f"run:{Path(config.run_path).name}"
-    return BM25_MODEL if config.model.lower() == BM25_MODEL else canonical_model_name(config.model)
+    return system_of(config).model_name
 
 
 def first_device(config: EvaluateConfig) -> str:
@@ -160,7 +155,7 @@ def first_device(config: EvaluateConfig) -> str:
 def load_model(config: EvaluateConfig, device: str | None = None) -> Encoder:
     """Load `config.model` with `config.encoder`'s settings, on `device` (default: `first_device`); an
     ``openai:MODEL`` is its service (`harness.retrieval.endpoint`), which remembers its identity in the cache."""
-    if config.model.startswith(ENDPOINT_PREFIX):
+    if system_of(config).stage.kind.service:
         from harness.retrieval.endpoint import EndpointEncoder
 
         spec = config.encoder
@@ -192,15 +187,10 @@ def with_model_prompts(config: EvaluateConfig) -> EvaluateConfig:
     The prompts become ``query_prefix``/``doc_prefix``, so the configuration hash is the one the same prefixes
     given by hand have; ``prompt_source`` says where they came from."""
     from harness.datasets.prompts import FILE, prompts_for
-    from harness.retrieval.encode import HASH_PREFIX
     from harness.retrieval.models import model_folder
 
     spec = config.encoder
-    if (
-        config.run_path is not None
-        or config.model.lower() == BM25_MODEL
-        or config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
-    ):
+    if not system_of(config).stage.kind.weights:  # no model registry row for a run, BM25, hash:N, a service
         return config
     row = prompts_for(config.model)
     if row is None:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError, MissingDependencyError
 from harness.io.formats import locate_beir_folder
-from harness.pipeline.evaluate import BM25_MODEL, EvaluateConfig, evaluate_dataset
+from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
+from harness.pipeline.systems.registry import BM25, DENSE, parse_system
 from harness.retrieval.models import resolve_model_source
 from harness.runtimes.spec import EncoderSpec
 
@@ -106,8 +107,11 @@ def crosscheck(
         HarnessError: BM25 (BEIR's BM25 needs Elasticsearch) or bad input.
         MissingDependencyError: beir is not installed.
     """
-    if model.lower() == BM25_MODEL:
+    kind = parse_system(model).kind
+    if kind is BM25:
         raise HarnessError("crosscheck compares dense models; BEIR's own BM25 needs an Elasticsearch server")
+    if kind is not DENSE:
+        raise HarnessError(f"crosscheck compares dense models (BEIR's SentenceBERT); {model!r} is {kind.what}")
     try:
         from beir.datasets.data_loader import GenericDataLoader
         from beir.retrieval.evaluation import EvaluateRetrieval

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,7 +29,6 @@ from harness.io.provenance import read_provenance
 from harness.io.trec import read_qrels, read_run
 from harness.pipeline.checks import checked, resolve_devices
 from harness.pipeline.config import (
-    BM25_MODEL,
     DEFAULT_DEPTH,
     REGISTRY_PROMPTS,
     EvaluateConfig,
@@ -40,7 +39,7 @@ from harness.pipeline.config import (
     with_model_prompts,  # noqa: F401 - importable from here too (bench)
 )
 from harness.pipeline.dense import dense_stage
-from harness.pipeline.sparse import bm25_stage, is_sparse_model, learned_sparse_stage
+from harness.pipeline.sparse import bm25_stage, learned_sparse_stage
 from harness.pipeline.stages import (
     DOC_TEXT_RULE,  # noqa: F401 - part of every cache key; importable from here too
     PREPARE_MODEL,
@@ -49,36 +48,39 @@ from harness.pipeline.stages import (
     CorpusState,
     FirstStage,
     Inputs,
+    Outcome,
     check_corpus,
     checked_corpus,
     cost_record,
 )
+from harness.pipeline.systems.registry import (
+    BM25,
+    DENSE,
+    ENDPOINT,
+    FUSION,
+    HASH,
+    RUN,
+    SPARSE,
+    System,
+    configure,
+    settle,
+    system_of,
+)
 from harness.records import Qrels, Query, Run, doc_text
 from harness.reporting.report import Result, write_result
 from harness.reporting.variant import Configuration
-from harness.retrieval.encode import HASH_PREFIX, Encoder
-from harness.retrieval.endpoint import ENDPOINT_PREFIX
+from harness.retrieval.encode import Encoder
 from harness.runtimes.registry import TORCH, is_auto
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """The result of one evaluation, the run it scored, and where they were written."""
-
-    result: Result
-    run: Run
-    qrels: Qrels
-    paths: tuple[Path, Path] | None = None
-
-
 def configuration(config: EvaluateConfig, dataset: str, model: str | None = None) -> Configuration:
     """The identity of `config`'s result on `dataset`: the decisive settings that differ from defaults.
 
-    Decisive: the depth, the self-hit policy (against the registry's policy for `dataset`), and
-    for a dense model the encoder's decisive settings (`EncoderSpec.to_config`) and the index; for BM25
-    its spec.
+    Decisive: the depth, the self-hit policy (against the registry's policy for `dataset`), the first stage's own
+    settings (its kind's `harness.pipeline.systems.Kind.identity`: for a dense model the encoder's decisive settings,
+    `EncoderSpec.to_config`, the index and the compression; for BM25 its spec) and the reranker.
     Defaults are `EvaluateConfig`'s own, so they are stated once.
 
     Args:
@@ -89,20 +91,12 @@ def configuration(config: EvaluateConfig, dataset: str, model: str | None = None
     default = EvaluateConfig(dataset_path=config.dataset_path)
     settings = {"depth": retrieval_depth(config), "self_hits_dropped": self_hit_policy(config, dataset)[0]}
     defaults = {"depth": DEFAULT_DEPTH, "self_hits_dropped": self_hit_policy(default, dataset)[0]}
-    if config.run_path is None and config.model.lower() == BM25_MODEL:
-        from harness.retrieval.bm25 import BM25Spec
-
-        settings["bm25"] = defaults["bm25"] = BM25Spec().to_config()  # not configurable yet
-    elif config.run_path is None:
-        settings.update(config.encoder.to_config())
-        defaults.update(default.encoder.to_config())
-        settings["index"], defaults["index"] = config.index.to_config(), default.index.to_config()
-        settings.update(config.compression.to_config())
-        defaults.update(default.compression.to_config())
-        if config.model.startswith(ENDPOINT_PREFIX):
-            settings["endpoint"] = config.endpoint.where()  # one model name on two services: two results
-        if is_sparse_model(config):  # torch, the default, leaves the identity of earlier results as it was
-            settings["sparse_backend"], defaults["sparse_backend"] = config.sparse_backend, TORCH
+    stage = system_of(config).stage
+    if stage.kind.identity is None:
+        raise HarnessError(f"system {stage.spec!r}: {stage.kind.what} has no configuration of its own")
+    own, own_defaults = stage.kind.identity(config, default)
+    settings.update(own)
+    defaults.update(own_defaults)
     settings["rerank"], defaults["rerank"] = (config.rerank.to_config() if config.rerank else None), None
     return Configuration.from_settings(model or run_model_name(config), config.split, settings, defaults)
 
@@ -257,14 +251,14 @@ def _unknown_run_docs(corpus: CorpusState, run_path: Path, folder: BeirFolder, a
 
 
 def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> Outcome:
-    """Evaluate a model (or an external run) on one split of a BEIR folder.
+    """Evaluate a system (a model, an external run, a rerank or a fusion) on one split of a BEIR folder.
 
     Check the settings → resolve the dataset → read qrels and judged queries → the first stage
     (an external run, BM25, learned sparse, or a dense model with its index) → the self-hit policy
     and the depth cut → the reranker, if any → scores → the result files. For a dense model the corpus
     is hashed, then streamed once: checked and encoded in the same pass, with vectors going into the
     index (and the embedding cache) chunk by chunk; when the cache holds this model's vectors for this
-    exact corpus, nothing is parsed or encoded.
+    exact corpus, nothing is parsed or encoded. A fusion is its members evaluated, then fused (`_evaluate_fusion`).
 
     Args:
         config: What to evaluate.
@@ -277,6 +271,10 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         HarnessError: Bad input (missing files, malformed lines, ids that don't resolve,
             a model that can't be loaded, an unwritable output folder).
     """
+    config = settle(config)  # LABEL=, FIRST >> CROSS_ENCODER@DEPTH, run:FILE
+    system = system_of(config)
+    if system.kind is FUSION:
+        return _evaluate_fusion(config, system, encoder)
     clock = Clock(reset_peak_memory=True)  # the cost record's peak RSS is this evaluation's (bench: each cell's)
     with clock.stage("load"):  # the settings' checks, the dataset (a download is a load), qrels and queries
         config, k_values, top_k, stored_k = checked(config, loaded=encoder is not None)
@@ -344,6 +342,21 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     return Outcome(result, scored_run, inputs.qrels, paths)
 
 
+def _evaluate_fusion(config: EvaluateConfig, system: System, encoder: Encoder | None) -> Outcome:
+    """A fusion: each member checked (all of them before any work), evaluated as `bench` evaluates it (its own result,
+    written beside the others), and their runs fused and scored by `harness.pipeline.fuse.fuse_outcomes`: the fusion,
+    cutoffs and identity of `bench`'s and `fuse`'s, so that one system is one number whichever command runs it."""
+    from harness.pipeline.fuse import fuse_outcomes
+
+    if encoder is not None:
+        raise HarnessError(f"system {system.spec!r}: a fusion loads its members' models itself; give no encoder")
+    members = {member.spec: configure(member, replace(config, name=None)) for member in system.members}
+    for member in members.values():
+        checked(member)
+    outcomes = {spec: evaluate_dataset(member) for spec, member in members.items()}
+    return fuse_outcomes([outcomes[m.spec] for m in system.members], system.fusion, config.output_dir, config.name)
+
+
 def _observe_auto(config: EvaluateConfig, auto: dict, stage: FirstStage, clock: Clock, notes: list[str]) -> None:
     """Hold ``--backend auto``'s pick to the pace it kept on the corpus (`harness.runtimes.auto.observe_pick`)."""
     from harness.runtimes.auto import observe_pick
@@ -359,12 +372,7 @@ def _observe_auto(config: EvaluateConfig, auto: dict, stage: FirstStage, clock: 
 def _probed(config: EvaluateConfig) -> bool:
     """Whether ``--backend auto`` has a model to probe: a dense model with weights (not a run, BM25, a sparse
     encoder, the hashing stand-in or a service, which ignore the backend)."""
-    return (
-        config.run_path is None
-        and config.model.lower() != BM25_MODEL
-        and not is_sparse_model(config)
-        and not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
-    )
+    return system_of(config).stage.kind.probed
 
 
 def settled_backend(config: EvaluateConfig) -> EvaluateConfig:
@@ -430,14 +438,18 @@ def _auto_backend(
 def first_stage(
     config: EvaluateConfig, inputs: Inputs, encoder: Encoder | None, depth: int, top_k: int, clock: Clock
 ) -> FirstStage:
-    """The stage that turns queries into a run: an external run, BM25, a sparse encoder, or a dense model."""
-    if config.run_path is not None:
+    """The stage that turns queries into a run, by the system's kind: an external run, BM25, a sparse encoder, or a
+    dense model (the hashing stand-in and a service among them)."""
+    kind = system_of(config).stage.kind
+    if kind is RUN:
         return _external_run(config, inputs, clock)
-    if config.model.lower() == BM25_MODEL:
+    if kind is BM25:
         return bm25_stage(config, inputs, depth, clock)
-    if is_sparse_model(config):
+    if kind is SPARSE:
         return learned_sparse_stage(config, inputs, depth, clock)
-    return dense_stage(config, inputs, encoder, depth, top_k, clock)
+    if kind in (DENSE, HASH, ENDPOINT):
+        return dense_stage(config, inputs, encoder, depth, top_k, clock)
+    raise HarnessError(f"system {config.model!r}: {kind.what} is no first stage")
 
 
 def _external_run(config: EvaluateConfig, inputs: Inputs, clock: Clock) -> FirstStage:

@@ -21,7 +21,7 @@ from harness.io.formats import locate_beir_folder, read_qrels, read_run, write_r
 from harness.io.outputs import check_output_dir, check_output_file
 from harness.metering import peak_rss
 from harness.pipeline.config import stored_cutoffs
-from harness.pipeline.evaluate import Outcome
+from harness.pipeline.stages import Outcome
 from harness.records import Qrels, Run
 from harness.reporting.labels import check_label
 from harness.reporting.report import Result, check_results, check_same_data, read_result, write_result
@@ -85,17 +85,60 @@ def fuse_results(
     spec.check(len(paths))
     name = check_label(name) if name is not None else None
     inputs = _same_data_inputs(paths)
-    first = inputs[0][1]
     notes: list[str] = []
     runs = [_saved_run(data, notes) for _, data in inputs]
-    for (path, _), run in zip(inputs, runs):
+    qrels = _unchanged_qrels(inputs[0][1])
+    return _fused(inputs, runs, qrels, spec, output_dir, name, notes, started)
+
+
+def fuse_outcomes(
+    outcomes: list[Outcome], spec: FusionSpec, output_dir: Path | None = Path("results"), name: str | None = None
+) -> Outcome:
+    """Fuse the runs of evaluations just made (``evaluate`` of a fusion), as `fuse_results` fuses them once saved:
+    the same fusion, cutoffs, identity and result.
+
+    Raises:
+        HarnessError: Bad fusion settings or `name`; evaluations of different datasets, splits or data.
+    """
+    check_output_dir(output_dir)
+    started = time.perf_counter()
+    spec.check(len(outcomes))
+    name = check_label(name) if name is not None else None
+    inputs = [(outcome.paths[0] if outcome.paths else None, outcome.result) for outcome in outcomes]
+    for key in ("dataset", "split"):
+        if len({getattr(outcome.result, key) for outcome in outcomes}) > 1:
+            raise HarnessError(f"cannot fuse evaluations of different {key}s")
+    check_same_data([outcome.result for outcome in outcomes])
+    runs = [as_saved(outcome.run) for outcome in outcomes]
+    return _fused(inputs, runs, outcomes[0].qrels, spec, output_dir, name, [], started)
+
+
+def as_saved(run: Run) -> Run:
+    """`run` as its saved file reads back: a query with no documents has no line, so it is no query of the run (a
+    fusion of runs just made then lists its queries in the order a fusion of the saved runs does)."""
+    return Run.adopt({query_id: dict(run.scores_of(query_id)) for query_id in run if run.depth(query_id)}, run.name)
+
+
+def _fused(
+    inputs: list[tuple[Path | None, Result]],
+    runs: list[Run],
+    qrels: Qrels,
+    spec: FusionSpec,
+    output_dir: Path | None,
+    name: str | None,
+    notes: list[str],
+    started: float,
+) -> Outcome:
+    """The fused, scored result of `runs` (one per input: its result file, None when not written, and result)."""
+    first = inputs[0][1]
+    for (path, data), run in zip(inputs, runs):
         deepest = max((run.depth(q) for q in run), default=0)
         if deepest < spec.depth:
             notes.append(
-                f"{path.name}: at most {deepest} documents per query, fewer than the fusion depth {spec.depth}"
+                f"{path.name if path else data.label or data.model}: at most {deepest} documents per query, fewer "
+                f"than the fusion depth {spec.depth}"
             )
             logger.info(notes[-1])
-    qrels = _unchanged_qrels(first)
     labels = [data.label or data.model for _, data in inputs]
     label = name if name is not None else spec.label(labels)
     fused = fuse(runs, spec, name=label)
@@ -123,7 +166,7 @@ def fuse_results(
             "k_values": [10],
             "inputs": [
                 {
-                    "result": str(path),
+                    "result": str(path) if path is not None else None,
                     "label": labels[i],
                     "model": data.model,
                     "config_hash": data.config_hash,

@@ -1,7 +1,7 @@
 """The sparse first stages: BM25, and learned sparse encoders (rows cached per chunk, exact search).
 
-The conductor (`harness.pipeline.evaluate`) calls `bm25_stage` or `learned_sparse_stage`; `is_sparse_model` tells
-which models take the second."""
+The conductor (`harness.pipeline.evaluate`) calls `bm25_stage` or `learned_sparse_stage`, as the system's kind says
+(`harness.pipeline.systems`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from harness.io.cache import cache_dir, cache_record, embedding_entry
 from harness.io.formats import BeirFolder, iter_corpus
 from harness.io.lines import content_digest
 from harness.metering import tree_bytes
-from harness.pipeline.config import BM25_MODEL, EvaluateConfig, first_device, run_model_name
+from harness.pipeline.config import EvaluateConfig, first_device, run_model_name
 from harness.pipeline.stages import (
     DOC_TEXT_RULE,
     Clock,
@@ -29,9 +29,7 @@ from harness.pipeline.stages import (
     take_preparation,
 )
 from harness.records import Query, Run, doc_text
-from harness.retrieval.encode import HASH_PREFIX
-from harness.retrieval.endpoint import ENDPOINT_PREFIX
-from harness.retrieval.models import model_folder, resolve_model_source
+from harness.retrieval.models import resolve_model_source
 from harness.runtimes.auto import PROBE_TEXTS
 from harness.runtimes.registry import TORCH, is_auto, runtime
 
@@ -39,18 +37,6 @@ logger = logging.getLogger(__name__)
 
 
 SPARSE_CHUNK = 1024  # sparse rows are cached per chunk; a small chunk bounds what a kill loses
-
-
-def is_sparse_model(config: EvaluateConfig) -> bool:
-    """Whether `config.model` is a learned sparse encoder (a SparseEncoder folder), which `learned_sparse_stage` runs."""
-    from harness.retrieval.rerank import model_kind
-
-    return (
-        config.run_path is None
-        and config.model.lower() != BM25_MODEL
-        and not config.model.startswith((HASH_PREFIX, ENDPOINT_PREFIX))
-        and model_kind(model_folder(config.model)) == "sparse-encoder"
-    )
 
 
 def _sparse_rows(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, model, entry):
@@ -198,7 +184,7 @@ def bm25_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock)
         run = retriever.search(inputs.queries, depth)
     cost: dict[str, object] = {}
     probe_latency(clock, cost, lambda i: retriever.search(inputs.queries[i : i + 1], depth), len(inputs.queries))
-    return FirstStage(run, corpus, BM25_MODEL, retriever.spec.to_config(), cost=cost)
+    return FirstStage(run, corpus, run_model_name(config), retriever.spec.to_config(), cost=cost)
 
 
 def learned_sparse_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock) -> FirstStage:

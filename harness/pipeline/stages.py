@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness.errors import DatasetError, HarnessError, setting
 from harness.io.cache import CacheCorrupt
@@ -15,9 +16,19 @@ from harness.io.ids import unknown_id_hint
 from harness.metering import latency_record, peak_rss, per_second, reset_high_water, search_latencies
 from harness.pipeline.config import EvaluateConfig
 from harness.presentation import size_text
-from harness.records import Doc, Qrels, Query, Run
+from harness.records import Doc, Qrels, Query, Result, Run
 
 DOC_TEXT_RULE = "(title + ' ' + text).strip()"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one evaluation (or fusion), the run it scored, and where they were written."""
+
+    result: Result
+    run: Run
+    qrels: Qrels
+    paths: tuple[Path, Path] | None = None
 
 
 @dataclass

@@ -246,6 +246,11 @@ def quantize(vectors: np.ndarray, precision: str, ranges: np.ndarray | None = No
     int8/uint8 need `ranges` — the corpus's (`Calibration`), for documents and queries alike:
     ``q = clip(floor((x - min) / step), 0, 255)`` with ``step = (max - min) / 255`` (1 where max = min),
     minus 128 for int8. binary/ubinary: ``packbits(x > 0)``, minus 128 as int8 for binary.
+
+    Not a call to ``quantize_embeddings`` itself: importing it imports torch and transformers (about 0.5 GB more
+    peak memory and seconds), which a run whose vectors come from the cache, or from a model without torch
+    (``hash:``, ``openai:``, ONNX, OpenVINO), never needs; `test_quantization_matches_sentence_transformers` holds
+    the two equal, bit for bit.
     """
     import numpy as np
 

@@ -40,11 +40,11 @@ from harness.pipeline.stages import (
     streamed_index,
     take_preparation,
 )
+from harness.pipeline.systems.registry import system_of
 from harness.presentation import size_text
 from harness.records import Doc, Query, Run
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.encode import Encoder, encode_corpus
-from harness.retrieval.endpoint import ENDPOINT_PREFIX
 from harness.retrieval.index import IndexSpec
 from harness.retrieval.models import resolve_model_source
 from harness.runtimes.registry import runtime
@@ -61,7 +61,7 @@ def _model_or_lazy(config: EvaluateConfig, source: str) -> Encoder:
     from harness.io.cache import model_files_key, recall_fingerprint, remember_fingerprint
     from harness.retrieval.encode import LazyEncoder
 
-    if not config.cache or config.model.startswith(ENDPOINT_PREFIX):
+    if not config.cache or system_of(config).stage.kind.service:
         return load_model(config)  # a service remembers its own identity (no weights to hash)
     root = cache_dir(config.cache_dir)
     settings = {"model": config.model, **config.encoder.to_config()}
