@@ -1,8 +1,12 @@
-"""The documentation: every command and option is in its docs page, the site builds strictly (a broken link
-or a page missing from the navigation fails), and the README stays a short entry point."""
+"""The documentation: every command has its docs page, the command-line reference generated from the commands
+(docs/cli.md, mkdocs-click) shows every command's help and every option as --help does, the site builds strictly
+(a broken link or a page missing from the navigation fails), and the README stays a short entry point."""
 
 from __future__ import annotations
 
+import html
+import inspect
+import re
 import shutil
 import subprocess
 import sys
@@ -54,18 +58,83 @@ def test_every_command_has_a_page():
 
 
 @pytest.mark.parametrize(("name", "command"), _commands(cli))
-def test_command_has_help_and_every_option_is_in_its_page(name, command):
+def test_command_has_help_and_a_section_in_its_page(name, command):
     page = (DOCS / PAGES[name.split()[0]]).read_text(encoding="utf-8")
-    # bench and retrieve say they take evaluate's options; those are documented once, with evaluate.
-    shared = {param.opts[0] for param in cli.commands["evaluate"].params} if name in ("bench", "retrieve") else set()
-    evaluate_page = (DOCS / PAGES["evaluate"]).read_text(encoding="utf-8")
     assert command.help and "Example:" in command.help
     assert f"beir-harness {name}" in page
     for param in command.params:
         if isinstance(param, click.Option):
             assert param.help, f"{name} {param.opts} has no help"
-            where = evaluate_page if param.opts[0] in shared else page
-            assert param.opts[0] in where, f"{param.opts[0]} of {name} is not in docs/{PAGES[name.split()[0]]}"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site, built once for this file's tests."""
+    site = tmp_path_factory.mktemp("docs") / "site"
+    proc = _build(ROOT, site)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return site
+
+
+def _reference_sections(page: str) -> dict[str, str]:
+    """The generated reference's text under each command's heading (id ``beir-harness-datasets-list``), tags
+    stripped and entities decoded, as a reader of the page sees it."""
+    heads = list(re.finditer(r'<h[1-6] id="(beir-harness[^"]*)"', page))
+    last = page.find("</article>")
+    ends = [head.start() for head in heads[1:]] + [last if last >= 0 else len(page)]
+    return {
+        head.group(1): html.unescape(re.sub(r"<[^>]+>", "", page[head.start() : end]))
+        for head, end in zip(heads, ends, strict=True)
+    }
+
+
+def _reference_entries() -> list[tuple[str, click.Command]]:
+    return [("", cli), *((f" {name}", command) for name, command in _commands(cli))]
+
+
+@pytest.fixture(scope="module")
+def reference(site) -> dict[str, str]:
+    return _reference_sections((site / "cli" / "index.html").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("name", "command"), _reference_entries(), ids=[f"beir-harness{n}" for n, _ in _reference_entries()]
+)
+def test_the_reference_shows_each_command_as_its_help_does(reference, name, command):
+    """docs/cli.md is generated at build time: each command's section holds its help text, word for word (Markdown
+    may eat nothing: an unquoted ``<split>`` would vanish as an HTML tag), and every option --help shows, as the
+    first column of --help shows it (flags and metavar); a hidden option stays out."""
+    anchor = "beir-harness" + name.replace(" ", "-")
+    assert anchor in reference, f"docs/cli.md has no section for 'beir-harness{name}'"
+    text = reference[anchor]
+    words = " ".join(text.split())
+    lines = [line for line in inspect.cleandoc(command.help or "").splitlines() if line.strip() != "\b"]
+    described = " ".join(" ".join(lines).replace("`", "").split())
+    assert described in words, f"the reference shows 'beir-harness{name}' --help's text otherwise"
+    root = click.Context(cli, info_name="beir-harness", **cli.context_settings)  # -h, --help: inherited
+    ctx = click.Context(command, info_name=name.split()[-1], parent=root, **command.context_settings) if name else root
+    rows = [line.strip() for line in text.splitlines() if line.startswith("  -")]
+    for param in command.get_params(ctx):
+        if not isinstance(param, click.Option):
+            continue
+        if param.hidden:
+            assert not any(row.startswith(param.opts[0]) for row in rows), f"hidden {param.opts[0]} is shown"
+            continue
+        first = param.get_help_record(ctx)[0]
+        assert any(row.split("  ")[0] == first for row in rows), f"{first!r} of 'beir-harness{name}' is not shown"
+
+
+def test_the_reference_check_sees_what_markdown_eats():
+    """The section reader above is what the reference test relies on: a tag Markdown made of ``<split>`` and a
+    section cut at the next command's heading."""
+    page = (
+        '<h3 id="beir-harness-a">beir-harness a</h3><p>qrels/<split>.tsv &amp; more</p>'
+        '\n<pre><code>  --k TEXT  Cutoffs.\n</code></pre><h3 id="beir-harness-b">b</h3><p>x</p></article>'
+    )
+    sections = _reference_sections(page)
+    assert list(sections) == ["beir-harness-a", "beir-harness-b"]
+    assert "qrels/.tsv & more" in sections["beir-harness-a"] and "beir-harness-b" not in sections["beir-harness-a"]
+    assert "  --k TEXT  Cutoffs." in sections["beir-harness-a"].splitlines()
 
 
 def test_readme_is_a_short_entry_point():
@@ -105,11 +174,9 @@ def _build(source: Path, site: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_site_builds_strictly(tmp_path):
-    proc = _build(ROOT, tmp_path / "site")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert (tmp_path / "site" / "conventions" / "index.html").is_file()
-    reliability = (tmp_path / "site" / "reliability" / "index.html").read_text(encoding="utf-8")
+def test_the_site_builds_strictly(site):
+    assert (site / "conventions" / "index.html").is_file()
+    reliability = (site / "reliability" / "index.html").read_text(encoding="utf-8")
     assert "test_bad_input_writes_nothing_and_exits_non_zero" in reliability  # the snippet was included
 
 

@@ -378,7 +378,7 @@ def export(paths: tuple[Path, ...], fmt: str, out: Path | None, metrics: list[st
     """Export results for other tools: MTEB's results layout, per-query CSV, or TREC runs.
 
     PATHS are result files or folders searched recursively (default: results/). The MTEB layout is
-    <out>/<org>__<model>/<revision>/<Task>.json with model_meta.json, readable by MTEB's own loader;
+    `<out>/<org>__<model>/<revision>/<Task>.json` with `model_meta.json`, readable by MTEB's own loader;
     the CSV is the input of a significance analysis in R or pandas.
 
     Example:

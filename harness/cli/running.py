@@ -130,8 +130,8 @@ def evaluate(
 ) -> None:
     """Evaluate a model, or an external run, on a BEIR folder or dataset.
 
-    DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and qrels/<split>.tsv, or a
-    BEIR dataset name (see `beir-harness datasets list`; cqadupstack/<forum> for CQADupStack),
+    DATASET is a folder with corpus.jsonl[.gz], queries.jsonl[.gz] and `qrels/<split>.tsv`, or a
+    BEIR dataset name (see `beir-harness datasets list`; `cqadupstack/<forum>` for CQADupStack),
     which is downloaded into the data dir when missing.
     Documents are encoded as (title + " " + text).strip() with normalized embeddings (cached:
     a rerun encodes nothing), searched with FAISS (exact by default) and scored with trec_eval's
@@ -315,7 +315,7 @@ def bench(
     same settings (config hash) is skipped unless --force; a failing cell is reported and the
     rest go on (exit code 1 at the end). A fusion's systems are evaluated too, then their saved runs
     fused as `fuse` does. Prints a summary table and rewrites
-    <output-dir>/results.csv, one row per dataset × model × split × metric.
+    `<output-dir>/results.csv`, one row per dataset × model × split × metric.
 
     Example:
 

@@ -60,7 +60,7 @@ def score(
     QRELS is TREC qrels (query_id 0 doc_id grade), a BEIR qrels TSV (with its header) or JSON
     ({query_id: {doc_id: grade}}), told apart by content; RUN is a TREC run (words after the tag
     ignored, as trec_eval ignores them), an MS MARCO run or a JSON run. No dataset folder is needed.
-    Lines are metric<TAB>query<TAB>value, the means under 'all'; lines starting with # say what was
+    Lines are `metric<TAB>query<TAB>value`, the means under 'all'; lines starting with # say what was
     counted.
 
     Example:
