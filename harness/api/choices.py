@@ -51,14 +51,14 @@ def index_kinds() -> tuple[str, ...]:
 
 def engines() -> tuple[str, ...]:
     """Where the corpus is encoded (--engine)."""
-    from harness.engines.ray_engine import ENGINES
+    from harness.engines import ENGINES
 
     return tuple(ENGINES)
 
 
 def search_places() -> tuple[str, ...]:
     """Where a Ray run searches a flat index (--ray-search)."""
-    from harness.engines.ray_engine import SEARCH_PLACES
+    from harness.engines import SEARCH_PLACES
 
     return tuple(SEARCH_PLACES)
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from harness.engines import SEARCH_PLACES
 from harness.engines.shards import EncodeJob, FanOut, ShardEncoder
 from harness.errors import HarnessError, MissingDependencyError, setting
 from harness.host import environment_variables
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ENGINES = ("local", "ray")
-SEARCH_PLACES = ("sharded", "driver")
 PROBE_TIMEOUT_S = 5.0
 
 

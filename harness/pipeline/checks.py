@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, replace
 
-from harness.engines.ray_engine import ENGINES
+from harness.engines import ENGINES
 from harness.errors import HarnessError, setting
 from harness.io.outputs import check_output_dir
 from harness.pipeline.config import (
