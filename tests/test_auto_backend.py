@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -479,3 +480,23 @@ def test_a_probe_on_other_cores_is_not_recalled_and_one_on_the_same_is(tmp_path)
         assert not first["probe"]["cached"] and again["probe"]["cached"], threads
         keys.add(first["probe"]["key"])
     assert len(keys) == 3 and len(list((tmp_path / "auto-backend").glob("*.json"))) == 3
+
+
+@pytest.mark.parametrize(
+    ("mean", "smallest", "eligible"),
+    [
+        (0.994, 0.98, True),  # both exactly at their bound: within it (the bound is "at least")
+        (math.nextafter(0.994, 0), 0.98, False),
+        (0.994, math.nextafter(0.98, 0), False),
+    ],
+    ids=["at-both-bounds", "mean-one-ulp-under", "min-one-ulp-under"],
+)
+def test_a_cosine_exactly_at_its_bound_is_within_it(mean, smallest, eligible):
+    rows = [
+        {"backend": "torch", "cosine_mean": 1.0, "cosine_min": 1.0, "docs_per_s": 10.0, "vs_torch": 1.0},
+        {"backend": "onnx", "cosine_mean": mean, "cosine_min": smallest, "docs_per_s": 40.0, "vs_torch": 4.0},
+    ]
+    choice = auto.choose(rows, [Candidate("torch"), Candidate("onnx")])
+    judged = {row["backend"]: row["eligible"] for row in choice["candidates"]}
+    assert judged == {"torch": True, "onnx": eligible}
+    assert choice["picked"] == ("onnx" if eligible else "torch")

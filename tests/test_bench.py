@@ -76,6 +76,23 @@ def test_rerun_skips_done_cells_and_force_redoes_them(grid):
     assert "4 cells: 4 done" in _bench(datasets, out, "--top-k", "50").stdout
 
 
+def test_a_cell_done_by_another_release_runs_again(grid):
+    from harness import __version__
+    from harness.records import CONTENT_DIGEST, result_digest
+
+    datasets, out = grid
+    _bench(datasets, out)
+    path = out / "tiny" / "bm25" / "test.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["versions"]["beir-harness"] = "0.0.1"  # an intact result of an older release: digest recomputed
+    data["fingerprints"][CONTENT_DIGEST] = result_digest(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = _bench(datasets, out)
+    assert result.exit_code == 0, result.stderr
+    assert "4 cells: 1 done, 3 skipped" in result.stdout
+    assert json.loads(path.read_text(encoding="utf-8"))["versions"]["beir-harness"] == __version__
+
+
 def test_a_failing_cell_does_not_stop_the_grid(grid, tmp_path):
     datasets, out = grid
     broken = tmp_path / "broken"  # a folder that is there, whose fault shows only when its cell reads it

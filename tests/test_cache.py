@@ -366,3 +366,39 @@ def test_prune_or_clear_of_a_read_only_cache_is_one_line_and_removes_nothing(tin
     )
     assert result.stdout == ""  # no "removed 2 entries" for nothing removed
     assert _cache_files(cache) == before
+
+
+def test_a_read_only_folder_inside_a_writable_cache_is_the_one_named(tiny_beir, tmp_path):
+    from readonly import read_only
+
+    cache = tmp_path / "cache"
+    _run(tiny_beir, tmp_path, CachingFake())
+    before = _cache_files(cache)
+    with read_only(cache / "embeddings"):  # the cache root itself stays writable
+        result = invoke(["cache", "clear", "--yes", "--cache-dir", str(cache)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: {cache / 'embeddings'} is ")
+    assert result.stderr.endswith(f": nothing was removed from the cache {cache} (make it writable first)\n")
+    assert _cache_files(cache) == before
+
+
+def test_a_cache_folder_a_file_of_which_goes_meanwhile_is_still_removed_whole(tmp_path, monkeypatch):
+    from harness.io import cache as cache_module
+
+    folder = tmp_path / "cache" / "embeddings" / "entry"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("a.npy", "b.npy", "sub/c.npy"):
+        (folder / name).write_bytes(b"x")
+    real, calls = shutil.rmtree, []
+
+    def racing_rmtree(path, *args, **kwargs):  # another process removes a file mid-way, once
+        calls.append(path)
+        if len(calls) == 1:
+            (folder / "a.npy").unlink()
+            raise FileNotFoundError(2, "No such file or directory", str(folder / "a.npy"))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(cache_module.shutil, "rmtree", racing_rmtree)
+    cache_module.remove_tree(folder, tmp_path / "cache")
+    assert not folder.exists() and len(calls) == 2
+    cache_module.remove_tree(folder, tmp_path / "cache")  # one already gone: nothing to do, no error

@@ -232,6 +232,21 @@ def test_retries_honour_retry_after_and_survive_500s_drops_and_slow_answers(tiny
     assert result.metrics == local.metrics
 
 
+def test_a_negative_or_past_retry_after_is_no_wait(tiny_beir, service, tmp_path, monkeypatch):
+    """A server's Retry-After of -5, or an HTTP date already past, means retry now (RFC 9110 gives no
+    negative delay): it names no wait, so the client backs off as for any retry, never time.sleep(-5)'s ValueError."""
+    from harness.io import service as client
+
+    assert client.retry_after("-5") == 0.0
+    assert client.retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    service.behaviours = ["normal", "429:-5"]  # the probe, then a 429 with a negative Retry-After
+    waits, real = [], time.sleep
+    monkeypatch.setattr(client.time, "sleep", lambda seconds: waits.append(seconds) or real(seconds))
+    result = evaluate_dataset(_config(tiny_beir, service, tmp_path)).result
+    assert waits == [0.01]  # no wait named (0 s): the first backoff of `_spec`, never a negative sleep
+    assert result.config["endpoint_usage"]["retries"] == 1
+
+
 def test_a_changed_model_behind_the_name_is_reported_and_never_mixed(tiny_beir, service, tmp_path):
     config = _config(tiny_beir, service, tmp_path, chunk_size=2)
     evaluate_dataset(config)

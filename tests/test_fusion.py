@@ -159,6 +159,22 @@ def test_each_method_equals_the_brute_force_reference(spec, seed, depth):
     _assert_same_ranking(fuse(_as_runs(runs), spec), expected, depth, exact)
 
 
+@pytest.mark.parametrize("n_low", [10, 30])
+def test_dbsf_clips_a_score_beyond_three_sigma_to_the_end_of_the_range(n_low):
+    """DBSF's range is μ ± 3σ and a score outside it counts as its end: one 100.0 among n zeros lies
+    √n σ above the mean (population σ), past 3σ once n ≥ 10, so it contributes exactly 1.0, never more."""
+    outlier = {f"z{i:02d}": 0.0 for i in range(n_low)} | {"top": 100.0}
+    flat = dict.fromkeys(outlier, 1.0)  # σ = 0: every document contributes 0.5
+    fused = fuse(_as_runs([{"q": outlier}, {"q": flat}]), FusionSpec("dbsf"))
+    scores = dict(fused.scores_of("q"))
+    mean, sigma = 100.0 / (n_low + 1), statistics.pstdev(outlier.values())
+    assert (100.0 - mean) / sigma > 3  # the premise: the outlier is beyond 3σ
+    assert scores["top"] == pytest.approx(1.0 + 0.5, abs=1e-12)
+    low_part = (0.0 - (mean - 3 * sigma)) / (6 * sigma)
+    assert all(scores[d] == pytest.approx(low_part + 0.5, abs=1e-12) for d in outlier if d != "top")
+    assert all(0.5 <= s <= 1.5 for s in scores.values())
+
+
 def _distinct_runs(seed: int, n_runs: int = 3) -> list[dict[str, dict[str, float]]]:
     """For ranx: every run holds every query (ranx fuses the first run's queries), no ties inside a run
     (ranx's RRF ranks ties in its own order); still partial overlap, lengths 1–25, other scales."""
@@ -302,6 +318,34 @@ def test_fuse_scores_the_fused_run_and_writes_a_result(tiny_beir, tmp_path):
     # The fused result is a result like any other: report shows it as its own column.
     report = invoke(["report", str(out), "--format", "csv"])
     assert data["label"] in report.stdout.splitlines()[0]
+
+
+def test_a_fusion_stores_the_cutoffs_of_the_depth_asked_whatever_its_rankings_hold(tiny_beir, tmp_path):
+    """stored_cutoffs' rule: each standard cutoff up to the fusion's depth (1000 by default), though the tiny
+    rankings hold a handful of documents: @100 and @1000 are stored, as trec_eval computes them."""
+    import json
+
+    import pytrec_eval
+
+    out = tmp_path / "results"
+    bm25, dense = _two_results(tiny_beir, out)
+    result = invoke(["fuse", str(bm25), str(dense), "--output-dir", str(out), "--json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    written = next((out / "tiny" / "fusion").glob("test.rrf_2-runs-*.run.trec"))
+    fused = {q: dict(hits) for q, hits in _trec_lines(written).items()}
+    assert max(len(hits) for hits in fused.values()) < 20  # the premise: every ranking shorter than @20
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (tiny_beir / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        query_id, doc_id, grade = line.split()
+        qrels.setdefault(query_id, {})[doc_id] = int(grade)
+    measures = {f"{m}.{k}" for m in ("ndcg_cut", "recall") for k in (20, 100, 1000)}
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(fused)
+    for k in (20, 100, 1000):
+        for ours, theirs in ((f"nDCG@{k}", f"ndcg_cut_{k}"), (f"Recall@{k}", f"recall_{k}")):
+            assert data["metrics"][ours] == pytest.approx(
+                sum(per_query.get(q, {}).get(theirs, 0.0) for q in qrels) / len(qrels), abs=1e-6
+            ), ours
 
 
 def test_fuse_refuses_different_datasets_altered_and_missing_runs(tiny_beir, tmp_path):

@@ -55,3 +55,15 @@ def test_truncated_keeps_the_name_and_metadata_whether_or_not_it_cuts(depth):
     assert [h.doc_id for h in cut["q"]] == ["c", "b", "a"][:depth]
     assert cut.name == "tag"
     assert dict(cut.metadata) == {"source": "x.trec", "format": "trec"}
+
+
+@pytest.mark.parametrize("stored", [{"label": ""}, {}], ids=["empty-label", "no-label"])
+def test_a_result_read_without_a_label_is_labelled_by_its_model(tmp_path, stored):
+    import json
+
+    from harness.records import Result
+
+    path = tmp_path / "result.json"
+    data = {"dataset": "d", "split": "test", "model": "org/m", "metrics": {}, "per_query": {}, "n_queries": 0}
+    path.write_text(json.dumps({**data, **stored}), encoding="utf-8")
+    assert Result.from_json(path).label == "org/m"

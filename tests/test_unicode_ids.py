@@ -65,6 +65,18 @@ def test_validate_names_the_normalisation(tmp_path):
     ]
 
 
+@pytest.mark.parametrize(("stored", "judged"), [(NFC, NFD), (NFD, NFC)], ids=["nfc-queries", "nfd-queries"])
+def test_validate_names_the_normalisation_of_a_query(tmp_path, stored, judged):
+    root = _folder(tmp_path, "d1", "d1")
+    (root / "queries.jsonl").write_text(json.dumps({"_id": stored, "text": "alpha"}) + "\n")
+    (root / "qrels" / "test.tsv").write_text(f"query-id\tcorpus-id\tscore\n{judged}\td1\t1\n", encoding="utf-8")
+    report = validate_folder(root)
+    assert not report.ok
+    assert [p.message for p in report.problems if p.severity == "error"] == [
+        f"query {judged!r} is not in queries.jsonl ({_hint(judged, stored, 'queries.jsonl')})"
+    ]
+
+
 def test_evaluate_names_the_normalisation_of_a_document_and_a_query(tmp_path, fake_encoder):
     root = _folder(tmp_path, NFD, NFC)
     config = EvaluateConfig(dataset_path=root, output_dir=None, progress=False, k_values=(1,))
