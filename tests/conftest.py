@@ -328,7 +328,8 @@ def http_server():
     Behaviours: ``normal``; ``drop:N`` (send N bytes of the body, then close); ``slow:S`` (the body
     in 20 pieces over S seconds); ``status:503``;
     ``html`` (a 200 HTML page); ``ignore-range`` (200 with the whole body); ``stall:S``
-    (headers, then sleep S seconds); ``redirect:URL``.
+    (headers, then sleep S seconds); ``redirect:URL``; ``range-total:none`` / ``range-total:*`` (a 206 whose
+    ``Content-Range`` is left out or ends in ``/*``: the total is then known only from ``Content-Length``).
     """
     import http.server
     import threading
@@ -370,7 +371,10 @@ def http_server():
                     self._send(416, b"", "text/plain")
                     return
                 self.send_response(206)
-                self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                if kind != "range-total":
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                elif arg == "*":
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/*")
             else:
                 self.send_response(200)
             payload = body[start:]

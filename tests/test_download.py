@@ -66,6 +66,24 @@ def test_dropped_connection_resumes_with_range(served, tmp_path):
     assert 200_000 - NET_CHUNK < _resumed_at(served.requests[1]) <= 200_000
 
 
+@pytest.mark.parametrize("expected_size", [True, False], ids=["registry-size", "no-registry-size"])
+@pytest.mark.parametrize("content_range", ["none", "*"], ids=["no-content-range", "unknown-total"])
+def test_a_resume_whose_206_names_no_total_counts_the_bytes_already_held(
+    served, tmp_path, content_range, expected_size
+):
+    # A 206 with no usable total in Content-Range: its Content-Length is only the rest, so the whole file is what
+    # the part file already holds plus that. The reference is the body itself: its length and hashlib's md5.
+    served.behaviours = ["drop:200000", f"range-total:{content_range}"]
+    path = _fetch(
+        served, tmp_path, md5=hashlib.md5(PAYLOAD).hexdigest(), expected_size=len(PAYLOAD) if expected_size else None
+    )
+    assert path == tmp_path / "data.zip"
+    assert path.read_bytes() == PAYLOAD and md5_file(path) == hashlib.md5(PAYLOAD).hexdigest()
+    assert len(served.requests) == 2 and served.requests[0] == ("/data.zip", None)
+    assert 200_000 - NET_CHUNK < _resumed_at(served.requests[1]) <= 200_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.zip"]
+
+
 def test_server_ignoring_range_restarts_cleanly(served, tmp_path):
     served.behaviours = ["drop:200000", "ignore-range"]
     assert _fetch(served, tmp_path).read_bytes() == PAYLOAD  # the 200 body replaced the part, not appended to it

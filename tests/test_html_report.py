@@ -230,10 +230,7 @@ def _synthetic_results(root: Path, systems: int = 20, datasets: int = 15, querie
             folder / "qrels" / "test.tsv",
         )
         for s in range(systems):
-            per_query = {
-                q: {m: min(1.0, max(0.0, difficulty[q] + rng.gauss(0, 0.1))) for m in ("nDCG@10", "Recall@100")}
-                for q in pools
-            }
+            per_query = {q: {m: min(1.0, max(0.0, difficulty[q] + rng.gauss(0, 0.1))) for m in metrics} for q in pools}
             run = Run.from_scores(
                 {
                     q: {f"doc{d}-{doc}": 10 - r * 0.1 for r, doc in enumerate(rng.sample(pool, 10))}
@@ -241,7 +238,7 @@ def _synthetic_results(root: Path, systems: int = 20, datasets: int = 15, querie
                 },
                 name=f"system{s}",
             )
-            means = {m: rng.random() for m in metrics}
+            means = {m: sum(values[m] for values in per_query.values()) / queries for m in metrics}  # as written
             write_result(
                 Result(
                     f"set{d:02d}",
