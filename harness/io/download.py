@@ -309,7 +309,7 @@ def _total_size(response, have: int) -> int | None:
             return int(content_range.rsplit("/", 1)[1])
     length = response.headers.get("Content-Length")
     if length and _number(length):
-        return int(length)
+        return int(length) + (have if response.status_code == 206 else 0)
     return None
 
 
