@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from readonly import read_only
 
 from harness.errors import DatasetError, FormatError, HarnessError, OutputError
 from harness.io.files import atomic_writer, write_json
@@ -176,25 +177,11 @@ def test_atomic_writer_leaves_previous_file_on_failure(tmp_path):
 
 @pytest.fixture
 def read_only_folder(tmp_path):
-    """A folder nobody can write to: by its permission bits, or as root (who ignores them, as in CI) a
-    read-only bind mount of it onto itself."""
-    import subprocess
-
+    """A folder nobody can write to, root included (`tests/readonly.py`)."""
     folder = tmp_path / "read-only"
     folder.mkdir()
-    if os.geteuid() != 0:
-        folder.chmod(0o500)
+    with read_only(folder):
         yield folder
-        folder.chmod(0o700)
-        return
-    made = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"root without mount rights (no read-only folder possible): {made.stderr.strip()}")
-    try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True, capture_output=True)
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 def test_atomic_writer_read_only_folder(read_only_folder):
