@@ -1,13 +1,15 @@
-"""BM25 and learned-sparse indexing at growing corpus sizes: time per phase and peak RSS.
+"""BM25 and learned-sparse indexing at growing corpus sizes: time per phase and peak RSS; learned-sparse search.
 
-Figures: BENCHMARKS.md, "BM25 and learned-sparse indexing at scale".
+Figures: BENCHMARKS.md, "BM25 and learned-sparse indexing at scale" and "Learned sparse retrieval at scale"
+(``--kind learned-search``).
 
 Usage (from the repository root):
 
     python benchmarks/sparse_index_scale.py [--kind bm25] [--sizes 250000,500000,1000000] [--queries 1000]
     python benchmarks/sparse_index_scale.py --kind bm25 --variant strings    # the BM25 build before term ids
     python benchmarks/sparse_index_scale.py --kind learned --sizes 250000,500000,1000000
-    python benchmarks/sparse_index_scale.py --smoke     # seconds: 3,000 documents of each kind
+    python benchmarks/sparse_index_scale.py --kind learned-search [--sizes 100000,300000,1000000] [--queries 300]
+    python benchmarks/sparse_index_scale.py --smoke     # seconds: 3,000 documents of each kind, 2,000 rows searched
 
 Each size runs in a fresh process (its peak RSS is `resource.getrusage`'s ``ru_maxrss`` of that process
 alone). BM25 (``--kind bm25``): a seeded synthetic corpus is streamed into `BM25Retriever.index`, the
@@ -16,21 +18,29 @@ corpus.jsonl, whose reader streams): MS MARCO-like passages of 20-92 words (mean
 Zipfian (s = 1) vocabulary of 1,000,000 made-up words whose 33 most frequent are Lucene's stop words;
 then ``--queries`` queries of 2-8 words are searched at depth 100. ``--variant strings`` indexes as the
 harness did before the term-ids build (every term kept as a str, bm25s given the lists of str), for the
-before/after comparison. Learned sparse (``--kind learned``): SPLADE-like rows (``sparse_scale.rows``:
+before/after comparison. Learned sparse (``--kind learned``): SPLADE-like rows (`rows`:
 ~120 active dimensions of 30,522 a document, ~40 a query) added to `SparseIndex` in chunks of 1,024
 rows as `evaluate` adds them, the posting lists built, then the queries searched at depth 100;
 ``--variant stacked`` builds the posting lists as before the in-place build (stack the chunks, then transpose:
 two copies). No model runs: the rows are what an encoder would give, so the figures are the harness's index alone.
 The "index" phase includes generating the corpus; the generator alone is timed on the smallest size.
 A size whose fit (from the sizes already run) predicts more than ``--max-rss-gb`` is skipped, not run.
+
+Learned-sparse search (``--kind learned-search``; defaults ``--sizes 100000,300000,1000000 --queries 300``):
+all sizes in this one process, the same SPLADE-like rows (positive float32 weights, dimension frequencies
+Zipf-like as in text) added to `SparseIndex` in chunks of 1,024 rows; then the queries are searched for the
+top 100. Prints, per size: the time to build the posting lists (the adds not included), the search time, and
+the process's peak RSS growth.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -155,13 +165,28 @@ def run_bm25(n: int, n_queries: int, variant: str):
     )
 
 
+def rows(rng, n: int, active: int, vocabulary: int):
+    """`n` SPLADE-like rows: `active` dimensions of `vocabulary` drawn Zipf-like (duplicates summed)."""
+    import numpy as np
+    import scipy.sparse
+
+    weights = 1.0 / np.arange(1, vocabulary + 1) ** 0.8
+    weights /= weights.sum()
+    columns = rng.choice(vocabulary, size=(n, active), p=weights)
+    data = rng.random((n, active), dtype=np.float32) * 2
+    matrix = scipy.sparse.csr_matrix(
+        (data.ravel(), (np.repeat(np.arange(n), active), columns.ravel())), shape=(n, vocabulary), dtype=np.float32
+    )
+    matrix.sum_duplicates()
+    return matrix
+
+
 def run_learned(n: int, n_queries: int, variant: str):
     """SPLADE-like rows into `SparseIndex` in 1,024-row chunks, posting lists built, queries searched."""
     import resource
     import time
 
     import numpy as np
-    from sparse_scale import rows
 
     from harness.retrieval.learned_sparse import SparseIndex
 
@@ -187,6 +212,36 @@ def run_learned(n: int, n_queries: int, variant: str):
     return index_s, time.perf_counter() - started, after_index, {"postings": postings, "rss_start": rss_start}
 
 
+def learned_search(sizes: list[int], n_queries: int) -> None:
+    """All `sizes` in this process: posting lists built, queries searched, peak RSS growth; one row a size."""
+    import numpy as np
+
+    from harness.retrieval.learned_sparse import SparseIndex
+
+    rng = np.random.default_rng(0)
+    queries = rows(rng, n_queries, 40, 30522)
+    query_ids = [f"q{i}" for i in range(n_queries)]
+    print(f"{'docs':>9} {'nnz/doc':>8} {'build s':>8} {'search s':>9} {'ms/query':>9} {'peak RSS +MB':>13}")
+    for size in sizes:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        index = SparseIndex()
+        for start in range(0, size, 1024):
+            n = min(1024, size - start)
+            index.add([f"d{start + i}" for i in range(n)], rows(rng, n, 120, 30522))
+        started = time.perf_counter()
+        index._matrix()
+        build = time.perf_counter() - started
+        started = time.perf_counter()
+        index.search(query_ids, queries, 100)
+        search = time.perf_counter() - started
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(
+            f"{size:>9,} {index._matrix().nnz / size:>8.1f} {build:>8.2f} {search:>9.2f} "
+            f"{1000 * search / n_queries:>9.1f} {(peak - before) / 1024:>13.0f}"
+        )
+        del index
+
+
 def child(kind: str, variant: str, n: int, n_queries: int) -> dict:
     """One size in a fresh process."""
     here = str(Path(__file__).resolve().parent)
@@ -210,20 +265,29 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", choices=["bm25", "learned"], default="bm25")
+    parser.add_argument(
+        "--kind",
+        choices=["bm25", "learned", "learned-search"],
+        default="bm25",
+        help="learned-search: learned-sparse build and search time and RSS growth, all sizes in one process",
+    )
     parser.add_argument(
         "--variant",
         choices=["ids", "strings", "in-place", "stacked"],
         default=None,
         help="bm25: ids (default) or strings (the build before term ids); learned: in-place (default) or stacked",
     )
-    parser.add_argument("--sizes", default="250000,500000,1000000")
-    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--sizes", default=None, help="[250000,500000,1000000; learned-search: 100000,300000,1000000]")
+    parser.add_argument("--queries", type=int, default=None, help="[1000; learned-search: 300]")
     parser.add_argument("--max-rss-gb", type=float, default=8.0, help="skip a size the fit puts above this")
     parser.add_argument("--target", type=int, default=8_841_823, help="the size the fit is extrapolated to")
     parser.add_argument("--smoke", action="store_true", help="seconds, 3,000 documents: proves the script runs")
     args = parser.parse_args()
     print(_smoke.host_line())
+    if args.kind == "learned-search" and not args.smoke:
+        learned_search([int(size) for size in (args.sizes or "100000,300000,1000000").split(",")], args.queries or 300)
+        return 0
+    args.sizes, args.queries = args.sizes or "250000,500000,1000000", args.queries or 1000
     kinds = [(args.kind, args.variant or ("ids" if args.kind == "bm25" else "in-place"))]
     if args.smoke:
         print(_smoke.NOTICE)
@@ -238,6 +302,9 @@ def main() -> int:
         )
     for kind, variant in kinds:
         measure(kind, variant, sizes, args)
+    if args.smoke:  # the learned-sparse search part: 2,000 rows, 20 queries
+        print("learned-search, all sizes in this process:")
+        learned_search([2000], 20)
     return 0
 
 

@@ -37,7 +37,6 @@ RESULT_LINES = {
         rf"^demo +{NUMBER} ",
         r"^largest \|delta\| vs bm25 · pyserini flat: ",
     ],
-    "cache_warm.py": [rf"^warm / cold = {NUMBER}", r"all metrics identical: True$"],
     "checkpoint.py": [
         rf"^rerun {NUMBER} s = {NUMBER} of the uninterrupted run; metrics identical: True",
         r"^store with checkpoints / without = .*identical bytes: True",
@@ -59,6 +58,8 @@ RESULT_LINES = {
         rf"^incremental / cold encode = {NUMBER}",
         r"^nfcorpus after the team corpus: .* as expected: True$",
         rf"^lookup / search = {NUMBER}",
+        rf"^warm / cold = {NUMBER}",  # the --cold-warm part
+        r"all metrics identical: True$",
     ],
     "index_choices.py": [rf"^synthetic ivfpq .* {NUMBER}", rf"^synthetic sq8 +{NUMBER}"],
     "llm_judge.py": [rf"^  concurrency 16: +{NUMBER} pairs/s", r"^  rerun from the cache: .* 0 requests$"],
@@ -92,13 +93,13 @@ RESULT_LINES = {
         rf"^streamed / in memory = {NUMBER}; identical runs: True$",
     ],
     "search_scale.py": [rf"^projected for MS MARCO .*: {NUMBER} s"],
-    "sparse_scale.py": [rf"^ +2,000 +{NUMBER} +{NUMBER}"],
     "sparse_index_scale.py": [
         rf"^bm25 \(strings\): +3,000 +[\d,]+ +{NUMBER}",
         rf"^bm25 \(ids\): +3,000 +[\d,]+ +{NUMBER}",
         rf"^learned \(stacked\): +3,000 +[\d,]+ +{NUMBER}",
         rf"^learned \(in-place\): +3,000 +[\d,]+ +{NUMBER}",
         r"^learned \(in-place\): fitted from",
+        rf"^ +2,000 +{NUMBER} +{NUMBER}",  # the --kind learned-search part
     ],
     "suite.py": [
         rf"^\| BEIR's pipeline \| {NUMBER} ",
