@@ -22,14 +22,14 @@ from harness.errors import DatasetError
 from harness.judging.merge import judgment_votes, merge_judgments
 
 
-def _folder(tmp_path: Path, qrels: str | None = None) -> Path:
+def _folder(tmp_path: Path, qrels: str | None = None, docs: int = 6, queries: int = 3) -> Path:
     root = tmp_path / "set"
     (root / "qrels").mkdir(parents=True)
     (root / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n" for i in range(1, 7))
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n" for i in range(1, docs + 1))
     )
     (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(1, 4))
+        "".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(1, queries + 1))
     )
     if qrels is not None:
         (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
@@ -450,15 +450,7 @@ def mean_by_hand(grades, ties="low"):
 
 
 def _four_doc_folder(tmp_path: Path) -> Path:
-    root = tmp_path / "set"
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n" for i in range(1, 5))
-    )
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(1, 3))
-    )
-    return root
+    return _folder(tmp_path, docs=4, queries=2)
 
 
 def _qrels_with_header(root: Path) -> dict[tuple[str, str], int]:

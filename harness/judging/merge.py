@@ -435,10 +435,7 @@ def merge_judgments(
         raise _refusal(
             f"{len(conflicts)} pairs with disagreeing grades under the strict policy (resolve by "
             "majority, mean or max, or settle them; nothing written):",
-            [
-                f"({q}, {d}): " + ", ".join(f"{annotator_text(a)}={g}" for a, g in sorted(v.items()))
-                for q, d, v in conflicts
-            ],
+            _grades_of(conflicts),
         )
     resolved = {pair: resolve(list(v.values()), policy, ties) for pair, v in votes.items()}
     undecided = [(q, d, votes[q, d]) for (q, d), g in sorted(resolved.items()) if g is None]
@@ -446,10 +443,7 @@ def merge_judgments(
         raise _refusal(
             f"{len(undecided)} pairs the {policy} policy cannot decide, and --ties refuse (pass "
             "--ties low or --ties high, or settle them; nothing written):",
-            [
-                f"({q}, {d}): " + ", ".join(f"{annotator_text(a)}={g}" for a, g in sorted(v.items()))
-                for q, d, v in undecided
-            ],
+            _grades_of(undecided),
         )
     n_ties = sum(1 for pair, v in votes.items() if resolve(list(v.values()), policy, "refuse") is None)
     changed = [
@@ -562,6 +556,11 @@ def _write(
     write_provenance(target, provenance)
     with atomic_writer(target, "wb") as handle:  # gzip without a time stamp: the same qrels, the same bytes
         handle.write(gzip.compress(body.encode(), mtime=0) if target.name.endswith(".gz") else body.encode())
+
+
+def _grades_of(pairs: list[tuple[str, str, dict[str, int]]]) -> list[str]:
+    """One line per (query, document, annotator → grade) of a refusal: ``(q1, d3): ann=1, bob=2``."""
+    return [f"({q}, {d}): " + ", ".join(f"{annotator_text(a)}={g}" for a, g in sorted(v.items())) for q, d, v in pairs]
 
 
 def _same(path: Path, text: str) -> bool:
