@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,104 @@ def proc_bytes(path: str, field: str) -> int | None:
     except OSError:
         return None
     return None
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """A Python child run by `run_measured`: its exit status, its output, and its own peak memory in bytes."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_bytes: int | None  # the child's own high-water mark (VmHWM), read by the child as it exits
+    peak_anon_bytes: int | None  # the largest anonymous resident set (RssAnon) seen while it ran, sampled
+
+
+# The measured child's first code: registers the exit hook, then runs what it was asked to (`run_as_measured`).
+LAUNCHER = "import sys; from harness.metering import run_as_measured; run_as_measured(sys.argv[1], sys.argv[2:])"
+
+
+def run_measured(
+    args: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    sample_seconds: float = 0.02,
+) -> MeasuredRun:
+    """Run ``python ARGS`` (a script and its arguments, ``-c CODE ...`` or ``-m MODULE ...``) in a fresh
+    interpreter and measure the child's own peak memory: the one way every benchmark measures it.
+
+    The child reports its own ``VmHWM`` as it exits (`run_as_measured`), the high-water mark of its own
+    process image. Not ``ru_maxrss`` (of ``RUSAGE_SELF`` in the child or ``RUSAGE_CHILDREN`` here): Linux
+    carries that over ``fork`` and ``exec``, so a small child started by a 2 GB parent reports 2 GB. While it
+    runs, this process samples the child's anonymous memory (``RssAnon``: its resident set less the pages of
+    mapped files, which the kernel can drop and read again) every `sample_seconds`. Either figure is None
+    where ``/proc`` is missing (macOS, Windows); `peak_bytes` falls back to the last sample when the child
+    dies before its exit hook runs.
+    """
+    import subprocess
+    import tempfile
+    import threading
+
+    fd, report = tempfile.mkstemp(prefix="beir-harness-peak-")
+    os.close(fd)
+    seen = {"VmHWM": None, "RssAnon": None}
+    stop = threading.Event()
+    try:
+        with subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER, report, *args],
+            env=env,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as proc:
+
+            def sample() -> None:
+                while not stop.is_set():
+                    for field in seen:
+                        value = proc_bytes(f"/proc/{proc.pid}/status", field)
+                        if value is not None:
+                            seen[field] = max(value, seen[field] or 0)
+                    stop.wait(sample_seconds)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            try:
+                stdout, stderr = proc.communicate()
+            finally:
+                stop.set()
+                sampler.join()
+        text = Path(report).read_text(encoding="ascii").strip()
+    finally:
+        Path(report).unlink(missing_ok=True)
+    peak = int(text) if text.isdigit() else seen["VmHWM"]
+    return MeasuredRun(proc.returncode, stdout, stderr, peak, seen["RssAnon"])
+
+
+def run_as_measured(report: str, args: Sequence[str]) -> None:
+    """The child's side of `run_measured`: write this process's ``VmHWM`` into the file `report` at exit (the
+    last exit hook to run), then run ``python ARGS`` as the interpreter would (``sys.argv`` and, for a script,
+    its folder first on ``sys.path``)."""
+    import atexit
+    import runpy
+
+    def write_peak() -> None:
+        peak = high_water_bytes()
+        Path(report).write_text("" if peak is None else str(peak), encoding="ascii")
+
+    atexit.register(write_peak)  # registered first, so it runs last
+    args = list(args)
+    if args[0] == "-c":
+        sys.argv = ["-c", *args[2:]]
+        exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    elif args[0] == "-m":
+        sys.argv = [args[1], *args[2:]]
+        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = args
+        sys.path.insert(0, str(Path(args[0]).resolve().parent))
+        runpy.run_path(args[0], run_name="__main__")
 
 
 def tree_bytes(paths: Iterable[Path | None]) -> int:

@@ -48,6 +48,15 @@ RESULT_LINES = {
     "compression.py": [r"warm sweep of 20 cells", rf"^  64  binary rescore2 +{NUMBER}"],
     "convert_scale.py": [rf"^ +300 +{NUMBER} +{NUMBER}"],
     "endpoint.py": [rf"^  concurrency 16: +{NUMBER} texts/s"],
+    "flat_search.py": [
+        rf"^GEMM fp32 \(numpy's BLAS\) at \d+ x \d+ x \d+: {NUMBER} GFLOP/s",  # pace
+        rf"^  in memory .* {NUMBER}% of the GEMM rate",
+        rf"^streamed / in memory = {NUMBER}; identical runs: True$",
+        rf"^projected for MS MARCO .*: {NUMBER} s",  # faiss
+        rf"^  ray-sharded \(\d+ shards, 2-CPU local cluster\): {NUMBER} s",  # ray
+        r"^driver peak RSS: local flat \d+ MiB, ray-sharded \d+ MiB",
+        r"^sharded / local = .*identical runs: True$",
+    ],
     "fusion.py": [rf"^  dbsf\(bm25, hash:64\) +nDCG@10 {NUMBER}", rf"^  dbsf +fuse +{NUMBER} s +score"],
     "gpu.py": [
         r"^no GPU: smoke on CPU",
@@ -70,14 +79,11 @@ RESULT_LINES = {
         rf"^  onnx-int8 +{NUMBER} +{NUMBER}x torch",
         rf"^  demo +{NUMBER} ",
     ],
-    "pool.py": [r"^depth +10: \d+ pairs to judge over \d+ queries", r"^judging page: \d+ pairs .* MB$"],
-    "pool_strategies.py": [
-        rf"^\| lesson \| 10% \| depth \| \d+ of \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}% of \d+ \|",
+    "pool.py": [
+        r"^depth +10: \d+ pairs to judge over \d+ queries",  # cost
+        r"^judging page: \d+ pairs .* MB$",
+        rf"^\| lesson \| 10% \| depth \| \d+ of \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}% of \d+ \|",  # budgets
         rf"^\| lesson \| 50% \| rbp \| \d+ of \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}% of \d+ \|",
-    ],
-    "ray_search.py": [
-        rf"^  ray-sharded \(\d+ shards, 2-CPU local cluster\): {NUMBER} s",
-        r"^sharded / local = .*identical runs: True$",
     ],
     "rerank.py": [r"^depth +10: +\d+ pairs"],
     "scale.py": [
@@ -87,12 +93,6 @@ RESULT_LINES = {
         r"^\| nfcorpus \| 3,633 \| 323 \| 0\.01 GiB → in memory",
     ],
     "scifact_reproduction.py": [rf"^nDCG@10 +{NUMBER}", r"^encode throughput: "],
-    "search_pace.py": [
-        rf"^GEMM fp32 \(numpy's BLAS\) at \d+ x \d+ x \d+: {NUMBER} GFLOP/s",
-        rf"^  in memory .* {NUMBER}% of the GEMM rate",
-        rf"^streamed / in memory = {NUMBER}; identical runs: True$",
-    ],
-    "search_scale.py": [rf"^projected for MS MARCO .*: {NUMBER} s"],
     "sparse_index_scale.py": [
         rf"^bm25 \(strings\): +3,000 +[\d,]+ +{NUMBER}",
         rf"^bm25 \(ids\): +3,000 +[\d,]+ +{NUMBER}",

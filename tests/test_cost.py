@@ -197,6 +197,43 @@ def test_children_peak_rss_counts_a_child_process():
     assert peak_rss()["children"] >= 200 * 2**20
 
 
+MIB = 2**20
+HOLD = """
+import resource, sys, time
+held = bytearray(int(sys.argv[1]) * 2**20); held[::4096] = b"x" * len(held[::4096])
+time.sleep(1.0)  # long enough for the parent's 20 ms sampler to see it
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # what a child measuring itself that way reports
+sys.exit(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("form", ["code", "script"])
+def test_run_measured_reports_the_childs_own_peak_not_its_parents(tmp_path, form):
+    """A child holding 100 MiB, started by a parent holding 300 MiB: `run_measured` reports the child's 100 MiB
+    (and its interpreter), not the parent's 300, which the child's own ``ru_maxrss`` does carry over."""
+    from harness.metering import run_measured
+
+    parent = bytearray(300 * MIB)
+    parent[::4096] = b"x" * len(parent[::4096])
+    script = tmp_path / "hold.py"
+    script.write_text(HOLD, encoding="utf-8")
+    args = ["-c", HOLD, "100", "3"] if form == "code" else [str(script), "100", "3"]
+    child = run_measured(args)
+    assert child.returncode == 3, child.stderr  # its exit status and output come back as they were
+    assert 100 * MIB <= child.peak_bytes < 250 * MIB
+    assert 100 * MIB <= child.peak_anon_bytes <= child.peak_bytes
+    assert int(child.stdout.split()[-1]) >= 300 * MIB  # ru_maxrss inherited the parent's size: why VmHWM
+    del parent
+
+
+def test_run_measured_falls_back_to_its_samples_when_the_child_skips_its_exit_hooks():
+    from harness.metering import run_measured
+
+    code = HOLD.replace("sys.exit(int(sys.argv[2]))", "import os; os._exit(0)")
+    child = run_measured(["-c", code, "100", "0"])
+    assert child.returncode == 0 and 100 * MIB <= child.peak_bytes < 250 * MIB
+
+
 def _cost_report(root: Path, fmt: str, *extra: str) -> str:
     result = invoke(["report", str(root), "--cost", "--format", fmt, "--metric", "nDCG@3", *extra])
     assert result.exit_code == 0, result.output
