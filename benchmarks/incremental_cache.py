@@ -123,7 +123,7 @@ def team_first(nfcorpus: Path, work: Path, model: str) -> None:
 def lookup_overhead(n_docs: int, n_queries: int, dimension: int, work: Path) -> None:
     import numpy as np
 
-    from harness.io.textcache import TextStore
+    from harness.io.cache.texts import TextStore
     from harness.retrieval.index import IndexSpec, VectorIndex
 
     store = TextStore(work / "cache-lookup", {"kind": "doc", "model": {"name": "synthetic"}})

@@ -41,7 +41,7 @@ def _run(folder, tmp_path, encoder, **overrides):
 
 
 def _without_texts(tmp_path) -> None:
-    """Remove the vectors cached by text (`harness.io.textcache`), so the corpus and query entries are all there is."""
+    """Remove the vectors cached by text (`harness.io.cache.texts`), so the corpus and query entries are all there is."""
     shutil.rmtree(tmp_path / "cache" / "texts")
 
 
@@ -84,7 +84,7 @@ def test_damaged_chunk_is_recomputed_with_a_warning(tiny_beir, tmp_path, caplog)
         data = bytearray(path.read_bytes())
         data[-1] ^= 0xFF
         path.write_bytes(bytes(data))
-    _without_texts(tmp_path)  # the entry alone (with the store by text, nothing is encoded: test_textcache.py)
+    _without_texts(tmp_path)  # the entry alone (with the store by text, nothing is encoded: test_cache_texts.py)
     encoder = CachingFake()
     with caplog.at_level(logging.WARNING, logger="harness"):
         warm = _run(tiny_beir, tmp_path, encoder)
@@ -102,7 +102,7 @@ def test_truncated_chunk_is_recomputed(tiny_beir, tmp_path):
     assert len(chunks) == 2  # corpus and queries
     for path in chunks:
         path.write_bytes(path.read_bytes()[:40])
-    _without_texts(tmp_path)  # the entry alone (with the store by text, nothing is encoded: test_textcache.py)
+    _without_texts(tmp_path)  # the entry alone (with the store by text, nothing is encoded: test_cache_texts.py)
     encoder = CachingFake()
     warm = _run(tiny_beir, tmp_path, encoder)
     assert _docs_encoded(encoder) == 5 and len(encoder.query_texts) == 3  # recomputed, not read
@@ -302,7 +302,7 @@ def test_a_pickle_planted_in_the_cache_is_never_loaded(tiny_beir, tmp_path):
     for path in chunks:
         with open(path, "wb") as handle:
             np.save(handle, np.array([_Planted(marker)], dtype=object), allow_pickle=True)
-    _without_texts(tmp_path)  # the entry alone (with the store by text, nothing is encoded: test_textcache.py)
+    _without_texts(tmp_path)  # the entry alone (with the store by text, nothing is encoded: test_cache_texts.py)
     encoder = CachingFake()
     warm = _run(tiny_beir, tmp_path, encoder)
     assert not marker.exists()
@@ -383,7 +383,7 @@ def test_a_read_only_folder_inside_a_writable_cache_is_the_one_named(tiny_beir, 
 
 
 def test_a_cache_folder_a_file_of_which_goes_meanwhile_is_still_removed_whole(tmp_path, monkeypatch):
-    from harness.io import cache as cache_module
+    from harness.io.cache import upkeep as cache_module
 
     folder = tmp_path / "cache" / "embeddings" / "entry"
     (folder / "sub").mkdir(parents=True)

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from test_cache import CachingFake
 
 from harness.io.cache import embedding_entry, list_entries
-from harness.io.textcache import TextStore, prune_cache, reading, text_digests
+from harness.io.cache.texts import TextStore, text_digests
+from harness.io.cache.upkeep import prune_cache, reading
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 
@@ -390,7 +391,7 @@ def _prompted(prompt: str):
     )
 )
 def test_queries_and_documents_of_the_same_text_keep_their_own_vectors(runs):
-    from harness.io.textcache import encode_with_store, text_stores
+    from harness.io.cache.texts import encode_with_store, text_stores
 
     encode_doc, encode_query = _prompted("passage: ")[0], _prompted("query: ")[0]
     seen: dict[str, set[str]] = {"doc": set(), "query": set()}
@@ -412,7 +413,7 @@ def test_queries_and_documents_of_the_same_text_keep_their_own_vectors(runs):
 def test_queries_share_one_store_whatever_the_document_text_rule(tmp_path):
     """The text rule says how a document's title and text are joined; a query has no title, so its vectors do not
     depend on the rule: queries encoded under one rule are found under another, documents are encoded again."""
-    from harness.io.textcache import encode_with_store, text_stores
+    from harness.io.cache.texts import encode_with_store, text_stores
 
     texts = ["red apples", "green pears", "red apples"]
     reference = _prompted("")[0](texts)  # a fresh encode, not the store's

@@ -12,8 +12,8 @@ import filelock  # noqa: F401 - imported before fcntl is hidden: the platform's 
 import pytest
 
 from harness.datasets.install import locked
+from harness.io.cache.upkeep import prune_cache, reading
 from harness.io.files import hold_lock
-from harness.io.textcache import prune_cache, reading
 
 
 def _taken(path, shared: bool = False) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.api.settings import third_party_bars
-from harness.io.textcache import parse_duration
+from harness.io.cache.upkeep import parse_duration
 from harness.pipeline.environment import format_bench, format_environment, format_gemm  # noqa: F401 - the command line's
 from harness.presentation import parse_size
 
@@ -78,7 +78,7 @@ def cache_size(cache_dir: str | Path | None = None) -> dict[str, int]:
         Bytes per top-level folder (``embeddings``, ``texts``, ``models``, ``indexes``, ...) and ``total``.
     """
     from harness.io.cache import cache_dir as resolve
-    from harness.io.textcache import cache_usage
+    from harness.io.cache.upkeep import cache_usage
 
     return cache_usage(resolve(cache_dir))
 
@@ -103,8 +103,8 @@ def prune_cache(
         ``removed`` (kind, path, bytes, last use of each) and ``usage`` (bytes per cache folder, after).
     """
     from harness.io.cache import cache_dir as resolve
-    from harness.io.textcache import cache_usage
-    from harness.io.textcache import prune_cache as prune
+    from harness.io.cache.upkeep import cache_usage
+    from harness.io.cache.upkeep import prune_cache as prune
 
     root = resolve(cache_dir)
     seconds = parse_duration(older_than) if isinstance(older_than, str) else older_than

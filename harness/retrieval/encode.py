@@ -150,7 +150,7 @@ def encode_corpus(
         checkpoint_seconds: The most encoding time a kill can lose inside a chunk (0: a piece
             after every batch).
         token_budget: Batch by tokens instead of by count (see `plan_batches`).
-        texts: The vectors cached by text (`harness.io.textcache.TextStore`): a chunk encodes only the texts
+        texts: The vectors cached by text (`harness.io.cache.texts.TextStore`): a chunk encodes only the texts
             it lacks (each once), and what it encodes goes into it, checkpoints included.
         counts: Incremented with ``encoded`` (texts sent to the encoder) and ``cached`` (the rest).
 
@@ -204,7 +204,7 @@ def encode_corpus(
 
 
 class TextStore(Protocol):
-    """Vectors found by their text (`harness.io.textcache.TextStore`), as `encode_corpus` sees it."""
+    """Vectors found by their text (`harness.io.cache.texts.TextStore`), as `encode_corpus` sees it."""
 
     def lookup(self, texts: Sequence[str], dimension: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         """(The rows of `texts` it holds, their vectors; None when it holds none)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.errors import OutputError
 from harness.io.cache import CacheCorrupt, content_key, embedding_entry
-from harness.io.textcache import encode_with_store
+from harness.io.cache.texts import encode_with_store
 from harness.pipeline.stages import CorpusState
 from harness.records import Query
 from harness.retrieval.compress import CompressionSpec

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from harness.errors import HarnessError, OutputError, setting
 from harness.io.cache import cache_dir, cache_record, embedding_entry
+from harness.io.cache.texts import text_stores, vector_counts
+from harness.io.cache.upkeep import reading
 from harness.io.lines import content_digest
-from harness.io.textcache import reading, text_stores, vector_counts
 from harness.metering import tree_bytes
 from harness.pipeline.config import EvaluateConfig, load_model
 from harness.pipeline.dense.cache import (
