@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -402,3 +403,75 @@ def test_a_cache_folder_a_file_of_which_goes_meanwhile_is_still_removed_whole(tm
     cache_module.remove_tree(folder, tmp_path / "cache")
     assert not folder.exists() and len(calls) == 2
     cache_module.remove_tree(folder, tmp_path / "cache")  # one already gone: nothing to do, no error
+
+
+# --- a cache written before the one store -------------------------------------------------------------------------
+
+BEFORE = Path(__file__).parent / "data" / "cache-before"  # written by io/cache.py + io/textcache.py at 9bf76a9
+
+
+def _fresh_vectors(encoder, folder) -> dict[str, np.ndarray]:
+    from harness.io.formats import iter_corpus
+    from harness.records import doc_text
+
+    return {doc.doc_id: encoder._vector(doc_text(doc)) for doc in iter_corpus(folder / "corpus.jsonl")}
+
+
+def test_a_cache_written_before_the_one_store_is_read_as_it_is(tiny_beir, tmp_path):
+    """``complete/``: a run with chunks of 2 (three chunks, a query entry, merged segments by text). The new code
+    finds the same keys, encodes nothing, and scores as a run without any cache; by text alone too."""
+    shutil.copytree(BEFORE / "complete", tmp_path / "cache")
+    keys = sorted(p.name for p in (BEFORE / "complete" / "embeddings").iterdir())
+    reference = _run(tiny_beir, tmp_path, CachingFake(), cache=False)
+    warm_encoder = CachingFake()
+    warm = _run(tiny_beir, tmp_path, warm_encoder, chunk_size=2)
+    assert _docs_encoded(warm_encoder) == 0 and warm_encoder.query_texts == []
+    assert warm.result.config["embedding_cache"] == "hit" and warm.result.metrics == reference.result.metrics
+    assert sorted(p.name for p in (tmp_path / "cache" / "embeddings").iterdir()) == keys  # the same keys, no new one
+    (corpus,) = [e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus"]
+    from harness.io.cache import embedding_entry
+
+    inputs = json.loads((Path(corpus["path"]) / "key.json").read_text())["inputs"]
+    stored = {i: v for ids, vecs in embedding_entry(tmp_path / "cache", inputs).chunks() for i, v in zip(ids, vecs)}
+    expected = _fresh_vectors(CachingFake(), tiny_beir)
+    assert sorted(stored) == sorted(expected)
+    for doc_id, vector in expected.items():
+        np.testing.assert_array_equal(stored[doc_id], vector)
+    shutil.rmtree(tmp_path / "cache" / "embeddings")  # the segments by text alone
+    by_text = CachingFake()
+    outcome = _run(tiny_beir, tmp_path, by_text)
+    assert (
+        _docs_encoded(by_text) == 0 and by_text.query_texts == [] and outcome.result.metrics == reference.result.metrics
+    )
+    assert outcome.result.cost["vectors"] == {
+        "docs_cached": 5,
+        "docs_encoded": 0,
+        "queries_cached": 3,
+        "queries_encoded": 0,
+        "rejected": 0,
+    }
+
+
+def test_a_run_killed_before_the_one_store_resumes_from_its_checkpoints(tiny_beir, tmp_path):
+    """``interrupted/``: one chunk of 5, a batch of 1, a checkpoint after each batch, killed at the third batch:
+    three pieces and three segments by text. The new code encodes the two documents left, under the same key."""
+    from harness.runtimes.spec import EncoderSpec
+
+    shutil.copytree(BEFORE / "interrupted", tmp_path / "cache")
+    (key,) = [p.name for p in (BEFORE / "interrupted" / "embeddings").iterdir()]
+    resumed = CachingFake()
+    config = EvaluateConfig(
+        dataset_path=tiny_beir,
+        output_dir=None,
+        progress=False,
+        cache_dir=tmp_path / "cache",
+        k_values=(1, 10),
+        chunk_size=5,
+        checkpoint_seconds=0,
+        encoder=EncoderSpec(batch_size=1),
+    )
+    outcome = evaluate_dataset(config, encoder=resumed)
+    assert _docs_encoded(resumed) == 2 and outcome.result.config["embedding_cache"] == "stored"
+    assert outcome.result.metrics == _run(tiny_beir, tmp_path, CachingFake(), cache=False).result.metrics
+    (corpus,) = [e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus"]
+    assert corpus["key"] == key and corpus["complete"] and corpus["rows"] == 5
