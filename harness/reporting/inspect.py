@@ -207,17 +207,17 @@ def format_p(p: float) -> str:
 
 
 def format_compare(first: Result, second: Result, tests: Sequence, alpha: float = 0.05) -> str:
-    """A table: metric, A, B, B − A, p (t-test), p (randomization), and per query: B wins / ties / A wins."""
+    """A table: metric, A, B, B − A, p (t-test), p (randomization), p (bootstrap), and per query: B wins / ties / A wins."""
     lines = [
         f"A = {display_label(first)}  ({first.where})",
         f"B = {display_label(second)}  ({second.where})",
         f"{first.dataset} [{first.split}], {tests[0].n_queries if tests else 0} judged queries; "
-        f"* p < {alpha} in both tests",
+        f"* p < {alpha} in all three tests",
         "",
     ]
-    table = [["metric", "A", "B", "B - A", "p t-test", "p random", "", "B wins / ties / A wins"]]
+    table = [["metric", "A", "B", "B - A", "p t-test", "p random", "p bootstrap", "", "B wins / ties / A wins"]]
     for t in tests:
-        star = "*" if t.p_t_test < alpha and t.p_randomization < alpha else ""
+        star = "*" if max(t.p_t_test, t.p_randomization, t.p_bootstrap) < alpha else ""
         table.append(
             [
                 t.metric,
@@ -226,8 +226,9 @@ def format_compare(first: Result, second: Result, tests: Sequence, alpha: float 
                 metric_text(t.difference, signed=True),
                 format_p(t.p_t_test),
                 format_p(t.p_randomization),
+                format_p(t.p_bootstrap),
                 star,
                 f"{t.wins} / {t.ties} / {t.losses}",
             ]
         )
-    return "\n".join(lines + align(table, right=[False, True, True, True, True, True, False, True]))
+    return "\n".join(lines + align(table, right=[False, True, True, True, True, True, True, False, True]))

@@ -1,0 +1,349 @@
+"""Rank resolution (`harness.evaluation.resolution`) against independent references: scipy's ``ttest_rel`` and
+``permutation_test``, statsmodels' ``multipletests``, and brute-force loops over the same seeded draws."""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.errors import HarnessError
+from harness.evaluation.resolution import ACROSS, Settings, letter_display, resolve, resolve_across
+from harness.evaluation.significance import adjust, bootstrap_test, randomization_test, t_test
+
+GRID = [0.0, 0.25, 0.5, 0.75, 1.0]  # scores on a grid: ties in queries, in means and in resampled means
+
+
+def _matrix(systems: int, queries: int, seed: int, grid: bool = True) -> np.ndarray:
+    """Systems × queries scores where some systems are copies, some are shifted and some differ a little."""
+    rng = np.random.default_rng(seed)
+    base = rng.choice(GRID, size=queries) if grid else rng.random(queries)
+    rows = []
+    for s in range(systems):
+        kind = rng.integers(0, 4)
+        if kind == 0 and rows:  # a copy of another system: never separable from it
+            rows.append(rows[rng.integers(0, len(rows))].copy())
+        elif kind == 1:  # the base, some queries moved up
+            rows.append(np.where(rng.random(queries) < 0.5, np.minimum(base + 0.25 * (s % 3 + 1), 1.0), base))
+        else:
+            rows.append(rng.choice(GRID, size=queries) if grid else rng.random(queries))
+    return np.asarray(rows, dtype=np.float64)
+
+
+matrices = st.builds(_matrix, st.integers(2, 6), st.integers(2, 30), st.integers(0, 2**32 - 1), st.booleans())
+
+
+# --------------------------------------------------------------------------- the tests of one pair
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(matrices)
+def test_every_pair_under_the_t_test_is_scipys_ttest_rel(scores):
+    from scipy import stats
+
+    names = [f"s{k}" for k in range(len(scores))]
+    resolution = resolve(names, scores, settings=Settings(test="t"))
+    for (i, a), (j, b) in combinations(enumerate(names), 2):
+        d = scores[i] - scores[j]
+        if not d.any():
+            expected = 1.0
+        elif d.max() - d.min() < 1e-15:
+            expected = 0.0  # a constant shift: zero variance, infinite t (scipy says NaN)
+        else:
+            expected = stats.ttest_rel(scores[i], scores[j]).pvalue
+        assert resolution.pair(a, b).p == pytest.approx(expected, rel=1e-9, abs=1e-300)
+        assert t_test(scores[j], scores[i]) == resolution.pair(a, b).p
+
+
+def _sign_flip_p(a, b, rounds, seed):
+    """The randomization test written out: the same signs as numpy draws them for the seed, one round at a time."""
+    diffs = [y - x for x, y in zip(a, b)]
+    if not any(diffs):
+        return 1.0
+    observed = abs(math.fsum(diffs) / len(diffs))
+    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(rounds, len(diffs)))
+    exceed = sum(abs(math.fsum(s * d for s, d in zip(row, diffs)) / len(diffs)) >= observed - 1e-12 for row in signs)
+    return (exceed + 1) / (rounds + 1)
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(matrices, st.integers(0, 2**32 - 1), st.integers(1, 300))
+def test_every_pair_under_the_randomization_test_is_the_sign_flip_loop_over_the_same_draws(scores, seed, rounds):
+    names = [f"s{k}" for k in range(len(scores))]
+    resolution = resolve(names, scores, settings=Settings(rounds=rounds, seed=seed))
+    for (i, a), (j, b) in combinations(enumerate(names), 2):
+        expected = _sign_flip_p(scores[i], scores[j], rounds, seed)
+        assert resolution.pair(a, b).p == pytest.approx(expected, rel=1e-12)
+        assert randomization_test(scores[i], scores[j], rounds, seed) == resolution.pair(a, b).p
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_randomization_test_is_scipys_exact_permutation_test_within_monte_carlo_error(seed):
+    """scipy enumerates all 2^n sign patterns of n ≤ 10 queries; ours samples 20,000 of them."""
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    a = rng.choice(GRID, size=10)
+    b = np.clip(a + rng.choice([-0.25, 0.0, 0.25, 0.5], size=10), 0, 1)
+    exact = stats.permutation_test(
+        (b, a),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=np.inf,
+        alternative="two-sided",
+    ).pvalue
+    rounds = 20_000
+    ours = resolve(["a", "b"], np.asarray([a, b]), settings=Settings(rounds=rounds, seed=seed)).pair("b", "a").p
+    assert abs(ours - exact) <= 4 * math.sqrt(max(exact * (1 - exact), 1e-4) / rounds) + 1 / rounds
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(matrices, st.integers(0, 2**32 - 1), st.integers(1, 200))
+def test_every_pair_under_the_bootstrap_test_is_the_shifted_bootstrap_loop_over_the_same_resamples(
+    scores, seed, rounds
+):
+    names = [f"s{k}" for k in range(len(scores))]
+    resolution = resolve(names, scores, settings=Settings(test="bootstrap", rounds=rounds, seed=seed))
+    rows = np.random.default_rng(seed).integers(0, scores.shape[1], size=(rounds, scores.shape[1]))
+    for (i, a), (j, b) in combinations(enumerate(names), 2):
+        d = scores[i] - scores[j]
+        observed = math.fsum(d) / len(d)
+        if not d.any():
+            expected = 1.0
+        else:
+            exceed = sum(abs(math.fsum(d[row]) / len(d) - observed) >= abs(observed) - 1e-12 for row in rows)
+            expected = (exceed + 1) / (rounds + 1)
+        pair = resolution.pair(a, b)
+        assert pair.p == pytest.approx(expected, rel=1e-12)
+        assert bootstrap_test(scores[j], scores[i], rounds, seed) == pair.p
+        # The difference's interval: numpy's linear quantiles of the same resampled differences.
+        differences = [math.fsum(d[row]) / len(d) for row in rows]
+        assert (pair.low, pair.high) == pytest.approx(tuple(np.quantile(differences, [0.025, 0.975])), abs=1e-12)
+        assert pair.difference == pytest.approx(observed, abs=1e-12)
+
+
+# --------------------------------------------------------------------------- corrections
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(
+    st.lists(st.sampled_from([0.0, 1e-4, 0.001, 0.01, 0.02, 0.04, 0.05, 0.3, 0.9, 1.0]) | st.floats(0, 1), max_size=30),
+    st.sampled_from(["holm", "bh", "bonferroni"]),
+)
+def test_corrections_are_statsmodels_multipletests(p_values, correction):
+    from statsmodels.stats.multitest import multipletests
+
+    method = {"holm": "holm", "bh": "fdr_bh", "bonferroni": "bonferroni"}[correction]
+    expected = multipletests(p_values, method=method)[1].tolist() if p_values else []
+    assert adjust(p_values, correction) == pytest.approx(expected, abs=1e-12)
+    assert adjust(p_values, "none") == p_values
+
+
+def test_an_unknown_correction_is_refused_naming_the_known_ones():
+    with pytest.raises(HarnessError, match="holm, bh, bonferroni, none"):
+        adjust([0.1], "sidak")
+
+
+# --------------------------------------------------------------------------- ranks and letters
+
+
+def _brute_ranks(means: list[float]) -> list[int]:
+    rounded = [round(m, 12) for m in means]
+    return [1 + sum(other > mine for other in rounded) for mine in rounded]
+
+
+def _brute_rank_intervals(datasets: list[np.ndarray], rounds: int, seed: int, fresh: bool) -> list[tuple[int, int]]:
+    """Each system's 2.5 % (floor) and 97.5 % (ceil) quantile of its ranks over the stratified resamples: one
+    generator across datasets in order (or one per dataset with `fresh`), every resample of one dataset first."""
+    shared = np.random.default_rng(seed)
+    draws = []
+    for block in datasets:
+        generator = np.random.default_rng(seed) if fresh else shared
+        draws.append(generator.integers(0, block.shape[1], size=(rounds, block.shape[1])))
+    systems = datasets[0].shape[0]
+    ranks = [[] for _ in range(systems)]
+    for r in range(rounds):
+        total = [0.0] * systems
+        for block, rows in zip(datasets, draws):
+            for s in range(systems):
+                total[s] += math.fsum(block[s][rows[r]]) / block.shape[1]
+        for s, rank in enumerate(_brute_ranks([t / len(datasets) for t in total])):
+            ranks[s].append(rank)
+    return [
+        (sorted(values)[math.floor((rounds - 1) * 0.025)], sorted(values)[math.ceil((rounds - 1) * 0.975)])
+        for values in ranks
+    ]
+
+
+@settings(derandomize=True, deadline=None, max_examples=30)
+@given(st.lists(matrices, min_size=1, max_size=3), st.integers(0, 2**32 - 1), st.integers(1, 120))
+def test_ranks_and_rank_intervals_are_the_brute_force_stratified_bootstrap(blocks, seed, rounds):
+    systems = min(len(b) for b in blocks)
+    blocks = [b[:systems] for b in blocks]
+    if systems < 2:
+        return
+    names = [f"s{k}" for k in range(systems)]
+    resolution = resolve_across(names, blocks, settings=Settings(rounds=rounds, seed=seed))
+    means = [math.fsum(math.fsum(b[s]) / b.shape[1] for b in blocks) / len(blocks) for s in range(systems)]
+    expected_ranks = _brute_ranks(means)
+    intervals = _brute_rank_intervals(blocks, rounds, seed, fresh=False)
+    for s, name in enumerate(names):
+        standing = resolution.standing(name)
+        assert standing.mean == pytest.approx(means[s], abs=1e-12)
+        assert (standing.rank, standing.rank_low, standing.rank_high) == (expected_ranks[s], *intervals[s])
+    assert [s.rank for s in resolution.standings] == sorted(expected_ranks)
+    assert resolution.scope == ACROSS and resolution.n_queries == sum(b.shape[1] for b in blocks)
+
+
+@settings(derandomize=True, deadline=None, max_examples=20)
+@given(matrices, st.integers(0, 2**32 - 1), st.integers(1, 120))
+def test_one_datasets_rank_intervals_draw_from_a_generator_of_its_own(scores, seed, rounds):
+    names = [f"s{k}" for k in range(len(scores))]
+    resolution = resolve(names, scores, settings=Settings(rounds=rounds, seed=seed), dataset="d")
+    intervals = _brute_rank_intervals([scores], rounds, seed, fresh=True)
+    assert [(resolution.standing(n).rank_low, resolution.standing(n).rank_high) for n in names] == intervals
+    assert resolution.scope == "d" and resolution.datasets == ("d",)
+
+
+def _random_separable(order: list[str], seed: int) -> set[frozenset[str]]:
+    rng = np.random.default_rng(seed)
+    p = rng.choice([0.001, 0.01, 0.2, 0.8], size=(len(order), len(order)))
+    alpha = rng.choice([0.005, 0.05, 0.5])
+    return {frozenset((a, b)) for (i, a), (j, b) in combinations(enumerate(order), 2) if p[i, j] < alpha}
+
+
+@settings(derandomize=True, deadline=None, max_examples=150)
+@given(st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_letters_never_join_a_separable_pair_and_always_join_any_other(n, seed):
+    order = [f"s{k}" for k in range(n)]
+    separable = _random_separable(order, seed)
+    letters = letter_display(order, separable)
+    names = {s: set(_split_letters(letters[s])) for s in order}
+    for a, b in combinations(order, 2):
+        shared = names[a] & names[b]
+        if frozenset((a, b)) in separable:
+            assert not shared, (a, b, letters)
+        else:
+            assert shared, (a, b, letters)
+    assert all(names[s] for s in order)
+    # Letters are given in rank order: the best system holds "a", and each new letter first appears at a system
+    # no better ranked than where the previous one first appeared.
+    assert "a" in names[order[0]]
+    first_seen = []
+    for s in order:
+        first_seen += [x for x in _split_letters(letters[s]) if x not in first_seen]
+    assert first_seen == sorted(first_seen, key=_letter_index)
+
+
+def _split_letters(text: str) -> list[str]:
+    out = []
+    for char in text:
+        if char.isdigit():
+            out[-1] += char
+        else:
+            out.append(char)
+    return out
+
+
+def _letter_index(name: str) -> int:
+    import string
+
+    alphabet = string.ascii_lowercase + string.ascii_uppercase
+    return (int(name[1:]) - 1 if len(name) > 1 else 0) * len(alphabet) + alphabet.index(name[0])
+
+
+def test_sixty_systems_each_separable_from_every_other_get_sixty_letters():
+    order = [f"s{k}" for k in range(60)]
+    letters = letter_display(order, {frozenset(p) for p in combinations(order, 2)})
+    assert [letters[s] for s in order[:3]] == ["a", "b", "c"] and letters["s52"] == "a2"
+
+
+@settings(derandomize=True, deadline=None, max_examples=20)
+@given(matrices, st.sampled_from(["randomization", "t", "bootstrap"]), st.sampled_from(["holm", "bh", "none"]))
+def test_the_letters_and_adjusted_p_of_a_resolution_follow_its_own_pairs(scores, test, correction):
+    from statsmodels.stats.multitest import multipletests
+
+    names = [f"s{k}" for k in range(len(scores))]
+    chosen = Settings(test=test, correction=correction, alpha=0.05, rounds=200, seed=1)
+    resolution = resolve(names, scores, settings=chosen)
+    raw = [p.p for p in resolution.pairs]
+    if correction != "none":
+        method = {"holm": "holm", "bh": "fdr_bh"}[correction]
+        assert [p.p_adjusted for p in resolution.pairs] == pytest.approx(multipletests(raw, method=method)[1].tolist())
+    for pair in resolution.pairs:
+        assert pair.separable == (pair.p_adjusted < 0.05)
+        shared = set(resolution.standing(pair.system).letters) & set(resolution.standing(pair.other).letters)
+        assert bool(shared) != pair.separable
+    assert len(resolution.pairs) == len(names) * (len(names) - 1) // 2
+
+
+# --------------------------------------------------------------------------- fixtures with known answers
+
+
+def test_systems_far_apart_are_each_separable_and_ranked_exactly():
+    rng = np.random.default_rng(0)
+    base = rng.random(200) * 0.3
+    scores = np.asarray([base + 0.2 * k + rng.normal(0, 0.01, 200) for k in range(4)])
+    resolution = resolve(["w", "x", "y", "z"], scores, settings=Settings(rounds=2000))
+    assert [(s.system, s.rank, s.rank_low, s.rank_high, s.letters) for s in resolution.standings] == [
+        ("z", 1, 1, 1, "a"),
+        ("y", 2, 2, 2, "b"),
+        ("x", 3, 3, 3, "c"),
+        ("w", 4, 4, 4, "d"),
+    ]
+    assert all(p.separable and p.low > 0 for p in resolution.pairs)
+
+
+def test_copies_of_one_system_are_never_separable_and_share_every_rank():
+    scores = np.tile(np.random.default_rng(1).random(50), (3, 1))
+    resolution = resolve(["a", "b", "c"], scores)
+    assert {(s.rank, s.rank_low, s.rank_high, s.letters) for s in resolution.standings} == {(1, 1, 1, "a")}
+    assert all(p.p == 1.0 and not p.separable and p.low == p.high == 0.0 for p in resolution.pairs)
+
+
+def test_across_one_dataset_is_that_datasets_resolution():
+    scores = _matrix(5, 40, 3)
+    names = list("abcde")
+    one = resolve(names, scores, settings=Settings(rounds=300))
+    across = resolve_across(names, [scores], settings=Settings(rounds=300))
+    assert one.standings == across.standings and one.pairs == across.pairs
+
+
+def test_the_t_test_across_datasets_is_welch_satterthwaite_over_the_per_dataset_means():
+    from scipy import stats
+
+    rng = np.random.default_rng(4)
+    blocks = [rng.random((2, n)) for n in (30, 55, 80)]
+    resolution = resolve_across(["a", "b"], blocks, settings=Settings(test="t"))
+    d = [b[1] - b[0] for b in blocks]
+    v = [np.var(x, ddof=1) / len(x) for x in d]
+    t = sum(x.mean() for x in d) / math.sqrt(sum(v))
+    df = sum(v) ** 2 / sum(vi**2 / (len(x) - 1) for vi, x in zip(v, d))
+    assert resolution.pair("b", "a").p == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"names": ["only"]}, "two or more systems"),
+        ({"names": ["a", "a"]}, "named twice"),
+        ({"settings": Settings(test="wilcoxon")}, "randomization, t, bootstrap"),
+        ({"settings": Settings(correction="sidak")}, "holm, bh, bonferroni, none"),
+        ({"settings": Settings(alpha=1.0)}, "strictly between 0 and 1"),
+        ({"settings": Settings(alpha=0.0)}, "strictly between 0 and 1"),
+        ({"settings": Settings(rounds=0)}, "must be positive"),
+        ({"scores": np.zeros((2, 0))}, "at least one query"),
+    ],
+)
+def test_bad_input_is_one_line(change, message):
+    arguments = {"names": ["a", "b"], "scores": np.zeros((2, 3)), "settings": Settings()}
+    arguments.update(change)
+    if len(arguments["names"]) == 1:
+        arguments["scores"] = np.zeros((1, 3))
+    with pytest.raises(HarnessError, match=message):
+        resolve(arguments["names"], arguments["scores"], settings=arguments["settings"])
