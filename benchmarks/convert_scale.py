@@ -7,7 +7,7 @@ Usage (from the repository root):
 
 For each size, writes a CSV corpus (about 200 bytes of text a document, with quoted commas and
 line breaks), 1,000 queries and 2,000 judgments, then runs the conversion in a fresh process and
-reads that process's peak RSS. A baseline process that only imports `harness.datasets.convert` gives the
+reads that process's own peak RSS (`harness.metering.run_measured`). A baseline process that only imports `harness.datasets.convert` gives the
 fixed cost; the claim is that what remains grows with the number of ids, not with text size.
 """
 
@@ -17,12 +17,13 @@ import argparse
 import json
 import random
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import _smoke
+
+from harness.metering import run_measured
 
 WORDS = (
     "retrieval evaluation dense sparse index query document judgment relevance corpus encoder "
@@ -32,7 +33,7 @@ WORDS = (
 )
 
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
 from harness.datasets.convert import convert_tables
 folder = Path(sys.argv[1])
@@ -42,7 +43,7 @@ if sys.argv[2] == "convert":
     n = summary.n_docs
 else:
     n = 0
-print(json.dumps({"seconds": time.perf_counter() - started, "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "docs": n}))
+print(json.dumps({"seconds": time.perf_counter() - started, "docs": n}))
 """
 
 
@@ -69,8 +70,11 @@ def make_inputs(folder: Path, n_docs: int, seed: int = 0) -> int:
 
 
 def run_child(folder: Path, mode: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(folder), mode], capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """The conversion (or, `mode` baseline, the imports alone) in a fresh process; its seconds and own peak RSS."""
+    proc = run_measured(["-c", CHILD, str(folder), mode])
+    if proc.returncode != 0:
+        raise SystemExit(f"convert ({mode}) failed:\n{proc.stderr[-2000:]}")
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "peak_rss_kib": proc.peak_bytes / 1024}
 
 
 def main() -> int:

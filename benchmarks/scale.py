@@ -11,9 +11,9 @@ Usage (from the repository root):
 The corpus is generated on the fly (about 30 words a document from a 20,000-word vocabulary; `--queries`
 queries with one judged document each). Encoding uses the hashing stand-in (``--model hash:DIM``) so the
 benchmark measures the harness — reading, hashing, caching, indexing, searching, scoring — not a model.
-Each run is a fresh process with an empty embedding cache (as a first run has); its peak RSS, and its
-peak anonymous memory (RSS without the pages of memory-mapped cache files, sampled every 20 ms), are
-compared with the bytes of its embeddings (n × dim × 4). `--budgets` runs each flat index once per
+Each run is a fresh process with an empty embedding cache (as a first run has); its own peak RSS, and its
+peak anonymous memory (RSS without the pages of memory-mapped cache files, sampled every 20 ms), both measured by
+`harness.metering.run_measured`, are compared with the bytes of its embeddings (n × dim × 4). `--budgets` runs each flat index once per
 budget: ``none`` forces the in-memory index; a size (``3GB``; ``+300MB``: that much above the child
 process's resident set at its start) is passed as ``--memory-budget``, so that a budget below the
 embeddings takes the streamed search (`harness.retrieval.streamed`). Before running, the script prints
@@ -27,29 +27,20 @@ import argparse
 import json
 import random
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import _smoke
 
+from harness.metering import run_measured
+
 CHILD = r"""
-import json, resource, sys, threading, time
+import json, sys, time
 from pathlib import Path
 from harness.retrieval.index import IndexSpec
-from harness.metering import proc_bytes
 from harness.retrieval.streamed import parse_size, resident_bytes
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
-peak_anon = 0
-def sample_anonymous_memory():
-    # Peak RSS counts the pages of memory-mapped files too (which the kernel can drop and re-read);
-    # the process's own, anonymous memory is what bounds the corpus a machine can take.
-    global peak_anon
-    while True:
-        peak_anon = max(peak_anon, (proc_bytes("/proc/self/status", "RssAnon") or 0) // 1024)  # KiB
-        time.sleep(0.02)
-threading.Thread(target=sample_anonymous_memory, daemon=True).start()
 folder, kind, cache, dim, budget = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 chunk_size = int(sys.argv[6])
 if budget == "none":
@@ -64,7 +55,6 @@ result = evaluate_dataset(EvaluateConfig(dataset_path=folder, model=f"hash:{dim}
                                          cache_dir=cache, index=spec, k_values=(10, 100), memory_budget=budget,
                                          chunk_size=chunk_size)).result
 print("RESULT " + json.dumps({"seconds": time.perf_counter() - start, "timings": result.timings,
-      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "peak_anon_mb": peak_anon / 1024,
       "ndcg10": result.metrics["nDCG@10"], "quality": result.index_quality,
       "search": result.config.get("search", kind), "budget_mb": budget / 2**20}))
 """
@@ -250,19 +240,7 @@ def needs(n: int, dim: int, queries: int, budgets: list[str], baseline_mb: float
 
 def measure(args) -> int:
     """Peak memory and stage times of `evaluate` per corpus size, index and budget."""
-    baseline = json.loads(
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import json, resource; import harness.pipeline.evaluate, numpy, faiss, pytrec_eval; "
-                "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    baseline = run_measured(["-c", "import harness.pipeline.evaluate, numpy, faiss, pytrec_eval"]).peak_bytes / 2**20
     print(f"baseline (python + harness + numpy + faiss + pytrec_eval imported): {baseline:.0f} MB")
     sizes, budgets = [int(x) for x in args.docs.split(",")], args.budgets.split(",")
     for n in sizes:
@@ -292,16 +270,13 @@ def measure(args) -> int:
 
 def run_child(folder: Path, kind: str, dim: int, budget: str, n: int, queries: int, chunk_size: int) -> int:
     cache = folder / f"cache-{kind}"  # a cold cache per run: embeddings are written, then mapped
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(folder), kind, str(cache), str(dim), budget, str(chunk_size)],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_measured(["-c", CHILD, str(folder), kind, str(cache), str(dim), budget, str(chunk_size)])
     shutil.rmtree(cache, ignore_errors=True)
     if proc.returncode != 0:
         print(proc.stderr[-2000:])
         return 1
     r = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    r["peak_rss_mb"], r["peak_anon_mb"] = proc.peak_bytes / 2**20, proc.peak_anon_bytes / 2**20
     stages = ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items() if k != "total")
     shown = "-" if budget == "none" else f"{r['budget_mb']:.0f}"
     print(

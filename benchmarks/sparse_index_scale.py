@@ -11,8 +11,8 @@ Usage (from the repository root):
     python benchmarks/sparse_index_scale.py --kind learned-search [--sizes 100000,300000,1000000] [--queries 300]
     python benchmarks/sparse_index_scale.py --smoke     # seconds: 3,000 documents of each kind, 2,000 rows searched
 
-Each size runs in a fresh process (its peak RSS is `resource.getrusage`'s ``ru_maxrss`` of that process
-alone). BM25 (``--kind bm25``): a seeded synthetic corpus is streamed into `BM25Retriever.index`, the
+Each size runs in a fresh process (its peak RSS is that process's own, `harness.metering.run_measured`; the
+readings after each phase are its ``VmHWM`` then, `harness.metering.high_water_bytes`). BM25 (``--kind bm25``): a seeded synthetic corpus is streamed into `BM25Retriever.index`, the
 class and call `evaluate --model bm25` uses (the documents come from a generator instead of
 corpus.jsonl, whose reader streams): MS MARCO-like passages of 20-92 words (mean 56) drawn from a
 Zipfian (s = 1) vocabulary of 1,000,000 made-up words whose 33 most frequent are Lucene's stop words;
@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,12 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _smoke  # noqa: E402
 
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, sys.argv[5])
 import sparse_index_scale as bench
 kind, variant, n, n_queries = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-def rss():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 if kind == "generate":
     words = bench.vocabulary()
     started = time.perf_counter()
@@ -62,7 +58,7 @@ if kind == "generate":
     sys.exit(0)
 index_s, search_s, after_index, extra = bench.run_bm25(n, n_queries, variant) if kind == "bm25" \
     else bench.run_learned(n, n_queries, variant)
-print(json.dumps({"index_s": index_s, "search_s": search_s, "rss_index": after_index, "rss_peak": rss(), **extra}))
+print(json.dumps({"index_s": index_s, "search_s": search_s, "rss_index": after_index, **extra}))
 """
 
 VOCABULARY, STOP_RANKS = 1_000_000, 33
@@ -131,16 +127,16 @@ def bm25_queries(n: int, words, seed: int = 1):
 
 def run_bm25(n: int, n_queries: int, variant: str):
     """Index `n` passages and search `n_queries` queries; (index s, search s, peak RSS after indexing, extra)."""
-    import resource
     import time
 
+    from harness.metering import high_water_bytes
     from harness.records import doc_text
     from harness.retrieval.bm25 import BM25Retriever
 
     words = vocabulary()
     queries = bm25_queries(n_queries, words)
     retriever = BM25Retriever()
-    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss_start = high_water_bytes()
     started = time.perf_counter()
     if variant == "strings":  # the build before term ids, kept here to measure against
         tokens = []
@@ -152,7 +148,7 @@ def run_bm25(n: int, n_queries: int, variant: str):
     else:
         retriever.index(bm25_docs(n, words), progress=False)
     index_s = time.perf_counter() - started
-    after_index = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    after_index = high_water_bytes()
     started = time.perf_counter()
     run = retriever.search(queries, 100)
     search_s = time.perf_counter() - started
@@ -183,17 +179,17 @@ def rows(rng, n: int, active: int, vocabulary: int):
 
 def run_learned(n: int, n_queries: int, variant: str):
     """SPLADE-like rows into `SparseIndex` in 1,024-row chunks, posting lists built, queries searched."""
-    import resource
     import time
 
     import numpy as np
 
+    from harness.metering import high_water_bytes
     from harness.retrieval.learned_sparse import SparseIndex
 
     rng = np.random.default_rng(0)
     queries = rows(rng, n_queries, 40, 30522)
     index = SparseIndex()
-    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss_start = high_water_bytes()
     started = time.perf_counter()
     for start in range(0, n, 1024):
         count = min(1024, n - start)
@@ -206,7 +202,7 @@ def run_learned(n: int, n_queries: int, variant: str):
         index._postings = index._postings.T.tocsr()
     postings = int(index._matrix().nnz)
     index_s = time.perf_counter() - started
-    after_index = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    after_index = high_water_bytes()
     started = time.perf_counter()
     index.search([f"q{i}" for i in range(n_queries)], queries, 100)
     return index_s, time.perf_counter() - started, after_index, {"postings": postings, "rss_start": rss_start}
@@ -216,6 +212,7 @@ def learned_search(sizes: list[int], n_queries: int) -> None:
     """All `sizes` in this process: posting lists built, queries searched, peak RSS growth; one row a size."""
     import numpy as np
 
+    from harness.metering import high_water_bytes
     from harness.retrieval.learned_sparse import SparseIndex
 
     rng = np.random.default_rng(0)
@@ -223,7 +220,7 @@ def learned_search(sizes: list[int], n_queries: int) -> None:
     query_ids = [f"q{i}" for i in range(n_queries)]
     print(f"{'docs':>9} {'nnz/doc':>8} {'build s':>8} {'search s':>9} {'ms/query':>9} {'peak RSS +MB':>13}")
     for size in sizes:
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        before = high_water_bytes()
         index = SparseIndex()
         for start in range(0, size, 1024):
             n = min(1024, size - start)
@@ -234,10 +231,10 @@ def learned_search(sizes: list[int], n_queries: int) -> None:
         started = time.perf_counter()
         index.search(query_ids, queries, 100)
         search = time.perf_counter() - started
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak = high_water_bytes()
         print(
             f"{size:>9,} {index._matrix().nnz / size:>8.1f} {build:>8.2f} {search:>9.2f} "
-            f"{1000 * search / n_queries:>9.1f} {(peak - before) / 1024:>13.0f}"
+            f"{1000 * search / n_queries:>9.1f} {(peak - before) / 2**20:>13.0f}"
         )
         del index
 
@@ -245,12 +242,12 @@ def learned_search(sizes: list[int], n_queries: int) -> None:
 def child(kind: str, variant: str, n: int, n_queries: int) -> dict:
     """One size in a fresh process."""
     here = str(Path(__file__).resolve().parent)
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, kind, variant, str(n), str(n_queries), here], capture_output=True, text=True
-    )
+    from harness.metering import run_measured
+
+    proc = run_measured(["-c", CHILD, kind, variant, str(n), str(n_queries), here])
     if proc.returncode != 0:
         raise SystemExit(f"{kind} at {n:,} docs failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "rss_peak": proc.peak_bytes}
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:

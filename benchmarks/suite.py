@@ -7,7 +7,7 @@ Usage (from the repository root):
     python benchmarks/suite.py --smoke     # seconds: every step on the lesson eval set with a tiny random model
 
 On ../shared/data/beir/scifact (and nfcorpus with --full), each step runs in a fresh process so its
-peak RSS is its own:
+peak RSS is its own (`harness.metering.run_measured`):
 
 * raw: ``SentenceTransformer.encode`` of the same document texts (the encoder's own speed: the floor);
 * ours cold: ``beir-harness evaluate`` with an empty embedding cache;
@@ -35,18 +35,18 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import _smoke
 
+from harness.metering import run_measured
+
 CHILD_PRELUDE = """
-import json, os, resource, sys, time
+import json, os, sys, time
 MODEL = os.environ.get("SUITE_MODEL") or None  # None: the default model; --smoke: a tiny one
 def done(**values):
-    values["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(values))
 """
 
@@ -172,11 +172,11 @@ done(seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu,
 def child(code: str, *args: str) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env["SUITE_HELPERS"] = str(Path(__file__).resolve().parent)  # benchmarks/_peers.py, for the fastembed steps
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    proc = run_measured(["-c", code, *args], env=env)  # the step's own peak, not its parent's
     if proc.returncode != 0:
         raise SystemExit(f"step failed:\n{proc.stderr[-3000:]}")
     line = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("RESULT "))
-    return json.loads(line.removeprefix("RESULT "))
+    return {**json.loads(line.removeprefix("RESULT ")), "peak_rss_mb": proc.peak_bytes / 2**20}
 
 
 def best_of(rounds: int, code: str, which: tuple[str, ...]) -> dict[str, dict]:

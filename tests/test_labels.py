@@ -611,3 +611,52 @@ def test_two_fusions_whose_short_labels_would_clash_keep_their_stored_labels():
     c = result(model="fusion", label="rrf(c/n)", inputs=[{"model": "c/n", "label": "c/n"}], config_hash="3" * 16)
     _, labels = column_labels([a, b, c], [])
     assert labels == {id(a): "rrf(a/m)", id(b): "rrf(b/m)", id(c): "rrf(n)"}
+
+
+HASH_SYSTEMS = "bm25, hash:64, rrf(bm25, hash:64), hy=wsum(bm25, hash:64, weights=0.3:0.7)"
+HASH_LABELS = ["bm25", "hash:64", "rrf(bm25, hash:64)", "hy"]  # what a reader should see, written by hand
+
+
+def test_a_fusion_and_a_labelled_system_are_named_by_label_in_every_table_and_message(tiny_beir, tmp_path):
+    """Report (Markdown, CSV), compare, fuse and pool name each system by its label: never its TREC run tag
+    (``rrf(bm25,_hash:64)``: a tag holds no spaces) nor its file's name."""
+    out = tmp_path / "results"
+    bench = invoke(["-q", "bench", "--systems", HASH_SYSTEMS, "--datasets", str(tiny_beir), "--output-dir", str(out)])
+    assert bench.exit_code == 0, bench.output
+    markdown = _report(out, "--format", "markdown").splitlines()[0]
+    assert sorted(cell.strip() for cell in markdown.strip("|").split(" | ")[1:]) == sorted(HASH_LABELS)
+    assert sorted(next(csv.reader(io.StringIO(_report(out, "--format", "csv"))))[1:]) == sorted(HASH_LABELS)
+    fusions = {json.loads(p.read_text())["label"]: p for p in (out / "tiny" / "fusion").glob("test.*.json")}
+    compared = invoke(["compare", str(fusions["rrf(bm25, hash:64)"]), str(fusions["hy"]), "--rounds", "100"])
+    assert compared.exit_code == 0, compared.output
+    assert [line.split("  (")[0] for line in compared.stdout.splitlines()[:2]] == ["A = rrf(bm25, hash:64)", "B = hy"]
+    rrf_run = fusions["rrf(bm25, hash:64)"].with_name(fusions["rrf(bm25, hash:64)"].stem + ".run.trec")
+    assert rrf_run.read_text().split()[5] == "rrf(bm25,_hash:64)"  # the tag the TREC format allows
+    hash_run = out / "tiny" / "hash_64" / "test.run.trec"
+    fused = invoke(["fuse", str(rrf_run), str(hash_run), "--out", str(tmp_path / "fused.trec")])
+    assert fused.exit_code == 0, fused.output
+    assert "(rrf(bm25, hash:64), hash:64)" in fused.output and "rrf(rrf(bm25, hash:64), hash:64)" in fused.output
+    pooled = invoke(
+        ["pool", str(tiny_beir), "--runs", str(rrf_run), "--runs", str(hash_run), "--out", str(tmp_path / "p")]
+    )
+    assert pooled.exit_code == 0, pooled.output
+    manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    assert [system["name"] for system in manifest["systems"]] == ["rrf(bm25, hash:64)", "hash:64"]
+    assert "_hash" not in fused.output + pooled.output
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "rrf(bm25, hash:64)",
+        "wsum(bm25, e5; 0.3:0.7, zscore)",
+        "rrf(bm25 >> ce@10, wsum(a, b; 0.5:0.5); k=20, depth=100)",
+        "bm25 >> cross-encoder/ms-marco-MiniLM-L-6-v2@100",
+        "my_model",
+        "run:out/a_b.trec",
+    ],
+)
+def test_a_run_tag_reads_back_as_the_label_it_was_written_from(label):
+    from harness.reporting.labels import tag_label
+
+    assert tag_label("_".join(label.split())) == label  # the TREC writer's rule: whitespace → "_"

@@ -47,6 +47,7 @@ from harness.io.formats import (
 from harness.judging.budget import STRATEGIES, budget_pairs
 from harness.judging.pool_systems import check_retrievable, fused_runs, parse_pool_systems, pick_members
 from harness.records import Result, Run, model_slug
+from harness.reporting.labels import tag_label
 
 logger = logging.getLogger(__name__)
 
@@ -273,7 +274,8 @@ def load_run(path: Path) -> tuple[Path, Run]:
     except HarnessError:  # not a result file: read as a run
         result = None
     if result is None:
-        return path, read_run(path)
+        run = read_run(path)
+        return path, run.renamed(tag_label(run.name))
     if not result.run_path.is_file():
         raise HarnessError(
             f"{path}: its run file {result.run_path.name} is missing; rerun the evaluation, or give a run file"

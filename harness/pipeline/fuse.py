@@ -23,7 +23,7 @@ from harness.metering import peak_rss
 from harness.pipeline.config import stored_cutoffs
 from harness.pipeline.stages import Outcome
 from harness.records import Qrels, Run
-from harness.reporting.labels import check_label
+from harness.reporting.labels import check_label, tag_label
 from harness.reporting.report import Result, check_results, check_same_data, read_result, write_result
 from harness.reporting.variant import Configuration
 from harness.retrieval.fusion import FusionSpec, fuse
@@ -248,7 +248,7 @@ def fuse_run_files(paths: Iterable[str | Path], spec: FusionSpec, out: str | Pat
         raise HarnessError(f"{out}: the fused run would overwrite one of the runs fused; choose another --out")
     check_output_file(out, "fused run")
     runs = [read_run(path) for path in paths]
-    names = [run.name or path.stem for path, run in zip(paths, runs)]
+    names = [tag_label(run.name) or path.stem for path, run in zip(paths, runs)]
     if len(set(names)) < len(names):
         names = [f"{n} ({p.name})" if names.count(n) > 1 else n for n, p in zip(names, paths)]
     fused = fuse(runs, spec, name or spec.label(names))

@@ -31,6 +31,18 @@ def short_model(name: str) -> str:
     return head + parts[-1] if len(parts) > 1 else name
 
 
+# Where a label the harness makes has a space (a fusion's ``, `` and ``; ``, a rerank's `` >> ``), its TREC run tag has
+# the ``_`` that `harness.io.trec.write_run` writes for it: a tag holds no whitespace.
+_TAG_SPACES = re.compile(r"(?<=[,;])_|_(?=>>)|(?<=>>)_")
+
+
+def tag_label(tag: str) -> str:
+    """The label a TREC run tag was written from, for a run read back from its file: the spaces of the system syntax
+    restored, ``rrf(bm25,_hash:64)`` → ``rrf(bm25, hash:64)``, ``bm25_>>_ce@10`` → ``bm25 >> ce@10``; any other
+    ``_`` (``my_model``) stays, as the writer cannot tell it from a space."""
+    return _TAG_SPACES.sub(" ", tag)
+
+
 def check_label(label: str) -> str:
     """A label given by the user, stripped; refused when it cannot be shown as one readable name.
 
