@@ -495,3 +495,107 @@ def test_a_lookup_marks_the_segments_it_served_used_and_only_those(sizes, data):
             assert list(rows) == [0] and (vectors == n).all()
         prune_cache(root, older_than_s=30 * 86400)
         assert set(_segments(root)) == {made[n][1] for n in used}
+
+
+# --- one store for every model, kind and layout: generated so that a wrong store serves a wrong vector -------------
+
+_TEXTS = st.sampled_from(["a", "ab", "abc", "abd", "b", "", "ab "])  # shared prefixes, the empty text, a space
+
+
+def _reference(model: str, kind: str, layout: str, text: str) -> np.ndarray:
+    """What the model makes of `text`, independently of any store: a vector, or (ragged) a matrix of
+    ``len(text) % 4`` token vectors (none for some texts), each number from sha256 of everything that decides it."""
+    tokens = len(text) % 4 if layout == "ragged" else 1
+    raw = [hashlib.sha256(f"{model}|{kind}|{layout}|{text}|{i}".encode()).digest()[:16] for i in range(tokens)]
+    rows = np.frombuffer(b"".join(raw), dtype=np.uint8).reshape(tokens, 16).astype(np.float32) / 7
+    return rows.astype(np.float16) if layout == "ragged" else rows[0]
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["m1", "m2"]),
+            st.sampled_from(["doc", "query"]),
+            st.sampled_from(["fixed", "ragged"]),
+            st.lists(_TEXTS, min_size=2, max_size=6),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_every_model_kind_and_layout_keeps_its_own_vectors(calls):
+    """Two models, documents and queries, float32 vectors and float16 token matrices, texts that share prefixes:
+    each call gets exactly the reference of its own (model, kind, layout) and encodes only the texts that store
+    has not seen; every store is opened again per call, as a new process would, and compacted after."""
+    from harness.io.cache.texts import encode_with_store, text_stores, token_stores
+
+    seen: dict[tuple[str, str, str], set[str]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for model, kind, layout, texts in calls:
+            opened = (text_stores if layout == "fixed" else token_stores)(Path(scratch), {"name": model}, "rule")
+            store = opened[kind != "doc"]
+            sent: list[str] = []
+
+            def encode(batch, model=model, kind=kind, layout=layout, sent=sent):
+                sent.extend(batch)
+                made = [_reference(model, kind, layout, text) for text in batch]
+                return made if layout == "ragged" else np.stack(made)
+
+            half = len(texts) // 2  # two segments written by one store, merged by `compact`
+            first, encoded = encode_with_store(store, texts[:half], encode, None)
+            second, more = encode_with_store(store, texts[half:], encode, None)
+            store.compact()
+            done = seen.setdefault((model, kind, layout), set())
+            assert sorted(sent) == sorted(set(texts) - done) and encoded + more == len(sent)
+            done |= set(texts)
+            rows, merged = type(store)(Path(scratch), store.inputs).lookup(texts)  # read back after the merge
+            assert sorted(rows.tolist()) == list(range(len(texts)))
+            got = [*first, *second]
+            for row, value in zip(rows.tolist(), merged):
+                np.testing.assert_array_equal(value, got[row])
+            for text, value in zip(texts, got):
+                expected = _reference(model, kind, layout, text)
+                assert value.dtype == expected.dtype and value.shape == expected.shape
+                np.testing.assert_array_equal(value, expected)
+        folders = {
+            (model, kind, layout): (text_stores if layout == "fixed" else token_stores)(
+                Path(scratch), {"name": model}, "rule"
+            )[kind != "doc"].folder
+            for model, kind, layout, _ in calls
+        }
+        assert len(set(folders.values())) == len(folders)  # one namespace each
+
+
+def test_token_matrices_are_float16_from_the_store_or_not_and_a_changed_number_is_encoded_again(tmp_path, caplog):
+    from harness.io.cache.texts import encode_token_matrices
+
+    texts = ["late interaction", "one matrix per text", "late interaction", "abc"]
+    calls: list[list[str]] = []
+
+    def encode(batch):
+        calls.append(list(batch))
+        return [_reference("colbert", "doc", "ragged", text).astype(np.float32) + 1e-4 for text in batch]
+
+    identity = {"name": "colbert", "weights": "x"}
+    cold, encoded = encode_token_matrices(tmp_path, identity, "doc", texts, encode, "rule")
+    uncached, _ = encode_token_matrices(None, None, "doc", texts, encode)
+    warm, again = encode_token_matrices(tmp_path, identity, "doc", texts, encode, "rule")
+    assert encoded == 3 and again == 0 and calls[0] == ["late interaction", "one matrix per text", "abc"]
+    for a, b, c, text in zip(cold, uncached, warm, texts):
+        expected = (_reference("colbert", "doc", "ragged", text).astype(np.float32) + 1e-4).astype(np.float16)
+        for value in (a, b, c):
+            assert value.dtype == np.float16
+            np.testing.assert_array_equal(value, expected)
+    queries, encoded = encode_token_matrices(tmp_path, identity, "query", texts[:1], encode)
+    assert encoded == 1  # a query store of its own: the document's matrix is never served for a query
+    (vectors_file,) = [p for p in _segment_files(tmp_path, "vectors") if np.load(p, mmap_mode="r").shape[0] > 3]
+    stored = np.load(vectors_file, mmap_mode="r+")
+    stored[0, 0] += 1  # one number of one text's matrix
+    stored.flush()
+    del stored
+    with caplog.at_level(logging.WARNING, logger="harness"):
+        repaired, encoded = encode_token_matrices(tmp_path, identity, "doc", texts, encode, "rule")
+    assert "1 cached vector(s)" in caplog.text and encoded == 1
+    for value, expected in zip(repaired, cold):
+        np.testing.assert_array_equal(value, expected)
