@@ -10,6 +10,8 @@ import logging
 import numpy as np
 import pytest
 from cli_runner import invoke
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.errors import HarnessError
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
@@ -64,6 +66,29 @@ def test_quantization_matches_sentence_transformers(vectors, precision):
         expected = quantize_embeddings(data, precision=precision, ranges=ranges)
         assert quantize(data, precision, ranges).dtype == expected.dtype
         np.testing.assert_array_equal(quantize(data, precision, ranges), expected)
+
+
+_NUMBERS = st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 1e-8, -1e-8, 3.0, -3.0, 0.1, 255.0, 1 / 3])
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(st.integers(1, 19), st.integers(1, 6), st.data())
+def test_our_quantize_is_sentence_transformers_quantize_embeddings_bit_for_bit(dimension, rows, data):
+    """Ours, not a call to theirs (importing it imports torch: docs/dependencies.md), pinned to theirs on inputs
+    where the formulas could part: values on a range's ends, constant dimensions (max = min), queries outside the
+    corpus's ranges (clipping), zeros of both signs (the binary cut), dimensions that are no multiple of 8."""
+    from sentence_transformers.util.quantization import quantize_embeddings
+
+    matrix = st.lists(st.lists(_NUMBERS, min_size=dimension, max_size=dimension), min_size=rows, max_size=rows)
+    corpus = np.array(data.draw(matrix), dtype=np.float32)
+    queries = np.array(data.draw(matrix), dtype=np.float32) * np.float32(data.draw(st.sampled_from([1, 2, -4])))
+    ranges = Calibration.of([corpus]).ranges
+    for precision in ("int8", "uint8", "binary", "ubinary"):
+        for vectors in (corpus, queries):
+            expected = quantize_embeddings(vectors, precision=precision, ranges=ranges)
+            got = quantize(vectors, precision, ranges)
+            assert got.dtype == expected.dtype and got.shape == expected.shape
+            np.testing.assert_array_equal(got, expected)
 
 
 def test_queries_are_quantized_with_the_corpus_ranges(vectors, monkeypatch):

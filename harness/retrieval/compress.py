@@ -249,7 +249,7 @@ def quantize(vectors: np.ndarray, precision: str, ranges: np.ndarray | None = No
 
     Not a call to ``quantize_embeddings`` itself: importing it imports torch and transformers (about 0.5 GB more
     peak memory and seconds), which a run whose vectors come from the cache, or from a model without torch
-    (``hash:``, ``openai:``, ONNX, OpenVINO), never needs; `test_quantization_matches_sentence_transformers` holds
+    (``hash:``, ``openai:``, ONNX, OpenVINO), never needs; `test_our_quantize_is_sentence_transformers_quantize_embeddings_bit_for_bit` holds
     the two equal, bit for bit.
     """
     import numpy as np
