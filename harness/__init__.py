@@ -45,6 +45,7 @@ _API += (
     "environment",
     "download_dataset",
     "export",
+    "frontier",
     "fuse",
     "fuse_runs",
     "import_dataset",

@@ -77,6 +77,13 @@ def table_formats() -> tuple[str, ...]:
     return tuple(FORMATS)
 
 
+def cost_axes() -> tuple[str, ...]:
+    """The costs a result is placed by on the quality–cost frontier (report --cost-axis, --within)."""
+    from harness.reporting.frontier import COSTS
+
+    return tuple(COSTS)
+
+
 def table_layouts() -> tuple[str, ...]:
     """The shapes of a report's table (report --layout)."""
     from harness.reporting.tables import LAYOUTS

@@ -1,4 +1,4 @@
-"""The commands on saved results: report (and its page, checks, compression and cost views), compare, fuse,
+"""The commands on saved results: report (and its page, checks, compression, cost and frontier views), compare, fuse,
 export, inspect."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from harness.records import Result
 from harness.reporting.comparison import Comparison, plot_comparison  # noqa: F401 - the command line's
 from harness.reporting.compression import plot_compression, render_compression  # noqa: F401 - the command line's
 from harness.reporting.cost import cost_summary, render_cost  # noqa: F401 - the command line's
+from harness.reporting.frontier import parse_within, plot_frontier  # noqa: F401 - the command line's
 from harness.reporting.inspect import format_compare, format_inspect  # noqa: F401 - the command line's
 from harness.reporting.labels import check_label  # noqa: F401 - the command line's
 from harness.reporting.report import format_metrics_table  # noqa: F401 - the command line's
@@ -192,6 +193,45 @@ def cost(
     from harness.reporting.cost import cost_rows
 
     return cost_rows(results_of(results, allow_mixed_data), result_metric(metric), split)
+
+
+def frontier(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    cost_axis: str | None = None,
+    within: str | None = None,
+    split: str | None = None,
+    allow_mixed_data: bool = False,
+):
+    """The quality–cost frontier (``report --frontier``): per dataset the results placed by quality against a cost
+    they recorded, the Pareto-optimal ones marked, and with `within` the best inside a budget.
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        metric: The quality.
+        cost_axis: The cost (`harness.reporting.frontier.COSTS`: ``encode_s``, ``qps``, ``p50_ms``,
+            ``bytes_per_doc``, ``index_bytes``, ``peak_rss``, ``prep_s``, ``wall_s``); default encode_s where
+            half the results recorded it, else the cost recorded by the most results.
+        within: A budget, ``"encode_s<=60,bytes_per_doc<=512"``: the best result whose costs all hold it.
+        split: The split; default each dataset's evaluation split.
+        allow_mixed_data: Results of one dataset computed on different data are read all the same.
+
+    Returns:
+        A `harness.reporting.frontier.Frontier`: its ``points`` (each with ``pareto``, ``missing`` for a result that
+        did not record the cost, ``budget``), ``best()`` per frontier, ``render(fmt)``. Results of one dataset whose
+        times were measured on different hosts get one frontier per host.
+
+    Raises:
+        HarnessError: A bad budget or an unknown cost (before any result is read), no result of the split, or no
+            result that records the cost.
+    """
+    from harness.reporting.frontier import build_frontier, cost_key
+
+    limits = parse_within(within) if within is not None else ()
+    if cost_axis is not None:
+        cost_key(cost_axis)
+    return build_frontier(results_of(results, allow_mixed_data), result_metric(metric), cost_axis, limits, split)
 
 
 def report_page(

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from harness.api.choices import fusion_methods, fusion_norms, table_formats, table_layouts
+from harness.cli.frontier import COST_AXIS, FRONTIER, WITHIN, report_frontier
 from harness.cli.options import (
     DEPTH,
     DIGITS,
@@ -135,7 +136,8 @@ WORST = Option("--worst", type=click.IntRange(min=1), default=10, show_default=T
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
     help="Also write a grouped bar chart (PNG) with 95% bootstrap confidence intervals (with --compression: "
-    "the metric against bytes per document, one line per precision).",
+    "the metric against bytes per document, one line per precision; with --frontier: the metric against the cost, "
+    "the Pareto set joined).",
 )
 @WORST.but(default=20, help="With --format html: the worst queries per system and dataset in the drill-downs.")
 @click.option(
@@ -151,6 +153,9 @@ WORST = Option("--worst", type=click.IntRange(min=1), default=10, show_default=T
     help="Quality beside cost: per result the metric, seconds per phase (or 'cached'), wall time, docs/s, "
     "search latency p50/p95/p99, peak RSS, index and cache size, an endpoint's tokens and price.",
 )
+@FRONTIER
+@COST_AXIS
+@WITHIN
 @click.option(
     "--allow-mixed-data",
     is_flag=True,
@@ -183,6 +188,9 @@ def report(
     worst: int,
     compression: bool,
     with_cost: bool,
+    frontier: bool,
+    cost_axis: str | None,
+    within: str | None,
     allow_mixed_data: bool,
     pool_dir: Path | None,
 ) -> None:
@@ -205,11 +213,14 @@ def report(
         beir-harness report --significance bm25 --plot comparison.png
         beir-harness report --compression --plot compression.png
         beir-harness report --cost --format latex --out cost.tex
+        beir-harness report --frontier --cost-axis bytes_per_doc --within "encode_s<=60" --plot frontier.png
         beir-harness report results/ --format html --out results.html --published --significance bm25
         beir-harness report results/ --pool pool/
     """
     paths = paths or (Path("results"),)
-    one_metric_only(metrics, compression=compression, cost=with_cost, check_published=check_published)
+    one_metric_only(
+        metrics, compression=compression, cost=with_cost, frontier=frontier, check_published=check_published
+    )
     metric = metrics[0]
     several = len(metrics) > 1 or layout == "long"  # one table of them all; one metric, wide: today's table
     table = {"metrics": metrics, "layout": layout} if several else {}
@@ -222,12 +233,16 @@ def report(
             with_published or bool(published_systems),
             baseline,
             allow_mixed_data,
-            {"alpha": alpha, "correction": correction, "rounds": rounds, "worst": worst, "digits": digits, **table},
+            {"alpha": alpha, "correction": correction, "rounds": rounds, "worst": worst, "digits": digits, **table}
+            | {"cost_axis": cost_axis, "within": within},
         )
     elif compression:
         _report_compression(paths, metric, fmt, digits, split, out, plot, allow_mixed_data)
     elif with_cost:
         _report_cost(paths, metric, fmt, digits, split, out, allow_mixed_data)
+    elif frontier:
+        how = {"cost_axis": cost_axis, "within": within, "allow_mixed_data": allow_mixed_data}
+        report_frontier(paths, metric, fmt, digits, split, out, plot, **how)
     elif check_published:
         _check_published(paths, metric, tolerance, split, digits, allow_mixed_data)
     else:

@@ -34,6 +34,7 @@ from harness.reporting.tables import build_table
 logger = logging.getLogger(__name__)
 
 TABLE_KEY = "metric_table"  # the several-metric table's HTML: written into the page, not into its data
+FRONTIER_KEY = "frontier_section"  # the quality-against-cost section's HTML (inline SVG), likewise
 _FAMILIES = ("nDCG", "MAP", "Recall", "P", "MRR", "Success", "R-Prec", "Judged")
 
 
@@ -141,6 +142,7 @@ def build_page(results: Sequence[Result], options: PageOptions = PageOptions()) 
         "provenance": provenance(by_label),
         "cost": _cost(kept, options),
         **_metric_table(kept, options),
+        **_frontier(kept, options),
     }
 
 
@@ -169,6 +171,22 @@ def _cost(results: list[Result], options: PageOptions) -> dict[str, Any]:
     return {"header": header, "rows": body, "notes": list(COST_NOTES)}
 
 
+def _frontier(results: list[Result], options: PageOptions) -> dict[str, str]:
+    """The quality-against-cost section (`harness.reporting.frontier`) as static HTML; none when no result records
+    a cost and no axis was asked for."""
+    from harness.reporting.frontier import build_frontier, cost_key, frontier_section, parse_within
+
+    within = parse_within(options.within) if options.within is not None else ()
+    axis = cost_key(options.cost_axis).name if options.cost_axis is not None else None
+    try:
+        frontier = build_frontier(results, options.metric, axis, within, options.split)
+    except HarnessError:
+        if axis is not None:
+            raise
+        return {}
+    return {FRONTIER_KEY: frontier_section(frontier, options.digits)}
+
+
 def render_page(data: dict[str, Any]) -> str:
     """The self-contained HTML page for `build_page`'s data."""
     template = resources.files("harness").joinpath("data/report-page.html").read_text(encoding="utf-8")
@@ -180,9 +198,12 @@ def render_page(data: dict[str, Any]) -> str:
         if table
         else ""
     )
-    rest = {key: value for key, value in data.items() if key != TABLE_KEY}
+    rest = {key: value for key, value in data.items() if key not in (TABLE_KEY, FRONTIER_KEY)}
     page = template.replace("</header>", "</header>" + section, 1)
-    return page.replace("{{TITLE}}", title).replace("{{DATA}}", embedded_json(rest))
+    page = page.replace("{{TITLE}}", title).replace("{{DATA}}", embedded_json(rest))
+    # After the data (whose JSON holds no "<"), so no text in the section can be taken for a placeholder.
+    footer = '<footer aria-labelledby="provenance-heading">'
+    return page.replace(footer, data[FRONTIER_KEY].strip() + "\n\n" + footer, 1) if data.get(FRONTIER_KEY) else page
 
 
 def write_page(results: Sequence[Result], path: str | Path, options: PageOptions = PageOptions()) -> int:

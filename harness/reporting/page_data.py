@@ -43,6 +43,9 @@ class PageOptions:
         metrics: Several metrics: the page also shows them in one static table (`harness.reporting.tables`)
             above the leaderboard, systems as rows and dataset × metric as columns; empty: no such table.
         layout: That table's layout: ``wide``, or ``long`` (one row per system × dataset × metric).
+        cost_axis: The cost of the Quality-against-cost section (`harness.reporting.frontier.COSTS`); None: as
+            `harness.reporting.frontier.build_frontier` picks it (encode_s when half the results recorded it).
+        within: A budget for that section (``"encode_s<=60,bytes_per_doc<=512"``): the best result inside it.
     """
 
     metric: str = "nDCG@10"
@@ -58,6 +61,8 @@ class PageOptions:
     digits: int = 4
     metrics: tuple[str, ...] = ()
     layout: str = "wide"
+    cost_axis: str | None = None
+    within: str | None = None
 
 
 def _cut(text: str, limit: int) -> str:
