@@ -111,3 +111,35 @@ def sparse_encoder(
     modules = [MLMTransformer(str(raw)), SpladePooling(pooling_strategy="max")]
     SparseEncoder(modules=modules, device="cpu").save(str(folder))
     return folder
+
+
+def multi_vector_encoder(
+    folder: Path,
+    words: Sequence[str],
+    *,
+    normalize: bool = True,
+    similarity: str = "maxsim",
+    prompts: dict[str, str] | None = None,
+    max_seq_length: int = 32,
+    seed: int | None = 0,
+    **sizes,
+) -> Path:
+    """A late-interaction (ColBERT-style) BERT saved at `folder` as a sentence-transformers ``MultiVectorEncoder``:
+    its token vectors, the scoring mask, and (`normalize`) each token vector L2-normalized; scored by `similarity`
+    (``maxsim`` or ``meanmaxsim``). Its bare BERT beside it (``<folder>-raw``; `sizes`: those of `bert_config`)."""
+    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+    from transformers import BertModel
+
+    raw = folder.parent / f"{folder.name}-raw"
+    _seed(seed)
+    BertModel(bert_config(words, **sizes)).save_pretrained(raw)
+    save_tokenizer(raw, words)
+    modules = [Transformer(str(raw), max_seq_length=max_seq_length), MultiVectorMask()]
+    if normalize:
+        modules.append(Normalize(module_input_name="token_embeddings"))
+    MultiVectorEncoder(modules=modules, prompts=prompts or None, similarity_fn_name=similarity, device="cpu").save(
+        str(folder)
+    )
+    return folder

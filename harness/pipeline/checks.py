@@ -81,6 +81,8 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
         raise HarnessError(
             f"the ray engine stores the workers' embeddings in the cache; turn the cache on ({setting('cache')})"
         )
+    if kind.check is not None:  # what this kind of system cannot honour, before the warnings about the rest
+        kind.check(config)
     config = resolve_devices(config)
     _note_unused_settings(config)
     if kind.service:

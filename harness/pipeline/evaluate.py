@@ -39,6 +39,7 @@ from harness.pipeline.config import (
     with_model_prompts,  # noqa: F401 - importable from here too (bench)
 )
 from harness.pipeline.dense import dense_stage
+from harness.pipeline.multivector import multi_vector_stage
 from harness.pipeline.sparse import bm25_stage, learned_sparse_stage
 from harness.pipeline.stages import (
     DOC_TEXT_RULE,  # noqa: F401 - part of every cache key; importable from here too
@@ -59,6 +60,7 @@ from harness.pipeline.systems.registry import (
     ENDPOINT,
     FUSION,
     HASH,
+    MULTI_VECTOR,
     RUN,
     SPARSE,
     System,
@@ -445,6 +447,8 @@ def first_stage(
         return _external_run(config, inputs, clock)
     if kind is BM25:
         return bm25_stage(config, inputs, depth, clock)
+    if kind is MULTI_VECTOR:
+        return multi_vector_stage(config, inputs, depth, clock)
     if kind is SPARSE:
         return learned_sparse_stage(config, inputs, depth, clock)
     if kind in (DENSE, HASH, ENDPOINT):

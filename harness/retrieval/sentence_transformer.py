@@ -244,6 +244,20 @@ def _landed(host, event) -> np.ndarray:
     return np.asarray(host.numpy(), dtype=np.float32)
 
 
+def _refuse_multi_vector(name: str) -> None:
+    """A multi-vector model read as a single-vector one would pool its token vectors into numbers that are no
+    model's: refused, naming the way it is evaluated."""
+    from harness.retrieval.models import model_folder
+    from harness.retrieval.multivector import is_multi_vector_folder
+
+    if is_multi_vector_folder(model_folder(name)):
+        raise ModelLoadError(
+            f"{name} is a multi-vector (late-interaction) model, not a single-vector one: its texts are matrices of "
+            "token vectors scored by MaxSim; evaluate it as a system of its own (evaluate DATASET --model "
+            f"{name}), not where one vector per text is needed"
+        )
+
+
 def load_sentence_transformer(
     name: str = DEFAULT_MODEL,
     batch_size: int = 32,
@@ -274,6 +288,7 @@ def load_sentence_transformer(
         ModelLoadError: The model cannot be found or loaded.
     """
     check_model_available(name, known=("bm25",))
+    _refuse_multi_vector(name)
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:  # pragma: no cover - a core dependency

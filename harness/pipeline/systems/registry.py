@@ -2,7 +2,8 @@
 
 A system is what ``evaluate --model``, ``retrieve --model``, ``bench --systems`` and ``pool --systems`` name: a dense
 model (a sentence-transformers name or folder), ``bm25``, the hashing stand-in ``hash:N``, an embedding service
-``openai:MODEL``, a learned sparse encoder (a SparseEncoder folder), an external run ``run:FILE``, a fusion
+``openai:MODEL``, a learned sparse encoder (a SparseEncoder folder), a multi-vector
+model (a MultiVectorEncoder folder: late interaction), an external run ``run:FILE``, a fusion
 ``METHOD(SYSTEM, SYSTEM[, SETTING=VALUE ...])`` or a reranked system ``FIRST >> CROSS_ENCODER@DEPTH`` (depth 100 when
 omitted); each optionally labelled ``LABEL=SYSTEM``.
 
@@ -97,6 +98,13 @@ def _top_level(text: str, token: str) -> list[int]:
     return found
 
 
+def _late(name: str) -> Callable:
+    """A rule of the multi-vector kind, kept with its search (`harness.retrieval.multivector`)."""
+    from harness.retrieval import multivector
+
+    return getattr(multivector, name)
+
+
 def _is_sparse_folder(text: str) -> bool:
     from harness.retrieval.models import model_folder
     from harness.retrieval.rerank import model_kind
@@ -115,8 +123,8 @@ class Kind:
     """One kind of system: how its text is recognised and the rules that follow from it.
 
     Attributes:
-        name: The kind's name (``dense``, ``bm25``, ``hash``, ``endpoint``, ``sparse``, ``run``, ``fusion``,
-            ``rerank``); the first stage that runs it is looked up by it (`harness.pipeline.evaluate`).
+        name: The kind's name (``dense``, ``bm25``, ``hash``, ``endpoint``, ``sparse``, ``multi-vector``, ``run``,
+            ``fusion``, ``rerank``); the first stage that runs it is looked up by it (`harness.pipeline.evaluate`).
         what: The kind in a sentence's words (``BM25``, ``a sparse encoder``), for messages.
         recognise: text (stripped, no label) → whether it is of this kind; `KINDS` are asked in order, so each sees
             only the texts the ones before it did not take.
@@ -138,6 +146,8 @@ class Kind:
         service: Its vectors come from an embedding service (``--endpoint``; no weights to fingerprint).
         composite: Made of other systems (a fusion's members, a rerank's first stage).
         retrieves: It searches the corpus (``retrieve``, ``pool --systems``); a run file is only read.
+        check: config → None, refusing (`HarnessError`, one line) the settings this kind cannot honour, before anything
+            loads (`harness.pipeline.checks`); None: nothing beyond the common checks.
     """
 
     name: str
@@ -155,6 +165,7 @@ class Kind:
     service: bool = False
     composite: bool = False
     retrieves: bool = True
+    check: Callable[[Any], None] | None = None
 
     @property
     def needs_device(self) -> bool:
@@ -222,6 +233,16 @@ SPARSE = Kind(
     encodes=True,
     weights=True,
 )
+MULTI_VECTOR = Kind(
+    "multi-vector",
+    "a multi-vector (late-interaction) model",
+    lambda text: _late("is_multi_vector_model")(text),
+    model_name=_canonical,
+    identity=lambda config, default: _late("identity")(config, default),
+    encodes=True,
+    weights=True,
+    check=lambda config: _late("refuse_settings")(config),
+)
 DENSE = Kind(
     "dense",
     "a dense model",
@@ -235,7 +256,7 @@ DENSE = Kind(
     encodes=True,
     weights=True,
 )
-KINDS = (RERANK, FUSION, RUN, BM25, HASH, ENDPOINT, SPARSE, DENSE)  # the order they are recognised in
+KINDS = (RERANK, FUSION, RUN, BM25, HASH, ENDPOINT, SPARSE, MULTI_VECTOR, DENSE)  # the order they are recognised in
 BY_NAME = {kind.name: kind for kind in KINDS}
 
 
