@@ -293,3 +293,10 @@ def test_an_axis_no_result_recorded_is_one_line(sweep):
     run = invoke(["report", str(sweep), "--frontier", "--cost-axis", "index_bytes"])
     assert run.exit_code == 1
     assert "no result records index_bytes; recorded: encode_s (6), qps (7), bytes_per_doc (6)" in run.stderr
+
+
+def test_a_budget_or_an_axis_without_the_frontier_is_refused(tmp_path):
+    out = tmp_path / "table.md"
+    run = invoke(["report", str(tmp_path), "--within", "qps>=3", "--out", str(out)])
+    assert run.exit_code == 2 and "--within places results on the quality-cost frontier: add --frontier" in run.stderr
+    assert not out.exists()

@@ -52,6 +52,13 @@ WITHIN = Option(
 )
 
 
+def check_frontier_options(frontier: bool, fmt: str, cost_axis: str | None, within: str | None) -> None:
+    """Refuse --cost-axis or --within where no frontier is drawn (neither --frontier nor the HTML page)."""
+    given = [flag for flag, value in (("--cost-axis", cost_axis), ("--within", within)) if value is not None]
+    if given and not frontier and fmt != "html":
+        raise click.UsageError(f"{given[0]} places results on the quality-cost frontier: add --frontier")
+
+
 def report_frontier(paths, metric: str, fmt: str, digits: int, split, out: Path | None, plot: Path | None, **how):
     """`report --frontier`: the table (and with `plot` the PNG); `how`: cost_axis, within, allow_mixed_data."""
     from harness.api import frontier

@@ -1,6 +1,6 @@
 """The quality–cost frontier drawn (`harness.reporting.frontier`): a PNG (``report --frontier --plot FILE``) and
 the HTML page's Frontier section (inline SVG, no script). One panel per frontier: every placed result a point,
-the Pareto set joined by a step line and labelled, the best result inside a budget ringed, the budget's bound
+labelled (the Pareto set in black, joined by a step line), the best result inside a budget ringed, the budget's bound
 on the axis dashed. The cost axis is logarithmic when it spans 20× or more.
 """
 
@@ -70,8 +70,14 @@ def plot_frontier(frontier: Frontier, path: str | Path) -> None:
             ax.scatter(p.costs[axis], p.value, s=28 if p.pareto else 18, color=colour, zorder=3)
             if p.budget == "best":
                 ax.scatter(p.costs[axis], p.value, s=140, facecolors="none", edgecolors="#c2410c", zorder=4)
-            if p.pareto or p.budget == "best":
-                ax.annotate(p.system, (p.costs[axis], p.value), textcoords="offset points", xytext=(4, 4), fontsize=6)
+            ax.annotate(
+                p.system,
+                (p.costs[axis], p.value),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=6,
+                color="black" if p.pareto else "#6b7480",
+            )
         steps = _steps(frontier, placed)
         ax.plot([x for x, _ in steps], [y for _, y in steps], color=PARETO, linewidth=1, zorder=2)
         for bound in _bounds(frontier):
