@@ -58,6 +58,7 @@ _API += (
     "remove_dataset",
     "report",
     "report_page",
+    "resolution",
     "retrieve",
     "third_party_bars",
     "validate",

@@ -86,6 +86,7 @@ RESULT_LINES = {
         rf"^\| lesson \| 50% \| rbp \| \d+ of \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}% of \d+ \|",
     ],
     "rerank.py": [r"^depth +10: +\d+ pairs"],
+    "resolution.py": [rf"^  total +{NUMBER} s +peak memory \d+ MB$", r"^  separable pairs: "],
     "scale.py": [
         rf"^ +1,000 +384 +200 ivf +ivf +- +{NUMBER}",
         rf"^ +40,000 +1024 +200 flat +streamed +\d+ +{NUMBER}",

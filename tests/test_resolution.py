@@ -347,3 +347,184 @@ def test_bad_input_is_one_line(change, message):
         arguments["scores"] = np.zeros((1, 3))
     with pytest.raises(HarnessError, match=message):
         resolve(arguments["names"], arguments["scores"], settings=arguments["settings"])
+
+
+# --------------------------------------------------------------------------- report --resolution, every format
+
+SYSTEMS6 = ["bm25", "dense", "hybrid", "copy", "weak", "noise"]
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    """Six systems on two datasets (SciFact's and NFCorpus' names; other queries): some far apart, one a copy."""
+    from test_comparison import write_result
+
+    root = tmp_path_factory.mktemp("paper")
+    rng = np.random.default_rng(11)
+    scores = {}
+    for dataset, n in (("scifact", 60), ("nfcorpus", 45)):
+        base = rng.choice(GRID, size=n)
+        rows = {
+            "bm25": base,
+            "dense": np.clip(base + rng.choice([0, 0.25], size=n), 0, 1),
+            "hybrid": np.clip(base + rng.choice([0, 0.25, 0.5], size=n), 0, 1),
+            "copy": base.copy(),
+            "weak": np.clip(base - rng.choice([0, 0.25, 0.5], size=n), 0, 1),
+            "noise": rng.choice(GRID, size=n),
+        }
+        for system, values in rows.items():
+            write_result(root, dataset, system, {f"q{k}": float(v) for k, v in enumerate(values)})
+        order = sorted(range(n), key=lambda k: f"q{k}")  # the queries as the results pair them: by id
+        scores[dataset] = {system: values[order] for system, values in rows.items()}
+    return root, scores
+
+
+def _cli(*args: str):
+    from cli_runner import invoke
+
+    return invoke(["report", *map(str, args)])
+
+
+def test_a_paper_table_of_six_systems_on_two_datasets_equals_the_references_in_every_format(paper):
+    """p = `compare`'s (and the sign-flip loop's), adjusted p = statsmodels' Holm over each scope's 15 pairs, rank
+    intervals = the brute-force bootstrap, letters = what the adjusted p allow; CSV (both layouts), JSON, LaTeX and
+    the HTML page carry the same figures."""
+    import io
+    import json
+
+    import pandas as pd
+    from statsmodels.stats.multitest import multipletests
+
+    root, scores = paper
+    rounds, seed = 300, 5
+    options = ("--resolution", "--rounds", rounds, "--seed", seed)
+    data = json.loads(_cli(root, *options, "--format", "json").stdout)
+    assert [s["scope"] for s in data["scopes"]] == ["nfcorpus", "scifact", ACROSS]  # registry order
+    long = pd.read_csv(io.StringIO(_cli(root, *options, "--format", "csv", "--layout", "long").stdout))
+    wide = pd.read_csv(io.StringIO(_cli(root, *options, "--format", "csv").stdout), header=[0, 1], index_col=0)
+    for scope in data["scopes"]:
+        datasets = scope["datasets"]
+        blocks = [np.asarray([scores[d][s] for s in SYSTEMS6]) for d in datasets]
+        fresh = scope["scope"] != ACROSS
+        intervals = dict(zip(SYSTEMS6, _brute_rank_intervals(blocks, rounds, seed, fresh)))
+        for standing in scope["systems"]:
+            name = standing["system"]
+            assert (standing["rank_low"], standing["rank_high"]) == intervals[name]
+            row = wide.loc[name]
+            assert (row[(scope["scope"], "rank_low")], row[(scope["scope"], "rank_high")]) == intervals[name]
+            assert row[(scope["scope"], "letters")] == standing["letters"]
+        raw = [pair["p"] for pair in scope["pairs"]]
+        holm = multipletests(raw, method="holm")[1]
+        for pair, expected in zip(scope["pairs"], holm):
+            assert pair["p_adjusted"] == pytest.approx(expected, abs=1e-12)
+            a, b = (SYSTEMS6.index(pair[k]) for k in ("system", "other"))
+            if fresh:
+                (d,) = datasets
+                assert pair["p"] == randomization_test(scores[d][SYSTEMS6[b]], scores[d][SYSTEMS6[a]], rounds, seed)
+                assert pair["p"] == pytest.approx(_sign_flip_p(blocks[0][b], blocks[0][a], rounds, seed), rel=1e-12)
+            letters = {s["system"]: set(s["letters"]) for s in scope["systems"]}
+            assert bool(letters[pair["system"]] & letters[pair["other"]]) == (pair["p_adjusted"] >= 0.05)
+            rows = long[
+                (long.scope == scope["scope"]) & (long.system == pair["system"]) & (long.other == pair["other"])
+            ]
+            assert rows.p.item() == pair["p"] and rows.p_adjusted.item() == pair["p_adjusted"]
+            assert wide.loc[pair["system"], (scope["scope"], f"p adjusted vs {pair['other']}")] == pair["p_adjusted"]
+    scifact = data["scopes"][1]
+    assert {s["system"]: s["letters"] for s in scifact["systems"]}["copy"] == {
+        s["system"]: s["letters"] for s in scifact["systems"]
+    }["bm25"]
+    latex = _cli(root, *options, "--format", "latex").stdout
+    assert r"\textsuperscript{" in latex and "paired randomization test, 300 rounds, holm correction" in latex
+    assert "Seed 5" in latex and r"$\alpha$ = 0.05" in latex
+    markdown = _cli(root, *options).stdout
+    assert "| hybrid |" in markdown and "Letters: systems sharing a letter are not separable" in markdown
+    page = _cli(root, *options, "--format", "html").stdout
+    assert page.count('class="rank-intervals"') == 3 and page.count("<line ") == 3 * len(SYSTEMS6)
+    standing = next(s for s in data["scopes"][2]["systems"] if s["system"] == "noise")
+    assert f"noise: rank {standing['rank']}, 95 % interval {standing['rank_low']}–{standing['rank_high']}" in page
+
+
+def test_compare_and_report_give_one_p_value_for_every_test(paper):
+    import json
+
+    from cli_runner import invoke
+
+    root, _ = paper
+    first, second = root / "scifact" / "bm25" / "test.json", root / "scifact" / "hybrid" / "test.json"
+    (compared,) = json.loads(
+        invoke(["compare", str(first), str(second), "--rounds", "400", "--seed", "2", "--json"]).stdout
+    )
+    for test, key in (("randomization", "p_randomization"), ("t", "p_t_test"), ("bootstrap", "p_bootstrap")):
+        data = json.loads(
+            _cli(root, "--resolution", "--test", test, "--rounds", 400, "--seed", 2, "--format", "json").stdout
+        )
+        pairs = next(s for s in data["scopes"] if s["scope"] == "scifact")["pairs"]
+        pair = next(p for p in pairs if {p["system"], p["other"]} == {"bm25", "hybrid"})
+        assert pair["p"] == compared[key], test
+
+
+def test_significance_against_a_baseline_carries_p_values_in_every_csv_and_a_footnote_in_latex(paper):
+    import io
+
+    import pandas as pd
+    from statsmodels.stats.multitest import multipletests
+
+    root, scores = paper
+    options = ("--significance", "bm25", "--rounds", 300, "--seed", 1, "--correction", "bh")
+    wide = pd.read_csv(io.StringIO(_cli(root, *options, "--format", "csv").stdout), index_col=0)
+    long = pd.read_csv(
+        io.StringIO(_cli(root, *options, "--metric", "nDCG@10", "--layout", "long", "--format", "csv").stdout)
+    )
+    for system in ("dense", "weak", "noise"):
+        raw = [randomization_test(scores[d]["bm25"], scores[d][system], 300, 1) for d in ("nfcorpus", "scifact")]
+        adjusted = multipletests(raw, method="fdr_bh")[1]
+        for dataset, p, q in zip(("nfcorpus", "scifact"), raw, adjusted):
+            assert wide.loc[dataset, f"{system} p vs bm25"] == p
+            assert wide.loc[dataset, f"{system} p adjusted vs bm25"] == pytest.approx(q, abs=1e-12)
+            row = long[(long.system == system) & (long.dataset == dataset)]
+            assert row.p.item() == p and row.p_adjusted.item() == pytest.approx(q, abs=1e-12)
+            assert (row.significant.fillna("").item() == "†") == (q < 0.05)
+            d = scores[dataset][system] - scores[dataset]["bm25"]
+            assert row.difference.item() == pytest.approx(d.mean(), abs=1e-12)
+            assert row.difference_low.item() <= d.mean() <= row.difference_high.item()
+    latex = _cli(root, *options, "--format", "latex").stdout
+    assert "footnotesize $^\\dagger$ differs from bm25 (paired randomization test, 300 rounds, seed 1, bh" in latex
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["--test", "wilcoxon"], 2, "'wilcoxon' is not one of 'randomization', 't', 'bootstrap'"),
+        (["--correction", "sidak"], 2, "'sidak' is not one of 'holm', 'bh', 'bonferroni', 'none'"),
+        (["--alpha", "1.5"], 2, "--alpha"),
+        (["--metric", "nDCG@10", "--metric", "Recall@100"], 2, "--resolution tabulates one metric"),
+    ],
+)
+def test_bad_options_of_a_resolution_are_refused_before_any_result_is_read(paper, args, code, message):
+    root, _ = paper
+    result = _cli(root / "nowhere", "--resolution", *args)
+    assert result.exit_code == code and message in result.stderr
+
+
+def test_a_resolution_of_one_system_or_of_different_queries_is_one_line_naming_the_files(tmp_path):
+    from test_comparison import write_result
+
+    write_result(tmp_path, "scifact", "bm25", {"q1": 0.5, "q2": 0.25})
+    result = _cli(tmp_path, "--resolution")
+    assert result.exit_code == 1 and "two or more systems" in result.stderr
+    assert [line for line in result.stderr.splitlines() if not line.startswith("WARNING")] == [
+        "Error: a resolution compares two or more systems on a dataset; these results hold bm25 on scifact"
+    ]
+    other = write_result(tmp_path, "scifact", "dense", {"q1": 0.5, "q3": 0.25})
+    result = _cli(tmp_path, "--resolution")
+    first = tmp_path / "scifact" / "bm25" / "test.json"
+    assert result.exit_code == 1 and f"{first} and {other} cover different queries of scifact" in result.stderr
+    result = _cli(tmp_path, "--significance", "bm25", "--format", "csv")
+    assert result.exit_code == 1 and "cover different queries of scifact" in result.stderr
+
+
+def test_too_few_rounds_for_holm_over_many_pairs_is_said():
+    note = Settings(rounds=1000).floor_note(4950)
+    assert note and "≥ 99,000" in note
+    assert Settings(rounds=1000, correction="bh").floor_note(4950) is None
+    assert Settings(rounds=1000, test="t").floor_note(4950) is None

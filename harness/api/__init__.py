@@ -47,6 +47,7 @@ _FAMILIES = {
         "read_results",
         "report",
         "report_page",
+        "resolution",
     ),
     "harness.api.running": ("EvaluateConfig", "bench", "crosscheck", "demo", "evaluate", "retrieve"),
     # DEFAULT_METRICS: the command line's default; the builder and the metric check: the command line's too.
@@ -115,6 +116,7 @@ __all__ += [
     "remove_dataset",
     "report",
     "report_page",
+    "resolution",
     "retrieve",
     "third_party_bars",
     "validate",

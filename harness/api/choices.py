@@ -84,6 +84,20 @@ def cost_axes() -> tuple[str, ...]:
     return tuple(COSTS)
 
 
+def paired_tests() -> tuple[str, ...]:
+    """The paired tests over queries (report --test)."""
+    from harness.evaluation.resolution import TESTS
+
+    return tuple(TESTS)
+
+
+def corrections() -> tuple[str, ...]:
+    """The multiple-testing corrections (report --correction)."""
+    from harness.evaluation.significance import CORRECTIONS
+
+    return tuple(CORRECTIONS)
+
+
 def table_layouts() -> tuple[str, ...]:
     """The shapes of a report's table (report --layout)."""
     from harness.reporting.tables import LAYOUTS

@@ -56,6 +56,8 @@ def report(
     alpha: float = 0.05,
     correction: str = "holm",
     rounds: int = 10_000,
+    test: str = "randomization",
+    seed: int = 0,
     allow_mixed_data: bool = False,
 ) -> Comparison:
     """Tabulate results, datasets × systems, with published scores and significance (the `report` command).
@@ -69,7 +71,9 @@ def report(
         published_systems: Published systems to add as columns (``bm25+ce``, ``splade-pp-ed``).
         published_from: MTEB results folders whose scores become columns.
         significance: Mark cells that differ significantly from this baseline system.
-        alpha, correction, rounds: The significance level, ``holm`` or ``bonferroni``, randomization rounds.
+        alpha, correction, rounds: The significance level, ``holm``, ``bh``, ``bonferroni`` or ``none`` across
+            datasets, randomization rounds and bootstrap resamples.
+        test, seed: The paired test (``randomization``, ``t``, ``bootstrap``) and the seed of its draws.
         allow_mixed_data: Results computed on different data become rows of their own instead of an error.
 
     Returns:
@@ -96,6 +100,8 @@ def report(
             rounds=rounds,
             published_systems=list(published_systems),
             published_from=list(published_from),
+            test=test,
+            seed=seed,
         )
     return build_comparison(
         results_of(results, allow_mixed_data),
@@ -108,7 +114,51 @@ def report(
         rounds,
         list(published_systems),
         list(published_from),
+        test,
+        seed,
     )
+
+
+def resolution(
+    results: Iterable[Result | str | Path] | str | Path = ("results",),
+    metric: str = "nDCG@10",
+    *,
+    split: str | None = None,
+    test: str = "randomization",
+    correction: str = "holm",
+    alpha: float = 0.05,
+    rounds: int = 10_000,
+    seed: int = 0,
+    allow_mixed_data: bool = False,
+):
+    """Which differences are real (``report --resolution``): every pair of systems tested on each dataset and on the
+    mean over datasets, with adjusted p-values, letters and rank intervals (`harness.evaluation.resolution`).
+
+    Args:
+        results: `Result` objects, result files, or folders searched recursively.
+        metric: The metric compared.
+        split: The split; default each dataset's evaluation split.
+        test: ``randomization`` (sign flipping), ``t`` (paired t-test) or ``bootstrap``.
+        correction: ``holm``, ``bh`` (Benjamini–Hochberg), ``bonferroni`` or ``none``, across the pairs of a scope.
+        alpha: The level at which an adjusted p makes a pair separable.
+        rounds: Resamples of the randomization test and of the bootstrap (rank and difference intervals).
+        seed: Seeds every draw (the same seed, the same figures).
+        allow_mixed_data: Results of one dataset computed on different data become datasets of their own.
+
+    Returns:
+        A `harness.reporting.resolution.table.ResolutionTable`: ``resolutions`` (one `Resolution` per dataset, then
+        the mean over datasets: each system's ``standing`` and each ``pair``), ``render(fmt, digits, layout)``.
+
+    Raises:
+        HarnessError: A bad setting (before any result is read), fewer than two systems on every dataset, two
+            results of one dataset over different queries.
+    """
+    from harness.evaluation.resolution import Settings
+    from harness.reporting.resolution.table import build_resolution
+
+    settings = Settings(test, correction, alpha, rounds, seed)
+    settings.check()
+    return build_resolution(results_of(results, allow_mixed_data), result_metric(metric), split, settings)
 
 
 def check_published(

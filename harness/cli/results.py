@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from harness.api.choices import fusion_methods, fusion_norms, table_formats, table_layouts
-from harness.cli.frontier import COST_AXIS, FRONTIER, WITHIN, check_frontier_options, report_frontier
+from harness.cli.frontier import COST_AXIS, FRONTIER, WITHIN, report_frontier
 from harness.cli.options import (
     DEPTH,
     DIGITS,
@@ -29,6 +29,7 @@ from harness.cli.options import (
     metric_callback,
     show_result,
 )
+from harness.cli.views.resolution import CORRECTION, RESOLUTION, TEST, report_resolution
 from harness.errors import HarnessError
 
 logger = logging.getLogger("harness")
@@ -122,15 +123,12 @@ WORST = Option("--worst", type=click.IntRange(min=1), default=10, show_default=T
     metavar="MODEL",
     help="Mark (†) cells that differ significantly from this baseline model.",
 )
+@RESOLUTION
+@TEST
 @ALPHA
-@click.option(
-    "--correction",
-    type=click.Choice(["holm", "bonferroni"]),
-    default="holm",
-    show_default=True,
-    help="Multiple-testing correction across datasets.",
-)
-@ROUNDS
+@CORRECTION
+@ROUNDS.but(help="Rounds of the randomization test and resamples of the bootstrap.")
+@SEED.but(help="Seeds the randomization test and the bootstrap.")
 @click.option(
     "--plot",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -181,9 +179,12 @@ def report(
     check_published: bool,
     tolerance: float | None,
     baseline: str | None,
+    resolution: bool,
+    test: str,
     alpha: float,
     correction: str,
     rounds: int,
+    seed: int,
     plot: Path | None,
     worst: int,
     compression: bool,
@@ -211,6 +212,8 @@ def report(
         beir-harness report --published-from ../mteb-results/results
         beir-harness report --check-published
         beir-harness report --significance bm25 --plot comparison.png
+        beir-harness report --resolution --format latex --out resolution.tex
+        beir-harness report --resolution --test t --correction bh --format csv --layout long
         beir-harness report --compression --plot compression.png
         beir-harness report --cost --format latex --out cost.tex
         beir-harness report --frontier --cost-axis bytes_per_doc --within "encode_s<=60" --plot frontier.png
@@ -218,9 +221,13 @@ def report(
         beir-harness report results/ --pool pool/
     """
     paths = paths or (Path("results"),)
-    check_frontier_options(frontier, fmt, cost_axis, within)
     one_metric_only(
-        metrics, compression=compression, cost=with_cost, frontier=frontier, check_published=check_published
+        metrics,
+        compression=compression,
+        cost=with_cost,
+        frontier=frontier,
+        resolution=resolution,
+        check_published=check_published,
     )
     metric = metrics[0]
     several = len(metrics) > 1 or layout == "long"  # one table of them all; one metric, wide: today's table
@@ -235,12 +242,16 @@ def report(
             baseline,
             allow_mixed_data,
             {"alpha": alpha, "correction": correction, "rounds": rounds, "worst": worst, "digits": digits, **table}
+            | {"resolution": resolution, "test": test, "seed": seed}
             | {"cost_axis": cost_axis, "within": within},
         )
     elif compression:
         _report_compression(paths, metric, fmt, digits, split, out, plot, allow_mixed_data)
     elif with_cost:
         _report_cost(paths, metric, fmt, digits, split, out, allow_mixed_data)
+    elif resolution:
+        how = {"split": split, "test": test, "correction": correction, "alpha": alpha, "rounds": rounds, "seed": seed}
+        report_resolution(paths, metric, fmt, digits, layout, out, allow_mixed_data=allow_mixed_data, **how)
     elif frontier:
         how = {"cost_axis": cost_axis, "within": within, "allow_mixed_data": allow_mixed_data}
         report_frontier(paths, metric, fmt, digits, split, out, plot, **how)
@@ -259,6 +270,8 @@ def report(
             alpha=alpha,
             correction=correction,
             rounds=rounds,
+            test=test,
+            seed=seed,
             allow_mixed_data=allow_mixed_data,
         )
         if pool_dir is not None:

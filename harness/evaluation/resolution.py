@@ -51,6 +51,7 @@ bootstrap, SIGIR.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -103,6 +104,17 @@ class Settings:
             raise HarnessError(f"{setting('alpha')} must lie strictly between 0 and 1, got {self.alpha}")
         if self.rounds < 1:
             raise HarnessError(f"{setting('rounds')} must be positive, got {self.rounds}")
+
+    def floor_note(self, pairs: int) -> str | None:
+        """Why no pair of `pairs` can be separable, when that is so: a resampling test's p is at least
+        1 / (rounds + 1), and Holm's and Bonferroni's smallest adjusted p is then at least pairs / (rounds + 1)."""
+        if self.test == "t" or self.correction not in ("holm", "bonferroni") or pairs / (self.rounds + 1) < self.alpha:
+            return None
+        return (
+            f"with {self.rounds:,} rounds no p-value falls below 1/{self.rounds + 1:,}, so {self.correction} across "
+            f"{pairs:,} pairs can separate none at α = {self.alpha:g}: give {setting('rounds')} ≥ "
+            f"{math.ceil(pairs / self.alpha):,}, the t-test, or bh"
+        )
 
     def describe(self) -> str:
         """``paired randomization test, 10,000 rounds, seed 0, holm correction, α = 0.05``."""
@@ -162,7 +174,11 @@ class Resolution:
     datasets: tuple[str, ...]
 
     def standing(self, system: str) -> Standing:
-        return next(s for s in self.standings if s.system == system)
+        """The system's standing; KeyError when the scope does not hold it."""
+        for standing in self.standings:
+            if standing.system == system:
+                return standing
+        raise KeyError(system)
 
     def pair(self, system: str, other: str) -> Pair:
         """The comparison of `system` against `other` (difference = mean(system) − mean(other))."""
@@ -199,6 +215,7 @@ def resolve_across(
     settings: Settings = Settings(),
     datasets: Sequence[str] = (),
     fresh: bool = False,
+    weights: Sequence[float] | None = None,
 ) -> Resolution:
     """The resolution of the systems on the mean over datasets: one systems × queries array per dataset, the
     systems in the same rows of each; resampled within each dataset (see the module's notes for the seeds).
@@ -206,6 +223,8 @@ def resolve_across(
     Args:
         fresh: Draw each dataset's signs and resamples from a generator of its own, seeded `settings.seed`
             (what `resolve` does for one dataset); default one generator across the datasets.
+        weights: Each array's weight in the mean (default 1 / their number): CQADupStack's forums, for instance,
+            each weigh 1/12 of the dataset's mean.
 
     Raises:
         HarnessError: Fewer than two systems, no dataset, a dataset without queries, a bad setting.
@@ -221,11 +240,12 @@ def resolve_across(
     blocks = [np.asarray(block, dtype=np.float64) for block in scores]
     if not blocks or any(b.ndim != 2 or b.shape[0] != len(systems) or b.shape[1] == 0 for b in blocks):
         raise HarnessError(f"give one {len(systems)} systems × queries array with at least one query per dataset")
-    means = sum(block.mean(axis=1) for block in blocks) / len(blocks)
-    booted = _across(blocks, settings, fresh, bootstrap_means)
-    nulls = _across(blocks, settings, fresh, sign_flip_means) if settings.test == "randomization" else None
+    weights = [1 / len(blocks)] * len(blocks) if weights is None else [float(w) for w in weights]
+    means = sum(w * block.mean(axis=1) for w, block in zip(weights, blocks))
+    booted = _across(blocks, weights, settings, fresh, bootstrap_means)
+    nulls = _across(blocks, weights, settings, fresh, sign_flip_means) if settings.test == "randomization" else None
     first, second = (np.asarray(side, dtype=np.intp) for side in zip(*combinations(range(len(systems)), 2)))
-    p = pair_p_values(blocks, first, second, settings.test, nulls=nulls, booted=booted)
+    p = pair_p_values(blocks, first, second, settings.test, nulls=nulls, booted=booted, weights=weights)
     low, high = difference_intervals(booted, first, second, LEVEL)
     p_adjusted = np.asarray(adjust(p.tolist(), settings.correction))
     ranks = _ranks(means[None, :])[0]
@@ -264,17 +284,17 @@ def resolve_across(
 # --------------------------------------------------------------------------- draws, ranks, letters
 
 
-def _across(blocks: list[np.ndarray], settings: Settings, fresh: bool, draw) -> np.ndarray:
-    """The mean over datasets of each dataset's resampled system means (rounds × systems): `draw` is
+def _across(blocks: list[np.ndarray], weights: list[float], settings: Settings, fresh: bool, draw) -> np.ndarray:
+    """The weighted mean over datasets of each dataset's resampled system means (rounds × systems): `draw` is
     `significance.sign_flip_means` or `significance.bootstrap_means`."""
     import numpy as np
 
     shared = np.random.default_rng(settings.seed)
     total = None
-    for block in blocks:
-        means = draw(block, settings.rounds, np.random.default_rng(settings.seed) if fresh else shared)
+    for weight, block in zip(weights, blocks):
+        means = weight * draw(block, settings.rounds, np.random.default_rng(settings.seed) if fresh else shared)
         total = means if total is None else total + means
-    return total / len(blocks)
+    return total
 
 
 def _ranks(means: np.ndarray) -> np.ndarray:

@@ -178,14 +178,16 @@ def pair_p_values(
     test: str,
     nulls: np.ndarray | None = None,
     booted: np.ndarray | None = None,
+    weights: Sequence[float] | None = None,
 ) -> np.ndarray:
-    """Two-sided p-values of the pairs (first[k], second[k]) of rows, on the mean over `blocks` (one systems ×
-    queries array per dataset) of each dataset's mean difference.
+    """Two-sided p-values of the pairs (first[k], second[k]) of rows, on the (weighted) mean over `blocks` (one
+    systems × queries array per dataset) of each dataset's mean difference.
 
     Args:
         test: ``randomization`` (needs `nulls`: the mean over datasets of `sign_flip_means`), ``bootstrap``
             (needs `booted`: the same of `bootstrap_means`) or ``t`` (Welch–Satterthwaite over datasets; on one
             dataset scipy's ``ttest_rel``).
+        weights: Each block's weight in the mean (default 1 / their number).
 
     Returns:
         One p per pair; 1 where every difference is 0.
@@ -193,6 +195,7 @@ def pair_p_values(
     import numpy as np
 
     first, second = np.asarray(first, dtype=np.intp), np.asarray(second, dtype=np.intp)
+    weights = [1 / len(blocks)] * len(blocks) if weights is None else list(weights)
     p = np.empty(len(first))
     widest = max(
         [b.shape[1] for b in blocks] + [0 if nulls is None else len(nulls), 0 if booted is None else len(booted)]
@@ -202,9 +205,9 @@ def pair_p_values(
         i, j = first[start : start + step], second[start : start + step]
         zero = np.logical_and.reduce([(b[j] == b[i]).all(axis=1) for b in blocks])
         if test == "t":
-            values = _t_test(blocks, i, j)
+            values = _t_test(blocks, weights, i, j)
         else:
-            observed = sum(b[j].mean(axis=1) - b[i].mean(axis=1) for b in blocks) / len(blocks)
+            observed = sum(w * (b[j].mean(axis=1) - b[i].mean(axis=1)) for w, b in zip(weights, blocks))
             if test == "randomization":
                 null = nulls[:, j] - nulls[:, i]
             else:  # the bootstrap's differences, shifted to the null's mean of 0
@@ -216,21 +219,21 @@ def pair_p_values(
     return p
 
 
-def _t_test(blocks: Sequence[np.ndarray], i: np.ndarray, j: np.ndarray) -> np.ndarray:
+def _t_test(blocks: Sequence[np.ndarray], weights: Sequence[float], i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """Two-sided p of the (stratified) paired t-test of the pairs (i, j); 0 for a constant nonzero shift."""
     import numpy as np
     from scipy import stats
 
     total, variance, df_terms, constant = 0.0, 0.0, 0.0, True
-    for block in blocks:
+    for w, block in zip(weights, blocks):
         d = block[j] - block[i]
         n = d.shape[1]
         flat = d.max(axis=1) - d.min(axis=1) < 1e-15
         constant = constant & flat
         v = np.zeros(len(d)) if n < 2 else np.where(flat, 0.0, d.var(axis=1, ddof=1) / n)
-        total = total + d.mean(axis=1)
-        variance = variance + v
-        df_terms = df_terms + (v**2 / (n - 1) if n > 1 else 0.0)
+        total = total + w * d.mean(axis=1)
+        variance = variance + w**2 * v
+        df_terms = df_terms + ((w**2 * v) ** 2 / (n - 1) if n > 1 else 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         p = 2 * stats.t.sf(np.abs(total / np.sqrt(variance)), variance**2 / df_terms)
     p = np.where(constant, np.where(np.abs(total) < 1e-15, 1.0, 0.0), p)

@@ -30,12 +30,13 @@ from typing import Any
 
 from harness.datasets import published, registry
 from harness.errors import HarnessError, setting
-from harness.evaluation.significance import DEFAULT_ROUNDS, bonferroni, bootstrap_ci, holm, randomization_test
+from harness.evaluation.significance import DEFAULT_ROUNDS, bootstrap_ci
 from harness.io.files import atomic_writer
 from harness.io.provenance import qrels_notes
-from harness.presentation import Bold, csv_text, json_text, latex_table, markdown_table, metric_text
+from harness.presentation import Bold, csv_text, json_text, latex_escape, latex_table, markdown_table, metric_text
 from harness.reporting.labels import column_labels
 from harness.reporting.report import Result, check_same_data, load_results  # noqa: F401 - read from here
+from harness.reporting.resolution.baseline import mark_significance, significance_note, test_columns, tests_json
 from harness.runtimes.registry import kernel_dependent
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class Cell:
 
     value: float | None
     per_query: dict[str, float] = field(default_factory=dict)
+    where: str = ""  # the result file (or files) the value comes from, for messages
 
 
 @dataclass
@@ -96,6 +98,7 @@ class Comparison:
     # "Δ label vs published column" → (label, published column)
     delta_columns: dict[str, tuple[str, str]] = field(default_factory=dict)
     marks: dict[tuple[str, str], str] = field(default_factory=dict)
+    tests: dict[tuple[str, str], Any] = field(default_factory=dict)  # (dataset, column) → its Pair with the baseline
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -184,7 +187,7 @@ def _add_forum_means(table: dict[tuple[str, str], Cell], forums: dict[str, dict[
             table[(CQADUPSTACK, label)] = Cell(None)
             continue
         pooled = {f"{forum}/{q}": v for forum, cell in by_forum.items() for q, v in cell.per_query.items()}
-        table[(CQADUPSTACK, label)] = Cell(mean, pooled)
+        table[(CQADUPSTACK, label)] = Cell(mean, pooled, f"the {n_forums} {CQADUPSTACK} forums of {label}")
 
 
 def build_comparison(
@@ -198,6 +201,8 @@ def build_comparison(
     rounds: int = DEFAULT_ROUNDS,
     published_systems: Sequence[str] = (),
     published_from: Sequence[str | Path] = (),
+    test: str = "randomization",
+    seed: int = 0,
 ) -> Comparison:
     """Pivot results into a datasets × models table of `metric`.
 
@@ -211,11 +216,13 @@ def build_comparison(
             column heading (``bge-base-en-v1.5 · pyserini lucene-hnsw``); implies `with_published`.
         published_from: MTEB results folders whose models become published columns
             (`harness.datasets.published.from_mteb_folder`); implies `with_published`.
-        significance: A baseline model; every other model's cell is tested against it per
-            dataset (paired randomization test) and marked ``†`` when the corrected p < `alpha`.
+        significance: A baseline model; every other model's cell is tested against it per dataset (`test`) and
+            marked ``†`` when the corrected p < `alpha` (`harness.reporting.resolution.baseline`).
         alpha: Significance level.
-        correction: ``holm`` (default) or ``bonferroni``, across the datasets of each model.
-        rounds: Randomization rounds.
+        correction: ``holm`` (default), ``bh``, ``bonferroni`` or ``none``, across the datasets of each model.
+        rounds: Randomization rounds and bootstrap resamples.
+        test: ``randomization`` (default), ``t`` or ``bootstrap``.
+        seed: Seeds the randomization test and the bootstrap.
 
     Raises:
         HarnessError: No result has the metric, or the baseline is not among the models.
@@ -239,9 +246,9 @@ def build_comparison(
             label_rerankers[label] = result.config["rerank"].get("model")
         if metric in result.metrics:
             per_query = {q: values[metric] for q, values in result.per_query.items() if metric in values}
-            cell = Cell(result.metrics[metric], per_query)
+            cell = Cell(result.metrics[metric], per_query, str(result.where))
         else:
-            cell = Cell(None)
+            cell = Cell(None, where=str(result.where))
             notes.append(_lacking(result, metric))
         name = result.dataset
         if name.startswith(f"{CQADUPSTACK}/"):
@@ -272,7 +279,7 @@ def build_comparison(
     for folder in published_from:
         _add_folder_columns(comparison, split, folder)
     if significance is not None:
-        _mark_significance(comparison, significance, alpha, correction, rounds)
+        mark_significance(comparison, significance, alpha, correction, rounds, test, seed)
     note = comparison.average_note()
     if note:
         comparison.notes.append(note)
@@ -413,38 +420,6 @@ def _add_folder_columns(comparison: Comparison, split: str | None, folder: str |
         )
 
 
-def _mark_significance(comparison: Comparison, baseline: str, alpha: float, correction: str, rounds: int) -> None:
-    matches = [m for m in comparison.models if baseline in (m, comparison.stored_labels.get(m))] or [
-        m
-        for m in comparison.models
-        if published.system_of(comparison.label_models.get(m, m)) == published.system_of(baseline)
-    ]
-    if not matches:
-        raise HarnessError(f"baseline {baseline!r} is not among the models: {', '.join(comparison.models)}")
-    base = matches[0]
-    adjust = {"holm": holm, "bonferroni": bonferroni}.get(correction)
-    if adjust is None:
-        raise HarnessError(f"unknown correction {correction!r}; use holm or bonferroni")
-    for model in comparison.models:
-        if model == base:
-            continue
-        tested = []
-        for dataset in comparison.datasets:
-            a, b = comparison.cells.get((dataset, base)), comparison.cells.get((dataset, model))
-            if a is None or b is None or set(a.per_query) != set(b.per_query):
-                continue
-            queries = sorted(a.per_query)
-            p = randomization_test([a.per_query[q] for q in queries], [b.per_query[q] for q in queries], rounds)
-            tested.append((dataset, p))
-        for (dataset, _), p in zip(tested, adjust([p for _, p in tested])):
-            if p < alpha:
-                comparison.marks[(dataset, model)] = "†"
-    comparison.notes.append(
-        f"† differs from {base} (paired randomization test, {rounds:,} rounds, {correction} "
-        f"correction across datasets, p < {alpha})"
-    )
-
-
 # --------------------------------------------------------------------------- rendering
 
 
@@ -487,20 +462,24 @@ def render_markdown(comparison: Comparison, digits: int = 4, by: str = "dataset"
 def render_latex(comparison: Comparison, digits: int = 4, by: str = "dataset") -> str:
     """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); the best value of each row is bold."""
     header, body, avg = _grid(comparison, digits, by)
-    return latex_table(header, body, [avg] if avg else [])
+    note = significance_note(comparison.notes)  # the marks' footnote below the table
+    footnote = "\n\\par\\smallskip\\footnotesize " + latex_escape(note) if note else ""
+    return latex_table(header, body, [avg] if avg else []) + footnote
 
 
 def render_csv(comparison: Comparison, by: str = "dataset") -> str:
-    """The plain pivot, unrounded."""
+    """The plain pivot, unrounded; with a baseline, each tested column's difference, interval, p and adjusted p."""
     rows = comparison.to_rows()
+    for name, values in test_columns(comparison):
+        for row in rows:
+            row[name] = values.get(row["dataset"])
+    columns = [*comparison.columns, *(name for name, _ in test_columns(comparison))]
     if by == "model":
         return csv_text(
             ["model", *(row["dataset"] for row in rows)],
-            [[column, *(row[column] for row in rows)] for column in comparison.columns],
+            [[column, *(row[column] for row in rows)] for column in columns],
         )
-    return csv_text(
-        ["dataset", *comparison.columns], [[row[c] for c in ("dataset", *comparison.columns)] for row in rows]
-    )
+    return csv_text(["dataset", *columns], [[row[c] for c in ("dataset", *columns)] for row in rows])
 
 
 def render_json(comparison: Comparison) -> str:
@@ -515,6 +494,7 @@ def render_json(comparison: Comparison) -> str:
             "average_over": n_shared,
             "average_datasets": comparison.shared_datasets(),
             "significant": [{"dataset": d, "model": m} for (d, m) in comparison.marks],
+            "tests": tests_json(comparison),
             "notes": comparison.notes,
         }
     )

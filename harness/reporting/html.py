@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 TABLE_KEY = "metric_table"  # the several-metric table's HTML: written into the page, not into its data
 FRONTIER_KEY = "frontier_section"  # the quality-against-cost section's HTML (inline SVG), likewise
+RESOLUTION_KEY = "resolution_section"  # which differences are real: letters and rank intervals (inline SVG)
 _FAMILIES = ("nDCG", "MAP", "Recall", "P", "MRR", "Success", "R-Prec", "Judged")
 
 
@@ -61,6 +62,8 @@ def _leaderboard(
         options.alpha,
         options.correction,
         options.rounds,
+        test=options.test,
+        seed=options.seed,
     )
     kinds.update({c: "system" for c in comparison.models})
     kinds.update({c: "published" for c in comparison.published_columns})
@@ -143,6 +146,7 @@ def build_page(results: Sequence[Result], options: PageOptions = PageOptions()) 
         "cost": _cost(kept, options),
         **_metric_table(kept, options),
         **_frontier(kept, options),
+        **_resolution(kept, options),
     }
 
 
@@ -159,6 +163,8 @@ def _metric_table(results: list[Result], options: PageOptions) -> dict[str, str]
         alpha=options.alpha,
         correction=options.correction,
         rounds=options.rounds,
+        test=options.test,
+        seed=options.seed,
     )
     return {TABLE_KEY: table.render("html", options.digits, "model", options.layout)}
 
@@ -187,6 +193,18 @@ def _frontier(results: list[Result], options: PageOptions) -> dict[str, str]:
     return {FRONTIER_KEY: frontier_section(frontier, options.digits)}
 
 
+def _resolution(results: list[Result], options: PageOptions) -> dict[str, str]:
+    """Which differences are real (`harness.reporting.resolution.table`) as static HTML, when asked for."""
+    if not options.resolution:
+        return {}
+    from harness.evaluation.resolution import Settings
+    from harness.reporting.resolution.table import build_resolution, html_section
+
+    settings = Settings(options.test, options.correction, options.alpha, options.rounds, options.seed)
+    table = build_resolution(results, options.metric, options.split, settings)
+    return {RESOLUTION_KEY: html_section(table, options.digits)}
+
+
 def render_page(data: dict[str, Any]) -> str:
     """The self-contained HTML page for `build_page`'s data."""
     template = resources.files("harness").joinpath("data/report-page.html").read_text(encoding="utf-8")
@@ -198,11 +216,13 @@ def render_page(data: dict[str, Any]) -> str:
         if table
         else ""
     )
-    rest = {key: value for key, value in data.items() if key not in (TABLE_KEY, FRONTIER_KEY)}
+    rest = {key: value for key, value in data.items() if key not in (TABLE_KEY, FRONTIER_KEY, RESOLUTION_KEY)}
     page = template.replace("</header>", "</header>" + section, 1)
     page = page.replace("{{TITLE}}", title).replace("{{DATA}}", embedded_json(rest))
     # After the data (whose JSON holds no "<"), so no text in the section can be taken for a placeholder.
     footer = '<footer aria-labelledby="provenance-heading">'
+    if data.get(RESOLUTION_KEY):
+        page = page.replace(footer, data[RESOLUTION_KEY] + "\n\n" + footer, 1)
     return page.replace(footer, data[FRONTIER_KEY].strip() + "\n\n" + footer, 1) if data.get(FRONTIER_KEY) else page
 
 

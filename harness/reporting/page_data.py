@@ -32,10 +32,15 @@ class PageOptions:
         metric: The metric shown first; the worst queries, the scatter, significance and the intervals use it.
         split: One split per dataset: this one, else each dataset's registry evaluation split.
         published: Add published columns with their Δ (a toggle on the page).
-        baseline: Mark cells that differ significantly from this system (paired randomization test).
+        baseline: Mark cells that differ significantly from this system (`test`).
         alpha: Significance level.
-        correction: ``holm`` or ``bonferroni`` across the datasets of each system.
-        rounds: Randomization rounds.
+        correction: ``holm``, ``bh``, ``bonferroni`` or ``none``: across the datasets of each system (`baseline`),
+            across the pairs of each dataset (`resolution`).
+        rounds: Randomization rounds and bootstrap resamples.
+        resolution: Add the section of which differences are real (`harness.reporting.resolution.table`): every
+            pair of systems tested, letters and rank intervals drawn, per dataset and on the mean over datasets.
+        test: The paired test: ``randomization``, ``t`` or ``bootstrap``.
+        seed: Seeds the randomization test and the bootstrap.
         worst: Worst queries per system and dataset in the drill-down.
         top: Retrieved documents shown per query.
         title: The page's heading.
@@ -55,6 +60,9 @@ class PageOptions:
     alpha: float = 0.05
     correction: str = "holm"
     rounds: int = DEFAULT_ROUNDS
+    resolution: bool = False
+    test: str = "randomization"
+    seed: int = 0
     worst: int = 20
     top: int = 5
     title: str = "Retrieval results"

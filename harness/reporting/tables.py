@@ -11,6 +11,11 @@ labels, published columns, Δ columns, significance marks and notes), then laid 
   tidy, so that ``pandas.read_csv(path).pivot_table(index="system", columns=["dataset", "metric"],
   values="value")`` is the wide table; a missing value is a missing row.
 
+With a baseline (``significance``), both CSV layouts also carry each tested cell's difference from the baseline, its
+95 % bootstrap interval, p and adjusted p (`harness.reporting.resolution.baseline`): the long layout as the columns
+`TEST_COLUMNS`, the wide one as ``<metric> Δ``, ``<metric> Δ low``, ``<metric> Δ high``, ``<metric> p`` and
+``<metric> p adjusted`` beside each metric; LaTeX ends with the marks' footnote (test, correction, α, rounds, seed).
+
 The wide CSV is pandas' own layout of a two-level header (``pd.read_csv(path, header=[0, 1], index_col=0)``
 reads it back): a ``dataset`` row, a ``metric`` row and a ``system`` row naming the index. CSV and JSON are
 unrounded; the other formats round once (`harness.presentation.metric_text`).
@@ -27,11 +32,13 @@ from harness.errors import HarnessError
 from harness.presentation import Bold, csv_text, json_text, latex_escape, markdown_table, metric_text
 from harness.reporting.comparison import Comparison, build_comparison, dataset_order
 from harness.reporting.report import Result
+from harness.reporting.resolution.baseline import PAIR_COLUMNS, significance_note
 
 AVERAGE = "average"
 LAYOUTS = ("wide", "long")
 FORMATS = ("markdown", "latex", "csv", "json", "html")
 LONG_COLUMNS = ("system", "kind", "dataset", "metric", "value", "significant")
+TEST_COLUMNS = ("difference", "difference_low", "difference_high", "p", "p_adjusted")  # with a baseline
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,7 @@ class Cell:
     mark: str = ""
     best: bool = False
     signed: bool = False
+    pair: Any = None  # the `harness.evaluation.resolution.Pair` of its test against the baseline, if tested
 
     def text(self, digits: int) -> str:
         text = metric_text(self.value, digits, self.signed) + self.mark
@@ -88,10 +96,16 @@ class MetricTable:
             return Cell(comparison.average()[0].get(system), signed=signed)
         value = comparison.value(dataset, system) if system in comparison.columns else None
         mark = comparison.marks.get((dataset, system), "")
-        return Cell(value, mark, system in comparison.best(dataset), signed)
+        return Cell(value, mark, system in comparison.best(dataset), signed, comparison.tests.get((dataset, system)))
+
+    @property
+    def tested(self) -> bool:
+        """Whether cells were tested against a baseline (their p-values then go into the CSV)."""
+        return any(c.tests for c in self.comparisons.values())
 
     def long_rows(self) -> list[dict[str, Any]]:
-        """The tidy rows (`LONG_COLUMNS`), unrounded; a missing value has no row."""
+        """The tidy rows (`LONG_COLUMNS`, and `TEST_COLUMNS` when `tested`), unrounded; a missing value has no
+        row."""
         kinds = self.kinds()
         rows = []
         for system in self.systems:
@@ -101,6 +115,7 @@ class MetricTable:
                     if cell.value is not None:
                         rows.append(
                             dict(zip(LONG_COLUMNS, (system, kinds[system], dataset, metric, cell.value, cell.mark)))
+                            | (_test_fields(cell.pair) if self.tested else {})
                         )
         return rows
 
@@ -109,10 +124,15 @@ class MetricTable:
         return render(self, fmt, digits, by, layout)
 
 
+def _test_fields(pair: Any) -> dict[str, Any]:
+    keys = ("difference", "low", "high", "p", "p_adjusted")
+    return {column: getattr(pair, key) if pair else None for column, key in zip(TEST_COLUMNS, keys)}
+
+
 def build_table(results: list[Result], metrics: Sequence[str], **options: Any) -> MetricTable:
     """One `Comparison` per metric (`harness.reporting.comparison.build_comparison`, with `options`: ``split``,
-    ``with_published``, ``significance``, ``alpha``, ``correction``, ``rounds``, ``published_systems``,
-    ``published_from``), as one table.
+    ``with_published``, ``significance``, ``alpha``, ``correction``, ``rounds``, ``test``, ``seed``,
+    ``published_systems``, ``published_from``), as one table.
 
     Raises:
         HarnessError: No metric, a metric named twice, or one no result has (as a one-metric report says it).
@@ -173,12 +193,19 @@ def _long_text(table: MetricTable, digits: int) -> tuple[list[str], list[list[st
 def render_csv(table: MetricTable, by: str = "model", layout: str = "wide") -> str:
     """Unrounded CSV: the tidy rows, or the wide table in pandas' two-level-header layout (no average)."""
     if layout == "long":
-        return csv_text(LONG_COLUMNS, [[row[c] for c in LONG_COLUMNS] for row in table.long_rows()])
+        columns = LONG_COLUMNS + (TEST_COLUMNS if table.tested else ())
+        return csv_text(columns, [[row[c] for c in columns] for row in table.long_rows()])
     wide = grid(table, by)
-    top = [wide.corner[0], *(group for group in wide.groups for _ in wide.metrics)]
-    header_rows = [[wide.corner[1], *(wide.metrics * len(wide.groups))], [wide.corner[2]] + [""] * (len(top) - 1)]
-    body = [[label, *(cell.value for cell in cells)] for label, cells in wide.rows]
+    names = ["", *(f" {name}" for name in PAIR_COLUMNS)] if table.tested else [""]
+    fields = [f"{metric}{name}" for metric in wide.metrics for name in names]
+    top = [wide.corner[0], *(group for group in wide.groups for _ in fields)]
+    header_rows = [[wide.corner[1], *(fields * len(wide.groups))], [wide.corner[2]] + [""] * (len(top) - 1)]
+    body = [[label, *(v for cell in cells for v in _csv_values(cell, table.tested))] for label, cells in wide.rows]
     return csv_text(top, header_rows + body)
+
+
+def _csv_values(cell: Cell, tested: bool) -> list[Any]:
+    return [cell.value, *(_test_fields(cell.pair).values() if tested else ())]
 
 
 def render_markdown(table: MetricTable, digits: int = 4, by: str = "model", layout: str = "wide") -> str:
@@ -216,7 +243,9 @@ def render_latex(table: MetricTable, digits: int = 4, by: str = "model", layout:
         body = [[label, *(cell.text(digits) for cell in cells)] for label, cells in wide.rows]
         spec = "l" + "r" * n * len(wide.groups)
     lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", *heads, r"\midrule", *map(_latex_line, body)]
-    return "\n".join([*lines, r"\bottomrule", r"\end{tabular}"])
+    note = significance_note(table.notes)  # the marks' footnote below the table
+    footnote = [r"\par\smallskip\footnotesize " + latex_escape(note)] if note else []
+    return "\n".join([*lines, r"\bottomrule", r"\end{tabular}", *footnote])
 
 
 def _html_row(cells: Sequence[str], tag: str = "td") -> str:
