@@ -109,6 +109,19 @@ def local_kernel_class() -> str:
     return kernel_class(_cpuinfo()[1])
 
 
+def cpu_class(flags: tuple[str, ...] | list[str]) -> str:
+    """The class whose runtimes rank alike (``harness/data/cpu-classes.csv``): the `kernel_class`, with ``+bf16``
+    where the CPU also multiplies bf16 natively (AVX512-BF16, AMX-BF16, ARM's BF16), which changes OpenVINO's
+    precision and torch bf16's pace: ``avx512-vnni+bf16`` (AMD Zen 4), ``avx512-vnni`` (an Ice Lake Xeon),
+    ``amx+bf16``, ``avx2``."""
+    return kernel_class(flags) + ("+bf16" if "bf16" in matmul_precisions(flags) else "")
+
+
+def local_cpu_class() -> str:
+    """`cpu_class` of this machine's CPU."""
+    return cpu_class(_cpuinfo()[1])
+
+
 def int8_fast_here() -> bool | None:
     """Whether this CPU has the integer dot-product instructions that make int8 beat fp32.
 

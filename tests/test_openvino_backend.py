@@ -170,7 +170,16 @@ def test_the_calibration_sample_is_a_seeded_uniform_subset():
     )
 
 
-def test_a_corpus_smaller_than_the_sample_calibrates_on_all_of_it(tiny_model, tiny_beir, tmp_path):
+def _shipped_identity() -> dict:
+    """The shipped sample's identity, from the file itself: its sha256, its lines and their groups of four."""
+    import hashlib
+
+    text = (Path(__file__).parents[1] / "harness" / "data" / "calibration-sample.txt").read_bytes()
+    lines = [line for line in text.decode().splitlines() if line.strip()]
+    return {"sample_sha256": hashlib.sha256(text).hexdigest(), "drawn": len(lines) + -(-len(lines) // 4)}
+
+
+def test_evaluate_calibrates_int8_on_the_shipped_sample_not_the_corpus(tiny_model, tiny_beir, tmp_path):
     result = invoke(
         [
             "evaluate",
@@ -187,11 +196,10 @@ def test_a_corpus_smaller_than_the_sample_calibrates_on_all_of_it(tiny_model, ti
         ],
     )
     assert result.exit_code == 0, result.stderr
-    assert (
-        "the corpus has 5 documents, fewer than the 300-text calibration sample; calibrating on all 5" in result.stderr
-    )
     config = json.loads(result.stdout)["config"]
-    assert config["calibration"]["drawn"] == 5 and config["calibration"]["requested"] == 300
+    assert config["calibration"]["sample"] == "harness/data/calibration-sample.txt"
+    assert {key: config["calibration"][key] for key in ("sample_sha256", "drawn")} == _shipped_identity()
+    assert "corpus_sha256" not in config["calibration"]
 
 
 def test_evaluate_records_the_backend_cold_and_warm(tiny_model, tiny_beir, tmp_path):
@@ -315,11 +323,11 @@ def test_a_damaged_cached_model_is_quantized_again_with_a_warning(damage, torch_
     assert weights.stat().st_size > 0 and len(list((tmp_path / "openvino").iterdir())) == 1
 
 
-def test_int8_without_a_corpus_is_refused(torch_encoder, tmp_path):
+def test_int8_without_a_calibration_is_calibrated_on_the_shipped_sample(torch_encoder, tmp_path):
     from harness.runtimes.openvino_backend import openvino_encoder
 
-    with pytest.raises(HarnessError, match="calibrates on the corpus being evaluated"):
-        openvino_encoder(torch_encoder, "openvino-int8", tmp_path)
+    calibration = openvino_encoder(torch_encoder, "openvino-int8", tmp_path).settings()["calibration"]
+    assert {key: calibration[key] for key in ("sample_sha256", "drawn")} == _shipped_identity()
 
 
 def test_nncf_telemetry_is_declined(tmp_path):

@@ -1,12 +1,14 @@
 """The int8/OpenVINO model's preparation (export, calibration, quantization, compile): timed step by step, its own
-phase in the result's cost record, and paid once: a second load with the same identity neither quantizes nor
-compiles from scratch, and a sweep over datasets prepares at most once per dataset (calibrated per corpus).
+phase in the result's cost record, and paid once per machine: a second load with the same identity neither quantizes
+nor compiles from scratch, and a new corpus or a sweep over datasets prepares nothing more (the model is calibrated
+on the shipped sample, not on the corpus).
 
 Counted, never timed: calls to NNCF's quantizer and to the compile, OpenVINO's own report of a model imported from
 its blob cache (``LOADED_FROM_CACHE``) and the blobs it wrote. The model is a tiny random BERT (`tiny_bert`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -191,13 +193,39 @@ def test_the_preparation_is_its_own_phase_of_the_cost_record(tiny_model, tiny_be
     assert warm["result"]["config_hash"] == cold["result"]["config_hash"]
 
 
-def test_a_sweep_prepares_each_dataset_once(tiny_model, tiny_beir, tmp_path, counted):
-    """bench over two corpora: one quantization and one compile per dataset; the same sweep again (its vectors
-    cached) prepares nothing."""
+def _another_corpus(tiny_beir: Path, tmp_path: Path) -> Path:
     second = tmp_path / "tiny2"
     shutil.copytree(tiny_beir, second)
     corpus = second / "corpus.jsonl"
     corpus.write_text(corpus.read_text().replace('"text": "', '"text": "plum ', 1))  # another corpus
+    return second
+
+
+def test_a_new_corpus_on_a_prepared_machine_pays_no_preparation(tiny_model, tiny_beir, tmp_path, counted):
+    """The int8 model is calibrated on the shipped sample, not the corpus: a second corpus in the same cache neither
+    calibrates nor quantizes, and both results record the recipe and the sample (its file and sha256)."""
+    from harness.runtimes.calibration import SHIPPED_SAMPLE
+    from harness.runtimes.openvino_backend import QUANTIZATION
+
+    first = _evaluate(tiny_beir, tiny_model, tmp_path / "cache", tmp_path / "a")["result"]
+    assert counted["quantize"] == 1
+    second = _evaluate(_another_corpus(tiny_beir, tmp_path), tiny_model, tmp_path / "cache", tmp_path / "b")["result"]
+    assert counted["quantize"] == 1  # no calibration, no quantization for the second corpus
+    assert {"calibration", "quantize"} <= set(second["cost"]["model_preparation"]["cached"])
+    assert "calibration" not in second["cost"]["model_preparation"]["steps"]
+    text = (Path(__file__).parents[1] / "harness" / SHIPPED_SAMPLE).read_bytes()
+    for result in (first, second):
+        recorded = json.dumps(result["config"])
+        assert hashlib.sha256(text).hexdigest() in recorded and f"harness/{SHIPPED_SAMPLE}" in recorded
+        assert (
+            json.dumps(QUANTIZATION["smooth_quant_alpha_matmul"]) in recorded and '"preset": "performance"' in recorded
+        )
+
+
+def test_a_sweep_prepares_the_model_once_for_every_dataset(tiny_model, tiny_beir, tmp_path, counted):
+    """bench over two corpora: one quantization and one compile in all; the same sweep again quantizes nothing and
+    reads the compiled model from OpenVINO's cache."""
+    second = _another_corpus(tiny_beir, tmp_path)
 
     def bench(out: str):
         args = ["bench", "--models", str(tiny_model), "--datasets", f"{tiny_beir},{second}", "--backend"]
@@ -206,9 +234,6 @@ def test_a_sweep_prepares_each_dataset_once(tiny_model, tiny_beir, tmp_path, cou
         assert result.exit_code == 0, result.stderr
 
     bench("a")
-    assert counted == {"quantize": 2, "compile": 2, "from_blob": [False, False]}
-    results = sorted((tmp_path / "a").glob("**/*.json"))
-    phases = [json.loads(path.read_text()).get("timings", {}).get("prepare_model") for path in results]
-    assert len([seconds for seconds in phases if seconds]) == 2
-    bench("b")
-    assert counted["quantize"] == 2 and counted["compile"] == 2
+    assert counted["quantize"] == 1 and counted["compile"] == 1
+    bench("b")  # bench loads the model once for the sweep: from OpenVINO's blob cache, nothing quantized
+    assert counted == {"quantize": 1, "compile": 2, "from_blob": [False, True]}

@@ -167,6 +167,7 @@ BACKEND = Option(
     "(pip install 'beir-harness[openvino]'); auto: a short probe here picks the fastest installed "
     "one within a quality bound of torch fp32 (cached per host and model; docs/evaluate.md).",
 )
+PROBE = Option("--probe", is_flag=True, help="With --backend auto: probe every runtime here, not the CPU class table.")
 DEVICE = Option(
     "--device",
     default=None,
@@ -237,6 +238,7 @@ MODEL = OptionGroup(
     SIMILARITY,
     NORMALIZE,
     BACKEND,
+    PROBE,
     DEVICE,
     PRECISION,
     TRUST_REMOTE_CODE,

@@ -400,12 +400,14 @@ def _auto_backend(
 ) -> tuple[EvaluateConfig, dict]:
     """`config` with the backend (and precision) that ``--backend auto`` picks here, and what it picked and why.
 
-    The probe (`harness.runtimes.auto.pick_backend`) compares CPU runtimes on the corpus's first texts; a model on a
+    The decision (`harness.runtimes.auto.pick_backend`: the CPU class table's pick confirmed, or the full probe)
+    compares CPU runtimes on the corpus's first texts; a model on a
     GPU, or one passed in already loaded, runs torch as it is. The configuration is then the picked backend's own,
     so a run that picks the same backend shares its results and embeddings."""
     from itertools import islice
 
     from harness.runtimes.auto import PROBE_TEXTS, candidate_loader, moot, pick_backend, reference_fingerprint
+    from harness.runtimes.classes import class_rows
 
     device = first_device(config)
     # An empty corpus has nothing to probe: torch, and the dense stage says what is wrong with the corpus.
@@ -430,6 +432,8 @@ def _auto_backend(
             root if config.cache else None,
             batch_size=config.encoder.batch_size,
             threads=config.threads,
+            table=class_rows(),
+            probe=config.encoder.probe,
         )
     notes.append(f"--backend auto picked {choice['picked']}: {choice['reason']}")
     logger.info(notes[-1])

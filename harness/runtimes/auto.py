@@ -1,4 +1,13 @@
-"""``--backend auto``: a short probe on this machine picks the fastest installed backend that stays close to torch fp32.
+"""``--backend auto``: the fastest installed backend that stays close to torch fp32 on this machine, decided in seconds.
+
+On a CPU whose class (`harness.host.cpu_class`) the shipped table lists (`harness.runtimes.classes`), auto takes the
+fastest candidate installed here whose measured quality holds there, and confirms it against torch fp32 on one batch
+of the corpus's first texts (`confirm`: about `CONFIRM_TEXTS` texts each, seconds): a pick that is slower than torch
+there, or whose vectors miss the cosine bounds below, gives way to torch fp32, the reason recorded. Only torch fp32
+and the pick are loaded. A class the table does not list, or ``--backend auto --probe``, runs the full probe below,
+and its rows are logged as the lines the table would gain (`harness.runtimes.classes.rows_to_add`). Either way the
+decision, its path (``table``, ``probe``, ``cached``), the loads it made and its seconds are recorded
+(``decision``), and the choice is cached per host, model and runtime versions.
 
 The probe encodes a fixed sample of the corpus's own texts with every candidate, alternated round by round (so a
 slow-down of the machine hits them all; `measure`, which `beir-harness env --bench` uses too), and compares each
@@ -26,8 +35,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.host import host_info, matmul_precisions, versions
+from harness.host import host_info, local_cpu_class, matmul_precisions, versions
 from harness.io.cache import content_key
+from harness.runtimes.classes import ClassRow, quality_holds, rows_to_add
 from harness.runtimes.registry import BY_NAME, RUNTIMES, TORCH
 
 logger = logging.getLogger(__name__)
@@ -37,10 +47,13 @@ MIN_COSINE_BOUND = 0.98
 PROBE_TEXTS = 96  # the first texts of the corpus: enough for a stable ratio, seconds on a CPU
 PROBE_ROUNDS = 2
 CHECK_MIN_DOCS = 4 * PROBE_TEXTS  # a corpus encode this long says more of a pick's pace than the probe did
-# The runtimes auto never picks, and why (each record's own `Runtime.not_auto`).
-EXCLUDED = {record.name: record.not_auto for record in RUNTIMES if record.not_auto is not None}
+CONFIRM_TEXTS = 32  # the confirmation: one batch of the corpus's first texts each for torch fp32 and the pick
+CONFIRM_WARMUP = 4  # texts each encodes first (first-call allocations, lazy kernels)
+# The runtimes auto never picks (`Runtime.not_auto`), and those it picks only from the table (`Runtime.table_only`).
+NEVER = {record.name: record.not_auto for record in RUNTIMES if record.not_auto is not None}
+EXCLUDED = {**NEVER, **{record.name: record.table_only for record in RUNTIMES if record.table_only is not None}}
 PRECISIONS = ("fp32", "bf16")  # the precisions a candidate may have
-PROBE_VERSION = 1  # bump when the probe's rules change: older cached choices are then probed again
+PROBE_VERSION = 2  # bump when the probe's rules change: older cached choices are then probed again
 
 
 @dataclass(frozen=True)
@@ -67,8 +80,8 @@ def native_bf16(flags: Sequence[str]) -> bool:
 
 def installed_candidates(bf16: bool | None = None, flags: Sequence[str] | None = None) -> list[Candidate]:
     """The candidates whose runtime is installed here and whose precision this CPU computes natively (a record's
-    `auto_needs`; torch bf16 only with native bf16), torch fp32 (the reference) first. `flags`: the CPU's (default
-    this host's)."""
+    `auto_needs`; torch bf16 only with native bf16), torch fp32 (the reference) first; the table-only ones among
+    them (`Runtime.table_only`), which the probe skips. `flags`: the CPU's (default this host's)."""
     flags = host_info()["cpu_flags"] if flags is None else flags
     found = [REFERENCE]
     if native_bf16(flags) if bf16 is None else bf16:
@@ -79,7 +92,12 @@ def installed_candidates(bf16: bool | None = None, flags: Sequence[str] | None =
         for record in RUNTIMES
         if record.build is not None and record.installed() and (record.auto_needs or "fp32") in native
     ]
-    return [candidate for candidate in found if candidate.backend not in EXCLUDED]
+    return [candidate for candidate in found if candidate.backend not in NEVER]
+
+
+def probed(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The `candidates` the full probe measures: the table-only ones left out."""
+    return [candidate for candidate in candidates if candidate.backend not in EXCLUDED]
 
 
 def measure(
@@ -89,8 +107,10 @@ def measure(
     batch_size: int = 32,
     timer: Callable[[], float] = time.perf_counter,
     reference: str = TORCH,
+    warmup: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Encode `sample` with every encoder, alternated round by round after one warm-up batch each.
+    """Encode `sample` with every encoder, alternated round by round after one warm-up batch each (of `warmup`
+    texts; default `batch_size`).
 
     Returns:
         One row per encoder: ``backend``, ``docs_per_s``, ``vs_torch`` (speed ratio to `reference`), and
@@ -101,7 +121,7 @@ def measure(
     seconds = dict.fromkeys(encoders, 0.0)
     vectors: dict[str, Any] = {}
     for encoder in encoders.values():
-        encoder.encode_docs(sample[:batch_size])  # warm-up: first-call allocations, lazy kernels
+        encoder.encode_docs(sample[: warmup or batch_size])  # warm-up: first-call allocations, lazy kernels
     for _ in range(rounds):
         for name, encoder in encoders.items():
             started = timer()
@@ -195,7 +215,7 @@ def _cached(path: Path) -> dict[str, Any] | None:
         choice = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(choice, dict) or not {"backend", "precision", "picked", "candidates"} <= choice.keys():
             raise ValueError("fields missing")
-        if choice["backend"] not in BY_NAME or choice["backend"] in EXCLUDED or choice["precision"] not in PRECISIONS:
+        if choice["backend"] not in BY_NAME or choice["backend"] in NEVER or choice["precision"] not in PRECISIONS:
             raise ValueError(f"no such candidate: {choice['backend']!r} {choice['precision']!r}")
         return choice
     except (ValueError, UnicodeDecodeError) as exc:
@@ -212,35 +232,143 @@ def pick_backend(
     timer: Callable[[], float] = time.perf_counter,
     batch_size: int = 32,
     threads: int | None = None,
+    table: Sequence[ClassRow] | None = None,
+    probe: bool = False,
+    cpu: str | None = None,
 ) -> dict[str, Any]:
-    """Probe (or recall) the backend auto picks for the model of `fingerprint` on this host.
+    """Decide (or recall) the backend auto picks for the model of `fingerprint` on this host.
 
     Args:
         fingerprint: The torch fp32 model's fingerprint (keys the cache; no model is loaded for a cached choice).
-        sample: The probe texts (the corpus's first `PROBE_TEXTS`).
+        sample: The corpus's first `PROBE_TEXTS` texts (the confirmation encodes the first `CONFIRM_TEXTS`).
         load: Loads a candidate's encoder (`REFERENCE` first: torch fp32).
-        cache_root: Where probe results are kept (None: not cached).
+        cache_root: Where choices are kept (None: not cached).
         candidates: Default `installed_candidates()`.
-        timer: The clock (tests pass a fake one).
+        timer: The clock of the encodes compared (tests pass a fake one).
         threads: The threads the evaluation is limited to (part of the cache key; None: all usable cores).
+        table: The rows of this CPU's class in the class table (`harness.runtimes.classes`); None or empty: the
+            class is unknown, and the full probe decides.
+        probe: Run the full probe whatever the table and the cache hold (``--backend auto --probe``).
+        cpu: This CPU's class, as the decision records it (default `harness.host.local_cpu_class`).
 
     Returns:
-        `choose`'s record, plus ``probe`` (texts, rounds, key, ``cached``).
+        `choose`'s record, plus ``probe`` (texts, rounds, key, ``cached``) and ``decision`` (``path``: table, probe
+        or cached; ``cpu_class``; ``loads``: the candidates loaded; ``seconds``: wall seconds deciding). A table
+        decision adds ``table`` (the row picked and where it was measured) and a probe ``table_rows`` (the lines the
+        table would gain for this class).
     """
+    started = time.perf_counter()
+    cpu = cpu or local_cpu_class()
     candidates = list(candidates or installed_candidates())
     key = probe_key(fingerprint, candidates, threads)
     path = cache_root / "auto-backend" / f"{key}.json" if cache_root is not None else None
-    choice = _cached(path) if path is not None else None
+    choice = _cached(path) if path is not None and not probe else None
     if choice is not None:
-        logger.info("--backend auto: %s (probed earlier on this host: %s)", choice["picked"], path)
-        return {**choice, "probe": {**choice.get("probe", {}), "cached": True}}
-    encoders = {candidate.name: load(candidate) for candidate in candidates}
-    rows = measure(encoders, sample, batch_size=batch_size, timer=timer)
-    choice = {**choose(rows, candidates), "probe": {"texts": len(sample), "rounds": PROBE_ROUNDS, "key": key}}
+        logger.info("--backend auto: %s (decided earlier on this host: %s)", choice["picked"], path)
+        return {
+            **choice,
+            "probe": {**choice.get("probe", {}), "cached": True},
+            "decision": _decision("cached", cpu, 0, started),
+        }
+    loads = [0]
+
+    def counted(candidate: Candidate) -> Any:
+        loads[0] += 1
+        return load(candidate)
+
+    if table and not probe:
+        choice = _from_table(cpu, table, candidates, sample, counted, timer, batch_size)
+        how = "table"
+    else:
+        measured = probed(candidates)
+        encoders = {candidate.name: counted(candidate) for candidate in measured}
+        rows = measure(encoders, sample, batch_size=batch_size, timer=timer)
+        choice = {**choose(rows, measured), "probe": {"texts": len(sample), "rounds": PROBE_ROUNDS}}
+        choice["table_rows"] = _offered(cpu, rows)
+        how = "probe"
+    choice["probe"] = {**choice["probe"], "key": key}
     logger.info("--backend auto: %s (%s)", choice["picked"], choice["reason"])
     if path is not None:
         _write_choice(path, choice)
-    return {**choice, "probe": {**choice["probe"], "cached": False}}
+    return {**choice, "probe": {**choice["probe"], "cached": False}, "decision": _decision(how, cpu, loads[0], started)}
+
+
+def _decision(path: str, cpu: str, loads: int, started: float) -> dict[str, Any]:
+    return {"path": path, "cpu_class": cpu, "loads": loads, "seconds": round(time.perf_counter() - started, 4)}
+
+
+def _offered(cpu: str, rows: list[dict[str, Any]]) -> list[str]:
+    """The probe's rows as the class table's lines, logged for a maintainer to add (measured, not yet quoted)."""
+    import datetime
+
+    host = host_info()
+    lines = rows_to_add(
+        cpu, rows, f"{host['cpu']}, {host['cores_used']} cores", datetime.date.today().isoformat(), "auto --probe"
+    )
+    logger.warning(
+        "--backend auto probed class %s; the CPU class table (harness/data/cpu-classes.csv) would gain, once "
+        "its nDCG@10 is measured and the figures quoted in BENCHMARKS.md:\n%s",
+        cpu,
+        "\n".join(lines),
+    )
+    return lines
+
+
+def _from_table(
+    cpu: str,
+    table: Sequence[ClassRow],
+    candidates: Sequence[Candidate],
+    sample: list[str],
+    load: Callable[[Candidate], Any],
+    timer: Callable[[], float],
+    batch_size: int,
+) -> dict[str, Any]:
+    """The table's fastest candidate installed here whose quality holds on class `cpu`, confirmed against torch fp32
+    on one batch (`confirm`); torch fp32, loading nothing, when the table ranks it first."""
+    installed = {candidate.name: candidate for candidate in candidates}
+    usable = [
+        row
+        for row in table
+        if row.candidate in installed and quality_holds(row, BY_NAME[row.backend].table_only is not None)
+    ]
+    best = next(iter(usable), None)
+    bounds = {"cosine_mean": MEAN_COSINE_BOUND, "cosine_min": MIN_COSINE_BOUND}
+    base = {"bounds": bounds, "excluded": dict(NEVER), "probe": {"texts": 0, "rounds": 0}}
+    if best is None or best.candidate == REFERENCE.name:
+        why = "no faster candidate installed here" if best is None else f"it ranks first ({best.host}, {best.date})"
+        return {
+            **base,
+            **moot(f"the CPU class table's choice for {cpu}: torch fp32 ({why})"),
+            "candidates": [],
+            "table": {"cpu_class": cpu, **(best.record() if best is not None else {})},
+        }
+    pick = installed[best.candidate]
+    rows = confirm({REFERENCE.name: load(REFERENCE), pick.name: load(pick)}, sample, timer, batch_size)
+    choice = choose(rows, [REFERENCE, pick])
+    source = f"the CPU class table's pick for {cpu} ({best.vs_torch:.2f}x torch fp32 on {best.host}, {best.date})"
+    if choice["picked"] == pick.name:
+        choice["reason"] = f"{source}, confirmed here: {choice['reason']}"
+    else:
+        measured = next(row for row in choice["candidates"] if row["backend"] == pick.name)
+        what = measured.get("why") or (
+            f"{measured['docs_per_s']:.1f} docs/s, not faster than torch fp32's "
+            f"{measured['docs_per_s'] / measured['vs_torch']:.1f}"
+        )
+        choice["reason"] = f"{source} failed its confirmation here ({what}): torch fp32"
+    confirmed = {"texts": min(len(sample), CONFIRM_TEXTS), "rounds": 1}
+    return {**choice, "excluded": dict(NEVER), "probe": confirmed, "table": {"cpu_class": cpu, **best.record()}}
+
+
+def confirm(
+    encoders: dict[str, Any],
+    sample: list[str],
+    timer: Callable[[], float] = time.perf_counter,
+    batch_size: int = 32,
+) -> list[dict[str, Any]]:
+    """`measure` on the first `CONFIRM_TEXTS` texts of `sample`, one round after a `CONFIRM_WARMUP`-text warm-up:
+    the table's pick against torch fp32 in seconds."""
+    texts = sample[:CONFIRM_TEXTS]
+    return measure(encoders, texts, rounds=1, batch_size=batch_size, timer=timer, warmup=CONFIRM_WARMUP)
 
 
 def _write_choice(path: Path, choice: dict[str, Any]) -> None:

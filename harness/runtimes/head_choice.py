@@ -105,7 +105,7 @@ def _on_runtime(
     reference = load("cpu", "fp32")
     if not is_auto(backend):
         record = runtime(backend)
-        calibration = calibrate(reference) if record.calibrated else None
+        calibration = calibrate(reference) if record.calibrates_heads else None
         return wrap(record, reference, cache_root, calibration, threads), None
     probed = probe(reference)
     if probed is None:

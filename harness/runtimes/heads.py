@@ -240,7 +240,7 @@ def _wrapped(
         head(torch_model),
         torch_model.fingerprint()["weights_sha256"],
         cache_root,
-        calibration if record.calibrated else None,
+        calibration if record.calibrates_heads else None,
         threads,
         preparation=preparation,
     )

@@ -5,12 +5,15 @@ the CPU at the plugin's default inference precision: bf16 on CPUs with native bf
 elsewhere; the precision used is read back from the compiled model and recorded (``inference_precision``).
 
 ``--backend openvino-int8`` quantizes weights *and* activations to int8 with NNCF's post-training quantization
-(see ``QUANTIZATION``), its activation ranges measured on a `Calibration`: a seeded sample of the texts of the
-corpus being evaluated (`corpus_calibration`), so no calibration data set is downloaded. The quantized model
-is cached under ``<cache dir>/openvino/<key>/`` (written to a temporary folder, renamed into place when
-complete, its files' sha256 checked on every load: a damaged one is quantized again, with a warning), where
-the key covers the weights, the ONNX opset, the quantization, the calibration sample's hash and the
-OpenVINO and NNCF versions; the same facts enter the embedding cache key and the result's configuration.
+(see ``QUANTIZATION``), its activation ranges measured on a `Calibration`: for a bi-encoder, the shipped sample
+(`harness.runtimes.calibration.shipped_calibration`, text the project wrote), so the model is prepared once per
+machine and a new corpus pays no preparation; a seeded sample of a corpus (`corpus_calibration`) for a learned
+sparse encoder. No calibration data set is downloaded. The quantized model is cached under
+``<cache dir>/openvino/<key>/`` (written to a temporary folder, renamed into place when complete, its files'
+sha256 checked on every load: a damaged one is quantized again, with a warning), where the key covers the
+weights, the ONNX opset, the quantization recipe, the calibration sample's hash, the CPU class
+(`harness.host.cpu_class`: NNCF's statistics run at the CPU's precision) and the OpenVINO and NNCF versions; the
+same facts enter the embedding cache key and the result's configuration.
 
 Telemetry stays off: importing ``openvino`` starts the ``openvino_telemetry`` client (its model-conversion
 package reports the import to Google Analytics, looks up ``www.google-analytics.com`` and writes a client id and
@@ -37,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, MissingDependencyError
-from harness.host import environment_variables, int8_saturates, local_kernel_class
+from harness.host import environment_variables, int8_saturates, local_cpu_class, local_kernel_class
 from harness.io.formats import default_permissions, private_dir, remove_stale_temporaries
 from harness.records import Doc, doc_text
-from harness.runtimes.calibration import Calibration
+from harness.runtimes.calibration import Calibration, shipped_calibration
 from harness.runtimes.onnx_backend import OPSET, OnnxEncoder, export
 from harness.runtimes.preparation import Preparation
 
@@ -99,7 +102,9 @@ def runtime_identity(backend: str) -> dict[str, Any]:
             identity[package] = version(package)
         except PackageNotFoundError:
             identity[package] = None
-    return identity | ({"quantization": quantization()} if backend == "openvino-int8" else {})
+    if backend == "openvino-int8":
+        identity |= {"quantization": quantization(), "calibration_sample": shipped_calibration().identity()}
+    return identity
 
 
 # Both telemetry clients decline in a CI job: ``openvino_telemetry`` (``CI=true``, which OpenVINO's model-conversion
@@ -488,15 +493,12 @@ def openvino_encoder(
 
     Raises:
         MissingDependencyError: openvino (or, for int8, nncf) is not installed.
-        HarnessError: Unknown backend, no calibration for int8, or a model OpenVINO cannot convert.
+        HarnessError: Unknown backend, or a model OpenVINO cannot convert.
     """
     if backend not in ("openvino", "openvino-int8"):
         raise HarnessError(f"unknown OpenVINO backend {backend!r}; use openvino or openvino-int8")
     if backend == "openvino-int8" and calibration is None:
-        raise HarnessError(
-            "--backend openvino-int8 calibrates on the corpus being evaluated, and none was given; "
-            "use it with evaluate or bench (or --backend openvino)"
-        )
+        calibration = shipped_calibration()
     ov = openvino_module()
     if backend == "openvino-int8":
         nncf_module()  # a missing nncf is one line before anything is exported
@@ -512,7 +514,10 @@ def openvino_encoder(
     if backend == "openvino-int8":
         identity = calibration.identity()
         versions["nncf"] = nncf_module().__version__
-        key = content_key({"onnx": onnx_key, "quantization": quantization(), "calibration": identity, **versions})
+        key = content_key(
+            {"onnx": onnx_key, "quantization": quantization(), "calibration": identity, **versions}
+            | ({"cpu_class": local_cpu_class()} if calibration.sample is not None else {})
+        )
         folder = cache_root / "openvino" / key
         model = quantize(
             core, onnx_path, torch_encoder.model, calibration, folder, torch_encoder.max_seq_length, preparation

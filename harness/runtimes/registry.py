@@ -3,11 +3,11 @@
 A runtime takes the loaded torch encoder (`harness.retrieval.sentence_transformer`) and returns the encoder that
 runs its model: ``torch`` is that encoder itself; ``onnx`` and ``onnx-int8`` run its exported transformer under ONNX
 Runtime (`harness.runtimes.onnx_backend`); ``openvino`` and ``openvino-int8`` run the same export under OpenVINO,
-the second quantized by NNCF on a `Calibration` sample of the corpus being evaluated
-(`harness.runtimes.openvino_backend`). Each record says how to build it, what besides the weights decides its
-vectors (its cache identity), where and in which precision it runs, whether it is calibrated on the corpus,
-whether its vectors depend on the CPU's int8 kernels, what it needs installed, and whether ``--backend auto``
-may pick it. Nothing outside this package tests a backend's name: it looks the record up (`runtime`).
+the second quantized by NNCF on the shipped calibration sample (`harness.runtimes.calibration.shipped_calibration`:
+prepared once per machine, whatever the corpus), a cross-encoder's or a learned sparse encoder's on a sample of
+what it scores (`harness.runtimes.openvino_backend`). Each record says how to build it, what besides the weights
+decides its vectors (its cache identity), where and in which precision it runs, what it calibrates on, whether its
+vectors depend on the CPU's int8 kernels, what it needs installed, and how ``--backend auto`` may pick it. Nothing outside this package tests a backend's name: it looks the record up (`runtime`).
 
 ``auto`` is no runtime: a probe picks one of these (and a precision) for the machine (`harness.runtimes.auto`).
 This module imports no runtime library; a record imports its runtime's module only when it builds one.
@@ -100,8 +100,10 @@ class Runtime:
             nothing more.
         device_refusal: None when it runs on any device at any precision; otherwise it runs on the CPU at its own
             precision, and this sentence (with ``{backend}``, ``{device}``, ``{precision}``) refuses anything else.
-        calibrate: (documents, corpus sha256) → its `Calibration` sample, for a runtime whose model is fitted to the
-            corpus being evaluated (static int8); None: it is not calibrated.
+        calibrate: (documents, corpus sha256) → its `Calibration` sample, for a runtime whose exported head (a
+            learned sparse encoder, a cross-encoder) is fitted to what it scores (static int8); None: not calibrated.
+        shipped_sample: Its bi-encoder model is calibrated on the shipped sample
+            (`harness.runtimes.calibration.shipped_calibration`), prepared once per machine: no corpus refits it.
         int8_kernels: Its vectors depend on the CPU's int8 kernels (more than by float rounding): they are keyed by
             the CPU's kernel class, and results from CPUs of two classes are flagged when compared.
         needs: The modules it runs on (what ``--backend auto`` checks are installed).
@@ -112,6 +114,9 @@ class Runtime:
             that runs the exported transformer with its head, the facts its scores' and rows' cache keys read);
             None: it runs no export (torch).
         not_auto: Why ``--backend auto`` never picks it; None: auto may, when it is installed.
+        table_only: Why auto's probe never measures it (the probe's cosine on a few texts cannot promise its
+            nDCG@10): auto picks it only from the CPU class table (`harness.runtimes.classes`), on a class where
+            its nDCG@10 was measured within the bound; None: the probe measures it too.
         auto_needs: The precision (`harness.host.matmul_precisions`) the CPU must compute natively for ``--backend
             auto`` to probe it: without it, it is not probed at all (it measured slower than torch fp32 there, and
             probing it costs the run minutes); None: probed wherever it is installed.
@@ -129,10 +134,19 @@ class Runtime:
     head: Callable[..., Any] | None = None
     not_auto: str | None = None
     auto_needs: str | None = None
+    shipped_sample: bool = False
+    table_only: str | None = None
 
     @property
     def calibrated(self) -> bool:
-        """Its model is fitted to each corpus: it loads with that corpus's `Calibration`, never reused across."""
+        """Its bi-encoder model is fitted to each corpus: it loads with that corpus's `Calibration`, never reused
+        across (none now: ``openvino-int8`` calibrates on the shipped sample)."""
+        return self.calibrate is not None and not self.shipped_sample
+
+    @property
+    def calibrates_heads(self) -> bool:
+        """Its exported head (a cross-encoder, a learned sparse encoder) is quantized on a sample of what it
+        scores (`calibrate`)."""
         return self.calibrate is not None
 
     def installed(self) -> bool:
@@ -216,8 +230,9 @@ RUNTIMES = (
         extra="openvino",
         sparse=True,
         head=_openvino_head,
-        not_auto="outside the 0.002 nDCG@10 bound on SciFact (+0.0025; NFCorpus −0.0006), BENCHMARKS.md "
-        "host C; calibrated per corpus",
+        shipped_sample=True,
+        table_only='its nDCG@10 moves more than its cosine on a few texts says (BENCHMARKS.md, "OpenVINO bf16 / '
+        'int8"): picked only on a CPU class whose table row measured it within the bound on SciFact and NFCorpus',
     ),
 )
 BY_NAME = {record.name: record for record in RUNTIMES}

@@ -39,6 +39,8 @@ class EncoderSpec:
         precision: ``fp32``, ``fp16`` or ``bf16`` weights and activations (also the reranker's).
         batch_size: Texts per forward pass (not decisive).
         trust_remote_code: Let the model run code from its repository (not decisive).
+        probe: With backend ``auto``: run the full probe of every candidate, whatever the CPU class table and the
+            cached choice say (``--probe``; not decisive: the result records the backend picked).
         prompt_source: Where the prefixes came from: ``""`` (not decided: the model registry's prompts apply when
             both prefixes are empty), `PROMPTS_GIVEN` (the caller's, even empty ones), ``model registry``
             (`harness.datasets.prompts`, recorded in the result). Not decisive: a registry prompt is the same
@@ -54,6 +56,7 @@ class EncoderSpec:
     batch_size: int = field(default=32, metadata={"decisive": False})
     trust_remote_code: bool = field(default=False, metadata={"decisive": False})
     prompt_source: str = field(default="", metadata={"decisive": False})
+    probe: bool = field(default=False, metadata={"decisive": False})
 
     def check(self) -> None:
         """Refuse impossible settings before anything loads.
