@@ -134,6 +134,40 @@ class Qrels(Mapping[str, Mapping[str, int]]):
         return f"Qrels({len(self)} queries, {self.n_judgments} judgments)"
 
 
+@dataclass(frozen=True)
+class Exclusions:
+    """The (query, document) pairs no ranking may hold: removed from every run before any cut, metric or pool.
+
+    Two sources, one rule: a dataset's excluded pairs (``excluded/<split>.tsv``, `harness.io.exclusions`), and
+    with `self_hits` each query's own id as a document (the self-hit policy of ArguAna and Quora).
+
+    Attributes:
+        pairs: query_id → the doc_ids excluded for it.
+        self_hits: Also exclude the document whose doc_id equals the query_id.
+    """
+
+    pairs: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    self_hits: bool = False
+
+    def of(self, query_id: str) -> frozenset[str]:
+        """The doc_ids excluded for one query (empty when none)."""
+        docs = self.pairs.get(query_id, frozenset())
+        return docs | {query_id} if self.self_hits else docs
+
+    @property
+    def most(self) -> int:
+        """The most documents any one query can lose: a first stage retrieves this many more than it keeps."""
+        return max(map(len, self.pairs.values()), default=0) + int(self.self_hits)
+
+    @property
+    def n_pairs(self) -> int:
+        """The excluded pairs listed (self-hits not counted)."""
+        return sum(map(len, self.pairs.values()))
+
+    def __bool__(self) -> bool:
+        return self.self_hits or any(self.pairs.values())
+
+
 class Run(Mapping[str, tuple[ScoredDoc, ...]]):
     """A retrieval run: query_id → documents ranked by the trec_eval rule.
 
@@ -245,9 +279,17 @@ class Run(Mapping[str, tuple[ScoredDoc, ...]]):
     __hash__ = None  # type: ignore[assignment]
 
     def without_self_hits(self) -> Run:
-        """A copy without any document whose doc_id equals its query_id."""
-        kept = {query_id: {d: s for d, s in docs.items() if d != query_id} for query_id, docs in self._scores.items()}
-        return Run(kept, self.name, self.metadata)
+        """A copy without any document whose doc_id equals its query_id (`Exclusions` with ``self_hits``)."""
+        return self.without(Exclusions(self_hits=True))
+
+    def without(self, exclusions: Exclusions) -> Run:
+        """A copy without the (query, document) pairs `exclusions` names (the queries it names nothing for are
+        the same dicts: nothing is copied for them)."""
+        kept = {}
+        for query_id, docs in self._scores.items():
+            excluded = exclusions.of(query_id)
+            kept[query_id] = {d: s for d, s in docs.items() if d not in excluded} if excluded else dict(docs)
+        return Run.adopt(kept, self.name, self.metadata)
 
     def truncated(self, depth: int) -> Run:
         """A copy keeping the first `depth` documents of each ranked list (`top_scores`: scores compared as

@@ -54,7 +54,9 @@ def test_reranked_scores_are_the_cross_encoders_and_depth_1_keeps_the_ranking(ti
         expected = model.predict([(queries[query_id], docs[hit.doc_id]) for hit in hits])
         got = [reranked.scores[query_id][hit.doc_id] for hit in hits]
         np.testing.assert_allclose(got, expected, rtol=1e-6)
-    assert counts == {"pairs": 5, "cached": 0}
+    tokenizer = model.tokenizer  # the tokens read: each pair as the tokenizer joins it, nothing truncated here
+    tokens = sum(len(tokenizer(queries[q], docs[hit.doc_id])["input_ids"]) for q, hits in first.items() for hit in hits)
+    assert counts == {"pairs": 5, "cached": 0, "tokens": tokens}
     top1, _ = rerank(
         first,
         queries,
@@ -251,3 +253,89 @@ def test_a_rerun_whose_pairs_are_all_cached_records_rerank_as_cached(tiny_cross_
     assert shown.exit_code == 0, shown.output
     header, _, row = shown.output.splitlines()[:3]
     assert dict(zip(header.split("|"), row.split("|")))[" rerank s "].strip() == "cached"
+
+
+def _pairs(path: Path) -> list[tuple[str, str]]:
+    return [tuple(line.split()[0:3:2]) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _texts(folder: Path) -> tuple[dict[str, str], dict[str, str]]:
+    docs = {}
+    for line in (folder / "corpus.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        docs[record["_id"]] = f"{record.get('title') or ''} {record['text']}".strip()
+    queries = {r["_id"]: r["text"] for r in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
+    return queries, docs
+
+
+def test_two_rerankers_on_one_candidate_set_are_reported_side_by_side_with_its_digest(
+    tiny_cross_encoder, tiny_beir, tmp_path
+):
+    import hashlib
+
+    from sentence_transformers import CrossEncoder
+    from tiny_models import cross_encoder
+
+    second = cross_encoder(tmp_path / "ce2", WORDS, seed=1)
+    out = tmp_path / "out"
+    systems = f"a=>> {tiny_cross_encoder}, b=>> {second}@3"
+    bench = ["-q", "bench", "--datasets", str(tiny_beir), "--systems", systems, "--candidates", "bm25", "--depth", "3"]
+    assert invoke([*bench, "--k", "1,3", "--output-dir", str(out)]).exit_code == 0
+    (candidates,) = (out / "tiny" / "candidates").glob("candidates-*.trec")
+    digest = hashlib.sha256(candidates.read_bytes()).hexdigest()
+    assert candidates.name == f"candidates-{digest[:12]}.trec"
+    bm25 = _pairs(out / "tiny" / "bm25" / "test.run.trec")  # the candidates' system, evaluated and written
+    assert _pairs(candidates) == [
+        p for q in dict.fromkeys(q for q, _ in bm25) for p in [x for x in bm25 if x[0] == q][:3]
+    ]
+    queries, docs = _texts(tiny_beir)
+    pairs = _pairs(candidates)
+    for label, model in (("a", tiny_cross_encoder), ("b", second)):
+        (path,) = [p for p in out.rglob("test*.json") if json.loads(p.read_text())["label"] == label]
+        result = json.loads(path.read_text())
+        assert result["config"]["candidates"] == {"source": "bm25", "depth": 3, "sha256": digest}
+        assert result["fingerprints"]["run"] == digest and result["model"] == f"run:{candidates.name}"
+        cross = CrossEncoder(str(model))
+        expected = cross.predict([(queries[q], docs[d]) for q, d in pairs])
+        scored = {tuple(line.split()[0:3:2]): float(line.split()[4]) for line in open(path.with_suffix(".run.trec"))}
+        np.testing.assert_allclose([scored[p] for p in pairs], expected, rtol=1e-5)
+        tokens = sum(len(cross.tokenizer(queries[q], docs[d])["input_ids"]) for q, d in pairs)
+        assert (result["config"]["rerank"]["pairs"], result["config"]["rerank"]["tokens"]) == (len(pairs), tokens)
+    report = invoke(["report", str(out), "--metric", "nDCG@3"])
+    assert report.exit_code == 0, report.output
+    header = next(line for line in report.stdout.splitlines() if line.startswith("| dataset"))
+    assert "| a |" in header and "| b |" in header
+    assert f"tiny: candidate set {digest[:8]} (top 3 of bm25) reranked by a, b" in report.stdout
+    assert "did not rerank the same candidates" not in report.stdout
+    # a third reranker of its own first stage: the report says they reranked different candidates, and so does †
+    assert _evaluate(tiny_beir, out, "--model", f"c=bm25 >> {second}@3", "--k", "1,3").exit_code == 0
+    mixed = invoke(["report", str(out), "--metric", "nDCG@3", "--significance", "a"])
+    assert "tiny: these rerankers did not rerank the same candidates" in mixed.stdout
+    assert "† against a compares rerankers of other candidate sets for c (tiny)" in mixed.stdout
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "message"),
+    [
+        (">> {ce}", [], "a rerank without a first stage reranks the candidate set"),
+        ("bm25 >> {ce}", ["--candidates", "bm25"], "--candidates gives every rerank its first stage"),
+        (">> {ce}@5", ["--candidates", "bm25", "--depth", "3"], "every rerank reranks the whole candidate set"),
+        ("bm25", ["--candidates", "bm25"], "reranks nothing"),
+        (">> {ce}", ["--candidates", "{other}"], "candidate query is not in"),
+        (">> {ce}", ["--candidates", "{stranger}"], "candidate document(s) are not in"),
+    ],
+)
+def test_bad_candidates_are_one_line_before_any_model_loads(
+    tiny_cross_encoder, tiny_beir, tmp_path, model, options, message
+):
+    other = tmp_path / "other.trec"
+    other.write_text("q1 Q0 d1 1 2.0 x\nnq7 Q0 d2 1 1.0 x\n")  # a query of another dataset
+    stranger = tmp_path / "stranger.trec"
+    stranger.write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 zz9 2 1.0 x\n")  # a document of another corpus
+    filled = [o.format(other=other, stranger=stranger) for o in options]
+    cache = tmp_path / "cache"
+    result = _evaluate(tiny_beir, tmp_path / "out", "--model", model.format(ce=tiny_cross_encoder), *filled,
+                       "--k", "1,3", "--cache-dir", str(cache))  # fmt: skip
+    assert result.exit_code != 0
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (cache / "rerank").exists() and not list((tmp_path / "out").rglob("test*.json"))

@@ -116,7 +116,7 @@ def test_a_system_is_parsed_into_its_parts():
         ("rrf(bm25, e5, x=1)", "unknown fusion setting 'x'"),
         ("rrf(bm25, e5) >> ce@10", "reranking a fusion is not supported"),
         ("bm25 >> ce@ten", "write FIRST >> CROSS_ENCODER@DEPTH"),
-        (" >> ce@10", "write FIRST >> CROSS_ENCODER@DEPTH"),
+        (" >> @10", "write FIRST >> CROSS_ENCODER@DEPTH"),
         ("bm25 >> a@1 >> b@1", "one reranker per system"),
         ("rrf(bm25", "a '(' is never closed"),
         ("a=b=bm25", "more than one '='"),

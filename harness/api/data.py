@@ -26,6 +26,7 @@ def convert(
     *,
     eval_set: str | Path | None = None,
     columns: Mapping[str, str] | None = None,
+    excluded: str | Path | None = None,
     **options: Any,
 ) -> ConversionSummary:
     """Convert your own tables (or one eval-set file) into a BEIR folder, checking everything first.
@@ -36,6 +37,8 @@ def convert(
         queries: Queries, same formats.
         qrels: Judgments, same formats, or TREC qrels; None: not judged yet (a header-only split, to pool).
         eval_set: Instead of the three tables: one .json/.yaml file with documents and queries.
+        excluded: Excluded pairs (query id, document id), same formats: written as ``excluded/<split>.tsv``, removed
+            from every ranking of the split before any cut and metric (docs/datasets.md).
         columns: Explicit column names by role (``corpus_id``, ``corpus_text``, ``qrels_score``, ... as
             `harness.datasets.convert.ColumnMap`); the others are detected.
         **options: Any `ConvertOptions` field (``split``, ``force``, ``drop_empty``, ``allow_negative``,
@@ -67,12 +70,12 @@ def convert(
         options["grade_scale"] = parse_grade_scale(options["grade_scale"])
     settings = ConvertOptions(columns=ColumnMap(**(columns or {})), **options)
     if eval_set is not None:
-        if corpus or queries or qrels:
+        if corpus or queries or qrels or excluded:
             raise HarnessError("give either eval_set or corpus/queries/qrels, not both")
         return convert_eval_set(eval_set, out, settings)
     if qrels is None and (corpus is None or queries is None):
         raise HarnessError("give corpus and queries (and qrels, unless not judged yet), or eval_set")
-    return convert_tables(corpus, queries, qrels, out, settings)
+    return convert_tables(corpus, queries, qrels, out, settings, excluded=excluded)
 
 
 def validate(folder: str | Path) -> ValidationReport:

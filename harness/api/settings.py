@@ -44,7 +44,7 @@ RERANK_SETTINGS = {
     "rerank_backend": "backend",
 }
 ENCODER_SETTINGS = {
-    name: name for name in ("max_seq_length", "backend", "precision", "batch_size", "trust_remote_code", "probe")
+    name: name for name in ("max_seq_length", "backend", "precision", "batch_size", "trust_remote_code")
 }
 PREFIX_SETTINGS = ("query_prefix", "doc_prefix")
 NORMALIZE_SETTINGS = ("similarity", "normalize")
@@ -59,7 +59,9 @@ ENDPOINT_SETTINGS = {
 }
 # Flat settings named otherwise than the field they set.
 RENAMED = {"use_cache": "cache"}
+CANDIDATE_SETTINGS = ("candidates_depth",)  # ``candidates`` itself is the `EvaluateConfig` field (text or spec)
 FLAT_SETTINGS = (
+    *CANDIDATE_SETTINGS,
     *INDEX_SETTINGS,
     *RAY_SETTINGS,
     *RERANK_SETTINGS,
@@ -143,6 +145,23 @@ def _ray(settings: dict[str, Any]) -> None:
         )
 
 
+def _candidates(settings: dict[str, Any]) -> None:
+    """`candidates` as a `CandidateSpec`: a run file or a system (text), ``candidates_depth`` documents per query."""
+    from harness.retrieval.rerank import CANDIDATES_DEPTH, CandidateSpec
+
+    depth = settings.pop("candidates_depth", None)
+    spec = settings.get("candidates")
+    if spec is None:
+        if depth is not None:
+            raise _usage_error(
+                f"{setting('candidates_depth')} is the depth of a candidate set; give {setting('candidates')} too"
+            )
+        return
+    if not isinstance(spec, CandidateSpec):
+        spec = CandidateSpec(str(spec), CANDIDATES_DEPTH)
+    settings["candidates"] = replace(spec, depth=depth) if depth is not None else spec
+
+
 def evaluate_config(dataset: str | Path | None, model: str | None, settings: Mapping[str, Any]) -> EvaluateConfig:
     """The one `EvaluateConfig` builder: from `EvaluateConfig` fields and flat settings alike.
 
@@ -179,6 +198,7 @@ def evaluate_config(dataset: str | Path | None, model: str | None, settings: Map
     _ray(settings)
     _rerank(settings)
     _encoder(settings)
+    _candidates(settings)
     settings.setdefault("progress", False)
     if model is not None:
         settings["model"] = model

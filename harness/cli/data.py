@@ -48,6 +48,13 @@ def _column_options(command):
     "omit it for a folder not judged yet (qrels/SPLIT.tsv a header only: pool it).",
 )
 @click.option(
+    "--excluded",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Excluded pairs (query id, document id), same formats: written as excluded/SPLIT.tsv, removed from every "
+    "ranking of the split before any cut and metric.",
+)
+@click.option(
     "--eval-set",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
@@ -92,6 +99,7 @@ def convert(
     corpus: Path | None,
     queries: Path | None,
     qrels: Path | None,
+    excluded: Path | None,
     eval_set: Path | None,
     out: Path,
     split: str,
@@ -141,7 +149,7 @@ def convert(
     """
     from harness.api import convert as run_convert
 
-    if eval_set is not None and (corpus or queries or qrels):
+    if eval_set is not None and (corpus or queries or qrels or excluded):
         raise click.UsageError("give either --eval-set or --corpus/--queries/--qrels, not both")
     if eval_set is None and qrels is None and (corpus is None or queries is None):
         raise click.UsageError("give --corpus and --queries (and --qrels, unless nothing is judged yet), or --eval-set")
@@ -151,6 +159,7 @@ def convert(
         queries,
         qrels,
         eval_set=eval_set,
+        excluded=excluded,
         columns=columns,
         split=split,
         force=force,
@@ -181,6 +190,8 @@ def _print_summary(summary) -> None:
         f"{verb} {summary.out}: {summary.n_docs} documents, {summary.n_queries} queries, "
         f"qrels/{summary.split}.tsv {judged}"
     )
+    if summary.n_excluded:
+        click.echo(f"excluded/{summary.split}.tsv with {summary.n_excluded} excluded pairs")
     for source, how in summary.formats.items():
         click.echo(as_flags(f"read {source} as {how}"))
     if summary.grade_scale:
@@ -194,7 +205,7 @@ def _sheet_choices(values: tuple[str, ...]) -> dict[str, str]:
     choices: dict[str, str] = {}
     for value in values:
         table, equals, name = value.partition("=")
-        if equals and table.strip().lower() in ("corpus", "queries", "qrels"):
+        if equals and table.strip().lower() in ("corpus", "queries", "qrels", "excluded"):
             choices[table.strip().lower()] = name.strip()
         else:
             choices["*"] = value.strip()

@@ -12,6 +12,7 @@ from harness.cli.options import (
     BATCH_SIZE,
     DATA,
     DATA_DIR,
+    DEPTH,
     DEVICE,
     ENDPOINT,
     ENGINE,
@@ -39,6 +40,23 @@ from harness.cli.options import (
 from harness.errors import HarnessError
 
 logger = logging.getLogger("harness")
+
+# One first-stage pool for every rerank of the command (evaluate's and bench's, beside the rerank options).
+CANDIDATES = Option(
+    "--candidates",
+    default=None,
+    metavar="RUN_OR_SYSTEM",
+    help="One candidate set for every rerank written '>> CROSS_ENCODER': a run file, or a system (bm25, "
+    "'rrf(bm25, e5)'); each query's top --depth documents after the dataset's exclusions, recorded by digest in "
+    "each rerank's result.",
+)
+CANDIDATES_DEPTH = DEPTH.but(
+    "candidates_depth",
+    default=None,
+    show_default=False,
+    metavar="N",
+    help="With --candidates: documents per query in the candidate set, every one reranked [default: 100].",
+)
 
 
 @click.command()
@@ -110,8 +128,11 @@ def _format_demo(outcome) -> str:
         "short alias (all-MiniLM-L6-v2) or local folder; openai:MODEL (an OpenAI-compatible embedding "
         "service, with --endpoint); hash:DIM (a hashing stand-in, no model); run:FILE (score a run); or a "
         "system as bench writes one: FIRST >> CROSS_ENCODER@DEPTH, a fusion rrf(bm25, hash:64) (its members "
-        "evaluated and fused as bench does). A cross-encoder alone goes to --rerank."
-    )
+        "evaluated and fused as bench does); '>> CROSS_ENCODER' reranks --candidates. A cross-encoder alone goes "
+        "to --rerank."
+    ),
+    CANDIDATES,
+    CANDIDATES_DEPTH,
 )
 @ENDPOINT
 @INDEX
@@ -149,6 +170,8 @@ def evaluate(
         beir-harness evaluate fiqa --model intfloat/e5-small-v2 --query-prefix "query: " --doc-prefix "passage: "
         beir-harness evaluate scifact --engine ray --ray-local 2
         beir-harness evaluate hotpotqa --engine ray --ray-address auto --shards 64
+        beir-harness evaluate scifact --candidates "rrf(bm25, all-MiniLM-L6-v2)" --depth 100 \\
+            --model ">> cross-encoder/ms-marco-MiniLM-L-6-v2"
     """
     from harness.api import evaluate as run_evaluate
 
@@ -266,8 +289,11 @@ def _systems(ctx: click.Context, param: click.Parameter, value: str) -> list[str
         help="Comma-separated systems: sentence-transformers names or folders (bi-encoders or sparse "
         "encoders), bm25, 'FIRST >> CROSS_ENCODER@DEPTH', or fusions 'METHOD(SYSTEM, SYSTEM[, "
         "norm=..., k=..., weights=W1:W2, depth=...])' with METHOD rrf, combsum, combmnz, wsum or dbsf; "
-        "each optionally labelled LABEL=SYSTEM (e.g. 'hybrid=rrf(bm25, e5)'), its name in every table.",
-    )
+        "each optionally labelled LABEL=SYSTEM (e.g. 'hybrid=rrf(bm25, e5)'), its name in every table; "
+        "'>> CROSS_ENCODER' reranks --candidates.",
+    ),
+    CANDIDATES,
+    CANDIDATES_DEPTH,
 )
 @ENDPOINT
 @INDEX.plus(
@@ -327,6 +353,8 @@ def bench(
             --systems "bm25, e5=intfloat/e5-small-v2, hybrid=wsum(bm25, intfloat/e5-small-v2, weights=0.3:0.7)"
         beir-harness bench --models all-MiniLM-L6-v2 --datasets scifact --truncate-dims 384,256,128,64 \\
             --embedding-precisions float32,int8,binary --rescore-multipliers 0,2
+        beir-harness bench --datasets scifact --candidates bm25 --depth 100 \\
+            --systems ">> cross-encoder/ms-marco-MiniLM-L-6-v2, >> cross-encoder/ms-marco-TinyBERT-L-2-v2"
     """
     from harness.api import bench as run_bench
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DatasetError, FormatError
+from harness.io.exclusions import EXCLUSIONS_FOLDER, iter_exclusions, unknown_exclusions
 from harness.io.formats import find_file, iter_corpus, iter_qrels, iter_queries, misnamed_id, read_qrels
 from harness.io.ids import normalisation_hint
 from harness.records import doc_text
@@ -166,7 +167,8 @@ def validate_folder(root: str | Path) -> ValidationReport:
 
     Checks: the files exist; every corpus/queries line is a JSON object with ``_id`` and text;
     ids are unique; each qrels file has BEIR's header, three columns and integer grades, no
-    conflicting duplicate, and only ids present in queries.jsonl and corpus.jsonl; no id holds
+    conflicting duplicate, and only ids present in queries.jsonl and corpus.jsonl; each excluded pairs file
+    (``excluded/<split>.tsv``) its header, two columns and only ids of the folder; no id holds
     whitespace (a TREC run or qrels line cannot). Notes empty texts (warning) and CRLF line
     endings (note).
 
@@ -194,7 +196,12 @@ def validate_folder(root: str | Path) -> ValidationReport:
             report.add("error", str(root), f"missing {name}")
         else:
             report.files[path.relative_to(root).as_posix()] = _file_info(path)
-    for path in qrels_files:
+    excluded_files = (
+        sorted(p for p in (root / EXCLUSIONS_FOLDER).glob("*.tsv*") if p.name.endswith((".tsv", ".tsv.gz")))
+        if (root / EXCLUSIONS_FOLDER).is_dir()
+        else []
+    )
+    for path in (*qrels_files, *excluded_files):
         report.files[path.relative_to(root).as_posix()] = _file_info(path)
 
     corpus, queries = _unless_misnamed(report, corpus), _unless_misnamed(report, queries)
@@ -247,4 +254,21 @@ def validate_folder(root: str | Path) -> ValidationReport:
                     hint = normalisation_hint(doc_id, doc_ids, corpus.name)
                     message = f"document {doc_id!r} is not in {corpus.name}" + (f" ({hint})" if hint else "")
                     report.add("error", f"{path}:{line_no}", message)
+    _check_excluded(report, excluded_files, qrels_files, query_ids if queries else None, doc_ids if corpus else None)
     return report
+
+
+def _check_excluded(report: ValidationReport, files: list[Path], qrels_files: list[Path], query_ids, doc_ids) -> None:
+    """Each ``excluded/<split>.tsv``: its lines (`harness.io.exclusions`), its ids against the folder's, and a split
+    the qrels have (an exclusions file of a split without qrels excludes nothing anyone scores)."""
+    splits = {path.name.split(".")[0] for path in qrels_files}
+    for path in files:
+        pairs = sum(1 for _ in iter_exclusions(path, on_error=report.add_error))
+        if path.name.split(".")[0] not in splits:
+            report.add(
+                "warning", str(path), f"no qrels/{path.name.split('.')[0]}.tsv: these {pairs} pairs apply to no split"
+            )
+        if query_ids is None or doc_ids is None:
+            continue
+        for error in unknown_exclusions(path, query_ids, doc_ids):
+            report.add_error(error)

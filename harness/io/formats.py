@@ -6,6 +6,8 @@ This module and `harness.io.trec` (the qrels and runs) are the only ones that kn
 * ``queries.jsonl`` — one JSON object a line: ``{"_id", "text", "metadata"?}``
 * ``qrels/<split>.tsv`` — a header ``query-id<TAB>corpus-id<TAB>score`` then one judgment a line
   (`read_qrels` also reads TREC qrels, ``query_id 0 doc_id grade``, and JSON ``{query_id: {doc_id: grade}}``)
+* ``excluded/<split>.tsv`` (optional) — a header ``query-id<TAB>corpus-id`` then one pair a line that no ranking
+  of the split may hold (`harness.io.exclusions`)
 
 Any of them may be gzip-compressed (``.gz`` added to the name). Lines may end in CRLF (BEIR's
 own qrels do). Readers stream: the corpus is never held in memory. Every reader can feed a
@@ -71,6 +73,7 @@ class BeirFolder:
     corpus: Path
     queries: Path
     qrels: Path
+    excluded: Path | None = None  # the split's excluded pairs (`harness.io.exclusions`), when it has any
 
 
 def find_file(path: Path) -> Path | None:
@@ -79,6 +82,15 @@ def find_file(path: Path) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+EXCLUSIONS_FOLDER = "excluded"  # excluded/<split>.tsv: the pairs no ranking of the split may hold
+
+
+def exclusions_path(root: str | Path, split: str) -> Path | None:
+    """The excluded pairs of one split of a BEIR folder (``excluded/<split>.tsv[.gz]``, `harness.io.exclusions`),
+    None when it has none."""
+    return find_file(Path(root) / EXCLUSIONS_FOLDER / f"{split}.tsv")
 
 
 def locate_corpus_and_queries(root: str | Path) -> BeirFolder:
@@ -123,7 +135,7 @@ def locate_beir_folder(root: str | Path, split: str) -> BeirFolder:
         )
         choice = f"available splits: {', '.join(available)}" if available else "the folder has no qrels/*.tsv"
         raise DatasetError(f"{root}: missing qrels/{split}.tsv ({choice}; pick one with {setting('split')})")
-    return BeirFolder(root, split, folder.corpus, folder.queries, qrels)
+    return BeirFolder(root, split, folder.corpus, folder.queries, qrels, exclusions_path(root, split))
 
 
 def _json_objects(path: Path, digest: Any | None, on_error: ErrorHandler | None) -> Iterator[tuple[int, dict]]:

@@ -30,6 +30,7 @@ from typing import Iterable, Mapping, Sequence
 from harness import __version__
 from harness.datasets.catalog import resolve_dataset
 from harness.errors import DatasetError, FormatError, HarnessError, OutputError, setting
+from harness.io.exclusions import EXCLUSIONS_FOLDER, check_exclusion_ids, exclusions_path, read_exclusions
 from harness.io.formats import (
     BeirFolder,
     atomic_writer,
@@ -46,7 +47,7 @@ from harness.io.formats import (
 )
 from harness.judging.budget import STRATEGIES, budget_pairs
 from harness.judging.pool_systems import check_retrievable, fused_runs, parse_pool_systems, pick_members
-from harness.records import Result, Run, model_slug
+from harness.records import Exclusions, Result, Run, model_slug
 from harness.reporting.labels import tag_label
 
 logger = logging.getLogger(__name__)
@@ -218,6 +219,24 @@ def judged_pairs(folder: BeirFolder, split: str | None) -> tuple[dict[str, set[s
     return judged, fingerprints
 
 
+def excluded_pairs(
+    folder: BeirFolder, split: str | None, queries: Mapping[str, str], corpus_ids: set[str]
+) -> tuple[Exclusions, dict[str, str]]:
+    """The folder's excluded pairs (`harness.io.exclusions`: one split's ``excluded/<split>.tsv``, or every split's),
+    each id checked against the folder, and each file's sha256."""
+    files = sorted((folder.root / EXCLUSIONS_FOLDER).glob("*.tsv*")) if split is None else []
+    if split is not None and exclusions_path(folder.root, split) is not None:
+        files = [exclusions_path(folder.root, split)]
+    pairs: dict[str, set[str]] = {}
+    fingerprints = {}
+    for path in files:
+        check_exclusion_ids(path, queries, corpus_ids)
+        for query_id, docs in read_exclusions(path).pairs.items():
+            pairs.setdefault(query_id, set()).update(docs)
+        fingerprints[path.name.split(".")[0]] = content_sha256(path)
+    return Exclusions({query_id: frozenset(docs) for query_id, docs in pairs.items()}), fingerprints
+
+
 def read_pairs(path: Path, queries: Mapping[str, str], corpus_ids: set[str]) -> list[tuple[str, str]]:
     """The (query id, document id) pairs of an ``add`` file: two tab- or comma-separated columns a line (a
     ``query-id``/``query_id`` header and any further columns are ignored), every id known to the folder."""
@@ -369,7 +388,9 @@ def build_pool(
     queries = {q.query_id: q.text for q in iter_queries(folder.queries)}
     corpus_ids = {doc.doc_id for doc in iter_corpus(folder.corpus)}
     judged, qrels_fingerprints = judged_pairs(folder, spec.split)
+    excluded, excluded_fingerprints = excluded_pairs(folder, spec.split, queries, corpus_ids)
     extra = read_pairs(spec.add, queries, corpus_ids) if spec.add else []
+    extra = [(query_id, doc_id) for query_id, doc_id in extra if doc_id not in excluded.of(query_id)]
     out.parent.mkdir(parents=True, exist_ok=True)
     work = private_dir(out.parent, f".{out.name}")
     try:
@@ -381,6 +402,7 @@ def build_pool(
             runs = fused_runs(plan, dict(runs))  # the systems listed, in order; fusions of their members' runs
         for name, run in runs:
             check_run(run, str(run.metadata.get("source", name)), queries, corpus_ids)
+        runs = [(name, run.without(excluded)) for name, run in runs]  # no excluded pair is ever pooled
         pool = pool_runs([run for _, run in runs], spec.depth, judged, spec.max_per_query, spec.seed, extra)
         if spec.budget is not None:
             within_budget(pool, [run for _, run in runs], spec, set(extra))
@@ -388,6 +410,7 @@ def build_pool(
             "corpus": content_sha256(folder.corpus),
             "queries": content_sha256(folder.queries),
             "qrels": qrels_fingerprints,
+            **({"excluded": excluded_fingerprints} if excluded_fingerprints else {}),
         }
         manifest = _manifest(spec, runs, fingerprints, pool, len(queries), str(root))
         for stale in work.glob("run-*.trec"):

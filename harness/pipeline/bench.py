@@ -18,6 +18,7 @@ from harness.datasets import registry
 from harness.datasets.catalog import locate_dataset, resolve_dataset
 from harness.errors import HarnessError
 from harness.io.outputs import check_output_dir
+from harness.pipeline.candidates import make_candidates, uses_candidates
 from harness.pipeline.evaluate import (
     EvaluateConfig,
     configuration,
@@ -155,7 +156,8 @@ def run_bench(
             (`system_config`), or fusions ``METHOD(SYSTEM, SYSTEM, ...)`` (`harness.pipeline.systems`), each
             optionally ``LABEL=SYSTEM``: its label in every table (with a compression axis, ``LABEL [dim256]``).
         datasets: Registry names or BEIR folders.
-        base: Settings shared by every cell (its model and dataset are replaced; with several
+        base: Settings shared by every cell (with ``candidates``, each dataset's candidate set is made first
+            (`harness.pipeline.candidates`) and every system written ``>> CROSS_ENCODER`` reranks it) (its model and dataset are replaced; with several
             models, its `name` becomes ``<name>: <model>``).
         force: Redo cells that are already done.
         compressions: More axes for dense systems (`harness.retrieval.compress.compression_grid`): each dense
@@ -179,8 +181,13 @@ def run_bench(
     systems = list(dict.fromkeys(systems))
     datasets = expand_datasets(datasets)
     check_grid(systems, datasets, base)
+    reranks_candidates = any(uses_candidates(system) for system in systems)
+    if base.candidates is not None and not reranks_candidates:
+        raise HarnessError("--candidates gives reranks written '>> CROSS_ENCODER' their first stage; no system is one")
     grid = _Grid(base, force, len(systems) + len(fusions), list(compressions), labels)
     for dataset in datasets:
+        if reranks_candidates:  # one candidate set per dataset, made before its cells: every rerank reranks it
+            grid.base = make_candidates(replace(base, dataset_path=dataset), evaluate_dataset)
         saved = {system: grid.system(dataset, system) for system in systems}
         for fused in fusions:
             grid.fuse(dataset, fused, saved)

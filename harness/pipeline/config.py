@@ -19,7 +19,7 @@ from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
 from harness.retrieval.endpoint import EndpointSpec
 from harness.retrieval.index import IndexSpec
 from harness.retrieval.models import DEFAULT_MODEL
-from harness.retrieval.rerank import RerankSpec
+from harness.retrieval.rerank import CandidateSpec, RerankSpec
 from harness.runtimes.calibration import Calibration
 from harness.runtimes.registry import TORCH
 from harness.runtimes.spec import EncoderSpec
@@ -86,6 +86,8 @@ class EvaluateConfig:
             name, followed by the variant's tokens for a non-default configuration.
         allow_unknown_docs: Score an external run that names documents absent from the corpus
             (as non-relevant, noted in the result) instead of refusing it.
+        candidates: The one candidate set of every rerank written ``>> CROSS_ENCODER`` (``--candidates``, ``--depth``:
+            `harness.pipeline.candidates`); its file's name, and so the reranks' identity, carries its digest.
         memory_budget: Bytes this process may hold; a flat index whose vectors would not fit is searched
             streamed from the embedding cache instead (`harness.retrieval.streamed`: the same run). None means
             half of the memory available when the search is planned. Not part of the configuration.
@@ -122,6 +124,7 @@ class EvaluateConfig:
     name: str | None = None
     allow_unknown_docs: bool = False
     memory_budget: int | None = None
+    candidates: CandidateSpec | None = None
     # Set by the dense stage for a calibrated backend (the corpus's own sample); not a setting of its own: the
     # sample follows from the corpus, and its hash enters the encoder's fingerprint and the result's record.
     calibration: Calibration | None = field(default=None, repr=False, compare=False)

@@ -27,6 +27,7 @@ from harness.io.formats import BeirFolder, iter_corpus, iter_queries, locate_bei
 from harness.io.ids import unknown_id_hint
 from harness.io.provenance import read_provenance
 from harness.io.trec import read_qrels, read_run
+from harness.pipeline.candidates import bind_candidates
 from harness.pipeline.checks import checked, resolve_devices
 from harness.pipeline.config import (
     DEFAULT_DEPTH,
@@ -39,7 +40,7 @@ from harness.pipeline.config import (
     with_model_prompts,  # noqa: F401 - importable from here too (bench)
 )
 from harness.pipeline.dense import dense_stage
-from harness.pipeline.multivector import multi_vector_stage
+from harness.pipeline.dense.multivector import multi_vector_stage
 from harness.pipeline.sparse import bm25_stage, learned_sparse_stage
 from harness.pipeline.stages import (
     DOC_TEXT_RULE,  # noqa: F401 - part of every cache key; importable from here too
@@ -50,9 +51,13 @@ from harness.pipeline.stages import (
     FirstStage,
     Inputs,
     Outcome,
+    apply_exclusions,
+    apply_self_hit_policy,  # noqa: F401 - importable from here too (benchmarks, tests)
     check_corpus,
     checked_corpus,
     cost_record,
+    read_exclusions,
+    self_hit_policy,
 )
 from harness.pipeline.systems.registry import (
     BM25,
@@ -103,21 +108,6 @@ def configuration(config: EvaluateConfig, dataset: str, model: str | None = None
     return Configuration.from_settings(model or run_model_name(config), config.split, settings, defaults)
 
 
-def self_hit_policy(config: EvaluateConfig, dataset: str) -> tuple[bool, str]:
-    """Decide the self-hit policy and say where the decision came from.
-
-    Returns:
-        (ignore_identical_ids, source) where source is ``"option"``, ``"registry"`` or
-        ``"default"``.
-    """
-    if config.ignore_identical_ids is not None:
-        return config.ignore_identical_ids, "option"
-    spec = registry.lookup(dataset)
-    if spec is not None:
-        return spec.ignore_identical_ids, "registry"
-    return False, "default"
-
-
 def rerank_stage(
     config: EvaluateConfig, run: Run, queries: list[Query], folder: BeirFolder, cost: dict | None = None
 ) -> tuple[Run, dict]:
@@ -160,6 +150,7 @@ def rerank_stage(
         "fingerprint": fingerprint,
         "pairs": counts["pairs"],
         "cached_pairs": counts["cached"],
+        "tokens": counts.get("tokens"),  # what the cross-encoder read for those pairs (None: not countable)
         "protocol": "top-depth first-stage documents re-sorted by the cross-encoder score; the rest dropped",
         **({"backend_auto": auto} if auto is not None else {}),
     }
@@ -184,15 +175,6 @@ def settled_rerank(config: EvaluateConfig, record: dict) -> EvaluateConfig:
     if config.rerank is None or not is_auto(config.rerank.backend):
         return config
     return replace(config, rerank=replace(config.rerank, backend=record["backend_auto"]["backend"]))
-
-
-def apply_self_hit_policy(run: Run, ignore_identical_ids: bool) -> Run:
-    """The only place the self-hit policy is applied: drop doc_id == query_id when asked.
-
-    BEIR's evaluator does this by default and MTEB follows it; for ArguAna and Quora, whose
-    queries are corpus documents, keeping them inflates every metric.
-    """
-    return run.without_self_hits() if ignore_identical_ids else run
 
 
 def _judged_queries(folder: BeirFolder, qrels: Qrels, digest, notes: list[str]) -> list[Query]:
@@ -273,6 +255,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         HarnessError: Bad input (missing files, malformed lines, ids that don't resolve,
             a model that can't be loaded, an unwritable output folder).
     """
+    config = bind_candidates(config, evaluate_dataset)  # the candidate set its reranks rerank, made once
     config = settle(config)  # LABEL=, FIRST >> CROSS_ENCODER@DEPTH, run:FILE
     system = system_of(config)
     if system.kind is FUSION:
@@ -290,6 +273,7 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         inputs.qrels = read_qrels(folder.qrels, inputs.digests["qrels"], check_ids=True)
         provenance = read_provenance(folder.qrels)
         inputs.queries = _judged_queries(folder, inputs.qrels, inputs.digests["queries"], inputs.notes)
+        exclusions = read_exclusions(inputs, config.split, ignore_identical_ids)
         auto = None
         if is_auto(config.encoder.backend) and _probed(config):
             with clock.moved("load", PROBE_BACKEND):  # the probe's seconds: a phase of their own
@@ -300,14 +284,14 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
     if config.threads is not None:
         _set_threads(config.threads)
 
-    # One extra document per query when self-hits are dropped, so the depth survives the drop.
-    stage = first_stage(config, inputs, encoder, top_k + int(ignore_identical_ids), top_k, clock)
+    # As many extra documents per query as a query can lose to its exclusions, so the depth survives them.
+    stage = first_stage(config, inputs, encoder, top_k + exclusions.most, top_k, clock)
     config = stage.config or config
     if auto is not None:
         _observe_auto(config, auto, stage, clock, inputs.notes)
 
     with clock.stage("score"):
-        scored_run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
+        scored_run = apply_exclusions(stage.run, exclusions).truncated(top_k)
     if config.rerank is not None:
         config, scored_run = _timed_rerank(config, scored_run, inputs.queries, folder, stage, clock)
     with clock.stage("score"):
@@ -324,12 +308,15 @@ def evaluate_dataset(config: EvaluateConfig, encoder: Encoder | None = None) -> 
         "top_k": top_k,
         "ignore_identical_ids": ignore_identical_ids,
         "self_hit_policy_source": policy_source,
+        **({"excluded_pairs": exclusions.n_pairs} if "excluded" in inputs.digests else {}),
         "dataset_path": str(Path(folder_path).resolve()),
         "n_docs": stage.corpus.n_docs,
         **stage.record,
     }
     if auto is not None:
         config_record["backend_auto"] = auto
+    if config.candidates is not None and config.run_path == config.candidates.run_path:  # a rerank of the set
+        config_record["candidates"] = config.candidates.record()
     if provenance:  # how the qrels were made (a merge's annotators, policy, ties, agreement)
         config_record["qrels_provenance"] = provenance
     if config.encoder.prompt_source == REGISTRY_PROMPTS:

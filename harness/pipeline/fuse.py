@@ -176,7 +176,9 @@ def _fused(
             ],
             **({"qrels_provenance": first.config["qrels_provenance"]} if first.config.get("qrels_provenance") else {}),
         },
-        fingerprints={key: value for key, value in first.fingerprints.items() if key in ("corpus", "queries", "qrels")},
+        fingerprints={
+            key: value for key, value in first.fingerprints.items() if key in ("corpus", "queries", "qrels", "excluded")
+        },
         timings={"total": round(time.perf_counter() - started, 4)},
         versions=versions(),
         host=host_info(),

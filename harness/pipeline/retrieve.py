@@ -19,9 +19,10 @@ from harness.io.trec import write_run
 from harness.pipeline.checks import checked
 from harness.pipeline.config import EvaluateConfig
 from harness.pipeline.evaluate import (
-    apply_self_hit_policy,
+    apply_exclusions,
     configuration,
     first_stage,
+    read_exclusions,
     rerank_stage,
     self_hit_policy,
 )
@@ -90,14 +91,14 @@ def retrieve(config: EvaluateConfig, out: str | Path, queries_path: str | Path |
 
 
 def _ranked(checked_config: tuple, folder, dataset: str, queries: list, clock: Clock) -> tuple[Run, str]:
-    """One system's run over `queries` (its first stage, the self-hit policy, the depth cut, its reranker), and its
-    label."""
+    """One system's run over `queries` (its first stage, the exclusions of ``config.split`` when the folder has them
+    and the self-hit policy, the depth cut, its reranker), and its label."""
     config, _, top_k, _ = checked_config
     inputs = Inputs(folder, dataset, digests={}, qrels=Qrels({}))
     inputs.queries = queries
-    ignore_identical_ids, _ = self_hit_policy(config, inputs.dataset)
-    stage = first_stage(config, inputs, None, top_k + int(ignore_identical_ids), top_k, clock)
-    run = apply_self_hit_policy(stage.run, ignore_identical_ids).truncated(top_k)
+    exclusions = read_exclusions(inputs, config.split, self_hit_policy(config, inputs.dataset)[0])
+    stage = first_stage(config, inputs, None, top_k + exclusions.most, top_k, clock)
+    run = apply_exclusions(stage.run, exclusions).truncated(top_k)
     if config.rerank is not None:
         run, _ = rerank_stage(config, run, inputs.queries, folder)
     return run, configuration(config, inputs.dataset, stage.model_name).label(config.name)

@@ -3,20 +3,26 @@ stage returns, the clock they report to, and the corpus checks every first stage
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.datasets import registry
 from harness.errors import DatasetError, HarnessError, setting
 from harness.io.cache import CacheCorrupt
+from harness.io.exclusions import load_exclusions
 from harness.io.formats import BeirFolder, iter_corpus
 from harness.io.ids import unknown_id_hint
 from harness.metering import latency_record, peak_rss, per_second, reset_high_water, search_latencies
 from harness.pipeline.config import EvaluateConfig
 from harness.presentation import size_text
-from harness.records import Doc, Qrels, Query, Result, Run
+from harness.records import Doc, Exclusions, Qrels, Query, Result, Run
+
+logger = logging.getLogger(__name__)
 
 DOC_TEXT_RULE = "(title + ' ' + text).strip()"
 
@@ -180,6 +186,48 @@ class Inputs:
     def corpus_state(self, sha256: str = "") -> CorpusState:
         judged = self.qrels.doc_ids()
         return CorpusState(sha256, self.dataset, judged, set(judged))
+
+
+def self_hit_policy(config: EvaluateConfig, dataset: str) -> tuple[bool, str]:
+    """Decide the self-hit policy and say where the decision came from.
+
+    Returns:
+        (ignore_identical_ids, source) where source is ``"option"``, ``"registry"`` or
+        ``"default"``.
+    """
+    if config.ignore_identical_ids is not None:
+        return config.ignore_identical_ids, "option"
+    spec = registry.lookup(dataset)
+    if spec is not None:
+        return spec.ignore_identical_ids, "registry"
+    return False, "default"
+
+
+def apply_exclusions(run: Run, exclusions: Exclusions) -> Run:
+    """The only place excluded pairs leave a ranking, before any cut, rerank, metric or pool: a dataset's excluded
+    pairs (``excluded/<split>.tsv``) and, by the self-hit policy, each query's own id.
+
+    BEIR's evaluator drops self-hits by default and MTEB follows it; for ArguAna and Quora, whose
+    queries are corpus documents, keeping them inflates every metric.
+    """
+    return run.without(exclusions) if exclusions else run
+
+
+def apply_self_hit_policy(run: Run, ignore_identical_ids: bool) -> Run:
+    """`apply_exclusions` with the self-hit policy alone (no excluded pairs)."""
+    return apply_exclusions(run, Exclusions(self_hits=ignore_identical_ids))
+
+
+def read_exclusions(inputs: Inputs, split: str, self_hits: bool) -> Exclusions:
+    """The split's exclusions (`harness.io.exclusions.load_exclusions`: every id checked against the folder, before
+    any model loads); their sha256 joins the result's fingerprints only when the folder has excluded pairs."""
+    digest = hashlib.sha256()
+    folder = inputs.folder
+    exclusions, path = load_exclusions(folder.root, split, self_hits, folder.queries, folder.corpus, digest)
+    if path is not None:
+        inputs.digests["excluded"] = digest
+        logger.info("%s: %d excluded pairs", path, exclusions.n_pairs)
+    return exclusions
 
 
 @dataclass

@@ -34,7 +34,7 @@ from harness.evaluation.significance import DEFAULT_ROUNDS, bootstrap_ci
 from harness.io.files import atomic_writer
 from harness.io.provenance import qrels_notes
 from harness.presentation import Bold, csv_text, json_text, latex_escape, latex_table, markdown_table, metric_text
-from harness.reporting.labels import column_labels
+from harness.reporting.labels import candidate_keys, candidate_notes, column_labels, tested_across_sets
 from harness.reporting.report import Result, check_same_data, load_results  # noqa: F401 - read from here
 from harness.reporting.resolution.baseline import mark_significance, significance_note, test_columns, tests_json
 from harness.runtimes.registry import kernel_dependent
@@ -258,6 +258,8 @@ def build_comparison(
     _add_forum_means(table, forums, notes)
     _add_nanobeir_means(table, notes)
     notes += qrels_notes((r.dataset, r.split, r.config.get("qrels_provenance")) for r in results)
+    candidates = candidate_keys(results, labels)  # which rerankers reranked the same candidates
+    notes += candidate_notes(candidates)
     warning = mixed_kernels(results)
     if warning:
         logger.warning(warning)
@@ -279,7 +281,8 @@ def build_comparison(
     for folder in published_from:
         _add_folder_columns(comparison, split, folder)
     if significance is not None:
-        mark_significance(comparison, significance, alpha, correction, rounds, test, seed)
+        base = mark_significance(comparison, significance, alpha, correction, rounds, test, seed)
+        comparison.notes += filter(None, [tested_across_sets(candidates, base, comparison.models)])
     note = comparison.average_note()
     if note:
         comparison.notes.append(note)

@@ -8,12 +8,19 @@ tokens, or for a fusion ``method(member, member; settings)``, `harness.retrieval
 → ``all-MiniLM-L6-v2``, as a whole name and never by cutting the label at a ``/``, so a bracket stays
 with its partner. `column_labels` makes the labels of one table unique; every output takes its labels
 from it, so no output shortens or renames on its own.
+
+Which rerankers of a table reranked the same candidates is said in its notes (`candidate_notes`): a rerank's result
+records its candidate set (``config["candidates"]``: source, depth and sha256, `harness.pipeline.candidates`) or,
+reranking its own first stage, none. The notes name each set by the first 8 hex digits of its sha256 with the
+rerankers on it, per dataset; where one dataset's rerankers reranked different candidates a line says so, and where a
+significance test pits two such rerankers against each other a line says that its † compares first stages as much
+as rerankers (`tested_across_sets`). The table is not refused: those lines are the warning.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from harness.errors import HarnessError
 from harness.reporting.report import Result
@@ -136,4 +143,79 @@ def _collision_note(dataset: str, label: str, members: list[Result], labels: dic
     return (
         f"{dataset}: {len(members)} different systems are labelled {label!r} ({shown}); give each its own label "
         f'(bench --systems "a=SYSTEM, b=SYSTEM", or evaluate/fuse --name)'
+    )
+
+
+# --- candidate sets: which rerankers reranked the same candidates
+
+OWN = "own"  # the key of a rerank of its own first stage (no candidate set)
+
+
+def candidate_key(result: Result) -> str | None:
+    """The candidate set a reranked result reranked: the first 8 hex digits of its sha256, `OWN` for a rerank of its
+    own first stage, None for a result that reranked nothing."""
+    if not result.config.get("rerank"):
+        return None
+    candidates = result.config.get("candidates") or {}
+    return str(candidates.get("sha256", ""))[:8] or OWN
+
+
+def candidate_keys(results: Iterable[Result], labels: Mapping[int, str]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(dataset, column label) → (its candidate key, how the set was made) for each reranked result."""
+    keys = {}
+    for result in results:
+        key = candidate_key(result)
+        if key is None:
+            continue
+        candidates = result.config.get("candidates") or {}
+        made = (
+            f"top {candidates.get('depth')} of {candidates.get('source')}"
+            if key != OWN
+            else f"its own first stage, {result.model}"
+        )
+        keys[(result.dataset, labels[id(result)])] = (key, made)
+    return keys
+
+
+def candidate_notes(keys: Mapping[tuple[str, str], tuple[str, str]]) -> list[str]:
+    """A note per candidate set naming its rerankers, and one per dataset whose rerankers reranked different
+    candidates."""
+    by_dataset: dict[str, dict[str, list[str]]] = {}
+    made: dict[tuple[str, str], str] = {}
+    for (dataset, label), (key, how) in keys.items():
+        by_dataset.setdefault(dataset, {}).setdefault(key, []).append(label)
+        made[(dataset, key)] = how
+    notes = []
+    for dataset, sets in by_dataset.items():
+        for key, labels in sets.items():
+            if key != OWN:
+                notes.append(
+                    f"{dataset}: candidate set {key} ({made[(dataset, key)]}) reranked by {', '.join(sorted(labels))}"
+                )
+        if len(sets) > 1 or (OWN in sets and len(sets[OWN]) > 1):
+            what = "; ".join(
+                f"{', '.join(sorted(labels))} on {key if key != OWN else 'their own first stages'}"
+                for key, labels in sets.items()
+            )
+            notes.append(
+                f"{dataset}: these rerankers did not rerank the same candidates ({what}): their difference is their "
+                "first stages' as much as their rerankers'; compare rerankers on one --candidates set"
+            )
+    return notes
+
+
+def tested_across_sets(keys: Mapping[tuple[str, str], tuple[str, str]], base: str, models: Iterable[str]) -> str | None:
+    """A note when a significance test against `base` pits it against a reranker of other candidates, else None."""
+    crossed = sorted(
+        {
+            f"{model} ({dataset})"
+            for (dataset, model), (key, _) in keys.items()
+            if model != base and (dataset, base) in keys and keys[(dataset, base)][0] != key and model in set(models)
+        }
+    )
+    if not crossed:
+        return None
+    return (
+        f"† against {base} compares rerankers of other candidate sets for {', '.join(crossed)}: a difference there "
+        "is their first stages' as much as their rerankers'"
     )

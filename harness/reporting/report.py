@@ -259,22 +259,35 @@ def results_rows(output_dir: str | Path) -> list[dict[str, Any]]:
 DATA_FILES = ("corpus", "queries", "qrels")
 
 
+EXCLUDED = "excluded"  # the split's excluded pairs: a fingerprint only where the folder has them
+
+
 def data_changes(recorded: dict[str, str], current: dict[str, str]) -> list[str]:
     """The data files (of `DATA_FILES`) whose fingerprints differ; a file either side does not record is not
-    compared (results written before fingerprints existed)."""
-    return [name for name in DATA_FILES if recorded.get(name) and current.get(name) and recorded[name] != current[name]]
+    compared (results written before fingerprints existed). The excluded pairs (``excluded``) differ also when one
+    side has them and the other none (both sides recording qrels)."""
+    changed = [
+        name for name in DATA_FILES if recorded.get(name) and current.get(name) and recorded[name] != current[name]
+    ]
+    both = recorded.get("qrels") and current.get("qrels")
+    if both and recorded.get(EXCLUDED, "") != current.get(EXCLUDED, ""):
+        changed.append(EXCLUDED)
+    return changed
 
 
 def data_tag(result: Result) -> str:
     """Eight hex digits naming the data a result was computed on (its corpus, queries and qrels fingerprints)."""
     joined = "\n".join(result.fingerprints.get(name, "") for name in DATA_FILES)
+    joined += f"\n{result.fingerprints[EXCLUDED]}" if result.fingerprints.get(EXCLUDED) else ""
     return hashlib.sha256(joined.encode()).hexdigest()[:8]
 
 
 def folder_fingerprints(folder) -> dict[str, str]:
     """sha256 of a BEIR folder's corpus, queries and split qrels as they are now (`BeirFolder`), as an
     evaluation records them; each file is hashed once per process while its size and mtime stay the same."""
-    return {name: _file_sha256(Path(getattr(folder, name))) for name in DATA_FILES}
+    found = {name: _file_sha256(Path(getattr(folder, name))) for name in DATA_FILES}
+    excluded = getattr(folder, EXCLUDED, None)
+    return {**found, EXCLUDED: _file_sha256(Path(excluded))} if excluded else found
 
 
 _SHA256_MEMO: dict[tuple, str] = {}
@@ -325,15 +338,17 @@ def _data_clashes(results: list[Result]) -> list[tuple[Result, Result, list[str]
     for result in results:
         base = first_of.setdefault(result.dataset, result)
         split_base = first_of_split.setdefault((result.dataset, result.split), result)
-        changed = [name for name in data_changes(base.fingerprints, result.fingerprints) if name != "qrels"]
-        changed += [name for name in data_changes(split_base.fingerprints, result.fingerprints) if name == "qrels"]
+        per_split = ("qrels", EXCLUDED)  # the split's own files
+        changed = [name for name in data_changes(base.fingerprints, result.fingerprints) if name not in per_split]
+        changed += [name for name in data_changes(split_base.fingerprints, result.fingerprints) if name in per_split]
         if changed:
-            clashes.append((split_base if changed == ["qrels"] else base, result, changed))
+            clashes.append((split_base if set(changed) <= set(per_split) else base, result, changed))
     return clashes
 
 
 def _short(result: Result, name: str) -> str:
-    return f"sha256 {result.fingerprints[name][:8]}…"
+    recorded = result.fingerprints.get(name)
+    return f"sha256 {recorded[:8]}…" if recorded else "none"
 
 
 def _which_is_current(first: Result, other: Result) -> str:

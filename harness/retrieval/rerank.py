@@ -84,6 +84,33 @@ class RerankSpec:
         return self.model.rstrip("/").rsplit("/", 1)[-1]
 
 
+CANDIDATES_DEPTH = 100  # documents per query of a candidate set when no depth is given
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    """One candidate set for every rerank of a command (``--candidates RUN_OR_SYSTEM --depth N``): each query's top
+    `depth` documents of a run file or of a system's ranking, after the dataset's exclusions; every rerank written
+    ``>> CROSS_ENCODER`` reranks exactly these (`harness.pipeline.candidates`).
+
+    Attributes:
+        source: A run file (``run:FILE`` or a path), or a system as ``evaluate --model`` takes it (``bm25``,
+            ``rrf(bm25, e5)``).
+        depth: Documents per query kept (and reranked).
+        run_path: The candidate set written as a TREC run (``candidates-<sha256 12>.trec``), once made.
+        sha256: The sha256 of that file: the set's digest, recorded in each rerank's result.
+    """
+
+    source: str
+    depth: int = CANDIDATES_DEPTH
+    run_path: Path | None = None
+    sha256: str = ""
+
+    def record(self) -> dict[str, Any]:
+        """What a rerank's result records of its candidates (config ``candidates``)."""
+        return {"source": self.source, "depth": self.depth, "sha256": self.sha256}
+
+
 def model_kind(source: str) -> str:
     """What a sentence-transformers folder holds: ``bi-encoder``, ``cross-encoder``, ``sparse-encoder``.
 
@@ -274,4 +301,19 @@ def rerank(
     }
     for query_id in run:
         reranked.setdefault(query_id, {})
-    return Run.adopt(reranked, name=run.name), {"pairs": total, "cached": total - len(keys)}
+    pairs = [(queries[query_id], documents[doc_id]) for query_id, hits in wanted.items() for doc_id, _ in hits]
+    counts = {"pairs": total, "cached": total - len(keys), "tokens": pair_tokens(reranker, pairs)}
+    return Run.adopt(reranked, name=run.name), counts
+
+
+def pair_tokens(reranker: Any, pairs: Sequence[tuple[str, str]], batch: int = 256) -> int | None:
+    """The tokens the cross-encoder reads for `pairs` (query and document together, truncated as it truncates them;
+    padding not counted), by its own tokenization (``CrossEncoder.preprocess``); None for a reranker without one."""
+    model = getattr(reranker, "model", None) or getattr(getattr(reranker, "reranker", None), "model", None)
+    if not hasattr(model, "preprocess"):
+        return None
+    total = 0
+    for start in range(0, len(pairs), batch):
+        features = model.preprocess([tuple(pair) for pair in pairs[start : start + batch]])
+        total += int(features["attention_mask"].sum())
+    return total

@@ -112,6 +112,11 @@ _ROLES = {
         _Role("doc", QRELS_DOC, "qrels_doc", "document id"),
         _Role("score", QRELS_SCORE, "qrels_score", "grade"),
     ),
+    # Excluded pairs: a judgments table's two id columns (the same names, the same --qrels-*-column options).
+    "excluded": (
+        _Role("query", QRELS_QUERY, "qrels_query", "query id"),
+        _Role("doc", QRELS_DOC, "qrels_doc", "document id"),
+    ),
 }
 _NO_GRADE_HINT = "name it with --qrels-score-column, or pass --default-grade 1 if every listed pair is relevant"
 
@@ -190,7 +195,7 @@ def open_any(
             yield table
 
 
-_TABLE_NAMES = {"corpus": "documents", "queries": "queries", "qrels": "judgments"}
+_TABLE_NAMES = {"corpus": "documents", "queries": "queries", "qrels": "judgments", "excluded": "excluded pairs"}
 
 
 def _choose_sheet(book: Workbook, kind: str, options: ConvertOptions) -> tuple[str, str]:

@@ -11,7 +11,7 @@ from harness.datasets.convert.eval_set import load_eval_set, write_documents, wr
 from harness.datasets.convert.folder import Staging, existing_beir_files, plan_folder
 from harness.datasets.convert.options import ConversionSummary, ConvertOptions
 from harness.datasets.convert.problems import ColumnProblems, Problems
-from harness.datasets.convert.writer import Judgments, RecordWriter, read_qrels_table
+from harness.datasets.convert.writer import Judgments, RecordWriter, read_excluded_table, read_qrels_table
 from harness.datasets.excel import EXCEL_SUFFIXES, Workbook
 from harness.errors import FormatError, HarnessError, OutputError, setting
 from harness.io.formats import iter_corpus, iter_queries
@@ -23,6 +23,7 @@ def convert_tables(
     qrels: str | Path | None,
     out: str | Path,
     options: ConvertOptions = ConvertOptions(),
+    excluded: str | Path | None = None,
 ) -> ConversionSummary:
     """Convert corpus, queries and qrels tables into a BEIR folder.
 
@@ -32,6 +33,8 @@ def convert_tables(
         qrels: Judgments table; None: a folder not judged yet (``qrels/<split>.tsv`` a header only: pool it).
         out: The BEIR folder to create (or to add ``qrels/<split>.tsv`` to).
         options: Split, force, empty-text and negative-grade policy, explicit columns.
+        excluded: Excluded pairs (query id, document id: the judgments' column names), written as
+            ``excluded/<split>.tsv``: no ranking of the split may hold them (`harness.io.exclusions`).
 
     Returns:
         A summary of what was written.
@@ -41,7 +44,7 @@ def convert_tables(
         OutputError: The folder exists (without ``force``) or cannot be written.
     """
     out = Path(out)
-    _check_options(options, {"corpus": corpus, "queries": queries, "qrels": qrels})
+    _check_options(options, {"corpus": corpus, "queries": queries, "qrels": qrels, "excluded": excluded})
     mode = plan_folder(out, options.split, options.force)
     if (mode != "add-split" or qrels is None) and (corpus is None or queries is None):
         raise HarnessError(
@@ -52,15 +55,14 @@ def convert_tables(
         check_columns(
             [
                 (kind, Path(path))
-                for kind, path in (("corpus", corpus), ("queries", queries), ("qrels", qrels))
+                for kind, path in (("corpus", corpus), ("queries", queries), ("qrels", qrels), ("excluded", excluded))
                 if path is not None
             ],
             options,
             books,
         )
-        return _convert(
-            corpus, queries, Path(qrels) if qrels is not None else None, out, options, mode, problems, books
-        )
+        judged = Path(qrels) if qrels is not None else None
+        return _convert(corpus, queries, judged, out, options, mode, problems, books, excluded)
     except ColumnProblems:
         raise
     except FormatError as exc:
@@ -109,11 +111,14 @@ def _convert(
     mode: str,
     problems: Problems,
     books: dict[Path, Workbook],
+    excluded: str | Path | None = None,
 ) -> ConversionSummary:
     judgments = read_qrels_table(qrels, options, problems, books) if qrels else Judgments(out, "row", sink=problems)
+    pairs = read_excluded_table(Path(excluded), options, problems, books) if excluded is not None else None
     summary = ConversionSummary(str(out), options.split, mode)
-    if judgments.description:
-        summary.formats[str(judgments.path)] = judgments.description
+    for table in (judgments, pairs):
+        if table is not None and table.description:
+            summary.formats[str(table.path)] = table.description
     with Staging(out) as staging:
         docs = RecordWriter("document", options.drop_empty, problems)
         queries_writer = RecordWriter("query", options.drop_empty, problems)
@@ -130,9 +135,8 @@ def _convert(
                 summary.formats[writer.source] = writer.description
             if existing is not None and not problems.count:
                 _require_same(kind, staging.root / f"{kind}.jsonl", existing[kind])
-        staging.finish(
-            summary, judgments, queries_writer, docs, (queries_writer.source, docs.source), options, problems
-        )
+        names = (queries_writer.source, docs.source)
+        staging.finish(summary, judgments, queries_writer, docs, names, options, problems, pairs)
     return summary
 
 

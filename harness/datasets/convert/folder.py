@@ -14,6 +14,7 @@ from harness.datasets.convert.options import ConversionSummary, ConvertOptions
 from harness.datasets.convert.problems import SHOWN, Problems
 from harness.datasets.convert.writer import Judgments, RecordWriter
 from harness.errors import FormatError, OutputError, setting
+from harness.io.exclusions import EXCLUSIONS_FOLDER, write_exclusions
 from harness.io.formats import default_permissions, find_file, private_dir, remove_stale_temporaries, write_qrels
 from harness.io.ids import first_normalisation_hint
 from harness.io.outputs import check_output_dir
@@ -33,6 +34,7 @@ class Staging:
             self.root = private_dir(out.parent, f".{out.name}.convert")
             default_permissions(self.root, folder=True)
             (self.root / "qrels").mkdir()
+            self.excluded: Path | None = None  # the excluded pairs written, when given
         except OSError as exc:
             raise OutputError(f"{out}: cannot write: {exc.strerror or exc} (choose another {setting('out')})") from exc
 
@@ -55,18 +57,27 @@ class Staging:
         names: tuple[str, str],
         options: ConvertOptions,
         problems: Problems,
+        excluded: Judgments | None = None,
     ) -> None:
-        """Check the judgments resolve, refuse if any row had a problem, write the qrels, summarise, and move
-        the folder into place."""
+        """Check the judgments (and the excluded pairs) resolve, refuse if any row had a problem, write the qrels
+        (and ``excluded/<split>.tsv``), summarise, and move the folder into place."""
         _unresolved(judgments, (queries.ids, docs.ids), (queries.dropped, docs.dropped), names, problems)
+        if excluded is not None:
+            _unresolved(excluded, (queries.ids, docs.ids), (queries.dropped, docs.dropped), names, problems, "pair")
         problems.raise_any()
         summary.n_judgments = write_qrels(judgments.rows(), self.root / "qrels" / f"{options.split}.tsv")
+        if excluded is not None:
+            self.excluded = self.root / EXCLUSIONS_FOLDER / f"{options.split}.tsv"
+            summary.n_excluded = write_exclusions(excluded.by_pair, self.excluded)
         _summarize(summary, judgments, queries, docs, options.grade_scale)
         self.commit(summary.mode, options.split)
 
     def commit(self, mode: str, split: str) -> None:
         try:
             if mode == "add-split":
+                if self.excluded is not None:
+                    (self.out / EXCLUSIONS_FOLDER).mkdir(exist_ok=True)
+                    os.replace(self.excluded, self.out / EXCLUSIONS_FOLDER / self.excluded.name)
                 os.replace(self.root / "qrels" / f"{split}.tsv", self.out / "qrels" / f"{split}.tsv")
                 self.discard()
             elif mode == "new":
@@ -122,8 +133,10 @@ def _unresolved(
     dropped_ids: tuple[dict[str, str], dict[str, str]],
     names: tuple[str, str],
     problems: Problems,
+    what: str = "judgment",
 ) -> None:
-    """Judgments whose query or document does not exist, one problem for each kind, listing the first ones."""
+    """Judgments (or excluded pairs: `what`) whose query or document does not exist, one problem for each kind,
+    listing the first ones."""
     for index, kind in enumerate(("queries", "documents")):
         known, dropped = known_ids[index], dropped_ids[index]
         bad = [(pair[index], position) for pair, (_, position) in judgments.by_pair.items() if pair[index] not in known]
@@ -138,7 +151,7 @@ def _unresolved(
         problems.add(
             FormatError(
                 judgments.path,
-                f"{len(bad)} judgment(s) name unknown {kind}: {shown}{more}",
+                f"{len(bad)} {what}(s) name unknown {kind}: {shown}{more}",
                 hint=f"every id must be in {names[index]}" + (f"; {unicode}" if unicode else ""),
             )
         )

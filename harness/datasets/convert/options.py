@@ -19,6 +19,7 @@ SHEET_NAMES = {
     "corpus": ("corpus", "documents", "docs", "passages", "articles", "collection"),
     "queries": ("queries", "questions", "topics"),
     "qrels": ("qrels", "judgments", "judgements", "relevance", "labels", "assessments"),
+    "excluded": ("excluded", "exclusions", "excluded pairs"),
 }
 
 
@@ -80,6 +81,7 @@ class ConversionSummary:
     n_queries: int = 0
     n_judgments: int = 0
     n_judged_queries: int = 0
+    n_excluded: int = 0  # excluded pairs written (excluded/<split>.tsv)
     grades: dict[int, int] = field(default_factory=dict)
     dropped_docs: int = 0
     dropped_queries: int = 0

@@ -123,6 +123,26 @@ def read_qrels_table(
     return judgments
 
 
+def read_excluded_table(
+    path: Path, options: ConvertOptions, problems: Problems, books: dict[Path, Workbook] | None = None
+) -> Judgments:
+    """Every (query id, document id) pair of an excluded-pairs table (`harness.io.exclusions`; grade 0, unused); rows
+    that cannot be read go to `problems`. A pair written twice counts once."""
+    with open_any(path, "excluded", options, books) as table:
+        table.sink = problems
+        columns = columns_of(table, "excluded", options)
+        pairs = Judgments(table.path, table.unit, description=table.description, sink=problems)
+        for position, record in table.rows:
+            try:
+                query_id = _id(table, position, record, columns["query"], "query id")
+                doc_id = _id(table, position, record, columns["doc"], "document id")
+            except FormatError as exc:
+                problems.add(exc)
+                continue
+            pairs.add(query_id, doc_id, 0, position)
+    return pairs
+
+
 class RecordWriter:
     """Validates corpus or query rows and streams them into a BEIR .jsonl file."""
 

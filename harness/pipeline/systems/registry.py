@@ -182,6 +182,15 @@ RERANK = Kind(
     composite=True,
 )
 FUSION = Kind("fusion", "a fusion", lambda text: _FUSION.match(text) is not None, device="none", composite=True)
+CANDIDATES = Kind(  # the first stage of a rerank written ">> CROSS_ENCODER": the command's candidate set
+    "candidates",
+    "the candidate set (--candidates)",
+    lambda text: False,  # never written alone: only as the empty first stage of a rerank
+    model_name=lambda system: "candidates",
+    identity=_no_settings,
+    device="none",
+    retrieves=False,
+)
 RUN = Kind(
     "run",
     "an external run",
@@ -376,10 +385,12 @@ def _rerank(text: str) -> System:
         raise HarnessError(f"system {text!r}: one reranker per system; {_RERANK_HOW}")
     first, second = text[: arrows[0]].strip(), text[arrows[0] + 2 :].strip()
     reranker, at, depth = second.rpartition("@")
-    if not at:
-        reranker, depth = second, str(RERANK_DEPTH)
-    if not first or not reranker or not depth.isascii() or not depth.isdigit():
+    if not at:  # a rerank of the candidate set takes its depth from the set (`configure`)
+        reranker, depth = second, str(RERANK_DEPTH) if first else ""
+    if not reranker.strip() or (at and not (depth.isascii() and depth.isdigit())):
         raise HarnessError(f"system {text!r}: {_RERANK_HOW}")
+    if not first:  # ">> CROSS_ENCODER": the candidate set is its first stage
+        return System(text, RERANK, first=System("", CANDIDATES), reranker=reranker.strip(), rerank_depth=_depth(depth))
     stage = _unlabelled(first)
     if stage.kind.composite:
         raise HarnessError(
@@ -387,6 +398,35 @@ def _rerank(text: str) -> System:
             "or each member inside the fusion, e.g. rrf(bm25 >> CROSS_ENCODER@100, e5)"
         )
     return System(text, RERANK, first=stage, reranker=reranker.strip(), rerank_depth=int(depth))
+
+
+def _depth(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _candidate_depth(system: System, base: Any) -> int:
+    """A rerank's depth when the command gives a candidate set: the set's own (every rerank reranks all of it).
+
+    Raises:
+        HarnessError: A rerank of the candidate set without one, a rerank naming its own first stage beside one, or
+            a depth other than the set's.
+    """
+    spec = getattr(base, "candidates", None)
+    if system.first.kind is CANDIDATES and spec is None:
+        raise HarnessError(
+            f"system {system.spec!r}: a rerank without a first stage reranks the candidate set; give it with "
+            "--candidates RUN_OR_SYSTEM --depth N, or write FIRST >> CROSS_ENCODER"
+        )
+    if system.first.kind is not CANDIDATES:
+        raise HarnessError(
+            f"system {system.spec!r}: --candidates gives every rerank its first stage; write '>> {system.reranker}'"
+        )
+    if system.rerank_depth is not None and system.rerank_depth != spec.depth:
+        raise HarnessError(
+            f"system {system.spec!r}: every rerank reranks the whole candidate set (--depth {spec.depth}); write "
+            f"'>> {system.reranker}' or '>> {system.reranker}@{spec.depth}'"
+        )
+    return spec.depth
 
 
 def _fusion(text: str) -> System:
@@ -494,8 +534,14 @@ def configure(system: System, base: Any) -> Any:
         from harness.retrieval.rerank import RerankSpec
 
         template = base.rerank or RerankSpec(system.reranker)
+        depth = system.rerank_depth
+        if system.first.kind is CANDIDATES or getattr(base, "candidates", None) is not None:
+            depth = _candidate_depth(system, base)
         config = configure(system.first, base)
-        return replace(config, rerank=replace(template, model=system.reranker, depth=system.rerank_depth))
+        return replace(config, rerank=replace(template, model=system.reranker, depth=depth))
+    if system.kind is CANDIDATES:  # the set's file once made (`harness.pipeline.candidates`), its source until then
+        spec = base.candidates
+        return replace(base, run_path=Path(spec.run_path or spec.source.removeprefix(RUN_PREFIX)))
     if system.kind is RUN:
         return replace(base, run_path=Path(system.model))
     return replace(base, model=system.model)
