@@ -92,9 +92,9 @@ def refuse_settings(config: Any) -> None:
         HarnessError: Naming the setting and what to do.
     """
     from harness.retrieval.index import IndexSpec
-    from harness.runtimes.spec import EncoderSpec
 
-    spec, default = config.encoder, EncoderSpec()
+    spec = config.encoder
+    default = type(spec)()  # the encoder settings' own defaults
     given = [
         (name, getattr(spec, name))
         for name in ("max_seq_length", "normalize", "backend", "precision")
