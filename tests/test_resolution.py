@@ -499,6 +499,7 @@ def test_significance_against_a_baseline_carries_p_values_in_every_csv_and_a_foo
         (["--alpha", "1.5"], 2, "--alpha"),
         (["--metric", "nDCG@10", "--metric", "Recall@100"], 2, "--resolution tabulates one metric"),
     ],
+    ids=["unknown-test", "unknown-correction", "alpha-outside", "several-metrics"],
 )
 def test_bad_options_of_a_resolution_are_refused_before_any_result_is_read(paper, args, code, message):
     root, _ = paper
