@@ -31,6 +31,16 @@ def _panels(frontier: Frontier) -> list[tuple[str, list[Point]]]:
     return out
 
 
+def _names(placed: list[Point]) -> dict[str, str]:
+    """Each point's name in a panel: a variant's tokens alone (``int8 rescore2``) where every variant shown is of
+    one model (the panel's title then says which), else its whole label."""
+    models = {p.system.split(" [", 1)[0] for p in placed if " [" in p.system}
+    if len(models) != 1:
+        return {p.system: p.system for p in placed}
+    model = models.pop()
+    return {p.system: p.system[len(model) + 2 : -1] if p.system.startswith(model + " [") else p.system for p in placed}
+
+
 def _logarithmic(values: list[float]) -> bool:
     return min(values) > 0 and max(values) / min(values) >= 20
 
@@ -62,19 +72,20 @@ def plot_frontier(frontier: Frontier, path: str | Path) -> None:
     panels = _panels(frontier)
     columns = min(3, max(1, len(panels)))
     rows = max(1, math.ceil(len(panels) / columns))
-    fig, axes = plt.subplots(rows, columns, figsize=(5.4 * columns, 4.2 * rows), dpi=150, squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(6.4 * columns, 4.6 * rows), dpi=150, squeeze=False)
     axis = frontier.axis
     for ax, (title, placed) in zip(axes.flat, panels):
-        for p in placed:
+        names = _names(placed)
+        for i, p in enumerate(sorted(placed, key=lambda p: (p.costs[axis], p.value))):
             colour = PARETO if p.pareto else DOMINATED
             ax.scatter(p.costs[axis], p.value, s=28 if p.pareto else 18, color=colour, zorder=3)
             if p.budget == "best":
                 ax.scatter(p.costs[axis], p.value, s=140, facecolors="none", edgecolors="#c2410c", zorder=4)
             ax.annotate(
-                p.system,
+                names[p.system],
                 (p.costs[axis], p.value),
                 textcoords="offset points",
-                xytext=(4, 4),
+                xytext=(4, 4 if i % 2 == 0 else -9),  # alternately above and below: neighbours overlap less
                 fontsize=6,
                 color="black" if p.pareto else "#6b7480",
             )
@@ -113,6 +124,7 @@ def _svg_panel(frontier: Frontier, title: str, placed: list[Point], digits: int)
         return height - bottom - (value - y_lo + y_pad) / (y_hi - y_lo + 2 * y_pad) * (height - top - bottom)
 
     better = "lower" if frontier.key.lower_is_better else "higher"
+    names = _names(placed)
     parts = [
         f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-label="{escape(frontier.metric)} against {escape(frontier.key.heading)}: {escape(title)}">',
@@ -149,7 +161,7 @@ def _svg_panel(frontier: Frontier, title: str, placed: list[Point], digits: int)
         if p.budget == "best":
             parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="8" fill="none" stroke="#c2410c"/>')
         if p.pareto:
-            parts.append(f'<text x="{cx + 5:.1f}" y="{cy - 5:.1f}" font-size="10">{escape(p.system)}</text>')
+            parts.append(f'<text x="{cx + 5:.1f}" y="{cy - 5:.1f}" font-size="10">{escape(names[p.system])}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

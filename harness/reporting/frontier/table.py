@@ -125,7 +125,7 @@ COSTS: dict[str, CostKey] = {
             True,
             False,
             lambda r: _number(r.config.get("bytes_per_doc")),
-            lambda v: f"{v:,.0f}",
+            lambda v: f"{v:,.2f}".rstrip("0").rstrip("."),  # 512.02 (a header's bytes) is not 512
         ),
         CostKey(
             "index_bytes",
