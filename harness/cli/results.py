@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from harness.api.choices import fusion_methods, fusion_norms, table_formats, table_layouts
-from harness.cli.frontier import COST_AXIS, FRONTIER, WITHIN, report_frontier
+from harness.cli.frontier import COST_AXIS, FRONTIER, WITHIN, check_frontier_options, report_frontier
 from harness.cli.options import (
     DEPTH,
     DIGITS,
@@ -221,6 +221,7 @@ def report(
         beir-harness report results/ --pool pool/
     """
     paths = paths or (Path("results"),)
+    check_frontier_options(frontier, fmt, cost_axis, within)
     one_metric_only(
         metrics,
         compression=compression,
