@@ -8,12 +8,14 @@ Usage (from the repository root):
 
 Each step runs in a fresh process (the suite's `benchmarks/suite.py` children, reused here):
 
-* preparation: the default model loaded, then ``--backend openvino-int8`` prepared on SciFact's calibration sample
-  with an empty cache, step by step as the result records it (export, calibration, quantize, compile) and the
-  first batch of 32 documents; then the same model loaded again from that cache (what a second run pays);
+* preparation: the default model loaded, then ``--backend openvino-int8`` prepared on the shipped calibration sample
+  (`harness.runtimes.calibration.shipped_calibration`) with an empty cache, step by step as the result records it
+  (export, calibration, quantize, compile) and the first batch of 32 SciFact documents; then the same model loaded
+  again from that cache (what a second run, or a second corpus, pays);
 * evaluate: a cold ``evaluate`` of SciFact with each of ``--backends`` (empty cache), alternated round by round
-  with BEIR's own pipeline (`suite.BEIR`), then NFCorpus in the same cache (a sweep: the export and the auto
-  probe are paid once, the int8 model is calibrated again, on NFCorpus); ratios to BEIR's wall time.
+  with BEIR's own pipeline (`suite.BEIR`), then NFCorpus in the same cache (a sweep: the export, auto's decision and
+  the int8 model are paid once per machine, not per corpus); ratios to BEIR's wall time, auto's decision seconds
+  (``backend probe s``: the CPU class table's pick confirmed, or the full probe) in every row.
 
 Prints the host first. The figures go to BENCHMARKS.md, "Cold start of the int8/OpenVINO model".
 """
@@ -35,21 +37,19 @@ PREPARE = (
     + """
 from pathlib import Path
 from harness.io.formats import iter_corpus, locate_beir_folder
-from harness.io.lines import content_digest
 from harness.records import doc_text
 from harness.retrieval.encode import load_encoder
 from harness.retrieval.models import DEFAULT_MODEL, resolve_model_source
-from harness.runtimes.openvino_backend import corpus_calibration, openvino_encoder
+from harness.runtimes.openvino_backend import openvino_encoder
 folder = locate_beir_folder(sys.argv[1], "test")
 started = time.perf_counter()
 torch_encoder = load_encoder(resolve_model_source(MODEL or DEFAULT_MODEL), batch_size=32)
 loaded = time.perf_counter() - started
-calibration = corpus_calibration(iter_corpus(folder.corpus), content_digest(folder.corpus)[0])
 first = [doc_text(doc) for _, doc in zip(range(32), iter_corpus(folder.corpus))]
 runs = []
 for _ in range(2):  # cold, then again from the cache the first filled
     started = time.perf_counter()
-    encoder = openvino_encoder(torch_encoder, "openvino-int8", Path(sys.argv[2]), calibration=calibration)
+    encoder = openvino_encoder(torch_encoder, "openvino-int8", Path(sys.argv[2]))  # the shipped sample
     prepared = time.perf_counter() - started
     started = time.perf_counter()
     encoder.encode_docs(first)

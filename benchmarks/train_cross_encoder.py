@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _smoke  # noqa: E402
 
-SETTINGS = {"negatives": 3, "epochs": 1, "max_length": 256, "batch_size": 16, "lr": 5e-5, "warmup": 0.1, "seed": 0}
+SETTINGS = {"negatives": 2, "epochs": 1, "max_length": 192, "batch_size": 16, "lr": 5e-5, "warmup": 0.1, "seed": 0}
 
 
 def training_pairs(data: Path, split: str, negatives: int, seed: int) -> list[tuple[str, str, float]]:
