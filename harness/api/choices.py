@@ -112,6 +112,13 @@ def fusion_methods() -> tuple[str, ...]:
     return tuple(METHODS)
 
 
+def passage_scores() -> tuple[str, ...]:
+    """How a document's passages give its score (--passage-score)."""
+    from harness.retrieval.index.passages import SCORES
+
+    return SCORES
+
+
 def fusion_norms() -> tuple[str, ...]:
     """The per-query score normalizations of a fusion (fuse --norm)."""
     from harness.retrieval.fusion import NORMS

@@ -59,9 +59,11 @@ ENDPOINT_SETTINGS = {
 }
 # Flat settings named otherwise than the field they set.
 RENAMED = {"use_cache": "cache"}
+PASSAGE_SETTINGS = ("passage_score",)  # how `passages` scores a document; `passages` may be WINDOW[:STRIDE] text
 CANDIDATE_SETTINGS = ("candidates_depth",)  # ``candidates`` itself is the `EvaluateConfig` field (text or spec)
 FLAT_SETTINGS = (
     *CANDIDATE_SETTINGS,
+    *PASSAGE_SETTINGS,
     *INDEX_SETTINGS,
     *RAY_SETTINGS,
     *RERANK_SETTINGS,
@@ -145,6 +147,24 @@ def _ray(settings: dict[str, Any]) -> None:
         )
 
 
+def _passages(settings: dict[str, Any]) -> None:
+    """`passages` as a `PassageSpec`: ``WINDOW[:STRIDE]`` text parsed, scored by ``passage_score`` (maxp)."""
+    from harness.retrieval.index.passages import PassageSpec, parse_passages
+
+    score = settings.pop("passage_score", None)
+    spec = settings.get("passages")
+    if spec is None:
+        if score not in (None, "maxp"):
+            raise _usage_error(f"{setting('passage_score')} {score} scores passages; give {setting('passages')} too")
+        return
+    try:
+        spec = spec if isinstance(spec, PassageSpec) else parse_passages(str(spec))
+        settings["passages"] = replace(spec, score=score) if score is not None else spec
+        settings["passages"].check()
+    except HarnessError as exc:
+        raise _usage_error(str(exc)) from None
+
+
 def _candidates(settings: dict[str, Any]) -> None:
     """`candidates` as a `CandidateSpec`: a run file or a system (text), ``candidates_depth`` documents per query."""
     from harness.retrieval.rerank import CANDIDATES_DEPTH, CandidateSpec
@@ -198,6 +218,7 @@ def evaluate_config(dataset: str | Path | None, model: str | None, settings: Map
     _ray(settings)
     _rerank(settings)
     _encoder(settings)
+    _passages(settings)
     _candidates(settings)
     settings.setdefault("progress", False)
     if model is not None:

@@ -340,9 +340,22 @@ RESCORE_MULTIPLIER = Option(
     help="With a compressed precision: retrieve M x depth candidates, rescore them with float32 vectors; "
     "0 keeps the raw compressed ranking.",
 )
+PASSAGES = Option(
+    "--passages",
+    metavar="WINDOW[:STRIDE]",
+    help="Score each document by its passages of WINDOW tokens of the model's tokenizer, each STRIDE after the last "
+    "[default: WINDOW], the title prepended to each; e.g. 128 or 256:128 (docs/evaluate.md).",
+)
+PASSAGE_SCORE = Option(
+    "--passage-score",
+    type=_choice(lambda api: api.passage_scores()),
+    help="With --passages: maxp [default], firstp, sump.",
+)
 INDEX = OptionGroup(
     "Retrieval and index",
     TOP_K,
+    PASSAGES,
+    PASSAGE_SCORE,
     INDEX_KIND,
     HNSW_M,
     EF_CONSTRUCTION,

@@ -18,6 +18,7 @@ from harness.pipeline.config import (
     stored_cutoffs,
     with_model_prompts,
 )
+from harness.pipeline.dense.passages import checked_passages
 from harness.pipeline.systems.registry import KNOWN_NAMES, Kind, system_of
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.devices import DeviceError, DeviceSpec
@@ -96,6 +97,7 @@ def checked(config: EvaluateConfig, loaded: bool = False) -> tuple[EvaluateConfi
     if config.rerank is not None:
         check_model_available(config.rerank.model)
     _check_model_kind(config, kind)
+    config = checked_passages(config, kind)
     return config, k_values, top_k, stored_k
 
 

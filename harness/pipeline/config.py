@@ -18,6 +18,7 @@ from harness.retrieval.devices import DeviceSpec
 from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder
 from harness.retrieval.endpoint import EndpointSpec
 from harness.retrieval.index import IndexSpec
+from harness.retrieval.index.passages import PassageSpec
 from harness.retrieval.models import DEFAULT_MODEL
 from harness.retrieval.rerank import CandidateSpec, RerankSpec
 from harness.runtimes.calibration import Calibration
@@ -91,6 +92,9 @@ class EvaluateConfig:
         memory_budget: Bytes this process may hold; a flat index whose vectors would not fit is searched
             streamed from the embedding cache instead (`harness.retrieval.streamed`: the same run). None means
             half of the memory available when the search is planned. Not part of the configuration.
+        passages: Split each document into token windows of the model's tokenizer and score a document by its
+            passages (`harness.retrieval.index.passages.PassageSpec`: window, stride, maxp/firstp/sump); None: each
+            document is one text, truncated by the model. Part of the configuration only when set.
     """
 
     dataset_path: Path | str
@@ -124,6 +128,7 @@ class EvaluateConfig:
     name: str | None = None
     allow_unknown_docs: bool = False
     memory_budget: int | None = None
+    passages: PassageSpec | None = None
     candidates: CandidateSpec | None = None
     # Set by the dense stage for a calibrated backend (the corpus's own sample); not a setting of its own: the
     # sample follows from the corpus, and its hash enters the encoder's fingerprint and the result's record.

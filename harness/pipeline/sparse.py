@@ -122,6 +122,11 @@ def _retrieve_sparse(
     if auto is not None:
         notes.append(f"--sparse-backend auto picked {auto['picked']}: {auto['reason']}")
         logger.info(notes[-1])
+    if config.passages is not None:  # documents scored by their passages (`harness.pipeline.dense.passages`)
+        from harness.pipeline.dense.passages import sparse_passages
+
+        run, own = sparse_passages(config, folder, corpus, queries, model, depth, clock, cost)
+        return run, {"model_source": source, **own, **_model_record(config, model, auto)}
     started = time.perf_counter()
     entry = (
         embedding_entry(
@@ -158,9 +163,16 @@ def _retrieve_sparse(
         "retriever": "learned-sparse",
         **index.stats(query_rows),
         "dimension": index.dimension,
-        "batch_size": spec.batch_size,
-        "doc_text": DOC_TEXT_RULE,
         "embedding_cache": cache_record(config.cache, corpus.cached, entry),
+        **_model_record(config, model, auto),
+    }
+
+
+def _model_record(config: EvaluateConfig, model, auto: dict | None) -> dict[str, object]:
+    """What a sparse result records of how its texts were encoded."""
+    return {
+        "batch_size": config.encoder.batch_size,
+        "doc_text": DOC_TEXT_RULE,
         "device": config.device,
         "precision": model.precision,
         **({"sparse_backend": model.backend} if getattr(model, "backend", TORCH) != TORCH else {}),

@@ -37,6 +37,9 @@ _TOKENS: dict[str, Callable[[Any], str]] = {
     "query_prefix": lambda value: "prefix",
     "doc_prefix": lambda value: "prefix",
     "max_seq_length": lambda value: f"len{value}",
+    "passages": lambda value: (
+        f"{value['score']}{value['window']}" + (f"s{value['stride']}" if value["stride"] != value["window"] else "")
+    ),
     "depth": lambda value: f"top{value}",
     "self_hits_dropped": lambda value: "self-hits-dropped" if value else "self-hits-kept",
     "bm25": lambda value: "bm25-params",

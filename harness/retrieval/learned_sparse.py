@@ -164,6 +164,11 @@ class SparseIndex:
             self._chunks = []
         return self._postings
 
+    @property
+    def postings(self):
+        """vocabulary × documents, CSR: each dimension's posting list (documents in the order added)."""
+        return self._matrix()
+
     def stats(self, queries: scipy.sparse.csr_matrix) -> dict[str, float]:
         """Mean active dimensions per document and per query, and expected FLOPs per dot product."""
         import numpy as np

@@ -118,6 +118,10 @@ def dense_stage(
         config.index.check(encoder.dimension)  # before encoding, so a bad --pq-m costs nothing
         config.compression.check(encoder.dimension)
         config = replace(config, compression=config.compression.effective(encoder.dimension))
+    if config.passages is not None:  # documents scored by their passages (`harness.pipeline.dense.passages`)
+        from harness.pipeline.dense.passages import dense_passages
+
+        return dense_passages(config, inputs, encoder, corpus, model_source, depth, clock, cost)
     chunk_size = config.chunk_size
     if config.engine == "ray" and config.ray.shards is not None:
         from harness.engines.ray_engine import shard_size

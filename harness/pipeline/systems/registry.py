@@ -64,6 +64,8 @@ def _vector_settings(config: Any, default: Any) -> tuple[dict, dict]:
     settings["index"], defaults["index"] = config.index.to_config(), default.index.to_config()
     settings.update(config.compression.to_config())
     defaults.update(default.compression.to_config())
+    if getattr(config, "passages", None) is not None:  # absent otherwise: a run without passages keeps its hash
+        settings["passages"] = config.passages.to_config()
     return settings, defaults
 
 
@@ -148,6 +150,8 @@ class Kind:
         retrieves: It searches the corpus (``retrieve``, ``pool --systems``); a run file is only read.
         check: config → None, refusing (`HarnessError`, one line) the settings this kind cannot honour, before anything
             loads (`harness.pipeline.checks`); None: nothing beyond the common checks.
+        passages: It can score a document by its passages (``--passages``: `harness.retrieval.index.passages`), split by
+            its model's own tokenizer.
     """
 
     name: str
@@ -166,6 +170,7 @@ class Kind:
     composite: bool = False
     retrieves: bool = True
     check: Callable[[Any], None] | None = None
+    passages: bool = False
 
     @property
     def needs_device(self) -> bool:
@@ -241,6 +246,7 @@ SPARSE = Kind(
     cacheable=True,
     encodes=True,
     weights=True,
+    passages=True,
 )
 MULTI_VECTOR = Kind(
     "multi-vector",
@@ -264,6 +270,7 @@ DENSE = Kind(
     vectors=True,
     encodes=True,
     weights=True,
+    passages=True,
 )
 KINDS = (RERANK, FUSION, RUN, BM25, HASH, ENDPOINT, SPARSE, MULTI_VECTOR, DENSE)  # the order they are recognised in
 BY_NAME = {kind.name: kind for kind in KINDS}
