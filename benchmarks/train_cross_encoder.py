@@ -23,7 +23,6 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -136,8 +135,11 @@ def trained_cross_encoder(
     folder = cache_root / "trained-cross-encoders" / model_key(base, data, split, settings)
     if (folder / "training.json").is_file():
         return folder
+    from harness.io.files import private_dir, remove_stale_temporaries
+
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    remove_stale_temporaries(folder.parent, f".{folder.name}")  # a killed training's half-written folder
+    staging = private_dir(folder.parent, f".{folder.name}")
     try:
         pairs = training_pairs(data, split, settings["negatives"], settings["seed"])
         record = train(pairs, base, staging, settings)
