@@ -14,7 +14,7 @@ from conftest import FakeEncoder
 
 import harness.pipeline.evaluate
 import harness.retrieval.encode
-from harness.io.cache import clear_entries, list_entries
+from harness.io.cache import clear_entries, embedding_entry, list_entries
 from harness.pipeline.evaluate import EvaluateConfig, evaluate_dataset
 
 
@@ -81,7 +81,7 @@ def test_changed_corpus_or_model_never_hits_a_stale_entry(tiny_beir, tmp_path):
 
 def test_damaged_chunk_is_recomputed_with_a_warning(tiny_beir, tmp_path, caplog):
     cold = _run(tiny_beir, tmp_path, CachingFake())
-    for path in (tmp_path / "cache").rglob("chunk-00000.npy"):
+    for path in (tmp_path / "cache").rglob("chunk-00000.keys.npy"):  # the chunk's texts (their vectors: by text)
         data = bytearray(path.read_bytes())
         data[-1] ^= 0xFF
         path.write_bytes(bytes(data))
@@ -99,7 +99,7 @@ def test_damaged_chunk_is_recomputed_with_a_warning(tiny_beir, tmp_path, caplog)
 
 def test_truncated_chunk_is_recomputed(tiny_beir, tmp_path):
     cold = _run(tiny_beir, tmp_path, CachingFake())
-    chunks = list((tmp_path / "cache").rglob("chunk-00000.npy"))
+    chunks = list((tmp_path / "cache").rglob("chunk-00000.keys.npy"))
     assert len(chunks) == 2  # corpus and queries
     for path in chunks:
         path.write_bytes(path.read_bytes()[:40])
@@ -154,10 +154,38 @@ def test_vectors_round_trip_exactly(tiny_beir, tmp_path):
     encoder = CachingFake()
     _run(tiny_beir, tmp_path, encoder)
     entry = next(e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus")
-    vectors = np.load(f"{entry['path']}/chunk-00000.npy", allow_pickle=False)
+    inputs = json.loads((Path(entry["path"]) / "key.json").read_text())["inputs"]
+    ((_, vectors),) = embedding_entry(tmp_path / "cache", inputs).chunks()  # gathered from the store by text
     expected = np.stack([encoder._vector(doc_text(doc)) for doc in iter_corpus(tiny_beir / "corpus.jsonl")])
     np.testing.assert_array_equal(vectors, expected)
     assert vectors.dtype == np.float32 and entry["rows"] == 5 and entry["dataset"] == "tiny"
+
+
+def test_every_vector_is_stored_once(tiny_beir, tmp_path):
+    """After an evaluate the store holds one row per distinct text (documents, queries): the corpus and query entries
+    name their texts and hold no vector."""
+    from harness.io.formats import iter_corpus
+    from harness.records import doc_text
+
+    (tiny_beir / "corpus.jsonl").write_text(
+        (tiny_beir / "corpus.jsonl").read_text()
+        + json.dumps({"_id": "d9", "title": "", "text": "banana cherry"})
+        + "\n"
+    )  # d9's text repeats d2's: one vector for both
+    encoder = CachingFake()
+    _run(tiny_beir, tmp_path, encoder, chunk_size=2)
+    texts = {doc_text(doc) for doc in iter_corpus(tiny_beir / "corpus.jsonl")}
+    queries = set(encoder.query_texts)
+    stored = {}
+    for manifest in (tmp_path / "cache" / "texts").rglob("*.json"):
+        if manifest.name != "inputs.json":
+            kind = json.loads((manifest.parent / "inputs.json").read_text())["inputs"]["kind"]
+            stored[kind] = stored.get(kind, 0) + json.loads(manifest.read_text())["rows"]
+    assert len(texts) == 5 and stored == {"doc": len(texts), "query": len(queries)}
+    assert sorted(p.name[6:] for p in (tmp_path / "cache" / "embeddings").rglob("chunk-*")) == sorted(
+        [f"{n:05d}.{part}" for n in range(3) for part in ("ids.json", "keys.npy")]
+        + ["00000.ids.json", "00000.keys.npy"]
+    )
 
 
 def test_cache_list_and_clear(tiny_beir, tmp_path):
@@ -417,17 +445,25 @@ def _fresh_vectors(encoder, folder) -> dict[str, np.ndarray]:
     return {doc.doc_id: encoder._vector(doc_text(doc)) for doc in iter_corpus(folder / "corpus.jsonl")}
 
 
-def test_a_cache_written_before_the_one_store_is_read_as_it_is(tiny_beir, tmp_path):
+def test_a_cache_written_before_the_one_store_is_read_as_it_is(tiny_beir, tmp_path, caplog):
     """``complete/``: a run with chunks of 2 (three chunks, a query entry, merged segments by text). The new code
     finds the same keys, encodes nothing, and scores as a run without any cache; by text alone too."""
     shutil.copytree(BEFORE / "complete", tmp_path / "cache")
     keys = sorted(p.name for p in (BEFORE / "complete" / "embeddings").iterdir())
     reference = _run(tiny_beir, tmp_path, CachingFake(), cache=False)
+    segments = sorted(p.name for p in (tmp_path / "cache" / "texts").rglob("*"))
     warm_encoder = CachingFake()
-    warm = _run(tiny_beir, tmp_path, warm_encoder, chunk_size=2)
+    with caplog.at_level(logging.INFO, logger="harness.io.cache"):
+        warm = _run(tiny_beir, tmp_path, warm_encoder, chunk_size=2)
     assert _docs_encoded(warm_encoder) == 0 and warm_encoder.query_texts == []
     assert warm.result.config["embedding_cache"] == "hit" and warm.result.metrics == reference.result.metrics
     assert sorted(p.name for p in (tmp_path / "cache" / "embeddings").iterdir()) == keys  # the same keys, no new one
+    # Moved into the store once, each vector found there by its checksum: no copy added, the entries' own files gone.
+    assert caplog.text.count("moved the vectors of the cache entry") == 2  # the corpus entry and the query entry
+    assert sorted(p.name for p in (tmp_path / "cache" / "texts").rglob("*")) == segments
+    assert not [
+        p for p in (tmp_path / "cache" / "embeddings").rglob("chunk-*") if not p.name.endswith(("ids.json", "keys.npy"))
+    ]
     (corpus,) = [e for e in list_entries(tmp_path / "cache") if e["kind"] == "corpus"]
     from harness.io.cache import embedding_entry
 

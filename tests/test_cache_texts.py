@@ -307,21 +307,30 @@ def test_text_digests_are_the_sha256_of_the_utf8_text(texts):
         assert [int(value) for value in row] == expected
 
 
-def test_a_corpus_entry_written_before_the_cache_by_text_is_reused_for_its_corpus(tmp_path):
-    cache, folder = tmp_path / "cache", _corpus(tmp_path / "c", DOCS)
-    cold = _run(folder, cache, CachingFake())
+def test_a_corpus_entry_written_before_the_cache_by_text_is_reused_for_its_corpus(tiny_beir, tmp_path):
+    """An entry an earlier version wrote, its vectors in its own files and the store by text gone: its vectors move
+    into the store once (under digests of their own: their texts are unknown) and are read as they are."""
+    from test_cache import BEFORE
+
+    cache = tmp_path / "cache"
+    shutil.copytree(BEFORE / "complete", cache)
     shutil.rmtree(cache / "texts")  # a cache as an earlier version left it: corpus and query entries only
+    cold = _run(tiny_beir, tmp_path / "none", CachingFake(), cache=False)
     warm_encoder = CachingFake()
-    warm = _run(folder, cache, warm_encoder)
+    warm = _run(tiny_beir, cache, warm_encoder)
     assert _encoded(warm_encoder) == [] and warm_encoder.query_texts == []
     assert warm.result.config["embedding_cache"] == "hit" and warm.result.metrics == cold.result.metrics
-    assert warm.result.cost["vectors"]["docs_cached"] == len(DOCS)
+    assert warm.result.cost["vectors"]["docs_cached"] == 5
+    assert not list((cache / "embeddings").rglob("chunk-?????.npy"))  # moved, not copied
     # Its vectors were not filed by text: another corpus encodes its texts once, and then finds them.
-    edited = dict(DOCS) | {"d0": ("title 0", "edited")}
+    lines = (tiny_beir / "corpus.jsonl").read_text().splitlines()
+    edited = [*lines[:-1], json.dumps({"_id": "d5", "text": "edited"})]
     first, second = CachingFake(), CachingFake()
-    _run(_corpus(tmp_path / "e", edited), cache, first)
-    _run(_corpus(tmp_path / "f", dict(reversed(edited.items()))), cache, second)
-    assert len(_encoded(first)) == len(DOCS) and _encoded(second) == []
+    for name, corpus, encoder in (("e", edited, first), ("f", edited[::-1], second)):
+        shutil.copytree(tiny_beir, tmp_path / name)
+        (tmp_path / name / "corpus.jsonl").write_text("\n".join(corpus) + "\n")
+        _run(tmp_path / name, cache, encoder)
+    assert len(_encoded(first)) == 5 and _encoded(second) == []
 
 
 def test_a_model_of_unknown_dimension_encodes_again_what_was_cached_at_another(tmp_path, caplog):

@@ -3,8 +3,10 @@ two evaluations on the same cache at once; nothing temporary left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -154,7 +156,7 @@ KILL_POINTS = {
         "harness.retrieval.encode:HashingEncoder.encode_docs",
         4,
     ),  # half of chunk 1 encoded
-    "encode, inside a cache write": ("write", "chunk-00002.npy", 1),
+    "encode, inside a cache write": ("write", "chunk-00002.keys.npy", 1),
     "index build": ("call", "harness.retrieval.index:VectorIndex.build", 1),
     "result write": ("write", "test.json", 1),
     "run-file write": ("write", "test.run.trec", 1),
@@ -163,13 +165,13 @@ KILL_POINTS = {
         "call",
         "harness.retrieval.encode:HashingEncoder.encode_docs",
         2,
-    ),  # piece of batch 1 stored
+    ),  # batch 1's texts stored
     "checkpoint, just before a write": (
         "call",
         "harness.io.cache:EmbeddingEntry.write_piece",
         2,
     ),  # chunk 1's batch 1 not
-    "checkpoint, inside a write": ("write", "chunk-00001.piece-", 1),
+    "checkpoint, inside a write": ("write", ".vectors.npy", 3),  # a segment by text: chunk 1's checkpoint
 }
 
 
@@ -259,16 +261,26 @@ def test_a_long_chunk_killed_at_60_percent_resumes_from_its_checkpoints(tmp_path
     deadline = time.monotonic() + 60
     while stored < 600 and time.monotonic() < deadline:  # 60 % of the documents are checkpointed
         time.sleep(0.05)
-        stored = sum(len(json.loads(p.read_text())) for p in cache.rglob("chunk-00000.piece-*.ids.json"))
+        stored = _stored_texts(cache)
     proc.kill()
     proc.communicate(timeout=30)
     assert stored >= 600 and not (out / "long").exists()
     rerun = subprocess.run(command(cache, out), env=_env(), capture_output=True, text=True, timeout=120)
     assert rerun.returncode == 0, rerun.stderr
-    resumed = [line for line in rerun.stderr.splitlines() if "checkpointed documents" in line]
-    assert resumed and int(resumed[0].split(" from ")[1].split()[0]) >= 600, rerun.stderr[-2000:]
+    resumed = re.search(r"(\d+) of the chunk's 1000 documents found in the store by text", rerun.stderr)
+    assert resumed and int(resumed[1]) >= 600, rerun.stderr[-2000:]
     ours = json.loads((out / "long" / "hash_64" / "test.json").read_text())
     assert ours["metrics"] == json.loads(reference.read_text())["metrics"]
     assert (out / "long" / "hash_64" / "test.run.trec").read_text() == reference.with_name("test.run.trec").read_text()
-    assert not list(cache.rglob("*.piece-*"))  # the whole chunk replaced its pieces
+    assert not list(cache.rglob("*.piece-*"))  # checkpoints are texts stored, no pieces
     assert _corpus_entry(cache) == _corpus_entry(tmp_path / "ref-cache")
+
+
+def _stored_texts(cache: Path) -> int:
+    """How many document texts the store holds (checkpoints included): its segments' rows."""
+    rows = 0
+    for manifest in cache.glob("texts/*/*.json"):
+        with contextlib.suppress(OSError, ValueError):  # a segment being written: its manifest comes last
+            if manifest.name != "inputs.json" and '"doc"' in (manifest.parent / "inputs.json").read_text():
+                rows += json.loads(manifest.read_text())["rows"]
+    return rows

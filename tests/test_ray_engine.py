@@ -112,7 +112,9 @@ def test_ray_engine_equals_the_local_engine(cluster, tmp_path):
         np.testing.assert_allclose(ray_vectors[doc_id], vector, atol=1e-5)
     chunks = sorted(
         p.name
-        for p in next((tmp_path / "ray" / "cache" / "embeddings").glob("*/chunk-00004.npy")).parent.glob("chunk-*.npy")
+        for p in next((tmp_path / "ray" / "cache" / "embeddings").glob("*/chunk-00004.keys.npy")).parent.glob(
+            "chunk-*.keys.npy"  # each shard's texts (their vectors: in the store by text)
+        )
     )
     assert len(chunks) == 5  # 37 documents in shards of 8
 
@@ -154,7 +156,7 @@ def test_a_failing_shard_is_named_and_the_rerun_encodes_only_what_is_missing(clu
     local = evaluate_dataset(_config(folder, tmp_path / "local"))
     # Shard 2's chunk cannot be written: a directory squats on its file name.
     entry_root = _corpus_entry_root(folder, tmp_path / "cache")
-    (entry_root / "chunk-00002.npy").mkdir(parents=True)
+    (entry_root / "chunk-00002.keys.npy").mkdir(parents=True)
     with pytest.raises(HarnessError, match=r"shard 2 \(documents 11-15\) failed on a Ray worker") as failure:
         evaluate_dataset(config)
     assert "finished shard(s) are kept" in str(failure.value) and "rerun to resume" in str(failure.value)
@@ -162,7 +164,7 @@ def test_a_failing_shard_is_named_and_the_rerun_encodes_only_what_is_missing(clu
     # Shards 0 and 1 finish before shard 2 fails; shard 3 is kept too when it was handed out before the
     # failure was seen (a race between workers, so not asserted).
     assert {"chunk-00000.ids.json", "chunk-00001.ids.json"} <= set(kept) and "chunk-00002.ids.json" not in kept
-    (entry_root / "chunk-00002.npy").rmdir()
+    (entry_root / "chunk-00002.keys.npy").rmdir()
     rerun = evaluate_dataset(config)
     assert rerun.result.metrics == local.result.metrics
     assert all((entry_root / name).stat().st_mtime_ns == mtime for name, mtime in kept.items())  # not re-encoded

@@ -208,14 +208,16 @@ def test_a_chunk_damaged_mid_stream_is_named_and_refused_then_recomputed(tmp_pat
         passes.append(self.inputs.get("kind"))
         for index, item in enumerate(original(self, mmap)):
             if passes.count("corpus") == 2 and passes[-1] == "corpus" and index == 0:
-                target = self.root / "chunk-00003.npy"  # the search pass: damage a chunk it has not read yet
+                target = self.root / "chunk-00003.keys.npy"  # the search pass: damage a chunk it has not read yet
                 data = bytearray(target.read_bytes())
                 data[-8:] = bytes(byte ^ 0xFF for byte in data[-8:])
                 target.write_bytes(bytes(data))
             yield item
 
     monkeypatch.setattr(EmbeddingEntry, "chunks", damaging)
-    with pytest.raises(HarnessError, match=r"chunk-00003\.npy: content differs from the manifest.*rerun to recompute"):
+    with pytest.raises(
+        HarnessError, match=r"chunk-00003\.keys\.npy: content differs from the manifest.*rerun to recompute"
+    ):
         evaluate_dataset(config)
     monkeypatch.setattr(EmbeddingEntry, "chunks", original)
     again = evaluate_dataset(config)  # the entry was removed: encoded again, the same run

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.io.cache import CacheCorrupt, EmbeddingEntry
-from harness.records import Doc
+from harness.io.cache.texts import text_digests
+from harness.records import Doc, doc_text
 from harness.retrieval.encode import DEFAULT_CHECKPOINT_SECONDS, Encoder, chunked, encode_corpus
 
 if TYPE_CHECKING:
@@ -89,8 +90,10 @@ class ShardEncoder:
             store=store,
             checkpoint_seconds=checkpoint_seconds,
             token_budget=token_budget,
+            texts=self.entry.store,  # checkpoints are the texts stored there
         )
-        self.entry.write_chunk(index, doc_ids, vectors, strict=True)
+        digests = text_digests([doc_text(doc) for doc in docs]) if self.entry.store is not None else None
+        self.entry.write_chunk(index, doc_ids, vectors, strict=True, digests=digests)
         return len(doc_ids), seconds
 
 

@@ -241,6 +241,8 @@ def _encode_by_text(
 
     rows, cached = texts.lookup(chunk_texts, encoder.dimension)
     progress.advance(len(rows), stored=True)
+    if len(rows):  # a run resumed: its checkpoints are the texts it stored
+        logger.info("%d of the chunk's %d documents found in the store by text", len(rows), len(chunk_texts))
     missing = np.setdiff1d(np.arange(len(chunk_texts)), rows).tolist()
     first: dict[str, int] = {}  # each missing text → its first row
     for row in missing:

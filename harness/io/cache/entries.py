@@ -1,21 +1,24 @@
-"""The corpus entries of the embedding store: one corpus's vectors (or one query set's) in corpus order, in chunks.
+"""The corpus entries of the embedding store: one corpus (or one query set) in its order, in chunks.
 
 An entry's key is the sha256 of everything that decides its vectors: the model's identity (name,
 a hash of its weights, tokenizer, max_seq_length, normalization), the text rule, the dtype, and the
 sha256 of the corpus content (or of the query texts). A changed corpus or model therefore never
-hits a stale entry; the key's inputs are written beside the vectors as ``key.json``.
+hits a stale entry; the key's inputs are written beside it as ``key.json``.
 
-Layout: ``<cache_dir>/embeddings/<key>/`` holds ``chunk-00000.npy`` (float32, no pickle) and
-``chunk-00000.ids.json`` per chunk, each written atomically, and ``manifest.json`` (chunk count,
-dimension, per-chunk sha256) written last. An entry without a manifest is partial: a run killed
-mid-encode resumes from the chunks already written, and from the *pieces* of the chunk it was
-encoding (``chunk-00000.piece-<name>.npy`` + ``.ids.json``: checkpoints written every minute or so
-of encoding, `harness.retrieval.encode.encode_corpus`). A chunk written whole replaces its pieces, so a complete
-entry holds whole chunks only and reads as fast however often its writer checkpointed. An entry whose files do not
-match the manifest is dropped with a warning and recomputed; a damaged cache never yields a result.
+Layout: ``<cache_dir>/embeddings/<key>/`` holds per chunk ``chunk-00000.ids.json`` (its doc ids) and
+``chunk-00000.keys.npy`` (each document's text digest, `harness.io.cache.texts.text_digests`): the vectors
+themselves are held once, by text, in the model's store (`harness.io.cache.texts`), and a chunk is gathered from
+its memory-mapped segments (a slice of one segment, no copy, for a corpus encoded in order). ``manifest.json``
+(chunk count, rows, dimension, per-chunk sha256) is written last. An entry without a manifest is partial: a run
+killed mid-encode resumes from the chunks written, and inside a chunk from the texts the store holds (the
+checkpoints of `harness.retrieval.encode.encode_corpus` are simply texts stored). An entry whose files disagree with
+its manifest, or whose vectors the store no longer holds (pruned, damaged), is dropped with a warning and recomputed
+(encoding only what the store lacks); a damaged cache never yields a result.
 
-The same vectors are also found by text (`harness.io.cache.texts`); an entry is their corpus-ordered copy that a
-warm rerun, a streamed search and the Ray engine's shards memory-map without parsing the corpus.
+An entry without a model store (a learned sparse encoder's rows, a CSR matrix per ``chunk-00000.npz``; the vectors
+of a benchmark) keeps its rows in its own chunk files (``chunk-00000.npy``), with checkpoint pieces
+(``chunk-00000.piece-<name>.npy`` + ``.ids.json``) that a whole chunk replaces. An entry an earlier version wrote
+that way for a model is moved into the store once, when first opened (`EmbeddingEntry.migrate`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, OutputError
-from harness.io.files import atomic_writer, remove_stale_temporaries, write_json
+from harness.io.cache.texts import TextStore, content_key, row_checksums, text_digests
+from harness.io.files import atomic_writer, hold_lock, remove_stale_temporaries, write_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,11 +62,6 @@ def cache_dir(option: str | Path | None = None) -> Path:
     return Path(platformdirs.user_cache_dir("beir-harness", appauthor=False))
 
 
-def content_key(inputs: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON of `inputs`."""
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-
-
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -77,11 +76,11 @@ class CacheCorrupt(HarnessError):
 
 @dataclass
 class EmbeddingEntry:
-    """One cache entry: chunks of vectors with their ids.
+    """One cache entry: chunks of doc ids with their vectors' text digests, the vectors in `store`.
 
-    A `sparse` entry holds rows of a learned sparse encoder: each chunk is a CSR matrix saved as
-    ``chunk-00000.npz`` (float32 data, int32 indices and indptr, the shape; no pickle) instead of a
-    dense ``.npy``; everything else — ids files, manifest, verification, resume — is the same.
+    Without a `store`, each chunk holds its vectors itself; a `sparse` entry's, rows of a learned sparse encoder: a
+    CSR matrix saved as ``chunk-00000.npz`` (float32 data, int32 indices and indptr, the shape; no pickle) instead of
+    a dense ``.npy``; everything else — ids files, manifest, verification, resume — is the same.
     """
 
     root: Path
@@ -90,6 +89,7 @@ class EmbeddingEntry:
     writable: bool = True
     sparse: bool = False
     unwritable: str = ""  # why nothing could be stored (`not_writable`), once a write failed
+    store: TextStore | None = None  # where the vectors are, by text
 
     @property
     def key(self) -> str:
@@ -100,7 +100,7 @@ class EmbeddingEntry:
         return (self.root / "manifest.json").is_file()
 
     def _chunk(self, index: int) -> tuple[Path, Path]:
-        suffix = ".npz" if self.sparse else ".npy"
+        suffix = ".keys.npy" if self.store is not None else ".npz" if self.sparse else ".npy"
         return self.root / f"chunk-{index:05d}{suffix}", self.root / f"chunk-{index:05d}.ids.json"
 
     def resumable(self, chunk_size: int) -> bool:
@@ -177,10 +177,11 @@ class EmbeddingEntry:
         return ids, np.concatenate(blocks)
 
     def write_piece(self, index: int, name: str, doc_ids: list[str], vectors: np.ndarray) -> None:
-        """Store a checkpoint of chunk `index` (vectors first, then ids: ids present means whole)."""
+        """Store a checkpoint of chunk `index` (vectors first, then ids: ids present means whole); with a `store`,
+        nothing: its checkpoints are the texts the store holds."""
         import numpy as np
 
-        if not self.writable:
+        if not self.writable or self.store is not None:
             return
         stem = f"chunk-{index:05d}.piece-{name}"
         try:
@@ -219,7 +220,13 @@ class EmbeddingEntry:
                 (self.root / "key.json").unlink()
             if not (self.root / "key.json").is_file():
                 write_json(
-                    {"format": CACHE_FORMAT, "chunk_size": chunk_size, "inputs": self.inputs, "labels": self.labels},
+                    {
+                        "format": CACHE_FORMAT,
+                        "chunk_size": chunk_size,
+                        "inputs": self.inputs,
+                        "labels": self.labels,
+                        **({"store": self.store.folder.name} if self.store is not None else {}),
+                    },
                     self.root / "key.json",
                 )
         except (OSError, OutputError) as exc:
@@ -230,15 +237,21 @@ class EmbeddingEntry:
         self.writable = False
         self.unwritable = not_writable(self.root.parent.parent, exc)
 
-    def write_chunk(self, index: int, doc_ids: Sequence[str], vectors: np.ndarray, strict: bool = False) -> None:
+    def write_chunk(
+        self, index: int, doc_ids: Sequence[str], vectors: np.ndarray, strict: bool = False, digests=None
+    ) -> None:
         """Store one chunk atomically (vectors first, then ids: ids present means the chunk is whole).
 
         Args:
             strict: Raise OutputError when the chunk cannot be written (a Ray worker must not lose
                 a shard silently); by default the cache is turned off with a warning instead.
+            digests: With a `store`, the documents' text digests (`text_digests`): the vectors the store lacks
+                go into it, and the chunk names them.
         """
         import numpy as np
 
+        if self.writable and self.store is not None:
+            self._keep(vectors, digests)
         if not self.writable:
             if strict:
                 raise OutputError(f"the embedding cache {self.root} is not writable")
@@ -246,7 +259,9 @@ class EmbeddingEntry:
         vectors_path, ids_path = self._chunk(index)
         try:
             with atomic_writer(vectors_path, "wb") as handle:
-                if self.sparse:
+                if self.store is not None:
+                    np.save(handle, np.ascontiguousarray(digests, dtype=np.uint64), allow_pickle=False)
+                elif self.sparse:
                     np.savez(
                         handle,
                         data=vectors.data.astype(np.float32),
@@ -288,6 +303,14 @@ class EmbeddingEntry:
             doc_ids = json.loads(ids_path.read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError) as exc:
             raise CacheCorrupt(f"{vectors_path}: unreadable ({exc})") from None
+        if self.store is not None:
+            if vectors.dtype != np.uint64 or vectors.shape != (len(doc_ids), 3):
+                raise CacheCorrupt(f"{vectors_path}: shape {vectors.shape} / {vectors.dtype} for {len(doc_ids)} ids")
+            vectors = self.store.gather(np.asarray(vectors))
+            if vectors is None:
+                raise CacheCorrupt(f"{vectors_path}: vectors missing from {self.store.folder} (pruned or damaged)")
+            if not mmap and isinstance(vectors, np.memmap):
+                vectors = np.array(vectors)
         if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != len(doc_ids):
             raise CacheCorrupt(f"{vectors_path}: shape {vectors.shape} / {vectors.dtype} for {len(doc_ids)} ids")
         return doc_ids, vectors
@@ -352,6 +375,64 @@ class EmbeddingEntry:
     def drop(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def _keep(self, vectors: np.ndarray, digests: np.ndarray) -> None:
+        """Put the vectors the store lacks into it."""
+        missing = ~self.store.holds(digests)
+        self.store.add((), vectors[missing], digests[missing])
+        if not self.store.writable:
+            self._disable(OutputError(f"{self.store.folder} is not writable"))
+
+    def migrate(self) -> None:
+        """Move the vectors of an entry an earlier version wrote (its own ``chunk-00000.npy`` files, checkpoint
+        pieces) into the `store`, once, under a lock: each vector is found there by its checksum (the earlier
+        version stored every vector by text too; one not found goes in under a digest of this entry and its doc
+        id), the chunks become digests, the manifest is rewritten, then the old files go. Pieces just go: their
+        texts are in the store. Interrupted, it is simply done again."""
+        import numpy as np
+
+        old = [*self.root.glob("chunk-?????.npy"), *self.root.glob("chunk-*.piece-*")]
+        if self.store is None or not old:
+            return
+        lock = None
+        try:
+            lock = hold_lock(self.root.parent.parent / "locks" / f"migrate-{self.key}.lock")
+            old = sorted(self.root.glob("chunk-?????.npy"))
+            shas = json.loads((self.root / "manifest.json").read_text())["sha256"] if self.complete else []
+            known: dict[int, np.ndarray] = {}
+            for segment in self.store.segments():
+                with contextlib.suppress(OSError, ValueError), np.errstate(over="ignore"):
+                    keys, meta, _, _ = segment.arrays()
+                    known.update(zip((meta[:, 2] - keys).tolist(), np.column_stack([keys, meta[:, :2]])))
+            rows, dimension = 0, 0
+            for index, path in enumerate(old):
+                if shas and _sha256(path) != shas[index]:
+                    raise ValueError(f"{path}: content differs from the manifest")
+                vectors = np.load(path, allow_pickle=False)
+                doc_ids = json.loads(path.with_name(path.name[:-4] + ".ids.json").read_text(encoding="utf-8"))
+                sums = row_checksums(vectors, np.zeros(len(vectors), np.uint64)).tolist()
+                pseudo = text_digests([f"\0{self.key}\0{doc_id}" for doc_id in doc_ids])
+                digests = np.stack([known.get(s, p) for s, p in zip(sums, pseudo)]).astype(np.uint64)
+                self._keep(vectors, digests)
+                with atomic_writer(path.with_name(path.name[:-4] + ".keys.npy"), "wb") as handle:
+                    np.save(handle, digests, allow_pickle=False)
+                rows, dimension = rows + len(vectors), vectors.shape[1]
+            if self.complete:
+                self.finish(len(old), rows, dimension)
+            key = json.loads((self.root / "key.json").read_text(encoding="utf-8"))
+            write_json({**key, "store": self.store.folder.name}, self.root / "key.json")
+            if not self.writable:
+                raise OutputError(self.unwritable)
+            for path in [*old, *self.root.glob("chunk-*.piece-*")]:
+                path.unlink()
+        except (OSError, ValueError, OutputError) as exc:
+            logger.warning("cannot move the cache entry %s into the store (%s); recomputing it", self.root, exc)
+            self.drop()
+            return
+        finally:
+            if lock is not None:
+                lock.release(remove=True)
+        logger.info("moved the vectors of the cache entry %s (written by an earlier version) into its store", self.root)
+
 
 def not_writable(root: Path, exc: BaseException) -> str:
     """Why nothing could be written under the cache `root`, from the failed write's error (or its cause):
@@ -383,6 +464,23 @@ def cache_record(cache: bool, hit: bool, entry: EmbeddingEntry | None) -> str:
 def embedding_entry(
     root: Path, inputs: Mapping[str, Any], labels: Mapping[str, Any] | None = None, sparse: bool = False
 ) -> EmbeddingEntry:
-    """The cache entry for `inputs` (which need not exist yet); `labels` (dataset name...) only inform listings."""
+    """The cache entry for `inputs` (which need not exist yet); `labels` (dataset name...) only inform listings.
+
+    A model's corpus or query entry keeps its vectors in the model's store by text (`text_store_of`); one an
+    earlier version wrote is moved there now (`EmbeddingEntry.migrate`)."""
     inputs = dict(inputs)
-    return EmbeddingEntry(root / "embeddings" / content_key(inputs), inputs, dict(labels or {}), sparse=sparse)
+    store = None if sparse else text_store_of(root, inputs)
+    entry = EmbeddingEntry(
+        root / "embeddings" / content_key(inputs), inputs, dict(labels or {}), sparse=sparse, store=store
+    )
+    entry.migrate()
+    return entry
+
+
+def text_store_of(root: Path, inputs: Mapping[str, Any]) -> TextStore | None:
+    """The store by text of a dense corpus or query entry's `inputs` (`harness.io.cache.texts.text_stores`)."""
+    if inputs.get("kind") not in ("corpus", "queries") or "model" not in inputs or inputs.get("dtype") != "float32":
+        return None
+    common = {"model": inputs["model"], "dtype": "float32"}
+    rule = {"text_rule": inputs.get("text_rule")} if inputs["kind"] == "corpus" else {}
+    return TextStore(root, {"kind": "doc" if inputs["kind"] == "corpus" else "query", **rule, **common})

@@ -1,15 +1,15 @@
 """Vectors found by their text: the embedding store keyed by (model identity, exact text).
 
-A corpus entry (`harness.io.cache.entries`) holds the vectors of one corpus in its order; this store holds every
-vector a model made, found by the sha256 of the exact text it encoded, wherever that text was first encoded
-(another corpus, a subset, a superset, an edited corpus, the queries), so encoding costs only the texts the store
-lacks.
+Every vector a model made is held here, once, found by the sha256 of the exact text it encoded, wherever that text
+was first encoded (another corpus, a subset, a superset, an edited corpus, the queries), so encoding costs only the
+texts the store lacks; a corpus entry (`harness.io.cache.entries`) names its texts' digests in corpus order.
 
 Layout: ``<cache_dir>/texts/<namespace>/`` per (model fingerprint, kind of text, text rule, dtype, layout), with
 ``inputs.json`` naming them. It holds *segments*, each written by one process and never changed after:
 ``<id>.keys.npy`` (the first 8 bytes of each text's sha256 as sorted uint64), ``<id>.meta.npy`` (per key:
 the next 16 bytes of the sha256, a checksum of the vector and its key, and the vector's row, 4 x uint64),
-``<id>.vectors.npy`` — each written atomically — and ``<id>.json`` (rows, dimension) written last:
+``<id>.vectors.npy`` (in the order the texts came: a chunk of a corpus reads back as one memory-mapped slice) — each
+written atomically — and ``<id>.json`` (rows, dimension) written last:
 a segment without it is never read. A *ragged* namespace (a late-interaction model: a matrix of token vectors per
 text) stores float16 token vectors, ``<id>.vectors.npy`` all texts' rows one after another, and
 ``<id>.offsets.npy`` (rows + 1 uint64: text r is rows ``offsets[r]:offsets[r + 1]``); its manifest also names
@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import OutputError
-from harness.io.cache.entries import content_key
 from harness.io.cache.upkeep import reading
-from harness.io.files import atomic_writer, write_json
+from harness.io.files import atomic_writer, remove_stale_temporaries, write_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,6 +44,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TEXTS_FORMAT = 1
+
+
+def content_key(inputs: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of `inputs`."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 def text_digests(texts: Sequence[str]) -> np.ndarray:
@@ -133,7 +137,7 @@ class TextStore:
         self._touched: set[str] = set()
         self._written: list[str] = []  # the segments this store wrote (`compact` merges them)
 
-    def _refresh(self) -> list[_Segment]:
+    def segments(self) -> list[_Segment]:
         """The segments on disk, newest first (opened once; a refused one stays refused)."""
         try:
             names = sorted((p.name[:-5] for p in self.folder.glob("*.json") if p.name != "inputs.json"), reverse=True)
@@ -150,12 +154,37 @@ class TextStore:
 
         A segment of another `dimension` (once known) is refused whole; a vector whose checksum fails is
         refused; both are counted in `rejected` and warned about, and their texts are left to encode."""
+        rows, vectors = self.find(text_digests(texts), dimension)
+        self.hits += len(rows)
+        return rows, vectors
+
+    def holds(self, digests: np.ndarray) -> np.ndarray:
+        """Per text digest (`text_digests`), whether a segment holds it (keys only: no vector is read)."""
         import numpy as np
 
-        digests = text_digests(texts)
-        missing = np.arange(len(texts))
+        held = np.zeros(len(digests), dtype=bool)
+        for segment in self.segments():
+            with contextlib.suppress(OSError, ValueError):
+                keys, meta, _, _ = segment.arrays()
+                if segment.rows:
+                    position = np.minimum(np.searchsorted(keys, digests[:, 0]), segment.rows - 1)
+                    held |= (keys[position] == digests[:, 0]) & (meta[position, 0] == digests[:, 1])
+        return held
+
+    def gather(self, digests: np.ndarray, dimension: int | None = None) -> np.ndarray | None:
+        """The vectors of `digests` in that order, every checksum verified, or None when one is missing or refused.
+        Rows stored one after another in one segment (a corpus encoded in order) come as a read-only memory map."""
+        rows, vectors = self.find(digests, dimension, whole=True)
+        return vectors if len(rows) == len(digests) else None
+
+    def find(self, digests: np.ndarray, dimension: int | None = None, whole: bool = False) -> tuple[np.ndarray, Any]:
+        """`lookup` by text digests; with `whole`, a slice of one segment's memory map when it holds them all in
+        order."""
+        import numpy as np
+
+        missing = np.arange(len(digests))
         found_rows, found_vectors = [], []
-        for segment in self._refresh():
+        for segment in self.segments():
             if not missing.size:
                 break
             if not segment.rows:
@@ -175,13 +204,15 @@ class TextStore:
                 self._refuse(segment, int(hit.sum()), f"dimension {segment.dimension}, the model's is {dimension}")
                 continue
             rows, ragged = np.minimum(meta[hit, 3], segment.rows - 1), offsets is not None
-            if not ragged:
-                vectors = np.asarray(stored[rows], dtype=np.float32)
-                good = row_checksums(vectors, wanted[hit, 0]) == meta[hit, 2]
-            else:
+            if ragged:
                 vectors = [np.array(stored[int(offsets[r]) : int(offsets[r + 1])]) for r in rows.tolist()]
                 good = matrix_checksums(vectors, wanted[hit, 0]) == meta[hit, 2]
-            del keys, stored, offsets  # the maps close: no file stays open between lookups
+            else:
+                start = int(rows[0])
+                in_order = whole and hit.all() and np.array_equal(rows, np.arange(start, start + len(rows)))
+                vectors = stored[start : start + len(rows)] if in_order else np.asarray(stored[rows], np.float32)
+                good = row_checksums(vectors, wanted[hit, 0]) == meta[hit, 2]
+            del keys, stored, offsets  # the maps close (a slice kept holds its own): no file stays open
             if not good.all():
                 bad = int((~good).sum())
                 self.rejected += bad
@@ -193,14 +224,21 @@ class TextStore:
                 )
             dimension = segment.dimension
             found_rows.append(missing[hit][good])
-            found_vectors.append([v for v, g in zip(vectors, good) if g] if ragged else vectors[good])
+            found_vectors.append(
+                [v for v, g in zip(vectors, good) if g] if ragged else vectors[good] if not good.all() else vectors
+            )
             missing = np.setdiff1d(missing, found_rows[-1], assume_unique=True)
             self._touch(segment)
         if not found_rows:
             return np.zeros(0, dtype=np.int64), None
+        if len(found_rows) == 1 and not self.ragged:
+            return found_rows[0], found_vectors[0]
         rows = np.concatenate(found_rows)
-        self.hits += len(rows)
-        return rows, ([m for block in found_vectors for m in block] if self.ragged else np.concatenate(found_vectors))
+        vectors = [m for block in found_vectors for m in block] if self.ragged else np.concatenate(found_vectors)
+        if whole and not self.ragged:
+            vectors = vectors[np.argsort(rows)]
+            rows = np.sort(rows)
+        return rows, vectors
 
     def _damaged(self, name: str, exc: Exception) -> None:
         """Never use segment `name` again in this process; warn unless it was pruned (its manifest is gone)."""
@@ -221,26 +259,32 @@ class TextStore:
             with contextlib.suppress(OSError):
                 os.utime(segment.manifest)
 
-    def add(self, texts: Sequence[str], vectors: Any) -> None:
-        """Store `vectors` of `texts` (an array; for a ragged store, a matrix per text) as a new segment (best
-        effort: an unwritable cache warns once)."""
+    def add(self, texts: Sequence[str], vectors: Any, digests: np.ndarray | None = None) -> None:
+        """Store `vectors` of `texts` (an array; for a ragged store, a matrix per text; or of `digests` instead of
+        texts) as a new segment, vectors in their order (a corpus's chunk reads back as one slice), keys sorted
+        (best effort: an unwritable cache warns once)."""
         import numpy as np
 
-        if not self.writable or not len(texts):
+        digests = text_digests(texts) if digests is None else digests
+        if not self.writable or not len(digests):
             return
-        digests = text_digests(texts)
-        _, first = np.unique(digests, axis=0, return_index=True)
-        order = first[np.argsort(digests[first, 0], kind="stable")]
-        keys = digests[order, 0]
+        kept = np.sort(np.unique(digests, axis=0, return_index=True)[1])  # each text once, in its order
+        by_key = np.argsort(digests[kept, 0], kind="stable")
+        keys = digests[kept[by_key], 0]
         if self.ragged:
-            matrices = [np.ascontiguousarray(vectors[n], dtype=np.float16) for n in order.tolist()]
+            matrices = [np.ascontiguousarray(vectors[n], dtype=np.float16) for n in kept.tolist()]
             offsets = np.cumsum([0] + [len(m) for m in matrices]).astype(np.uint64)
-            checksums, blocks = matrix_checksums(matrices, keys), [np.concatenate(matrices)]
+            checksums, blocks = (
+                matrix_checksums([matrices[n] for n in by_key.tolist()], keys),
+                [np.concatenate(matrices)],
+            )
         else:
-            offsets, blocks = None, [np.ascontiguousarray(vectors[order], dtype=np.float32)]
-            checksums = row_checksums(blocks[0], keys)
-        rows = np.arange(len(keys), dtype=np.uint64)
-        self._write(keys, np.column_stack([digests[order, 1], digests[order, 2], checksums, rows]), blocks, offsets)
+            offsets, blocks = None, [np.ascontiguousarray(vectors[kept], dtype=np.float32)]
+            checksums = row_checksums(blocks[0][by_key], keys)
+        meta = np.column_stack(
+            [digests[kept[by_key], 1], digests[kept[by_key], 2], checksums, by_key.astype(np.uint64)]
+        )
+        self._write(keys, meta, blocks, offsets)
 
     def _write(self, keys: np.ndarray, meta: np.ndarray, blocks, offsets: np.ndarray | None = None) -> str | None:
         """Write a segment: keys and meta (and a ragged one's offsets), the vectors from `blocks` (arrays, in row
@@ -251,6 +295,8 @@ class TextStore:
         arrays = (("keys", keys), ("meta", meta), *((("offsets", offsets),) if offsets is not None else ()))
         descr, rows = ("<f4", len(keys)) if offsets is None else ("<f2", int(offsets[-1]))
         try:
+            if not self._written and remove_stale_temporaries(self.folder):
+                logger.info("removed temporary files of an interrupted run in %s", self.folder)
             if not (self.folder / "inputs.json").is_file():
                 write_json({"format": TEXTS_FORMAT, "inputs": self.inputs}, self.folder / "inputs.json")
             for part, array in arrays:

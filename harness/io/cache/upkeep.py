@@ -2,7 +2,8 @@
 `prune_cache`), and the shared locks a run holds on what it reads (`reading`), which both respect.
 
 One walk of the store (`_units`) serves the listing, the clear and the prune: a corpus (or query) entry under
-``embeddings/`` is one unit, and so is each segment of a namespace under ``texts/``."""
+``embeddings/`` is one unit, and so is each segment of a namespace under ``texts/`` and each file under ``indexes/``
+(an approximate index, int8 ranges)."""
 
 from __future__ import annotations
 
@@ -109,8 +110,11 @@ def _units(root: Path) -> list[dict[str, Any]]:
                 "vectors": inputs.get("kind"),
                 "rows": _json(manifest).get("rows") if manifest.is_file() else None,
                 "complete": manifest.is_file(),
+                "store": key.get("store"),  # the namespace under texts/ its vectors are in
             }
         )
+    for index in sorted(p for p in (root / "indexes").glob("*") if p.is_file()):
+        units.append({"kind": "index", "path": index, "files": [index], "bytes": index.stat().st_size, "used": index})
     for unit in units:
         try:
             unit["mtime"] = unit["used"].stat().st_mtime
@@ -141,7 +145,7 @@ def clear_entries(
     root: Path, model: str | None = None, dataset: str | None = None, dry_run: bool = False
 ) -> list[dict[str, Any]]:
     """Delete the entries matching `model` and `dataset` (all when both are None); without `dataset`, also the
-    vectors by text of `model` (of every model without it).
+    vectors by text of `model` (of every model without it); without either, also the cached indexes.
 
     Args:
         root: The cache root.
@@ -172,13 +176,17 @@ def clear_entries(
         )
     if not dry_run:
         texts = sorted(p for p in (root / "texts").glob("*") if p.is_dir()) if dataset is None else []
-        check_removable(root, [root / "embeddings", *(Path(entry["path"]) for entry in chosen), *texts])
+        check_removable(
+            root, [root / "embeddings", root / "indexes", *(Path(entry["path"]) for entry in chosen), *texts]
+        )
         for entry in chosen:
             remove_tree(entry["path"], root)
         if dataset is None:
             for namespace in texts:
                 if model is None or _namespace_model(namespace) == model:
                     remove_tree(namespace, root)
+        if model is None and dataset is None and (root / "indexes").is_dir():
+            remove_tree(root / "indexes", root)  # keyed by the entries: none is left
     return chosen
 
 
@@ -225,8 +233,9 @@ def _lock(path: Path, shared: bool, wait: bool = True) -> HeldLock | None:
 def prune_cache(
     root: Path, older_than_s: float | None = None, max_bytes: int | None = None, dry_run: bool = False
 ) -> list[dict[str, Any]]:
-    """Remove text segments and corpus/query entries unused for `older_than_s`, then the least recently used
-    until ``embeddings/`` and ``texts/`` hold at most `max_bytes`; whatever a run holds (`reading`) stays.
+    """Remove text segments, corpus/query entries and cached indexes unused for `older_than_s`, then the least
+    recently used until ``embeddings/``, ``texts/`` and ``indexes/`` hold at most `max_bytes`, then the entries whose
+    vectors went with a segment; whatever a run holds (`reading`) stays.
 
     Returns:
         What was removed (or, with `dry_run`, would be): kind, path, bytes, last use (epoch seconds).
@@ -236,14 +245,16 @@ def prune_cache(
         check_removable(
             root, [root / "locks", *{unit["path"].parent: None for unit in units}, *(u["path"] for u in units)]
         )
-    total, now, removed = sum(unit["bytes"] for unit in units), time.time(), []
-    for unit in units:
+    total, now, removed, emptied = sum(unit["bytes"] for unit in units), time.time(), [], set()
+    for unit in units + [unit for unit in units if unit["kind"] == "entry"]:  # entries again: lost their vectors?
         old = older_than_s is not None and now - unit["mtime"] > older_than_s
         large = max_bytes is not None and total > max_bytes
-        if not (old or large):
+        if unit.get("removed") or not (old or large or unit.get("store") in emptied):
             continue
         if dry_run or _remove(unit):
             total -= unit["bytes"]
+            unit["removed"] = True
+            emptied.add(unit["path"].name if unit["kind"] == "texts" else None)
             removed.append({"kind": unit["kind"], "path": str(unit["path"]), "bytes": unit["bytes"]})
             removed[-1]["last_used"] = unit["mtime"]
     return removed
@@ -256,15 +267,15 @@ def _remove(unit: dict[str, Any]) -> bool:
         logger.info("in use, kept: %s", unit["path"])
         return False
     try:
-        if unit["kind"] == "texts":
+        if unit["kind"] != "entry":
             for path in unit["files"]:
                 path.unlink(missing_ok=True)
         else:
             (unit["path"] / "manifest.json").unlink(missing_ok=True)
             remove_tree(unit["path"], unit["path"].parent.parent)
-            if lock is not None:
-                lock.release(remove=True)  # the entry's lock file goes with it
-        remove_stale_temporaries(unit["path"].parent if unit["kind"] == "entry" else unit["path"])
+        if lock is not None and unit["kind"] != "texts":
+            lock.release(remove=True)  # the entry's (index's) lock file goes with it
+        remove_stale_temporaries(unit["path"] if unit["kind"] == "texts" else unit["path"].parent)
     except OSError as exc:
         raise HarnessError(
             f"cannot remove cached files: {exc.filename or unit['path']}: {exc.strerror or exc}"

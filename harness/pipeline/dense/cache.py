@@ -1,17 +1,20 @@
-"""The dense stage's cached artefacts: approximate index files, int8 calibration ranges, a complete embedding
-entry fed to the index, and the query vectors (whole from their entry, else per text from the text store)."""
+"""The dense stage's cached artefacts: approximate index files and int8 calibration ranges under ``indexes/`` (keyed
+by the corpus entry's key: the model identity and the corpus's texts), a complete entry fed to the index, and the
+query vectors (per text from the model's store)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 from dataclasses import asdict
 from pathlib import Path
 
 from harness.errors import OutputError
 from harness.io.cache import CacheCorrupt, content_key, embedding_entry
-from harness.io.cache.texts import encode_with_store
+from harness.io.cache.texts import encode_with_store, text_digests
 from harness.pipeline.stages import CorpusState
 from harness.records import Query
 from harness.retrieval.compress import CompressionSpec
@@ -90,6 +93,8 @@ def load_cached_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writab
     dimension = chunks[0].shape[1]
     try:
         index = VectorIndex.load(path, dimension, spec, doc_ids)
+        with contextlib.suppress(OSError):  # last used now: `cache prune --older-than` goes by it
+            os.utime(path)
         if spec.kind in TRAINED:
             index.attach_vectors(chunks)  # for exact search
         logger.info("%s index from the cache (%s)", spec.kind, path)
@@ -113,8 +118,8 @@ def load_cached_index(path: Path, spec: IndexSpec, doc_ids, chunks: list, writab
 def cached_query_vectors(
     encoder: Encoder, queries: list[Query], cache_root: Path | None, fingerprint, dataset: str, store=None
 ):
-    """(The query vectors, whether they came from the cache, their cache folder or None, how many texts were
-    encoded): encoded, or loaded from the cache (keyed by the exact ids and texts; else each text from `store`)."""
+    """(The query vectors, whether they came from the cache, their entry's folder or None, how many texts were
+    encoded): from their entry (keyed by the exact ids and texts), else each text from `store` or encoded."""
     texts = [query.text for query in queries]
     if cache_root is None:
         vectors = encoder.encode_queries(texts)
@@ -126,7 +131,7 @@ def cached_query_vectors(
         {"kind": "queries", "model": fingerprint, "dtype": "float32", "queries_sha256": texts_sha},
         {"dataset": dataset},
     )
-    if entry.complete:
+    if entry.complete:  # the query set's entry: its ids and their texts' digests (the vectors are in the store)
         try:
             ((ids, vectors),) = list(entry.chunks())
             if ids == [query.query_id for query in queries]:
@@ -143,6 +148,6 @@ def cached_query_vectors(
 
     vectors, encoded = encode_with_store(store, texts, encode, encoder.dimension)
     entry.start(len(texts))
-    entry.write_chunk(0, [query.query_id for query in queries], vectors)
+    entry.write_chunk(0, [query.query_id for query in queries], vectors, digests=text_digests(texts))
     entry.finish(1, len(texts), vectors.shape[1])
     return vectors, False, entry.root, encoded

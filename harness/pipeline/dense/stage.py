@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import replace
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError, OutputError, setting
 from harness.io.cache import cache_dir, cache_record, embedding_entry
-from harness.io.cache.texts import text_stores, vector_counts
+from harness.io.cache.texts import text_digests, text_stores, vector_counts
 from harness.io.cache.upkeep import reading
 from harness.io.lines import content_digest
 from harness.metering import tree_bytes
@@ -43,7 +44,7 @@ from harness.pipeline.stages import (
 )
 from harness.pipeline.systems.registry import system_of
 from harness.presentation import size_text
-from harness.records import Doc, Query, Run
+from harness.records import Doc, Query, Run, doc_text
 from harness.retrieval.compress import CompressionSpec
 from harness.retrieval.encode import Encoder, encode_corpus
 from harness.retrieval.index import IndexSpec
@@ -487,6 +488,7 @@ def _encode_missing(
         )
     else:
         if entry is not None:
+            docs = _noting_texts(docs, texts := deque())  # the chunk names its texts' digests
             done = entry.done_chunks(chunk_size)
             entry.start(chunk_size)  # drops a partial entry of another chunk size: its pieces cannot fit
             if done:
@@ -510,14 +512,22 @@ def _encode_missing(
     for n_chunks, (doc_ids, vectors, spent) in enumerate(chunks, start=1):
         seconds += spent
         # Fanned-out chunks are in the cache already; a local chunk with spent == 0 came whole from it.
+        chunk_texts = [texts.popleft() for _ in doc_ids] if local and entry is not None else []
         if local and entry is not None and (spent or not entry.has_chunk(n_chunks - 1)):
-            entry.write_chunk(n_chunks - 1, doc_ids, vectors)
+            entry.write_chunk(n_chunks - 1, doc_ids, vectors, digests=text_digests(chunk_texts))
             if keep_mapped and entry.writable:
                 vectors = mapped_chunk(entry, n_chunks - 1, vectors)
         builder.add(doc_ids, vectors)
     if entry is not None and builder.rows:
         entry.finish(n_chunks, builder.rows, builder.dimension)
     return seconds
+
+
+def _noting_texts(docs: Iterator[Doc], texts: deque) -> Iterator[Doc]:
+    """`docs`, each one's text appended to `texts` as it passes."""
+    for doc in docs:
+        texts.append(doc_text(doc))
+        yield doc
 
 
 def _search(
