@@ -44,7 +44,7 @@ RERANK_SETTINGS = {
     "rerank_backend": "backend",
 }
 ENCODER_SETTINGS = {
-    name: name for name in ("max_seq_length", "backend", "precision", "batch_size", "trust_remote_code")
+    name: name for name in ("max_seq_length", "backend", "precision", "batch_size", "trust_remote_code", "probe")
 }
 PREFIX_SETTINGS = ("query_prefix", "doc_prefix")
 NORMALIZE_SETTINGS = ("similarity", "normalize")
