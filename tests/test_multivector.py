@@ -79,7 +79,7 @@ def _corpora(draw):
 @settings(derandomize=True, deadline=None, max_examples=80)
 @given(_corpora(), st.integers(1, 12), st.integers(1, 8))
 def test_maxsim_search_equals_the_brute_force_loop_in_any_blocks(corpus, doc_tokens, query_tokens):
-    from harness.retrieval.multivector import MaxSimSearch
+    from harness.retrieval.index.multivector import MaxSimSearch
 
     queries, docs, doc_ids, depth, mean = corpus
     expected = _brute_force(queries, docs, doc_ids, depth, mean)
@@ -101,7 +101,7 @@ def test_maxsim_search_equals_the_brute_force_loop_in_any_blocks(corpus, doc_tok
 @given(_corpora())
 def test_half_precision_token_vectors_search_as_the_brute_force_loop_over_them(corpus):
     """float16 token vectors (the store's) are exact in float32: the search over them is the loop over them."""
-    from harness.retrieval.multivector import MaxSimSearch
+    from harness.retrieval.index.multivector import MaxSimSearch
 
     queries, docs, doc_ids, depth, mean = corpus
     rng = np.random.default_rng(len(docs))
@@ -219,7 +219,7 @@ def test_a_multi_vector_folder_is_its_own_kind_and_the_single_vector_loader_refu
 def test_token_vectors_are_kept_in_the_embedding_store_and_a_rerun_encodes_nothing(
     models, tiny_beir, tmp_path, monkeypatch
 ):
-    from harness.retrieval import multivector
+    from harness.retrieval.index import multivector
 
     cache = ["--cache-dir", str(tmp_path / "cache")]
     first = _evaluate(tiny_beir, tmp_path / "first", models["maxsim"], *cache)
@@ -242,7 +242,7 @@ def test_token_vectors_are_kept_in_the_embedding_store_and_a_rerun_encodes_nothi
 
 
 def test_a_pylate_or_stanford_colbert_save_is_recognised(tmp_path):
-    from harness.retrieval.multivector import is_multi_vector_folder
+    from harness.retrieval.index.multivector import is_multi_vector_folder
 
     pylate, stanford, plain = tmp_path / "pylate", tmp_path / "stanford", tmp_path / "plain"
     for folder in (pylate, stanford, plain):
@@ -258,7 +258,7 @@ def test_a_small_memory_budget_searches_in_small_blocks_and_returns_the_same_run
     """The same run whether the corpus is scored in one block or in blocks of a document or two (the working set a
     budget allows held to 4 KiB, so a block holds one query and about 32 document tokens: what a budget just above
     the minimum leaves on a large corpus)."""
-    from harness.retrieval import multivector
+    from harness.retrieval.index import multivector
     from harness.retrieval.streamed import resident_bytes
 
     folder = _beir(
@@ -283,7 +283,7 @@ def test_a_small_memory_budget_searches_in_small_blocks_and_returns_the_same_run
 
 
 def test_the_blocks_shrink_with_the_budget_and_a_budget_below_the_minimum_is_refused():
-    from harness.retrieval.multivector import plan_blocks
+    from harness.retrieval.index.multivector import plan_blocks
     from harness.retrieval.streamed import MemoryBudgetError
 
     shapes = dict(query_tokens=3000, longest_query=32, longest_doc=256, dimension=128, n_queries=300, depth=100)
@@ -315,7 +315,7 @@ def test_the_blocks_shrink_with_the_budget_and_a_budget_below_the_minimum_is_ref
 def test_an_option_that_means_nothing_for_a_multi_vector_model_is_one_line_before_encoding(
     models, tiny_beir, tmp_path, monkeypatch, options, named
 ):
-    from harness.retrieval import multivector
+    from harness.retrieval.index import multivector
 
     encoded = []
     original = multivector.MultiVectorModel.encode

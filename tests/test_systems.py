@@ -24,7 +24,7 @@ PACKAGE = Path(harness.__file__).parent
 
 
 def test_every_kind_has_a_valid_record():
-    assert set(BY_NAME) == {"dense", "bm25", "hash", "endpoint", "sparse", "run", "fusion", "rerank"}
+    assert set(BY_NAME) == {"dense", "bm25", "hash", "endpoint", "sparse", "multi-vector", "run", "fusion", "rerank"}
     assert KINDS[-1] is DENSE  # the kind of any text no other kind takes
     for kind in KINDS:
         assert kind.what and kind.device in ("none", "cpu", "any"), kind.name
@@ -206,7 +206,7 @@ BELOW = {
     "retrieval/stand_ins.py": "defines hash:N and parses its dimension",
     "retrieval/encode.py": "load_encoder builds hash:N's encoder from the model name it is given",
     "retrieval/endpoint.py": "defines openai: and strips it for the service",
-    "io/cache.py": "a hash:N source has no files to key its fingerprint by",
+    "io/cache/records.py": "a hash:N source has no files to key its fingerprint by",
     "datasets/published.py": "matches a result's recorded model name with the published rows",
 }
 

@@ -1,5 +1,5 @@
 """The late-interaction first stage: a multi-vector model's token vectors, searched exactly by MaxSim in a memory
-budget (`harness.retrieval.multivector`).
+budget (`harness.retrieval.index.multivector`).
 
 The corpus is streamed once: each chunk of documents is encoded into token matrices and searched against every
 query at once, so neither the corpus nor its token vectors are ever held whole. The conductor
@@ -20,7 +20,7 @@ from harness.pipeline.config import EvaluateConfig, first_device, run_model_name
 from harness.pipeline.stages import DOC_TEXT_RULE, Clock, FirstStage, Inputs, check_corpus, checked_corpus
 from harness.records import doc_text
 from harness.retrieval.models import resolve_model_source
-from harness.retrieval.multivector import (
+from harness.retrieval.index.multivector import (
     ENCODE_CHUNK,
     TOKEN_DTYPE,
     MaxSimSearch,
@@ -37,7 +37,7 @@ _OWN = "a multi-vector model's own settings decide it (its saved prompts, query 
 
 def multi_vector_stage(config: EvaluateConfig, inputs: Inputs, depth: int, clock: Clock) -> FirstStage:
     """A multi-vector model: queries encoded, then the corpus streamed in chunks, each encoded and searched by exact
-    MaxSim (`harness.retrieval.multivector.MaxSimSearch`) in blocks the memory budget holds."""
+    MaxSim (`harness.retrieval.index.multivector.MaxSimSearch`) in blocks the memory budget holds."""
     with clock.stage("load"):
         corpus = inputs.corpus_state(content_digest(inputs.folder.corpus, check_ids=True)[0])
         source = resolve_model_source(config.model)

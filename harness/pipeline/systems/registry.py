@@ -101,8 +101,8 @@ def _top_level(text: str, token: str) -> list[int]:
 
 
 def _late(name: str) -> Callable:
-    """A rule of the multi-vector kind, kept with its search (`harness.retrieval.multivector`)."""
-    from harness.retrieval import multivector
+    """A rule of the multi-vector kind, kept with its search (`harness.retrieval.index.multivector`)."""
+    from harness.retrieval.index import multivector
 
     return getattr(multivector, name)
 

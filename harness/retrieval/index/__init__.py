@@ -1,6 +1,7 @@
-"""Vector indexes: the FAISS indexes (flat, hnsw, ivf, ivfpq, pq, sq8) with compact doc ids (`faiss_index`), and
-the exact top-k that every flat search shares, in memory, streamed or sharded (`exact`: the scan kernel, float64
-rescoring, the tie rule at the cut)."""
+"""Vector indexes and exact search: the FAISS indexes (flat, hnsw, ivf, ivfpq, pq, sq8) with compact doc ids
+(`faiss_index`); the exact top-k that every flat search shares, in memory, streamed or sharded (`exact`: the scan
+kernel, float64 rescoring, the tie rule at the cut); long documents as passages (`passages`) and late interaction's
+exact MaxSim (`multivector`)."""
 
 from harness.retrieval.index.exact import (
     MERGE_BYTES,
