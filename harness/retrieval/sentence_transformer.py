@@ -247,8 +247,8 @@ def _landed(host, event) -> np.ndarray:
 def _refuse_multi_vector(name: str) -> None:
     """A multi-vector model read as a single-vector one would pool its token vectors into numbers that are no
     model's: refused, naming the way it is evaluated."""
-    from harness.retrieval.models import model_folder
     from harness.retrieval.index.multivector import is_multi_vector_folder
+    from harness.retrieval.models import model_folder
 
     if is_multi_vector_folder(model_folder(name)):
         raise ModelLoadError(

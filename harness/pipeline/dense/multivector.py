@@ -19,7 +19,6 @@ from harness.metering import tree_bytes
 from harness.pipeline.config import EvaluateConfig, first_device, run_model_name
 from harness.pipeline.stages import DOC_TEXT_RULE, Clock, FirstStage, Inputs, check_corpus, checked_corpus
 from harness.records import doc_text
-from harness.retrieval.models import resolve_model_source
 from harness.retrieval.index.multivector import (
     ENCODE_CHUNK,
     TOKEN_DTYPE,
@@ -28,6 +27,7 @@ from harness.retrieval.index.multivector import (
     plan_blocks,
     token_matrices,
 )
+from harness.retrieval.models import resolve_model_source
 
 logger = logging.getLogger(__name__)
 
