@@ -529,3 +529,194 @@ def test_too_few_rounds_for_holm_over_many_pairs_is_said():
     assert note and "≥ 99,000" in note
     assert Settings(rounds=1000, correction="bh").floor_note(4950) is None
     assert Settings(rounds=1000, test="t").floor_note(4950) is None
+
+
+# --------------------------------------------------------------------------- CQADupStack's forums, compare's seed
+
+CQA_SYSTEMS = ["bm25", "dense", "noise"]
+
+
+@pytest.fixture(scope="module")
+def forums(tmp_path_factory):
+    """Three systems on CQADupStack's 12 forums (1 to 7 queries each: forums of unequal weight per query) and on
+    SciFact; per dataset the systems × queries arrays per stratum, queries in id order as the results pair them."""
+    from test_comparison import write_result
+
+    from harness.datasets import registry
+
+    root = tmp_path_factory.mktemp("forums")
+    rng = np.random.default_rng(23)
+    strata = {"cqadupstack": [], "scifact": []}
+    for k, forum in enumerate(registry.get("cqadupstack").subsets):
+        n = 1 + (5 * k) % 7
+        base = rng.choice(GRID, size=n) * (0.3 if k % 2 else 1.0)  # forums of different levels
+        rows = {
+            "bm25": base,
+            "dense": np.clip(base + rng.choice([0, 0.25], size=n), 0, 1),
+            "noise": rng.choice(GRID, size=n),
+        }
+        for system, values in rows.items():
+            write_result(root, f"cqadupstack/{forum}", system, {f"q{j}": float(v) for j, v in enumerate(values)})
+        order = sorted(range(n), key=lambda j: f"q{j}")
+        strata["cqadupstack"].append((forum, np.asarray([rows[s][order] for s in CQA_SYSTEMS])))
+    base = rng.choice(GRID, size=25)
+    rows = {"bm25": base, "dense": np.clip(base + rng.choice([0, 0.25], size=25), 0, 1), "noise": rng.random(25)}
+    for system, values in rows.items():
+        write_result(root, "scifact", system, {f"q{j}": float(v) for j, v in enumerate(values)})
+    order = sorted(range(25), key=lambda j: f"q{j}")
+    strata["scifact"].append(("", np.asarray([rows[s][order] for s in CQA_SYSTEMS])))
+    # The forums in the order of their pooled query ids ("android/q0" ...), as the strata are resampled.
+    strata["cqadupstack"].sort(key=lambda item: item[0])
+    return root, {dataset: [block for _, block in items] for dataset, items in strata.items()}
+
+
+def _stratified_loop(blocks: list[np.ndarray], weights: list[float], rounds: int, seed: int):
+    """Means, rank intervals and sign-flip p of every pair on the weighted mean over strata, written out: one
+    generator for the signs and one for the resamples, each drawing stratum after stratum."""
+    systems = blocks[0].shape[0]
+    means = [math.fsum(w * math.fsum(b[s]) / b.shape[1] for w, b in zip(weights, blocks)) for s in range(systems)]
+    signs_rng, rows_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+    signs = [signs_rng.choice((-1.0, 1.0), size=(rounds, b.shape[1])) for b in blocks]
+    rows = [rows_rng.integers(0, b.shape[1], size=(rounds, b.shape[1])) for b in blocks]
+    ranks = [[] for _ in range(systems)]
+    for r in range(rounds):
+        resampled = [
+            math.fsum(w * math.fsum(b[s][rw[r]]) / b.shape[1] for w, b, rw in zip(weights, blocks, rows))
+            for s in range(systems)
+        ]
+        for s, rank in enumerate(_brute_ranks(resampled)):
+            ranks[s].append(rank)
+    intervals = [
+        (sorted(v)[math.floor((rounds - 1) * 0.025)], sorted(v)[math.ceil((rounds - 1) * 0.975)]) for v in ranks
+    ]
+    p = {}
+    for i, j in combinations(range(systems), 2):
+        d = [b[j] - b[i] for b in blocks]
+        if not any(x.any() for x in d):
+            p[i, j] = 1.0
+            continue
+        observed = abs(math.fsum(w * math.fsum(x) / len(x) for w, x in zip(weights, d)))
+        exceed = sum(
+            abs(math.fsum(w * math.fsum(sg[r] * x) / len(x) for w, x, sg in zip(weights, d, signs))) >= observed - 1e-12
+            for r in range(rounds)
+        )
+        p[i, j] = (exceed + 1) / (rounds + 1)
+    return means, intervals, p
+
+
+def _check_scope(scope: dict, expected) -> None:
+    means, intervals, p = expected
+    for standing in scope["systems"]:
+        s = CQA_SYSTEMS.index(standing["system"])
+        assert standing["mean"] == pytest.approx(means[s], abs=1e-12), standing
+        assert (standing["rank"], standing["rank_low"], standing["rank_high"]) == (
+            _brute_ranks(means)[s],
+            *intervals[s],
+        ), standing
+    for pair in scope["pairs"]:
+        i, j = sorted(CQA_SYSTEMS.index(pair[k]) for k in ("system", "other"))
+        assert pair["p"] == pytest.approx(p[i, j], rel=1e-12), pair
+
+
+def test_cqadupstack_is_resolved_on_the_mean_of_its_forums_resampled_within_each_forum(forums):
+    """The dataset's mean is the mean of its forum means (not of its pooled queries), and its rank intervals and
+    p-values are the loop that resamples and flips signs within each forum."""
+    import json
+
+    root, strata = forums
+    rounds, seed = 200, 3
+    data = json.loads(_cli(root, "--resolution", "--rounds", rounds, "--seed", seed, "--format", "json").stdout)
+    scope = next(s for s in data["scopes"] if s["scope"] == "cqadupstack")
+    blocks = strata["cqadupstack"]
+    assert scope["n_queries"] == sum(b.shape[1] for b in blocks)
+    forum_means = [
+        math.fsum(math.fsum(b[s]) / b.shape[1] for b in blocks) / len(blocks) for s in range(len(CQA_SYSTEMS))
+    ]
+    _check_scope(scope, _stratified_loop(blocks, [1 / len(blocks)] * len(blocks), rounds, seed))
+    assert [s["mean"] for s in sorted(scope["systems"], key=lambda s: CQA_SYSTEMS.index(s["system"]))] == (
+        pytest.approx(forum_means, abs=1e-12)
+    )
+
+
+def test_the_mean_over_datasets_weighs_cqadupstack_as_one_dataset(forums):
+    """Across datasets each dataset weighs 1/2 (CQADupStack's forums 1/24 each): the mean is the plain mean of the
+    two datasets' means, and the rank intervals and p-values the loop over those weights."""
+    import json
+
+    root, strata = forums
+    rounds, seed = 200, 8
+    data = json.loads(_cli(root, "--resolution", "--rounds", rounds, "--seed", seed, "--format", "json").stdout)
+    scope = next(s for s in data["scopes"] if s["scope"] == ACROSS)
+    assert scope["datasets"] == ["cqadupstack", "scifact"]
+    forums_, (scifact,) = strata["cqadupstack"], strata["scifact"]
+    dataset_means = [
+        (math.fsum(math.fsum(b[s]) / b.shape[1] for b in forums_) / len(forums_) + math.fsum(scifact[s]) / 25) / 2
+        for s in range(len(CQA_SYSTEMS))
+    ]
+    by_system = {s["system"]: s["mean"] for s in scope["systems"]}
+    assert [by_system[s] for s in CQA_SYSTEMS] == pytest.approx(dataset_means, abs=1e-12)
+    weights = [1 / (2 * len(forums_))] * len(forums_) + [1 / 2]
+    _check_scope(scope, _stratified_loop([*forums_, scifact], weights, rounds, seed))
+
+
+@pytest.mark.parametrize("correction", ["bh", "bonferroni", "none"])
+def test_the_footnote_names_the_correction_given_in_every_format(paper, correction):
+    import json
+
+    from statsmodels.stats.multitest import multipletests
+
+    root, _ = paper
+    options = ("--resolution", "--rounds", 300, "--seed", 5, "--correction", correction)
+    said = "no correction" if correction == "none" else f"{correction} correction across the pairs"
+    data = json.loads(_cli(root, *options, "--format", "json").stdout)
+    assert said in data["footnote"] and "holm" not in data["footnote"]
+    for fmt in ("markdown", "latex", "html"):
+        text = _cli(root, *options, "--format", fmt).stdout
+        assert said in text and "holm" not in text, fmt
+    if correction != "none":
+        method = {"bh": "fdr_bh", "bonferroni": "bonferroni"}[correction]
+        for scope in data["scopes"]:
+            raw = [pair["p"] for pair in scope["pairs"]]
+            expected = multipletests(raw, method=method)[1]
+            assert [pair["p_adjusted"] for pair in scope["pairs"]] == pytest.approx(expected.tolist(), abs=1e-12)
+
+
+def _shifted_bootstrap_p(a, b, rounds, seed):
+    """The shifted bootstrap written out over numpy's resamples for the seed, one round at a time."""
+    d = np.asarray(b) - np.asarray(a)
+    if not d.any():
+        return 1.0
+    observed = math.fsum(d) / len(d)
+    rows = np.random.default_rng(seed).integers(0, len(d), size=(rounds, len(d)))
+    exceed = sum(abs(math.fsum(d[row]) / len(d) - observed) >= abs(observed) - 1e-12 for row in rows)
+    return (exceed + 1) / (rounds + 1)
+
+
+@pytest.mark.parametrize("seed", [5, 17])
+def test_compare_draws_from_the_seed_it_is_given(paper, seed):
+    """`compare --seed` gives the sign-flip and bootstrap loops' p over that seed's draws, and the p of
+    ``report --resolution --seed`` for the same pair (pairs close enough that the draws move p)."""
+    import json
+
+    from cli_runner import invoke
+
+    root, scores = paper
+    rounds = 300
+    resolved = {}
+    for test in ("randomization", "bootstrap"):
+        data = json.loads(
+            _cli(root, "--resolution", "--test", test, "--rounds", rounds, "--seed", seed, "--format", "json").stdout
+        )
+        resolved[test] = next(s for s in data["scopes"] if s["scope"] == "scifact")["pairs"]
+    for first, second in (("bm25", "noise"), ("bm25", "dense"), ("copy", "weak")):
+        a, b = scores["scifact"][first], scores["scifact"][second]
+        paths = [str(root / "scifact" / system / "test.json") for system in (first, second)]
+        (compared,) = json.loads(
+            invoke(["compare", *paths, "--rounds", str(rounds), "--seed", str(seed), "--json"]).stdout
+        )
+        randomization, bootstrap = _sign_flip_p(a, b, rounds, seed), _shifted_bootstrap_p(a, b, rounds, seed)
+        assert compared["p_randomization"] == pytest.approx(randomization, rel=1e-12), (first, second)
+        assert compared["p_bootstrap"] == pytest.approx(bootstrap, rel=1e-12), (first, second)
+        for test, key in (("randomization", "p_randomization"), ("bootstrap", "p_bootstrap")):
+            pair = next(p for p in resolved[test] if {p["system"], p["other"]} == {first, second})
+            assert pair["p"] == compared[key], (test, first, second)
