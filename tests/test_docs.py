@@ -20,6 +20,7 @@ from harness.cli import cli
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = ROOT / "docs"
+BENCHMARKS = ROOT / "BENCHMARKS.md"
 # The page that documents each top-level command (and its subcommands).
 PAGES = {
     "demo": "evaluate.md",
@@ -144,6 +145,15 @@ def test_readme_is_a_short_entry_point():
     assert len(README.splitlines()) <= 200
     for name in set(PAGES):
         assert f"beir-harness {name}" in README, f"the README's command table lacks {name}"
+
+
+def test_benchmarks_is_short_and_opens_with_its_headline():
+    """BENCHMARKS.md is for users: at most 600 lines (its history is in git), its first section the headline table."""
+    text = BENCHMARKS.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 600, f"BENCHMARKS.md has {len(text.splitlines())} lines: 600 at most"
+    first = re.search(r"^## (.*)$", text, re.M)
+    assert first and first.group(1).startswith("Headline"), "BENCHMARKS.md's first section must be its headline table"
+    assert re.search(r"^\|", text[first.end() :].split("\n## ", 1)[0], re.M), "the headline section has no table"
 
 
 def test_readme_and_docs_show_the_same_exit_codes():
