@@ -307,6 +307,8 @@ def test_the_blocks_shrink_with_the_budget_and_a_budget_below_the_minimum_is_ref
         ),
         pytest.param(["--max-seq-length", "16"], "--max-seq-length 16 does not apply", id="max-seq-length"),
         pytest.param(["--backend", "onnx"], "--backend 'onnx' does not apply", id="backend"),
+        pytest.param(["--similarity", "dot"], "--normalize False does not apply", id="normalize"),
+        pytest.param(["--precision", "bf16"], "--precision 'bf16' does not apply", id="precision"),
         pytest.param(
             ["--memory-budget", "1MB"], "--memory-budget .* too small for a MaxSim search", id="memory-budget"
         ),
@@ -330,3 +332,177 @@ def test_an_option_that_means_nothing_for_a_multi_vector_model_is_one_line_befor
     assert len(lines) == 1 and __import__("re").search(named, lines[0]), result.stderr
     assert "document" not in encoded  # refused before the corpus is encoded
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").rglob("*.json"))
+
+
+def _run_file(folder: Path) -> dict[str, list[tuple[str, float]]]:
+    """A written run's (doc_id, score) per query, in the file's order."""
+    got: dict[str, list[tuple[str, float]]] = {}
+    for line in next(folder.glob("*/*/test*.run.trec")).read_text().splitlines():
+        query_id, _, doc_id, _, score, _ = line.split()
+        got.setdefault(query_id, []).append((doc_id, float(score)))
+    return got
+
+
+def _expected(model_folder: Path, texts: list[str], queries: list[str], depth: int, mean: bool = False):
+    """The brute-force loop over sentence-transformers' own ``encode_query`` / ``encode_document`` token vectors,
+    as float16 (the embedding store's dtype)."""
+    from sentence_transformers import MultiVectorEncoder
+
+    model = MultiVectorEncoder(str(model_folder), device="cpu")
+    docs = [m.numpy().astype(np.float16) for m in model.encode_document(texts)]
+    query_vectors = [m.numpy().astype(np.float16) for m in model.encode_query(queries)]
+    return _brute_force(query_vectors, docs, [f"d{i}" for i in range(len(texts))], depth, mean)
+
+
+def _assert_run_is(got: dict[str, list[tuple[str, float]]], expected) -> None:
+    for i, hits in enumerate(expected):
+        assert [doc_id for doc_id, _ in got[f"q{i}"]] == [doc_id for doc_id, _ in hits]
+        assert [score for _, score in got[f"q{i}"]] == pytest.approx([score for _, score in hits], rel=1e-6, abs=1e-6)
+
+
+def test_queries_and_documents_are_encoded_each_with_its_own_prompt(tmp_path):
+    """A model whose query and document prompts differ: the run is the loop over sentence-transformers' own
+    ``encode_query`` vectors of the queries against its ``encode_document`` vectors of the documents."""
+    from tiny_models import multi_vector_encoder
+
+    model = multi_vector_encoder(
+        tmp_path / "prompted", WORDS, prompts={"query": "kiwi lemon melon ", "document": "stone "}, seed=5
+    )
+    texts = [" ".join(WORDS[i : i + 1 + i % 4]) for i in range(12)]
+    queries = ["apple fig", "kiwi plum melon", "stone grape"]
+    folder = _beir(tmp_path / "data", texts, queries, {"q0": {"d0": 1}, "q1": {"d9": 1}, "q2": {"d6": 1}})
+    result = _evaluate(folder, tmp_path / "r", model, "--k", "1,3", "--top-k", "8")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["config"]["prompts"] == {"query": "kiwi lemon melon ", "document": "stone "}
+    _assert_run_is(_run_file(tmp_path / "r"), _expected(model, texts, queries, 8))
+
+
+@settings(derandomize=True, deadline=None, max_examples=6)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_written_scores_are_the_float64_maxsim_rounded_to_float32_bit_for_bit(seed, mean):
+    """Wide token vectors and long texts, whose float32 sums round apart from the float64 ones: each score kept is
+    the float64 MaxSim rounded once to float32, as the brute-force loop's, in whole and in small blocks."""
+    from harness.retrieval.index.multivector import MaxSimSearch
+
+    rng = np.random.default_rng(seed)
+    queries = [rng.normal(size=(int(rng.integers(12, 24)), 96)).astype(np.float32) for _ in range(3)]
+    docs = [rng.normal(size=(int(rng.integers(1, 40)), 96)).astype(np.float32) for _ in range(30)]
+    doc_ids = [f"d{i:02d}" for i in range(len(docs))]
+    expected = _brute_force(queries, docs, doc_ids, 10, mean)
+    for blocks in ((1 << 30, 1 << 30), (24, 60)):
+        search = MaxSimSearch(["q0", "q1", "q2"], queries, 10, mean, *blocks)
+        search.add(doc_ids, docs)
+        run = search.run()
+        for i, hits in enumerate(expected):
+            got = [(hit.doc_id, hit.score) for hit in run[f"q{i}"]]
+            assert [np.float32(score).tobytes() for _, score in got] == [np.float32(s).tobytes() for _, s in hits]
+            assert got == hits
+
+
+def test_a_multi_vector_model_in_the_hugging_face_cache_is_refused_by_the_single_vector_loader(
+    models, tmp_path, monkeypatch
+):
+    """Named by its hub id and found in the local Hugging Face cache (models--org--name/snapshots/REV), not as a
+    folder: still recognised as multi-vector, and still refused where one vector per text is needed."""
+    import shutil
+
+    from huggingface_hub import constants
+
+    from harness.errors import ModelLoadError
+    from harness.pipeline.systems import parse_system
+    from harness.retrieval.sentence_transformer import load_sentence_transformer
+
+    hub = tmp_path / "hub"
+    shutil.copytree(models["maxsim"], hub / "models--tiny-org--late-tiny" / "snapshots" / "0123abcd")
+    (hub / "models--tiny-org--late-tiny" / "refs").mkdir()
+    (hub / "models--tiny-org--late-tiny" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
+    monkeypatch.chdir(tmp_path)  # no folder named tiny-org/late-tiny here: the hub id is only in the cache
+    assert parse_system("tiny-org/late-tiny").kind.name == "multi-vector"
+    with pytest.raises(ModelLoadError, match="tiny-org/late-tiny is a multi-vector .* not a single-vector one"):
+        load_sentence_transformer("tiny-org/late-tiny")
+
+
+def test_query_token_vectors_are_stored_with_the_queries_and_document_ones_with_the_documents(models, tmp_path):
+    """Read the embedding store: the query store holds exactly the queries' texts, the document store exactly the
+    documents' (none of the queries)."""
+    from harness.io.cache.texts import TextStore, text_digests
+
+    texts = [" ".join(WORDS[i : i + 3]) for i in range(8)]
+    queries = ["apple fig", "kiwi plum melon"]  # no document's text
+    folder = _beir(tmp_path / "data", texts, queries, {"q0": {"d0": 1}, "q1": {"d5": 1}})
+    result = _evaluate(folder, tmp_path / "r", models["maxsim"], "--k", "1,3", "--cache-dir", str(tmp_path / "cache"))
+    assert result.exit_code == 0, result.stderr
+    stores = {}
+    for inputs_file in (tmp_path / "cache" / "texts").glob("*/inputs.json"):
+        inputs = json.loads(inputs_file.read_text())["inputs"]
+        stores[inputs["kind"]] = TextStore(tmp_path / "cache", inputs)
+        assert stores[inputs["kind"]].folder == inputs_file.parent
+    assert set(stores) == {"doc", "query"}
+    held = lambda kind, strings: stores[kind].holds(text_digests(strings)).tolist()  # noqa: E731
+    assert held("query", queries) == [True, True] and held("query", texts) == [False] * len(texts)
+    assert held("doc", queries) == [False, False]
+    doc_keys = sum(len(np.load(path)) for path in stores["doc"].folder.glob("*.keys.npy"))
+    query_keys = sum(len(np.load(path)) for path in stores["query"].folder.glob("*.keys.npy"))
+    assert (doc_keys, query_keys) == (len(texts), len(queries))
+
+
+def test_a_changed_prompt_encodes_the_texts_again(tmp_path):
+    """The same weights under the same name with another saved prompt: the stored token vectors are not served;
+    everything is encoded again and the run is the loop over the new prompt's vectors."""
+    from tiny_models import multi_vector_encoder
+
+    model = multi_vector_encoder(tmp_path / "late", WORDS, prompts={"query": "kiwi ", "document": "stone "}, seed=6)
+    texts = [" ".join(WORDS[i : i + 2 + i % 3]) for i in range(10)]
+    queries = ["apple fig", "kiwi plum melon"]
+    folder = _beir(tmp_path / "data", texts, queries, {"q0": {"d0": 1}, "q1": {"d5": 1}})
+    cache = ("--k", "1,3", "--top-k", "6", "--cache-dir", str(tmp_path / "cache"))
+    first = _evaluate(folder, tmp_path / "first", model, *cache)
+    assert first.exit_code == 0, first.stderr
+    settings_file = model / "config_sentence_transformers.json"
+    saved = json.loads(settings_file.read_text())
+    saved["prompts"] = {"query": "lemon pear ", "document": "grape "}
+    settings_file.write_text(json.dumps(saved))
+    again = _evaluate(folder, tmp_path / "again", model, *cache)
+    assert again.exit_code == 0, again.stderr
+    data = json.loads(again.stdout)
+    assert data["config"]["embedding_cache"] == "stored"
+    assert data["cost"]["vectors"]["docs_encoded"] == len(texts)
+    assert data["cost"]["vectors"]["queries_encoded"] == len(queries)
+    _assert_run_is(_run_file(tmp_path / "again"), _expected(model, texts, queries, 6))
+
+
+def test_a_refused_setting_is_refused_when_the_evaluation_is_handed_a_loaded_encoder(models, tiny_beir, tmp_path):
+    """`evaluate_dataset` given a loaded encoder (bench's and the demo's path: the checks that find and load a model
+    are skipped) still refuses, before anything is encoded, a setting a multi-vector model cannot honour."""
+    from dataclasses import replace
+
+    from harness.errors import HarnessError
+    from harness.pipeline.config import EvaluateConfig
+    from harness.pipeline.evaluate import evaluate_dataset
+    from harness.retrieval.index import multivector
+    from harness.retrieval.sentence_transformer import load_sentence_transformer
+    from harness.runtimes.spec import EncoderSpec
+
+    encoded = []
+    original = multivector.MultiVectorModel.encode
+    config = EvaluateConfig(
+        dataset_path=tiny_beir,
+        split="test",
+        model=str(models["maxsim"]),
+        k_values=(1, 3),
+        output_dir=tmp_path / "r",
+        cache=False,
+    )
+    encoder = load_sentence_transformer(str(models["dense"]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            multivector.MultiVectorModel,
+            "encode",
+            lambda self, texts, role: encoded.append(role) or original(self, texts, role),
+        )
+        for name, value in (("max_seq_length", 16), ("precision", "bf16"), ("normalize", False)):
+            spec = replace(EncoderSpec(), **{name: value})
+            with pytest.raises(HarnessError, match=f"`{name}` .* does not apply to a multi-vector model"):
+                evaluate_dataset(replace(config, encoder=spec), encoder=encoder)
+    assert encoded == [] and not (tmp_path / "r").exists()
