@@ -66,7 +66,7 @@ import harness  # noqa: E402
 import harness.api  # noqa: E402 - a submodule: `harness.api` is not a lazy name
 from harness.errors import HarnessError  # noqa: E402
 
-PAGES_WITH_EXAMPLES = {"README.md", "docs/index.md", "docs/outputs.md", "docs/python-api.md"}
+PAGES_WITH_EXAMPLES = {"README.md", "docs/evaluate.md", "docs/index.md", "docs/outputs.md", "docs/python-api.md"}
 
 
 def _all_examples(page: str) -> list[str]:
@@ -95,6 +95,22 @@ def test_the_python_api_page_runs(tmp_path, monkeypatch, capsys):
     assert "%|" not in out.err and "Loading weights" not in out.err  # no progress bar, ours or Hugging Face's
     assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!doctype html>")
     assert not (tmp_path / "results" / "demo" / "fusion").exists()  # fuse without output_dir wrote nothing
+
+
+def test_the_late_interaction_page_builds_a_folder_the_harness_evaluates_as_multi_vector(tmp_path, monkeypatch):
+    """docs/evaluate.md's example saves the packaged model as a MultiVectorEncoder folder: the harness must read it
+    as the multi-vector kind, and sentence-transformers must give one token vector per token."""
+    import numpy as np
+    from sentence_transformers import MultiVectorEncoder
+
+    from harness.retrieval.index.multivector import is_multi_vector_folder
+
+    monkeypatch.chdir(tmp_path)
+    (example,) = _all_examples("docs/evaluate.md")
+    exec(compile(example, "docs/evaluate.md", "exec"), {})  # noqa: S102 - our own documentation
+    assert is_multi_vector_folder(tmp_path / "minilm-multi-vector")
+    tokens = MultiVectorEncoder(str(tmp_path / "minilm-multi-vector"), device="cpu").encode_query(["late interaction"])
+    assert np.asarray(tokens[0]).ndim == 2 and np.asarray(tokens[0]).shape[1] == 384
 
 
 def test_every_function_of_the_api_is_documented():
