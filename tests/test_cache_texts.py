@@ -608,3 +608,77 @@ def test_token_matrices_are_float16_from_the_store_or_not_and_a_changed_number_i
     assert "1 cached vector(s)" in caplog.text and encoded == 1
     for value, expected in zip(repaired, cold):
         np.testing.assert_array_equal(value, expected)
+
+
+def test_compact_starts_the_next_group_with_the_segment_that_overflows(tmp_path):
+    store = TextStore(tmp_path, {"kind": "doc", "model": {"name": "m"}, "dtype": "float32"})
+    texts = ["one", "two", "three", "four"]
+    vectors = np.random.default_rng(3).normal(size=(4, 5)).astype(np.float32)
+    for text, vector in zip(texts, vectors):
+        store.add([text], vector[None])  # four segments of one row each
+    store.compact(max_rows=2)
+    manifests = [p for p in store.folder.glob("*.json") if p.name != "inputs.json"]
+    assert sorted(json.loads(p.read_text())["rows"] for p in manifests) == [2, 2]
+    fresh = TextStore(tmp_path, store.inputs)  # another process: only what is on disk
+    for text, vector in zip(texts, vectors):
+        rows, found = fresh.lookup([text])
+        assert rows.tolist() == [0]
+        np.testing.assert_array_equal(found[0], vector)
+    assert fresh.rejected == 0
+
+
+def test_prune_during_a_token_matrix_encode_removes_nothing_it_reads(tmp_path):
+    import threading
+
+    from harness.io.cache.texts import encode_token_matrices
+
+    identity = {"name": "colbert", "weights": "x"}
+
+    def encode(batch):
+        return [_reference("colbert", "doc", "ragged", text) for text in batch]
+
+    texts = ["late interaction", "one matrix per text"]
+    encode_token_matrices(tmp_path, identity, "doc", texts, encode, "rule")
+    stored = sorted(p.name for p in tmp_path.glob("texts/*/*"))
+    pruned: dict[str, list] = {}
+
+    def pruning(batch):  # mid-run: the stored matrices are read, the new text is being encoded
+        worker = threading.Thread(target=lambda: pruned.setdefault("units", prune_cache(tmp_path, older_than_s=0)))
+        worker.start()
+        worker.join()
+        return encode(batch)
+
+    matrices, encoded = encode_token_matrices(tmp_path, identity, "doc", [*texts, "a new text"], pruning, "rule")
+    assert encoded == 1 and pruned["units"] == []
+    assert set(stored) <= {p.name for p in tmp_path.glob("texts/*/*")}
+    again, encoded = encode_token_matrices(tmp_path, identity, "doc", [*texts, "a new text"], encode, "rule")
+    assert encoded == 0
+    for matrix, text in zip(again, [*texts, "a new text"]):
+        np.testing.assert_array_equal(matrix, _reference("colbert", "doc", "ragged", text).astype(np.float16))
+
+
+def test_a_damaged_query_vector_is_counted_as_rejected(tmp_path, caplog):
+    cache, folder = tmp_path / "cache", _corpus(tmp_path / "c", DOCS)
+    _run(folder, cache, CachingFake())
+    shutil.rmtree(cache / "embeddings")
+    (queries,) = [
+        p
+        for p in (cache / "texts").iterdir()
+        if json.loads((p / "inputs.json").read_text())["inputs"]["kind"] == "query"
+    ]
+    (vectors_file,) = queries.glob("*.vectors.npy")
+    stored = np.load(vectors_file, mmap_mode="r+")
+    stored[1, 3] += 0.5  # one number of one query's vector
+    stored.flush()
+    del stored
+    encoder = CachingFake()
+    with caplog.at_level(logging.WARNING, logger="harness"):
+        outcome = _run(folder, cache, encoder)
+    assert "1 cached vector(s)" in caplog.text and len(encoder.query_texts) == 1 and _encoded(encoder) == []
+    assert outcome.result.cost["vectors"] == {
+        "docs_cached": len(DOCS),
+        "docs_encoded": 0,
+        "queries_cached": 1,
+        "queries_encoded": 1,
+        "rejected": 1,
+    }
