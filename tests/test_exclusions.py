@@ -284,3 +284,58 @@ def test_a_first_stage_keeps_its_depth_after_its_exclusions(tmp_path):
         pair for query_id in QUERIES for pair in [p for p in ranked if p[0] == query_id and p not in excluded][:3]
     ]
     assert written == expected
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(QUERIES), st.sampled_from(DOCS[:3])), min_size=1, max_size=12))
+def test_write_exclusions_writes_a_repeated_pair_once_and_counts_the_distinct_pairs(tmp_path, pairs):
+    from harness.io.exclusions import write_exclusions
+
+    path = tmp_path / hashlib.sha256(repr(pairs).encode()).hexdigest()[:12] / "test.tsv"
+    path.parent.mkdir()
+    distinct = []  # the brute-force reference: each pair at its first occurrence
+    for pair in pairs:
+        if pair not in distinct:
+            distinct.append(pair)
+    assert write_exclusions(iter(pairs), path) == len(distinct)
+    assert path.read_text().splitlines() == ["query-id\tcorpus-id", *(f"{q}\t{d}" for q, d in distinct)]
+
+
+def test_a_gzipped_exclusions_file_is_used_by_evaluate_and_its_ids_checked_by_validate(tmp_path):
+    import gzip
+
+    qrels = {q: {DOCS[i]: 1} for i, q in enumerate(QUERIES)}
+    folder = _folder(tmp_path / "data", qrels, None)
+    (folder / "excluded").mkdir()
+    with gzip.open(folder / "excluded" / "test.tsv.gz", "wt") as handle:
+        handle.write("query-id\tcorpus-id\nq0\td0\nq1\td5\n")
+    run_file = tmp_path / "run.trec"
+    run_file.write_text("".join(f"{q} Q0 {d} 0 {9.0 - i} x\n" for q in QUERIES for i, d in enumerate(DOCS)))
+    out = tmp_path / "out"
+    _ok(invoke(["-q", "evaluate", str(folder), "--run", str(run_file), "--k", "1,3", "--top-k", "5",
+                "--keep-identical-ids", "--output-dir", str(out)]))  # fmt: skip
+    written = _ordered(next(out.rglob("test*.run.trec")))
+    expected = [(q, d) for q in QUERIES for d in DOCS if (q, d) not in {("q0", "d0"), ("q1", "d5")}]
+    assert written == [p for q in QUERIES for p in [x for x in expected if x[0] == q][:5]]
+    result = json.loads(next(out.rglob("test*.json")).read_text())
+    assert result["config"]["excluded_pairs"] == 2
+    with gzip.open(folder / "excluded" / "test.tsv.gz", "wt") as handle:
+        handle.write("query-id\tcorpus-id\nq0\td0\nq1\td99\n")
+    report = invoke(["validate", str(folder)])
+    assert report.exit_code == 1 and "document 'd99' is not in corpus.jsonl" in report.output, report.output
+
+
+def test_an_exclusions_file_whose_header_starts_with_a_byte_order_mark_is_read(tmp_path):
+    from harness.io.exclusions import read_exclusions
+
+    path = tmp_path / "test.tsv"
+    path.write_bytes("\ufeffquery-id\tcorpus-id\r\nq0\td1\r\nq0\td2\r\nq1\td1\r\n".encode())
+    assert {q: set(docs) for q, docs in read_exclusions(path).pairs.items()} == {"q0": {"d1", "d2"}, "q1": {"d1"}}
+
+
+def test_validate_warns_for_the_exclusions_of_a_split_without_qrels_and_not_of_one_with_them(tmp_path):
+    folder = _folder(tmp_path / "data", {q: {DOCS[i]: 1} for i, q in enumerate(QUERIES)}, [("q0", "d1")])
+    (folder / "excluded" / "dev.tsv").write_text("query-id\tcorpus-id\nq1\td2\nq2\td3\n")
+    report = invoke(["validate", str(folder)])
+    assert "no qrels/dev.tsv: these 2 pairs apply to no split" in report.output, report.output
+    assert "no qrels/test.tsv" not in report.output

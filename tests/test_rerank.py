@@ -339,3 +339,47 @@ def test_bad_candidates_are_one_line_before_any_model_loads(
     assert result.exit_code != 0
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (cache / "rerank").exists() and not list((tmp_path / "out").rglob("test*.json"))
+
+
+def test_the_candidate_set_holds_each_querys_top_depth_after_its_exclusions(tiny_cross_encoder, tiny_beir, tmp_path):
+    """Excluded pairs inside each query's top 3: the set holds exactly 3 documents a query, none excluded, those of a
+    brute force (the pairs removed, then the top 3 by float32 score, ties the greater doc_id first)."""
+    docs = [f"d{i}" for i in range(1, 6)]
+    queries = ["q1", "q2", "q3"]  # the judged queries
+    scores = [3.0, 2.0, 2.0, 2.0, 1.0]  # ties at the cut
+    run = {q: {d: scores[(i + j) % 5] for j, d in enumerate(docs)} for i, q in enumerate(queries)}
+    source = tmp_path / "first.trec"
+    source.write_text("".join(f"{q} Q0 {d} 0 {s!r} x\n" for q, hits in run.items() for d, s in hits.items()))
+    excluded = {("q1", "d1"), ("q1", "d4"), ("q2", "d2"), ("q3", "d3"), ("q3", "d5")}
+    (tiny_beir / "excluded").mkdir()
+    body = "".join(f"{q}\t{d}\n" for q, d in sorted(excluded))
+    (tiny_beir / "excluded" / "test.tsv").write_text("query-id\tcorpus-id\n" + body)
+    out = tmp_path / "out"
+    result = _evaluate(tiny_beir, out, "--model", f">> {tiny_cross_encoder}", "--candidates", str(source),
+                       "--depth", "3", "--k", "1,3", "--keep-identical-ids")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (candidates,) = (out / "tiny" / "candidates").glob("candidates-*.trec")
+    expected = {}
+    for q, hits in run.items():
+        kept = [d for d in hits if (q, d) not in excluded]
+        expected[q] = sorted(sorted(kept, key=lambda d: (np.float32(hits[d]), d), reverse=True)[:3])
+    got: dict[str, list[str]] = {}
+    for q, d in _pairs(candidates):
+        got.setdefault(q, []).append(d)
+    assert {q: sorted(ds) for q, ds in got.items()} == expected
+    assert all(len(ds) == 3 for ds in got.values()) and not set(_pairs(candidates)) & excluded
+
+
+def test_rerankers_each_on_its_own_first_stage_are_reported_as_reranking_different_candidates(
+    tiny_cross_encoder, tiny_beir, tmp_path
+):
+    from tiny_models import cross_encoder
+
+    second = cross_encoder(tmp_path / "ce2", WORDS, seed=1)
+    out = tmp_path / "out"
+    for system in (f"a=bm25 >> {tiny_cross_encoder}@5", f"b=hash:64 >> {second}@5"):
+        done = _evaluate(tiny_beir, out, "--model", system, "--k", "1,3")
+        assert done.exit_code == 0, done.output
+    report = invoke(["report", str(out), "--metric", "nDCG@3"])
+    assert report.exit_code == 0, report.output
+    assert "tiny: these rerankers did not rerank the same candidates (a, b on their own first stages)" in report.stdout
