@@ -370,6 +370,23 @@ def test_the_candidate_set_holds_each_querys_top_depth_after_its_exclusions(tiny
     assert all(len(ds) == 3 for ds in got.values()) and not set(_pairs(candidates)) & excluded
 
 
+def test_a_candidate_set_naming_an_unjudged_query_reranks_the_judged_ones(tiny_cross_encoder, tiny_beir, tmp_path):
+    """A candidate run may hold a query of queries.jsonl that the split does not judge (tiny's q4): it is left out of
+    the rerank, and the judged queries are scored as a candidate set without it scores them."""
+    docs = [f"d{i}" for i in range(1, 6)]
+    run = {q: {d: float((i * 7 + j * 3) % 5) for j, d in enumerate(docs)} for i, q in enumerate(["q1", "q2", "q3"])}
+    judged = "".join(f"{q} Q0 {d} 0 {s!r} x\n" for q, hits in run.items() for d, s in hits.items())
+    (tmp_path / "judged.trec").write_text(judged)
+    (tmp_path / "all.trec").write_text(judged + "".join(f"q4 Q0 {d} 0 1.0 x\n" for d in docs))
+    metrics = []
+    for name in ("judged", "all"):
+        done = _evaluate(tiny_beir, tmp_path / name, "--model", f">> {tiny_cross_encoder}",
+                         "--candidates", str(tmp_path / f"{name}.trec"), "--depth", "5", "--k", "1,3")  # fmt: skip
+        assert done.exit_code == 0, done.output
+        metrics.append(json.loads(done.stdout)["metrics"])
+    assert metrics[0] == metrics[1]
+
+
 def test_rerankers_each_on_its_own_first_stage_are_reported_as_reranking_different_candidates(
     tiny_cross_encoder, tiny_beir, tmp_path
 ):

@@ -118,9 +118,11 @@ def rerank_stage(
     from harness.retrieval.rerank import ScoreCache, rerank
     from harness.runtimes.head_choice import load_reranker
 
+    texts = {query.query_id: query.text for query in queries}
+    if any(query_id not in texts for query_id in run):  # a candidate set may name queries this split does not score
+        run = Run.adopt({q: dict(run.scores_of(q)) for q in run if q in texts}, run.name, run.metadata)
     needed = {hit.doc_id for query_id in run for hit in run[query_id]}
     documents = {doc.doc_id: doc_text(doc) for doc in iter_corpus(folder.corpus) if doc.doc_id in needed}
-    texts = {query.query_id: query.text for query in queries}
     groups = [
         [(texts[query_id], documents[hit.doc_id]) for hit in run[query_id][: config.rerank.depth]] for query_id in run
     ]
