@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from harness.errors import HarnessError
 from harness.records import Result, model_slug, result_digest
 from harness.reporting.frontier import UNRECORDED, build_frontier, pareto_flags, parse_within
+from harness.reporting.frontier.plot import _steps
 
 HOSTS = {"h1": {"cpu": "Xeon A", "cores_used": 2, "logical_cores": 2}, "h2": {"cpu": "EPYC B", "cores_used": 8}}
 
@@ -316,3 +318,103 @@ def test_a_budget_or_an_axis_without_the_frontier_is_refused(tmp_path):
     run = invoke(["report", str(tmp_path), "--within", "qps>=3", "--out", str(out)])
     assert run.exit_code == 2 and "--within places results on the quality-cost frontier: add --frontier" in run.stderr
     assert not out.exists()
+
+
+# --- the bug drill's survivors (docs/development.md, "the quality–cost frontier"): each seen failing on its bug
+
+
+def test_a_budget_on_a_host_measured_cost_splits_a_byte_axis_frontier_per_host():
+    # Bytes per document do not depend on the host, but the budget's encode_s does: a frontier (and a best) per host.
+    results = [
+        _result("scifact", "a", 0.6, host="h1", cost={"docs_per_s": 50.0}, config={"bytes_per_doc": 48.0}),
+        _result("scifact", "b", 0.5, host="h2", cost={"docs_per_s": 100.0}, config={"bytes_per_doc": 384.0}),
+    ]
+    frontier = build_frontier(results, axis="bytes_per_doc", within=parse_within("encode_s<=100"))
+    got = {p.system: (p.frontier, p.pareto, p.budget) for p in frontier.points}
+    # a (20 s / 1,000 docs) and b (10 s) each fit and are alone on their host: both Pareto, both the best there.
+    assert got == {"a": ("Xeon A (2 of 2 cores)", True, "best"), "b": ("EPYC B (8 of ? cores)", True, "best")}
+    assert [(d, f, p.system) for d, f, p, _ in frontier.best()] == [
+        ("scifact", "EPYC B (8 of ? cores)", "b"),
+        ("scifact", "Xeon A (2 of 2 cores)", "a"),
+    ]
+
+
+def test_a_prep_s_of_zero_is_not_counted_as_measured_for_the_default_axis(tmp_path):
+    # Every result has a cost record, so each has prep_s 0 (nothing prepared); 3 of 4 recorded qps, none encode_s.
+    results = [_result("scifact", f"s{i}", 0.5, cost={"queries_per_s": 10.0 * (i + 1)}) for i in range(3)]
+    results.append(_result("scifact", "s3", 0.4, cost={"index_bytes": 4096}))
+    recorded = {
+        "qps": sum("queries_per_s" in r.cost for r in results),
+        "index_bytes": sum("index_bytes" in r.cost for r in results),
+        "prep_s": sum("prepare_model" in r.timings for r in results),
+    }
+    assert recorded == {"qps": 3, "index_bytes": 1, "prep_s": 0}
+    assert build_frontier(results).axis == max(recorded, key=recorded.get) == "qps"
+
+
+def test_the_quality_is_the_asked_metric_not_the_first_stored():
+    base = _result("scifact", "a", 0.5, cost={"queries_per_s": 10.0})
+    results = [
+        replace(base, metrics={"MAP@10": 0.9, "nDCG@10": 0.5, "Recall@100": 0.99}),
+        replace(
+            _result("scifact", "b", 0.6, cost={"queries_per_s": 5.0}),
+            metrics={"Recall@100": 0.1, "nDCG@10": 0.6},
+        ),
+    ]
+    frontier = build_frontier(results, metric="nDCG@10", axis="qps")
+    assert {p.system: p.value for p in frontier.points} == {"a": 0.5, "b": 0.6}
+    assert all(p.pareto for p in frontier.points)  # a searches faster, b is better: neither dominates
+
+
+def test_rows_under_a_higher_is_better_cost_are_best_first():
+    qps = {"slow": 5.0, "fast": 500.0, "mid": 50.0, "fastest": 5000.0}
+    results = [_result("scifact", label, 0.5, cost={"queries_per_s": q}) for label, q in qps.items()]
+    results.append(_result("scifact", "unmeasured", 0.5, cost={"docs_per_s": 1.0}))
+    frontier = build_frontier(results, axis="qps")
+    # More queries/s is better: the fastest first, the result without a qps last.
+    assert [p.system for p in frontier.points] == ["fastest", "fast", "mid", "slow", "unmeasured"]
+
+
+def test_a_process_wide_peak_is_no_cost_recorded():
+    results = [
+        _result("scifact", "own", 0.5, cost={"peak_rss_bytes": 2e8, "peak_rss_scope": "evaluation"}),
+        _result("scifact", "process", 0.6, cost={"peak_rss_bytes": 1e8, "peak_rss_scope": "process"}),
+    ]
+    got = {p.system: p for p in build_frontier(results, axis="peak_rss").points}
+    assert got["own"].costs["peak_rss"] == 2e8 and got["own"].pareto
+    assert got["process"].costs["peak_rss"] is None and got["process"].missing == UNRECORDED
+    assert not got["process"].pareto
+
+
+def test_a_result_without_a_cost_record_is_not_placed_on_the_preparation_axis():
+    results = [
+        _result("scifact", "onnx", 0.6, cost={"queries_per_s": 10.0}, timings={"prepare_model": 12.5}),
+        _result("scifact", "torch", 0.5, cost={"queries_per_s": 10.0}),  # a cost record, nothing prepared: 0 s
+        _result("scifact", "old", 0.7),  # written before cost records: its preparation is unknown
+    ]
+    got = {p.system: p for p in build_frontier(results, axis="prep_s").points}
+    assert got["onnx"].costs["prep_s"] == 12.5 and got["torch"].costs["prep_s"] == 0.0
+    assert got["old"].costs["prep_s"] is None and got["old"].missing == UNRECORDED
+    assert got["torch"].pareto and got["onnx"].pareto and not got["old"].pareto
+
+
+def test_the_html_page_with_an_axis_no_result_recorded_is_one_line(tmp_path):
+    root = tmp_path / "results"
+    for label, value, bpd in (("x", 0.6, 1536.0), ("y", 0.5, 48.0)):
+        _write(root, _result("scifact", label, value, config={"bytes_per_doc": bpd}))
+    out = tmp_path / "page.html"
+    run = invoke(["report", str(root), "--format", "html", "--out", str(out), "--cost-axis", "index_bytes"])
+    assert run.exit_code == 1 and "no result records index_bytes; recorded: bytes_per_doc (2)" in run.stderr, run.output
+    assert len(run.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_the_step_line_of_a_higher_is_better_cost_is_the_staircase_by_hand():
+    # (label, nDCG@10, queries/s): d is dominated by b (faster and better); c, b, a trade speed for quality.
+    rows = [("a", 0.5, 100.0), ("b", 0.6, 50.0), ("c", 0.7, 10.0), ("d", 0.55, 20.0)]
+    results = [_result("scifact", label, v, cost={"queries_per_s": q}) for label, v, q in rows]
+    frontier = build_frontier(results, axis="qps")
+    placed = [p for p in frontier.points if p.missing is None]
+    assert {p.system for p in placed if p.pareto} == {"a", "b", "c"}
+    # By hand, left to right: c at 10 q/s reaches 0.7; anything at more q/s reaches at most b's 0.6, so the line
+    # drops at 10 to 0.6 and runs to b at 50, drops there to a's 0.5 and runs to a at 100.
+    assert _steps(frontier, placed) == [(10.0, 0.7), (10.0, 0.6), (50.0, 0.6), (50.0, 0.5), (100.0, 0.5)]
