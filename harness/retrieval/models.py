@@ -125,3 +125,18 @@ def model_folder(name: str) -> str:
 def canonical_model_name(name: str) -> str:
     """The name a model is recorded under: the full hub id for the default's alias."""
     return DEFAULT_MODEL if name in _DEFAULT_ALIASES and not os.path.isdir(name) else name
+
+
+def weights_sha256(model) -> str:
+    """The sha256 of a torch model's weights: every tensor's name, dtype and bytes, in state-dict order (the part of
+    an encoder's fingerprint that its files' names and sizes cannot vouch for)."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(str(tensor.dtype).encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()

@@ -6,7 +6,6 @@ torch and sentence-transformers are imported only inside `load_sentence_transfor
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -92,17 +91,12 @@ class SentenceTransformerEncoder:
     def fingerprint(self) -> dict[str, Any]:
         """What decides this encoder's vectors: name, a sha256 of its weights, tokenizer, length, normalization."""
         if self._fingerprint is None:
-            import torch
+            from harness.retrieval.models import weights_sha256
 
-            digest = hashlib.sha256()
-            for name, tensor in self.model.state_dict().items():
-                digest.update(name.encode())
-                digest.update(str(tensor.dtype).encode())
-                digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
             tokenizer = getattr(self.model, "tokenizer", None)
             self._fingerprint = {
                 "name": self.name,
-                "weights_sha256": digest.hexdigest(),
+                "weights_sha256": weights_sha256(self.model),
                 "tokenizer": type(tokenizer).__name__,
                 "vocab_size": len(tokenizer) if tokenizer is not None else None,
                 "do_lower_case": getattr(self.model, "do_lower_case", None),

@@ -20,7 +20,6 @@ block sizes, the memory budget or the order of the corpus, and equals a brute-fo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -188,16 +187,11 @@ class MultiVectorModel:
     def fingerprint(self) -> dict[str, Any]:
         """What decides the token vectors: a sha256 of the weights, the modules and the model's settings."""
         if self._fingerprint is None:
-            import torch
+            from harness.retrieval.models import weights_sha256
 
-            digest = hashlib.sha256()
-            for name, tensor in self.model.state_dict().items():
-                digest.update(name.encode())
-                digest.update(str(tensor.dtype).encode())
-                digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
             self._fingerprint = {
                 "name": self.name,
-                "weights_sha256": digest.hexdigest(),
+                "weights_sha256": weights_sha256(self.model),
                 "modules": [type(module).__name__ for module in self.model],
                 **{key: value for key, value in self.settings().items() if key != "prompts"},
                 "prompts": self.settings()["prompts"],
