@@ -179,7 +179,6 @@ class _Recording(CachingFake):
         self.out = out
 
     def encode_docs(self, texts):
-        import time
 
         time.sleep(0.05)  # overlap, not measured: the test counts texts
         with open(self.out, "a", encoding="utf-8") as handle:
@@ -265,7 +264,6 @@ def test_prune_skips_a_held_folder_and_removes_it_once_released(tmp_path):
 
 
 def test_prune_by_age_keeps_what_was_used_recently(tmp_path):
-    import os
     import time
 
     cache = tmp_path / "cache"
@@ -440,72 +438,6 @@ def test_queries_share_one_store_whatever_the_document_text_rule(tmp_path):
     assert first[1].folder == second[1].folder and first[0].folder != second[0].folder
 
 
-def _stamp(path: Path, when: float) -> None:
-    os.utime(path, (when, when))
-
-
-def _segments(root: Path) -> dict[str, Path]:
-    return {m.stem: m for m in (root / "texts").glob("*/*.json") if m.name != "inputs.json"}
-
-
-def _filled(root: Path, sizes: list[int]) -> list[tuple[TextStore, str, list[str]]]:
-    """One segment per size (its texts distinct from every other's), alternately in a documents' and a queries'
-    store; each with the texts it holds."""
-    made = []
-    for n, size in enumerate(sizes):
-        store = TextStore(root, {"kind": ("doc", "query")[n % 2], "model": {"name": "m"}})
-        texts = [f"segment {n} text {i}" for i in range(size)]
-        before = set(_segments(root))
-        store.add(texts, np.full((size, 8), n, np.float32))
-        (name,) = set(_segments(root)) - before
-        made.append((store, name, texts))
-    return made
-
-
-@settings(derandomize=True, deadline=None, max_examples=30)
-@given(st.lists(st.integers(1, 40), min_size=2, max_size=6), st.data())
-def test_prune_by_size_removes_the_least_recently_used_segments_first(sizes, data):
-    accesses = data.draw(st.lists(st.integers(0, len(sizes) - 1), max_size=10))
-    with tempfile.TemporaryDirectory() as scratch:
-        root = Path(scratch)
-        made = _filled(root, sizes)
-        manifests = _segments(root)
-        start = time.time() - 10_000
-        last_use = {name: start - n for n, (_, name, _) in enumerate(made)}  # written long ago, in this order
-        for step, segment in enumerate(accesses):  # then used in this order: the last use is what counts
-            last_use[made[segment][1]] = start + 1 + step
-        for name, when in last_use.items():
-            _stamp(manifests[name], when)
-        size = {name: sum(f.stat().st_size for f in root.glob(f"texts/*/{name}.*")) for name in manifests}
-        limit = data.draw(st.integers(0, sum(size.values())))
-        kept, total = set(manifests), sum(size.values())
-        for name in sorted(manifests, key=last_use.get):  # the LRU model: the oldest use goes first
-            if total <= limit:
-                break
-            kept.discard(name)
-            total -= size[name]
-        prune_cache(root, max_bytes=limit)
-        assert set(_segments(root)) == kept
-
-
-@settings(derandomize=True, deadline=None, max_examples=20)
-@given(st.lists(st.integers(1, 5), min_size=2, max_size=5), st.data())
-def test_a_lookup_marks_the_segments_it_served_used_and_only_those(sizes, data):
-    used = data.draw(st.sets(st.integers(0, len(sizes) - 1)))
-    with tempfile.TemporaryDirectory() as scratch:
-        root = Path(scratch)
-        made = _filled(root, sizes)
-        long_ago = time.time() - 40 * 86400
-        for manifest in _segments(root).values():
-            _stamp(manifest, long_ago)
-        for n in sorted(used):  # a later run, with stores of its own, reads one text of each used segment
-            store, _, texts = made[n]
-            rows, vectors = TextStore(root, store.inputs).lookup(texts[:1])
-            assert list(rows) == [0] and (vectors == n).all()
-        prune_cache(root, older_than_s=30 * 86400)
-        assert set(_segments(root)) == {made[n][1] for n in used}
-
-
 # --- one store for every model, kind and layout: generated so that a wrong store serves a wrong vector -------------
 
 _TEXTS = st.sampled_from(["a", "ab", "abc", "abd", "b", "", "ab "])  # shared prefixes, the empty text, a space
@@ -608,23 +540,6 @@ def test_token_matrices_are_float16_from_the_store_or_not_and_a_changed_number_i
     assert "1 cached vector(s)" in caplog.text and encoded == 1
     for value, expected in zip(repaired, cold):
         np.testing.assert_array_equal(value, expected)
-
-
-def test_compact_starts_the_next_group_with_the_segment_that_overflows(tmp_path):
-    store = TextStore(tmp_path, {"kind": "doc", "model": {"name": "m"}, "dtype": "float32"})
-    texts = ["one", "two", "three", "four"]
-    vectors = np.random.default_rng(3).normal(size=(4, 5)).astype(np.float32)
-    for text, vector in zip(texts, vectors):
-        store.add([text], vector[None])  # four segments of one row each
-    store.compact(max_rows=2)
-    manifests = [p for p in store.folder.glob("*.json") if p.name != "inputs.json"]
-    assert sorted(json.loads(p.read_text())["rows"] for p in manifests) == [2, 2]
-    fresh = TextStore(tmp_path, store.inputs)  # another process: only what is on disk
-    for text, vector in zip(texts, vectors):
-        rows, found = fresh.lookup([text])
-        assert rows.tolist() == [0]
-        np.testing.assert_array_equal(found[0], vector)
-    assert fresh.rejected == 0
 
 
 def test_prune_during_a_token_matrix_encode_removes_nothing_it_reads(tmp_path):

@@ -30,7 +30,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -136,6 +136,7 @@ class TextStore:
         self._segments: dict[str, _Segment | None] = {}  # name → segment (None: refused)
         self._touched: set[str] = set()
         self._written: list[str] = []  # the segments this store wrote (`compact` merges them)
+        self._vanished = 0  # segments found gone as they were read (merged away or pruned by another process)
 
     def segments(self) -> list[_Segment]:
         """The segments on disk, newest first (opened once; a refused one stays refused)."""
@@ -163,9 +164,12 @@ class TextStore:
         import numpy as np
 
         held = np.zeros(len(digests), dtype=bool)
-        for segment in self.segments():
-            with contextlib.suppress(OSError, ValueError):
+        for segment in self._segments_until_settled(set(), lambda: not held.all()):
+            try:
                 keys, meta, _, _ = segment.arrays()
+            except (OSError, ValueError) as exc:
+                self._damaged(segment.name, exc)
+            else:
                 if segment.rows:
                     position = np.minimum(np.searchsorted(keys, digests[:, 0]), segment.rows - 1)
                     held |= (keys[position] == digests[:, 0]) & (meta[position, 0] == digests[:, 1])
@@ -184,7 +188,8 @@ class TextStore:
 
         missing = np.arange(len(digests))
         found_rows, found_vectors = [], []
-        for segment in self.segments():
+        visited: set[str] = set()
+        for segment in self._segments_until_settled(visited, lambda: bool(missing.size)):
             if not missing.size:
                 break
             if not segment.rows:
@@ -240,10 +245,26 @@ class TextStore:
             rows = np.sort(rows)
         return rows, vectors
 
+    def _segments_until_settled(self, visited: set[str], wanted: Callable[[], bool]) -> Iterator[_Segment]:
+        """`segments` not in `visited` (added to it), listed again while `wanted()` and a segment vanished as it was
+        read: another process merged it away (`compact` writes the merged segment before it removes the parts),
+        so the folder now lists the segment that holds its vectors."""
+        for _ in range(8):
+            vanished = self._vanished
+            for segment in self.segments():
+                if segment.name not in visited:
+                    visited.add(segment.name)
+                    yield segment
+            if self._vanished == vanished or not wanted():
+                return
+
     def _damaged(self, name: str, exc: Exception) -> None:
-        """Never use segment `name` again in this process; warn unless it was pruned (its manifest is gone)."""
+        """Never use segment `name` again in this process; warn unless it was pruned or merged away (its manifest
+        is gone: counted in `_vanished`)."""
         if (self.folder / f"{name}.json").exists():
             logger.warning("damaged text cache segment %s/%s, not used: %s", self.folder, name, exc)
+        else:
+            self._vanished += 1
         self._segments[name] = None
 
     def _refuse(self, segment: _Segment, wanted: int, why: str) -> None:
