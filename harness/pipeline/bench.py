@@ -18,7 +18,7 @@ from harness.datasets import registry
 from harness.datasets.catalog import locate_dataset, resolve_dataset
 from harness.errors import HarnessError
 from harness.io.outputs import check_output_dir
-from harness.pipeline.candidates import make_candidates, uses_candidates
+from harness.pipeline.candidates import check_candidate_sets, make_candidates, uses_candidates
 from harness.pipeline.evaluate import (
     EvaluateConfig,
     configuration,
@@ -156,9 +156,10 @@ def run_bench(
             (`system_config`), or fusions ``METHOD(SYSTEM, SYSTEM, ...)`` (`harness.pipeline.systems`), each
             optionally ``LABEL=SYSTEM``: its label in every table (with a compression axis, ``LABEL [dim256]``).
         datasets: Registry names or BEIR folders.
-        base: Settings shared by every cell (with ``candidates``, each dataset's candidate set is made first
-            (`harness.pipeline.candidates`) and every system written ``>> CROSS_ENCODER`` reranks it) (its model and dataset are replaced; with several
-            models, its `name` becomes ``<name>: <model>``).
+        base: Settings shared by every cell (its model and dataset are replaced; with several models, its `name`
+            becomes ``<name>: <model>``). With ``candidates``, each dataset's candidate set is made before its cells
+            (`harness.pipeline.candidates`) and every system written ``>> CROSS_ENCODER`` reranks it; a set that
+            fails when made fails those cells of its dataset, with its reason, and the grid goes on.
         force: Redo cells that are already done.
         compressions: More axes for dense systems (`harness.retrieval.compress.compression_grid`): each dense
             system is evaluated once per truncation × precision, all from the same cached float32 vectors;
@@ -166,7 +167,9 @@ def run_bench(
 
     Raises:
         HarnessError: A malformed system or label, two systems sharing a label, fusions asked for with no
-            output folder, a dataset or model that cannot be found (`check_grid`); before any cell runs.
+            output folder, a dataset or model that cannot be found (`check_grid`), a candidate set that cannot fit
+            (a run file naming a query or document of another dataset, a candidate system that cannot run:
+            `harness.pipeline.candidates.check_candidate_sets`); before any cell runs.
     """
     from harness.reporting.report import write_results_csv
 
@@ -184,10 +187,12 @@ def run_bench(
     reranks_candidates = any(uses_candidates(system) for system in systems)
     if base.candidates is not None and not reranks_candidates:
         raise HarnessError("--candidates gives reranks written '>> CROSS_ENCODER' their first stage; no system is one")
+    if reranks_candidates:  # every dataset's candidate set, and the systems that make it, before the first cell
+        check_grid(check_candidate_sets(base, datasets), [], replace(base, candidates=None))
     grid = _Grid(base, force, len(systems) + len(fusions), list(compressions), labels)
     for dataset in datasets:
         if reranks_candidates:  # one candidate set per dataset, made before its cells: every rerank reranks it
-            grid.base = make_candidates(replace(base, dataset_path=dataset), evaluate_dataset)
+            grid.base, grid.unmade = _candidate_set(base, dataset)
         saved = {system: grid.system(dataset, system) for system in systems}
         for fused in fusions:
             grid.fuse(dataset, fused, saved)
@@ -212,6 +217,16 @@ def check_grid(systems: Sequence[str], datasets: Sequence[str], base: EvaluateCo
             check_model_available(config.model, known=KNOWN_NAMES)
         if config.rerank is not None:
             check_model_available(config.rerank.model)
+
+
+def _candidate_set(base: EvaluateConfig, dataset: str) -> tuple[EvaluateConfig, str]:
+    """(`base` with `dataset`'s candidate set made, "") or, where making it fails, (`base` without candidates, why):
+    the cells that rerank the set then fail with that reason, and the others run."""
+    try:
+        return make_candidates(replace(base, dataset_path=dataset), evaluate_dataset), ""
+    except HarnessError as exc:
+        logger.error("%s: the candidate set failed: %s", dataset, exc)
+        return replace(base, candidates=None), str(exc)
 
 
 def _changed_data(config: EvaluateConfig, stored) -> list[str]:
@@ -281,10 +296,16 @@ class _Grid:
         self.labels = labels or {}  # system → the label given with LABEL=SYSTEM
         self.cells: list[Cell] = []
         self.encoders: dict[str, Encoder] = {}
+        self.unmade = ""  # why the current dataset's candidate set could not be made ("": made, or none asked for)
 
     def system(self, dataset: str, system: str) -> Path | None:
         """A system's cells on `dataset`: one, or one per compression for a dense system; returns the path of
-        the (first) result, the one a fusion reads, None when it failed."""
+        the (first) result, the one a fusion reads, None when it failed (or reranks a set that could not be made)."""
+        if self.unmade and uses_candidates(system):
+            shown, _ = self._names(system, None)
+            error = f"its candidate set could not be made: {self.unmade}"
+            self.cells.append(Cell(_display_name(dataset), shown, "failed", error=error))
+            return None
         config = system_config(replace(self.base, dataset_path=dataset), system)
         if not self.compressions or not system_of(config).stage.kind.vectors:  # BM25, sparse: once
             return self.cell(dataset, system)

@@ -9,7 +9,8 @@ rerank's result records it (``config["candidates"]``, and ``fingerprints["run"]`
 ``run:candidates-<digest>.trec``, and ``report`` groups rerankers by it.
 
 A run file whose queries are not the dataset's, or whose documents are not in its corpus, is refused in one line
-before any model loads.
+naming its first such line, before any model loads; ``bench`` checks every dataset's set so (`check_candidate_sets`)
+before its first cell, and a set that fails only when made fails only the cells that rerank it.
 """
 
 from __future__ import annotations
@@ -17,20 +18,20 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.datasets.catalog import resolve_dataset
+from harness.datasets.catalog import locate_dataset, resolve_dataset
 from harness.errors import DatasetError, HarnessError, OutputError, setting
 from harness.io.cache import cache_dir
 from harness.io.files import private_dir
 from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder
-from harness.io.lines import content_sha256
+from harness.io.lines import content_sha256, decode_line, iter_lines
 from harness.io.trec import read_run, write_run
 from harness.pipeline.config import DEFAULT_DEPTH, EvaluateConfig
 from harness.pipeline.stages import Inputs, apply_exclusions, read_exclusions, self_hit_policy
-from harness.pipeline.systems.registry import CANDIDATES, RERANK, RUN, configure, parse_system
+from harness.pipeline.systems.registry import CANDIDATES, FUSION, RERANK, RUN, configure, parse_system
 from harness.records import Run, model_slug
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,35 @@ def bind_candidates(config: EvaluateConfig, evaluate: Callable) -> EvaluateConfi
             f"{config.model!r} reranks nothing: write --model '>> CROSS_ENCODER'"
         )
     return make_candidates(config, evaluate)
+
+
+def check_candidate_sets(config: EvaluateConfig, datasets: Sequence[str]) -> list[str]:
+    """`config.candidates` checked for every dataset of a grid before its first cell, cheaply: the depth, the source
+    (a run file, or a system that parses and is no rerank of the set), and a run file's queries and documents against
+    each dataset already on disk (one pass over its queries and corpus; one still to download is checked when its set
+    is made). Returns the systems the source evaluates (its members for a fusion; none for a run file), for the
+    caller to check as it checks its own.
+
+    Raises:
+        HarnessError: A depth below 1; a malformed system; a rerank of the set itself.
+        DatasetError: A run file that is missing, or names a query or document one of the datasets does not have.
+    """
+    spec = config.candidates
+    if spec.depth < 1:
+        raise HarnessError(f"{setting('candidates_depth')} must be at least 1, got {spec.depth}")
+    path = _run_file(spec.source)
+    if path is None:
+        system = parse_system(spec.source)
+        if system.kind is RERANK and system.first.kind is CANDIDATES:
+            raise HarnessError(f"candidates {spec.source!r}: the candidate set cannot be a rerank of itself")
+        return [member.spec for member in system.members] if system.kind is FUSION else [spec.source]
+    run = _read(path)
+    fix = "a run file fits one dataset: bench that dataset alone, or give --candidates a system (e.g. bm25)"
+    for dataset in datasets:
+        folder_path, _, missing = locate_dataset(dataset, config.data_dir, config.download)
+        if missing is None:
+            _check_ids(path, run, locate_beir_folder(folder_path, config.split), fix if len(datasets) > 1 else "")
+    return []
 
 
 def make_candidates(config: EvaluateConfig, evaluate: Callable) -> EvaluateConfig:
@@ -120,15 +150,26 @@ def _run_file(source: str) -> Path | None:
 def _checked_run(path: Path, folder) -> Run:
     """A candidate run file, refused when made on another dataset: a query not in the folder's queries, or a
     document not in its corpus (one pass over each; before any model loads)."""
+    run = _read(path)
+    _check_ids(path, run, folder)
+    return run
+
+
+def _read(path: Path) -> Run:
     if not path.is_file():
         raise DatasetError(f"{path}: no such candidate run file (give a run file or a system to --candidates)")
-    run = read_run(path)
+    return read_run(path)
+
+
+def _check_ids(path: Path, run: Run, folder, fix: str = "") -> None:
+    """Refuse `run` where it names a query not in `folder`'s queries or a document not in its corpus: one line naming
+    the run's first such line, and `fix` (default: make the candidates on this dataset)."""
     unknown = set(run) - {query.query_id for query in iter_queries(folder.queries)}
     if unknown:
         raise DatasetError(
-            f"{path}: {len(unknown)} candidate quer{'y is' if len(unknown) == 1 else 'ies are'} not in "
-            f"{folder.queries} (e.g. {sorted(unknown)[0]!r}); the candidates were made on another dataset: make "
-            "them on this one"
+            f"{_where(path, run, unknown, 0)}: {len(unknown)} candidate quer{'y is' if len(unknown) == 1 else 'ies are'}"
+            f" not in {folder.queries} (e.g. {sorted(unknown)[0]!r}); the candidates were made on another dataset: "
+            f"{fix or 'make them on this one'}"
         )
     docs = {hit.doc_id for hits in run.values() for hit in hits}
     for doc in iter_corpus(folder.corpus):
@@ -137,10 +178,23 @@ def _checked_run(path: Path, folder) -> Run:
             break
     if docs:
         raise DatasetError(
-            f"{path}: {len(docs)} candidate document(s) are not in {folder.corpus} (e.g. {sorted(docs)[0]!r}); the "
-            "candidates were made on another corpus: make them on this one"
+            f"{_where(path, run, docs, 2)}: {len(docs)} candidate document(s) are not in {folder.corpus} (e.g. "
+            f"{sorted(docs)[0]!r}); the candidates were made on another corpus: {fix or 'make them on this one'}"
         )
-    return run
+
+
+def _where(path: Path, run: Run, ids: set[str], column: int) -> str:
+    """``FILE:LINE`` of the first line of a TREC or MS MARCO run naming one of `ids` in its query (`column` 0) or
+    document (2; MS MARCO's 1) column; ``FILE`` for a JSON run."""
+    run_format = run.metadata.get("format")
+    if run_format not in ("trec", "msmarco"):
+        return str(path)
+    column = 1 if column and run_format == "msmarco" else column
+    for line_no, line in iter_lines(path, None):
+        columns = decode_line(path, line_no, line).split()
+        if len(columns) > column and columns[column] in ids:
+            return f"{path}:{line_no}"
+    return str(path)
 
 
 def _system_run(config: EvaluateConfig, evaluate: Callable) -> Run:

@@ -4,7 +4,8 @@
 The cost comes from what each result recorded (`Result.timings` and `Result.cost`; docs/outputs.md
 defines every field): seconds per phase (``cached`` where the phase was read from the cache), the wall
 time, documents/s, search latency p50/p95/p99, peak RSS, index and cache bytes, and an endpoint's tokens
-and price. A result written before cost records has its wall time and coarse phases but no cost record:
+and price, and a rerank's pairs and the tokens its cross-encoder read (its config's ``rerank``). A result written
+before cost records has its wall time and coarse phases but no cost record:
 those cells show ``–`` (`NONE`), as a phase that did not run does. Values stay unrounded in CSV and JSON.
 """
 
@@ -39,6 +40,7 @@ OPTIONAL = (
     "tokens",
     "price",
     "vectors",
+    "reranked",
 )  # columns shown only when some row has a value
 COST_NOTES = (
     "phase seconds and wall time are the result's timings; cached: read from the embedding, index or score cache "
@@ -49,7 +51,9 @@ COST_NOTES = (
     "could not restart it: the evaluating process's peak so far); docs cached / encoded: corpus vectors read from "
     "the embedding cache (by corpus or by text) / texts sent to the encoder; host: the machine the result recorded, "
     "as `beir-harness env` names it (its CPU, the cores used of its logical cores, its GPUs); whether the machine "
-    "was otherwise quiet is not recorded, so compare times measured on one host at one time; – : not recorded (a "
+    "was otherwise quiet is not recorded, so compare times measured on one host at one time; reranked pairs / "
+    "tokens: the (query, document) pairs a rerank scored and the tokens its cross-encoder read for them (cached "
+    "scores included); – : not recorded (a "
     "result written before cost records) or not run",
 )
 
@@ -75,6 +79,8 @@ class CostRow:
     price: float | None = None
     docs_cached: int | None = None  # corpus vectors read from the embedding cache (by corpus or by text)
     docs_encoded: int | None = None  # corpus texts sent to the encoder
+    rerank_pairs: int | None = None  # the (query, document) pairs a rerank scored
+    rerank_tokens: int | None = None  # the tokens its cross-encoder read for them (None: not countable)
     host: str | None = None  # where the times were measured (`host_text`); None: the result recorded no host
 
     def to_json(self) -> dict[str, Any]:
@@ -87,6 +93,7 @@ def _row(result: Result, system: str, metric: str) -> CostRow:
     latency = cost.get("search_latency") or {}
     endpoint = cost.get("endpoint") or {}
     vectors = cost.get("vectors") or {}
+    rerank = result.config.get("rerank") or {}
     return CostRow(
         dataset=result.dataset,
         system=system,
@@ -105,6 +112,8 @@ def _row(result: Result, system: str, metric: str) -> CostRow:
         price=endpoint.get("cost"),
         docs_cached=vectors.get("docs_cached"),
         docs_encoded=vectors.get("docs_encoded"),
+        rerank_pairs=rerank.get("pairs"),
+        rerank_tokens=rerank.get("tokens"),
         host=host_text(result.host),
     )
 
@@ -158,6 +167,7 @@ def _columns(rows: Sequence[CostRow]) -> list[str]:
         "tokens": any(r.tokens is not None for r in rows),
         "price": any(r.price is not None for r in rows),
         "vectors": any(r.docs_encoded is not None for r in rows),
+        "reranked": any(r.rerank_pairs is not None for r in rows),
     }
     keys = [
         "dataset",
@@ -173,6 +183,7 @@ def _columns(rows: Sequence[CostRow]) -> list[str]:
         "index_bytes",
         "cache_bytes",
         "vectors",
+        "reranked",
         "tokens",
         "price",
         "host",
@@ -195,6 +206,7 @@ def _headers(metric: str) -> dict[str, str]:
         "index_bytes": "index",
         "cache_bytes": "cache",
         "vectors": "docs cached / encoded",
+        "reranked": "reranked pairs / tokens",
         "tokens": "tokens",
         "price": "price",
         "host": "host",
@@ -213,6 +225,7 @@ def _cells(row: CostRow, digits: int) -> dict[str, str]:
         "index_bytes": _bytes(row.index_bytes),
         "cache_bytes": _bytes(row.cache_bytes),
         "vectors": NONE if row.docs_encoded is None else f"{row.docs_cached:,} / {row.docs_encoded:,}",
+        "reranked": NONE if row.rerank_pairs is None else f"{row.rerank_pairs:,} / {_number(row.rerank_tokens, ',')}",
         "tokens": _number(row.tokens, ","),
         "price": _number(row.price, ".4f"),
         "host": row.host or NONE,
@@ -255,6 +268,8 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
             "price",
             "docs_cached",
             "docs_encoded",
+            "rerank_pairs",
+            "rerank_tokens",
             "host",
         ]
         return csv_text(
@@ -277,6 +292,8 @@ def render_cost(rows: Sequence[CostRow], metric: str, fmt: str = "markdown", dig
                     r.price,
                     r.docs_cached,
                     r.docs_encoded,
+                    r.rerank_pairs,
+                    r.rerank_tokens,
                     r.host,
                 ]
                 for r in rows
@@ -306,6 +323,8 @@ def cost_summary(result: Result) -> str | None:
         parts.append(f"search latency p50/p95/p99 {cells['p50']}/{cells['p95']}/{cells['p99']} ms")
     if row.docs_encoded is not None:
         parts.append(f"{cells['vectors']} docs cached / encoded")
+    if row.rerank_pairs is not None:
+        parts.append(f"{cells['reranked']} reranked pairs / tokens")
     parts.append(f"peak RSS {cells['peak_rss']}")
     if row.tokens is not None:
         parts.append(f"{cells['tokens']} tokens" + (f", price {cells['price']}" if row.price is not None else ""))

@@ -19,18 +19,31 @@ With a baseline (``significance``), both CSV layouts also carry each tested cell
 The wide CSV is pandas' own layout of a two-level header (``pd.read_csv(path, header=[0, 1], index_col=0)``
 reads it back): a ``dataset`` row, a ``metric`` row and a ``system`` row naming the index. CSV and JSON are
 unrounded; the other formats round once (`harness.presentation.metric_text`).
+
+Rerankers of one candidate set (``--candidates``) are named with the set's digest in the notes, and rerankers of
+different sets are said to be so, as the one-metric table says it (`harness.reporting.labels.candidate_notes`):
+Markdown, HTML and JSON carry every note, LaTeX these below the table with the marks' footnote, and a table with
+rerankers of different sets logs a warning too (the CSV has no notes).
 """
 
 from __future__ import annotations
 
 import html
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.presentation import Bold, csv_text, json_text, latex_escape, markdown_table, metric_text
-from harness.reporting.comparison import Comparison, build_comparison, dataset_order
+from harness.reporting.comparison import (
+    Comparison,
+    build_comparison,
+    dataset_order,
+    labelled_results,
+    results_of_split,
+)
+from harness.reporting.labels import OWN, candidate_keys, candidate_notes
 from harness.reporting.report import Result
 from harness.reporting.resolution.baseline import PAIR_COLUMNS, significance_note
 
@@ -39,6 +52,8 @@ LAYOUTS = ("wide", "long")
 FORMATS = ("markdown", "latex", "csv", "json", "html")
 LONG_COLUMNS = ("system", "kind", "dataset", "metric", "value", "significant")
 TEST_COLUMNS = ("difference", "difference_low", "difference_high", "p", "p_adjusted")  # with a baseline
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,7 @@ class MetricTable:
 
     metrics: list[str]
     comparisons: dict[str, Comparison]
+    candidate_notes: list[str] = field(default_factory=list)  # which rerankers reranked which candidate set
 
     @property
     def datasets(self) -> list[str]:
@@ -142,7 +158,26 @@ def build_table(results: list[Result], metrics: Sequence[str], **options: Any) -
     twice = sorted({m for m in metrics if list(metrics).count(m) > 1})
     if twice:
         raise HarnessError(f"metric {twice[0]} is asked for twice; name each metric once")
-    return MetricTable(list(metrics), {m: build_comparison(results, m, **options) for m in metrics})
+    comparisons = {m: build_comparison(results, m, **options) for m in metrics}
+    return MetricTable(list(metrics), comparisons, _candidate_notes(results, options.get("split")))
+
+
+def _candidate_notes(results: list[Result], split: str | None) -> list[str]:
+    """The candidate-set notes of `results` as each metric's comparison has them; a warning when one dataset's
+    rerankers reranked different candidates."""
+    kept, labels = labelled_results(results_of_split(results, split), [])
+    keys = candidate_keys(kept, labels)
+    sets: dict[str, list[str]] = {}
+    for (dataset, _), (key, _) in keys.items():
+        sets.setdefault(dataset, []).append(key)
+    mixed = [dataset for dataset, found in sets.items() if len(set(found)) > 1 or found.count(OWN) > 1]
+    if mixed:
+        logger.warning(
+            "%s: rerankers of different candidate sets in one table: their difference is their first stages' as "
+            "much as their rerankers' (the table's notes say which; compare rerankers on one --candidates set)",
+            ", ".join(dataset_order(mixed)),
+        )
+    return candidate_notes(keys)
 
 
 # --------------------------------------------------------------------------- the wide grid
@@ -243,9 +278,16 @@ def render_latex(table: MetricTable, digits: int = 4, by: str = "model", layout:
         body = [[label, *(cell.text(digits) for cell in cells)] for label, cells in wide.rows]
         spec = "l" + "r" * n * len(wide.groups)
     lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", *heads, r"\midrule", *map(_latex_line, body)]
-    note = significance_note(table.notes)  # the marks' footnote below the table
-    footnote = [r"\par\smallskip\footnotesize " + latex_escape(note)] if note else []
-    return "\n".join([*lines, r"\bottomrule", r"\end{tabular}", *footnote])
+    return "\n".join([*lines, r"\bottomrule", r"\end{tabular}", *_latex_footnotes(table)])
+
+
+def _latex_footnotes(table: MetricTable) -> list[str]:
+    """Below the table: the marks' footnote (with a baseline), then the candidate-set notes, and the one saying where
+    the baseline's test crosses candidate sets."""
+    marks = significance_note(table.notes)
+    across = [note for note in table.notes if note.startswith("†") and note != marks]
+    notes = [note for note in [marks, *table.candidate_notes, *across] if note]
+    return [r"\par\smallskip\footnotesize " + latex_escape(note) for note in notes]
 
 
 def _html_row(cells: Sequence[str], tag: str = "td") -> str:
