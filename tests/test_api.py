@@ -92,6 +92,7 @@ def test_the_python_api_page_runs(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr()
     assert "3 2 3\nTrue\n" in out.out and "| demo | **0.7226** |" in out.out  # bm25's 0.7226: as the README's
     assert "3 pairs to judge" in out.out and "3 pairs added; 1 changed" in out.out and "['shop']" in out.out
+    assert "demo: candidate set 77ccec83 (top 10 of bm25) reranked by a, b" in out.out  # as the page shows it
     assert "%|" not in out.err and "Loading weights" not in out.err  # no progress bar, ours or Hugging Face's
     assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!doctype html>")
     assert not (tmp_path / "results" / "demo" / "fusion").exists()  # fuse without output_dir wrote nothing
