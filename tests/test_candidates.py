@@ -221,7 +221,12 @@ def test_the_python_api_takes_a_candidate_set_as_the_command_line_does(rerankers
     folder = _copy(tmp_path, "tiny")
     run = _run_file(tmp_path / "run.trec", [(q, d) for q in ("q1", "q2", "q3") for d in ("d2", "d4", "d1", "d5")])
     result = harness.evaluate(
-        folder, f">> {rerankers[0]}", candidates=str(run), candidates_depth=2, k_values=(1, 2), output_dir=tmp_path / "out"
+        folder,
+        f">> {rerankers[0]}",
+        candidates=str(run),
+        candidates_depth=2,
+        k_values=(1, 2),
+        output_dir=tmp_path / "out",
     )
     (written,) = (tmp_path / "out" / "tiny" / "candidates").glob("candidates-*.trec")
     expected = {
