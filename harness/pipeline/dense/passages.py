@@ -1,5 +1,6 @@
-"""Documents scored by their passages (``--passages``): the check made before any work, and the first stages of
-a dense model and of a learned sparse encoder over passages (`harness.retrieval.index.passages` splits and scores).
+"""Documents scored by their passages (``--passages``): the check made before any work, the corpus split
+(`split_corpus`), and the first stages of a dense model and of a learned sparse encoder over passages
+(`harness.retrieval.index.passages` splits and scores; a multi-vector model's: `harness.pipeline.dense.multivector`).
 
 Dense: each passage's vector is found by its exact text in the embedding store (`harness.io.cache.texts`), so a
 rerun encodes nothing, a passage text two documents share is encoded once, and a document that fits one window
@@ -87,13 +88,16 @@ def checked_passages(config: EvaluateConfig, kind: Any) -> EvaluateConfig:
         )
     folder = model_folder(config.model)
     try:
-        spec.check(model_max_length(folder, model_tokenizer(folder), config.encoder.max_seq_length))
+        if kind.document_length is not None:  # a multi-vector model: its own document length
+            spec.check(kind.document_length(folder))
+        else:
+            spec.check(model_max_length(folder, model_tokenizer(folder), config.encoder.max_seq_length))
     except HarnessError as exc:
         raise _usage(str(exc)) from None
     return config
 
 
-def _passage_record(spec, counts: dict[str, int]) -> dict[str, object]:
+def passage_record(spec, counts: dict[str, int]) -> dict[str, object]:
     return {
         "passages": {
             **spec.to_config(),
@@ -105,31 +109,39 @@ def _passage_record(spec, counts: dict[str, int]) -> dict[str, object]:
     }
 
 
-def _split_corpus(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, encode_chunk) -> dict[str, Any]:
-    """One pass over the corpus: each chunk of documents split (`split_documents`) and given to `encode_chunk`
-    (its passage texts → the chunk's vectors or rows); the documents' ids, their first passage's position and
-    the per-chunk outputs."""
+def split_corpus(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, counts: dict[str, int]):
+    """The corpus in chunks of documents, each chunk with its documents' passages (`split_documents`, by the model's
+    own tokenizer, one batch a chunk): (documents, their passages) pairs; `counts` adds up the ``passages`` and the
+    documents ``split``."""
     import sys
 
     from tqdm.auto import tqdm
 
     tokenizer = model_tokenizer(model_folder(config.model))
-    doc_ids: list[str] = []
-    starts: list[int] = []
-    outputs, counts = [], {"passages": 0, "split": 0}
     bar = tqdm(desc="encoding passages", unit="doc", disable=not config.progress, file=sys.stderr)
     try:
         for chunk in chunked(checked_corpus(folder, corpus), SPLIT_DOCS):
             split = split_documents(chunk, tokenizer, config.passages)
-            for doc, passages in zip(chunk, split):
-                doc_ids.append(doc.doc_id)
-                starts.append(counts["passages"])
-                counts["passages"] += len(passages)
-                counts["split"] += len(passages) > 1
-            outputs.append(encode_chunk(len(outputs), [text for passages in split for text in passages]))
+            counts["passages"] += sum(len(passages) for passages in split)
+            counts["split"] += sum(len(passages) > 1 for passages in split)
+            yield chunk, split
             bar.update(len(chunk))
     finally:
         bar.close()
+
+
+def _split_corpus(config: EvaluateConfig, folder: BeirFolder, corpus: CorpusState, encode_chunk) -> dict[str, Any]:
+    """One pass over the corpus (`split_corpus`), each chunk's passage texts given to `encode_chunk` (→ the chunk's
+    vectors or rows); the documents' ids, their first passage's position and the per-chunk outputs."""
+    doc_ids: list[str] = []
+    starts: list[int] = []
+    outputs, counts, position = [], {"passages": 0, "split": 0}, 0
+    for chunk, split in split_corpus(config, folder, corpus, counts):
+        for doc, passages in zip(chunk, split):
+            doc_ids.append(doc.doc_id)
+            starts.append(position)
+            position += len(passages)
+        outputs.append(encode_chunk(len(outputs), [text for passages in split for text in passages]))
     return {"doc_ids": doc_ids, "starts": starts, "outputs": outputs, "counts": counts}
 
 
@@ -211,7 +223,7 @@ def dense_passages(
         **encoder.settings(),
         batch_size=config.encoder.batch_size,
         doc_text=DOC_TEXT_RULE,
-        **_passage_record(config.passages, counts),
+        **passage_record(config.passages, counts),
         embedding_cache="off" if not config.cache else stored,
         threads=config.threads,
         engine=config.engine,
@@ -314,7 +326,7 @@ def sparse_passages(
         "retriever": "learned-sparse passages (exact)",
         **index.stats(query_rows),
         "dimension": index.dimension,
-        **_passage_record(config.passages, split["counts"]),
+        **passage_record(config.passages, split["counts"]),
         "embedding_cache": cache_record(config.cache, complete, entry),
     }
     return run, record

@@ -152,6 +152,8 @@ class Kind:
             loads (`harness.pipeline.checks`); None: nothing beyond the common checks.
         passages: It can score a document by its passages (``--passages``: `harness.retrieval.index.passages`), split by
             its model's own tokenizer.
+        document_length: model folder → the tokens its model reads of a document (what a ``--passages`` window may
+            not exceed), read without loading weights; None: `harness.retrieval.index.passages.model_max_length`.
     """
 
     name: str
@@ -171,6 +173,7 @@ class Kind:
     retrieves: bool = True
     check: Callable[[Any], None] | None = None
     passages: bool = False
+    document_length: Callable[[str], int | None] | None = None
 
     @property
     def needs_device(self) -> bool:
@@ -257,6 +260,8 @@ MULTI_VECTOR = Kind(
     encodes=True,
     weights=True,
     check=lambda config: _late("refuse_settings")(config),
+    passages=True,
+    document_length=lambda folder: _late("document_length")(folder),
 )
 DENSE = Kind(
     "dense",

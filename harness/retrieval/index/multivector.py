@@ -16,6 +16,10 @@ are rescored in float64 and rounded to float32, and the running top is cut by th
 (`harness.records.top_scores`: scores as float32, then the greater doc_id). So a run is the same bits whatever the
 block sizes, the memory budget or the order of the corpus, and equals a brute-force loop over every
 (query, document) pair (tests/test_multivector.py).
+
+`PassageMaxSim` scores documents by their passages (``--passages``): every (query, passage) pair in float64, rounded
+to float32, each document's score from its passages' and the cut of every passage-scoring system
+(`harness.retrieval.index.passages.document_scores`, `DocumentTop`; tests/test_multivector_passages.py).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from harness.errors import HarnessError, MissingDependencyError, ModelLoadError,
 from harness.io.cache.texts import TextStore, encode_with_store
 from harness.presentation import size_text
 from harness.records import Run, top_scores
+from harness.retrieval.index.passages import DocumentTop, document_scores, model_max_length, model_tokenizer
 from harness.retrieval.streamed import SLACK_BYTES, MemoryBudgetError, default_budget, resident_bytes
 
 if TYPE_CHECKING:
@@ -121,7 +126,25 @@ def identity(config: Any, default: Any) -> tuple[dict, dict]:
     ``Kind.identity``): exact MaxSim over float16 token vectors; the encoder's own settings are refused, not
     recorded (`refuse_settings`)."""
     spec = {"scoring": "maxsim, exact", "token_dtype": TOKEN_DTYPE}
-    return {"late_interaction": spec}, {"late_interaction": dict(spec)}
+    settings = {"late_interaction": spec}
+    if getattr(config, "passages", None) is not None:  # absent otherwise: a run without passages keeps its hash
+        settings["passages"] = config.passages.to_config()
+    return settings, {"late_interaction": dict(spec)}
+
+
+def document_length(folder: str) -> int | None:
+    """The tokens a multi-vector model reads of a document, from its folder (no weights loaded): its first module's
+    ``document_length`` (``sentence_bert_config.json``), else its truncation length
+    (`harness.retrieval.index.passages.model_max_length`). What a ``--passages`` window is checked against."""
+    path = Path(folder)
+    try:
+        path = path / (json.loads((path / "modules.json").read_text(encoding="utf-8"))[0].get("path") or "")
+        declared = json.loads((path / "sentence_bert_config.json").read_text(encoding="utf-8")).get("document_length")
+    except (OSError, ValueError, IndexError, AttributeError):
+        declared = None
+    if isinstance(declared, int) and declared > 0:
+        return declared
+    return model_max_length(str(path), model_tokenizer(folder))
 
 
 class MultiVectorModel:
@@ -273,12 +296,16 @@ def plan_blocks(
     depth: int,
     held_docs: int = ENCODE_CHUNK,
     base: int | None = None,
+    scored_docs: int = 0,
 ) -> BlockPlan:
     """The largest blocks whose working set fits `budget` (bytes the whole process may hold; None: the default).
 
     Counted: what the process holds now (`base`), the query matrices, one chunk of `held_docs` documents' matrices
     waiting to be searched, the running top of every query and the run, and per block the float32 document tokens,
     the score matrix of query tokens × document tokens (twice: the maxima taken from it) and its float64 rescoring.
+    Passages (`scored_docs` > 0: the passages a chunk holds): the queries in float64 too, and every query's scores
+    with the chunk's passages and their documents (`PassageMaxSim`, whose float64 scores fit the same per-block
+    count).
 
     Raises:
         MemoryBudgetError: Not even one query against one longest document fits (the minimum named).
@@ -288,9 +315,10 @@ def plan_blocks(
     base = resident_bytes() if base is None else base
     fixed = (
         base
-        + query_tokens * dimension * 4
+        + query_tokens * dimension * (12 if scored_docs else 4)  # passages: float64 as well
         + held_docs * longest_doc * dimension * 4
         + n_queries * (depth + 1) * 200
+        + n_queries * scored_docs * 8
         + SLACK_BYTES
     )
     per_pair = 8 + 8  # float32 score and its maximum; float64 on rescoring
@@ -329,6 +357,60 @@ def _blocks(lengths: Sequence[int], limit: int) -> list[slice]:
     if start < len(lengths):
         blocks.append(slice(start, len(lengths)))
     return blocks
+
+
+def _stacked(docs: Sequence[np.ndarray], dtype) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The tokens of the `docs` that have any, one matrix in `dtype`; where each of them starts; which they are."""
+    import numpy as np
+
+    kept = [i for i, doc in enumerate(docs) if len(doc)]
+    stacked = np.concatenate([np.asarray(docs[i], dtype=dtype) for i in kept]) if kept else np.empty((0, 0), dtype)
+    return stacked, np.cumsum([0] + [len(docs[i]) for i in kept[:-1]]).astype(np.int64), kept
+
+
+def _maxsim_block(
+    all_queries: Sequence[np.ndarray], queries: range, stacked, starts, kept: list[int], n_docs: int, mean: bool
+) -> np.ndarray:
+    """MaxSim of `queries` (indices into `all_queries`) with a block of `n_docs` documents (`_stacked`), in the dtype
+    of the token matrices: one product of all their tokens, the maxima per document (`np.maximum.reduceat` over each
+    document's tokens), the sums per query (`mean`: divided by the query's tokens). A document without a token
+    scores `EMPTY_DOCUMENT_SCORE`, a query without one 0 with every other document, as sentence-transformers."""
+    import numpy as np
+
+    dtype = stacked.dtype
+    approx = np.full((len(queries), n_docs), EMPTY_DOCUMENT_SCORE, dtype=dtype)
+    if mean:  # a document without a token: -1e9 divided as any score is
+        approx /= np.array([max(1, len(all_queries[q])) for q in queries], dtype=dtype)[:, None]
+    if not kept:
+        return approx
+    present = [q for q in queries if len(all_queries[q])]
+    if len(present) < len(queries):  # a query without a token scores 0 with every document that has one
+        approx[np.ix_([i for i, q in enumerate(queries) if not len(all_queries[q])], kept)] = 0.0
+    if not present:
+        return approx
+    tokens = np.concatenate([all_queries[q] for q in present])
+    maxima = np.maximum.reduceat(tokens @ stacked.T, starts, axis=1)
+    bounds = np.cumsum([0] + [len(all_queries[q]) for q in present[:-1]]).astype(np.int64)
+    sums = np.add.reduceat(maxima, bounds, axis=0)
+    if mean:
+        sums /= np.array([len(all_queries[q]) for q in present], dtype=dtype)[:, None]
+    rows = [i for i, q in enumerate(queries) if len(all_queries[q])]
+    approx[np.ix_(rows, kept)] = sums
+    return approx
+
+
+def _token_facts(queries: Sequence[np.ndarray], counts: Sequence[int], what: str) -> dict[str, object]:
+    """The mean and largest token counts of the queries and of the texts searched (`what`: doc or passage)."""
+    import numpy as np
+
+    query_lengths = np.asarray([len(query) for query in queries] or [0])
+    texts = np.asarray(counts or [0])
+    return {
+        "query_tokens_mean": round(float(query_lengths.mean()), 2),
+        "query_tokens_max": int(query_lengths.max()),
+        f"{what}_tokens_mean": round(float(texts.mean()), 2),
+        f"{what}_tokens_max": int(texts.max()),
+    }
 
 
 class MaxSimSearch:
@@ -377,43 +459,13 @@ class MaxSimSearch:
         import numpy as np
 
         self.blocks += 1
-        kept = [i for i, doc in enumerate(docs) if len(doc)]
-        stacked = (
-            np.concatenate([np.asarray(docs[i], dtype=np.float32) for i in kept])
-            if kept
-            else np.empty((0, 0), np.float32)
-        )
-        starts = np.cumsum([0] + [len(docs[i]) for i in kept[:-1]]).astype(np.int64)
+        stacked, starts, kept = _stacked(docs, np.float32)
         largest = float(np.linalg.norm(stacked, axis=1).max()) if kept else 0.0
         for block in self.query_blocks:
-            approx = self._approximate(range(len(self.queries))[block], stacked, starts, kept, len(docs))
-            for row, q in enumerate(range(len(self.queries))[block]):
+            which = range(len(self.queries))[block]
+            approx = _maxsim_block(self.queries, which, stacked, starts, kept, len(docs), self.length_normalize)
+            for row, q in enumerate(which):
                 self._merge(q, approx[row], doc_ids, docs, largest, stacked.shape[1] if kept else 0)
-
-    def _approximate(self, queries: range, stacked, starts, kept: list[int], n_docs: int) -> np.ndarray:
-        """float32 MaxSim of `queries` with the block's documents: one product of all their tokens, the maxima per
-        document (`np.maximum.reduceat` over each document's tokens), the sums per query."""
-        import numpy as np
-
-        approx = np.full((len(queries), n_docs), EMPTY_DOCUMENT_SCORE, dtype=np.float32)
-        if self.length_normalize:  # a document without a token: -1e9 divided as any score is
-            approx /= np.array([max(1, len(self.queries[q])) for q in queries], dtype=np.float32)[:, None]
-        if not kept:
-            return approx
-        present = [q for q in queries if len(self.queries[q])]
-        if len(present) < len(queries):  # a query without a token scores 0 with every document that has one
-            approx[np.ix_([i for i, q in enumerate(queries) if not len(self.queries[q])], kept)] = 0.0
-        if not present:
-            return approx
-        tokens = np.concatenate([self.queries[q] for q in present])
-        maxima = np.maximum.reduceat(tokens @ stacked.T, starts, axis=1)
-        bounds = np.cumsum([0] + [len(self.queries[q]) for q in present[:-1]]).astype(np.int64)
-        sums = np.add.reduceat(maxima, bounds, axis=0)
-        if self.length_normalize:
-            sums /= np.array([len(self.queries[q]) for q in present], dtype=np.float32)[:, None]
-        rows = [i for i, q in enumerate(queries) if len(self.queries[q])]
-        approx[np.ix_(rows, kept)] = sums
-        return approx
 
     def _merge(self, q: int, approx: np.ndarray, doc_ids, docs, largest: float, dimension: int) -> None:
         """Rescore (float64) the block's documents that could enter query `q`'s top, and cut it by the rule."""
@@ -447,15 +499,70 @@ class MaxSimSearch:
 
     def facts(self) -> dict[str, object]:
         """What the result records of the search: the token counts, the blocks, the pairs rescored."""
-        import numpy as np
-
-        query_lengths = [len(query) for query in self.queries]
-        docs = np.asarray(self.doc_token_counts or [0])
         return {
-            "query_tokens_mean": round(float(np.mean(query_lengths or [0])), 2),
-            "query_tokens_max": int(max(query_lengths or [0])),
-            "doc_tokens_mean": round(float(docs.mean()), 2),
-            "doc_tokens_max": int(docs.max()),
+            **_token_facts(self.queries, self.doc_token_counts, "doc"),
             "search_blocks": self.blocks,
             "pairs_rescored_float64": self.rescored,
+        }
+
+
+class PassageMaxSim:
+    """Documents scored by their passages (``--passages``): the exact MaxSim of every query with every passage (float64,
+    rounded to float32, as `maxsim_exact`), each document's score from its passages' (`document_scores`: maxp,
+    firstp, sump) and the documents cut to `depth` by the ranking rule (`DocumentTop`): the aggregation and the cut of
+    every passage-scoring system. Fed chunk by chunk of whole documents (`add`), the passages scored in blocks of
+    at most `doc_tokens` tokens against blocks of at most `query_tokens`.
+
+    Args:
+        how: ``maxp``, ``firstp`` or ``sump``.
+        The others: as `MaxSimSearch`'s.
+    """
+
+    def __init__(
+        self,
+        query_ids: Sequence[str],
+        queries: Sequence[np.ndarray],
+        depth: int,
+        how: str = "maxp",
+        length_normalize: bool = False,
+        query_tokens: int = 1 << 30,
+        doc_tokens: int = 1 << 30,
+    ):
+        import numpy as np
+
+        self.queries = [np.asarray(query, dtype=np.float64) for query in queries]
+        self.query_blocks = _blocks([max(1, len(q)) for q in self.queries], query_tokens)
+        self.how, self.length_normalize, self.doc_tokens = how, length_normalize, doc_tokens
+        self.top = DocumentTop(query_ids, depth)
+        self.blocks = 0
+        self.passage_token_counts: list[int] = []
+
+    def add(self, doc_ids: Sequence[str], starts: Sequence[int], passages: Sequence[np.ndarray]) -> None:
+        """Score the documents `doc_ids`, whose passages' token matrices are `passages` (each document's contiguous,
+        in order, from ``starts[d]`` on)."""
+        import numpy as np
+
+        self.passage_token_counts.extend(len(passage) for passage in passages)
+        scores = np.empty((len(self.queries), len(passages)), dtype=np.float32)
+        for block in _blocks([max(1, len(passage)) for passage in passages], self.doc_tokens):
+            self.blocks += 1
+            stacked, token_starts, kept = _stacked(passages[block], np.float64)
+            for rows in self.query_blocks:
+                which = range(len(self.queries))[rows]
+                exact = _maxsim_block(
+                    self.queries, which, stacked, token_starts, kept, block.stop - block.start, self.length_normalize
+                )
+                scores[rows, block] = exact.astype(np.float32)
+        self.top.add(0, doc_ids, document_scores(scores, np.asarray(starts, dtype=np.int64), self.how))
+
+    def run(self, name: str = "run") -> Run:
+        """The run: each query's top `depth` documents."""
+        return self.top.run(name)
+
+    def facts(self) -> dict[str, object]:
+        """What the result records of the search: the token counts (per passage), the blocks, the pairs scored."""
+        return {
+            **_token_facts(self.queries, self.passage_token_counts, "passage"),
+            "search_blocks": self.blocks,
+            "pairs_scored_float64": len(self.queries) * len(self.passage_token_counts),
         }
