@@ -13,7 +13,7 @@ import pytest
 from harness.errors import ChecksumMismatchError, DatasetError, DownloadError, UnsafeArchiveError
 from harness.io.download import NET_CHUNK, RetryPolicy, fetch, md5_file, safe_extract
 
-FAST = RetryPolicy(attempts=3, backoff=0.01, connect_timeout=2, read_timeout=0.5)
+FAST = RetryPolicy(attempts=3, backoff=0.01, connect_timeout=2, read_timeout=1.5)  # a stall is 3 s
 
 
 def _zip(members: dict[str, bytes], symlinks: dict[str, str] | None = None) -> bytes:
@@ -146,7 +146,7 @@ def test_wrong_md5_deletes_the_part_file(served, tmp_path):
 
 
 def test_stall_past_the_read_timeout_is_retried_then_resumes(served, tmp_path):
-    served.behaviours = ["stall:2"]
+    served.behaviours = ["stall:3"]
     assert _fetch(served, tmp_path).read_bytes() == PAYLOAD
     # The stalled answer gave no byte, so the retry asks for the whole file again (no empty Range).
     assert served.requests == [("/data.zip", None), ("/data.zip", None)]
