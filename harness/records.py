@@ -22,7 +22,7 @@ import json
 import re
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -385,11 +385,11 @@ class Result:
     read_digest: str = field(default="", compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object written to the result file (without its content digest: `write_result` adds it)."""
-        data = asdict(self)
-        del data["path"], data["read_digest"]
-        data["fingerprints"] = {key: value for key, value in data["fingerprints"].items() if key != CONTENT_DIGEST}
-        return {"schema_version": RESULT_SCHEMA_VERSION, **data}
+        """The JSON object written to the result file (without its content digest: `write_result` adds it), as a
+        reader parses it (lists for tuples, string keys): a copy, through the C JSON encoder (no deep copy)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("path", "read_digest")}
+        data["fingerprints"] = {key: value for key, value in self.fingerprints.items() if key != CONTENT_DIGEST}
+        return json.loads(json.dumps({"schema_version": RESULT_SCHEMA_VERSION, **data}))
 
     @classmethod
     def from_json(cls, path: str | Path) -> Result:

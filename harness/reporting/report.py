@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import logging
 import math
 import os
@@ -408,7 +407,6 @@ def write_result(result: Result, run: Run, output_dir: str | Path) -> tuple[Path
     # of the object as a reader will parse it (lists for tuples, string keys), so that it reads back the same.
     recorded = result.to_json()
     recorded["fingerprints"]["scored_run"] = content_sha256(run_path)
-    recorded = json.loads(json.dumps(recorded))
     recorded["fingerprints"][CONTENT_DIGEST] = result_digest(recorded)
     write_json(recorded, json_path)
     return json_path, run_path
