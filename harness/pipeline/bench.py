@@ -16,7 +16,7 @@ from pathlib import Path
 from harness import __version__
 from harness.datasets import registry
 from harness.datasets.catalog import locate_dataset, resolve_dataset
-from harness.errors import HarnessError
+from harness.errors import HarnessError, setting
 from harness.io.outputs import check_output_dir
 from harness.pipeline.candidates import check_candidate_sets, make_candidates, uses_candidates
 from harness.pipeline.evaluate import (
@@ -186,7 +186,9 @@ def run_bench(
     check_grid(systems, datasets, base)
     reranks_candidates = any(uses_candidates(system) for system in systems)
     if base.candidates is not None and not reranks_candidates:
-        raise HarnessError("--candidates gives reranks written '>> CROSS_ENCODER' their first stage; no system is one")
+        raise HarnessError(
+            f"{setting('candidates')} gives reranks written '>> CROSS_ENCODER' their first stage; no system is one"
+        )
     if reranks_candidates:  # every dataset's candidate set, and the systems that make it, before the first cell
         check_grid(check_candidate_sets(base, datasets), [], replace(base, candidates=None))
     grid = _Grid(base, force, len(systems) + len(fusions), list(compressions), labels)
