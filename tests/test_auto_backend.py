@@ -7,6 +7,7 @@ import json
 import logging
 import math
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -318,6 +319,60 @@ def test_env_bench_says_what_auto_would_pick(flags):
     host = {"cpu": "test", "kernel_class": "x", "cpu_flags": flags, "cores_used": 2}
     expected = "torch bf16" if "avx512_bf16" in flags else "onnx-int8"  # openvino: mean cosine under 0.994
     assert format_bench(rows, host, 8).splitlines()[-1].startswith(f"--backend auto would pick: {expected} (")
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(
+    st.permutations(["torch", "onnx-int8", "openvino-int8", "openvino", "torch bf16"]),
+    st.lists(st.sampled_from([None, 0.001, 0.0029, 0.0031, 0.01]), min_size=5, max_size=5),
+    st.lists(st.integers(1, 60), min_size=5, max_size=5),
+    st.sets(st.sampled_from(["onnx-int8", "openvino-int8", "openvino", "torch bf16"])),
+)
+def test_env_bench_on_a_class_the_table_lists_says_the_table_s_pick_and_whether_its_rows_confirm_it(
+    order, deltas, rates, missing
+):
+    """On a listed class, the last line is what auto does there: the table's first usable row (installed here,
+    quality within 0.003, a calibrated runtime only with a measured delta), kept only when these rows show it
+    faster than torch fp32 within both cosine bounds; never the probe's rule over every row."""
+    from harness.pipeline.environment import format_bench
+    from harness.runtimes import classes
+
+    table = [
+        classes.ClassRow("k", *(name.split(" ") + ["fp32"])[:2], 2.0, delta, "h", "2026-12-01", "s")
+        for name, delta in zip(order, deltas)
+    ]
+    measured = [name for name in order if name not in missing]
+    cosines = {"torch": (1, 1), "onnx-int8": (0.9946, 0.9899), "openvino": (0.993, 0.99)}
+    rows = [
+        {
+            "backend": name,
+            "docs_per_s": float(rate),
+            "vs_torch": rate / dict(zip(order, rates))["torch"],
+            "cosine_mean": cosines.get(name, (0.9999, 0.999))[0],
+            "cosine_min": cosines.get(name, (0.9999, 0.999))[1],
+        }
+        for name, rate in zip(order, rates)
+        if name in measured
+    ]
+    host = {"cpu": "test", "kernel_class": "k", "cpu_flags": ["avx2"], "cores_used": 2}
+    # Brute force: the first row (fastest first, as the table is) that is measured here and within the bound.
+    bound, calibrated = 0.003, {"openvino-int8"}
+    first = next(
+        (
+            row.candidate
+            for row in table
+            if row.candidate in measured
+            and (row.ndcg10_delta <= bound if row.ndcg10_delta is not None else row.candidate not in calibrated)
+        ),
+        "torch",
+    )
+    rate = {row["backend"]: row for row in rows}
+    faster = first != "torch" and rate[first]["docs_per_s"] > rate["torch"]["docs_per_s"]
+    close = first != "torch" and rate[first]["cosine_mean"] >= 0.994 and rate[first]["cosine_min"] >= 0.98
+    expected = first if faster and close else "torch"
+    with mock.patch.object(classes, "class_rows", lambda cpu=None: table if cpu == "k" else []):
+        line = format_bench(rows, host, 8).splitlines()[-1]
+    assert line.startswith(f"--backend auto would pick: {expected} (the CPU class table's pick for k"), line
 
 
 @pytest.mark.parametrize("model", ["bm25", "hash:16"])

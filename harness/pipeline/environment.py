@@ -223,9 +223,24 @@ def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -
 
 
 def _auto_pick(rows: list[dict[str, Any]], host: dict[str, Any]) -> str:
-    """What `harness.runtimes.auto.choose` makes of these rows: its candidates only (torch bf16 where native)."""
-    from harness.runtimes.auto import EXCLUDED, Candidate, choose, native_bf16
+    """What ``--backend auto`` would make of these rows on this host: on a class the CPU class table lists, its pick
+    among the backends measured here (`harness.runtimes.auto.table_pick`), kept if these rows confirm it against
+    torch fp32 as auto's confirmation would; on another class, the probe's rule (`choose`) over its candidates
+    (torch bf16 only where native)."""
+    from harness.runtimes.auto import EXCLUDED, REFERENCE, Candidate, choose, native_bf16, table_pick
+    from harness.runtimes.classes import class_rows
 
+    table = class_rows(host["kernel_class"])
+    if table:
+        measured = {row["backend"]: row for row in rows}
+        best = table_pick(table, measured)
+        source = f"the CPU class table's pick for {host['kernel_class']}"
+        if best is None or best.candidate == REFERENCE.name or REFERENCE.name not in measured:
+            return f"{REFERENCE.name} ({source}: {REFERENCE.name})"
+        pick = Candidate(*best.candidate.split(" "))
+        choice = choose([measured[REFERENCE.name], measured[pick.name]], [REFERENCE, pick])
+        verdict = "confirmed by these rows" if choice["picked"] == pick.name else "not confirmed by these rows"
+        return f"{choice['picked']} ({source}, {pick.name}, {verdict}: {choice['reason']})"
     usable = [
         row
         for row in rows
@@ -233,7 +248,7 @@ def _auto_pick(rows: list[dict[str, Any]], host: dict[str, Any]) -> str:
         and (row["backend"] != Candidate(TORCH, "bf16").name or native_bf16(host["cpu_flags"]))
     ]
     choice = choose(usable, [Candidate(*row["backend"].split(" ")) for row in usable])
-    return f"{choice['picked']} ({choice['reason']})"
+    return f"{choice['picked']} (the probe's rule, {host['kernel_class']} is not in the CPU class table: {choice['reason']})"
 
 
 def format_gemm(probe: dict[str, Any]) -> str:

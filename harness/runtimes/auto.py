@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -327,12 +327,7 @@ def _from_table(
     """The table's fastest candidate installed here whose quality holds on class `cpu`, confirmed against torch fp32
     on one batch (`confirm`); torch fp32, loading nothing, when the table ranks it first."""
     installed = {candidate.name: candidate for candidate in candidates}
-    usable = [
-        row
-        for row in table
-        if row.candidate in installed and quality_holds(row, BY_NAME[row.backend].table_only is not None)
-    ]
-    best = next(iter(usable), None)
+    best = table_pick(table, installed)
     bounds = {"cosine_mean": MEAN_COSINE_BOUND, "cosine_min": MIN_COSINE_BOUND}
     base = {"bounds": bounds, "excluded": dict(NEVER), "probe": {"texts": 0, "rounds": 0}}
     if best is None or best.candidate == REFERENCE.name:
@@ -358,6 +353,18 @@ def _from_table(
         choice["reason"] = f"{source} failed its confirmation here ({what}): torch fp32"
     confirmed = {"texts": min(len(sample), CONFIRM_TEXTS), "rounds": 1}
     return {**choice, "excluded": dict(NEVER), "probe": confirmed, "table": {"cpu_class": cpu, **best.record()}}
+
+
+def table_pick(table: Sequence[ClassRow], installed: Iterable[str]) -> ClassRow | None:
+    """The first row of a class's `table` (fastest first) whose candidate is `installed` (names) and whose quality
+    holds (`harness.runtimes.classes.quality_holds`); None when none is."""
+    names = set(installed)
+    usable = (
+        row
+        for row in table
+        if row.candidate in names and quality_holds(row, BY_NAME[row.backend].table_only is not None)
+    )
+    return next(usable, None)
 
 
 def confirm(
