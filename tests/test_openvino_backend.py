@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_runner import invoke
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.errors import HarnessError, MissingDependencyError
 
@@ -168,6 +170,25 @@ def test_the_calibration_sample_is_a_seeded_uniform_subset():
         and first.identity()["texts_sha256"]
         != corpus_calibration(iter(docs[:-1]), "sha", size=300, seed=1).identity()["texts_sha256"]
     )
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(seeds=st.lists(st.integers(0, 2**32), min_size=2, max_size=2, unique=True), count=st.integers(40, 400))
+def test_the_pair_sample_is_the_seed_s_uniform_draw(seeds, count):
+    """A reranker's int8 calibration: `size` of the pairs, drawn as the seed says (two seeds, two draws: two draws of
+    30 of 40 or more pairs coincide by chance less than once in 1e8), in their order, each pair once."""
+    from harness.runtimes.calibration import pair_calibration
+
+    pairs = [(f"query {i % 7}", f"document {i}") for i in range(count)]
+    drawn = [pair_calibration(pairs, size=30, seed=seed) for seed in seeds]
+    for seed, calibration in zip(seeds, drawn):
+        numbers = [int(document.split()[1]) for _, document in calibration.texts]
+        assert len(set(numbers)) == 30 and numbers == sorted(numbers)  # distinct, in the pairs' order
+        assert all(pairs[number] == pair for number, pair in zip(numbers, calibration.texts))
+        assert calibration == pair_calibration(pairs, size=30, seed=seed)  # the same seed, the same draw
+        assert calibration.identity()["seed"] == seed
+    assert drawn[0].texts != drawn[1].texts
+    assert drawn[0].identity()["texts_sha256"] != drawn[1].identity()["texts_sha256"]
 
 
 def _shipped_identity() -> dict:
@@ -430,6 +451,25 @@ def test_a_new_onnx_int8_recipe_is_a_new_model_not_a_cache_hit(tiny_model, tiny_
     monkeypatch.setitem(onnx_backend.QUANTIZATION, "per_channel", False)
     assert run("c")["embedding_cache"] == "stored"
     assert len(list((tmp_path / "cache" / "onnx").glob("*/model*.onnx"))) >= 2
+
+
+def test_the_shipped_sample_s_int8_model_is_prepared_once_per_cpu_class(torch_encoder, tmp_path, monkeypatch):
+    """Calibrated on the shipped sample, the int8 model is keyed by the CPU class (NNCF's statistics run at the CPU's
+    precision): a cache shared by an avx512-vnni and an avx512-vnni+bf16 host holds one model each, each host's
+    second load is its own model's, from the cache (same kernel class: the recipe alone does not tell them apart)."""
+    from harness.runtimes import openvino_backend
+
+    monkeypatch.setattr(openvino_backend, "local_kernel_class", lambda: "avx512-vnni")
+    made = {}
+    for name in ("avx512-vnni", "avx512-vnni+bf16", "avx512-vnni", "avx512-vnni+bf16"):
+        monkeypatch.setattr(openvino_backend, "local_cpu_class", lambda name=name: name)
+        before = set((tmp_path / "openvino").glob("*/model.xml"))
+        encoder = openvino_backend.openvino_encoder(torch_encoder, "openvino-int8", tmp_path)
+        assert encoder.settings()["calibration"]["sample"] == "harness/data/calibration-sample.txt"
+        new = set((tmp_path / "openvino").glob("*/model.xml")) - before
+        made.setdefault(name, []).append(("calibration" in encoder.preparation["steps"], len(new)))
+    assert made == {"avx512-vnni": [(True, 1), (False, 0)], "avx512-vnni+bf16": [(True, 1), (False, 0)]}
+    assert len(list((tmp_path / "openvino").glob("*/model.xml"))) == 2
 
 
 def test_a_bi_encoder_s_int8_model_is_made_again_for_a_cpu_class_with_another_recipe(

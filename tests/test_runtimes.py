@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from harness.host import KERNEL_FLAGS
 from harness.runtimes.registry import AUTO, BY_NAME, CHOICES, NAMES, RUNTIMES, TORCH, kernel_dependent, runtime
 
 
@@ -130,13 +133,15 @@ def _expected_class(flags: set[str]) -> str:
     return "neon-dot" if "asimddp" in flags else "neon" if "asimd" in flags else "baseline"
 
 
-_ARM = [("asimd",), ("asimd", "asimddp"), ("asimd", "asimddp", "sve", "i8mm"), ("asimd", "sve")]
+_ARM = [("asimd",), ("asimd", "asimddp"), ("asimd", "asimddp", "sve", "i8mm"), ("asimd", "sve"), ("asimd", "bf16")]
+# The flags of a CPU that multiplies bf16 natively: AVX512-BF16, AMX-BF16 (Sapphire Rapids), ARMv8.6's BF16.
+_BF16 = {"avx512_bf16", "amx_bf16", "bf16"}
 
 
 def test_the_cpu_class_of_every_combination_of_flags():
     import itertools
 
-    from harness.host import int8_saturates, kernel_class
+    from harness.host import cpu_class, int8_saturates, kernel_class
 
     cpus = [[f for f, on in zip(_X86, chosen) if on] for chosen in itertools.product((False, True), repeat=len(_X86))]
     for flags in cpus + [list(arm) for arm in _ARM]:  # a CPU is x86 or ARM
@@ -144,3 +149,28 @@ def test_the_cpu_class_of_every_combination_of_flags():
         assert kernel_class(flags) == expected, flags
         assert kernel_class(list(reversed(flags))) == expected  # the order /proc/cpuinfo lists them in is no matter
         assert int8_saturates(expected) is (expected in ("avx512", "avx2"))  # vpmaddubsw without a dot product
+        # the class the CPU class table is keyed by: +bf16 with any native bf16 flag, AMX's and ARM's too
+        assert cpu_class(flags) == expected + ("+bf16" if _BF16 & set(flags) else ""), flags
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(
+    flags=st.sets(st.sampled_from(KERNEL_FLAGS)).map(sorted),
+    bf16=st.sampled_from([None, False, True]),
+    int8_installed=st.booleans(),
+)
+def test_auto_s_candidates_for_every_combination_of_cpu_flags(flags, bf16, int8_installed):
+    """torch bf16 is a candidate where the CPU multiplies bf16 natively (unless `bf16` says otherwise), onnx-int8 where
+    it has an int8 dot product; the rest wherever installed. Each CPU a random set of every flag the host reads."""
+    from unittest import mock
+
+    from harness.runtimes import auto
+
+    dot_product = {"avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm"}
+    with mock.patch.object(type(BY_NAME["onnx"]), "installed", lambda self: int8_installed or "int8" not in self.name):
+        names = [candidate.name for candidate in auto.installed_candidates(bf16=bf16, flags=flags)]
+    torch_bf16 = bool(_BF16 & set(flags)) if bf16 is None else bf16
+    int8 = int8_installed and bool(dot_product & set(flags))
+    expected = ["torch", "torch bf16", "onnx", "onnx-int8", "openvino", "openvino-int8"]
+    wanted = {"torch bf16": torch_bf16, "onnx-int8": int8, "openvino-int8": int8_installed}
+    assert names == [name for name in expected if wanted.get(name, True)], flags
