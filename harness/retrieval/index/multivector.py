@@ -457,6 +457,7 @@ class MaxSimSearch:
 
     def _add_block(self, doc_ids: list[str], docs: list[np.ndarray]) -> None:
         import numpy as np
+        from threadpoolctl import threadpool_limits
 
         self.blocks += 1
         stacked, starts, kept = _stacked(docs, np.float32)
@@ -464,8 +465,11 @@ class MaxSimSearch:
         for block in self.query_blocks:
             which = range(len(self.queries))[block]
             approx = _maxsim_block(self.queries, which, stacked, starts, kept, len(docs), self.length_normalize)
-            for row, q in enumerate(which):
-                self._merge(q, approx[row], doc_ids, docs, largest, stacked.shape[1] if kept else 0)
+            # The rescoring's products are small (one query's tokens by a few documents'): BLAS threads only cost
+            # there (2.2x slower on 2 cores, 300 queries by 512 documents), unlike in the block's product above.
+            with threadpool_limits(1, user_api="blas"):
+                for row, q in enumerate(which):
+                    self._merge(q, approx[row], doc_ids, docs, largest, stacked.shape[1] if kept else 0)
 
     def _merge(self, q: int, approx: np.ndarray, doc_ids, docs, largest: float, dimension: int) -> None:
         """Rescore (float64) the block's documents that could enter query `q`'s top, and cut it by the rule."""
