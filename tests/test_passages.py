@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.records import Doc
-from harness.retrieval.index.passages import PassageSpec, document_scores, search_passages, split_documents
+from harness.retrieval.index.passages import (
+    PassageSpec,
+    document_scores,
+    search_passages,
+    split_documents,
+    token_windows,
+)
 
 # Whole words, and words the tokenizer cuts into pieces (photo ##syn ##thesis): a window must never split them.
 STEMS = ["apple", "banana", "cherry", "date", "fig", "grape", "photo", "stone", "fruit", "kiwi"]
@@ -73,6 +79,40 @@ def test_each_passage_is_its_window_of_the_tokenizers_own_tokens(tokenizer, word
         assert tokenizer(passage, add_special_tokens=False)["input_ids"] == title_ids + ids[start:end]
         assert end - start <= window
     assert spans[-1][1] == len(ids)  # the last passage reaches the end: nothing is left unread
+
+
+def _brute_windows(word_starts: list[bool], window: int, stride: int) -> list[tuple[int, int]]:
+    """The documented rule over every token: a window ends at its last word start, a word longer than the window
+    is cut at the window's end and the next passage starts at the cut; the next starts at the last word start
+    within the stride, else at the next word."""
+    n = len(word_starts)
+    if n <= window:
+        return [(0, n)]
+    firsts = [i for i in range(n) if word_starts[i] or i == 0]
+    spans, start = [], 0
+    while start + window < n:
+        fitting = [p for p in firsts if start < p <= start + window]
+        end = max(fitting) if fitting else start + window
+        spans.append((start, end))
+        within = [p for p in firsts if start < p <= start + stride]
+        start = max(within) if within else min([p for p in firsts if p > start] + [end])
+    return [*spans, (start, n)]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    lengths=st.lists(st.integers(1, 12), min_size=1, max_size=15),  # tokens per word: many longer than the window
+    window=st.integers(1, 8),
+    data=st.data(),
+)
+def test_no_window_is_longer_than_window_tokens_even_over_a_word_longer_than_it(lengths, window, data):
+    stride = data.draw(st.integers(1, window))
+    word_starts = [n == 0 for length in lengths for n in range(length)]
+    spans = token_windows(word_starts, window, stride)
+    assert spans == _brute_windows(word_starts, window, stride)
+    assert all(0 < end - start <= window for start, end in spans)
+    assert spans[0][0] == 0 and spans[-1][1] == len(word_starts)
+    assert all(start <= previous_end for (_, previous_end), (start, _) in zip(spans, spans[1:]))  # none skipped
 
 
 def test_a_document_within_one_window_is_its_own_text_and_titles_open_every_passage(tokenizer):
@@ -258,8 +298,10 @@ def test_a_window_holding_every_document_ranks_as_a_run_without_passages(folder,
         assert whole["per_query"][query_id] == pytest.approx(values)
 
 
-def test_the_three_scores_rank_a_split_corpus_as_their_brute_force_loops(folder, model, tmp_path):
+def test_the_three_scores_rank_a_split_corpus_as_their_brute_force_loops(folder, model, tmp_path, monkeypatch):
     from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setattr("harness.pipeline.dense.passages.SPLIT_DOCS", 2)  # two chunks: d1 and d2, then d3
 
     st_model = SentenceTransformer(str(model), device="cpu")
     queries = st_model.encode([q["text"] for q in QUERIES], normalize_embeddings=True)
@@ -294,6 +336,10 @@ BAD = {
     "not-an-integer": (["--passages", "1.5"], "'1.5' is not WINDOW[:STRIDE] in whole tokens"),
     "stride-longer-than-window": (["--passages", "4:8"], "stride 8 is longer than the window 4"),
     "window-longer-than-the-model": (["--passages", "64"], "window 64 is longer than the 16 tokens the model reads"),
+    "window-longer-than-max-seq-length": (
+        ["--passages", "12", "--max-seq-length", "8"],
+        "window 12 is longer than the 8 tokens the model reads",
+    ),
     "score-without-passages": (["--passage-score", "sump"], "--passage-score sump scores passages; give --passages"),
     "with-an-index": (["--passages", "8", "--index", "hnsw"], "--passages scores every passage exactly (no index)"),
 }
@@ -340,3 +386,102 @@ def test_a_sparse_encoder_scores_documents_by_their_passages(folder, tmp_path):
             scores[doc_id] = max(float(np.dot(np.asarray(q[0]), np.asarray(row))) for row in rows)
         expected = sorted((d for d, s in scores.items() if s > 0), key=lambda d: (round(scores[d], 5), d), reverse=True)
         assert [line[2] for line in lines if line[0] == query["_id"]] == expected
+
+
+# --- a learned sparse encoder over passages, its rows a bag of words: every score an exact integer ---------------
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]  # tiny_models' vocabulary: the rows' columns
+
+
+def _bags(self, texts):
+    """Each text's word counts (a query's too): a passage shares a query's words or scores exactly 0."""
+    import scipy.sparse
+
+    rows = np.zeros((len(texts), len(VOCAB)), dtype=np.float32)
+    for n, text in enumerate(texts):
+        for word in text.split():
+            rows[n, VOCAB.index(word)] += 1
+    return scipy.sparse.csr_matrix(rows)
+
+
+@pytest.fixture(scope="module")
+def sparse_model(tmp_path_factory) -> Path:
+    from tiny_models import sparse_encoder
+
+    return sparse_encoder(tmp_path_factory.mktemp("passage-sparse") / "sparse", STEMS)
+
+
+def _sparse_run(root: Path, model: Path, docs, queries, passages: str, how: str, depth: int, cache: Path):
+    """``retrieve`` over `docs` (word lists) and `queries` with the bag-of-words rows: {query: [(doc, score)]}."""
+    from harness.retrieval.learned_sparse import SparseModel
+
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"_id": f"d{n}", "title": "", "text": " ".join(words)}) + "\n" for n, words in enumerate(docs)]
+    (root / "corpus.jsonl").write_text("".join(lines), encoding="utf-8")
+    lines = [json.dumps({"_id": f"q{n}", "text": " ".join(words)}) + "\n" for n, words in enumerate(queries)]
+    (root / "queries.jsonl").write_text("".join(lines), encoding="utf-8")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\n", encoding="utf-8")
+    out = root / "run.trec"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SparseModel, "encode_docs", _bags)
+        patch.setattr(SparseModel, "encode_queries", _bags)
+        result = invoke(
+            ["-q", "retrieve", str(root), "--model", str(model), "--passages", passages, "--passage-score", how]
+            + ["--out", str(out), "--cache-dir", str(cache), "--top-k", str(depth)]
+        )
+    assert result.exit_code == 0, result.output
+    run: dict[str, list] = {f"q{n}": [] for n in range(len(queries))}
+    for line in out.read_text().splitlines():
+        query_id, _, doc_id, _, score, _ = line.split()
+        run[query_id].append((doc_id, float(score)))
+    return run
+
+
+def _sparse_brute(docs, queries, window: int, stride: int, how: str, depth: int):
+    """Every passage of every document (one token a word: windows of words), scored as the words it shares with
+    the query; a document scoring 0 is not retrieved; trec_eval's order, cut at `depth`."""
+    run = {}
+    for n, query in enumerate(queries):
+        scores = {}
+        for d, words in enumerate(docs):
+            spans, start = [], 0
+            while start + window < len(words):
+                spans.append(words[start : start + window])
+                start += stride
+            own = [sum(passage.count(word) for word in query) for passage in [*spans, words[start:]]]
+            scores[f"d{d}"] = {"maxp": max(own), "firstp": own[0], "sump": sum(own)}[how]
+        ranked = sorted(((s, d) for d, s in scores.items() if s > 0), reverse=True)[:depth]
+        run[f"q{n}"] = [(d, float(s)) for s, d in ranked]
+    return run
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(STEMS[:6]), min_size=1, max_size=10), min_size=1, max_size=7),
+    queries=st.lists(st.lists(st.sampled_from(STEMS[:8]), min_size=1, max_size=2), min_size=2, max_size=4),
+    window=st.integers(2, 4),
+    overlap=st.integers(0, 1),
+    how=st.sampled_from(["maxp", "firstp", "sump"]),
+    depth=st.integers(1, 9),  # often more than the documents sharing a word with the query
+)
+def test_a_sparse_encoder_ranks_passages_as_the_brute_force_loop_in_small_chunks_and_query_blocks(
+    sparse_model, docs, queries, window, overlap, how, depth
+):
+    import tempfile
+
+    stride = window - overlap
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr("harness.pipeline.dense.passages.SPLIT_DOCS", 2)  # documents split two at a time
+        patch.setattr("harness.pipeline.dense.passages.QUERY_BLOCK", 1)  # each query its own block
+        got = _sparse_run(Path(tmp), sparse_model, docs, queries, f"{window}:{stride}", how, depth, Path(tmp) / "c")
+    assert got == _sparse_brute(docs, queries, window, stride, how, depth)
+
+
+def test_another_stride_over_one_sparse_cache_ranks_as_a_fresh_run(sparse_model, tmp_path):
+    # 12 words: 8:4 and 8:8 both make two passages of d0, but not the same second one
+    docs = [["apple"] * 4 + ["kiwi"] * 8, ["kiwi", "fig", "apple", "kiwi"], ["fig"] * 3 + ["kiwi"] * 9]
+    queries = [["kiwi"], ["apple", "fig"]]
+    cache = tmp_path / "cache"
+    for n, (stride, how) in enumerate([(4, "maxp"), (8, "maxp"), (8, "sump"), (4, "sump")]):
+        got = _sparse_run(tmp_path / f"data{n}", sparse_model, docs, queries, f"8:{stride}", how, 3, cache)
+        assert got == _sparse_brute(docs, queries, 8, stride, how, 3), (stride, how)

@@ -49,6 +49,7 @@ from harness.retrieval.models import model_folder
 logger = logging.getLogger(__name__)
 
 SPLIT_DOCS = 1024  # documents split (tokenized in one batch), encoded and stored at a time
+QUERY_BLOCK = 256  # a learned sparse encoder's queries scored against every passage at a time
 
 
 def _usage(message: str) -> HarnessError:
@@ -312,7 +313,7 @@ def sparse_passages(
     def search(rows: slice) -> Run:
         ids = query_ids[rows]
         top = DocumentTop(ids, depth, positive_only=True)
-        block = max(1, min(256, 32_000_000 // max(1, postings.shape[1])))
+        block = max(1, min(QUERY_BLOCK, 32_000_000 // max(1, postings.shape[1])))
         for first in range(0, len(ids), block):
             scores = (query_rows[rows][first : first + block] @ postings).toarray()
             top.add(first, split["doc_ids"], document_scores(scores, starts, config.passages.score))

@@ -9,7 +9,8 @@ and scores each passage. The rules:
 * a document whose text fits one window is one passage: its own text, ``(title + ' ' + text).strip()``, exactly
   what a run without passages encodes (its vector is shared with that run's cache);
 * a passage never splits a word: a window ends before the last word that would not fit (and the next window starts
-  at a word's first token), unless one word alone is longer than the window, which is then cut there;
+  at a word's first token), unless one word alone is longer than the window, which is then cut there (the next
+  passage starting at the cut): no passage is ever longer than WINDOW tokens;
 * the title is prepended to every passage, ``(title + ' ' + window).strip()``, as the MaxP papers do (Dai & Callan,
   SIGIR 2019; the segmented MS MARCO documents of Pyserini): a passage keeps what the document is about. The title
   is not counted in WINDOW: a model truncates a passage whose title, window and special tokens exceed its length.
@@ -167,21 +168,23 @@ def token_windows(word_starts: Sequence[bool], window: int, stride: int) -> list
     """The [start, end) token ranges of the passages of a text of ``len(word_starts)`` tokens, where
     ``word_starts[i]`` says token i begins a word: each at most `window` tokens, ending before a word that would not
     fit, the next starting at the last word start at most `stride` tokens on (or, past a word longer than the
-    stride, at the next word; a word longer than the window is cut); the last reaches the end. One range for a
-    text that fits one window."""
+    stride, at the next word; a word longer than the window is cut there, and the next passage starts at the cut:
+    no range is ever longer than `window`); the last reaches the end. One range for a text that fits one window."""
     n = len(word_starts)
     if n <= window:
         return [(0, n)]
     starts = [i for i, first in enumerate(word_starts) if first or i == 0]
 
     def snapped(start: int, limit: int, ahead: bool) -> int:
-        """The last word start in (start, limit]; else (`ahead`) the next word start, else `limit` (one word
-        longer than the window: cut)."""
+        """The last word start in (start, limit]; else (`ahead`) the next word start (the text's end past its
+        last word), else `limit` (one word longer than the window: cut)."""
         at = bisect.bisect_right(starts, limit) - 1
         if starts[at] > start:
             return starts[at]
+        if not ahead:
+            return limit
         after = bisect.bisect_right(starts, start)
-        return starts[after] if ahead and after < len(starts) else limit
+        return starts[after] if after < len(starts) else n
 
     spans, start = [], 0
     while True:
