@@ -3,6 +3,7 @@ process merges them away mid-lookup."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -134,3 +135,31 @@ def test_segments_merged_away_by_another_process_while_a_reader_lists_them_are_f
         assert stale_listing.merged and found is not None
         np.testing.assert_array_equal(found, vectors)
     assert len([p for p in tmp_path.glob("texts/*/*.json") if p.name != "inputs.json"]) == 1
+
+
+def _sha_words(text: str) -> list[int]:
+    """The three big-endian 64-bit words of bytes 0-23 of the text's sha256 (hashlib, word by word)."""
+    raw = hashlib.sha256(text.encode("utf-8")).digest()
+    return [int.from_bytes(raw[8 * n : 8 * n + 8], "big") for n in range(3)]
+
+
+@pytest.mark.parametrize("differs", [1, 2])
+def test_a_digest_sharing_a_stored_texts_key_but_not_its_other_words_is_not_held(tmp_path, differs):
+    """A text whose sha256 shares a stored text's first 8 bytes (the sorted key) but not word `differs` is another
+    text: not held, so its vector is stored; then each of the two is found with its own vector."""
+    inputs = {"kind": "doc", "model": {"name": "m"}, "dtype": "float32"}
+    store = TextStore(tmp_path, inputs)
+    texts = ["alpha", "beta", "gamma"]
+    vectors = np.random.default_rng(7).normal(size=(4, 5)).astype(np.float32)
+    store.add(texts, vectors[:3])
+    stored = [_sha_words(text) for text in texts]
+    twin = list(stored[1])
+    twin[differs] ^= 1  # the key of "beta", another check word
+    asked = np.array([*stored, twin], dtype=np.uint64)
+    held = TextStore(tmp_path, inputs).holds(asked)
+    assert held.tolist() == [True, True, True, False]
+    writer = TextStore(tmp_path, inputs)
+    writer.add((), vectors[3:][~held[3:]], asked[3:][~held[3:]])  # what a corpus entry keeps: the texts not held
+    found = TextStore(tmp_path, inputs).gather(asked)
+    assert found is not None
+    np.testing.assert_array_equal(found, vectors)

@@ -289,6 +289,22 @@ def test_passages_are_encoded_once_per_text_and_a_rerun_encodes_nothing(folder, 
     assert second["metrics"] == result["metrics"]
 
 
+def test_a_first_passages_run_counts_each_passage_encoded_and_a_rerun_each_cached(folder, model, tmp_path, encoded):
+    """No two passages alike: the first run finds none in the store and encodes each (as many as the model was asked
+    to encode, counted in the test); the rerun finds each there and encodes none."""
+    corpus = [{**CORPUS[0]}, {"_id": "d2", "title": "", "text": "fig grape stone kiwi"}, {**CORPUS[2]}]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in corpus), encoding="utf-8")
+    first = json.loads(_evaluate(folder, model, tmp_path, "--passages", "2").stdout)
+    assert sorted(encoded) == sorted(set(encoded)) and len(encoded) == 5
+    assert first["config"]["passages"]["n_passages"] == len(encoded)
+    vectors = first["cost"]["vectors"]
+    assert (vectors["docs_cached"], vectors["docs_encoded"]) == (0, len(encoded))
+    encoded.clear()
+    second = json.loads(_evaluate(folder, model, tmp_path, "--passages", "2").stdout)
+    assert encoded == []
+    assert (second["cost"]["vectors"]["docs_cached"], second["cost"]["vectors"]["docs_encoded"]) == (5, 0)
+
+
 def test_a_window_holding_every_document_ranks_as_a_run_without_passages(folder, model, tmp_path):
     plain = json.loads(_evaluate(folder, model, tmp_path).stdout)
     whole = json.loads(_evaluate(folder, model, tmp_path, "--passages", "16").stdout)

@@ -160,7 +160,8 @@ class TextStore:
         return rows, vectors
 
     def holds(self, digests: np.ndarray) -> np.ndarray:
-        """Per text digest (`text_digests`), whether a segment holds it (keys only: no vector is read)."""
+        """Per text digest (`text_digests`), whether a segment holds it: all three words match, as `find` matches them
+        (keys only: no vector is read)."""
         import numpy as np
 
         held = np.zeros(len(digests), dtype=bool)
@@ -172,7 +173,12 @@ class TextStore:
             else:
                 if segment.rows:
                     position = np.minimum(np.searchsorted(keys, digests[:, 0]), segment.rows - 1)
-                    held |= (keys[position] == digests[:, 0]) & (meta[position, 0] == digests[:, 1])
+                    meta = meta[position]
+                    held |= (
+                        (keys[position] == digests[:, 0])
+                        & (meta[:, 0] == digests[:, 1])
+                        & (meta[:, 1] == digests[:, 2])
+                    )
         return held
 
     def gather(self, digests: np.ndarray, dimension: int | None = None) -> np.ndarray | None:
