@@ -195,6 +195,53 @@ def test_the_python_api_refuses_a_candidate_depth_below_1_in_one_line_before_any
     assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()]
 
 
+def _candidates(out: Path) -> dict[str, list[str]]:
+    """The candidate file's documents per query, in file order."""
+    (path,) = out.rglob("candidates-*.trec")
+    ranked: dict[str, list[str]] = {}
+    for query, _, doc, *_ in map(str.split, path.read_text().splitlines()):
+        ranked.setdefault(query, []).append(doc)
+    return ranked
+
+
+def test_candidates_for_the_dev_split_are_made_on_a_dataset_with_dev_qrels_alone(rerankers, tmp_path):
+    """MS MARCO's shape: qrels/dev.tsv and no test.tsv. The set of --split dev is made on the dev split (nothing asks
+    for test's qrels) and its rerank is a dev result over the dev queries."""
+    folder = _copy(tmp_path, "tiny")
+    (folder / "qrels" / "test.tsv").unlink()
+    dev = {line.split("\t")[0] for line in (folder / "qrels" / "dev.tsv").read_text().splitlines()[1:]}
+    done = invoke(["-q", "evaluate", str(folder), "--split", "dev", "--model", f">> {rerankers[0]}", "--candidates",
+                   "hash:64", "--depth", "3", "--k", "1,3", "--output-dir", str(tmp_path / "out"), "--json"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.stdout)
+    assert result["split"] == "dev" and set(result["per_query"]) == dev
+    ranked = _candidates(tmp_path / "out")
+    assert dev <= set(ranked) and all(len(docs) == 3 == len(set(docs)) for docs in ranked.values())
+
+
+def test_a_system_s_candidates_deeper_than_the_default_depth_hold_that_many_documents(rerankers, tmp_path):
+    """150 candidates a query over 200 documents, the default first-stage depth 100 and --k 1,3: each query of the set
+    holds 150 distinct documents of the corpus, and the rerank scores 150 pairs a judged query."""
+    folder = tmp_path / "wide"
+    (folder / "qrels").mkdir(parents=True)
+    docs = [f"doc{n}" for n in range(200)]
+    words = WORDS[:8]
+    lines = [json.dumps({"_id": d, "text": f"{words[n % 8]} {words[n * 3 % 8]} {words[n * 5 % 7]}"}) for n, d in
+             enumerate(docs)]  # fmt: skip
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    queries = {"q1": "apple banana", "q2": "cherry fig", "q3": "stone fruit"}
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tdoc1\t1\nq2\tdoc7\t1\nq3\tdoc9\t1\n")
+    done = invoke(["-q", "evaluate", str(folder), "--model", f">> {rerankers[0]}", "--candidates", "hash:64",
+                   "--depth", "150", "--k", "1,3", "--output-dir", str(tmp_path / "out"), "--json"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    ranked = _candidates(tmp_path / "out")
+    assert set(ranked) == set(queries)
+    for query, ranking in ranked.items():
+        assert len(ranking) == len(set(ranking)) == 150 and set(ranking) <= set(docs), query
+    assert json.loads(done.stdout)["config"]["rerank"]["pairs"] == 150 * len(queries)
+
+
 # --------------------------------------------------------------------------- the several-metric table
 
 
