@@ -12,7 +12,7 @@ hidden 384, 12 heads, FFN 1536, max length 512) with random weights: throughput 
 architecture and the text lengths, not on the weights, and no model hub is reachable here. The first
 stage is BM25 on SciFact (the first `--queries` test queries); the depths are reranked in order with
 one score cache, as a user's sweep would be, and each depth's wall time and new pairs are printed
-next to what it would cost without the cache.
+next to what it would cost without the cache (one depth with ``--backends``: no sweep, the torch row is it).
 
 With ``--backends``, the deepest depth is then reranked once per backend (`harness.runtimes.heads`, no score cache;
 ``openvino-int8`` calibrated on a seeded sample of these pairs): pairs/s, nDCG@10 of the reranked run and its
@@ -42,7 +42,7 @@ def main() -> int:
 
     from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder
     from harness.io.trec import read_qrels
-    from harness.records import doc_text
+    from harness.records import Qrels, doc_text
     from harness.retrieval.bm25 import BM25Retriever, BM25Spec
     from harness.retrieval.models import resolve_model_source
     from harness.retrieval.rerank import Reranker, RerankSpec, ScoreCache, rerank
@@ -80,6 +80,7 @@ def main() -> int:
     folder = locate_beir_folder(args.data, "test")
     qrels = read_qrels(folder.qrels)
     queries = [q for q in iter_queries(folder.queries) if q.query_id in qrels][: args.queries]
+    qrels = Qrels({q.query_id: qrels[q.query_id] for q in queries})  # the denominator: the queries reranked
     retriever = BM25Retriever(BM25Spec())
     retriever.index(iter_corpus(folder.corpus), progress=False)
     first = retriever.search(queries, max(depths))
@@ -102,7 +103,8 @@ def main() -> int:
         )
         cache_root = Path(tmp) / "cache"
         fingerprint = None
-        for depth in depths:
+        sweep = depths if len(depths) > 1 or not args.backends else []  # one depth: the backends' torch row is it
+        for depth in sweep:
             reranker = Reranker(RerankSpec(str(model_dir), depth=depth))
             fingerprint = fingerprint or reranker.fingerprint()
             cache = ScoreCache(cache_root, {**fingerprint, "name": "bench"})
@@ -124,15 +126,15 @@ def main() -> int:
 
 def _trained(args, tiny: Path) -> Path:
     """The cross-encoder trained on the dataset's train split (the smoke run: the tiny one, on its test split)."""
-    from train_cross_encoder import trained_cross_encoder
+    from train_cross_encoder import SMOKE_SETTINGS, trained_cross_encoder
 
     from harness.io.cache import cache_dir
 
     if args.smoke:
-        return trained_cross_encoder(Path(args.data), tiny.parent / "cache", "test", str(tiny), {"max_length": 64})
+        return trained_cross_encoder(Path(args.data), tiny.parent / "cache", "test", str(tiny), SMOKE_SETTINGS)
     folder = trained_cross_encoder(Path(args.data), cache_dir(args.cache_dir))
     record = json.loads((folder / "training.json").read_text(encoding="utf-8"))
-    print(f"trained cross-encoder: {folder} ({record['pairs']} pairs of the {record['split']} split, seed 0)")
+    print(f"trained cross-encoder: {folder} ({record['groups']} groups of the {record['split']} split, seed 0)")
     return folder
 
 
@@ -148,6 +150,7 @@ def compare_backends(backends, model_dir, depth, first, texts, documents, qrels,
     from harness.runtimes.registry import runtime
 
     pairs = [(texts[q], documents[hit.doc_id]) for q in first for hit in first[q][:depth]]
+    print(f"first stage (BM25) nDCG@10 {evaluate(qrels, first, [parse_metric('nDCG@10')]).means['nDCG@10']:.4f}")
     torch_reranker = Reranker(RerankSpec(str(model_dir), depth=depth))
     reference = None
     for backend in backends:

@@ -215,6 +215,25 @@ def gemm_flops(queries: int, dim: int, docs: int) -> int:
     return 2 * queries * dim * docs
 
 
+def transformer_flops(tokens: int, hidden: int, layers: int, intermediate: int) -> int:
+    """Operations (a multiply and an add each) of one text of `tokens` tokens through an encoder's transformer
+    layers: per layer the four attention projections (4 n h²), the attention scores and their weighted sum of the
+    values (2 n² h), the feed-forward's two products (2 n h f). The embeddings, norms, softmax and pooling add no
+    products of note."""
+    per_layer = 4 * tokens * hidden**2 + 2 * tokens**2 * hidden + 2 * tokens * hidden * intermediate
+    return 2 * layers * per_layer
+
+
+def gemm_share(rows: list[dict[str, Any]], probe: dict[str, Any]) -> None:
+    """Each encoding row's share of this host's matrix-multiply rate in the precision its products run in: its
+    ``gflops`` (`transformer_flops` of the texts it encoded, per second) over the probe's rate for its
+    ``precision``, as ``share_of_gemm`` (left out where either is missing)."""
+    rates = {rate["precision"]: rate["gflops"] for rate in probe.get("rates", [])}
+    for row in rows:
+        if row.get("gflops") is not None and rates.get(row.get("precision")):
+            row["share_of_gemm"] = row["gflops"] / rates[row["precision"]]
+
+
 def _multiply(precision: str, shape: tuple[int, int, int]):
     """(library, a function doing one product) of random operands of `shape` in `precision`."""
     import numpy as np

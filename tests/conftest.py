@@ -21,6 +21,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 # Never write an embedding cache into the checkout; tests that need one pass their own folder.
 os.environ["BEIR_HARNESS_CACHE_DIR"] = tempfile.mkdtemp(prefix="beir-harness-test-cache-")
+# The command line's default backend is auto (the CPU class table's pick on this host): tests compare against torch,
+# the reference, unless they ask for auto (tests/test_default_backend.py unsets this).
+os.environ["BEIR_HARNESS_BACKEND"] = "torch"
 
 # The network guard. Ray clusters in tests start through harness.engines.ray_engine.start_local_cluster
 # (127.0.0.1, no usage statistics, no cloud probes); their child processes, which this in-process guard

@@ -417,3 +417,32 @@ def test_evaluate_decides_from_the_table_and_records_the_decision_in_the_cost_re
     assert "probe_backend" in result["timings"] and record["decision"]["seconds"] >= 0
     probed = _evaluate(tiny_beir, tiny_model, tmp_path, "--probe")["config"]["backend_auto"]
     assert probed["decision"]["path"] == "probe" and "torch" in {row["backend"] for row in probed["candidates"]}
+
+
+def test_the_command_line_s_default_backend_is_auto_and_the_environment_pins_another(
+    tiny_model, tiny_beir, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("BEIR_HARNESS_BACKEND", raising=False)  # conftest pins torch for the rest of the suite
+    monkeypatch.setattr(classes, "class_rows", lambda cpu=None: [_row("torch", 1, 0), _row("onnx", 0.8)])
+    run = ["-q", "evaluate", str(tiny_beir), "--model", str(tiny_model), "--json", "--device", "cpu", "--cache-dir",
+           str(tmp_path / "cache"), "--output-dir"]  # fmt: skip
+    result = invoke([*run, str(tmp_path / "default")])
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)["config"]
+    assert record["backend_auto"]["decision"]["path"] == "table" and record["backend"] == "torch"
+    monkeypatch.setenv("BEIR_HARNESS_BACKEND", "torch")
+    pinned = invoke([*run, str(tmp_path / "pinned")])
+    assert pinned.exit_code == 0, pinned.stderr
+    assert "backend_auto" not in json.loads(pinned.stdout)["config"]
+    monkeypatch.setenv("BEIR_HARNESS_BACKEND", "tensorflow")
+    refused = invoke([*run, str(tmp_path / "refused")])
+    assert refused.exit_code == 2 and "'tensorflow' is not one of" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+
+
+def test_help_shows_auto_as_backend_s_default_and_the_variable_that_pins_another(monkeypatch):
+    monkeypatch.delenv("BEIR_HARNESS_BACKEND", raising=False)
+    text = " ".join(invoke(["evaluate", "--help"]).stdout.split())
+    assert "[env var: BEIR_HARNESS_BACKEND; default: auto]" in text
+    rerank = text[text.index("--rerank-backend [") : text.index("--sparse-backend [")]
+    assert rerank.endswith("[default: torch] ")

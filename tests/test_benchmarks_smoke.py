@@ -87,7 +87,7 @@ RESULT_LINES = {
     ],
     "rerank.py": [r"^depth +10: +\d+ pairs"],
     "resolution.py": [rf"^  total +{NUMBER} s +peak memory \d+ MB$", r"^  separable pairs: "],
-    "train_cross_encoder.py": [rf"trained on \d+ pairs of demo test in {NUMBER} s, loss {NUMBER} → {NUMBER}"],
+    "train_cross_encoder.py": [rf"trained on \d+ groups of demo test in {NUMBER} s, loss {NUMBER} → {NUMBER}"],
     "scale.py": [
         rf"^ +1,000 +384 +200 ivf +ivf +- +{NUMBER}",
         rf"^ +40,000 +1024 +200 flat +streamed +\d+ +{NUMBER}",

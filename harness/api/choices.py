@@ -15,7 +15,22 @@ def backends() -> tuple[str, ...]:
 
 
 def default_backend() -> str:
-    """The runtime used when none is given (torch)."""
+    """The encoder runtime --backend takes when none is given (auto; `backend_env` pins another)."""
+    from harness.runtimes.registry import DEFAULT_BACKEND
+
+    return DEFAULT_BACKEND
+
+
+def backend_env() -> str:
+    """The environment variable that sets --backend's default (``torch`` keeps the reference)."""
+    from harness.runtimes.registry import BACKEND_ENV
+
+    return BACKEND_ENV
+
+
+def reference_backend() -> str:
+    """The runtime a cross-encoder or a sparse encoder runs on when none is given (torch: their CPU class table is
+    not measured, and auto would probe every runtime on the pairs or the corpus)."""
     from harness.runtimes.registry import TORCH
 
     return TORCH

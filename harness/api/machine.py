@@ -39,9 +39,10 @@ def environment(
     if bench:
         with third_party_bars(False):
             info["backends"] = bench_backends(cache=cache_dir, **bench_options)
-        from harness.host import gemm_probe
+        from harness.host import gemm_probe, gemm_share
 
         info["gemm"] = gemm_probe()
+        gemm_share(info["backends"], info["gemm"])  # each backend's share of the rate in its products' precision
     return info
 
 

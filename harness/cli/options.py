@@ -161,11 +161,13 @@ BACKEND = Option(
     "--backend",
     type=_choice(lambda api: api.backends()),
     default=_default(lambda api: api.default_backend()),
+    envvar=_default(lambda api: api.backend_env()),
     show_default=True,
-    help="Encoder runtime: torch, ONNX Runtime fp32 / int8 (pip install 'beir-harness[onnx]'), or "
-    "OpenVINO at the CPU's default precision / static int8 calibrated on the corpus "
-    "(pip install 'beir-harness[openvino]'); auto: a short probe here picks the fastest installed "
-    "one within a quality bound of torch fp32 (cached per host and model; docs/evaluate.md).",
+    show_envvar=True,
+    help="Encoder runtime: torch (the reference), ONNX Runtime fp32 / int8 ([onnx] extra), OpenVINO at the CPU's "
+    "precision / static int8 prepared once per machine ([openvino] extra); auto: the fastest installed one within "
+    "a quality bound of torch fp32, from the CPU class table confirmed on one batch (a class not in the table: a "
+    "probe, once per host and model); the result records the runtime chosen (docs/evaluate.md).",
 )
 PROBE = Option("--probe", is_flag=True, help="With --backend auto: probe every runtime here, not the CPU class table.")
 DEVICE = Option(
@@ -215,7 +217,7 @@ RERANK_MAX_LENGTH = Option(
 RERANK_BACKEND = Option(
     "--rerank-backend",
     type=_choice(lambda api: api.backends()),
-    default=_default(lambda api: api.default_backend()),
+    default=_default(lambda api: api.reference_backend()),
     show_default=True,
     help="With --rerank: the cross-encoder's runtime, as --backend's (its transformer and head exported; exported "
     "ones run on the CPU in fp32 or their own precision; openvino-int8 calibrates on the pairs being reranked; auto "
@@ -224,7 +226,7 @@ RERANK_BACKEND = Option(
 SPARSE_BACKEND = Option(
     "--sparse-backend",
     type=_choice(lambda api: api.backends()),
-    default=_default(lambda api: api.default_backend()),
+    default=_default(lambda api: api.reference_backend()),
     show_default=True,
     help="A learned sparse encoder's (SPLADE's) runtime, as --backend's (openvino-int8 calibrates on the corpus; "
     "auto probes on it), so a grid runs its bi-encoders and its sparse encoders each on their own.",

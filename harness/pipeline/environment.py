@@ -182,7 +182,10 @@ def bench_backends(
 
     Returns:
         One row per backend: ``backend``, ``docs_per_s``, ``vs_torch`` (speed ratio),
-        ``cosine_mean`` and ``cosine_min`` to torch fp32.
+        ``cosine_mean`` and ``cosine_min`` to torch fp32, ``precision`` (of its products: fp32, bf16 or int8) and
+        ``gflops`` (the transformer's operations on the sample per second, `harness.host.transformer_flops`; None
+        for a model without a BERT-style configuration), which `harness.host.gemm_share` sets against the host's
+        matrix-multiply rate.
     """
     from harness.retrieval.encode import load_encoder
     from harness.retrieval.models import DEFAULT_MODEL
@@ -196,7 +199,37 @@ def bench_backends(
     )
     from harness.runtimes.auto import measure
 
-    return measure(encoders, sample, rounds=rounds, batch_size=batch_size)
+    rows = measure(encoders, sample, rounds=rounds, batch_size=batch_size)
+    flops = _flops_per_text(torch_encoder, sample)
+    for row in rows:
+        row["precision"] = _product_precision(row["backend"], encoders[row["backend"]])
+        row["gflops"] = row["docs_per_s"] * flops / 1e9 if flops else None
+    return rows
+
+
+def _flops_per_text(encoder: Any, sample: list[str]) -> float | None:
+    """The mean `harness.host.transformer_flops` of the sample's texts as the model tokenizes and truncates them;
+    None for a model without a BERT-style configuration (hidden size, layers, feed-forward size)."""
+    from harness.host import transformer_flops
+
+    model = getattr(encoder, "model", None)
+    config = getattr(getattr(model[0], "auto_model", None), "config", None) if model is not None else None
+    sizes = [getattr(config, name, None) for name in ("hidden_size", "num_hidden_layers", "intermediate_size")]
+    if None in sizes or not hasattr(encoder, "token_lengths") or not sample:
+        return None
+    return sum(transformer_flops(tokens, *sizes) for tokens in encoder.token_lengths(sample)) / len(sample)
+
+
+def _product_precision(name: str, encoder: Any) -> str:
+    """The precision a backend's products run in, as `harness.host.gemm_probe` names them: int8 for a runtime with
+    int8 kernels, bf16 for torch bf16 and for OpenVINO where its inference precision is bf16, else fp32."""
+    from harness.runtimes.registry import BY_NAME
+
+    record = BY_NAME.get(name)
+    if record is not None and record.int8_products:
+        return "int8"
+    inference = str(getattr(encoder, "inference_precision", "") or "")
+    return "bf16" if name.endswith(" bf16") or inference == "bf16" else "fp32"
 
 
 def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -> str:
@@ -205,17 +238,19 @@ def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -
         f"measured on {host['cpu']} ({host['kernel_class']}: {' '.join(host['cpu_flags'])}; "
         f"{host['cores_used']} cores), {texts} texts"
     ]
-    table = [["backend", "docs/s", "vs torch", "cosine to torch fp32 (mean / min)"]]
+    table = [["backend", "docs/s", "vs torch", "cosine to torch fp32 (mean / min)", "GOP/s", "of the GEMM rate"]]
     table += [
         [
             row["backend"],
             f"{row['docs_per_s']:.1f}",
             f"{row['vs_torch']:.2f}x",
             f"{row['cosine_mean']:.4f} / {row['cosine_min']:.4f}",
+            f"{row['gflops']:.1f}" if row.get("gflops") is not None else "-",
+            f"{row['share_of_gemm']:.0%} of {row['precision']}" if "share_of_gemm" in row else "-",
         ]
         for row in rows
     ]
-    lines += align(table, right=[False, True, True, True])
+    lines += align(table, right=[False, True, True, True, True, True])
     fastest = max(rows, key=lambda row: row["docs_per_s"])
     lines.append(f"fastest here: {fastest['backend']}")
     lines.append(f"--backend auto would pick: {_auto_pick(rows, host)}")

@@ -279,6 +279,10 @@ class OnnxEncoder(SentenceTransformerEncoder):
         # A model prompt is a prefix too (what sentence-transformers prepends for prompt_name).
         prefix = prefix or (getattr(self.model, "prompts", None) or {}).get(prompt_name or "", "")
         texts = [prefix + text for text in texts] if prefix else list(texts)
+        # Longest first, as sentence-transformers orders a call's texts: a batch holds texts of similar length, so
+        # little of it is padding (texts an evaluation passes are in that order already: `plan_batches`).
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        texts = [texts[i] for i in order]
         outputs = []
         pooling = _pooling(self.model)
         normalize = self.normalize or "Normalize" in _modules(self.model)
@@ -301,7 +305,11 @@ class OnnxEncoder(SentenceTransformerEncoder):
             if normalize:
                 vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
             outputs.append(vectors.astype(np.float32))
-        return np.concatenate(outputs) if outputs else np.zeros((0, self.dimension or 0), np.float32)
+        if not outputs:
+            return np.zeros((0, self.dimension or 0), np.float32)
+        vectors = np.empty((len(texts), outputs[0].shape[1]), np.float32)
+        vectors[order] = np.concatenate(outputs)  # back in the caller's order
+        return vectors
 
 
 def ort_session(path: Path, threads: int | None = None) -> Any:

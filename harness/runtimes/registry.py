@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 
 AUTO = "auto"  # not a runtime: the probe's choice of one (`harness.runtimes.auto`)
 TORCH = "torch"  # the reference every other runtime is measured against, and the one a model loads as first
+# The command line's --backend when none is given: auto decides in seconds on a CPU class the table lists (a known
+# class whose table ranks torch first loads nothing more), so a first `evaluate` runs the fastest runtime whose
+# quality holds; the result records the runtime chosen. This variable pins another (``torch``: the reference).
+DEFAULT_BACKEND = AUTO
+BACKEND_ENV = "BEIR_HARNESS_BACKEND"
 
 
 def _onnx(torch_encoder: Any, name: str, cache_root: Path, calibration: Calibration | None, threads: int | None) -> Any:
@@ -106,6 +111,8 @@ class Runtime:
             (`harness.runtimes.calibration.shipped_calibration`), prepared once per machine: no corpus refits it.
         int8_kernels: Its vectors depend on the CPU's int8 kernels (more than by float rounding): they are keyed by
             the CPU's kernel class, and results from CPUs of two classes are flagged when compared.
+        int8_products: Its transformer's weight products run in int8 (``env --bench`` sets its rate against the
+            host's int8 multiply rate); False: in the float precision it runs at.
         needs: The modules it runs on (what ``--backend auto`` checks are installed).
         extra: The extra that installs them.
         sparse: A learned sparse encoder (``--sparse-backend``) and a cross-encoder (``--rerank-backend``) may run
@@ -128,6 +135,7 @@ class Runtime:
     device_refusal: str | None = None
     calibrate: Callable[[Iterable[Doc], str], Calibration] | None = None
     int8_kernels: bool = False
+    int8_products: bool = False
     needs: tuple[str, ...] = ()
     extra: str = ""
     sparse: bool = False
@@ -199,6 +207,7 @@ RUNTIMES = (
         identity=_onnx_identity,
         device_refusal=CPU_FP32,
         int8_kernels=True,
+        int8_products=True,
         needs=("onnxruntime", "onnx"),
         extra="onnx",
         sparse=True,
@@ -226,6 +235,7 @@ RUNTIMES = (
         device_refusal=CPU_OWN_PRECISION,
         calibrate=_corpus_calibration,
         int8_kernels=True,
+        int8_products=True,
         needs=("openvino", "nncf"),
         extra="openvino",
         sparse=True,
