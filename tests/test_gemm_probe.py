@@ -108,3 +108,24 @@ def test_a_backend_s_share_is_of_the_rate_in_its_own_precision(row, rates, share
     rows = [dict(row)]
     host.gemm_share(rows, {"rates": [{"precision": name, "gflops": value} for name, value in rates.items()]})
     assert rows[0].get("share_of_gemm") == (pytest.approx(share) if share is not None else None)
+
+
+def test_env_bench_prints_each_backend_s_operations_and_its_share_in_its_precision():
+    from harness.pipeline.environment import format_bench
+
+    rows = [
+        {"backend": "torch", "docs_per_s": 29.0, "vs_torch": 1.0, "cosine_mean": 1.0, "cosine_min": 1.0,
+         "precision": "fp32", "gflops": 162.4, "share_of_gemm": 0.871},
+        {"backend": "openvino-int8", "docs_per_s": 53.1, "vs_torch": 1.83, "cosine_mean": 0.9968, "cosine_min": 0.9939,
+         "precision": "int8", "gflops": 297.8, "share_of_gemm": 0.293},
+        {"backend": "torch bf16", "docs_per_s": 9.7, "vs_torch": 0.34, "cosine_mean": 0.9999, "cosine_min": 0.9999,
+         "precision": "bf16", "gflops": None},
+    ]  # fmt: skip
+    host = {"cpu": "a test CPU", "kernel_class": "test-class", "cpu_flags": ["avx2"], "cores_used": 2}
+    lines = {
+        line.split()[0] + (" bf16" if " bf16 " in line else ""): line
+        for line in format_bench(rows, host, 300).splitlines()
+    }
+    assert lines["torch"].split()[-4:] == ["162.4", "87%", "of", "fp32"]
+    assert lines["openvino-int8"].split()[-4:] == ["297.8", "29%", "of", "int8"]
+    assert lines["torch bf16"].split()[-2:] == ["-", "-"]

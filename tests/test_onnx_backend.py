@@ -150,3 +150,35 @@ def test_int8_warns_on_a_cpu_without_vnni(default_encoder, tmp_path, monkeypatch
     with caplog.at_level(logging.WARNING, logger="harness"), pytest.raises(RuntimeError, match="stop"):
         backend.onnx_encoder(default_encoder, "onnx-int8", tmp_path)
     assert [r for r in caplog.records if "no VNNI or AMX" in r.getMessage() and "env --bench" in r.getMessage()]
+
+
+def test_a_call_s_texts_are_batched_longest_first_and_returned_in_the_caller_s_order(encoders, default_encoder):
+    """Texts of 1 to 12 repeated words, shuffled, in batches of 2: the session sees them longest first (the least
+    padding: each batch as long as its own longest), and each vector is its own text's (torch's, one by one)."""
+    import random
+
+    _, fp32, _ = encoders
+    texts = [" ".join(["noise"] * n) for n in range(1, 13)]
+    random.Random(0).shuffle(texts)
+    session = fp32.session
+    seen, run = [], session.run
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(session, name)
+
+        def run(self, outputs, feed):
+            seen.append(feed["input_ids"].shape[1])
+            return run(outputs, feed)
+
+    encoder = fp32
+    saved = (encoder.session, encoder.batch_size)
+    encoder.session, encoder.batch_size = Recording(), 2
+    try:
+        vectors = encoder.encode_docs(texts)
+    finally:
+        encoder.session, encoder.batch_size = saved
+    lengths = sorted(default_encoder.token_lengths(texts), reverse=True)
+    assert seen == lengths[::2]  # batch i: the 2i-th longest text's tokens
+    one_by_one = np.concatenate([default_encoder.encode_docs([text]) for text in texts])
+    np.testing.assert_allclose(vectors, one_by_one, atol=1e-5)

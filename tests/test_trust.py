@@ -405,8 +405,10 @@ def test_env_bench_measures_every_backend_on_a_tiny_sample(tmp_path, default_enc
     if openvino:
         from harness.runtimes.openvino_backend import openvino_encoder
 
-        own = cosines(openvino_encoder(torch_encoder, "openvino", cache_dir(tmp_path)).encode_docs(texts))
+        plain = openvino_encoder(torch_encoder, "openvino", cache_dir(tmp_path))
+        own = cosines(plain.encode_docs(texts))
         assert rows["openvino"]["cosine_mean"] == pytest.approx(own.mean(), abs=1e-5)
+        assert rows["openvino"]["precision"] == ("bf16" if plain.inference_precision == "bf16" else "fp32")
         assert rows["openvino"]["cosine_min"] > 0.999 and rows["openvino-int8"]["cosine_mean"] > 0.98
     # The text form prints the table of what was measured: the rows above, handed back (measuring again would
     # only repeat the run above); the options still reach the bench.

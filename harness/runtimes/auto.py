@@ -50,6 +50,10 @@ PROBE_ROUNDS = 2
 CHECK_MIN_DOCS = 4 * PROBE_TEXTS  # a corpus encode this long says more of a pick's pace than the probe did
 CONFIRM_TEXTS = 32  # the confirmation: one batch of the corpus's first texts each for torch fp32 and the pick
 CONFIRM_WARMUP = 4  # texts each encodes first (first-call allocations, lazy kernels)
+# A table row leaves torch fp32 only with at least this lead: a smaller one is within one host's spread between two
+# quiet `env --bench` runs (torch fp32 33.2 and 29.0 docs/s on host F), and an export costs seconds the lead may not
+# repay (BENCHMARKS.md, "Choosing the backend").
+MIN_TABLE_GAIN = 1.10
 # The runtimes auto never picks (`Runtime.not_auto`), and those it picks only from the table (`Runtime.table_only`).
 NEVER = {record.name: record.not_auto for record in RUNTIMES if record.not_auto is not None}
 EXCLUDED = {**NEVER, **{record.name: record.table_only for record in RUNTIMES if record.table_only is not None}}
@@ -356,13 +360,16 @@ def _from_table(
 
 
 def table_pick(table: Sequence[ClassRow], installed: Iterable[str]) -> ClassRow | None:
-    """The first row of a class's `table` (fastest first) whose candidate is `installed` (names) and whose quality
-    holds (`harness.runtimes.classes.quality_holds`); None when none is."""
+    """The first row of a class's `table` (fastest first) whose candidate is `installed` (names), whose quality
+    holds (`harness.runtimes.classes.quality_holds`) and which is torch fp32 or at least `MIN_TABLE_GAIN` times as
+    fast; None when none is."""
     names = set(installed)
     usable = (
         row
         for row in table
-        if row.candidate in names and quality_holds(row, BY_NAME[row.backend].table_only is not None)
+        if row.candidate in names
+        and quality_holds(row, BY_NAME[row.backend].table_only is not None)
+        and (row.candidate == REFERENCE.name or row.vs_torch >= MIN_TABLE_GAIN)
     )
     return next(usable, None)
 
