@@ -109,7 +109,8 @@ def train(groups: list[tuple[str, str, list[str]]], base: str, out: Path, settin
     size = settings["groups_per_batch"]
     steps = settings["epochs"] * ((len(groups) + size - 1) // size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings["lr"])
-    schedule = get_linear_schedule_with_warmup(optimizer, int(settings["warmup"] * steps), steps)
+    warmup = int(settings["warmup"] * steps)
+    schedule = get_linear_schedule_with_warmup(optimizer, warmup, steps)
     losses, started = [], time.perf_counter()
     for epoch in range(settings["epochs"]):
         order = list(range(len(groups)))
@@ -141,6 +142,9 @@ def train(groups: list[tuple[str, str, list[str]]], base: str, out: Path, settin
     return {
         "groups": len(groups),
         "steps": len(losses),
+        "planned_steps": steps,
+        "warmup_steps": warmup,
+        "losses": [round(loss, 6) for loss in losses],
         "seconds": time.perf_counter() - started,
         "first_loss": losses[0],
         "last_tenth_loss": sum(tail) / len(tail),

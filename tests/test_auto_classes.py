@@ -242,6 +242,8 @@ def test_the_shipped_table_picks_on_each_class_the_fastest_row_whose_quality_hol
 def test_a_table_row_leaves_torch_only_with_a_lead_of_a_tenth(ratio, picked):
     table = [_row("onnx", ratio), _row("torch", 1, 0), _row("openvino", 0.9)]
     assert auto.table_pick(table, ["torch", "onnx", "openvino"]).candidate == picked
+    bf16 = [_row("torch bf16", ratio, 0), _row("torch", 1, 0)]  # torch in another precision is held to it too
+    assert auto.table_pick(bf16, ["torch", "torch bf16"]).candidate == picked.replace("onnx", "torch bf16")
 
 
 @pytest.mark.parametrize(

@@ -129,3 +129,32 @@ def test_env_bench_prints_each_backend_s_operations_and_its_share_in_its_precisi
     assert lines["torch"].split()[-4:] == ["162.4", "87%", "of", "fp32"]
     assert lines["openvino-int8"].split()[-4:] == ["297.8", "29%", "of", "int8"]
     assert lines["torch bf16"].split()[-2:] == ["-", "-"]
+
+
+@pytest.mark.parametrize(("backend", "inference", "precision"), [
+    ("openvino", "bf16", "bf16"), ("openvino", "f32", "fp32"), ("openvino-int8", "bf16", "int8"),
+    ("onnx-int8", None, "int8"), ("onnx", None, "fp32"), ("torch bf16", None, "bf16"), ("torch", None, "fp32"),
+])  # fmt: skip
+def test_a_backend_s_products_run_in_its_int8_or_its_inference_precision(backend, inference, precision):
+    from types import SimpleNamespace
+
+    from harness.pipeline import environment
+
+    encoder = SimpleNamespace(inference_precision=inference) if inference else SimpleNamespace()
+    assert environment._product_precision(backend, encoder) == precision
+
+
+def test_the_operations_of_a_long_text_are_those_of_its_truncated_tokens(default_encoder):
+    """Texts longer than the model's window: their operations are those of the tokens it sees (sentence-transformers'
+    own tokenization, truncated), not of the whole text."""
+    from harness.pipeline import environment
+
+    texts = ["noise " * 600, "a short text", "noise " * 100]
+    model = default_encoder.model
+    seen = [int(mask.sum()) for mask in model.tokenize(texts)["attention_mask"]]
+    assert max(seen) == model.max_seq_length  # the long one is cut
+    config = model[0].auto_model.config
+    expected = [
+        host.transformer_flops(n, config.hidden_size, config.num_hidden_layers, config.intermediate_size) for n in seen
+    ]
+    assert environment._flops_per_text(default_encoder, texts) == pytest.approx(sum(expected) / 3)

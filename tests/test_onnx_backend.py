@@ -182,3 +182,4 @@ def test_a_call_s_texts_are_batched_longest_first_and_returned_in_the_caller_s_o
     assert seen == lengths[::2]  # batch i: the 2i-th longest text's tokens
     one_by_one = np.concatenate([default_encoder.encode_docs([text]) for text in texts])
     np.testing.assert_allclose(vectors, one_by_one, atol=1e-5)
+    assert vectors.dtype == np.float32 and fp32.encode_docs([]).shape == (0, one_by_one.shape[1])

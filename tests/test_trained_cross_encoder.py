@@ -51,7 +51,7 @@ def _bm25_top(folder: Path, depth: int) -> dict[str, list[str]]:
     return {query: [hit.doc_id for hit in hits] for query, hits in run.items()}
 
 
-@pytest.mark.parametrize("pool", [4, 9])
+@pytest.mark.parametrize("pool", [2, 4, 9])  # 2: exactly the negatives drawn, every query still kept
 def test_each_group_is_a_judged_document_and_unjudged_ones_from_bm25_s_top_pool(synthetic, pool):
     docs, queries, judged = _files(synthetic)
     top = _bm25_top(synthetic, pool + 10)
@@ -87,8 +87,17 @@ def test_training_ranks_each_judged_document_above_its_negatives_and_keeps_the_l
     groups = train_cross_encoder.training_groups(synthetic, "test", 2, 9, 0)[:3]
     base = _smoke.tiny_model(tmp_path / "base")
     settings = {**train_cross_encoder.SETTINGS, "max_length": 48, "groups_per_batch": 2, "epochs": 40, "lr": 3e-3}
-    record = train_cross_encoder.train(groups, str(base), tmp_path / "out", settings)
-    assert record["steps"] == 80 and record["groups"] == 3
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: one thread, so parallel test workers do not oversubscribe the cores
+    try:
+        record = train_cross_encoder.train(groups, str(base), tmp_path / "out", settings)
+    finally:
+        torch.set_num_threads(threads)
+    # 3 groups in batches of 2: two steps an epoch (the last one partial), the warm-up a tenth of them.
+    assert record["steps"] == record["planned_steps"] == 80 and record["warmup_steps"] == 8 and record["groups"] == 3
+    losses = record["losses"]
+    assert len(losses) == 80 and record["first_loss"] == pytest.approx(losses[0], abs=1e-6)
+    assert record["last_tenth_loss"] == pytest.approx(sum(losses[-8:]) / 8, abs=1e-5)
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
     assert tokenizer.model_max_length == 48
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out").eval()
@@ -99,13 +108,19 @@ def test_training_ranks_each_judged_document_above_its_negatives_and_keeps_the_l
         assert scores[0] > max(scores[1:]), scores
 
 
-def test_the_rerank_benchmark_s_means_are_over_the_queries_it_reranks(synthetic):
+def test_the_rerank_benchmark_s_means_are_over_the_queries_it_reranks(synthetic, tmp_path):
+    import shutil
+
     import rerank
 
     from harness.io.formats import locate_beir_folder
 
-    _, queries, judged = _files(synthetic)
-    chosen, qrels = rerank.reranked_queries(locate_beir_folder(str(synthetic), "test"), 5)
+    folder = tmp_path / "beir"
+    shutil.copytree(synthetic, folder)
+    unjudged = "".join(json.dumps({"_id": f"u{i}", "text": f"unjudged {i}"}) + "\n" for i in range(3))
+    (folder / "queries.jsonl").write_text(unjudged + (synthetic / "queries.jsonl").read_text(), encoding="utf-8")
+    _, queries, judged = _files(folder)
+    chosen, qrels = rerank.reranked_queries(locate_beir_folder(str(folder), "test"), 5)
     assert [q.query_id for q in chosen] == [q for q in queries if q in judged][:5]
     assert sorted(qrels) == sorted(q.query_id for q in chosen)
     assert all(set(qrels[q]) == judged[q] for q in qrels)
