@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _smoke  # noqa: E402
 
 SETTINGS = {
-    "objective": "listwise",
+    "objective": "listwise",  # not read: it keys the cache apart from the pointwise recipe's model
     "negatives": 3,
     "pool": 100,
     "epochs": 3,

@@ -131,17 +131,17 @@ def test_env_bench_prints_each_backend_s_operations_and_its_share_in_its_precisi
     assert lines["torch bf16"].split()[-2:] == ["-", "-"]
 
 
-@pytest.mark.parametrize(("backend", "inference", "precision"), [
-    ("openvino", "bf16", "bf16"), ("openvino", "f32", "fp32"), ("openvino-int8", "bf16", "int8"),
-    ("onnx-int8", None, "int8"), ("onnx", None, "fp32"), ("torch bf16", None, "bf16"), ("torch", None, "fp32"),
+@pytest.mark.parametrize(("backend", "attributes", "precision"), [
+    ("openvino", {"inference_precision": "bf16"}, "bf16"), ("openvino", {"inference_precision": "f32"}, "fp32"),
+    ("openvino-int8", {"inference_precision": "bf16"}, "int8"), ("onnx-int8", {}, "int8"), ("onnx", {}, "fp32"),
+    ("torch bf16", {"precision": "bf16"}, "bf16"), ("torch", {"precision": "fp32"}, "fp32"),
 ])  # fmt: skip
-def test_a_backend_s_products_run_in_its_int8_or_its_inference_precision(backend, inference, precision):
+def test_a_backend_s_products_run_in_its_int8_or_its_inference_precision(backend, attributes, precision):
     from types import SimpleNamespace
 
     from harness.pipeline import environment
 
-    encoder = SimpleNamespace(inference_precision=inference) if inference else SimpleNamespace()
-    assert environment._product_precision(backend, encoder) == precision
+    assert environment._product_precision(backend, SimpleNamespace(**attributes)) == precision
 
 
 def test_the_operations_of_a_long_text_are_those_of_its_truncated_tokens(default_encoder):

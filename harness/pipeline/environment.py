@@ -222,14 +222,15 @@ def _flops_per_text(encoder: Any, sample: list[str]) -> float | None:
 
 def _product_precision(name: str, encoder: Any) -> str:
     """The precision a backend's products run in, as `harness.host.gemm_probe` names them: int8 for a runtime with
-    int8 kernels, bf16 for torch bf16 and for OpenVINO where its inference precision is bf16, else fp32."""
+    int8 products (its registry record), bf16 for an encoder loaded in bf16 (torch bf16) or whose inference
+    precision is bf16 (OpenVINO on a CPU with it), else fp32."""
     from harness.runtimes.registry import BY_NAME
 
     record = BY_NAME.get(name)
     if record is not None and record.int8_products:
         return "int8"
-    inference = str(getattr(encoder, "inference_precision", "") or "")
-    return "bf16" if name.endswith(" bf16") or inference == "bf16" else "fp32"
+    loaded = getattr(encoder, "precision", "fp32")
+    return "bf16" if "bf16" in (loaded, getattr(encoder, "inference_precision", None)) else "fp32"
 
 
 def format_bench(rows: list[dict[str, Any]], host: dict[str, Any], texts: int) -> str:
